@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what allocbench needs on a Debian or Ubuntu machine, or says how to.
+#   .ci/deps.sh build   the compiler, CMake and zlib (required)
+#   .ci/deps.sh bench   also gnuplot and Google Benchmark (optional: without them the
+#                       figures and the micro-benchmarks are skipped)
+#   .ci/deps.sh fuzz    also clang, for the fuzz targets
+# As root with apt-get it installs what is missing; otherwise it prints the exact command
+# and, for optional parts, goes on without them.
+set -u
+want=${1:-build}
+
+missing_required=()
+missing_optional=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+need() { # need REQUIRED|OPTIONAL PACKAGE [COMMAND]
+  local kind=$1 pkg=$2 cmd=${3:-}
+  if [ -n "$cmd" ] && have_cmd "$cmd"; then return; fi
+  if [ -z "$cmd" ] && have_pkg "$pkg"; then return; fi
+  if [ "$kind" = REQUIRED ]; then missing_required+=("$pkg"); else missing_optional+=("$pkg"); fi
+}
+
+need REQUIRED gcc gcc
+need REQUIRED make make
+need REQUIRED cmake cmake
+need REQUIRED zlib1g-dev
+if [ "$want" = bench ]; then
+  need OPTIONAL gnuplot-nox gnuplot
+  need OPTIONAL libbenchmark-dev
+  need OPTIONAL g++ g++
+fi
+if [ "$want" = fuzz ]; then
+  need OPTIONAL clang clang
+fi
+
+all=("${missing_required[@]}" "${missing_optional[@]}")
+[ ${#all[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && have_cmd apt-get; then
+  echo "allocbench: installing ${all[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if apt-get install -y -q --no-install-recommends "${all[@]}" >/dev/null 2>&1 ||
+     { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${all[@]}" >/dev/null; }; then
+    exit 0
+  fi
+  echo "allocbench: apt-get could not install ${all[*]}" >&2
+fi
+if [ ${#missing_required[@]} -gt 0 ]; then
+  echo "allocbench: missing ${missing_required[*]}; install with: sudo apt-get install -y ${missing_required[*]}" >&2
+  exit 1
+fi
+echo "allocbench: going on without ${missing_optional[*]} (install with: sudo apt-get install -y ${missing_optional[*]})" >&2
+exit 0

@@ -1,0 +1,81 @@
+/* cli.h: what the subcommands of `allocbench` share: the options that name a run, their
+ * parsing, progress on a terminal, and running one strategy over one event stream.
+ *
+ * Errors on the command line are printed as one line, "allocbench CMD: MESSAGE", and the
+ * command exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a
+ * result, not a failure: it exits 0.
+ */
+#ifndef AB_CLI_H
+#define AB_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harness/engine.h"
+#include "harness/events.h"
+#include "harness/table.h"
+#include "strategies/device/device.h"
+
+#define AB_EXIT_OK 0
+#define AB_EXIT_FAIL 1
+#define AB_EXIT_USAGE 2
+
+typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
+
+typedef struct ab_cli_opts_s {
+  const char *cmd;        /* "run", for messages */
+  const char *workload;   /* -w NAME[:ARGS] */
+  const char *strategy;   /* -s NAME (or a comma list where the command takes several) */
+  const char *conf;       /* -c CONF */
+  const char *device;     /* --device SPEC */
+  const char *out_dir;    /* --out DIR */
+  uint64_t seed;          /* --seed N */
+  ab_device_config_t dev; /* --budget, --faults */
+  ab_format_t format;     /* --format */
+  bool timeline;          /* not --no-timeline */
+  bool check;             /* --check: invariants after every event */
+  bool quiet;             /* --quiet: no progress, no device notice */
+} ab_cli_opts_t;
+
+/* The long options every run-like command takes, ending with a zero entry; commands copy
+ * them into their own table. */
+#define AB_CLI_COMMON_LONGOPTS                                                           \
+  {"workload", required_argument, 0, 'w'}, {"strategy", required_argument, 0, 's'},   \
+      {"conf", required_argument, 0, 'c'}, {"device", required_argument, 0, 'D'},      \
+      {"budget", required_argument, 0, 'B'}, {"seed", required_argument, 0, 'S'},      \
+      {"out", required_argument, 0, 'o'}, {"format", required_argument, 0, 'f'},       \
+      {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
+      {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
+      {"help", no_argument, 0, 'h'}
+#define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
+
+/* The defaults: device auto, seed 42, out results/latest, format table, timeline on. */
+void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
+/* Applies one common option; false if opt is not one of them. Errors go to diag. */
+bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
+/* The help lines of the common options. */
+extern const char ab_cli_common_help[];
+
+/* Prints "allocbench CMD: MESSAGE" and returns AB_EXIT_USAGE. */
+int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
+/* Prints "allocbench CMD: MESSAGE" and returns AB_EXIT_FAIL. */
+int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
+
+/* Opens the device of o, saying on stderr which one `auto` chose. */
+ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
+
+/* Runs one strategy over es on a fresh device and adds its summary row to summary
+ * (columns ab_summary_cols). The run keeps its results. AB_OK when the run completed or
+ * ended in OOM; otherwise the row says error and diag says why. */
+ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                         ab_table_t *summary, ab_diag_t *diag);
+
+/* Prints a results table in the chosen format: csv (header and rows), json, or text with
+ * the named columns (all when NULL). */
+void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols);
+
+/* Appends a table to DIR/NAME, saying on stderr if an older file was moved aside. */
+ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag);
+
+#endif

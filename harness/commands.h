@@ -1,0 +1,9 @@
+/* commands.h: the subcommands of `allocbench`, one file each (cmd_<name>.c). Each takes the
+ * arguments after its name (argv[0] is the command's name) and returns the exit code. */
+#ifndef AB_COMMANDS_H
+#define AB_COMMANDS_H
+
+int ab_cmd_list(int argc, char **argv);
+int ab_cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,221 @@
+#include "harness/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *ab_run_status_name(ab_run_status_t st) {
+  switch (st) {
+    case AB_RUN_OK: return "ok";
+    case AB_RUN_OOM: return "oom";
+    case AB_RUN_ERROR: return "error";
+  }
+  return "?";
+}
+
+const char *ab_oom_kind_name(ab_oom_kind_t kind) {
+  switch (kind) {
+    case AB_OOM_NONE: return "none";
+    case AB_OOM_FRAGMENTATION: return "fragmentation";
+    case AB_OOM_CAPACITY: return "capacity";
+  }
+  return "?";
+}
+
+static inline uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+ab_run_opts_t ab_run_defaults(void) {
+  ab_run_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.time_calls = true;
+  o.timeline = true;
+  return o;
+}
+
+ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
+  memset(run, 0, sizeof *run);
+  run->nids = es->nids;
+  run->ptr = calloc(es->nids ? es->nids : 1, sizeof *run->ptr);
+  run->requested = calloc(es->nids ? es->nids : 1, 1);
+  run->captimeline = (size_t)es->nsteps + 1;
+  run->timeline = malloc(run->captimeline * sizeof *run->timeline);
+  if (run->ptr == NULL || run->requested == NULL || run->timeline == NULL) {
+    ab_run_release(run);
+    return AB_ERR_INTERNAL;
+  }
+  return AB_OK;
+}
+
+void ab_run_release(ab_run_t *run) {
+  free(run->ptr);
+  free(run->requested);
+  free(run->timeline);
+  memset(run, 0, sizeof *run);
+}
+
+static void sample(ab_run_t *run, ab_strategy_t *s, uint64_t event, uint32_t step) {
+  if (run->ntimeline == run->captimeline) return;
+  ab_stats_t st;
+  ab_strategy_stats(s, &st);
+  run->timeline[run->ntimeline++] =
+      (ab_tl_sample_t){event, step, st.requested_bytes.current, st.allocated_bytes.current, st.reserved_bytes.current};
+}
+
+static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, const char *what) {
+  run->status = AB_RUN_ERROR;
+  run->error = st;
+  snprintf(run->message, sizeof run->message, "event %zu (%s): %s: %s", i, what, ab_strerror(st),
+           s->dev->diag.msg[0] ? s->dev->diag.msg : "no detail");
+  return st;
+}
+
+/* Frees what is still live, untimed, so that the strategy and the device end clean: one
+ * pass over the ALLOC events finds each live id's size and stream. */
+static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run) {
+  ab_status first = AB_OK;
+  for (size_t i = 0; i < es->n; i++) {
+    const ab_event_t *e = &es->ev[i];
+    if (e->kind != AB_EV_ALLOC || run->ptr[e->id] == 0) continue;
+    ab_status st = run->requested[e->id] ? ab_strategy_free_complete(s, run->ptr[e->id], e->bytes, e->stream)
+                                         : ab_strategy_free(s, run->ptr[e->id], e->bytes, e->stream);
+    if (st != AB_OK && first == AB_OK) first = st;
+    run->ptr[e->id] = 0;
+    run->requested[e->id] = 0;
+  }
+  if (first != AB_OK && run->status != AB_RUN_ERROR) fail(run, s, first, es->n, "freeing what was left live");
+  return first;
+}
+
+ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
+  ab_run_opts_t defaults = ab_run_defaults();
+  if (opts == NULL) opts = &defaults;
+  /* Reset results; keep the scratch. */
+  memset(run->ptr, 0, (run->nids ? run->nids : 1) * sizeof *run->ptr);
+  memset(run->requested, 0, run->nids ? run->nids : 1);
+  run->ntimeline = 0;
+  run->status = AB_RUN_OK;
+  run->error = AB_OK;
+  run->message[0] = '\0';
+  run->events_done = 0;
+  memset(&run->oom, 0, sizeof run->oom);
+  ab_hist_reset(&run->alloc_ns);
+  ab_hist_reset(&run->free_ns);
+  run->kernels_skipped = 0;
+  if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1)
+    return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
+
+  ab_device_t *dev = s->dev;
+  uint64_t free_at_start = 0, total = 0;
+  ab_status st = ab_device_mem_info(dev, &free_at_start, &total);
+  if (st != AB_OK) return fail(run, s, st, 0, "mem_info");
+  uint64_t limit = free_at_start + dev->held_bytes;
+  uint64_t live_requested = 0;
+  uint64_t modeled0 = dev->modeled_ns;
+  const ab_event_t *ev = es->ev;
+
+  uint64_t t_loop = now_ns();
+  size_t i = 0;
+  for (; i < es->n; i++) {
+    const ab_event_t *e = &ev[i];
+    switch ((ab_event_kind_t)e->kind) {
+      case AB_EV_ALLOC: {
+        uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
+        ab_dptr_t p = 0;
+        st = ab_strategy_alloc(s, e->bytes, e->stream, &p);
+        if (opts->time_calls) ab_hist_add(&run->alloc_ns, now_ns() - t0 + (dev->modeled_ns - m0));
+        if (st == AB_ERR_OOM) goto oom;
+        if (st != AB_OK) goto error;
+        run->ptr[e->id] = p;
+        live_requested += e->bytes;
+        break;
+      }
+      case AB_EV_FREE: {
+        uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
+        ab_dptr_t p = run->ptr[e->id];
+        switch ((ab_free_phase_t)e->aux) {
+          case AB_FREE_NOW:
+            st = ab_strategy_free(s, p, e->bytes, e->stream);
+            run->ptr[e->id] = 0;
+            live_requested -= e->bytes;
+            break;
+          case AB_FREE_REQUEST:
+            st = ab_strategy_free_request(s, p, e->bytes, e->stream);
+            run->requested[e->id] = 1;
+            break;
+          case AB_FREE_COMPLETE: /* the memory was in use until now */
+            st = ab_strategy_free_complete(s, p, e->bytes, e->stream);
+            run->ptr[e->id] = 0;
+            run->requested[e->id] = 0;
+            live_requested -= e->bytes;
+            break;
+        }
+        if (opts->time_calls) ab_hist_add(&run->free_ns, now_ns() - t0 + (dev->modeled_ns - m0));
+        if (st != AB_OK) goto error;
+        break;
+      }
+      case AB_EV_KERNEL:
+        run->kernels_skipped++;
+        break;
+      case AB_EV_STEP:
+        if (opts->timeline) sample(run, s, i, e->id);
+        break;
+      case AB_EV_SYNC:
+        st = ab_strategy_synchronize(s);
+        if (st != AB_OK) goto error;
+        break;
+      case AB_EV_EMPTY_CACHE:
+        st = ab_strategy_empty_cache(s);
+        if (st != AB_OK) goto error;
+        break;
+    }
+    if (opts->check) {
+      ab_diag_t why = {""};
+      if (ab_strategy_check(s, &why) != AB_OK) {
+        snprintf(dev->diag.msg, sizeof dev->diag.msg, "invariant broken: %s", why.msg);
+        st = AB_ERR_INTERNAL;
+        goto error;
+      }
+    }
+    if (opts->progress && (i & 0xFFFF) == 0xFFFF) opts->progress(opts->progress_ctx, i + 1, es->n);
+  }
+  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
+  run->modeled_ns = dev->modeled_ns - modeled0;
+  run->events_done = i;
+  if (opts->timeline) sample(run, s, es->n, es->nsteps);
+  ab_strategy_stats(s, &run->stats);
+  return drain(es, s, run);
+
+oom:
+  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
+  run->modeled_ns = dev->modeled_ns - modeled0;
+  run->events_done = i;
+  run->status = AB_RUN_OOM;
+  ab_strategy_stats(s, &run->stats);
+  {
+    ab_oom_info_t *o = &run->oom;
+    const ab_event_t *e = &ev[i];
+    o->event = i;
+    o->id = e->id;
+    o->bytes = e->bytes;
+    o->allocated = run->stats.allocated_bytes.current;
+    o->reserved = run->stats.reserved_bytes.current;
+    o->live_requested = live_requested;
+    o->limit = limit;
+    o->kind = limit >= live_requested && limit - live_requested >= e->bytes ? AB_OOM_FRAGMENTATION : AB_OOM_CAPACITY;
+    ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
+  }
+  if (opts->on_oom) opts->on_oom(opts->on_oom_ctx, s, run);
+  return drain(es, s, run);
+
+error:
+  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
+  run->events_done = i;
+  fail(run, s, st, i, "replay");
+  drain(es, s, run);
+  return st;
+}

@@ -1,0 +1,105 @@
+/* engine.h: the replay engine. It drives one event stream (events.h) through one strategy
+ * (strategy.h) and measures what happened.
+ *
+ * For every ALLOC and FREE it times the strategy call on the host (plus, on the simulated
+ * device, the modelled time of the device calls made inside it) into a histogram; it keeps
+ * the live pointers in a flat array indexed by id; it stops at the first OOM and records it
+ * (event index, bytes asked, allocated and reserved at that moment, the strategy's message)
+ * and classifies it; it samples a timeline at each STEP; and at the end it frees whatever is
+ * still live, untimed, so that the strategy and the device can be checked for leaks.
+ *
+ * OOM classification (Note [OOM kinds]): with L the memory the run could have (the budget,
+ * or the card's free memory at the start) and R the bytes requested by the live
+ * allocations at the failure, the OOM is "fragmentation" when L - R >= the request (an ideal
+ * packing of the live blocks would have served it) and "capacity" otherwise.
+ *
+ * An ab_run_t holds the results and the scratch of a run; ab_run_prepare sizes it for a
+ * stream once, and a prepared run can be replayed again and again (a budget bisection)
+ * without allocating.
+ *
+ * Statuses: ab_engine_replay returns AB_OK when the stream ran to its end or to an OOM (see
+ * run->status), and the strategy's or device's error otherwise, with run->message set.
+ */
+#ifndef AB_ENGINE_H
+#define AB_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/events.h"
+#include "harness/hist.h"
+#include "strategies/strategy.h"
+
+typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR } ab_run_status_t;
+typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY } ab_oom_kind_t;
+
+const char *ab_run_status_name(ab_run_status_t st);
+const char *ab_oom_kind_name(ab_oom_kind_t kind);
+
+typedef struct ab_tl_sample_s {
+  uint64_t event;    /* index of the STEP event (the stream's length for the final sample) */
+  uint32_t step;     /* the step that begins here */
+  int64_t requested; /* the strategy's current bytes, PyTorch's names */
+  int64_t allocated;
+  int64_t reserved;
+} ab_tl_sample_t;
+
+typedef struct ab_run_s ab_run_t;
+
+typedef struct ab_run_opts_s {
+  bool time_calls; /* histogram every alloc and free */
+  bool timeline;   /* sample at every STEP and at the end */
+  bool check;      /* run the strategy's invariant checks after every event (slow) */
+  /* Called about every 64k events with the progress so far; may be NULL. */
+  void (*progress)(void *ctx, size_t done, size_t total);
+  void *progress_ctx;
+  /* Called at an OOM, before anything is freed, to look at the strategy's state (the
+   * segment map); may be NULL. */
+  void (*on_oom)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  void *on_oom_ctx;
+} ab_run_opts_t;
+
+typedef struct ab_oom_info_s {
+  size_t event;           /* index of the ALLOC that failed */
+  uint32_t id;            /* its allocation id */
+  uint64_t bytes;         /* bytes it asked for */
+  int64_t allocated;      /* the strategy's allocated and reserved bytes then */
+  int64_t reserved;
+  uint64_t live_requested; /* bytes requested by the live allocations then */
+  uint64_t limit;         /* the memory the run could have */
+  ab_oom_kind_t kind;
+  char message[1024];     /* the strategy's OOM message */
+} ab_oom_info_t;
+
+struct ab_run_s {
+  /* scratch, sized by ab_run_prepare */
+  ab_dptr_t *ptr;            /* per id: its address until its free completes, else 0 */
+  uint8_t *requested;        /* per id: 1 between FREE REQUEST and FREE COMPLETE */
+  uint32_t nids;
+  ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples */
+  size_t ntimeline, captimeline;
+  /* results */
+  ab_run_status_t status;
+  ab_status error;           /* AB_OK unless status is AB_RUN_ERROR */
+  char message[1024];        /* the error, when there was one */
+  size_t events_done;        /* events replayed (the failing one excluded) */
+  ab_oom_info_t oom;         /* when status is AB_RUN_OOM */
+  ab_stats_t stats;          /* the strategy's statistics at the end or at the OOM */
+  ab_hist_t alloc_ns, free_ns;
+  double loop_s;             /* host time of the replay loop */
+  uint64_t modeled_ns;       /* simulated device time inside the loop (sim only) */
+  uint64_t kernels_skipped;  /* KERNEL events passed over */
+};
+
+/* Sizes the scratch of run for es. */
+ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es);
+void ab_run_release(ab_run_t *run);
+
+/* The default options: time calls, sample the timeline. */
+ab_run_opts_t ab_run_defaults(void);
+
+/* Replays es through s. The run must have been prepared for es. */
+ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run);
+
+#endif

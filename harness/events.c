@@ -1,0 +1,252 @@
+#include "harness/events.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *ab_tag_name(ab_tag_t tag) {
+  switch (tag) {
+#define AB_TAG_CASE(name, text) \
+  case name: return text;
+    AB_TAGS(AB_TAG_CASE)
+#undef AB_TAG_CASE
+    case AB_TAG_COUNT: break;
+  }
+  return "?";
+}
+
+const char *ab_kernel_name(ab_kernel_op_t op) {
+  switch (op) {
+#define AB_KERNEL_CASE(name, text) \
+  case name: return text;
+    AB_KERNELS(AB_KERNEL_CASE)
+#undef AB_KERNEL_CASE
+    case AB_K_COUNT: break;
+  }
+  return "?";
+}
+
+uint64_t ab_dtype_bytes(ab_dtype_t t) { return t == AB_F32 ? 4 : 2; }
+
+void ab_kernel_needs(const ab_kernel_t *k, uint64_t need[AB_KERNEL_MAX_BUFS]) {
+  memset(need, 0, sizeof(uint64_t) * AB_KERNEL_MAX_BUFS);
+  uint64_t in = ab_dtype_bytes((ab_dtype_t)k->dtype[0]), out = ab_dtype_bytes((ab_dtype_t)k->dtype[1]);
+  switch ((ab_kernel_op_t)k->op) {
+    case AB_K_GEMM:
+      need[0] = k->m * k->k * in;
+      need[1] = k->k * k->n * in;
+      need[2] = k->m * k->n * out;
+      break;
+    case AB_K_GELU:
+    case AB_K_CAST:
+      need[0] = k->n * in;
+      need[1] = k->n * out;
+      break;
+    case AB_K_ADAM:
+      need[0] = need[2] = need[3] = k->n * 4;
+      need[1] = k->n * in;
+      break;
+    case AB_K_SCALE_CHECK:
+      need[0] = k->n * in;
+      need[1] = 4;
+      break;
+    case AB_K_COPY:
+      need[0] = need[1] = k->n;
+      break;
+    case AB_K_ALLGATHER:
+    case AB_K_REDUCE_SCATTER:
+      /* n bytes per rank on the shard side; the full side is checked against the world
+       * size by the launcher, which knows it. */
+      need[k->op == AB_K_ALLGATHER ? 0 : 1] = k->n;
+      need[k->op == AB_K_ALLGATHER ? 1 : 0] = k->n;
+      break;
+    case AB_K_COUNT:
+      break;
+  }
+}
+
+void ab_events_init(ab_events_t *es) { memset(es, 0, sizeof *es); }
+
+void ab_events_free(ab_events_t *es) {
+  free(es->ev);
+  free(es->kernels);
+  ab_events_init(es);
+}
+
+static ab_event_t *push(ab_events_t *es) {
+  if (es->failed) return NULL;
+  if (es->n == es->cap) {
+    size_t cap = es->cap ? es->cap * 2 : 1024;
+    ab_event_t *grown = realloc(es->ev, cap * sizeof *grown);
+    if (grown == NULL) {
+      es->failed = true;
+      return NULL;
+    }
+    es->ev = grown;
+    es->cap = cap;
+  }
+  ab_event_t *e = &es->ev[es->n++];
+  memset(e, 0, sizeof *e);
+  return e;
+}
+
+static void note_stream(ab_events_t *es, unsigned stream) {
+  if (stream >= es->nstreams) es->nstreams = (uint16_t)(stream + 1);
+}
+
+uint32_t ab_events_alloc(ab_events_t *es, uint64_t bytes, unsigned stream, ab_tag_t tag) {
+  ab_event_t *e = push(es);
+  uint32_t id = es->nids++;
+  if (e) {
+    e->kind = AB_EV_ALLOC;
+    e->aux = (uint8_t)tag;
+    e->stream = (uint16_t)stream;
+    e->id = id;
+    e->bytes = bytes;
+    note_stream(es, stream);
+  }
+  return id;
+}
+
+void ab_events_free_phase(ab_events_t *es, uint32_t id, ab_free_phase_t phase) {
+  ab_event_t *e = push(es);
+  if (e) {
+    e->kind = AB_EV_FREE;
+    e->aux = (uint8_t)phase;
+    e->id = id;
+  }
+}
+
+void ab_events_free_id(ab_events_t *es, uint32_t id) { ab_events_free_phase(es, id, AB_FREE_NOW); }
+
+void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream) {
+  if (es->failed) return;
+  if (es->nkernels == es->capkernels) {
+    size_t cap = es->capkernels ? es->capkernels * 2 : 256;
+    ab_kernel_t *grown = realloc(es->kernels, cap * sizeof *grown);
+    if (grown == NULL) {
+      es->failed = true;
+      return;
+    }
+    es->kernels = grown;
+    es->capkernels = cap;
+  }
+  ab_event_t *e = push(es);
+  if (e) {
+    e->kind = AB_EV_KERNEL;
+    e->stream = (uint16_t)stream;
+    e->id = (uint32_t)es->nkernels;
+    note_stream(es, stream);
+    /* Field by field, so that padding is zero and the stream's hash is deterministic. */
+    ab_kernel_t *d = &es->kernels[es->nkernels++];
+    memset(d, 0, sizeof *d);
+    d->op = k->op;
+    memcpy(d->dtype, k->dtype, sizeof d->dtype);
+    d->nbuf = k->nbuf;
+    memcpy(d->buf, k->buf, sizeof d->buf);
+    d->m = k->m;
+    d->n = k->n;
+    d->k = k->k;
+  }
+}
+
+void ab_events_step(ab_events_t *es) {
+  ab_event_t *e = push(es);
+  if (e) {
+    e->kind = AB_EV_STEP;
+    e->id = es->nsteps++;
+  }
+}
+
+void ab_events_sync(ab_events_t *es, unsigned stream) {
+  ab_event_t *e = push(es);
+  if (e) {
+    e->kind = AB_EV_SYNC;
+    e->stream = (uint16_t)stream;
+    note_stream(es, stream);
+  }
+}
+
+void ab_events_empty_cache(ab_events_t *es) {
+  ab_event_t *e = push(es);
+  if (e) e->kind = AB_EV_EMPTY_CACHE;
+}
+
+/* Life of an id while validating. */
+enum { ID_UNBORN, ID_LIVE, ID_REQUESTED, ID_DEAD };
+
+ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
+  if (es->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory while building the event stream");
+  uint8_t *state = calloc(es->nids ? es->nids : 1, 1);
+  uint16_t *stream = calloc(es->nids ? es->nids : 1, sizeof *stream);
+  uint64_t *bytes = calloc(es->nids ? es->nids : 1, sizeof *bytes);
+  ab_status st = AB_OK;
+  if (state == NULL || stream == NULL || bytes == NULL) {
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory while validating the event stream");
+    goto done;
+  }
+  for (size_t i = 0; i < es->n && st == AB_OK; i++) {
+    ab_event_t *e = &es->ev[i];
+    switch ((ab_event_kind_t)e->kind) {
+      case AB_EV_ALLOC:
+        if (e->id >= es->nids || state[e->id] != ID_UNBORN || e->bytes == 0 || e->aux >= AB_TAG_COUNT)
+          st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: ALLOC of id %u with %llu bytes is not valid", i, e->id,
+                           (unsigned long long)e->bytes);
+        else {
+          state[e->id] = ID_LIVE;
+          stream[e->id] = e->stream;
+          bytes[e->id] = e->bytes;
+        }
+        break;
+      case AB_EV_FREE: {
+        uint8_t want = e->aux == AB_FREE_COMPLETE ? ID_REQUESTED : ID_LIVE;
+        if (e->id >= es->nids || state[e->id] != want || e->aux > AB_FREE_COMPLETE) {
+          st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: FREE of id %u, which is not %s", i, e->id,
+                           want == ID_LIVE ? "live" : "awaiting its completion");
+          break;
+        }
+        /* Frees are ordered on the allocation's stream and sized by it: filled in here so
+         * that the engine reads them from the event. */
+        e->stream = stream[e->id];
+        e->bytes = bytes[e->id];
+        state[e->id] = e->aux == AB_FREE_REQUEST ? ID_REQUESTED : ID_DEAD;
+        break;
+      }
+      case AB_EV_KERNEL: {
+        const ab_kernel_t *k = e->id < es->nkernels ? &es->kernels[e->id] : NULL;
+        if (k == NULL || k->op >= AB_K_COUNT || k->nbuf > AB_KERNEL_MAX_BUFS || k->dtype[0] >= AB_DTYPE_COUNT ||
+            k->dtype[1] >= AB_DTYPE_COUNT) {
+          st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: malformed kernel", i);
+          break;
+        }
+        uint64_t need[AB_KERNEL_MAX_BUFS];
+        ab_kernel_needs(k, need);
+        for (unsigned b = 0; b < k->nbuf && st == AB_OK; b++)
+          if (k->buf[b] >= es->nids || state[k->buf[b]] != ID_LIVE || bytes[k->buf[b]] < need[b])
+            st = ab_diag_set(diag, AB_ERR_INVALID,
+                             "event %zu: %s kernel buffer %u (id %u) is not live or smaller than the %llu bytes it needs", i,
+                             ab_kernel_name((ab_kernel_op_t)k->op), b, k->buf[b], (unsigned long long)need[b]);
+        break;
+      }
+      case AB_EV_STEP:
+      case AB_EV_SYNC:
+      case AB_EV_EMPTY_CACHE:
+        break;
+      default:
+        st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: unknown kind %u", i, e->kind);
+    }
+  }
+done:
+  free(state);
+  free(stream);
+  free(bytes);
+  return st;
+}
+
+uint64_t ab_events_hash(const ab_events_t *es) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const unsigned char *p = (const unsigned char *)es->ev;
+  for (size_t i = 0; i < es->n * sizeof *es->ev; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  p = (const unsigned char *)es->kernels;
+  for (size_t i = 0; i < es->nkernels * sizeof *es->kernels; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}

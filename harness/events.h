@@ -1,0 +1,157 @@
+/* events.h: the event stream, the lingua franca between workloads and the replay engine.
+ *
+ * A workload (a generator, or an importer of a recorded trace) becomes one array of compact
+ * events, materialised once and replayed many times (a budget bisection replays it dozens
+ * of times):
+ *   ALLOC {id, bytes, stream, tag}  a new allocation; ids are dense, counted from 0
+ *   FREE  {id, phase}               free of a live id, on the stream it was allocated on
+ *                                   (ab_events_finish fills in that stream and the size).
+ *                                   phase NOW: the memory is reusable at once; REQUEST then
+ *                                   COMPLETE: the user let go at REQUEST, the memory became
+ *                                   reusable at COMPLETE (PyTorch's free_requested and
+ *                                   free_completed, for blocks used on other streams)
+ *   KERNEL {index}                  compute on live buffers: kernels[index] describes it
+ *   STEP  {n}                       a training step begins (timeline samples are taken here)
+ *   SYNC                            the program synchronised the device
+ *   EMPTY_CACHE                     the program asked for torch.cuda.empty_cache()
+ *
+ * The builder functions append to a growing stream. A host allocation failure is sticky:
+ * the stream remembers it and ab_events_finish reports it, so generators need not check
+ * every call. ab_events_finish also validates the stream (every FREE names a live id of
+ * the right phase, kernels name live buffers large enough for their shapes), so the engine
+ * never checks in its hot loop.
+ *
+ * Thread-safety: a stream is built by one thread; a finished stream is read-only and may be
+ * replayed by several threads at once.
+ */
+#ifndef AB_EVENTS_H
+#define AB_EVENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strategies/status.h"
+
+typedef enum ab_event_kind_e {
+  AB_EV_ALLOC = 1,
+  AB_EV_FREE,
+  AB_EV_KERNEL,
+  AB_EV_STEP,
+  AB_EV_SYNC,
+  AB_EV_EMPTY_CACHE,
+} ab_event_kind_t;
+
+typedef enum ab_free_phase_e {
+  AB_FREE_NOW = 0,
+  AB_FREE_REQUEST,
+  AB_FREE_COMPLETE,
+} ab_free_phase_t;
+
+/* What a buffer is, so results can be broken down by it. */
+#define AB_TAGS(X)                                 \
+  X(AB_TAG_OTHER, "other")                         \
+  X(AB_TAG_PARAM, "parameter")                     \
+  X(AB_TAG_GRAD, "gradient")                       \
+  X(AB_TAG_OPTIM, "optimizer")                     \
+  X(AB_TAG_ACT, "activation")                      \
+  X(AB_TAG_TEMP, "temporary")                      \
+  X(AB_TAG_WORKSPACE, "workspace")                 \
+  X(AB_TAG_COMM, "communication")                  \
+  X(AB_TAG_INPUT, "input")
+
+typedef enum ab_tag_e {
+#define AB_TAG_ENUM(name, text) name,
+  AB_TAGS(AB_TAG_ENUM)
+#undef AB_TAG_ENUM
+  AB_TAG_COUNT
+} ab_tag_t;
+
+const char *ab_tag_name(ab_tag_t tag);
+
+typedef struct ab_event_s {
+  uint8_t kind;    /* ab_event_kind_t */
+  uint8_t aux;     /* ALLOC: ab_tag_t; FREE: ab_free_phase_t */
+  uint16_t stream; /* ALLOC, FREE, KERNEL, SYNC: stream index (0 = default stream) */
+  uint32_t id;     /* ALLOC, FREE: allocation id; STEP: step number; KERNEL: kernel index */
+  uint64_t bytes;  /* ALLOC: bytes requested (> 0); FREE: the same, set by ab_events_finish */
+} ab_event_t;
+
+/* ---- kernels: what the compute on live buffers is ---------------------------------------- */
+
+typedef enum ab_dtype_e { AB_F32, AB_BF16, AB_F16, AB_DTYPE_COUNT } ab_dtype_t;
+
+#define AB_KERNELS(X)                                                                       \
+  X(AB_K_GEMM, "gemm")             /* C[m,n] = A[m,k] B[k,n]: buf A, B, C; dtype in, out */  \
+  X(AB_K_GELU, "gelu")             /* out = gelu(in): buf in, out; n elements */             \
+  X(AB_K_CAST, "cast")             /* out = in converted: buf in (dtype[0]), out (dtype[1]) */\
+  X(AB_K_ADAM, "adam")             /* Adam update: buf param, grad, m, v; n elements, f32 */ \
+  X(AB_K_SCALE_CHECK, "scale_check") /* grads *= scale, flag non-finite: buf grad, flag */  \
+  X(AB_K_COPY, "copy")             /* device-to-device copy of n bytes: buf src, dst */      \
+  X(AB_K_ALLGATHER, "allgather")   /* gather n bytes per rank: buf shard, full */            \
+  X(AB_K_REDUCE_SCATTER, "reduce_scatter") /* reduce n bytes per rank: buf full, shard */
+
+typedef enum ab_kernel_op_e {
+#define AB_KERNEL_ENUM(name, text) name,
+  AB_KERNELS(AB_KERNEL_ENUM)
+#undef AB_KERNEL_ENUM
+  AB_K_COUNT
+} ab_kernel_op_t;
+
+const char *ab_kernel_name(ab_kernel_op_t op);
+
+#define AB_KERNEL_MAX_BUFS 4
+
+typedef struct ab_kernel_s {
+  uint8_t op;                      /* ab_kernel_op_t */
+  uint8_t dtype[2];                /* input and output element types (ab_dtype_t) */
+  uint8_t nbuf;                    /* buffers used, in the order the op documents */
+  uint32_t buf[AB_KERNEL_MAX_BUFS]; /* allocation ids, live when the kernel runs */
+  uint64_t m, n, k;                /* GEMM shape; n is the element (or byte) count otherwise */
+} ab_kernel_t;
+
+/* Bytes of one element of a dtype. */
+uint64_t ab_dtype_bytes(ab_dtype_t t);
+/* The bytes each buffer of a kernel must hold; fills need[0..nbuf). */
+void ab_kernel_needs(const ab_kernel_t *k, uint64_t need[AB_KERNEL_MAX_BUFS]);
+
+/* ---- the stream ---------------------------------------------------------------------- */
+
+typedef struct ab_events_s {
+  ab_event_t *ev;       /* the events, in order */
+  size_t n, cap;
+  ab_kernel_t *kernels; /* described by KERNEL events */
+  size_t nkernels, capkernels;
+  uint32_t nids;        /* ids handed out: ALLOC events */
+  uint32_t nsteps;      /* STEP events */
+  uint16_t nstreams;    /* highest stream index used, plus one */
+  bool failed;          /* a host allocation failed while building */
+  char source[256];     /* what the stream came from: a workload spec or a trace path */
+  char settings[256];   /* allocator settings recorded with a trace; "" when none */
+  uint64_t trace_ooms;  /* OOMs the recorded program caught and survived (traces) */
+  uint64_t ignored;     /* trace records that could not be replayed (see the importer) */
+} ab_events_t;
+
+void ab_events_init(ab_events_t *es);
+void ab_events_free(ab_events_t *es);
+
+/* Appends ALLOC and returns the new id. */
+uint32_t ab_events_alloc(ab_events_t *es, uint64_t bytes, unsigned stream, ab_tag_t tag);
+/* Appends FREE of id (phase NOW) on the stream it was allocated on. */
+void ab_events_free_id(ab_events_t *es, uint32_t id);
+/* Appends FREE of id with a phase. */
+void ab_events_free_phase(ab_events_t *es, uint32_t id, ab_free_phase_t phase);
+/* Appends KERNEL for a copy of *k, run on stream. */
+void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream);
+/* Appends STEP with the next step number. */
+void ab_events_step(ab_events_t *es);
+void ab_events_sync(ab_events_t *es, unsigned stream);
+void ab_events_empty_cache(ab_events_t *es);
+
+/* Reports a build failure and validates the stream. On error diag names the event index. */
+ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag);
+
+/* A 64-bit FNV-1a hash of the events and kernels, for determinism checks. */
+uint64_t ab_events_hash(const ab_events_t *es);
+
+#endif

@@ -1,0 +1,41 @@
+/* main.c: `allocbench`, the command. Dispatches to the subcommands of commands.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/cli.h"
+#include "harness/commands.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} commands[] = {
+    {"list", ab_cmd_list, "strategies, workloads and simulated cards, one line each (-v: their options)"},
+    {"run", ab_cmd_run, "run a workload through a strategy and record the result"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: allocbench COMMAND [OPTIONS]\n\n"
+          "A benchmark and stress test of GPU memory allocator strategies.\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\n`allocbench COMMAND --help` describes each command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return AB_EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return AB_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "allocbench: unknown command '%s' (expected one of", argv[1]);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(stderr, " %s", commands[i].name);
+  fprintf(stderr, "; see allocbench --help)\n");
+  return AB_EXIT_USAGE;
+}

@@ -1,0 +1,54 @@
+/* results.h: the results files of a run, with their columns declared once.
+ *
+ * summary.csv gets one row per run (README.md documents every column):
+ *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
+ *   status (ok | oom | error), oom_kind (none | fragmentation | capacity), oom_event (-1: none)
+ *   peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes   PyTorch's names
+ *   frag_pct = 100 * (1 - peak allocated / peak reserved)
+ *   num_device_alloc, num_device_free, num_alloc_retries, num_ooms
+ *   alloc_ns_p50, alloc_ns_p99, free_ns_p50   per-call latency, host time (+ modelled device
+ *                                             time on the simulated card)
+ *   wall_s            the replay loop's host time; events_per_s  events / wall_s
+ * Columns are only ever added at the end. timeline_<workload>_<strategy>.csv gets the
+ * samples taken at each STEP: event, step, requested, allocated, reserved.
+ */
+#ifndef AB_RESULTS_H
+#define AB_RESULTS_H
+
+#include <stdint.h>
+
+#include "harness/engine.h"
+#include "harness/table.h"
+
+/* name, numeric */
+#define AB_SUMMARY_COLUMNS(X)                                                      \
+  X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(budget_bytes, 1) X(seed, 1) \
+  X(events, 1) X(status, 0) X(oom_kind, 0) X(oom_event, 1) X(peak_requested_bytes, 1) \
+  X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(frag_pct, 1)               \
+  X(num_device_alloc, 1) X(num_device_free, 1) X(num_alloc_retries, 1) X(num_ooms, 1) \
+  X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1) X(wall_s, 1) X(events_per_s, 1)
+
+extern const ab_col_t ab_summary_cols[];
+extern const size_t ab_summary_ncols;
+
+/* What ran, next to the run's results. */
+typedef struct ab_run_desc_s {
+  const char *workload;
+  const char *strategy;
+  const char *conf;
+  const char *device;
+  uint64_t budget_bytes;
+  uint64_t seed;
+} ab_run_desc_t;
+
+/* Appends the summary row of a finished run to t (whose columns are ab_summary_cols). */
+ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es, const ab_run_t *run);
+
+/* Writes DIR/timeline_<workload>_<strategy>.csv (names made file-safe) atomically. */
+ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
+
+/* Makes a string safe as part of a file name: keeps letters, digits, '-', '.' and '_',
+ * turns runs of anything else into one '_'; a path keeps only its last component. */
+void ab_results_file_part(const char *in, char *out, size_t size);
+
+#endif

@@ -1,0 +1,345 @@
+#include "harness/table.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void ab_table_init(ab_table_t *t, const ab_col_t *cols, size_t ncols) {
+  memset(t, 0, sizeof *t);
+  t->cols = cols;
+  t->ncols = ncols;
+}
+
+void ab_table_free(ab_table_t *t) {
+  for (size_t i = 0; i < t->nrows * t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  t->cells = NULL;
+  t->nrows = t->caprows = 0;
+}
+
+ab_status ab_table_add(ab_table_t *t, const char *const *cells) {
+  if (t->nrows == t->caprows) {
+    size_t cap = t->caprows ? t->caprows * 2 : 8;
+    char **grown = realloc(t->cells, cap * t->ncols * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    t->cells = grown;
+    t->caprows = cap;
+  }
+  char **row = &t->cells[t->nrows * t->ncols];
+  for (size_t c = 0; c < t->ncols; c++) {
+    row[c] = strdup(cells[c] ? cells[c] : "");
+    if (row[c] == NULL) {
+      while (c-- > 0) free(row[c]);
+      return AB_ERR_INTERNAL;
+    }
+  }
+  t->nrows++;
+  return AB_OK;
+}
+
+const char *ab_table_get(const ab_table_t *t, size_t r, const char *name) {
+  for (size_t c = 0; c < t->ncols; c++)
+    if (strcmp(t->cols[c].name, name) == 0) return t->cells[r * t->ncols + c];
+  return NULL;
+}
+
+static void csv_cell(FILE *f, const char *s) {
+  if (strpbrk(s, ",\"\r\n") == NULL && s[0] != ' ' && (s[0] == '\0' || s[strlen(s) - 1] != ' ')) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void csv_header(const ab_table_t *t, FILE *f) {
+  for (size_t c = 0; c < t->ncols; c++) {
+    if (c) fputc(',', f);
+    fputs(t->cols[c].name, f);
+  }
+  fputc('\n', f);
+}
+
+void ab_table_write_csv(const ab_table_t *t, FILE *f, bool header) {
+  if (header) csv_header(t, f);
+  for (size_t r = 0; r < t->nrows; r++) {
+    for (size_t c = 0; c < t->ncols; c++) {
+      if (c) fputc(',', f);
+      csv_cell(f, t->cells[r * t->ncols + c]);
+    }
+    fputc('\n', f);
+  }
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+void ab_table_write_json(const ab_table_t *t, FILE *f) {
+  fputs("[", f);
+  for (size_t r = 0; r < t->nrows; r++) {
+    fputs(r ? ",\n {" : "\n {", f);
+    for (size_t c = 0; c < t->ncols; c++) {
+      const char *v = t->cells[r * t->ncols + c];
+      if (c) fputs(", ", f);
+      json_string(f, t->cols[c].name);
+      fputs(": ", f);
+      if (t->cols[c].numeric && v[0] != '\0')
+        fputs(v, f);
+      else if (t->cols[c].numeric)
+        fputs("null", f);
+      else
+        json_string(f, v);
+    }
+    fputc('}', f);
+  }
+  fputs("\n]\n", f);
+}
+
+void ab_table_write_text(const ab_table_t *t, FILE *f, const char *const *names, size_t nnames) {
+  size_t idx[64], n = 0;
+  for (size_t c = 0; c < t->ncols && n < 64; c++) {
+    bool want = names == NULL;
+    for (size_t i = 0; i < nnames && !want; i++) want = strcmp(names[i], t->cols[c].name) == 0;
+    if (want) idx[n++] = c;
+  }
+  size_t width[64];
+  for (size_t i = 0; i < n; i++) {
+    width[i] = strlen(t->cols[idx[i]].name);
+    for (size_t r = 0; r < t->nrows; r++) {
+      size_t w = strlen(t->cells[r * t->ncols + idx[i]]);
+      if (w > width[i]) width[i] = w;
+    }
+  }
+  for (size_t r = 0; r <= t->nrows; r++) {
+    for (size_t i = 0; i < n; i++) {
+      const ab_col_t *col = &t->cols[idx[i]];
+      const char *v = r == 0 ? col->name : t->cells[(r - 1) * t->ncols + idx[i]];
+      fprintf(f, col->numeric ? "%s%*s" : "%s%-*s", i ? "  " : "", (int)width[i], v);
+    }
+    fputc('\n', f);
+  }
+}
+
+void ab_table_write_pairs(const ab_table_t *t, size_t r, FILE *f) {
+  size_t w = 0;
+  for (size_t c = 0; c < t->ncols; c++)
+    if (strlen(t->cols[c].name) > w) w = strlen(t->cols[c].name);
+  for (size_t c = 0; c < t->ncols; c++) fprintf(f, "%-*s  %s\n", (int)w, t->cols[c].name, t->cells[r * t->ncols + c]);
+}
+
+ab_status ab_mkdirs(const char *dir, ab_diag_t *diag) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: path too long", dir);
+  for (char *p = path + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char was = *p;
+      *p = '\0';
+      if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+      *p = was;
+      if (was == '\0') break;
+    }
+  }
+  return AB_OK;
+}
+
+static ab_status parent_dir(const char *path, ab_diag_t *diag) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL || slash == dir) return AB_OK;
+  *slash = '\0';
+  return ab_mkdirs(dir, diag);
+}
+
+static ab_status write_all(int fd, const char *buf, size_t len, const char *path, ab_diag_t *diag) {
+  while (len) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    buf += w;
+    len -= (size_t)w;
+  }
+  return AB_OK;
+}
+
+/* Renders the table (with or without its header) into a malloc'd buffer. */
+static char *render(const ab_table_t *t, bool header, size_t *len) {
+  char *buf = NULL;
+  FILE *mem = open_memstream(&buf, len);
+  if (mem == NULL) return NULL;
+  ab_table_write_csv(t, mem, header);
+  if (fclose(mem) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* Inspects an existing file under lock: drops an unterminated last line, and says whether
+ * its first line is our header. */
+static ab_status inspect(int fd, const char *header, bool *same, const char *path, ab_diag_t *diag) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: %s", path, strerror(errno));
+  if (sb.st_size == 0) return *same = true, AB_OK;
+  size_t hlen = strlen(header);
+  char *first = malloc(hlen + 1);
+  if (first == NULL) return AB_ERR_INTERNAL;
+  ssize_t got = pread(fd, first, hlen, 0);
+  *same = got == (ssize_t)hlen && memcmp(first, header, hlen) == 0;
+  free(first);
+  /* A process killed mid-write can leave no half row (rows go out in one write), but a
+   * full disk can: cut back to the last newline. */
+  char last;
+  if (pread(fd, &last, 1, sb.st_size - 1) == 1 && last != '\n') {
+    off_t end = sb.st_size;
+    char buf[4096];
+    while (end > 0) {
+      off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
+      ssize_t n = pread(fd, buf, (size_t)(end - from), from);
+      if (n <= 0) break;
+      ssize_t i = n;
+      while (i > 0 && buf[i - 1] != '\n') i--;
+      if (i > 0) {
+        end = from + i;
+        break;
+      }
+      end = from;
+    }
+    if (ftruncate(fd, end) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot trim a partial row: %s", path, strerror(errno));
+    if (end == 0) *same = true;
+  }
+  return AB_OK;
+}
+
+ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved_to, size_t moved_size,
+                              ab_diag_t *diag) {
+  if (moved_to && moved_size) moved_to[0] = '\0';
+  AB_TRY(parent_dir(path, diag));
+  size_t hlen, blen;
+  char *header = NULL, *body = NULL;
+  ab_table_t head_only = *t;
+  head_only.nrows = 0;
+  header = render(&head_only, true, &hlen);
+  body = render(t, false, &blen);
+  ab_status st = AB_OK;
+  int fd = -1;
+  if (header == NULL || body == NULL) {
+    st = AB_ERR_INTERNAL;
+    goto done;
+  }
+  for (int attempt = 0;; attempt++) {
+    if (attempt == 4) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: keeps being replaced while appending", path);
+      goto done;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+      goto done;
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot lock: %s", path, strerror(errno));
+      goto done;
+    }
+    /* Another process may have moved the file aside while we waited for the lock. */
+    struct stat locked, named;
+    if (fstat(fd, &locked) != 0 || stat(path, &named) != 0 || locked.st_ino != named.st_ino ||
+        locked.st_dev != named.st_dev) {
+      close(fd);
+      fd = -1;
+      continue;
+    }
+    int rfd = open(path, O_RDWR | O_CLOEXEC);
+    bool same = true;
+    if (rfd < 0) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+      goto done;
+    }
+    st = inspect(rfd, header, &same, path, diag);
+    close(rfd);
+    if (st != AB_OK) goto done;
+    if (!same) {
+      /* Another version's columns: keep that file under a dated name, start afresh. */
+      char aside[4200];
+      time_t now = time(NULL);
+      struct tm tm;
+      localtime_r(&now, &tm);
+      snprintf(aside, sizeof aside, "%s.%04d%02d%02d-%02d%02d%02d", path, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+               tm.tm_hour, tm.tm_min, tm.tm_sec);
+      if (rename(path, aside) != 0) {
+        st = ab_diag_set(diag, AB_ERR_IO, "%s: has other columns and cannot be moved aside: %s", path, strerror(errno));
+        goto done;
+      }
+      if (moved_to) snprintf(moved_to, moved_size, "%s", aside);
+      close(fd);
+      fd = -1;
+      continue;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: %s", path, strerror(errno));
+      goto done;
+    }
+    /* Header and rows in one write, so that a reader sees all of it or none. */
+    if (sb.st_size == 0) {
+      char *both = malloc(hlen + blen);
+      if (both == NULL) {
+        st = AB_ERR_INTERNAL;
+        goto done;
+      }
+      memcpy(both, header, hlen);
+      memcpy(both + hlen, body, blen);
+      st = write_all(fd, both, hlen + blen, path, diag);
+      free(both);
+    } else {
+      st = write_all(fd, body, blen, path, diag);
+    }
+    break;
+  }
+done:
+  if (fd >= 0) close(fd);
+  free(header);
+  free(body);
+  return st;
+}
+
+ab_status ab_table_write_file(const ab_table_t *t, const char *path, ab_diag_t *diag) {
+  AB_TRY(parent_dir(path, diag));
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+  ab_table_write_csv(t, f, true);
+  if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+    fclose(f);
+    unlink(tmp);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+  }
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  }
+  return AB_OK;
+}

@@ -1,0 +1,114 @@
+/* async.c: the CUDA stream-ordered allocator, the driver's own answer.
+ *
+ * Policy (as PyTorch's backend:cudaMallocAsync uses it):
+ *   1. alloc is cudaMallocAsync on the stream, from one memory pool; free is cudaFreeAsync
+ *      on the allocation's stream. The pool reuses freed memory and keeps what it holds
+ *      across synchronisations up to its release threshold (release_threshold, default
+ *      max: keep everything, PyTorch's choice; CUDA's own default is 0).
+ *   2. On OOM: synchronise, trim the pool to nothing, and try once more.
+ *   3. empty_cache synchronises and trims the pool to nothing.
+ * Reserved bytes are the pool's reserve as the driver reports it (on the simulated card,
+ * its emulation of the pool: sim.h); allocated bytes are the requested bytes, since the
+ * pool's own rounding is not visible. On the simulated card the pool is emulated.
+ */
+#include "strategies/async.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/hashmap.h"
+#include "strategies/units.h"
+
+typedef struct async_s {
+  ab_strategy_t base;
+  ab_map_t live; /* address -> (bytes, stream), so that destroy can return everything */
+} async_t;
+
+/* Live entries keep the stream in the top byte: bytes stay below 2^56. */
+#define STREAM_SHIFT 56
+
+static ab_status async_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_kvlist_t opts;
+  AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
+  uint64_t threshold = UINT64_MAX;
+  ab_kv_t *kv = ab_kv_get(&opts, "release_threshold");
+  if (kv && !(kv->val_len == 3 && memcmp(kv->val, "max", 3) == 0)) AB_TRY(ab_kv_get_size(&opts, "release_threshold", &threshold, diag));
+  AB_TRY(ab_kv_finish(&opts, "release_threshold", diag));
+  ab_status st = ab_device_pool_configure(dev, threshold);
+  if (st != AB_OK) return ab_diag_set(diag, st, "async: %s", dev->diag.msg);
+  async_t *a = calloc(1, sizeof *a);
+  if (a == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  a->base.ops = &ab_async_ops;
+  a->base.dev = dev;
+  ab_map_init(&a->live);
+  *out = &a->base;
+  return AB_OK;
+}
+
+static ab_status trim_all(ab_strategy_t *s) {
+  AB_TRY(ab_device_synchronize(s->dev));
+  return ab_device_pool_trim(s->dev, 0);
+}
+
+static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  async_t *a = (async_t *)s;
+  if (bytes >> STREAM_SHIFT) return AB_ERR_OOM;
+  ab_status st = ab_device_malloc_async(s->dev, bytes, stream, out);
+  if (st == AB_ERR_OOM) {
+    s->stats.num_alloc_retries++;
+    AB_TRY(trim_all(s));
+    st = ab_device_malloc_async(s->dev, bytes, stream, out);
+  }
+  if (st == AB_ERR_OOM) s->stats.num_ooms++;
+  if (st != AB_OK) return st;
+  if (ab_map_put(&a->live, *out, (uint64_t)stream << STREAM_SHIFT | bytes) != AB_OK) {
+    ab_device_free_async(s->dev, *out, bytes, stream);
+    return AB_ERR_INTERNAL;
+  }
+  s->stats.num_device_alloc++;
+  ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
+  return AB_OK;
+}
+
+static ab_status async_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  async_t *a = (async_t *)s;
+  AB_TRY(ab_device_free_async(s->dev, p, bytes, stream));
+  ab_map_take(&a->live, p, NULL);
+  s->stats.num_device_free++;
+  ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)bytes);
+  return AB_OK;
+}
+
+static void async_refresh_stats(ab_strategy_t *s) {
+  uint64_t current = 0, peak = 0;
+  if (ab_device_pool_reserved(s->dev, &current, &peak) != AB_OK) return;
+  s->stats.reserved_bytes.current = (int64_t)current;
+  if ((int64_t)peak > s->stats.reserved_bytes.peak) s->stats.reserved_bytes.peak = (int64_t)peak;
+}
+
+static ab_status async_synchronize(ab_strategy_t *s) { return ab_device_synchronize(s->dev); }
+
+static void async_destroy(ab_strategy_t *s) {
+  async_t *a = (async_t *)s;
+  for (size_t i = 0; i < a->live.cap; i++)
+    if (a->live.keys[i]) {
+      uint64_t v = a->live.vals[i];
+      ab_device_free_async(s->dev, a->live.keys[i], v & ((1ULL << STREAM_SHIFT) - 1), (unsigned)(v >> STREAM_SHIFT));
+    }
+  trim_all(s);
+  ab_map_free(&a->live);
+  free(a);
+}
+
+const ab_strategy_ops_t ab_async_ops = {
+    .name = "async",
+    .create = async_create,
+    .destroy = async_destroy,
+    .alloc = async_alloc,
+    .free = async_free,
+    .empty_cache = trim_all,
+    .synchronize = async_synchronize,
+    .refresh_stats = async_refresh_stats,
+};

@@ -1,0 +1,34 @@
+/* sim.h: the simulated card behind device.h.
+ *
+ * What it models (each choice is documented where it is made, in sim.c):
+ * - capacity: the profile's total, less the CUDA context a fresh process holds;
+ * - addresses: a virtual address space handed out top-down, best fit by size, as the driver
+ *   mostly does; 512-byte aligned, 2 MiB aligned from 2 MiB up; never dereferenced;
+ * - exact tracking: every live allocation, reservation and mapped granule is known, so a
+ *   double free, a foreign pointer, a wrong size or a leak at close is an error;
+ * - virtual memory on 2 MiB granules: map and unmap only inside a reservation, only whole
+ *   unmapped / mapped granules;
+ * - the stream-ordered pool: cudaMallocAsync's pool as a set of 2 MiB physical pages that
+ *   can be remapped anywhere, so it suffers no external fragmentation between pages;
+ *   requests over 1 MiB take whole pages, smaller ones share pages; the pool keeps what it
+ *   holds across synchronisations up to its release threshold;
+ * - fault injection (ab_faults_t) and a cost model of every call
+ *   (reference/gpu_measurements.md), added to modeled_ns.
+ */
+#ifndef AB_SIM_H
+#define AB_SIM_H
+
+#include "strategies/device/device.h"
+
+/* Bytes a fresh process's CUDA context takes (cudaMemGetInfo on an H200: total minus free
+ * before any allocation, reference/gpu_measurements.md). */
+#define AB_SIM_CONTEXT_BYTES (150109880320ULL - 149557477376ULL)
+
+/* Opens a simulated card named `name` with `total_bytes` of memory. */
+ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_config_t *cfg,
+                      ab_device_t **out, ab_diag_t *diag);
+
+/* Live allocations (malloc and malloc_async) on a simulated device; for tests. */
+uint64_t ab_sim_live_count(const ab_device_t *d);
+
+#endif

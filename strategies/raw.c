@@ -1,0 +1,103 @@
+/* raw.c: one device allocation per request, the baseline every user knows.
+ *
+ * Policy:
+ *   1. alloc calls cudaMalloc(bytes) and hands the pointer out; free calls cudaFree.
+ *   2. Nothing is cached, rounded or split: allocated = reserved = requested bytes (the
+ *      driver's own rounding inside cudaMalloc is invisible to the caller).
+ *   3. An OOM from the device is final: there is nothing to release and retry.
+ * Each live allocation is its own segment in the segment walk.
+ */
+#include "strategies/raw.h"
+
+#include <stdlib.h>
+
+#include "strategies/hashmap.h"
+#include "strategies/units.h"
+
+typedef struct raw_s {
+  ab_strategy_t base;
+  ab_map_t live; /* address -> bytes, for the segment walk */
+} raw_t;
+
+static ab_status raw_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_kvlist_t opts;
+  AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
+  AB_TRY(ab_kv_finish(&opts, "none", diag));
+  raw_t *r = calloc(1, sizeof *r);
+  if (r == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  r->base.ops = &ab_raw_ops;
+  r->base.dev = dev;
+  ab_map_init(&r->live);
+  *out = &r->base;
+  return AB_OK;
+}
+
+static ab_status raw_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  raw_t *r = (raw_t *)s;
+  (void)stream;
+  ab_status st = ab_device_malloc(s->dev, bytes, out);
+  if (st == AB_ERR_OOM) s->stats.num_ooms++;
+  if (st != AB_OK) return st;
+  if (ab_map_put(&r->live, *out, bytes) != AB_OK) {
+    ab_device_free(s->dev, *out, bytes);
+    return AB_ERR_INTERNAL;
+  }
+  s->stats.num_device_alloc++;
+  ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.reserved_bytes, (int64_t)bytes);
+  return AB_OK;
+}
+
+static ab_status raw_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  raw_t *r = (raw_t *)s;
+  (void)stream;
+  AB_TRY(ab_device_free(s->dev, p, bytes));
+  ab_map_take(&r->live, p, NULL);
+  s->stats.num_device_free++;
+  ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)bytes);
+  ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)bytes);
+  return AB_OK;
+}
+
+static int by_address(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static ab_status raw_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  raw_t *r = (raw_t *)s;
+  uint64_t *addrs = malloc((r->live.n + 1) * sizeof *addrs);
+  if (addrs == NULL) return AB_ERR_INTERNAL;
+  size_t n = 0;
+  for (size_t i = 0; i < r->live.cap; i++)
+    if (r->live.keys[i]) addrs[n++] = r->live.keys[i];
+  qsort(addrs, n, sizeof *addrs, by_address);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t bytes = 0;
+    ab_map_get(&r->live, addrs[i], &bytes);
+    ab_block_info_t block = {addrs[i], bytes, bytes, AB_BLOCK_ALLOCATED};
+    ab_segment_info_t seg = {addrs[i], bytes, 0, "device", false, &block, 1};
+    if (fn(ctx, &seg)) break;
+  }
+  free(addrs);
+  return AB_OK;
+}
+
+static void raw_destroy(ab_strategy_t *s) {
+  raw_t *r = (raw_t *)s;
+  for (size_t i = 0; i < r->live.cap; i++)
+    if (r->live.keys[i]) ab_device_free(s->dev, r->live.keys[i], r->live.vals[i]);
+  ab_map_free(&r->live);
+  free(r);
+}
+
+const ab_strategy_ops_t ab_raw_ops = {
+    .name = "raw",
+    .create = raw_create,
+    .destroy = raw_destroy,
+    .alloc = raw_alloc,
+    .free = raw_free,
+    .walk = raw_walk,
+};

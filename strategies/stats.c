@@ -1,0 +1,39 @@
+#include "strategies/stats.h"
+
+#include <string.h>
+
+void ab_stats_reset(ab_stats_t *s) { memset(s, 0, sizeof *s); }
+
+void ab_stats_reset_peaks(ab_stats_t *s) {
+#define RESET_PEAK(name, doc) s->name.peak = s->name.current;
+  AB_STAT_GAUGES(RESET_PEAK)
+#undef RESET_PEAK
+}
+
+void ab_stats_merge(ab_stats_t *dst, const ab_stats_t *src) {
+#define MERGE_GAUGE(name, doc)             \
+  dst->name.current += src->name.current; \
+  dst->name.peak += src->name.peak;
+  AB_STAT_GAUGES(MERGE_GAUGE)
+#undef MERGE_GAUGE
+#define MERGE_COUNTER(name, doc) dst->name += src->name;
+  AB_STAT_COUNTERS(MERGE_COUNTER)
+#undef MERGE_COUNTER
+}
+
+void ab_stats_write_json(FILE *f, const ab_stats_t *s) {
+  const char *sep = "";
+  fputc('{', f);
+#define JSON_GAUGE(name, doc)                                                               \
+  fprintf(f, "%s\"" #name ".current\": %lld, \"" #name ".peak\": %lld", sep,               \
+          (long long)s->name.current, (long long)s->name.peak);                            \
+  sep = ", ";
+  AB_STAT_GAUGES(JSON_GAUGE)
+#undef JSON_GAUGE
+#define JSON_COUNTER(name, doc)                                                       \
+  fprintf(f, "%s\"" #name "\": %llu", sep, (unsigned long long)s->name);             \
+  sep = ", ";
+  AB_STAT_COUNTERS(JSON_COUNTER)
+#undef JSON_COUNTER
+  fputc('}', f);
+}

@@ -1,0 +1,114 @@
+#include "strategies/strategy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/units.h"
+
+const ab_strategy_entry_t *ab_strategy_find(const char *name) {
+  size_t n;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i].name, name) == 0) return &all[i];
+  return NULL;
+}
+
+ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag) {
+  if ((*out = ab_strategy_find(name)) != NULL) return AB_OK;
+  char names[512] = "";
+  size_t n;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t i = 0; i < n; i++) {
+    if (all[i].hidden) continue;
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", all[i].name);
+  }
+  return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': unknown strategy (expected one of %s)", name, names);
+}
+
+ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
+                             ab_diag_t *diag) {
+  *out = NULL;
+  const ab_strategy_entry_t *e;
+  AB_TRY(ab_strategy_lookup(name, &e, diag));
+  if (conf == NULL) conf = "";
+  if (e->preset == NULL || *e->preset == '\0') return e->ops->create(dev, conf, out, diag);
+  /* The preset comes first so that the user's keys override it. */
+  size_t len = strlen(e->preset) + 1 + strlen(conf) + 1;
+  char *full = malloc(len);
+  if (full == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  snprintf(full, len, "%s%s%s", e->preset, *conf ? "," : "", conf);
+  ab_status st = e->ops->create(dev, full, out, diag);
+  free(full);
+  return st;
+}
+
+void ab_strategy_destroy(ab_strategy_t *s) {
+  if (s) s->ops->destroy(s);
+}
+
+ab_status ab_strategy_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  if (bytes == 0 || out == NULL || stream >= AB_MAX_STREAMS)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s: alloc of %llu bytes on stream %u", s->ops->name,
+                       (unsigned long long)bytes, stream);
+  return s->ops->alloc(s, bytes, stream, out);
+}
+
+ab_status ab_strategy_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  if (p == 0 || bytes == 0 || stream >= AB_MAX_STREAMS)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s: free of 0x%llx (%llu bytes) on stream %u", s->ops->name,
+                       (unsigned long long)p, (unsigned long long)bytes, stream);
+  return s->ops->free(s, p, bytes, stream);
+}
+
+/* Without the two halves, the memory stays with the user until the free completes. */
+ab_status ab_strategy_free_request(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  if (s->ops->free_request == NULL) return AB_OK;
+  return s->ops->free_request(s, p, bytes, stream);
+}
+
+ab_status ab_strategy_free_complete(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  if (s->ops->free_complete == NULL) return ab_strategy_free(s, p, bytes, stream);
+  return s->ops->free_complete(s, p, bytes, stream);
+}
+
+ab_status ab_strategy_empty_cache(ab_strategy_t *s) {
+  return s->ops->empty_cache ? s->ops->empty_cache(s) : AB_OK;
+}
+
+ab_status ab_strategy_synchronize(ab_strategy_t *s) {
+  return s->ops->synchronize ? s->ops->synchronize(s) : ab_device_synchronize(s->dev);
+}
+
+ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  if (s->ops->walk == NULL)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s has no segment walk", s->ops->name);
+  return s->ops->walk(s, fn, ctx);
+}
+
+ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag) {
+  return s->ops->check ? s->ops->check(s, diag) : AB_OK;
+}
+
+void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out) {
+  if (s->ops->refresh_stats) s->ops->refresh_stats(s);
+  *out = s->stats;
+}
+
+void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
+  if (s->ops->describe_oom) {
+    s->ops->describe_oom(s, bytes, stream, buf, size);
+    return;
+  }
+  char req[32], cap[32], alloc[32], unalloc[32];
+  ab_stats_t st;
+  ab_strategy_stats(s, &st);
+  uint64_t limit = s->dev->budget_bytes ? s->dev->budget_bytes : s->dev->total_bytes;
+  int64_t gap = st.reserved_bytes.current - st.allocated_bytes.current;
+  snprintf(buf, size,
+           "out of memory: tried to allocate %s on %s with %s %s; %s is allocated by %s and %s is reserved but unallocated",
+           ab_format_bytes(bytes, req, sizeof req), s->dev->name, ab_format_bytes(limit, cap, sizeof cap),
+           s->dev->budget_bytes ? "allowed" : "in total", ab_format_bytes((uint64_t)st.allocated_bytes.current, alloc, sizeof alloc),
+           s->ops->name, ab_format_bytes(gap > 0 ? (uint64_t)gap : 0, unalloc, sizeof unalloc));
+}

@@ -1,0 +1,143 @@
+/* strategy.h: the allocator strategies under test, behind one vtable, and their registry.
+ *
+ * A strategy serves allocations from a device (device.h). Every instance starts with an
+ * ab_strategy_t (ops, device, statistics), which the implementation embeds as its first
+ * member. Callers go through the ab_strategy_* wrappers, which check arguments before
+ * dispatch, so implementations may assume bytes > 0 and valid pointers.
+ *
+ * Contract for implementations:
+ * - Never print, exit or read the environment; return a status and say why in the diag of
+ *   create or, for later calls, the device's diag.
+ * - alloc returns AB_ERR_OOM when it cannot serve the request (after whatever releasing and
+ *   retrying the strategy does), counts it in stats.num_ooms, and leaves the strategy usable:
+ *   frees may follow and later allocations may succeed.
+ * - free is sized and stream-ordered: the caller passes the size it asked for and the
+ *   stream of the allocation; memory freed on a stream may be reused by later allocations
+ *   on that stream at once.
+ * - A free may also come in two halves (free_request, then free_complete), as PyTorch
+ *   records a block used by another stream: the user let go, the memory is reusable later.
+ *   A strategy without the halves gets a plain free at free_complete.
+ * - stats is kept current on every call (stats.h); destroy returns everything to the
+ *   device, live allocations included.
+ * Optional operations are NULL; the wrappers document what NULL means.
+ *
+ * Thread-safety: an instance belongs to one thread.
+ */
+#ifndef AB_STRATEGY_H
+#define AB_STRATEGY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strategies/device/device.h"
+#include "strategies/stats.h"
+#include "strategies/status.h"
+
+typedef struct ab_strategy_s ab_strategy_t;
+typedef struct ab_strategy_ops_s ab_strategy_ops_t;
+
+struct ab_strategy_s {
+  const ab_strategy_ops_t *ops;
+  ab_device_t *dev; /* not owned */
+  ab_stats_t stats; /* kept current by the implementation */
+};
+
+/* ---- the segment walk: what the strategy holds, for memory maps, exports and checks ---- */
+
+typedef enum ab_block_state_e {
+  AB_BLOCK_ALLOCATED,    /* handed out */
+  AB_BLOCK_PENDING_FREE, /* freed by the user, not yet reusable (PyTorch's active_pending_free) */
+  AB_BLOCK_FREE,         /* cached, reusable */
+  AB_BLOCK_UNMAPPED,     /* reserved address space with no memory behind it */
+} ab_block_state_t;
+
+typedef struct ab_block_info_s {
+  ab_dptr_t addr;
+  uint64_t bytes;     /* the block's size as the strategy handed it out */
+  uint64_t requested; /* bytes the user asked for, where the strategy keeps it; else 0 */
+  ab_block_state_t state;
+} ab_block_info_t;
+
+typedef struct ab_segment_info_s {
+  ab_dptr_t base;        /* first address */
+  uint64_t bytes;        /* total size (mapped bytes for expandable segments) */
+  unsigned stream;       /* the stream the segment serves */
+  const char *pool;      /* "small", "large", a size class..., for display */
+  bool expandable;       /* grows by mapping (PyTorch's is_expandable) */
+  const ab_block_info_t *blocks; /* in address order, tiling the segment */
+  size_t nblocks;
+} ab_segment_info_t;
+
+/* Called once per segment, in address order; a nonzero return stops the walk. */
+typedef int (*ab_segment_fn)(void *ctx, const ab_segment_info_t *seg);
+/* Called once per extra statistic, PyTorch's flattened names ("segment.all.peak"). */
+typedef void (*ab_stat_fn)(void *ctx, const char *name, int64_t value);
+
+struct ab_strategy_ops_s {
+  const char *name;
+  /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
+   * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. */
+  ab_status (*create)(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag);
+  void (*destroy)(ab_strategy_t *s);
+  ab_status (*alloc)(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out);
+  ab_status (*free)(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+
+  /* Optional. */
+  ab_status (*free_request)(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+  ab_status (*free_complete)(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+  ab_status (*empty_cache)(ab_strategy_t *s);  /* release what is cached; NULL: nothing is */
+  ab_status (*synchronize)(ab_strategy_t *s);  /* the program synchronised the device */
+  ab_status (*walk)(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
+  ab_status (*check)(ab_strategy_t *s, ab_diag_t *diag); /* invariants; for tests */
+  void (*refresh_stats)(ab_strategy_t *s); /* stats that must be read from the device */
+  void (*memory_stats)(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
+  /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
+  void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+};
+
+/* ---- the registry -------------------------------------------------------------------- */
+
+typedef struct ab_strategy_entry_s {
+  const char *name;           /* what -s takes */
+  const ab_strategy_ops_t *ops;
+  const char *preset;         /* conf applied before the user's -c; NULL for none */
+  const char *summary;        /* one line for `allocbench list` */
+  const char *conf_help;      /* the -c keys, one per line, for `allocbench list -v` */
+  bool hidden;                /* for tests only: not listed, not in the bench matrix */
+} ab_strategy_entry_t;
+
+/* All entries, hidden ones included; *count receives their number. */
+const ab_strategy_entry_t *ab_strategy_registry(size_t *count);
+/* The entry called name, or NULL. */
+const ab_strategy_entry_t *ab_strategy_find(const char *name);
+/* The same, with an error naming the known strategies when there is none. */
+ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag);
+
+/* Creates the strategy called name with its preset and then conf. Unknown names and bad
+ * confs are AB_ERR_INVALID with the reason in diag. */
+ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
+                             ab_diag_t *diag);
+/* Destroys s (NULL is a no-op). */
+void ab_strategy_destroy(ab_strategy_t *s);
+
+/* ---- calls -------------------------------------------------------------------------- */
+
+/* Allocates bytes (> 0) on stream. AB_ERR_OOM when the strategy cannot serve it. */
+ab_status ab_strategy_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out);
+ab_status ab_strategy_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+/* The two halves of a stream-ordered free (see the contract above). */
+ab_status ab_strategy_free_request(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+ab_status ab_strategy_free_complete(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream);
+ab_status ab_strategy_empty_cache(ab_strategy_t *s);
+ab_status ab_strategy_synchronize(ab_strategy_t *s);
+/* Walks the segments; AB_ERR_INVALID when the strategy has no segment walk. */
+ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
+/* Runs the invariant checks; AB_OK when the strategy has none. */
+ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag);
+/* Copies the statistics, refreshed from the device where needed. */
+void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);
+/* Writes the OOM message for a failed request; a generic one when the strategy has none. */
+void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,311 @@
+#include "strategies/units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+__extension__ typedef unsigned __int128 u128;
+
+static const struct {
+  const char *name;
+  uint64_t bytes;
+} units[] = {
+    {"B", 1},
+    {"KB", 1000ULL},
+    {"MB", 1000ULL * 1000},
+    {"GB", 1000ULL * 1000 * 1000},
+    {"TB", 1000ULL * 1000 * 1000 * 1000},
+    {"KiB", 1ULL << 10},
+    {"MiB", 1ULL << 20},
+    {"GiB", 1ULL << 30},
+    {"TiB", 1ULL << 40},
+};
+
+ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_diag_t *diag) {
+  if (text == NULL || *text == '\0')
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: empty size (expected a number of bytes such as 512, 2MiB or 40GB)",
+                       what);
+  const char *p = text;
+  if (*p == '-' || *p == '+')
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position 1: a size cannot have a sign (expected a number of bytes such as 512, 2MiB or 40GB)",
+                       what, text);
+  if (!isdigit((unsigned char)*p))
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position 1: expected a number of bytes such as 512, 2MiB or 40GB",
+                       what, text);
+  u128 whole = 0;
+  for (; isdigit((unsigned char)*p); p++) {
+    whole = whole * 10 + (u128)(*p - '0');
+    if (whole > UINT64_MAX) goto too_big;
+  }
+  u128 frac = 0, frac_scale = 1;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p))
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: expected a digit after the decimal point",
+                         what, text, (size_t)(p - text) + 1);
+    for (; isdigit((unsigned char)*p); p++) {
+      if (frac_scale < (u128)1000000000000000000ULL) { /* 18 digits are plenty */
+        frac = frac * 10 + (u128)(*p - '0');
+        frac_scale *= 10;
+      }
+    }
+  }
+  uint64_t unit = 1;
+  if (*p != '\0') {
+    size_t i, n = sizeof units / sizeof units[0];
+    for (i = 0; i < n; i++)
+      if (strcasecmp(p, units[i].name) == 0) break;
+    if (i == n)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
+                         what, text, (size_t)(p - text) + 1, p);
+    unit = units[i].bytes;
+  }
+  u128 bytes = whole * unit + (frac * unit + frac_scale / 2) / frac_scale;
+  if (bytes > UINT64_MAX) goto too_big;
+  *out = (uint64_t)bytes;
+  return AB_OK;
+too_big:
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': size too large (at most %llu bytes)", what, text,
+                     (unsigned long long)UINT64_MAX);
+}
+
+ab_status ab_parse_u64(const char *what, const char *text, uint64_t max, uint64_t *out,
+                       ab_diag_t *diag) {
+  if (text == NULL || *text == '\0')
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: empty value (expected a whole number)", what);
+  uint64_t v = 0;
+  for (const char *p = text; *p; p++) {
+    if (!isdigit((unsigned char)*p))
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: expected a whole number from 0 to %llu",
+                         what, text, (size_t)(p - text) + 1, (unsigned long long)max);
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (max - d) / 10)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': too large (at most %llu)", what, text,
+                         (unsigned long long)max);
+    v = v * 10 + d;
+  }
+  *out = v;
+  return AB_OK;
+}
+
+char *ab_format_bytes(uint64_t bytes, char *buf, size_t size) {
+  static const char *names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) {
+    snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    return buf;
+  }
+  double v = (double)bytes / 1024.0;
+  int i = 0;
+  while (v >= 1024.0 && i < 5) {
+    v /= 1024.0;
+    i++;
+  }
+  snprintf(buf, size, "%.2f %s", v, names[i]);
+  return buf;
+}
+
+char *ab_format_bytes_torch(uint64_t bytes, char *buf, size_t size) {
+  if (bytes <= 1024)
+    snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+  else if (bytes <= AB_MiB)
+    snprintf(buf, size, "%.2f KiB", (double)bytes / 1024.0);
+  else if (bytes <= AB_GiB)
+    snprintf(buf, size, "%.2f MiB", (double)bytes / (double)AB_MiB);
+  else
+    snprintf(buf, size, "%.2f GiB", (double)bytes / (double)AB_GiB);
+  return buf;
+}
+
+/* ---- option lists ---------------------------------------------------------------------- */
+
+static bool is_key_char(char c) {
+  return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';
+}
+
+static void trim(const char **s, size_t *len) {
+  while (*len > 0 && isspace((unsigned char)**s)) (*s)++, (*len)--;
+  while (*len > 0 && isspace((unsigned char)(*s)[*len - 1])) (*len)--;
+}
+
+ab_status ab_kv_parse(const char *what, const char *text, char sep, ab_kvlist_t *out,
+                      ab_diag_t *diag) {
+  memset(out, 0, sizeof *out);
+  out->what = what;
+  out->text = text ? text : "";
+  const char *p = out->text;
+  while (*p) {
+    /* one item: up to the next comma outside brackets */
+    const char *start = p;
+    int depth = 0;
+    for (; *p && !(*p == ',' && depth == 0); p++) {
+      if (*p == '[') depth++;
+      if (*p == ']' && --depth < 0)
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: ']' without '['", what,
+                           out->text, (size_t)(p - out->text) + 1);
+    }
+    if (depth != 0)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: '[' without ']'", what,
+                         out->text, (size_t)(start - out->text) + 1);
+    const char *item = start;
+    size_t item_len = (size_t)(p - start);
+    if (*p == ',') p++;
+    trim(&item, &item_len);
+    if (item_len == 0) {
+      if (*p == '\0' && start != out->text) break; /* a trailing comma is harmless */
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: empty item (expected key%cvalue)",
+                         what, out->text, (size_t)(start - out->text) + 1, sep);
+    }
+    const char *s = memchr(item, sep, item_len);
+    if (s == NULL)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: expected key%cvalue, got '%.*s'",
+                         what, out->text, (size_t)(item - out->text) + 1, sep, (int)item_len, item);
+    if (out->n == AB_KV_MAX)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': more than %d items", what, out->text, AB_KV_MAX);
+    ab_kv_t *kv = &out->items[out->n++];
+    kv->key = item;
+    kv->key_len = (size_t)(s - item);
+    kv->val = s + 1;
+    kv->val_len = item_len - kv->key_len - 1;
+    trim(&kv->key, &kv->key_len);
+    trim(&kv->val, &kv->val_len);
+    kv->pos = (size_t)(kv->key - out->text) + 1;
+    if (kv->key_len == 0)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: empty key", what, out->text, kv->pos);
+    for (size_t i = 0; i < kv->key_len; i++)
+      if (!is_key_char(kv->key[i]))
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: unexpected character '%c' in key",
+                           what, out->text, kv->pos + i, kv->key[i]);
+  }
+  return AB_OK;
+}
+
+ab_kv_t *ab_kv_get(ab_kvlist_t *list, const char *key) {
+  ab_kv_t *found = NULL;
+  size_t len = strlen(key);
+  for (size_t i = 0; i < list->n; i++) {
+    ab_kv_t *kv = &list->items[i];
+    if (kv->key_len == len && memcmp(kv->key, key, len) == 0) {
+      kv->used = true;
+      found = kv;
+    }
+  }
+  return found;
+}
+
+ab_status ab_kv_errorf(const ab_kvlist_t *list, const ab_kv_t *item, ab_diag_t *diag,
+                       const char *fmt, ...) {
+  char msg[AB_DIAG_BYTES];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s", list->what, list->text,
+                     item ? item->pos : (size_t)1, msg);
+}
+
+ab_status ab_kv_value(const ab_kvlist_t *list, const ab_kv_t *item, char *buf, size_t size,
+                      ab_diag_t *diag) {
+  if (item->val_len + 1 > size)
+    return ab_kv_errorf(list, item, diag, "value of '%.*s' is too long (at most %zu characters)",
+                        (int)item->key_len, item->key, size - 1);
+  memcpy(buf, item->val, item->val_len);
+  buf[item->val_len] = '\0';
+  return AB_OK;
+}
+
+/* Copies a value for the parsers above, which want terminated strings. */
+static ab_status value_of(const ab_kvlist_t *list, const ab_kv_t *kv, char *buf, size_t size,
+                          ab_diag_t *diag) {
+  AB_TRY(ab_kv_value(list, kv, buf, size, diag));
+  if (buf[0] == '\0')
+    return ab_kv_errorf(list, kv, diag, "'%.*s' has no value", (int)kv->key_len, kv->key);
+  return AB_OK;
+}
+
+ab_status ab_kv_get_size(ab_kvlist_t *list, const char *key, uint64_t *out, ab_diag_t *diag) {
+  ab_kv_t *kv = ab_kv_get(list, key);
+  if (kv == NULL) return AB_OK;
+  char buf[64];
+  AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
+  ab_diag_t inner;
+  if (ab_parse_size(key, buf, out, &inner) != AB_OK)
+    return ab_kv_errorf(list, kv, diag, "%s", inner.msg);
+  return AB_OK;
+}
+
+ab_status ab_kv_get_u64(ab_kvlist_t *list, const char *key, uint64_t min, uint64_t max,
+                        uint64_t *out, ab_diag_t *diag) {
+  ab_kv_t *kv = ab_kv_get(list, key);
+  if (kv == NULL) return AB_OK;
+  char buf[64];
+  AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
+  uint64_t v;
+  ab_diag_t inner;
+  if (ab_parse_u64(key, buf, UINT64_MAX, &v, &inner) != AB_OK)
+    return ab_kv_errorf(list, kv, diag, "%s", inner.msg);
+  if (v < min || v > max)
+    return ab_kv_errorf(list, kv, diag, "%s must be from %llu to %llu, got %llu", key,
+                        (unsigned long long)min, (unsigned long long)max, (unsigned long long)v);
+  *out = v;
+  return AB_OK;
+}
+
+ab_status ab_kv_get_double(ab_kvlist_t *list, const char *key, double min, double max,
+                           double *out, ab_diag_t *diag) {
+  ab_kv_t *kv = ab_kv_get(list, key);
+  if (kv == NULL) return AB_OK;
+  char buf[64];
+  AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
+  char *end;
+  errno = 0;
+  double v = strtod(buf, &end);
+  if (*end != '\0' || errno != 0 || !isfinite(v) || isspace((unsigned char)buf[0]))
+    return ab_kv_errorf(list, kv, diag, "%s: expected a number, got '%s'", key, buf);
+  if (v < min || v > max)
+    return ab_kv_errorf(list, kv, diag, "%s must be from %g to %g, got %g", key, min, max, v);
+  *out = v;
+  return AB_OK;
+}
+
+ab_status ab_kv_get_bool(ab_kvlist_t *list, const char *key, bool *out, ab_diag_t *diag) {
+  ab_kv_t *kv = ab_kv_get(list, key);
+  if (kv == NULL) return AB_OK;
+  char buf[16];
+  if (kv->val_len < sizeof buf) {
+    AB_TRY(ab_kv_value(list, kv, buf, sizeof buf, diag));
+    if (strcasecmp(buf, "true") == 0 || strcmp(buf, "1") == 0) return *out = true, AB_OK;
+    if (strcasecmp(buf, "false") == 0 || strcmp(buf, "0") == 0) return *out = false, AB_OK;
+  }
+  return ab_kv_errorf(list, kv, diag, "%s: expected true or false, got '%.*s'", key,
+                      (int)kv->val_len, kv->val);
+}
+
+ab_status ab_kv_get_choice(ab_kvlist_t *list, const char *key, const char *const *choices,
+                           int *out, ab_diag_t *diag) {
+  ab_kv_t *kv = ab_kv_get(list, key);
+  if (kv == NULL) return AB_OK;
+  char known[256] = "";
+  for (int i = 0; choices[i]; i++) {
+    if (strlen(choices[i]) == kv->val_len && memcmp(choices[i], kv->val, kv->val_len) == 0)
+      return *out = i, AB_OK;
+    size_t used = strlen(known);
+    snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", choices[i]);
+  }
+  return ab_kv_errorf(list, kv, diag, "%s: expected one of %s, got '%.*s'", key, known,
+                      (int)kv->val_len, kv->val);
+}
+
+ab_status ab_kv_finish(const ab_kvlist_t *list, const char *known, ab_diag_t *diag) {
+  for (size_t i = 0; i < list->n; i++) {
+    const ab_kv_t *kv = &list->items[i];
+    if (!kv->used)
+      return ab_kv_errorf(list, kv, diag, "unknown key '%.*s' (known: %s)", (int)kv->key_len,
+                          kv->key, known && *known ? known : "none");
+  }
+  return AB_OK;
+}

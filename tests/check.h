@@ -1,0 +1,84 @@
+/* check.h: the test harness every tests/NAME_test.c uses.
+ *
+ * A test file defines static test functions and lists them in a table given to
+ * AB_TEST_MAIN. CHECK* record a failure (file, line, the expression and its values) and go
+ * on; REQUIRE* also leave the test. The binary runs every test, or those whose name
+ * contains its first argument; --device=SPEC sets ab_test_device for suites that run on
+ * either device. It exits 0 (all passed), 1 (a failure) or AB_TEST_SKIP (nothing could
+ * run here, e.g. no GPU), which CTest reports as skipped.
+ */
+#ifndef AB_CHECK_H
+#define AB_CHECK_H
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AB_TEST_SKIP 77
+
+typedef struct ab_test_s {
+  const char *name;
+  void (*fn)(void);
+} ab_test_t;
+
+extern int ab_check_failures;
+extern bool ab_check_skipped;
+/* The device the tests run on, from --device=SPEC on the command line (default "sim"). */
+extern const char *ab_test_device;
+
+#define CHECK(cond)                                                                     \
+  ((cond) ? true                                                                        \
+          : (fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond), \
+             ab_check_failures++, false))
+
+#define CHECK_MSG(cond, ...)                                                       \
+  ((cond) ? true                                                                   \
+          : (fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond), \
+             fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), ab_check_failures++, false))
+
+#define CHECK_EQ(a, b)                                                                              \
+  do {                                                                                              \
+    long long ab_a_ = (long long)(a), ab_b_ = (long long)(b);                                       \
+    if (ab_a_ != ab_b_) {                                                                           \
+      fprintf(stderr, "  %s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b, \
+              ab_a_, ab_b_);                                                                        \
+      ab_check_failures++;                                                                          \
+    }                                                                                               \
+  } while (0)
+
+#define CHECK_STR_CONTAINS(haystack, needle) \
+  CHECK_MSG(strstr((haystack), (needle)) != NULL, "'%s' does not contain '%s'", (haystack), (needle))
+
+#define REQUIRE(cond)         \
+  do {                        \
+    if (!CHECK(cond)) return; \
+  } while (0)
+
+#define REQUIRE_MSG(cond, ...)                 \
+  do {                                         \
+    if (!CHECK_MSG(cond, __VA_ARGS__)) return; \
+  } while (0)
+
+/* Marks the running test as skipped (with the reason) and leaves it. */
+#define SKIP(...)                       \
+  do {                                  \
+    fprintf(stderr, "  skipped: ");     \
+    fprintf(stderr, __VA_ARGS__);       \
+    fputc('\n', stderr);                \
+    ab_check_skipped = true;            \
+    return;                             \
+  } while (0)
+
+int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n);
+
+#define AB_TEST_MAIN(table)                                              \
+  int ab_check_failures = 0;                                             \
+  bool ab_check_skipped = false;                                         \
+  const char *ab_test_device = "sim";                                    \
+  int main(int argc, char **argv) {                                      \
+    return ab_test_main(argc, argv, table, sizeof table / sizeof table[0]); \
+  }
+
+#endif

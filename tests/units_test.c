@@ -1,0 +1,106 @@
+/* units_test.c: sizes and option lists (strategies/units.c). */
+#include "strategies/units.h"
+
+#include "tests/check.h"
+
+static void sizes_parse(void) {
+  static const struct {
+    const char *text;
+    uint64_t bytes;
+  } good[] = {
+      {"0", 0},           {"512", 512},          {"2MiB", 2ULL << 20},       {"40GB", 40000000000ULL},
+      {"1.5GiB", 3ULL << 29}, {"7.81GB", 7810000000ULL}, {"1kib", 1024},   {"3B", 3},
+      {"0.5KiB", 512},    {"1TiB", 1ULL << 40},  {"18446744073709551615", UINT64_MAX},
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    uint64_t v = 1;
+    ab_diag_t d = {""};
+    CHECK_MSG(ab_parse_size("--budget", good[i].text, &v, &d) == AB_OK, "%s: %s", good[i].text, d.msg);
+    CHECK_EQ(v, good[i].bytes);
+  }
+}
+
+static void sizes_refused(void) {
+  static const struct {
+    const char *text, *says;
+  } bad[] = {
+      {"-3GB", "sign"},     {"12XB", "unknown unit 'XB'"}, {"", "empty"},      {"abc", "expected a number"},
+      {"1.", "digit after"}, {"2M", "unknown unit"},        {"5 GB", "unknown unit"}, {"18446744073709551616", "too large"},
+      {"20000000TB", "too large"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t v = 7;
+    ab_diag_t d = {""};
+    CHECK_MSG(ab_parse_size("--budget", bad[i].text, &v, &d) == AB_ERR_INVALID, "'%s' was accepted", bad[i].text);
+    CHECK_STR_CONTAINS(d.msg, bad[i].says);
+    CHECK_STR_CONTAINS(d.msg, "--budget");
+    CHECK_EQ(v, 7);
+  }
+}
+
+static void numbers(void) {
+  uint64_t v;
+  ab_diag_t d;
+  CHECK(ab_parse_u64("--seed", "42", UINT64_MAX, &v, &d) == AB_OK && v == 42);
+  CHECK(ab_parse_u64("--seed", "abc", UINT64_MAX, &v, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "at position 1");
+  CHECK(ab_parse_u64("--seed", "4x", UINT64_MAX, &v, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "at position 2");
+  CHECK(ab_parse_u64("n", "101", 100, &v, &d) == AB_ERR_INVALID);
+  CHECK(ab_parse_u64("n", "-1", 100, &v, &d) == AB_ERR_INVALID);
+}
+
+static void torch_format(void) {
+  char b[32];
+  CHECK(strcmp(ab_format_bytes_torch(1024, b, sizeof b), "1024 bytes") == 0);
+  CHECK(strcmp(ab_format_bytes_torch(1048576, b, sizeof b), "1024.00 KiB") == 0);
+  CHECK(strcmp(ab_format_bytes_torch(20971520, b, sizeof b), "20.00 MiB") == 0);
+  CHECK(strcmp(ab_format_bytes_torch(3ULL << 30, b, sizeof b), "3.00 GiB") == 0);
+  CHECK(strcmp(ab_format_bytes(512, b, sizeof b), "512 B") == 0);
+  CHECK(strcmp(ab_format_bytes(3ULL << 29, b, sizeof b), "1.50 GiB") == 0);
+}
+
+static void option_lists(void) {
+  ab_kvlist_t l;
+  ab_diag_t d = {""};
+  REQUIRE(ab_kv_parse("-c", " max_split_size_mb:128, roundup_power2_divisions:[64:8,>:1],x:y", ':', &l, &d) == AB_OK);
+  CHECK_EQ(l.n, 3);
+  ab_kv_t *kv = ab_kv_get(&l, "roundup_power2_divisions");
+  REQUIRE(kv != NULL);
+  CHECK(kv->val_len == 10 && memcmp(kv->val, "[64:8,>:1]", 10) == 0);
+  uint64_t v = 0;
+  CHECK(ab_kv_get_u64(&l, "max_split_size_mb", 0, 1000, &v, &d) == AB_OK && v == 128);
+  CHECK(ab_kv_finish(&l, "a, b", &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "unknown key 'x'");
+  CHECK_STR_CONTAINS(d.msg, "position 61");
+
+  /* A later key overrides an earlier one. */
+  REQUIRE(ab_kv_parse("-c", "a:1,a:2", ':', &l, &d) == AB_OK);
+  CHECK(ab_kv_get_u64(&l, "a", 0, 9, &v, &d) == AB_OK && v == 2);
+  CHECK(ab_kv_finish(&l, "a", &d) == AB_OK);
+
+  static const char *const bad[] = {"abc", "a:1,,b:2", "[a:1", "a]:1", ":1", "a b:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_MSG(ab_kv_parse("-c", bad[i], ':', &l, &d) == AB_ERR_INVALID, "'%s' was accepted", bad[i]);
+
+  REQUIRE(ab_kv_parse("-c", "max_split_size_mb:abc", ':', &l, &d) == AB_OK);
+  CHECK(ab_kv_get_u64(&l, "max_split_size_mb", 20, UINT64_MAX, &v, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "max_split_size_mb:abc");
+  REQUIRE(ab_kv_parse("-w", "b=maybe,s=2XB,x=1.5,c=blue", '=', &l, &d) == AB_OK);
+  bool b;
+  CHECK(ab_kv_get_bool(&l, "b", &b, &d) == AB_ERR_INVALID);
+  CHECK(ab_kv_get_size(&l, "s", &v, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "unknown unit");
+  double x = 0;
+  CHECK(ab_kv_get_double(&l, "x", 0, 1, &x, &d) == AB_ERR_INVALID);
+  static const char *const colours[] = {"red", "green", NULL};
+  int c = -1;
+  CHECK(ab_kv_get_choice(&l, "c", colours, &c, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "red, green");
+}
+
+static const ab_test_t tests[] = {
+    {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"numbers", numbers},
+    {"torch_format", torch_format}, {"option_lists", option_lists},
+};
+AB_TEST_MAIN(tests)
