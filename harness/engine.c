@@ -188,6 +188,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->events_done = i;
   if (opts->timeline) sample(run, s, es->n, es->nsteps);
   ab_strategy_stats(s, &run->stats);
+  if (opts->at_end) opts->at_end(opts->at_end_ctx, s, run);
   return drain(es, s, run);
 
 oom:
