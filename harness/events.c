@@ -69,6 +69,7 @@ void ab_events_init(ab_events_t *es) { memset(es, 0, sizeof *es); }
 void ab_events_free(ab_events_t *es) {
   free(es->ev);
   free(es->kernels);
+  free(es->segs);
   ab_events_init(es);
 }
 
@@ -171,10 +172,33 @@ void ab_events_empty_cache(ab_events_t *es) {
   if (e) e->kind = AB_EV_EMPTY_CACHE;
 }
 
+void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream, uint64_t addr, uint64_t bytes) {
+  if (es->failed) return;
+  if (es->nsegs == es->capsegs) {
+    size_t cap = es->capsegs ? es->capsegs * 2 : 256;
+    ab_seg_event_t *grown = realloc(es->segs, cap * sizeof *grown);
+    if (grown == NULL) {
+      es->failed = true;
+      return;
+    }
+    es->segs = grown;
+    es->capsegs = cap;
+  }
+  ab_seg_event_t *g = &es->segs[es->nsegs++];
+  memset(g, 0, sizeof *g);
+  g->action = (uint8_t)action;
+  g->stream = (uint16_t)stream;
+  g->addr = addr;
+  g->bytes = bytes;
+  g->at_event = es->n;
+  note_stream(es, stream);
+}
+
 /* Life of an id while validating. */
 enum { ID_UNBORN, ID_LIVE, ID_REQUESTED, ID_DEAD };
 
 ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
+  if (es->finished) return AB_OK;
   if (es->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory while building the event stream");
   uint8_t *state = calloc(es->nids ? es->nids : 1, 1);
   uint16_t *stream = calloc(es->nids ? es->nids : 1, sizeof *stream);
@@ -236,6 +260,7 @@ ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
     }
   }
 done:
+  es->finished = st == AB_OK;
   free(state);
   free(stream);
   free(bytes);

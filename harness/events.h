@@ -115,6 +115,21 @@ uint64_t ab_dtype_bytes(ab_dtype_t t);
 /* The bytes each buffer of a kernel must hold; fills need[0..nbuf). */
 void ab_kernel_needs(const ab_kernel_t *k, uint64_t need[AB_KERNEL_MAX_BUFS]);
 
+/* ---- what a recorded trace says the allocator did ------------------------------------------
+ * Importers keep the recorded allocator's own decisions (PyTorch's segment_alloc,
+ * segment_free, segment_map, segment_unmap) beside the events, so that a replay can be
+ * compared with them and can reuse the recorded addresses. They are not replayed. */
+
+typedef enum ab_seg_action_e { AB_SEG_ALLOC, AB_SEG_FREE, AB_SEG_MAP, AB_SEG_UNMAP } ab_seg_action_t;
+
+typedef struct ab_seg_event_s {
+  uint8_t action;    /* ab_seg_action_t */
+  uint16_t stream;   /* stream index, as in the events */
+  uint64_t addr;     /* as recorded */
+  uint64_t bytes;
+  uint64_t at_event; /* number of events before it: it happened just before ev[at_event] */
+} ab_seg_event_t;
+
 /* ---- the stream ---------------------------------------------------------------------- */
 
 typedef struct ab_events_s {
@@ -125,7 +140,10 @@ typedef struct ab_events_s {
   uint32_t nids;        /* ids handed out: ALLOC events */
   uint32_t nsteps;      /* STEP events */
   uint16_t nstreams;    /* highest stream index used, plus one */
+  ab_seg_event_t *segs; /* recorded segment decisions of a trace; none for generators */
+  size_t nsegs, capsegs;
   bool failed;          /* a host allocation failed while building */
+  bool finished;        /* ab_events_finish validated it */
   char source[256];     /* what the stream came from: a workload spec or a trace path */
   char settings[256];   /* allocator settings recorded with a trace; "" when none */
   uint64_t trace_ooms;  /* OOMs the recorded program caught and survived (traces) */
@@ -147,8 +165,11 @@ void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream);
 void ab_events_step(ab_events_t *es);
 void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
+/* Records a segment decision of the traced allocator, before the next event. */
+void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
 
-/* Reports a build failure and validates the stream. On error diag names the event index. */
+/* Reports a build failure and validates the stream, once (later calls return AB_OK at
+ * once). On error diag names the event index. */
 ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag);
 
 /* A 64-bit FNV-1a hash of the events and kernels, for determinism checks. */

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "workloads/random.h"
+#include "workloads/replay.h"
 
 static const ab_workload_t *const registry[] = {
     &ab_workload_random,
+    &ab_workload_replay,
 };
 
 const ab_workload_t *const *ab_workload_registry(size_t *count) {

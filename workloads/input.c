@@ -1,0 +1,148 @@
+#include "workloads/input.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef AB_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define MAX_BYTES (8ULL << 30)
+
+static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) break;
+    if (len == cap) {
+      if (cap >= MAX_BYTES) break;
+      char *grown = realloc(buf, cap * 2 + 1);
+      if (grown == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = grown;
+      cap *= 2;
+    }
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (buf == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+  if (bad) {
+    free(buf);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: read error", path);
+  }
+  if (len >= MAX_BYTES) {
+    free(buf);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
+  }
+  buf[len] = '\0';
+  in->data = buf;
+  in->len = len;
+  return AB_OK;
+}
+
+#ifdef AB_HAVE_ZLIB
+static ab_status gunzip(const char *path, const ab_input_t *gz, ab_input_t *out, ab_diag_t *diag) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: zlib failed to start", path);
+  size_t cap = gz->len * 4 + 4096, len = 0;
+  char *buf = malloc(cap + 1);
+  ab_status st = AB_OK;
+  z.next_in = (Bytef *)gz->data;
+  z.avail_in = (uInt)(gz->len > UINT32_MAX ? UINT32_MAX : gz->len);
+  size_t fed = z.avail_in;
+  for (;;) {
+    if (buf == NULL) {
+      st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+      break;
+    }
+    if (len == cap) {
+      if (cap >= MAX_BYTES) {
+        st = ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB once decompressed", path);
+        break;
+      }
+      char *grown = realloc(buf, cap * 2 + 1);
+      if (grown == NULL) {
+        free(buf);
+        buf = NULL;
+        continue;
+      }
+      buf = grown;
+      cap *= 2;
+    }
+    if (z.avail_in == 0 && fed < gz->len) {
+      size_t more = gz->len - fed > UINT32_MAX ? UINT32_MAX : gz->len - fed;
+      z.avail_in = (uInt)more;
+      fed += more;
+    }
+    size_t room = cap - len > UINT32_MAX ? UINT32_MAX : cap - len;
+    z.next_out = (Bytef *)buf + len;
+    z.avail_out = (uInt)room;
+    int r = inflate(&z, Z_NO_FLUSH);
+    len += room - z.avail_out;
+    if (r == Z_STREAM_END) {
+      /* Concatenated gzip members are legal; read the next one if bytes remain. */
+      if (z.avail_in == 0 && fed == gz->len) break;
+      if (inflateReset(&z) != Z_OK) {
+        st = ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream", path);
+        break;
+      }
+      continue;
+    }
+    if (r == Z_BUF_ERROR && z.avail_out > 0 && z.avail_in == 0 && fed == gz->len) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s: truncated gzip stream (ends after %zu compressed bytes)", path, gz->len);
+      break;
+    }
+    if (r != Z_OK && r != Z_BUF_ERROR) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream at compressed byte %zu (%s)", path,
+                       (size_t)(z.next_in - (Bytef *)gz->data), z.msg ? z.msg : "inflate failed");
+      break;
+    }
+  }
+  inflateEnd(&z);
+  if (st != AB_OK) {
+    free(buf);
+    return st;
+  }
+  buf[len] = '\0';
+  out->data = buf;
+  out->len = len;
+  return AB_OK;
+}
+#endif
+
+ab_status ab_input_read(const char *path, ab_input_t *in, ab_diag_t *diag) {
+  in->data = NULL;
+  in->len = 0;
+  ab_input_t raw;
+  AB_TRY(read_raw(path, &raw, diag));
+  if (raw.len < 2 || (unsigned char)raw.data[0] != 0x1f || (unsigned char)raw.data[1] != 0x8b) {
+    *in = raw;
+    return AB_OK;
+  }
+#ifdef AB_HAVE_ZLIB
+  ab_status st = gunzip(path, &raw, in, diag);
+  free(raw.data);
+  return st;
+#else
+  free(raw.data);
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
+#endif
+}
+
+void ab_input_free(ab_input_t *in) {
+  free(in->data);
+  in->data = NULL;
+  in->len = 0;
+}

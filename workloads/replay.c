@@ -1,0 +1,20 @@
+/* replay.c: a recorded trace as a workload: `-w replay:PATH`. The format is recognised from
+ * the content (trace.h); the seed plays no part. */
+#include "workloads/replay.h"
+
+#include "workloads/trace.h"
+
+static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
+  (void)seed;
+  if (args == NULL || *args == '\0')
+    return ab_diag_set(diag, AB_ERR_INVALID, "-w replay: expected replay:PATH, the trace to replay");
+  ab_events_free(out);
+  return ab_trace_load(args, out, diag);
+}
+
+const ab_workload_t ab_workload_replay = {
+    .name = "replay",
+    .summary = "a recorded trace: replay:PATH (allocbench CSV trace, plain or gzipped)",
+    .params_help = "  PATH           the trace file; its format is recognised from its content\n",
+    .generate = generate,
+};
