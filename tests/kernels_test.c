@@ -28,8 +28,12 @@ typedef struct gpu_s {
 static bool gpu_open(gpu_t *g) {
   ab_diag_t diag = {""};
   memset(g, 0, sizeof *g);
-  if (!CHECK_MSG(ab_device_open(ab_test_device, NULL, &g->dev, &diag) == AB_OK, "%s", diag.msg)) return false;
-  if (!CHECK_MSG(ab_kernels_open(g->dev, &g->kx, &diag) == AB_OK && g->kx, "%s", diag.msg)) return false;
+  if (ab_device_open(ab_test_device, NULL, &g->dev, &diag) != AB_OK)
+    return ab_check_report(__FILE__, __LINE__, "ab_device_open", "%s", diag.msg);
+  if (ab_kernels_open(g->dev, &g->kx, &diag) != AB_OK || g->kx == NULL) {
+    ab_device_close(g->dev, NULL);
+    return ab_check_report(__FILE__, __LINE__, "ab_kernels_open", "no kernels on %s: %s", g->dev->name, diag.msg);
+  }
   return true;
 }
 
@@ -463,12 +467,12 @@ static bool replay(const ab_events_t *es, const char *strategy, bool kernels, bo
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_diag_t diag = {""};
-  if (!CHECK(ab_run_prepare(&r->run, es) == AB_OK)) return false;
-  if (!CHECK_MSG(ab_device_open(ab_test_device, NULL, &dev, &diag) == AB_OK, "%s", diag.msg) ||
-      !CHECK_MSG(ab_strategy_create(strategy, dev, NULL, &s, &diag) == AB_OK, "%s", diag.msg)) {
+  if (ab_run_prepare(&r->run, es) != AB_OK) return ab_check_report(__FILE__, __LINE__, "ab_run_prepare", NULL);
+  if (ab_device_open(ab_test_device, NULL, &dev, &diag) != AB_OK ||
+      ab_strategy_create(strategy, dev, NULL, &s, &diag) != AB_OK) {
     ab_device_close(dev, NULL);
     ab_run_release(&r->run);
-    return false;
+    return ab_check_report(__FILE__, __LINE__, "replay", "%s: %s", strategy, diag.msg);
   }
   ab_run_opts_t o = ab_run_defaults();
   o.kernels = kernels;

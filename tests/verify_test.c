@@ -106,12 +106,12 @@ static bool replay(const ab_events_t *es, const char *strategy, const char *conf
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_diag_t diag = {""};
-  if (!CHECK(ab_run_prepare(&r->run, es) == AB_OK)) return false;
-  if (!CHECK_MSG(ab_device_open(ab_test_device, NULL, &dev, &diag) == AB_OK, "%s", diag.msg) ||
-      !CHECK_MSG(ab_strategy_create(strategy, dev, conf, &s, &diag) == AB_OK, "%s", diag.msg)) {
+  if (ab_run_prepare(&r->run, es) != AB_OK) return ab_check_report(__FILE__, __LINE__, "ab_run_prepare", NULL);
+  if (ab_device_open(ab_test_device, NULL, &dev, &diag) != AB_OK ||
+      ab_strategy_create(strategy, dev, conf, &s, &diag) != AB_OK) {
     ab_device_close(dev, NULL);
     ab_run_release(&r->run);
-    return false;
+    return ab_check_report(__FILE__, __LINE__, "replay", "%s: %s", strategy, diag.msg);
   }
   ab_run_opts_t o = ab_run_defaults();
   o.verify = verify;
