@@ -11,10 +11,12 @@ ab_status ab_kernels_open(ab_device_t *dev, ab_kernels_t **out, ab_diag_t *diag)
   ab_kernels_t *kx = (ab_kernels_t *)calloc(1, sizeof *kx);
   if (kx == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   kx->dev = dev;
-  cublasStatus_t s = cublasCreate(&kx->blas);
+  kx->cublas = ab_cublas(diag);
+  cublasStatus_t s = kx->cublas ? kx->cublas->cublasCreate_v2(&kx->blas) : CUBLAS_STATUS_NOT_INITIALIZED;
   if (s != CUBLAS_STATUS_SUCCESS) {
+    ab_status st = kx->cublas ? ab_cublas_status(kx->cublas, s, "cublasCreate_v2", __FILE__, __LINE__, diag) : AB_ERR_CUDA;
     free(kx);
-    return ab_cublas_status(s, "cublasCreate", __FILE__, __LINE__, diag);
+    return st;
   }
   *out = kx;
   return AB_OK;
@@ -29,8 +31,9 @@ ab_status ab_kernels_close(ab_kernels_t *kx, ab_diag_t *diag) {
     AB_CUDA_CHECKED(st, diag, cudaEventDestroy(kx->pair[i][1]));
   }
   for (size_t i = 0; i < kx->marks_created; i++) AB_CUDA_CHECKED(st, diag, cudaEventDestroy(kx->mark[i]));
-  cublasStatus_t s = cublasDestroy(kx->blas);
-  if (s != CUBLAS_STATUS_SUCCESS && st == AB_OK) st = ab_cublas_status(s, "cublasDestroy", __FILE__, __LINE__, diag);
+  cublasStatus_t s = kx->cublas->cublasDestroy_v2(kx->blas);
+  if (s != CUBLAS_STATUS_SUCCESS && st == AB_OK)
+    st = ab_cublas_status(kx->cublas, s, "cublasDestroy_v2", __FILE__, __LINE__, diag);
   free(kx->mark_ms);
   free(kx);
   return st;

@@ -39,8 +39,8 @@ ab_status ab_gemm_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t
   const float alpha = 1.0f, beta = 0.0f;
   const void *a = (const void *)(uintptr_t)buf[0], *b = (const void *)(uintptr_t)buf[1];
   void *c = (void *)(uintptr_t)buf[2];
-  AB_CUBLAS_TRY(diag, cublasSetStream(kx->blas, s));
-  AB_CUBLAS_TRY(diag, cublasGemmEx_64(kx->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, kk, &alpha, b, tin, n, a, tin,
-                                      kk > 0 ? kk : 1, &beta, c, tout, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  AB_CUBLAS_TRY(kx->cublas, diag, cublasSetStream_v2, kx->blas, s);
+  AB_CUBLAS_TRY(kx->cublas, diag, cublasGemmEx_64, kx->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, kk, &alpha, b, tin, n, a,
+                tin, kk > 0 ? kk : 1, &beta, c, tout, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return AB_OK;
 }

@@ -22,10 +22,12 @@
  * Memory: the module never allocates device memory through the CUDA API (only the device
  * layer does). cuBLAS keeps the default workspace pool it allocates when its handle is
  * created (ab_kernels_open), as every program that uses cuBLAS without setting a workspace.
+ * cuBLAS itself is loaded by the first ab_kernels_open on a GPU (kernels/cublas_check.h).
  *
  * Statuses: AB_OK; AB_ERR_INVALID for a kernel cuBLAS cannot run (an unsupported type pair,
  * a shape too large); AB_ERR_CUDA for a failed CUDA or cuBLAS call, named with its file and
- * line. Errors of calls that work on a device are written to that device's diag.
+ * line, or a cuBLAS that cannot be loaded. Errors of calls that work on a device are written
+ * to that device's diag.
  *
  * Thread-safety: a context belongs to one thread, like its device.
  */

@@ -26,6 +26,7 @@ extern "C" {
 
 struct ab_kernels_s {
   ab_device_t *dev;                       /* not owned; errors go to its diag */
+  const ab_cublas_t *cublas;              /* the loaded library */
   cublasHandle_t blas;
   cudaEvent_t pair[AB_KX_PAIRS][2];       /* start and end of a launch; created on first use */
   size_t pairs_created;
