@@ -50,8 +50,8 @@ static ab_status overlap_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   overlap_t *o = (overlap_t *)s;
   (void)stream;
   ab_dptr_t alias = o->host + AB_OVERLAP_OFFSET_BYTES;
-  bool overlap = ++o->requests % o->every == 0 && o->host && bytes <= o->host_bytes - AB_OVERLAP_OFFSET_BYTES &&
-                 o->host_bytes > AB_OVERLAP_OFFSET_BYTES && !ab_map_get(&o->live, alias, NULL);
+  bool overlap = ++o->requests % o->every == 0 && o->host && o->host_bytes > AB_OVERLAP_OFFSET_BYTES &&
+                 bytes <= o->host_bytes - AB_OVERLAP_OFFSET_BYTES && !ab_map_get(&o->live, alias, NULL);
   if (overlap) {
     AB_TRY(ab_map_put(&o->live, alias, bytes << 1 | 1));
     *out = alias;
