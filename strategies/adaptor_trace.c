@@ -58,7 +58,7 @@ typedef struct trace_adaptor_s {
   unsigned stream;     /* stream of the call in progress: the device calls inside it get it */
   ab_map_t live;       /* user address -> requested bytes | PENDING */
   ab_map_t held;       /* device address -> bytes | stream << STREAM_SHIFT | MAPPED */
-  bool out_of_memory;         /* the capture ran out of host memory */
+  bool out_of_memory;  /* the capture ran out of host memory */
 } trace_adaptor_t;
 
 static const ab_strategy_ops_t trace_ops;

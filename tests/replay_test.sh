@@ -77,6 +77,45 @@ want_allocs=$(zcat "$cap" | grep -c '^alloc,')
 [ "$(value "$tmp/cap.txt" ooms_survived)" = "$want_ooms" ] || fail "ooms_survived $(value "$tmp/cap.txt" ooms_survived), the trace has $want_ooms"
 [ "$(value "$tmp/cap.txt" replay_allocs)" = "$want_allocs" ] || fail "replay_allocs $(value "$tmp/cap.txt" replay_allocs), the trace has $want_allocs"
 
+# 3b. A trace that starts late (the history's ring buffer kept only the last 3000 entries): the
+# blocks live at its start, and the peak of live requested bytes, as Python rebuilds them from
+# the end state the way PyTorch's viewer does.
+python3 - "$ab" "$fx/cnn_dyn.expandable.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
+import gzip, pickle, subprocess, sys
+ab, src, dst = sys.argv[1:4]
+snap = pickle.load(gzip.open(src))
+trace = snap["device_traces"][0] = snap["device_traces"][0][-3000:]
+open(dst, "wb").write(pickle.dumps(snap))
+seen, pre, live = set(), 0, 0
+for e in trace:
+    if e["action"] in ("alloc", "free_requested", "free_completed"):
+        if e["addr"] not in seen and e["action"] != "alloc":
+            pre, live = pre + 1, live + e["size"]
+        seen.add(e["addr"])
+for s in snap["segments"]:
+    for b in s["blocks"]:
+        if b["state"] in ("active_allocated", "active_pending_free") and b["address"] not in seen:
+            pre, live = pre + 1, live + b["requested_size"]
+peak = live
+for e in trace:
+    live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
+    peak = max(peak, live)
+out = subprocess.run([ab, "replay", "--info", dst], capture_output=True, text=True, check=True).stdout
+got = dict(l.split(None, 1) for l in out.splitlines() if len(l.split(None, 1)) == 2)
+want = [("preexisting_allocs", pre), ("peak_requested_bytes", peak), ("ignored_records", 0)]
+bad = [f"{k}: {got[k].strip()}, expected {v}" for k, v in want if int(got[k]) != v]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+python3 "$here/snapshot_check.py" "$tmp/late.pickle" || fail "the viewer's checks refuse the late-starting trace itself"
+"$ab" replay "$tmp/late.pickle" -s raw --device sim --quiet --out "$tmp/res" --no-timeline \
+  --export-snapshot "$tmp/late_out.pickle" > /dev/null || fail "replay of the late-starting trace exited $?"
+python3 "$here/snapshot_check.py" "$tmp/late_out.pickle" || fail "the late-starting trace's export does not pass the viewer's checks"
+"$ab" replay --info "$tmp/late.pickle" > "$tmp/late.txt"
+"$ab" replay --info "$tmp/late_out.pickle" > "$tmp/late_out.txt"
+[ "$(value "$tmp/late.txt" events_hash)" = "$(value "$tmp/late_out.txt" events_hash)" ] ||
+  fail "the late-starting trace's export replays to other events"
+
 # 4. The snapshot and the CSV of the same run give the same event stream.
 "$ab" replay --info "$fx/cnn_dyn.default.trace.csv.gz" > "$tmp/csv.txt"
 [ "$(value "$tmp/info.txt" events_hash)" = "$(value "$tmp/csv.txt" events_hash)" ] || fail "the pickle and the CSV give other events"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strategies/hashmap.h"
 #include "workloads/input.h"
 #include "workloads/rmm_log.h"
 #include "workloads/snapshot.h"

@@ -52,7 +52,6 @@
 
 #include "harness/events.h"
 #include "strategies/adaptor_trace.h"
-#include "strategies/hashmap.h"
 
 #define AB_TRACE_MAX_STREAMS 64
 #define AB_TRACE_MAX_ACTION_NAMES 16
