@@ -46,9 +46,11 @@ static ab_status missing(const reader_t *r, const ab_pk_t *dict, const loc_t *at
 }
 
 static ab_status expect(const reader_t *r, const ab_pk_t *v, ab_pk_type_t type, const loc_t *at) {
-  static const char *const want[] = {[AB_PK_LIST] = "a list", [AB_PK_DICT] = "a dict", [AB_PK_STR] = "a str"};
   if (v->type == type) return AB_OK;
-  return wrong(r, v, at, NULL, want[type]);
+  ab_pk_t wanted = {.type = (uint8_t)type};
+  char want[32];
+  snprintf(want, sizeof want, "a %s", ab_pk_type_name(&wanted));
+  return wrong(r, v, at, NULL, want);
 }
 
 /* An int field of dict d. signed_ok: negative values are kept as their 64-bit pattern
