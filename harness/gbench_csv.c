@@ -15,11 +15,12 @@
 
 #include "workloads/input.h"
 
+/* The last column is never empty: gnuplot 5.4 misreads an empty last field. */
 const ab_col_t ab_gbench_csv_cols[] = {
-    {"name", false},      {"workload", false},       {"strategy", false},        {"args", false},
-    {"device", false},    {"run_type", false},       {"aggregate", false},       {"iterations", true},
-    {"real_ns", true},    {"cpu_ns", true},          {"items_per_second", true}, {"device_allocs", true},
-    {"error", false},
+    {"name", false},    {"workload", false}, {"strategy", false},         {"args", false},
+    {"device", false},  {"run_type", false}, {"aggregate", false},        {"error", false},
+    {"real_ns", true},  {"cpu_ns", true},    {"items_per_second", true}, {"device_allocs", true},
+    {"iterations", true},
 };
 const size_t ab_gbench_csv_ncols = sizeof ab_gbench_csv_cols / sizeof ab_gbench_csv_cols[0];
 
@@ -273,8 +274,8 @@ static ab_status add_row(reader_t *r, doc_t *doc, const run_t *run) {
   bool failed = strcmp(run->error_occurred, "true") == 0;
   const char *cells[] = {
       run->name, workload, strategy, args, doc->device, run->run_type[0] ? run->run_type : "iteration",
-      run->aggregate_name, run->iterations, real, cpu, items, allocs,
-      failed ? (run->error_message[0] ? run->error_message : "failed") : "",
+      run->aggregate_name, failed ? (run->error_message[0] ? run->error_message : "failed") : "",
+      real, cpu, items, allocs, run->iterations[0] ? run->iterations : "0",
   };
   return ab_table_add(doc->t, cells) == AB_OK ? AB_OK : ab_diag_set(r->diag, AB_ERR_INTERNAL, "out of host memory");
 }

@@ -13,11 +13,11 @@
  *   device            what it ran on (the "device" key of the JSON context)
  *   run_type          iteration, or aggregate (with repetitions)
  *   aggregate         mean, median, stddev, ... for aggregates; empty otherwise
- *   iterations
+ *   error             the message of a run that failed; empty otherwise
  *   real_ns, cpu_ns   time per iteration (real_ns is the manual time where one was set)
  *   items_per_second  items (alloc/free pairs, events) per second of real_ns
  *   device_allocs     device allocation calls per iteration (the counter of that name)
- *   error             the message of a run that failed; empty otherwise
+ *   iterations
  *
  * Statuses: AB_ERR_IO when a file cannot be read or written; AB_ERR_INVALID when the input
  * is not Google Benchmark's JSON, with the file and byte offset in diag.

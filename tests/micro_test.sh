@@ -27,7 +27,8 @@ else
       random/"$s"/ops:*",sim:"*) ;;
       *) fail "row for $s is not random/$s/ops:N on sim: $row" ;;
     esac
-    [ "${row##*,}" = "" ] || fail "random/$s failed: ${row##*,}"
+    err=$(echo "$row" | cut -d, -f8)
+    [ -z "$err" ] || fail "random/$s failed: $err"
   done
   n=$(($(wc -l <"$csv") - 1))
   m=$("$ab" list --strategies | wc -l)
