@@ -21,6 +21,18 @@ ok(k) = strcol("strategy") eq word(S, k) && strcol("error") eq "" && strcol("run
 bytes_of(args) = args[1:6] eq "bytes:" ? real(args[7:]) : NaN
 NQ = words(Q)
 
+# Log ranges from whole decades around the data, so a single value still has an axis.
+decades(lo, hi) = sprintf("[%g:%g]", 10 ** floor(log10(lo)), 10 ** (floor(log10(hi)) + 1))
+undefine STATS_*
+stats input using (strcol("error") eq "" && strcol("workload") eq "alloc_free" && column("real_ns") > 0 ? \
+                   column("real_ns") : NaN) nooutput
+PAIR_RANGE = exists("STATS_min") ? decades(STATS_min, STATS_max) : "[10:1e6]"
+undefine STATS_*
+stats input using (strcol("error") eq "" && strcol("workload") ne "alloc_free" && column("items_per_second") > 0 ? \
+                   column("items_per_second") : NaN) nooutput
+SEQ_RANGE = exists("STATS_min") ? decades(STATS_min, STATS_max) : "[1e4:1e8]"
+
+set bmargin 5
 set multiplot layout 1, 2 title sprintf("Micro-benchmarks on %s (Google Benchmark)", DEVICE) noenhanced
 set key inside top left Left reverse samplen 2 title "strategy" font ",10"
 
@@ -32,19 +44,19 @@ set ylabel "time per alloc + free (log scale)"
 set xtics ("512 B" 512, "4 KiB" 4096, "64 KiB" 65536, "1 MiB" 2**20, "16 MiB" 2**24, "256 MiB" 2**28)
 set ytics ("1 ns" 1, "10 ns" 10, "100 ns" 100, "1 µs" 1e3, "10 µs" 1e4, "100 µs" 1e5, "1 ms" 1e6, "10 ms" 1e7)
 set mytics 10
+set yrange @PAIR_RANGE
 set grid xtics ytics lt 1 lw 1 lc rgb "#e4e4e4"
-set autoscale xfix
-set offsets graph 0.05, graph 0.05, 0, 0
+set xrange [256:2**29]
 plot for [k=1:NS] input using (ok(k) && strcol("workload") eq "alloc_free" ? bytes_of(strcol("args")) : NaN):"real_ns" \
        with linespoints lw 2 pt 7 ps 0.9 lc rgb color(k) title word(S, k)
 
 set title "Whole sequences replayed (higher is better)"
 unset logscale x
-set offsets 0, 0, 0, 0
 unset xlabel
 set ylabel "events per second (log scale)"
 set ytics auto
 set format y "10^{%T}"
+set yrange @SEQ_RANGE
 set xrange [0.5:NQ + 0.5]
 set xtics () noenhanced
 set for [i=1:NQ] xtics add (word(Q, i) . "\n" . word(QA, i) i)
