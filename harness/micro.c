@@ -177,85 +177,17 @@ static bool take_option(int argc, char **argv, int *i, const char *name, const c
   return true;
 }
 
-int main(int argc, char **argv) {
-  const char *device = getenv("AB_DEVICE");
-  const char *out_dir = NULL, *trace = DEFAULT_TRACE;
-  if (device == NULL || *device == '\0') device = "sim";
-  /* Split argv: our options here, the rest for the library (and its leftovers, errors). */
-  char **gargv = calloc((size_t)argc + 3, sizeof *gargv);
-  char json_arg[4200];
-  if (gargv == NULL) return 1;
-  int gargc = 0;
-  gargv[gargc++] = argv[0];
-  for (int i = 1; i < argc; i++) {
-    if (take_option(argc, argv, &i, "--device", &device) || take_option(argc, argv, &i, "--out", &out_dir) ||
-        take_option(argc, argv, &i, "--trace", &trace))
-      continue;
-    if (out_dir && strncmp(argv[i], "--benchmark_out", 15) == 0) {
-      fprintf(stderr, "allocbench_micro: --out writes DIR/micro.json itself; drop '%s'\n", argv[i]);
-      return 2;
-    }
-    gargv[gargc++] = argv[i];
-  }
-  ab_diag_t diag = {""};
-  if (out_dir) {
-    /* The library writes the file; the directory must exist first. */
-    if (ab_mkdirs(out_dir, &diag) != AB_OK) {
-      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-      return 1;
-    }
-    snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);
-    gargv[gargc++] = json_arg;
-    gargv[gargc++] = "--benchmark_out_format=json";
-  }
-  ab_gb_init(&gargc, gargv, usage);
-  if (gargc > 1) {
-    fprintf(stderr, "allocbench_micro: unknown option '%s' (see allocbench_micro --help)\n", gargv[1]);
-    return 2;
-  }
-
-  /* Open the device once to refuse a bad spec before anything runs, and to name it. */
-  ab_device_t *dev = NULL;
-  ab_device_config_t cfg = {.cost_model = true};
-  if (ab_device_open(device, &cfg, &dev, &diag) != AB_OK) {
-    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-    return 2;
-  }
-  ab_gb_add_context("device", dev->name);
-  fprintf(stderr, "allocbench_micro: device %s%s\n", dev->name,
-          dev->kind == AB_DEVICE_SIM ? " (time: host plus modelled device time)" : " (time: CUDA events)");
-  ab_device_close(dev, NULL);
-
-  ab_events_t random_es, trace_es;
-  if (ab_workload_build(RANDOM_SPEC, 42, &random_es, &diag) != AB_OK) {
-    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-    return 1;
-  }
-  bool have_trace = strcmp(trace, "none") != 0;
-  char trace_label[128] = "";
-  if (have_trace) {
-    char spec[4200];
-    snprintf(spec, sizeof spec, "replay:%s", trace);
-    if (ab_workload_build(spec, 42, &trace_es, &diag) != AB_OK) {
-      fprintf(stderr, "allocbench_micro: no replay benchmarks: %s\n", diag.msg);
-      have_trace = false;
-    } else {
-      trace_name(trace, trace_label, sizeof trace_label);
-      ab_gb_add_context("trace", trace);
-    }
-  }
-
+/* Registers the benchmarks of every listed strategy; cases has room for three per entry. */
+static void register_all(const char *device, const ab_events_t *random_es, const ab_events_t *trace_es,
+                         const char *trace_label, micro_case_t *cases, int *failures) {
   size_t ns;
   const ab_strategy_entry_t *entries = ab_strategy_registry(&ns);
-  micro_case_t *cases = calloc(ns * 3, sizeof *cases);
-  if (cases == NULL) return 1;
-  int failures = 0;
   size_t nc = 0;
   for (size_t i = 0; i < ns; i++) {
     if (entries[i].hidden) continue;
     char name[256];
     micro_case_t *pair = &cases[nc++];
-    *pair = (micro_case_t){entries[i].name, device, NULL, &failures};
+    *pair = (micro_case_t){entries[i].name, device, NULL, failures};
     snprintf(name, sizeof name, "alloc_free/%s", entries[i].name);
     ab_gb_bench_t *b = ab_gb_register(name, bench_alloc_free, pair);
     for (size_t k = 0; k < sizeof pair_sizes_bytes / sizeof pair_sizes_bytes[0]; k++)
@@ -265,25 +197,112 @@ int main(int argc, char **argv) {
     ab_gb_unit(b, AB_GB_NS);
 
     micro_case_t *rnd = &cases[nc++];
-    *rnd = (micro_case_t){entries[i].name, device, &random_es, &failures};
+    *rnd = (micro_case_t){entries[i].name, device, random_es, failures};
     snprintf(name, sizeof name, "random/%s/ops:%d", entries[i].name, RANDOM_OPS);
     b = ab_gb_register(name, bench_replay, rnd);
     ab_gb_use_manual_time(b);
     ab_gb_unit(b, AB_GB_MS);
 
-    if (have_trace) {
+    if (trace_es) {
       micro_case_t *rep = &cases[nc++];
-      *rep = (micro_case_t){entries[i].name, device, &trace_es, &failures};
+      *rep = (micro_case_t){entries[i].name, device, trace_es, failures};
       snprintf(name, sizeof name, "replay/%s/%s", entries[i].name, trace_label);
       b = ab_gb_register(name, bench_replay, rep);
       ab_gb_use_manual_time(b);
       ab_gb_unit(b, AB_GB_MS);
     }
   }
+}
 
+int main(int argc, char **argv) {
+  const char *device = getenv("AB_DEVICE");
+  const char *out_dir = NULL, *trace = DEFAULT_TRACE;
+  if (device == NULL || *device == '\0') device = "sim";
+  ab_diag_t diag = {""};
+  int rc = 0;
+  ab_events_t random_es, trace_es;
+  bool have_random = false, have_trace = false;
+  micro_case_t *cases = NULL;
+  char json_arg[4200];
+  /* Split argv: our options here, the rest for the library (and its leftovers, errors). */
+  char **gargv = calloc((size_t)argc + 3, sizeof *gargv);
+  if (gargv == NULL) return 1;
+  int gargc = 0;
+  gargv[gargc++] = argv[0];
+  for (int i = 1; i < argc; i++) {
+    if (take_option(argc, argv, &i, "--device", &device) || take_option(argc, argv, &i, "--out", &out_dir) ||
+        take_option(argc, argv, &i, "--trace", &trace))
+      continue;
+    gargv[gargc++] = argv[i];
+  }
+  for (int i = 1; i < gargc && out_dir; i++) {
+    if (strncmp(gargv[i], "--benchmark_out", 15) == 0) {
+      fprintf(stderr, "allocbench_micro: --out writes DIR/micro.json itself; drop '%s'\n", gargv[i]);
+      rc = 2;
+      goto done;
+    }
+  }
+  if (out_dir) {
+    /* The library writes the file; the directory must exist first. */
+    if (ab_mkdirs(out_dir, &diag) != AB_OK) {
+      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+      rc = 1;
+      goto done;
+    }
+    snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);
+    gargv[gargc++] = json_arg;
+    gargv[gargc++] = "--benchmark_out_format=json";
+  }
+  ab_gb_init(&gargc, gargv, usage);
+  if (gargc > 1) {
+    fprintf(stderr, "allocbench_micro: unknown option '%s' (see allocbench_micro --help)\n", gargv[1]);
+    rc = 2;
+    goto done;
+  }
+
+  /* Open the device once to refuse a bad spec before anything runs, and to name it. */
+  ab_device_t *dev = NULL;
+  ab_device_config_t cfg = {.cost_model = true};
+  if (ab_device_open(device, &cfg, &dev, &diag) != AB_OK) {
+    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+    rc = 2;
+    goto done;
+  }
+  ab_gb_add_context("device", dev->name);
+  fprintf(stderr, "allocbench_micro: device %s%s\n", dev->name,
+          dev->kind == AB_DEVICE_SIM ? " (time: host plus modelled device time)" : " (time: CUDA events)");
+  ab_device_close(dev, NULL);
+
+  if (ab_workload_build(RANDOM_SPEC, 42, &random_es, &diag) != AB_OK) {
+    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+    rc = 1;
+    goto done;
+  }
+  have_random = true;
+  char trace_label[128] = "";
+  if (strcmp(trace, "none") != 0) {
+    char spec[4200];
+    snprintf(spec, sizeof spec, "replay:%s", trace);
+    if (ab_workload_build(spec, 42, &trace_es, &diag) == AB_OK) {
+      have_trace = true;
+      trace_name(trace, trace_label, sizeof trace_label);
+      ab_gb_add_context("trace", trace);
+    } else {
+      fprintf(stderr, "allocbench_micro: no replay benchmarks: %s\n", diag.msg);
+    }
+  }
+
+  size_t ns;
+  ab_strategy_registry(&ns);
+  cases = calloc(ns * 3, sizeof *cases);
+  if (cases == NULL) {
+    rc = 1;
+    goto done;
+  }
+  int failures = 0;
+  register_all(device, &random_es, have_trace ? &trace_es : NULL, trace_label, cases, &failures);
   size_t ran = ab_gb_run();
   ab_gb_shutdown();
-  int rc = 0;
   if (ran == 0) {
     fprintf(stderr, "allocbench_micro: no benchmark matched the filter\n");
     rc = 1;
@@ -302,9 +321,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "allocbench_micro: results in %s and %s\n", json, csv);
     }
   }
+
+done:
   free(cases);
-  free(gargv);
   if (have_trace) ab_events_free(&trace_es);
-  ab_events_free(&random_es);
+  if (have_random) ab_events_free(&random_es);
+  free(gargv);
   return rc;
 }
