@@ -125,6 +125,7 @@ static void bench_replay(ab_gb_state_t *st, void *ctx) {
   ab_run_opts_t ro = ab_run_defaults();
   ro.time_calls = false;
   ro.timeline = false;
+  ro.kernels = false; /* the allocator alone */
   uint64_t allocs0 = s->stats.num_device_alloc;
   while (ab_gb_keep_running(st)) {
     double seconds = 0;
