@@ -95,14 +95,14 @@ static const char *format_ns(const char *ns_text, char *buf, size_t size) {
 static const ab_col_t display_cols[] = {
     {"workload", false},      {"strategy", false},      {"status", false},         {"peak requested", true},
     {"peak reserved", true},  {"reserved/requested", true}, {"frag %", true},      {"device allocs", true},
-    {"alloc p50", true},      {"alloc p99", true},      {"wall s", true},
+    {"alloc p50", true},      {"alloc p99", true},      {"step ms p50", true},     {"wall s", true},
 };
 
 /* The summary rows, as a person reads them. */
 static ab_status display(const ab_table_t *rows, ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
   for (size_t r = 0; r < rows->nrows; r++) {
-    char workload[200], req[32], res[32], ratio[32], p50[32], p99[32], wall[32];
+    char workload[200], req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
     short_name(ab_table_get(rows, r, "workload"), workload, sizeof workload);
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
@@ -112,11 +112,12 @@ static ab_status display(const ab_table_t *rows, ab_table_t *out) {
       snprintf(ratio, sizeof ratio, "%.3f", (double)reserved / (double)requested);
     else
       snprintf(ratio, sizeof ratio, "-");
+    snprintf(step, sizeof step, "%.2f", strtod(ab_table_get(rows, r, "step_ms_p50"), NULL));
     snprintf(wall, sizeof wall, "%.2f", strtod(ab_table_get(rows, r, "wall_s"), NULL));
     const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res, ratio,
                            ab_table_get(rows, r, "frag_pct"), ab_table_get(rows, r, "num_device_alloc"),
                            format_ns(ab_table_get(rows, r, "alloc_ns_p50"), p50, sizeof p50),
-                           format_ns(ab_table_get(rows, r, "alloc_ns_p99"), p99, sizeof p99), wall};
+                           format_ns(ab_table_get(rows, r, "alloc_ns_p99"), p99, sizeof p99), step, wall};
     AB_TRY(ab_table_add(out, cells));
   }
   return AB_OK;
