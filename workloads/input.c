@@ -120,25 +120,45 @@ static ab_status gunzip(const char *path, const ab_input_t *gz, ab_input_t *out,
   out->len = len;
   return AB_OK;
 }
+#else
+static ab_status gunzip(const char *path, const ab_input_t *gz, ab_input_t *out, ab_diag_t *diag) {
+  (void)gz;
+  (void)out;
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
+}
 #endif
+
+static bool is_gzip(const ab_input_t *raw) {
+  return raw->len >= 2 && (unsigned char)raw->data[0] == 0x1f && (unsigned char)raw->data[1] == 0x8b;
+}
 
 ab_status ab_input_read(const char *path, ab_input_t *in, ab_diag_t *diag) {
   in->data = NULL;
   in->len = 0;
-  ab_input_t raw;
+  ab_input_t raw = {NULL, 0};
   AB_TRY(read_raw(path, &raw, diag));
-  if (raw.len < 2 || (unsigned char)raw.data[0] != 0x1f || (unsigned char)raw.data[1] != 0x8b) {
+  if (!is_gzip(&raw)) {
     *in = raw;
     return AB_OK;
   }
-#ifdef AB_HAVE_ZLIB
   ab_status st = gunzip(path, &raw, in, diag);
   free(raw.data);
   return st;
-#else
-  free(raw.data);
-  return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
-#endif
+}
+
+ab_status ab_input_from_memory(const char *name, const void *data, size_t len, ab_input_t *in, ab_diag_t *diag) {
+  in->data = NULL;
+  in->len = 0;
+  if (len >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", name);
+  const ab_input_t raw = {(char *)(uintptr_t)data, len}; /* read only */
+  if (is_gzip(&raw)) return gunzip(name, &raw, in, diag);
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", name);
+  if (len) memcpy(copy, data, len);
+  copy[len] = '\0';
+  in->data = copy;
+  in->len = len;
+  return AB_OK;
 }
 
 void ab_input_free(ab_input_t *in) {

@@ -15,6 +15,10 @@ typedef struct ab_input_s {
 
 /* Reads path into in. Refuses files over 8 GiB once decompressed. */
 ab_status ab_input_read(const char *path, ab_input_t *in, ab_diag_t *diag);
+/* Takes bytes already in memory as ab_input_read takes a file's contents: copied into in,
+ * gunzipped when they are gzip; `name` stands for the path in errors. For readers of bytes
+ * that come from no file (tests, fuzzing). */
+ab_status ab_input_from_memory(const char *name, const void *data, size_t len, ab_input_t *in, ab_diag_t *diag);
 void ab_input_free(ab_input_t *in);
 
 #endif

@@ -52,6 +52,7 @@
 
 #include "harness/events.h"
 #include "strategies/adaptor_trace.h"
+#include "workloads/input.h"
 
 #define AB_TRACE_MAX_STREAMS 64
 #define AB_TRACE_MAX_ACTION_NAMES 16
@@ -87,6 +88,9 @@ typedef struct ab_trace_info_s {
  * is not NULL, what it holds. opts may be NULL (the defaults). */
 ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
                         ab_diag_t *diag);
+/* The same for a trace already read (input.h), named path in errors. */
+ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
+                         ab_trace_info_t *info, ab_diag_t *diag);
 
 /* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
  * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has
