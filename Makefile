@@ -6,7 +6,9 @@
 #                 into RESULTS (default results/latest; earlier results there are moved to
 #                 RESULTS.<date>), then draw the figures
 #   make plots    redraw the figures from the CSVs in RESULTS
-#   make clean    remove the build
+#   make fuzz     build the fuzz targets with clang and libFuzzer into build-fuzz and fuzz each
+#                 for FUZZ_SECONDS (default 10) from its corpus (tests/fuzz/README.md)
+#   make clean    remove the builds
 # SANITIZE=1 builds into build-sanitize with AddressSanitizer and UBSan.
 # MATRIX_FLAGS (e.g. --quick) and MICRO_FLAGS (e.g. --benchmark_filter=random) are passed on.
 
@@ -21,8 +23,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RESULTS ?= results/latest
 MATRIX_FLAGS ?=
 MICRO_FLAGS ?=
+FUZZ_SECONDS ?= 10
+FUZZ_TARGETS ?=
 
-.PHONY: all build test bench plots clean deps-build deps-bench
+.PHONY: all build test bench plots fuzz clean deps-build deps-bench deps-fuzz
 
 all: build
 
@@ -31,6 +35,9 @@ deps-build:
 
 deps-bench:
 	@.ci/deps.sh bench
+
+deps-fuzz:
+	@.ci/deps.sh fuzz
 
 $(BUILD)/CMakeCache.txt: | deps-build
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -57,5 +64,10 @@ bench: deps-bench build
 plots:
 	@plots/draw.sh $(RESULTS)
 
+fuzz: deps-fuzz
+	@[ -f build-fuzz/CMakeCache.txt ] || cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DAB_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf build build-sanitize
+	rm -rf build build-sanitize build-fuzz

@@ -3,7 +3,7 @@
 #   .ci/deps.sh build   the compiler, CMake and zlib (required)
 #   .ci/deps.sh bench   also gnuplot and Google Benchmark (optional: without them the
 #                       figures and the micro-benchmarks are skipped)
-#   .ci/deps.sh fuzz    also clang, for the fuzz targets
+#   .ci/deps.sh fuzz    also clang and its libFuzzer, for the fuzz targets
 # As root with apt-get it installs what is missing; otherwise it prints the exact command
 # and, for optional parts, goes on without them.
 set -u
@@ -31,6 +31,7 @@ if [ "$want" = bench ]; then
 fi
 if [ "$want" = fuzz ]; then
   need OPTIONAL clang clang
+  need OPTIONAL libclang-rt-dev
 fi
 
 all=("${missing_required[@]}" "${missing_optional[@]}")
