@@ -240,7 +240,7 @@ static ab_status collect(vm_t *vm, ab_pk_type_t type) {
   ab_pk_t c;
   AB_TRY(container(vm, type, k, &c));
   c.pos = vm->at;
-  AB_TRY(extend(vm, c.v.seq, vm->stack + from, k));
+  if (k) AB_TRY(extend(vm, c.v.seq, vm->stack + from, k)); /* the stack may not exist yet */
   vm->n = from;
   return push(vm, c);
 }
