@@ -88,6 +88,40 @@ static void async_refresh_stats(ab_strategy_t *s) {
   if ((int64_t)peak > s->stats.reserved_bytes.peak) s->stats.reserved_bytes.peak = (int64_t)peak;
 }
 
+static void decode(uint64_t val, uint64_t *bytes, unsigned *stream) {
+  *bytes = val & ((1ULL << STREAM_SHIFT) - 1);
+  *stream = (unsigned)(val >> STREAM_SHIFT);
+}
+
+/* Each live allocation as a segment of its own, as PyTorch's cudaMallocAsync backend shows
+ * them in a snapshot; the pool's free memory is the driver's and is not walked. */
+static ab_status async_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  return ab_strategy_walk_map(&((async_t *)s)->live, "async", decode, fn, ctx);
+}
+
+/* Every live allocation is one malloc_async; requested and allocated bytes are their bytes,
+ * and the pool holds at least as much. */
+static ab_status async_check(ab_strategy_t *s, ab_diag_t *diag) {
+  async_t *a = (async_t *)s;
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  AB_TRY(ab_stats_check(&s->stats, diag));
+  const ab_stats_t *st = &s->stats;
+  if (sum.segments != a->live.n || st->num_device_alloc - st->num_device_free != a->live.n)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "async: %llu live allocations, %llu walked, %llu device allocations not freed",
+                       (unsigned long long)a->live.n, (unsigned long long)sum.segments,
+                       (unsigned long long)(st->num_device_alloc - st->num_device_free));
+  if ((uint64_t)st->requested_bytes.current != sum.allocated || (uint64_t)st->allocated_bytes.current != sum.allocated)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "async: stats say %lld requested, %lld allocated; the live allocations sum to %llu",
+                       (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
+                       (unsigned long long)sum.allocated);
+  uint64_t reserved = 0, peak = 0;
+  if (ab_device_pool_reserved(s->dev, &reserved, &peak) == AB_OK && reserved < sum.allocated)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "async: the pool holds %llu bytes, less than the %llu bytes live",
+                       (unsigned long long)reserved, (unsigned long long)sum.allocated);
+  return AB_OK;
+}
+
 static ab_status async_synchronize(ab_strategy_t *s) { return ab_device_synchronize(s->dev); }
 
 static void async_destroy(ab_strategy_t *s) {
@@ -110,5 +144,7 @@ const ab_strategy_ops_t ab_async_ops = {
     .free = async_free,
     .empty_cache = trim_all,
     .synchronize = async_synchronize,
+    .walk = async_walk,
+    .check = async_check,
     .refresh_stats = async_refresh_stats,
 };

@@ -10,6 +10,8 @@
  *      placed there, and the two live allocations share memory. The alias stays inside the
  *      device allocation, so writing it never leaves memory the strategy holds.
  *   3. An alias owns no device memory: freeing it only forgets it.
+ * The segment walk shows every live allocation, aliases included, so the invariant check
+ * (--check) catches the overlap too.
  */
 #include "strategies/overlap.h"
 
@@ -92,6 +94,21 @@ static ab_status overlap_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, uns
   return AB_OK;
 }
 
+static void decode(uint64_t val, uint64_t *bytes, unsigned *stream) {
+  *bytes = val >> 1;
+  *stream = 0;
+}
+
+static ab_status overlap_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  return ab_strategy_walk_map(&((overlap_t *)s)->live, "device", decode, fn, ctx);
+}
+
+static ab_status overlap_check(ab_strategy_t *s, ab_diag_t *diag) {
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  return ab_stats_check(&s->stats, diag);
+}
+
 static void overlap_destroy(ab_strategy_t *s) {
   overlap_t *o = (overlap_t *)s;
   for (size_t i = 0; i < o->live.cap; i++)
@@ -106,4 +123,6 @@ const ab_strategy_ops_t ab_overlap_ops = {
     .destroy = overlap_destroy,
     .alloc = overlap_alloc,
     .free = overlap_free,
+    .walk = overlap_walk,
+    .check = overlap_check,
 };

@@ -262,27 +262,106 @@ static ab_status pooled_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   return st;
 }
 
+/* Whether addr comes before position (ci, i) of the free lists. */
+static bool listed_before(const pooled_t *p, size_t ci, size_t i, ab_dptr_t addr) {
+  for (size_t c = 0; c <= ci; c++)
+    for (size_t k = 0; k < (c == ci ? i : p->classes[c].nfree); k++)
+      if (p->classes[c].free[k] == addr) return true;
+  return false;
+}
+
+static void flip(chunk_t *c, ab_dptr_t addr) {
+  uint64_t k = (addr - c->base) / c->block;
+  c->in_use[k / 64] ^= 1ULL << (k % 64);
+}
+
+/* Checks the free lists: each entry a block of a chunk of its class that is not handed out,
+ * listed once, and every block not handed out listed. For the time of the check each entry
+ * marks its block in its chunk's bitmap (a block marked already is handed out or listed
+ * before), so that afterwards every bitmap must be full; then the marks are taken off. */
+static ab_status check_free_lists(pooled_t *p, ab_diag_t *diag) {
+  const char *broken = NULL;
+  size_t ci = 0, i = 0;
+  chunk_t *c = NULL;
+  for (; ci < p->nclasses && !broken; ci++) {
+    for (i = 0; i < p->classes[ci].nfree; i++) {
+      ab_dptr_t addr = p->classes[ci].free[i];
+      if (c == NULL || addr - c->base >= c->bytes) c = chunk_of(p, addr); /* lists run through a chunk */
+      uint64_t k = c ? (addr - c->base) / c->block : 0;
+      broken = c == NULL                              ? "lies in no chunk"
+               : c->block != p->sizes[ci]              ? "lies in a chunk of another class"
+               : (addr - c->base) % c->block           ? "is not at the start of a block"
+               : !((c->in_use[k / 64] >> (k % 64)) & 1) ? NULL
+               : listed_before(p, ci, i, addr)         ? "is listed twice"
+                                                       : "is handed out";
+      if (broken) break;
+      flip(c, addr);
+    }
+  }
+  ab_status st = AB_OK;
+  if (broken) {
+    ci--; /* the loop above stepped past the class */
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: free block 0x%llx of class %llu %s",
+                     (unsigned long long)p->classes[ci].free[i], (unsigned long long)p->sizes[ci], broken);
+  } else {
+    ci = p->nclasses;
+    i = 0;
+    for (ab_tnode_t *n = ab_tree_first(&p->chunks); n && st == AB_OK; n = ab_tree_next(n)) {
+      chunk_t *ch = AB_CONTAINER_OF(n, chunk_t, node);
+      uint64_t marked = 0;
+      for (uint64_t w = 0; w < (ch->nblocks + 63) / 64; w++) marked += (uint64_t)__builtin_popcountll(ch->in_use[w]);
+      if (marked != ch->nblocks)
+        st = ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx: %llu of its blocks are neither handed out nor on the free lists",
+                         (unsigned long long)ch->base, (unsigned long long)(ch->nblocks - marked));
+    }
+  }
+  /* Off with the marks, up to where the walk stopped. */
+  c = NULL;
+  for (size_t cj = 0; cj <= ci && cj < p->nclasses; cj++)
+    for (size_t k = 0; k < (cj == ci ? i : p->classes[cj].nfree); k++) {
+      ab_dptr_t addr = p->classes[cj].free[k];
+      if (c == NULL || addr - c->base >= c->bytes) c = chunk_of(p, addr);
+      flip(c, addr);
+    }
+  return st;
+}
+
+/* The chunk tree sound, its chunks apart and tiled by their blocks (the walk); each chunk a
+ * whole number of blocks of one class, its live count that of its bitmap; the free lists
+ * (check_free_lists); allocated bytes the class sizes of the live blocks, reserved bytes the
+ * device chunks plus the initial pool, and each of those one device allocation. */
 static ab_status pooled_check(ab_strategy_t *s, ab_diag_t *diag) {
   pooled_t *p = (pooled_t *)s;
   if (ab_tree_check(&p->chunks)) return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk tree is unsound");
-  int64_t allocated = 0, reserved = 0;
-  ab_dptr_t end = 0;
+  uint64_t reserved = p->initial_base ? p->initial_bytes : 0, device_chunks = 0;
   for (ab_tnode_t *n = ab_tree_first(&p->chunks); n; n = ab_tree_next(n)) {
     chunk_t *c = AB_CONTAINER_OF(n, chunk_t, node);
-    if (c->base < end) return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunks overlap at 0x%llx", (unsigned long long)c->base);
-    end = c->base + c->bytes;
+    unsigned long long base = c->base;
+    size_t ci = class_of(p, c->block);
+    if (ci == p->nclasses || p->sizes[ci] != c->block || c->bytes != c->nblocks * c->block)
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx of %llu bytes is no whole number of blocks of a class",
+                         base, (unsigned long long)c->bytes);
+    if (c->initial && (c->base < p->initial_base || c->base + c->bytes > p->initial_base + p->initial_bytes))
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx is marked initial but lies outside the initial pool", base);
     uint64_t live = 0;
-    for (uint64_t i = 0; i < c->nblocks; i++) live += (c->in_use[i / 64] >> (i % 64)) & 1;
-    if (live != c->live) return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx counts %llu live blocks, has %llu",
-                                           (unsigned long long)c->base, (unsigned long long)c->live, (unsigned long long)live);
-    allocated += (int64_t)(live * c->block);
-    if (!c->initial) reserved += (int64_t)c->bytes;
+    for (uint64_t w = 0; w < (c->nblocks + 63) / 64; w++) live += (uint64_t)__builtin_popcountll(c->in_use[w]);
+    if (live != c->live)
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx counts %llu live blocks, has %llu", base,
+                         (unsigned long long)c->live, (unsigned long long)live);
+    if (!c->initial) reserved += c->bytes, device_chunks++;
   }
-  if (p->initial_base) reserved += (int64_t)p->initial_bytes;
-  if (allocated != s->stats.allocated_bytes.current || reserved != s->stats.reserved_bytes.current)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: stats say %lld allocated / %lld reserved, blocks sum to %lld / %lld",
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  AB_TRY(ab_stats_check(&s->stats, diag));
+  if (s->stats.num_device_alloc - s->stats.num_device_free != device_chunks + (p->initial_base != 0))
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: %llu device allocations not freed, %llu held",
+                       (unsigned long long)(s->stats.num_device_alloc - s->stats.num_device_free),
+                       (unsigned long long)(device_chunks + (p->initial_base != 0)));
+  AB_TRY(check_free_lists(p, diag));
+  if ((uint64_t)s->stats.allocated_bytes.current != sum.allocated || (uint64_t)s->stats.reserved_bytes.current != reserved)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: stats say %lld allocated / %lld reserved, blocks sum to %llu / %llu",
                        (long long)s->stats.allocated_bytes.current, (long long)s->stats.reserved_bytes.current,
-                       (long long)allocated, (long long)reserved);
+                       (unsigned long long)sum.allocated, (unsigned long long)reserved);
   return AB_OK;
 }
 

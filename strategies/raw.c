@@ -61,27 +61,32 @@ static ab_status raw_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigne
   return AB_OK;
 }
 
-static int by_address(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+static void decode(uint64_t val, uint64_t *bytes, unsigned *stream) {
+  *bytes = val;
+  *stream = 0;
 }
 
 static ab_status raw_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  return ab_strategy_walk_map(&((raw_t *)s)->live, "device", decode, fn, ctx);
+}
+
+/* Every live allocation is one device allocation, and the three gauges are its bytes. */
+static ab_status raw_check(ab_strategy_t *s, ab_diag_t *diag) {
   raw_t *r = (raw_t *)s;
-  uint64_t *addrs = malloc((r->live.n + 1) * sizeof *addrs);
-  if (addrs == NULL) return AB_ERR_INTERNAL;
-  size_t n = 0;
-  for (size_t i = 0; i < r->live.cap; i++)
-    if (r->live.keys[i]) addrs[n++] = r->live.keys[i];
-  qsort(addrs, n, sizeof *addrs, by_address);
-  for (size_t i = 0; i < n; i++) {
-    uint64_t bytes = 0;
-    ab_map_get(&r->live, addrs[i], &bytes);
-    ab_block_info_t block = {addrs[i], bytes, bytes, AB_BLOCK_ALLOCATED};
-    ab_segment_info_t seg = {addrs[i], bytes, 0, "device", false, &block, 1};
-    if (fn(ctx, &seg)) break;
-  }
-  free(addrs);
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  AB_TRY(ab_stats_check(&s->stats, diag));
+  const ab_stats_t *st = &s->stats;
+  if (sum.segments != r->live.n || st->num_device_alloc - st->num_device_free != r->live.n)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "raw: %llu live allocations, %llu walked, %llu device allocations not freed",
+                       (unsigned long long)r->live.n, (unsigned long long)sum.segments,
+                       (unsigned long long)(st->num_device_alloc - st->num_device_free));
+  if ((uint64_t)st->requested_bytes.current != sum.allocated || (uint64_t)st->allocated_bytes.current != sum.allocated ||
+      (uint64_t)st->reserved_bytes.current != sum.reserved)
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "raw: stats say %lld requested, %lld allocated, %lld reserved; the live allocations sum to %llu",
+                       (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
+                       (long long)st->reserved_bytes.current, (unsigned long long)sum.allocated);
   return AB_OK;
 }
 
@@ -100,4 +105,5 @@ const ab_strategy_ops_t ab_raw_ops = {
     .alloc = raw_alloc,
     .free = raw_free,
     .walk = raw_walk,
+    .check = raw_check,
 };

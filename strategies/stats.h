@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "strategies/status.h"
+
 #define AB_STAT_GAUGES(X)                                                          \
   X(requested_bytes, "bytes requested by live allocations")                      \
   X(allocated_bytes, "bytes handed out, after rounding and splitting")           \
@@ -62,6 +64,11 @@ void ab_stats_reset_peaks(ab_stats_t *s);
 /* Adds src into dst: currents, peaks and counters are summed (the combined figure of
  * several ranks; the sum of peaks bounds the peak of the sum). */
 void ab_stats_merge(ab_stats_t *dst, const ab_stats_t *src);
+/* Checks what holds for the statistics of any strategy: no gauge below zero or above its
+ * peak, requested bytes never above allocated bytes, no more device frees than device
+ * allocations. AB_ERR_INTERNAL with the first broken rule in diag; for the invariant checks
+ * (strategy.h). */
+ab_status ab_stats_check(const ab_stats_t *s, ab_diag_t *diag);
 /* Writes a JSON object with "<gauge>.current", "<gauge>.peak" and each counter. */
 void ab_stats_write_json(FILE *f, const ab_stats_t *s);
 

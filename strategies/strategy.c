@@ -112,3 +112,96 @@ void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream,
            s->dev->budget_bytes ? "allowed" : "in total", ab_format_bytes((uint64_t)st.allocated_bytes.current, alloc, sizeof alloc),
            s->ops->name, ab_format_bytes(gap > 0 ? (uint64_t)gap : 0, unalloc, sizeof unalloc));
 }
+
+/* ---- for implementations -------------------------------------------------------------- */
+
+static int by_address(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+ab_status ab_strategy_walk_map(const ab_map_t *live, const char *pool,
+                               void (*decode)(uint64_t val, uint64_t *bytes, unsigned *stream), ab_segment_fn fn,
+                               void *ctx) {
+  uint64_t *addrs = malloc((live->n + 1) * sizeof *addrs);
+  if (addrs == NULL) return AB_ERR_INTERNAL;
+  size_t n = 0;
+  for (size_t i = 0; i < live->cap; i++)
+    if (live->keys[i]) addrs[n++] = live->keys[i];
+  qsort(addrs, n, sizeof *addrs, by_address);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t val = 0, bytes = 0;
+    unsigned stream = 0;
+    ab_map_get(live, addrs[i], &val);
+    decode(val, &bytes, &stream);
+    ab_block_info_t block = {addrs[i], bytes, bytes, AB_BLOCK_ALLOCATED};
+    ab_segment_info_t seg = {addrs[i], bytes, stream, pool, false, &block, 1};
+    if (fn(ctx, &seg)) break;
+  }
+  free(addrs);
+  return AB_OK;
+}
+
+typedef struct walk_check_s {
+  const char *name;    /* the strategy's */
+  ab_walk_sums_t *sums;
+  ab_dptr_t end;       /* where the previous segment ended */
+  ab_status st;
+  ab_diag_t *diag;
+} walk_check_t;
+
+static int check_segment(void *ctx, const ab_segment_info_t *seg) {
+  walk_check_t *w = ctx;
+  unsigned long long base = seg->base;
+  if (w->sums->segments && seg->base < w->end) {
+    w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL, "%s: segment 0x%llx starts before the segment before it ends (at 0x%llx): out of order or overlapping",
+                        w->name, base, (unsigned long long)w->end);
+    return 1;
+  }
+  ab_dptr_t at = seg->base;
+  uint64_t mapped = 0;
+  for (size_t i = 0; i < seg->nblocks; i++) {
+    const ab_block_info_t *b = &seg->blocks[i];
+    const char *broken = b->addr != at ? "does not start where the block before ended"
+                         : b->bytes == 0 ? "is empty"
+                         : b->addr + b->bytes < b->addr ? "wraps around the address space"
+                         : (b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE) && b->requested > b->bytes
+                             ? "holds a request larger than itself"
+                             : NULL;
+    if (broken) {
+      w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL, "%s: segment 0x%llx: block %zu at 0x%llx (%llu bytes) %s", w->name,
+                          base, i, (unsigned long long)b->addr, (unsigned long long)b->bytes, broken);
+      return 1;
+    }
+    at = b->addr + b->bytes;
+    if (b->state != AB_BLOCK_UNMAPPED) mapped += b->bytes;
+    switch (b->state) {
+      case AB_BLOCK_ALLOCATED:
+      case AB_BLOCK_PENDING_FREE:
+        w->sums->live_blocks++;
+        w->sums->allocated += b->bytes;
+        w->sums->requested += b->requested;
+        break;
+      case AB_BLOCK_FREE: w->sums->free += b->bytes; break;
+      case AB_BLOCK_UNMAPPED: break;
+    }
+  }
+  if (seg->nblocks && mapped != seg->bytes) {
+    w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL, "%s: segment 0x%llx of %llu bytes holds %llu bytes of mapped blocks",
+                        w->name, base, (unsigned long long)seg->bytes, (unsigned long long)mapped);
+    return 1;
+  }
+  w->end = seg->nblocks ? at : seg->base + seg->bytes;
+  w->sums->segments++;
+  w->sums->reserved += seg->bytes;
+  return 0;
+}
+
+ab_status ab_strategy_check_walk(ab_strategy_t *s, ab_walk_sums_t *sums, ab_diag_t *diag) {
+  memset(sums, 0, sizeof *sums);
+  if (s->ops->walk == NULL) return ab_diag_set(diag, AB_ERR_INVALID, "%s has no segment walk", s->ops->name);
+  walk_check_t w = {s->ops->name, sums, 0, AB_OK, diag};
+  ab_status st = s->ops->walk(s, check_segment, &w);
+  if (st != AB_OK) return ab_diag_set(diag, st, "%s: the segment walk failed", s->ops->name);
+  return w.st;
+}

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "strategies/device/device.h"
+#include "strategies/hashmap.h"
 #include "strategies/stats.h"
 #include "strategies/status.h"
 
@@ -89,7 +90,10 @@ struct ab_strategy_ops_s {
   ab_status (*empty_cache)(ab_strategy_t *s);  /* release what is cached; NULL: nothing is */
   ab_status (*synchronize)(ab_strategy_t *s);  /* the program synchronised the device */
   ab_status (*walk)(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
-  ab_status (*check)(ab_strategy_t *s, ab_diag_t *diag); /* invariants; for tests */
+  /* Checks the invariants of the strategy's structures and that its stats are the sums
+   * over its blocks; AB_ERR_INTERNAL naming the first broken one. Slow: for tests, the
+   * engine's check option and --check. */
+  ab_status (*check)(ab_strategy_t *s, ab_diag_t *diag);
   void (*refresh_stats)(ab_strategy_t *s); /* stats that must be read from the device */
   void (*memory_stats)(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
   /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
@@ -139,5 +143,32 @@ ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag);
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);
 /* Writes the OOM message for a failed request; a generic one when the strategy has none. */
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+
+/* ---- for implementations -------------------------------------------------------------- */
+
+/* A segment walk for strategies that keep each live allocation in a map (address -> val):
+ * every allocation is a segment of one allocated block, in address order, in pool `pool`;
+ * decode gives its bytes and stream from val. AB_ERR_INTERNAL when host memory runs out. */
+ab_status ab_strategy_walk_map(const ab_map_t *live, const char *pool,
+                               void (*decode)(uint64_t val, uint64_t *bytes, unsigned *stream), ab_segment_fn fn,
+                               void *ctx);
+
+/* What a segment walk adds up to (ab_strategy_check_walk). */
+typedef struct ab_walk_sums_s {
+  uint64_t segments;    /* segments walked */
+  uint64_t reserved;    /* their bytes */
+  uint64_t live_blocks; /* ALLOCATED and PENDING_FREE blocks */
+  uint64_t allocated;   /* their bytes */
+  uint64_t requested;   /* their requested bytes (0 where the strategy keeps none) */
+  uint64_t free;        /* bytes of FREE blocks */
+} ab_walk_sums_t;
+
+/* The invariants any segment walk shows, for check operations: segments in address order,
+ * none overlapping the next; the blocks of a segment in address order, each starting where
+ * the one before ended, from the segment's base; none empty; the mapped ones (all but
+ * UNMAPPED) adding up to the segment's bytes; a live block's requested bytes within its
+ * size. Fills sums. AB_ERR_INTERNAL naming the first broken rule and where; AB_ERR_INVALID
+ * when the strategy has no walk. */
+ab_status ab_strategy_check_walk(ab_strategy_t *s, ab_walk_sums_t *sums, ab_diag_t *diag);
 
 #endif
