@@ -13,6 +13,7 @@ const char *ab_run_status_name(ab_run_status_t st) {
     case AB_RUN_OK: return "ok";
     case AB_RUN_OOM: return "oom";
     case AB_RUN_ERROR: return "error";
+    case AB_RUN_INTERRUPTED: return "interrupted";
   }
   return "?";
 }
@@ -61,6 +62,9 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
 void ab_run_release(ab_run_t *run) {
   free(run->ptr);
   free(run->requested);
+  free(run->ref_first);
+  free(run->refs);
+  free(run->pass_over);
   free(run->timeline);
   free(run->step_ms);
   memset(run, 0, sizeof *run);
@@ -102,6 +106,75 @@ static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, a
   }
   if (first != AB_OK && run->status != AB_RUN_ERROR) fail(run, s, first, es->n, "freeing what was left live");
   return first;
+}
+
+/* ---- going on after an OOM (continue_on_oom) ------------------------------------------- */
+
+/* The ids an event refers to after their ALLOC: a FREE's, a KERNEL's buffers (each once). */
+static uint32_t referenced(const ab_events_t *es, const ab_event_t *e, uint32_t ids[AB_KERNEL_MAX_BUFS]) {
+  uint32_t n = 0;
+  if (e->kind == AB_EV_FREE) ids[n++] = e->id;
+  if (e->kind == AB_EV_KERNEL) {
+    const ab_kernel_t *k = &es->kernels[e->id];
+    for (unsigned b = 0; b < k->nbuf; b++) {
+      bool again = false;
+      for (unsigned c = 0; c < b; c++) again |= k->buf[c] == k->buf[b];
+      if (!again) ids[n++] = k->buf[b];
+    }
+  }
+  return n;
+}
+
+/* Indexes every id's references in event order (refs[ref_first[id] .. ref_first[id + 1])),
+ * and clears the events to pass over. */
+static ab_status index_references(const ab_events_t *es, ab_run_t *run) {
+  size_t nids = es->nids, total = 0;
+  uint32_t ids[AB_KERNEL_MAX_BUFS];
+  free(run->ref_first);
+  free(run->refs);
+  free(run->pass_over);
+  run->ref_first = calloc(nids + 1, sizeof *run->ref_first);
+  run->pass_over = calloc(es->n / 64 + 1, sizeof *run->pass_over);
+  run->refs = NULL;
+  size_t *next = malloc((nids ? nids : 1) * sizeof *next);
+  if (run->ref_first && run->pass_over && next) {
+    for (size_t i = 0; i < es->n; i++)
+      for (uint32_t j = 0, n = referenced(es, &es->ev[i], ids); j < n; j++) run->ref_first[ids[j]]++;
+    for (size_t id = 0; id < nids; id++) {
+      size_t count = run->ref_first[id];
+      run->ref_first[id] = next[id] = total;
+      total += count;
+    }
+    run->ref_first[nids] = total;
+    run->refs = malloc((total ? total : 1) * sizeof *run->refs);
+  }
+  if (run->refs)
+    for (size_t i = 0; i < es->n; i++)
+      for (uint32_t j = 0, n = referenced(es, &es->ev[i], ids); j < n; j++) run->refs[next[ids[j]]++] = i;
+  free(next);
+  return run->refs ? AB_OK : AB_ERR_INTERNAL;
+}
+
+/* Marks the events that refer to a dead id to be passed over; *stop becomes the first of
+ * them if that comes sooner. */
+static void mark_dead(ab_run_t *run, uint32_t id, size_t *stop) {
+  for (size_t k = run->ref_first[id]; k < run->ref_first[id + 1]; k++) {
+    size_t e = run->refs[k];
+    run->pass_over[e / 64] |= 1ULL << (e % 64);
+    if (e < *stop) *stop = e;
+  }
+}
+
+/* The first event at or after `from` to pass over, or n. */
+static size_t next_pass_over(const ab_run_t *run, size_t from, size_t n) {
+  for (size_t w = from / 64; w * 64 < n; w++) {
+    uint64_t bits = run->pass_over[w] & (w == from / 64 ? ~0ULL << (from % 64) : ~0ULL);
+    if (bits) {
+      size_t e = w * 64 + (size_t)__builtin_ctzll(bits);
+      return e < n ? e : n;
+    }
+  }
+  return n;
 }
 
 /* The time accounting of one replay loop. */
@@ -148,6 +221,34 @@ static ab_status end_loop(ab_run_t *run, const ab_run_opts_t *opts, ab_kernels_t
   return AB_OK;
 }
 
+/* Describes the OOM of the ALLOC at event i in run->oom (Note [OOM kinds] in engine.h). */
+static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, size_t i, uint64_t live_requested,
+                         uint64_t limit) {
+  ab_stats_t st;
+  ab_strategy_stats(s, &st);
+  ab_oom_info_t *o = &run->oom;
+  const ab_event_t *e = &es->ev[i];
+  o->event = i;
+  o->id = e->id;
+  o->bytes = e->bytes;
+  o->allocated = st.allocated_bytes.current;
+  o->reserved = st.reserved_bytes.current;
+  o->live_requested = live_requested;
+  o->limit = limit;
+  o->kind = limit >= live_requested && limit - live_requested >= e->bytes ? AB_OOM_FRAGMENTATION : AB_OOM_CAPACITY;
+  ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
+}
+
+/* Counts the OOM of the ALLOC at event i, and the allocations in a row that ended so. */
+static void count_oom(const ab_events_t *es, ab_run_t *run, size_t i, uint64_t *streak) {
+  bool alloc_between = run->ooms == 0;
+  for (size_t k = run->last_oom_event + 1; k < i && !alloc_between; k++) alloc_between = es->ev[k].kind == AB_EV_ALLOC;
+  *streak = alloc_between ? 1 : *streak + 1;
+  if (*streak > run->oom_streak) run->oom_streak = *streak;
+  run->ooms++;
+  run->last_oom_event = i;
+}
+
 ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
   ab_run_opts_t defaults = ab_run_defaults();
   if (opts == NULL) opts = &defaults;
@@ -166,6 +267,8 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->kernel_ms = run->step_ms_p50 = 0;
   run->nstep_ms = 0;
   run->harness_ns = 0;
+  run->ooms = run->oom_streak = run->passed_over = 0;
+  run->last_oom_event = 0;
   if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1 || run->capstep_ms < es->nsteps)
     return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
 
@@ -196,8 +299,10 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   const ab_event_t *ev = es->ev;
 
   loop_clock_t c = {now_ns(), dev->modeled_ns, 0, 0, false};
-  size_t i = 0;
-  for (; i < es->n; i++) {
+  uint64_t streak = 0;
+  size_t i = 0, stop = es->n; /* stop: the next event to pass over (continue_on_oom), or the end */
+events:
+  for (; i < stop; i++) {
     const ab_event_t *e = &ev[i];
     switch ((ab_event_kind_t)e->kind) {
       case AB_EV_ALLOC: {
@@ -209,7 +314,21 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
           c.outside_ns += dt;
           ab_hist_add(&run->alloc_ns, dt + (dev->modeled_ns - m0));
         }
-        if (st == AB_ERR_OOM) goto oom;
+        if (st == AB_ERR_OOM) {
+          if (!opts->continue_on_oom) goto oom;
+          if (run->ooms == 0) {
+            describe_oom(es, s, run, i, live_requested, limit);
+            if (index_references(es, run) != AB_OK) {
+              snprintf(dev->diag.msg, sizeof dev->diag.msg, "out of host memory going on after an OOM");
+              st = AB_ERR_INTERNAL;
+              goto error;
+            }
+          }
+          count_oom(es, run, i, &streak);
+          mark_dead(run, e->id, &stop);
+          st = AB_OK;
+          break;
+        }
         if (st != AB_OK) goto error;
         run->ptr[e->id] = p;
         live_requested += e->bytes;
@@ -302,7 +421,16 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
         goto error;
       }
     }
-    if (opts->progress && (i & 0xFFFF) == 0xFFFF) opts->progress(opts->progress_ctx, i + 1, es->n);
+    if ((i & 0xFFFF) == 0xFFFF) {
+      if (opts->progress) opts->progress(opts->progress_ctx, i + 1, es->n);
+      if (opts->stop && *opts->stop) goto interrupted;
+    }
+  }
+  if (i < es->n) { /* event i refers to an id whose allocation failed */
+    run->passed_over++;
+    if (ev[i].kind == AB_EV_KERNEL) run->kernels_skipped++;
+    stop = next_pass_over(run, ++i, es->n);
+    goto events;
   }
   st = end_loop(run, opts, kx, &c, dev, i);
   if (st != AB_OK) goto error;
@@ -317,20 +445,17 @@ oom:
   if (st != AB_OK) goto error;
   run->status = AB_RUN_OOM;
   ab_strategy_stats(s, &run->stats);
-  {
-    ab_oom_info_t *o = &run->oom;
-    const ab_event_t *e = &ev[i];
-    o->event = i;
-    o->id = e->id;
-    o->bytes = e->bytes;
-    o->allocated = run->stats.allocated_bytes.current;
-    o->reserved = run->stats.reserved_bytes.current;
-    o->live_requested = live_requested;
-    o->limit = limit;
-    o->kind = limit >= live_requested && limit - live_requested >= e->bytes ? AB_OOM_FRAGMENTATION : AB_OOM_CAPACITY;
-    ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
-  }
+  describe_oom(es, s, run, i, live_requested, limit);
+  count_oom(es, run, i, &streak);
   if (opts->on_oom) opts->on_oom(opts->on_oom_ctx, s, run);
+  st = drain(es, s, run, v);
+  goto release;
+
+interrupted:
+  st = end_loop(run, opts, kx, &c, dev, i + 1);
+  if (st != AB_OK) goto error;
+  run->status = AB_RUN_INTERRUPTED;
+  ab_strategy_stats(s, &run->stats);
   st = drain(es, s, run, v);
   goto release;
 

@@ -24,12 +24,25 @@
  * stream once, and a prepared run can be replayed again and again (a budget bisection)
  * without allocating.
  *
- * Statuses: ab_engine_replay returns AB_OK when the stream ran to its end or to an OOM (see
- * run->status), and the strategy's or device's error otherwise, with run->message set.
+ * Going on after an OOM (opts.continue_on_oom), as a program that catches the OOM does: the
+ * allocation that failed is counted and its id is dead from then on: its FREE events, and
+ * the KERNEL events that use it, are passed over (the stream itself was validated as if
+ * every allocation succeeded). run->oom describes the first OOM. The loop pays nothing for
+ * this until the first OOM: it runs up to the next event to pass over (the end, until an
+ * allocation fails), and the events to pass over are found from a table of each id's later
+ * references, built at the first OOM.
+ *
+ * Stopping (opts.stop): about every 64k events the replay looks at *stop, and when it is
+ * set, frees what is live and ends with status interrupted (a signal handler sets it).
+ *
+ * Statuses: ab_engine_replay returns AB_OK when the stream ran to its end, to an OOM or to a
+ * stop (see run->status), and the strategy's or device's error otherwise, with run->message
+ * set.
  */
 #ifndef AB_ENGINE_H
 #define AB_ENGINE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,7 +51,7 @@
 #include "harness/hist.h"
 #include "strategies/strategy.h"
 
-typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR } ab_run_status_t;
+typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR, AB_RUN_INTERRUPTED } ab_run_status_t;
 typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY } ab_oom_kind_t;
 
 const char *ab_run_status_name(ab_run_status_t st);
@@ -60,6 +73,8 @@ typedef struct ab_run_opts_s {
   bool check;      /* run the strategy's invariant checks after every event (slow) */
   bool kernels;    /* launch KERNEL events where the device can */
   bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
+  bool continue_on_oom; /* count an OOM, pass over its id's events and go on (see above) */
+  const volatile sig_atomic_t *stop; /* nonzero: stop at the next look (see above); may be NULL */
   /* Called about every 64k events with the progress so far; may be NULL. */
   void (*progress)(void *ctx, size_t done, size_t total);
   void *progress_ctx;
@@ -90,6 +105,9 @@ struct ab_run_s {
   ab_dptr_t *ptr;            /* per id: its address until its free completes, else 0 */
   uint8_t *requested;        /* per id: 1 between FREE REQUEST and FREE COMPLETE */
   uint32_t nids;
+  size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
+  size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */
+  uint64_t *pass_over;       /* continue_on_oom: a bit per event, set for a dead id's events */
   ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples */
   size_t ntimeline, captimeline;
   /* results */
@@ -97,7 +115,11 @@ struct ab_run_s {
   ab_status error;           /* AB_OK unless status is AB_RUN_ERROR */
   char message[1024];        /* the error, when there was one */
   size_t events_done;        /* events replayed (the failing one excluded) */
-  ab_oom_info_t oom;         /* when status is AB_RUN_OOM */
+  ab_oom_info_t oom;         /* when status is AB_RUN_OOM, or ooms > 0: the first OOM */
+  uint64_t ooms;             /* allocations that ended in OOM: at most 1 without continue_on_oom */
+  uint64_t oom_streak;       /* the most allocations in a row that ended in OOM */
+  size_t last_oom_event;     /* the index of the last of them */
+  uint64_t passed_over;      /* events of dead ids passed over (continue_on_oom) */
   ab_stats_t stats;          /* the strategy's statistics at the end or at the OOM */
   ab_hist_t alloc_ns, free_ns;
   double loop_s;             /* host time of the replay loop */

@@ -1,5 +1,6 @@
 /* engine_test.c: the event stream, the replay engine, the random workload, histograms and
  * the results tables. */
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -132,6 +133,92 @@ static void oom_fragmentation(void) {
   CHECK_EQ(run.oom.live_requested, 3072);
   CHECK(run.oom.kind == AB_OOM_FRAGMENTATION);
   CHECK_EQ(run.stats.num_alloc_retries, 1);
+  ab_run_release(&run);
+  teardown(dev, s);
+  ab_events_free(&es);
+}
+
+/* With continue_on_oom the replay goes on past a failed allocation: its id is dead, the
+ * KERNEL and FREE events that use it are passed over, the OOMs are counted (the first one
+ * described), and later allocations are served. */
+static void continue_after_oom(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t a = ab_events_alloc(&es, 4 << 20, 0, AB_TAG_OTHER);
+  uint32_t big = ab_events_alloc(&es, 8 << 20, 1, AB_TAG_OTHER);  /* 1: OOM, 4 of 10 MiB live */
+  uint32_t big2 = ab_events_alloc(&es, 8 << 20, 0, AB_TAG_OTHER); /* 2: OOM again, in a row */
+  ab_kernel_t k = {.op = AB_K_COPY, .nbuf = 2, .buf = {a, big}, .n = 1024};
+  ab_events_kernel(&es, &k, 0);                  /* 3: passed over */
+  ab_events_free_phase(&es, big, AB_FREE_REQUEST); /* 4: passed over */
+  ab_events_free_id(&es, a);
+  ab_events_free_phase(&es, big, AB_FREE_COMPLETE); /* 6: passed over */
+  uint32_t c = ab_events_alloc(&es, 8 << 20, 0, AB_TAG_OTHER); /* 7: fits now that a is free */
+  ab_events_free_id(&es, big2);                  /* 8: passed over */
+  ab_events_free_id(&es, c);
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_events_finish(&es, &diag) == AB_OK, "%s", diag.msg);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 10 << 20, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  ab_run_opts_t ro = ab_run_defaults();
+  ro.continue_on_oom = true;
+  ro.check = true;
+  for (int round = 0; round < 2; round++) { /* the second replay reuses the run's scratch */
+    REQUIRE_MSG(ab_engine_replay(&es, s, &ro, &run) == AB_OK, "%s", run.message);
+    CHECK(run.status == AB_RUN_OK);
+    CHECK_EQ(run.events_done, es.n);
+    CHECK_EQ(run.ooms, 2);
+    CHECK_EQ(run.oom_streak, 2);
+    CHECK_EQ(run.last_oom_event, 2);
+    CHECK_EQ(run.oom.event, 1);
+    CHECK_EQ(run.oom.id, big);
+    CHECK_EQ(run.passed_over, 4);
+    CHECK_EQ(run.kernels_skipped, 1);
+    CHECK_EQ(run.alloc_ns.count, 4);
+    CHECK_EQ(run.free_ns.count, 2); /* a and c */
+    CHECK_EQ(run.stats.num_device_alloc - (round ? 2 : 0), 2);
+    CHECK_EQ(run.stats.num_ooms - (round ? 2 : 0), 2);
+    CHECK_EQ(dev->held_bytes, 0);
+  }
+  /* Without it the replay ends at the first OOM. */
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_OOM);
+  CHECK_EQ(run.ooms, 1);
+  CHECK_EQ(run.oom.event, 1);
+  CHECK_EQ(run.events_done, 1);
+  CHECK_EQ(run.passed_over, 0);
+  ab_run_release(&run);
+  teardown(dev, s);
+  ab_events_free(&es);
+}
+
+/* A stop request ends the replay at the next look (every 64k events), with what was live
+ * freed; without one the same run goes to the end. */
+static void stop_on_request(void) {
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_workload_build("random:ops=200000", 42, &es, &diag) == AB_OK, "%s", diag.msg);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("pooled", NULL, 0, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  volatile sig_atomic_t stop = SIGINT;
+  ab_run_opts_t ro = ab_run_defaults();
+  ro.stop = &stop;
+  REQUIRE(ab_engine_replay(&es, s, &ro, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_INTERRUPTED);
+  CHECK_EQ(run.events_done, 65536);
+  ab_stats_t after;
+  ab_strategy_stats(s, &after);
+  CHECK_EQ(after.allocated_bytes.current, 0); /* what was live is freed */
+  CHECK(strcmp(ab_run_status_name(run.status), "interrupted") == 0);
+  stop = 0;
+  REQUIRE(ab_engine_replay(&es, s, &ro, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_OK);
+  CHECK_EQ(run.events_done, es.n);
   ab_run_release(&run);
   teardown(dev, s);
   ab_events_free(&es);
@@ -311,6 +398,8 @@ static const ab_test_t tests[] = {
     {"replay_counts_and_timeline", replay_counts_and_timeline},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},
+    {"continue_after_oom", continue_after_oom},
+    {"stop_on_request", stop_on_request},
     {"stream_validation", stream_validation},
     {"random_is_the_reference_sequence", random_is_the_reference_sequence},
     {"workload_arguments", workload_arguments},
