@@ -104,6 +104,27 @@ ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_
   return AB_OK;
 }
 
+volatile sig_atomic_t ab_cli_stop = 0;
+
+static void ask_to_stop(int sig) { ab_cli_stop = sig; }
+
+void ab_cli_catch_stop(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ask_to_stop;
+  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned) {
+  fprintf(stderr, "allocbench %s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv%s\n", o->cmd,
+          ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT", recorded, planned, o->out_dir,
+          recorded < planned ? "; the run in progress was stopped and not recorded" : "");
+  return 128 + (ab_cli_stop ? ab_cli_stop : SIGINT);
+}
+
 /* Progress on a terminal, at most ten updates a second. */
 typedef struct progress_s {
   const char *label;
@@ -146,6 +167,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ro.check = o->check;
   ro.kernels = o->kernels;
   ro.verify = o->verify;
+  ro.stop = &ab_cli_stop;
   if (o->hooks && o->hooks->at_end) {
     ro.at_end = ro.on_oom = o->hooks->at_end;
     ro.at_end_ctx = ro.on_oom_ctx = o->hooks->ctx;
@@ -168,6 +190,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     run->error = rst;
     snprintf(run->message, sizeof run->message, "%s", leak.msg);
   }
+  if (run->status == AB_RUN_INTERRUPTED) return AB_OK;
   ab_run_desc_t desc = {es->source, strategy, o->conf, device_name, o->dev.budget_bytes, o->seed};
   st = ab_results_add_summary(summary, &desc, es, run);
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {

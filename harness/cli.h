@@ -4,11 +4,18 @@
  * Errors on the command line are printed as one line, "allocbench CMD: MESSAGE", and the
  * command exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a
  * result, not a failure: it exits 0.
+ *
+ * Stopping: the commands that run catch SIGINT and SIGTERM (ab_cli_catch_stop). The run in
+ * progress stops within 64k events, frees what it holds and is not recorded (a result of
+ * part of a stream would mislead); what earlier runs appended stays, whole rows only
+ * (table.h); the command says where, and exits 128 + the signal. A second signal kills at
+ * once.
  */
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -80,9 +87,18 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 /* Opens the device of o, saying on stderr which one `auto` chose. */
 ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
 
+/* The signal that asked the runs to stop, once one did (after ab_cli_catch_stop); else 0. */
+extern volatile sig_atomic_t ab_cli_stop;
+/* Makes SIGINT and SIGTERM set ab_cli_stop instead of ending the process, once each. */
+void ab_cli_catch_stop(void);
+/* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
+ * and returns the exit status for the signal (128 + its number). */
+int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);
+
 /* Runs one strategy over es on a fresh device and adds its summary row to summary
  * (columns ab_summary_cols). The run keeps its results. AB_OK when the run completed or
- * ended in OOM; otherwise the row says error and diag says why. */
+ * ended in OOM; otherwise the row says error and diag says why. A run stopped by a signal
+ * (run->status interrupted) adds no row and returns AB_OK. */
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag);
 

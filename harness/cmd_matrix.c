@@ -9,6 +9,8 @@
  *    timeline is written.
  * 3. An OOM is a result. A run that fails (a strategy error, a leak) is recorded with status
  *    error, the others go on, and the command exits 1 at the end.
+ * 4. SIGINT or SIGTERM stops the run in progress (unrecorded) and the matrix; the table
+ *    shows the runs recorded, and the command says where they are (cli.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +167,7 @@ int ab_cmd_matrix(int argc, char **argv) {
     snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
     return ab_cli_usage_error(&o, diag.msg);
   }
+  ab_cli_catch_stop();
 
   /* The strategies: -s, or every one that is listed. */
   const char *strategies[MAX_STRATEGIES];
@@ -214,17 +217,18 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_table_init(&all, ab_summary_cols, ab_summary_ncols);
   size_t failed = 0, done = 0;
   double t0 = now_s();
-  for (size_t w = 0; w < nw && rc == AB_EXIT_OK; w++) {
+  for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_cli_stop; w++) {
     ab_run_t run;
     if (ab_run_prepare(&run, &streams[w]) != AB_OK) {
       rc = ab_cli_fail(&o, "out of host memory");
       break;
     }
-    for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK; s++) {
+    for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK && !ab_cli_stop; s++) {
       ab_table_t one;
       ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
       ab_diag_t why = {""};
       ab_status st = ab_cli_run_one(&o, &streams[w], strategies[s], &run, &one, &why);
+      if (run.status == AB_RUN_INTERRUPTED) break;
       if (one.nrows == 0) { /* nothing ran: no device, or a bad -c */
         rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
         ab_table_free(&one);
@@ -264,6 +268,7 @@ int ab_cmd_matrix(int argc, char **argv) {
       ab_cli_print(&o, &all, NULL, 0);
     }
   }
+  if (rc == AB_EXIT_OK && ab_cli_stop && done < nw * nstrat) rc = ab_cli_interrupted(&o, done, nw * nstrat);
   if (rc == AB_EXIT_OK && failed) {
     snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
     rc = ab_cli_fail(&o, diag.msg);

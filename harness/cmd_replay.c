@@ -200,6 +200,7 @@ int ab_cmd_replay(int argc, char **argv) {
                                                  : "expected one trace, got more (see allocbench replay --help)");
   if (o.workload) return ab_cli_usage_error(&o, "the trace is the argument: replay TRACE, not -w");
   const char *path = argv[optind];
+  ab_cli_catch_stop();
 
   ab_events_t es;
   ab_trace_info_t info;
@@ -234,7 +235,9 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
   ab_status st = ab_cli_run_one(&o, &es, o.strategy, &run, &summary, &diag);
-  if (st != AB_OK && summary.nrows == 0) {
+  if (run.status == AB_RUN_INTERRUPTED) {
+    rc = ab_cli_interrupted(&o, 0, 1);
+  } else if (st != AB_OK && summary.nrows == 0) {
     rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   } else {
     ab_diag_t io = {""};

@@ -45,6 +45,7 @@ int ab_cmd_run(int argc, char **argv) {
     return ab_cli_usage_error(&o, diag.msg);
   }
   if (o.workload == NULL || o.strategy == NULL) return ab_cli_usage_error(&o, "-w WORKLOAD and -s STRATEGY are required");
+  ab_cli_catch_stop();
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_events_t es;
@@ -59,7 +60,9 @@ int ab_cmd_run(int argc, char **argv) {
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
   ab_status st = ab_cli_run_one(&o, &es, o.strategy, &run, &summary, &diag);
   int rc = AB_EXIT_OK;
-  if (st != AB_OK && summary.nrows == 0) {
+  if (run.status == AB_RUN_INTERRUPTED) {
+    rc = ab_cli_interrupted(&o, 0, 1);
+  } else if (st != AB_OK && summary.nrows == 0) {
     /* Nothing ran: a bad conf, or no device. */
     rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   } else {

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# interrupt_test.sh ALLOCBENCH: results survive a stop. SIGINT or SIGTERM stops `allocbench
+# matrix` and `allocbench run` within moments, with the exit status of the signal and a line
+# saying how many runs were recorded and where; the rows match it. SIGKILL at any moment of
+# a matrix leaves every CSV parseable: a header, then rows of its column count, each ending
+# in a newline (no half rows).
+set -u
+ab=${1:?usage: interrupt_test.sh ALLOCBENCH}
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Every CSV under DIR: the header's column count on every line (commas inside quotes do not
+# count), no quote left open, a newline at the end. Adds the files checked to $checked.
+checked=0
+check_csvs() {
+  local dir=$1 f
+  for f in $(find "$dir" -name '*.csv'); do
+    checked=$((checked + 1))
+    [ -s "$f" ] || { fail "$f is empty"; continue; }
+    [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" = '\n' ] || fail "$f does not end in a newline (a half row)"
+    awk -v file="$f" '
+      function columns(line,   i, c, quoted, k) {
+        k = 1; quoted = 0
+        for (i = 1; i <= length(line); i++) {
+          c = substr(line, i, 1)
+          if (c == "\"") quoted = !quoted
+          else if (c == "," && !quoted) k++
+        }
+        return quoted ? -1 : k
+      }
+      NR == 1 { want = columns($0); next }
+      columns($0) != want { printf "FAIL: %s:%d: %d columns, the header has %d: %s\n", file, NR, columns($0), want, $0; bad = 1 }
+      END { exit bad }' "$f" || failures=$((failures + 1))
+  done
+}
+
+# Waits until FILE has more than LINES lines or PID ends.
+wait_rows() {
+  local file=$1 lines=$2 pid=$3 i
+  for i in $(seq 1 600); do
+    [ -f "$file" ] && [ "$(wc -l <"$file")" -gt "$lines" ] && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+# Waits up to 30 s for PID; its exit status, or 999 if it did not end.
+wait_exit() {
+  local pid=$1 i
+  for i in $(seq 1 300); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
+    sleep 0.1
+  done
+  return 999
+}
+
+# The check catches what a kill mid-write would leave: a cut row, a row without its newline.
+mkdir -p "$work/broken"
+printf 'a,b,c\n"x,y",2,3\n1,2\n' >"$work/broken/cut.csv"
+printf 'a,b,c\n1,2,3\n1,2,' >"$work/broken/unterminated.csv"
+before=$failures
+check_csvs "$work/broken" >/dev/null
+[ $((failures - before)) -eq 2 ] && failures=$before || fail "the CSV check missed a broken file"
+checked=0
+
+big=(-w random:ops=3000000 -w random:ops=3000000,dist=lognormal -w random:ops=3000000,streams=4)
+
+# SIGINT and SIGTERM stop a matrix once its first row is in.
+for sig in INT TERM; do
+  out=$work/matrix_$sig
+  "$ab" matrix --device sim "${big[@]}" --out "$out" >"$work/out" 2>"$work/err" &
+  pid=$!
+  pids+=("$pid")
+  if ! wait_rows "$out/summary.csv" 1 "$pid"; then
+    fail "matrix ($sig) ended or wrote no row: $(cat "$work/err")"
+    continue
+  fi
+  kill -"$sig" "$pid"
+  wait_exit "$pid"
+  rc=$?
+  want=$((128 + $(kill -l "$sig")))
+  [ $rc -eq "$want" ] || fail "matrix after SIG$sig exited $rc, expected $want: $(cat "$work/err")"
+  rows=$(($(wc -l <"$out/summary.csv") - 1))
+  grep -q "interrupted (SIG$sig): $rows of 9 runs recorded in $out/summary.csv" "$work/err" ||
+    fail "matrix after SIG$sig does not say where its $rows rows are: $(cat "$work/err")"
+  [ "$(find "$out" -name 'timeline_*.csv' | wc -l)" -eq "$rows" ] || fail "SIG$sig: $rows rows but other timelines: $(ls "$out")"
+  [ -z "$(find "$out" -name '*.tmp.*')" ] || fail "SIG$sig left temporary files: $(ls "$out")"
+  check_csvs "$out"
+done
+
+# SIGINT stops a single long run: nothing recorded, the rows already there kept.
+out=$work/run
+"$ab" run --device sim -w random:ops=200 -s raw --out "$out" >/dev/null 2>&1 || fail "a short run failed"
+"$ab" run --device sim -w random:ops=50000000 -s pooled --out "$out" >"$work/out" 2>"$work/err" &
+pid=$!
+pids+=("$pid")
+sleep 1
+kill -INT "$pid"
+wait_exit "$pid"
+rc=$?
+[ $rc -eq 130 ] || fail "run after SIGINT exited $rc: $(cat "$work/err")"
+grep -q "interrupted (SIGINT): 0 of 1 runs recorded in $out/summary.csv; the run in progress was stopped and not recorded" \
+  "$work/err" || fail "run after SIGINT: $(cat "$work/err")"
+[ "$(wc -l <"$out/summary.csv")" -eq 2 ] || fail "the interrupted run changed summary.csv: $(cat "$out/summary.csv")"
+
+# SIGKILL at moments spread over a matrix of short runs, whose rows and timelines are written
+# all the time: every CSV parses after each kill, and the next matrix appends to them.
+out=$work/killed
+many=()
+for i in $(seq 1 40); do many+=(-w "random:ops=$((2000 + i * 97))"); done
+checked=0
+for delay in 0.2 0.35 0.5 0.65 0.8 0.95 1.1 1.25; do
+  "$ab" matrix --device sim "${many[@]}" --out "$out" >/dev/null 2>"$work/err" &
+  pid=$!
+  pids+=("$pid")
+  sleep "$delay"
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  check_csvs "$out"
+done
+[ "$checked" -gt 8 ] || fail "the killed matrices left only $checked CSV files to check"
+
+if [ $failures -eq 0 ]; then echo "interrupt_test: ok ($checked CSV files checked after SIGKILL)"; fi
+exit $((failures > 0))
