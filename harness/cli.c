@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/oommap.h"
 #include "harness/results.h"
 #include "strategies/strategy.h"
 #include "strategies/units.h"
@@ -134,6 +135,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
   ro.check = o->check;
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  ro.on_oom = ab_oommap_capture;
+  ro.on_oom_ctx = &map;
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;
@@ -157,6 +162,12 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
     st = ab_results_write_timeline(o->out_dir, &desc, run, diag);
   }
+  if (st == AB_OK && run->status == AB_RUN_OOM) {
+    char path[4096];
+    st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+    if (!o->quiet) ab_oommap_report(stderr, &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+  }
+  ab_oommap_free(&map);
   if (rst != AB_OK) {
     ab_diag_set(diag, rst, "%s", run->message);
     return rst;
