@@ -14,6 +14,7 @@ static const struct {
     {"run", ab_cmd_run, "run a workload through a strategy and record the result"},
     {"oom", ab_cmd_oom, "the smallest budget under which a workload runs, per strategy, and why it fails below"},
     {"compare", ab_cmd_compare, "strategies side by side: peak reserved, smallest budget, fragmentation, latency"},
+    {"matrix", ab_cmd_matrix, "run every strategy on every workload of a list, with a summary table"},
 };
 
 static void usage(FILE *f) {

@@ -12,9 +12,6 @@
 
 #include "tests/check.h"
 
-#ifndef AB_FIXTURES_DIR
-#define AB_FIXTURES_DIR "../shared/fixtures"
-#endif
 #define CNN_DIR AB_FIXTURES_DIR "/pytorch-2.11-h200"
 
 /* Live at once: 3 + 1 + 2 MiB, then 2 + 2 + 3.5 MiB: the peak requested, 7.5 MiB, is

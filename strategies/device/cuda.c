@@ -4,8 +4,11 @@
  * fetched with cudaGetDriverEntryPointByVersion, so the binary starts (and falls back to the
  * simulated card) on machines that have no driver. Every call is checked.
  *
- * The stream-ordered pool is created with maxSize equal to the budget, so the driver itself
- * keeps the pool within it; malloc and map are checked against the budget by device.c. */
+ * malloc and map are checked against the budget by device.c before the driver is called.
+ * The stream-ordered pool grows inside the driver, so its reserve is read back after each
+ * allocation and counted in held_bytes; with a budget, an allocation that made the reserve
+ * cross it is undone and reported as OOM (the pool is also created with the budget as its
+ * maxSize, which the driver honours only roughly). */
 #include "strategies/device/cuda.h"
 
 #include <cudaTypedefs.h>
@@ -51,6 +54,8 @@ typedef struct cuda_dev_s {
   size_t nspare;
   uint64_t reservations; /* live reservations */
   uint64_t live_async;   /* live pool allocations */
+  uint64_t pool_held;    /* the pool's reserve as last read, counted in dev.held_bytes */
+  cudaEvent_t timer[2];  /* start and stop of the timer; NULL until first used */
 } cuda_dev_t;
 
 static cuda_dev_t *cuda_of(ab_device_t *d) { return (cuda_dev_t *)(void *)d; }
@@ -241,6 +246,15 @@ static ab_status pool_get(cuda_dev_t *c) {
   return AB_OK;
 }
 
+/* Reads the pool's reserve into held_bytes. */
+static ab_status pool_account(cuda_dev_t *c) {
+  cuuint64_t reserved = 0;
+  AB_CUDA_TRY(&c->dev.diag, cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  ab_device_hold(&c->dev, (int64_t)reserved - (int64_t)c->pool_held);
+  c->pool_held = reserved;
+  return AB_OK;
+}
+
 static ab_status cuda_pool_configure(ab_device_t *d, uint64_t release_threshold) {
   cuda_dev_t *c = cuda_of(d);
   c->release_threshold = release_threshold;
@@ -258,6 +272,16 @@ static ab_status cuda_malloc_async(ab_device_t *d, uint64_t bytes, unsigned stre
   AB_TRY(pool_get(c));
   void *p = NULL;
   AB_CUDA_TRY(&d->diag, cudaMallocFromPoolAsync(&p, bytes, c->pool, s));
+  AB_TRY(pool_account(c));
+  if (d->budget_bytes && d->held_bytes > d->budget_bytes) {
+    /* The pool's maxSize is not exact (seen on the H200: two 64 MiB blocks in a 100 MiB
+     * pool), so the budget is kept here: give the block back, trim, and report OOM. */
+    AB_CUDA_TRY(&d->diag, cudaFreeAsync(p, s));
+    AB_CUDA_TRY(&d->diag, cudaStreamSynchronize(s));
+    AB_CUDA_TRY(&d->diag, cudaMemPoolTrimTo(c->pool, d->budget_bytes - (d->held_bytes - c->pool_held)));
+    AB_TRY(pool_account(c));
+    return AB_ERR_OOM;
+  }
   c->live_async++;
   *out = (ab_dptr_t)(uintptr_t)p;
   return AB_OK;
@@ -279,7 +303,7 @@ static ab_status cuda_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
   if (c->pool == NULL) return AB_OK;
   AB_CUDA_TRY(&d->diag, cudaDeviceSynchronize()); /* frees in flight return to the pool first */
   AB_CUDA_TRY(&d->diag, cudaMemPoolTrimTo(c->pool, keep_bytes));
-  return AB_OK;
+  return pool_account(c);
 }
 
 static ab_status cuda_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak) {
@@ -304,9 +328,11 @@ static ab_status cuda_mem_info(ab_device_t *d, uint64_t *free_bytes, uint64_t *t
   return AB_OK;
 }
 
+/* A synchronisation is where the pool releases memory above its threshold. */
 static ab_status cuda_synchronize(ab_device_t *d) {
+  cuda_dev_t *c = cuda_of(d);
   AB_CUDA_TRY(&d->diag, cudaDeviceSynchronize());
-  return AB_OK;
+  return c->pool ? pool_account(c) : AB_OK;
 }
 
 static ab_status cuda_stream_synchronize(ab_device_t *d, unsigned stream) {
@@ -314,13 +340,38 @@ static ab_status cuda_stream_synchronize(ab_device_t *d, unsigned stream) {
   cudaStream_t s = stream_of(cuda_of(d), stream, &st);
   if (st != AB_OK) return st;
   AB_CUDA_TRY(&d->diag, cudaStreamSynchronize(s));
-  return AB_OK;
+  return cuda_of(d)->pool ? pool_account(cuda_of(d)) : AB_OK;
 }
 
 static void *cuda_stream_handle(ab_device_t *d, unsigned stream) {
   ab_status st;
   cudaStream_t s = stream_of(cuda_of(d), stream, &st);
   return st == AB_OK ? (void *)s : NULL;
+}
+
+static ab_status cuda_timer_start(ab_device_t *d, unsigned stream) {
+  cuda_dev_t *c = cuda_of(d);
+  ab_status st;
+  cudaStream_t s = stream_of(c, stream, &st);
+  if (st != AB_OK) return st;
+  for (int i = 0; i < 2; i++)
+    if (c->timer[i] == NULL) AB_CUDA_TRY(&d->diag, cudaEventCreate(&c->timer[i]));
+  AB_CUDA_TRY(&d->diag, cudaEventRecord(c->timer[0], s));
+  return AB_OK;
+}
+
+static ab_status cuda_timer_stop(ab_device_t *d, unsigned stream, double *seconds) {
+  cuda_dev_t *c = cuda_of(d);
+  ab_status st;
+  cudaStream_t s = stream_of(c, stream, &st);
+  if (st != AB_OK) return st;
+  if (c->timer[0] == NULL) return ab_diag_set(&d->diag, AB_ERR_INVALID, "timer stopped before it was started");
+  float ms = 0;
+  AB_CUDA_TRY(&d->diag, cudaEventRecord(c->timer[1], s));
+  AB_CUDA_TRY(&d->diag, cudaEventSynchronize(c->timer[1]));
+  AB_CUDA_TRY(&d->diag, cudaEventElapsedTime(&ms, c->timer[0], c->timer[1]));
+  *seconds = (double)ms * 1e-3;
+  return AB_OK;
 }
 
 static ab_status cuda_close(ab_device_t *d, ab_diag_t *diag) {
@@ -332,6 +383,8 @@ static ab_status cuda_close(ab_device_t *d, ab_diag_t *diag) {
                      d->name, (unsigned long long)live, (unsigned long long)mapped, (unsigned long long)c->reservations);
   AB_CUDA_CHECKED(st, diag, cudaDeviceSynchronize());
   if (c->pool) AB_CUDA_CHECKED(st, diag, cudaMemPoolDestroy(c->pool));
+  for (int i = 0; i < 2; i++)
+    if (c->timer[i]) AB_CUDA_CHECKED(st, diag, cudaEventDestroy(c->timer[i]));
   for (int i = 1; i < AB_MAX_STREAMS; i++)
     if (c->streams[i]) AB_CUDA_CHECKED(st, diag, cudaStreamDestroy(c->streams[i]));
   ab_map_free(&c->live);
@@ -358,6 +411,8 @@ static const ab_device_ops_t cuda_ops = {
     .synchronize = cuda_synchronize,
     .stream_synchronize = cuda_stream_synchronize,
     .stream_handle = cuda_stream_handle,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
     .close = cuda_close,
 };
 
