@@ -105,9 +105,10 @@ void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   }
 }
 
+/* A column that can be empty never comes last: gnuplot misreads an empty last field. */
 static const ab_col_t map_cols[] = {
     {"segment", true}, {"offset", true},       {"size", true},            {"state", false}, {"alloc_id", true},
-    {"requested", true}, {"segment_size", true}, {"segment_address", true}, {"stream", true}, {"pool", false},
+    {"requested", true}, {"segment_size", true}, {"segment_address", true}, {"pool", false},  {"stream", true},
 };
 #define MAP_NCOLS (sizeof map_cols / sizeof map_cols[0])
 
@@ -135,8 +136,8 @@ ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *wor
       snprintf(c[5], 32, "%" PRIu64, b->requested);
       snprintf(c[6], 32, "%" PRIu64, sg->bytes);
       snprintf(c[7], 32, "%" PRIu64, (uint64_t)sg->base);
-      snprintf(c[8], 32, "%u", sg->stream);
-      snprintf(c[9], 32, "%s", sg->pool);
+      snprintf(c[8], 32, "%s", sg->pool);
+      snprintf(c[9], 32, "%u", sg->stream);
       const char *row[MAP_NCOLS];
       for (size_t i = 0; i < MAP_NCOLS; i++) row[i] = c[i];
       st = ab_table_add(&t, row);

@@ -18,7 +18,7 @@
  *   requested        bytes the allocation asked for where the strategy keeps it, else 0
  *   segment_size     the segment's size, bytes
  *   segment_address  the segment's first address (the device's, fake on sim)
- *   stream, pool     what the segment serves, as the strategy names it
+ *   pool, stream     what the segment serves, as the strategy names it
  * plots/oommap.gp draws it: one bar per segment, blocks coloured by state.
  *
  * Note [OOM report]: PyTorch's message (reference/pytorch_caching_allocator.md, section 8)

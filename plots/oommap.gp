@@ -1,66 +1,66 @@
-# oommap.gp: the memory at an OOM, from a segment map file (harness/oommap.h):
-# one horizontal bar per segment, in address order, its blocks coloured by state.
+# oommap.gp MAP OUT FMT: the memory at an OOM, from a segment map file (harness/oommap.h,
+# written as DIR/oommap_<workload>_<strategy>.csv at every OOM): one horizontal bar per
+# segment, in address order, its blocks coloured by state (allocated; freed but not yet
+# reusable; free and cached; address space with no memory behind it). The free blocks
+# scattered between allocated ones are the picture of fragmentation.
 #
-#   gnuplot -e "map='results/latest/oommap_W_S.csv'" plots/oommap.gp
-#   gnuplot -e "map='...csv'; out='figure.png'" plots/oommap.gp     (or out='figure.svg')
-#
-# Without `out` it writes the map's name with .png and .svg in place of .csv. The PNG uses
-# the cairo terminal where gnuplot has it, else the libgd one.
-if (!exists("map")) { print "oommap.gp: give the map file: gnuplot -e \"map='FILE.csv'\" plots/oommap.gp"; exit status 2 }
+#   gnuplot -c plots/oommap.gp DIR/oommap_W_S.csv OUT png|svg      (as plots/draw.sh runs it)
+#   gnuplot -e "map='DIR/oommap_W_S.csv'" plots/oommap.gp          (PNG and SVG beside the map)
+#   gnuplot -e "map='...csv'; out='figure.png'" plots/oommap.gp    (or out='figure.svg')
+if (ARGC >= 3) {
+  map = ARG1; stem = ARG2; formats = ARG3
+} else {
+  if (!exists("map")) { print "oommap.gp: give the map: gnuplot -e \"map='FILE.csv'\" plots/oommap.gp"; exit status 2 }
+  if (exists("out")) {
+    stem = out[1:strlen(out) - 4]; formats = out[strlen(out) - 2:]
+  } else {
+    stem = map[1:strlen(map) - 4]; formats = "png svg"
+  }
+}
+here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:]) : ""
+COMMON = here(ARG0) . "common.gp"
 
-set datafile separator ","
-MiB = 1048576.0
-# Columns of the map file.
-SEG = 1; OFF = 2; SIZE = 3; STATE = 4
-
-# Figures for the title and the layout.
-stats map skip 1 using SEG nooutput
+# The figures of the title, and the height: 10 pixels a segment, within reason.
+set datafile separator comma
+set datafile columnheaders
+MiB = 2.0 ** 20
+stats map using (column("segment")) nooutput
 nseg = STATS_max + 1
-stats map skip 1 using (column(SIZE) / MiB) nooutput
-largest_block = STATS_max
-stats map skip 1 using ((column(OFF) + column(SIZE)) / MiB) nooutput
+stats map using ((column("offset") + column("size")) / MiB) nooutput
 widest = STATS_max
-free_mib = 0; largest_free = 0; nfree = 0
-stats map skip 1 using (strcol(STATE) eq "free" ? column(SIZE) / MiB : 0) nooutput
-free_mib = STATS_sum; largest_free = STATS_max
-stats map skip 1 using (strcol(STATE) eq "free" ? 1 : 0) nooutput
+is_free(dummy) = strcol("state") eq "free"
+stats map using (is_free(0) ? column("size") / MiB : 0) nooutput
+free_mib = STATS_sum
+largest_free = STATS_max
+stats map using (is_free(0) ? 1 : 0) nooutput
 nfree = STATS_sum
+height = nseg * 10 + 240 < 700 ? 700 : (nseg * 10 + 240 > 4000 ? 4000 : nseg * 10 + 240)
+after(p, c) = strstrt(p, c) ? p[strstrt(p, c) + strlen(c):] : p
+name = after(map, "oommap_")
+name = name[1:strlen(name) - 4]
 
-base = map[strstrt(map, "oommap_") > 0 ? strstrt(map, "oommap_") + 7 : 1 : strlen(map) - 4]
-set title sprintf("Segment map at the OOM: %s\n%d segments; %.1f MiB free in %d blocks, the largest %.2f MiB", \
-                  base, nseg, free_mib, nfree, largest_free) noenhanced
-set xlabel "offset inside the segment (MiB)"
-set ylabel "segment (in address order)"
-set xrange [0:widest * 1.02]
-set yrange [-0.6:nseg - 0.4] reverse
-set ytics out nomirror
-set xtics out nomirror
-set grid xtics lc rgb "#dddddd"
-set key below horizontal
-set style fill solid 1.0 noborder
-height = nseg * 10 + 220 < 600 ? 600 : (nseg * 10 + 220 > 4000 ? 4000 : nseg * 10 + 220)
+# One plot per state, for its colour and its legend entry.
+in_state(s) = strcol("state") eq s ? column("segment") : NaN
+x_mid(dummy) = (column("offset") + column("size") / 2) / MiB
+half(dummy) = column("size") / 2 / MiB
+STATES = "allocated pending_free free unmapped"
+array LABEL[4] = ["allocated", "freed, not yet reusable", "free (cached)", "unmapped"]
+array SHADE[4] = ["#4878b0", "#f0a030", "#d03030", "#c8c8c8"]
 
-# One plot per state, so that each gets its colour and its legend entry.
-in_state(s) = strcol(STATE) eq s ? column(SEG) : NaN
-draw = "plot map skip 1 using ((column(OFF) + column(SIZE) / 2) / MiB):(in_state('allocated')):(column(SIZE) / 2 / MiB):(0.4) with boxxyerror lc rgb '#4878b0' title 'allocated', " . \
-       "'' skip 1 using ((column(OFF) + column(SIZE) / 2) / MiB):(in_state('pending_free')):(column(SIZE) / 2 / MiB):(0.4) with boxxyerror lc rgb '#f0a030' title 'freed, not yet reusable', " . \
-       "'' skip 1 using ((column(OFF) + column(SIZE) / 2) / MiB):(in_state('free')):(column(SIZE) / 2 / MiB):(0.4) with boxxyerror lc rgb '#d03030' title 'free (cached)', " . \
-       "'' skip 1 using ((column(OFF) + column(SIZE) / 2) / MiB):(in_state('unmapped')):(column(SIZE) / 2 / MiB):(0.4) with boxxyerror lc rgb '#c8c8c8' title 'unmapped'"
-
-png_terminal = strstrt(GPVAL_TERMINALS, "pngcairo") > 0 ? "pngcairo" : "png"
-stem = map[1:strlen(map) - 4]
-if (!exists("out")) { out_png = stem . ".png"; out_svg = stem . ".svg" } else {
-  if (out[strlen(out) - 3:] eq ".svg") { out_svg = out; out_png = "" } else { out_png = out; out_svg = "" }
-}
-if (out_png ne "") {
-  eval sprintf("set terminal %s size 1200,%d font 'sans,10'", png_terminal, height)
-  set output out_png
-  eval draw
-  set output
-}
-if (out_svg ne "") {
-  eval sprintf("set terminal svg size 1200,%d font 'sans,10'", height)
-  set output out_svg
-  eval draw
+do for [fmt in formats] {
+  out = stem
+  load COMMON
+  set title sprintf("Segment map at the OOM: %s\n%d segments; %.1f MiB free in %d blocks, the largest %.2f MiB", \
+                    name, nseg, free_mib, nfree, largest_free) noenhanced
+  set xlabel "offset inside the segment (MiB)"
+  set ylabel "segment (in address order)"
+  set xrange [0:widest * 1.02]
+  set yrange [-0.6:nseg - 0.4] reverse
+  set grid xtics noytics
+  set border 3
+  set key below horizontal noreverse Right title ""
+  set style fill solid 1.0 noborder
+  plot for [k=1:4] map using (x_mid(0)):(in_state(word(STATES, k))):(half(0)):(0.4) \
+       with boxxyerror lc rgb SHADE[k] title LABEL[k]
   set output
 }

@@ -178,11 +178,11 @@ static void oom_map_rows(void) {
   uint64_t base = map.segs[0].base;
   char want[1024];
   snprintf(want, sizeof want,
-           "segment,offset,size,state,alloc_id,requested,segment_size,segment_address,stream,pool\n"
-           "0,0,1048576,allocated,0,0,4194304,%llu,0,chunk\n"
-           "0,1048576,1048576,free,-1,0,4194304,%llu,0,chunk\n"
-           "0,2097152,1048576,free,-1,0,4194304,%llu,0,chunk\n"
-           "0,3145728,1048576,free,-1,0,4194304,%llu,0,chunk\n",
+           "segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream\n"
+           "0,0,1048576,allocated,0,0,4194304,%llu,chunk,0\n"
+           "0,1048576,1048576,free,-1,0,4194304,%llu,chunk,0\n"
+           "0,2097152,1048576,free,-1,0,4194304,%llu,chunk,0\n"
+           "0,3145728,1048576,free,-1,0,4194304,%llu,chunk,0\n",
            (unsigned long long)base, (unsigned long long)base, (unsigned long long)base, (unsigned long long)base);
   CHECK_MSG(strcmp(text, want) == 0, "map file:\n%s\nexpected:\n%s", text, want);
   unlink(path);

@@ -100,7 +100,7 @@ head -n 1 "$map" | grep -q '^segment,offset,size,state,alloc_id,' || fail "segme
 # The budget search prints one row per strategy and appends them to oom.csv.
 "$ab" oom -w random:ops=3000 -s raw,pooled --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "oom exited $?: $(cat "$work/err")"
-[ "$(head -n 1 "$work/csv")" = "workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s,trace_ooms,note" ] ||
+[ "$(head -n 1 "$work/csv")" = "workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s,note,trace_ooms" ] ||
   fail "oom header: $(head -n 1 "$work/csv")"
 [ "$(wc -l <"$work/csv")" -eq 3 ] || fail "oom printed $(wc -l <"$work/csv") lines, expected 3"
 # raw holds exactly what is live: its smallest budget is the peak requested, and one byte less fails.
