@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "workloads/dynamic_shapes.h"
 #include "workloads/random.h"
 #include "workloads/replay.h"
 
 static const ab_workload_t *const registry[] = {
+    &ab_workload_dynamic_shapes,
     &ab_workload_random,
     &ab_workload_replay,
 };
