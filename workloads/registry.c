@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "workloads/cnn_dynamic.h"
 #include "workloads/dynamic_shapes.h"
 #include "workloads/random.h"
 #include "workloads/replay.h"
 
 static const ab_workload_t *const registry[] = {
     &ab_workload_dynamic_shapes,
+    &ab_workload_cnn_dynamic,
     &ab_workload_random,
     &ab_workload_replay,
 };
