@@ -9,11 +9,13 @@
 #include "workloads/mixed_precision.h"
 #include "workloads/random.h"
 #include "workloads/replay.h"
+#include "workloads/zero.h"
 
 static const ab_workload_t *const registry[] = {
     &ab_workload_dynamic_shapes,
     &ab_workload_cnn_dynamic,
     &ab_workload_mixed_precision,
+    &ab_workload_zero,
     &ab_workload_random,
     &ab_workload_replay,
 };
