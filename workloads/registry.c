@@ -6,6 +6,7 @@
 
 #include "workloads/cnn_dynamic.h"
 #include "workloads/dynamic_shapes.h"
+#include "workloads/fragmenter.h"
 #include "workloads/mixed_precision.h"
 #include "workloads/random.h"
 #include "workloads/replay.h"
@@ -17,6 +18,7 @@ static const ab_workload_t *const registry[] = {
     &ab_workload_mixed_precision,
     &ab_workload_zero,
     &ab_workload_random,
+    &ab_workload_fragmenter,
     &ab_workload_replay,
 };
 
