@@ -19,6 +19,9 @@ const char ab_cli_common_help[] =
     "      --faults SPEC     sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S]\n"
     "      --no-timeline     do not write the timeline file\n"
     "      --check           run the strategy's invariant checks after every event (slow)\n"
+    "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
+    "      --verify          fail if two live allocations share memory: a pattern per allocation\n"
+    "                        written and checked on cuda, a map of live ranges on sim (slow)\n"
     "  -q, --quiet           no progress and no notices on stderr\n"
     "  -h, --help            this help\n";
 
@@ -29,6 +32,7 @@ void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd) {
   o->out_dir = "results/latest";
   o->seed = 42;
   o->timeline = true;
+  o->kernels = true;
   o->dev.cost_model = true;
 }
 
@@ -54,6 +58,8 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 'o': o->out_dir = arg; break;
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
+    case 'N': o->kernels = false; break;
+    case 'V': o->verify = true; break;
     case 'q': o->quiet = true; break;
     case 'B':
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
@@ -134,6 +140,8 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
   ro.check = o->check;
+  ro.kernels = o->kernels;
+  ro.verify = o->verify;
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;

@@ -35,6 +35,8 @@ typedef struct ab_cli_opts_s {
   ab_format_t format;     /* --format */
   bool timeline;          /* not --no-timeline */
   bool check;             /* --check: invariants after every event */
+  bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
+  bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
 } ab_cli_opts_t;
 
@@ -47,10 +49,12 @@ typedef struct ab_cli_opts_s {
       {"out", required_argument, 0, 'o'}, {"format", required_argument, 0, 'f'},       \
       {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
       {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
+      {"no-kernels", no_argument, 0, 'N'}, {"verify", no_argument, 0, 'V'},            \
       {"help", no_argument, 0, 'h'}
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
-/* The defaults: device auto, seed 42, out results/latest, format table, timeline on. */
+/* The defaults: device auto, seed 42, out results/latest, format table, timeline and
+ * kernels on. */
 void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
