@@ -60,7 +60,8 @@ void ab_tape_gemm(ab_tape_t *t, uint32_t a, uint32_t b, uint32_t c, uint64_t m, 
     t->workspace[t->thread] = ab_tape_new(t, t->cublas_bytes, AB_TAG_WORKSPACE);
     if (t->thread == 0) t->workspace[2] = ab_tape_new(t, AB_CUBLASLT_WORKSPACE_BYTES, AB_TAG_WORKSPACE);
   }
-  ab_kernel_t kd = {.op = AB_K_GEMM, .dtype = {(uint8_t)in, (uint8_t)out}, .nbuf = 3, .buf = {a, b, c}, .m = m, .n = n, .k = k};
+  ab_kernel_t kd = {
+      .op = AB_K_GEMM, .dtype = {(uint8_t)in, (uint8_t)out}, .nbuf = 3, .buf = {a, b, c}, .m = m, .n = n, .k = k};
   ab_events_kernel(t->es, &kd, 0);
 }
 

@@ -28,8 +28,8 @@
  * finite value of the gradient's dtype (65504 for fp16). An overflow skips the optimizer
  * step and multiplies the scale by the backoff factor (0.5); growth_interval (2000) clean
  * steps in a row multiply it by the growth factor (2.0): PyTorch's defaults (peers.md
- * §8.1). With the default init_scale 2^16 and grad_max 6 the first three steps overflow,
- * as the first three of the recorded ResNet-50 run did (its momentum buffers appear only
+ * §8.1). With the default init_scale 2^16 and grad_max 6 the first three steps usually
+ * overflow, as the first three of the recorded ResNet-50 run did (its momentum buffers appear only
  * at the fourth step; fixtures/pytorch-2.11-h200).
  *
  * Host memory: the tape grows with the stream; a failed host allocation marks the stream

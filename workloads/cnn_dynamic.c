@@ -51,22 +51,21 @@ typedef struct unit_s {
 
 typedef struct net_s {
   ab_tape_t *t;
-  unit_t *units;   /* stem, then per block conv1, conv2, conv3 and the downsample if any */
-  size_t nunits;
-  size_t nblocks;
-  size_t *block_first;  /* per block: its first unit */
-  bool *block_ds;       /* per block: has a downsample unit */
-  uint32_t *block_out;  /* per block: its output, saved by its last ReLU */
-  size_t nparams;
-  uint64_t *numel;
-  uint32_t *weight, *grad, *cast;
-  uint64_t classes, batch, side;
-  ab_dtype_t dt;
+  unit_t *units;                  /* stem, then per block conv1, conv2, conv3 and the downsample if any */
+  size_t nunits, nblocks;
+  size_t *block_first;            /* per block: its first unit */
+  bool *block_ds;                 /* per block: has a downsample unit */
+  uint32_t *block_out;            /* per block: its output, saved by its last ReLU */
+  size_t nparams;                 /* three per unit, then the classifier's weight and bias */
+  uint64_t *numel;                /* per parameter: elements */
+  uint32_t *weight, *grad, *cast; /* per parameter: the fp32 tensor, .grad, autocast's cast */
+  uint64_t classes, batch, side;  /* side: this step's */
+  ab_dtype_t dt;                  /* the compute dtype */
   bool autocast;
-  uint64_t hb;
-  double ws_factor;
-  /* per step */
-  uint32_t x16, stem_pool_in, pool_idx, avg_in, pooled, w_fc, log_probs, total_weight;
+  uint64_t hb;                    /* bytes of dt */
+  double ws_factor;               /* cudnn_ws */
+  /* saved by the stem's pooling, the average pooling, the classifier and the loss */
+  uint32_t stem_pool_in, pool_idx, avg_in, pooled, w_fc, log_probs, total_weight;
 } net_t;
 
 typedef struct args_s {
@@ -131,7 +130,8 @@ static ab_status net_init(net_t *n, const args_t *a, ab_tape_t *t, ab_diag_t *di
   n->block_first = malloc(n->nblocks * sizeof *n->block_first);
   n->block_ds = malloc(n->nblocks * sizeof *n->block_ds);
   n->block_out = malloc(n->nblocks * sizeof *n->block_out);
-  if (!n->units || !n->block_first || !n->block_ds || !n->block_out) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (!n->units || !n->block_first || !n->block_ds || !n->block_out)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   size_t np = 0, b = 0;
   n->units[n->nunits++] = unit(3, 64, 7, 2, true, &np);
   uint64_t cin = 64;

@@ -40,6 +40,9 @@
  * stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5,
  * stage3_max_live_parameters 1e9, stage3_max_reuse_distance 1e9, overlap_comm on for stage 3
  * only, contiguous_gradients on.
+ * Collectives are described by their local traffic (events.h); an in-place one (NCCL's
+ * sendbuff == recvbuff: the flat bucket of stages 0-1, the flat parameters' all-gather) names
+ * the same buffer on both sides.
  * Not modelled: DeepSpeed's limit of two outstanding fetches (it bounds host-side work, not
  * the gathered bytes), CPU/NVMe offload, sub_group_size (one group here).
  */
@@ -170,9 +173,9 @@ static unsigned trace_module(const zero_t *z, unsigned pos) {
 
 /* All-gathers the listed parameters into one new buffer. */
 static void gather(zero_t *z, const size_t *ps, size_t n) {
+  if (n == 0) return;
   uint64_t shard = 0;
   for (size_t i = 0; i < n; i++) shard += z->shard[ps[i]];
-  if (n == 0) return;
   uint32_t buf = ab_tape_new_on(z->t, shard * z->a->world * z->hb, AB_TAG_COMM, GATHER_STREAM);
   ab_tape_move(z->t, AB_K_ALLGATHER, z->flat, buf, shard * z->hb, GATHER_STREAM);
   if (!grow((void **)&z->bufs, &z->capbufs, z->nbufs + 1, sizeof *z->bufs)) {
@@ -271,6 +274,7 @@ static void enter(void *ctx, ab_transformer_t *m, unsigned module, bool backward
 
 static void leave(void *ctx, ab_transformer_t *m, unsigned module, bool backward) {
   zero_t *z = ctx;
+  (void)backward;
   complete_pending(z);
   size_t ps[AB_TRANSFORMER_MODULE_MAX_PARAMS];
   size_t n = ab_transformer_module_params(m, module, ps);
@@ -280,7 +284,6 @@ static void leave(void *ctx, ab_transformer_t *m, unsigned module, bool backward
     if (!z->trace_complete || !reused_soon(z, p, z->pos)) release(z, p);
   }
   z->pos++;
-  (void)backward;
 }
 
 /* ---- gradients ------------------------------------------------------------------------------- */
@@ -320,7 +323,7 @@ static void grad_to_bucket(void *ctx, ab_transformer_t *m, size_t p, uint32_t g)
     /* Larger than a bucket: reduced from where it lies. */
     uint64_t share = ceil_div(e, z->a->world) * z->hb;
     if (z->grad_part == AB_NO_TENSOR) z->grad_part = ab_tape_new(z->t, z->part * z->hb, AB_TAG_GRAD);
-    ab_tape_move(z->t, AB_K_REDUCE_SCATTER, g, z->grad_part, share < z->part * z->hb ? share : z->part * z->hb, 0);
+    ab_tape_move(z->t, AB_K_REDUCE_SCATTER, g, z->grad_part, share, 0);
   } else {
     ab_tape_move(z->t, AB_K_COPY, g, z->ipg[z->ipg_cur], e * z->hb, 0);
     z->ipg_fill += e;
