@@ -28,6 +28,11 @@
  * it. Streams are small indices (0 is the default stream); the device creates the real
  * streams on first use.
  *
+ * The timer measures what happens between two points of a stream, for benchmarks: on cuda
+ * with a pair of CUDA events (what the GPU saw between the two records, as RMM's
+ * cuda_event_timer does); on sim as the engine counts a call, host time plus the modelled
+ * time of the device calls made in between. One timer per device, not nested.
+ *
  * Thread-safety: a device belongs to one thread.
  */
 #ifndef AB_DEVICE_H
@@ -77,6 +82,9 @@ typedef struct ab_device_ops_s {
   ab_status (*synchronize)(ab_device_t *d);
   ab_status (*stream_synchronize)(ab_device_t *d, unsigned stream);
   void *(*stream_handle)(ab_device_t *d, unsigned stream); /* cudaStream_t; NULL on sim */
+  /* Optional: the GPU clock (CUDA events). NULL: host time plus modeled_ns (sim). */
+  ab_status (*timer_start)(ab_device_t *d, unsigned stream);
+  ab_status (*timer_stop)(ab_device_t *d, unsigned stream, double *seconds);
   ab_status (*close)(ab_device_t *d, ab_diag_t *diag);     /* checks for leaks, frees d */
 } ab_device_ops_t;
 
@@ -91,6 +99,8 @@ struct ab_device_s {
   uint64_t held_peak;       /* highest held_bytes */
   uint64_t modeled_ns;      /* sim: modelled time of all calls so far; cuda: 0 */
   ab_device_calls_t calls;  /* calls that reached the implementation */
+  uint64_t timer_host_ns;   /* host clock at the last timer start (timers without a GPU clock) */
+  uint64_t timer_modeled_ns; /* modeled_ns then */
   ab_diag_t diag;           /* why the last call failed, when it was not OOM */
 };
 
@@ -149,6 +159,11 @@ ab_status ab_device_synchronize(ab_device_t *d);
 ab_status ab_device_stream_synchronize(ab_device_t *d, unsigned stream);
 /* The cudaStream_t of a stream index, for kernel launches; NULL on the simulated device. */
 void *ab_device_stream_handle(ab_device_t *d, unsigned stream);
+/* Starts the timer on stream (see the contract above). */
+ab_status ab_device_timer_start(ab_device_t *d, unsigned stream);
+/* Stops it on the same stream, waits for the stream to get there, and writes the seconds
+ * since the start. */
+ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds);
 
 /* For implementations: true if `extra` more held bytes stay within the budget. */
 bool ab_device_budget_allows(const ab_device_t *d, uint64_t extra);
