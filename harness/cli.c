@@ -125,6 +125,17 @@ static void show_progress(void *ctx, size_t done, size_t total) {
 
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
+  /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
+  ab_cli_opts_t suggested;
+  if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
+    suggested = *o;
+    suggested.dev.budget_bytes = es->suggested_budget;
+    o = &suggested;
+    char b[32];
+    if (!o->quiet)
+      fprintf(stderr, "allocbench %s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+              ab_format_bytes(es->suggested_budget, b, sizeof b));
+  }
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_status st = ab_cli_open_device(o, &dev, diag);

@@ -69,7 +69,8 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 /* Opens the device of o, saying on stderr which one `auto` chose. */
 ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
 
-/* Runs one strategy over es on a fresh device and adds its summary row to summary
+/* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
+ * stream's suggested budget) and adds its summary row to summary
  * (columns ab_summary_cols). The run keeps its results. AB_OK when the run completed or
  * ended in OOM; otherwise the row says error and diag says why. */
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,

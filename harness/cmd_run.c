@@ -6,7 +6,6 @@
 #include "harness/commands.h"
 #include "harness/results.h"
 #include "strategies/strategy.h"
-#include "strategies/units.h"
 #include "workloads/workload.h"
 
 static const char help_head[] =
@@ -50,13 +49,6 @@ int ab_cmd_run(int argc, char **argv) {
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_events_t es;
   if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-  if (o.dev.budget_bytes == 0 && es.suggested_budget > 0) {
-    o.dev.budget_bytes = es.suggested_budget;
-    char b[32];
-    if (!o.quiet)
-      fprintf(stderr, "allocbench run: no --budget: using the workload's %s\n",
-              ab_format_bytes(es.suggested_budget, b, sizeof b));
-  }
 
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {
