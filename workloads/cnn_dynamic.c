@@ -468,5 +468,6 @@ const ab_workload_t ab_workload_cnn_dynamic = {
                    "  workspace=SIZE cuBLAS workspace (default 32MiB)\n"
                    "  grad_max=X, grad_sigma=X, init_scale=X  fp16 loss scaling (autograd.h; default 6,\n"
                    "                 0.25, 65536)\n",
+    .quick_args = "steps=6",
     .generate = generate,
 };

@@ -156,5 +156,6 @@ const ab_workload_t ab_workload_dynamic_shapes = {
     "  grad_max=X, grad_sigma=X  fp16: a step's largest gradient, log-normal; overflow when it\n"
     "                 times the scale passes 65504 (default 6, 0.25)\n"
     "  init_scale=X   fp16: GradScaler's initial scale (default 65536)\n",
+    .quick_args = "steps=8",
     .generate = generate,
 };

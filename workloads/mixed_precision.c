@@ -142,5 +142,6 @@ const ab_workload_t ab_workload_mixed_precision = {
     "  grad_max=X, grad_sigma=X  a step's largest gradient, log-normal; the step overflows when it\n"
     "                 times the scale passes the dtype's largest value (default 6, 0.25)\n"
     "  init_scale=X   the initial loss scale (default 65536)\n",
+    .quick_args = "steps=5",
     .generate = generate,
 };

@@ -503,5 +503,6 @@ const ab_workload_t ab_workload_zero = {
     "                 (stage3_max_reuse_distance; default 1000000000)\n"
     "  overlap_comm=BOOL  reduce on a side stream with two IPG buffers (default: true iff stage 3)\n"
     "  grad_max=X, grad_sigma=X, init_scale=X  fp16 loss scaling (autograd.h; default 6, 0.25, 65536)\n",
+    .quick_args = "steps=4",
     .generate = generate,
 };
