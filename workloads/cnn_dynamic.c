@@ -69,22 +69,23 @@ typedef struct net_s {
 } net_t;
 
 typedef struct args_s {
-  uint64_t depth, batch, side_min, side_max, side_step, classes, steps, workspace;
-  int precision, optimizer;
+  uint64_t batch, side_min, side_max, side_step, classes, steps, workspace;
+  int depth, precision, optimizer; /* indices into depths, precisions, optimizers */
   bool momentum;
   double cudnn_ws, grad_max, grad_sigma, init_scale;
 } args_t;
 
+static const char *const depths[] = {"50", "101", "152", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 
 static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
   ab_kvlist_t p;
   AB_TRY(ab_kv_parse("-w cnn-dynamic", text, '=', &p, diag));
-  *a = (args_t){.depth = 50, .batch = 32, .side_min = 160, .side_max = 512, .side_step = 32, .classes = 1000,
+  *a = (args_t){.depth = 0, .batch = 32, .side_min = 160, .side_max = 512, .side_step = 32, .classes = 1000,
                 .steps = 24, .workspace = 32 * AB_MiB, .precision = 2, .optimizer = 0, .momentum = true,
                 .cudnn_ws = 1.5, .grad_max = 6, .grad_sigma = 0.25, .init_scale = 65536};
-  AB_TRY(ab_kv_get_u64(&p, "depth", 50, 152, &a->depth, diag));
+  AB_TRY(ab_kv_get_choice(&p, "depth", depths, &a->depth, diag));
   AB_TRY(ab_kv_get_u64(&p, "batch", 1, 1 << 16, &a->batch, diag));
   AB_TRY(ab_kv_get_u64(&p, "side_min", 32, 1 << 14, &a->side_min, diag));
   AB_TRY(ab_kv_get_u64(&p, "side_max", 32, 1 << 14, &a->side_max, diag));
@@ -103,8 +104,6 @@ static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
                       "depth, batch, side_min, side_max, side_step, classes, steps, workspace, precision, optimizer, "
                       "momentum, cudnn_ws, grad_max, grad_sigma, init_scale",
                       diag));
-  if (a->depth != 50 && a->depth != 101 && a->depth != 152)
-    return ab_kv_errorf(&p, ab_kv_get(&p, "depth"), diag, "expected 50, 101 or 152");
   const char *bad = a->side_min % 32 ? "side_min" : a->side_max % 32 ? "side_max" : a->side_step % 32 ? "side_step" : NULL;
   if (bad) return ab_kv_errorf(&p, ab_kv_get(&p, bad), diag, "sides are multiples of 32 (the network's stride)");
   if (a->side_min > a->side_max) return ab_kv_errorf(&p, ab_kv_get(&p, "side_min"), diag, "need side_min <= side_max");
@@ -121,8 +120,8 @@ static unit_t unit(uint64_t cin, uint64_t cout, uint64_t k, uint64_t stride, boo
 
 /* Builds the layer list of a ResNet of depth and counts its parameters. */
 static ab_status net_init(net_t *n, const args_t *a, ab_tape_t *t, ab_diag_t *diag) {
-  static const uint64_t depths[3][4] = {{3, 4, 6, 3}, {3, 4, 23, 3}, {3, 8, 36, 3}};
-  const uint64_t *blocks = depths[a->depth == 50 ? 0 : a->depth == 101 ? 1 : 2];
+  static const uint64_t stages[3][4] = {{3, 4, 6, 3}, {3, 4, 23, 3}, {3, 8, 36, 3}};
+  const uint64_t *blocks = stages[a->depth];
   memset(n, 0, sizeof *n);
   n->t = t;
   n->nblocks = (size_t)(blocks[0] + blocks[1] + blocks[2] + blocks[3]);
