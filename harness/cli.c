@@ -141,6 +141,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_status st = ab_cli_open_device(o, &dev, diag);
   if (st != AB_OK) return st;
   st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
+  if (st == AB_OK && o->hooks && o->hooks->wrap) {
+    st = o->hooks->wrap(o->hooks->ctx, &s, diag);
+    if (st != AB_OK) ab_strategy_destroy(s);
+  }
   if (st != AB_OK) {
     ab_device_close(dev, NULL);
     return st;
@@ -153,6 +157,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ro.check = o->check;
   ro.kernels = o->kernels;
   ro.verify = o->verify;
+  if (o->hooks && o->hooks->at_end) {
+    ro.at_end = ro.on_oom = o->hooks->at_end;
+    ro.at_end_ctx = ro.on_oom_ctx = o->hooks->ctx;
+  }
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;

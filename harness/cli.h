@@ -23,6 +23,16 @@
 
 typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
 
+/* A command's hooks around each run (replay's exports); every member may be NULL. */
+typedef struct ab_cli_hooks_s {
+  void *ctx;
+  /* Called with the strategy just created; may put an adaptor around *s, which then owns
+   * the strategy and is destroyed in its place. */
+  ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
+  /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
+  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+} ab_cli_hooks_t;
+
 typedef struct ab_cli_opts_s {
   const char *cmd;        /* "run", for messages */
   const char *workload;   /* -w NAME[:ARGS] */
@@ -38,6 +48,7 @@ typedef struct ab_cli_opts_s {
   bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
+  const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
 
 /* The long options every run-like command takes, ending with a zero entry; commands copy
