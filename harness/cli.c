@@ -125,13 +125,40 @@ static void show_progress(void *ctx, size_t done, size_t total) {
   fflush(stderr);
 }
 
+/* At an OOM: the segment map, then the command's own hook. */
+typedef struct oom_ctx_s {
+  ab_oommap_t *map;
+  const ab_cli_hooks_t *hooks; /* may be NULL */
+} oom_ctx_t;
+
+static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  oom_ctx_t *c = ctx;
+  ab_oommap_capture(c->map, s, run);
+  if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
+}
+
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
+  /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
+  ab_cli_opts_t suggested;
+  if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
+    suggested = *o;
+    suggested.dev.budget_bytes = es->suggested_budget;
+    o = &suggested;
+    char b[32];
+    if (!o->quiet)
+      fprintf(stderr, "allocbench %s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+              ab_format_bytes(es->suggested_budget, b, sizeof b));
+  }
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_status st = ab_cli_open_device(o, &dev, diag);
   if (st != AB_OK) return st;
   st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
+  if (st == AB_OK && o->hooks && o->hooks->wrap) {
+    st = o->hooks->wrap(o->hooks->ctx, &s, diag);
+    if (st != AB_OK) ab_strategy_destroy(s);
+  }
   if (st != AB_OK) {
     ab_device_close(dev, NULL);
     return st;
@@ -146,8 +173,13 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ro.verify = o->verify;
   ab_oommap_t map;
   ab_oommap_init(&map);
-  ro.on_oom = ab_oommap_capture;
-  ro.on_oom_ctx = &map;
+  oom_ctx_t at_oom_ctx = {&map, o->hooks};
+  ro.on_oom = at_oom;
+  ro.on_oom_ctx = &at_oom_ctx;
+  if (o->hooks && o->hooks->at_end) {
+    ro.at_end = o->hooks->at_end;
+    ro.at_end_ctx = o->hooks->ctx;
+  }
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;

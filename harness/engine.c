@@ -308,6 +308,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   if (st != AB_OK) goto error;
   if (opts->timeline) sample(run, s, es->n, es->nsteps);
   ab_strategy_stats(s, &run->stats);
+  if (opts->at_end) opts->at_end(opts->at_end_ctx, s, run);
   st = drain(es, s, run, v);
   goto release;
 

@@ -67,6 +67,10 @@ typedef struct ab_run_opts_s {
    * segment map); may be NULL. */
   void (*on_oom)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
   void *on_oom_ctx;
+  /* Called when the stream has run to its end, before what is left live is freed, to look
+   * at the strategy's final state; may be NULL. */
+  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  void *at_end_ctx;
 } ab_run_opts_t;
 
 typedef struct ab_oom_info_s {
