@@ -20,20 +20,25 @@ if (ARGC >= 3) {
 here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:]) : ""
 COMMON = here(ARG0) . "common.gp"
 
-# The figures of the title, and the height: 10 pixels a segment, within reason.
+# The figures of the title, and the height: 10 pixels a segment, within reason. A strategy
+# that held nothing at the OOM leaves a map of no rows, drawn as an empty figure that says so.
 set datafile separator comma
 set datafile columnheaders
 MiB = 2.0 ** 20
-stats map using (column("segment")) nooutput
-nseg = STATS_max + 1
-stats map using ((column("offset") + column("size")) / MiB) nooutput
-widest = STATS_max
-is_free(dummy) = strcol("state") eq "free"
-stats map using (is_free(0) ? column("size") / MiB : 0) nooutput
-free_mib = STATS_sum
-largest_free = STATS_max
-stats map using (is_free(0) ? 1 : 0) nooutput
-nfree = STATS_sum
+nseg = 0; widest = 1; free_mib = 0; largest_free = 0; nfree = 0
+rows = int(system(sprintf("tail -n +2 '%s' | grep -c .", map)))
+if (rows > 0) {
+  stats map using (column("segment")) nooutput
+  nseg = STATS_max + 1
+  stats map using ((column("offset") + column("size")) / MiB) nooutput
+  widest = STATS_max
+  is_free(dummy) = strcol("state") eq "free"
+  stats map using (is_free(0) ? column("size") / MiB : 0) nooutput
+  free_mib = STATS_sum
+  largest_free = STATS_max
+  stats map using (is_free(0) ? 1 : 0) nooutput
+  nfree = STATS_sum
+}
 height = nseg * 10 + 240 < 700 ? 700 : (nseg * 10 + 240 > 4000 ? 4000 : nseg * 10 + 240)
 after(p, c) = strstrt(p, c) ? p[strstrt(p, c) + strlen(c):] : p
 name = after(map, "oommap_")
@@ -50,8 +55,12 @@ array SHADE[4] = ["#4878b0", "#f0a030", "#d03030", "#c8c8c8"]
 do for [fmt in formats] {
   out = stem
   load COMMON
-  set title sprintf("Segment map at the OOM: %s\n%d segments; %.1f MiB free in %d blocks, the largest %.2f MiB", \
-                    name, nseg, free_mib, nfree, largest_free) noenhanced
+  if (rows > 0) {
+    set title sprintf("Segment map at the OOM: %s\n%d segments; %.1f MiB free in %d blocks, the largest %.2f MiB", \
+                      name, nseg, free_mib, nfree, largest_free) noenhanced
+  } else {
+    set title sprintf("Segment map at the OOM: %s\nno segments: the strategy held no memory then", name) noenhanced
+  }
   set xlabel "offset inside the segment (MiB)"
   set ylabel "segment (in address order)"
   set xrange [0:widest * 1.02]
@@ -60,7 +69,12 @@ do for [fmt in formats] {
   set border 3
   set key below horizontal noreverse Right title ""
   set style fill solid 1.0 noborder
-  plot for [k=1:4] map using (x_mid(0)):(in_state(word(STATES, k))):(half(0)):(0.4) \
-       with boxxyerror lc rgb SHADE[k] title LABEL[k]
+  if (rows > 0) {
+    plot for [k=1:4] map using (x_mid(0)):(in_state(word(STATES, k))):(half(0)):(0.4) \
+         with boxxyerror lc rgb SHADE[k] title LABEL[k]
+  } else {
+    set yrange [0:1]
+    plot NaN notitle
+  }
   set output
 }
