@@ -378,10 +378,11 @@ static void survived_ooms_make_an_upper_bound(void) {
   ab_events_free(&es);
 }
 
-/* The acceptance of the OOM search: on the fixture's trace (the allocation sequence of every
- * config), caching under max_split_size_mb:128 and under expandable_segments:True on an
- * H200 gives a smallest budget inside the bracket of PyTorch's own bisection of the memory
- * cap (cnn_dyn.json, min_cap_bisect: passed at min_pass_cap, OOM at max_fail_cap). */
+/* The acceptance of the OOM search: on the fixture's snapshot (and its CSV trace: the
+ * allocation sequence of every config), caching under max_split_size_mb:128 and under
+ * expandable_segments:True on an H200 gives a smallest budget inside the bracket of
+ * PyTorch's own bisection of the memory cap (cnn_dyn.json, min_cap_bisect: passed at
+ * min_pass_cap, OOM at max_fail_cap). */
 static void fixture_within_pytorch_bracket(void) {
   NEED_DEVICE();
   static const struct {
@@ -391,30 +392,33 @@ static void fixture_within_pytorch_bracket(void) {
       {"split-limited", "max_split_size_mb:128", 7905625000ULL, 7932031250ULL},
       {"expandable", "expandable_segments:True", 7843750000ULL, 7850000000ULL},
   };
-  const char *path = CNN_DIR "/cnn_dyn.default.trace.csv.gz";
-  if (access(path, R_OK) != 0) SKIP("fixture %s is missing", path);
+  static const char *const files[] = {CNN_DIR "/cnn_dyn.default.pickle.gz", CNN_DIR "/cnn_dyn.default.trace.csv.gz"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++)
+    if (access(files[f], R_OK) != 0) SKIP("fixture %s is missing", files[f]);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (ab_strategy_find(cases[i].strategy) == NULL)
       SKIP("needs the %s strategy (the caching allocator), which this build does not have", cases[i].strategy);
-  ab_events_t es;
-  ab_diag_t diag = {""};
-  char spec[512];
-  snprintf(spec, sizeof spec, "replay:%s", path);
-  REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
-  CHECK_EQ(es.trace_ooms, 0);
-  ab_run_t run;
-  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ab_bisect_opts_t o = opts(cases[i].strategy, cases[i].conf);
-    ab_bisect_result_t r;
-    REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s: %s", cases[i].strategy, diag.msg);
-    CHECK_MSG(r.passed && r.min_budget > cases[i].max_fail_cap && r.min_budget <= cases[i].min_pass_cap,
-              "%s: smallest budget %llu (failed at %llu), PyTorch's bracket (%llu, %llu]", cases[i].strategy,
-              (unsigned long long)r.min_budget, (unsigned long long)r.max_fail,
-              (unsigned long long)cases[i].max_fail_cap, (unsigned long long)cases[i].min_pass_cap);
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    char spec[512];
+    snprintf(spec, sizeof spec, "replay:%s", files[f]);
+    REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    CHECK_EQ(es.trace_ooms, 0);
+    ab_run_t run;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      ab_bisect_opts_t o = opts(cases[i].strategy, cases[i].conf);
+      ab_bisect_result_t r;
+      REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s: %s", cases[i].strategy, diag.msg);
+      CHECK_MSG(r.passed && r.min_budget > cases[i].max_fail_cap && r.min_budget <= cases[i].min_pass_cap,
+                "%s on %s: smallest budget %llu (failed at %llu), PyTorch's bracket (%llu, %llu]", cases[i].strategy,
+                files[f], (unsigned long long)r.min_budget, (unsigned long long)r.max_fail,
+                (unsigned long long)cases[i].max_fail_cap, (unsigned long long)cases[i].min_pass_cap);
+    }
+    ab_run_release(&run);
+    ab_events_free(&es);
   }
-  ab_run_release(&run);
-  ab_events_free(&es);
 }
 
 static const ab_test_t tests[] = {
