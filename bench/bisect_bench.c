@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) return 1;
   printf("workload %s: %zu events, device %s\n", workload, es.n, device);
-  printf("%-10s %14s %12s %10s %12s %14s %10s\n", "strategy", "30 probes (s)", "probes/s", "Mevents/s", "search probes",
+  printf("%-14s %14s %12s %10s %14s %11s %12s\n", "strategy", "30 probes (s)", "probes/s", "Mevents/s", "search probes",
          "search (s)", "min budget");
   int rc = 0;
   for (size_t i = 0; i < list.n; i++) {
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bisect_bench: %s: %s\n", list.name[i], diag.msg);
       return 1;
     }
-    printf("%-10s %14.3f %12.1f %10.2f %12u %14.3f %10llu\n", list.name[i], dt, PROBES / dt, (double)events / dt * 1e-6,
+    printf("%-14s %14.3f %12.1f %10.2f %14u %11.3f %12llu\n", list.name[i], dt, PROBES / dt, (double)events / dt * 1e-6,
            res.probes, res.wall_s, (unsigned long long)res.min_budget);
   }
   /* The fixed cost of a probe: open a device, create the strategy, destroy, close. */

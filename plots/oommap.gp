@@ -56,8 +56,8 @@ do for [fmt in formats] {
   out = stem
   load COMMON
   if (rows > 0) {
-    set title sprintf("Segment map at the OOM: %s\n%d segments; %.1f MiB free in %d blocks, the largest %.2f MiB", \
-                      name, nseg, free_mib, nfree, largest_free) noenhanced
+    set title sprintf("Segment map at the OOM: %s\n%d segment%s; %.1f MiB free in %d block%s, the largest %.2f MiB", \
+                      name, nseg, nseg == 1 ? "" : "s", free_mib, nfree, nfree == 1 ? "" : "s", largest_free) noenhanced
   } else {
     set title sprintf("Segment map at the OOM: %s\nno segments: the strategy held no memory then", name) noenhanced
   }
@@ -68,7 +68,9 @@ do for [fmt in formats] {
   set grid xtics noytics
   set border 3
   set key below horizontal noreverse Right title ""
-  set style fill solid 1.0 noborder
+  # A thin white edge tells neighbouring blocks apart, until there are too many to see.
+  if (rows <= 2000) { set style fill solid 1.0 border lc rgb "white" } else { set style fill solid 1.0 noborder }
+  if (nseg <= 40) { set ytics 1 format "%.0f" } else { set ytics autofreq format "%.0f" }
   if (rows > 0) {
     plot for [k=1:4] map using (x_mid(0)):(in_state(word(STATES, k))):(half(0)):(0.4) \
          with boxxyerror lc rgb SHADE[k] title LABEL[k]
