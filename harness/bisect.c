@@ -29,6 +29,30 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
 
 static const char *device_spec(const ab_bisect_opts_t *o) { return o->device ? o->device : "auto"; }
 
+/* Note [Budget or cap]: a budget is the device's hard limit, a card of that size. PyTorch's
+ * set_per_process_memory_fraction is a rule of its allocator instead: it refuses a segment
+ * when reserved + its size would pass the cap, but an expandable segment then maps whole
+ * pages, so reserved can pass the cap by less than a page (the fixture's expandable run at
+ * its passing cap went 3.8 MB over). With opts.cap a probe gives the number to the strategy
+ * as its per_process_memory_fraction, on a device with no budget, so that a search
+ * reproduces PyTorch's own bisection of the cap; strategies without the key are refused. */
+static ab_status cap_conf(const ab_bisect_opts_t *o, uint64_t cap, uint64_t total, char *buf, size_t size,
+                          ab_diag_t *diag) {
+  /* Half a byte up, so that the strategy's fraction * total truncates back to the cap. */
+  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", o->conf ? o->conf : "",
+                   o->conf && o->conf[0] ? "," : "", ((double)cap + 0.5) / (double)total);
+  if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", o->conf);
+  return AB_OK;
+}
+
+/* In cap mode the memory the run could have is the cap, not the card: the engine's
+ * classification (Note [OOM kinds], engine.h) is made again against it. */
+static void classify_against_cap(ab_oom_info_t *oom, uint64_t cap) {
+  oom->limit = cap;
+  oom->kind = cap >= oom->live_requested && cap - oom->live_requested >= oom->bytes ? AB_OOM_FRAGMENTATION
+                                                                                    : AB_OOM_CAPACITY;
+}
+
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
   ab_run_opts_t plain;
@@ -41,19 +65,23 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
     }
     ro = &plain;
   }
+  bool cap = o->cap && budget > 0;
   ab_device_config_t cfg = o->dev;
-  cfg.budget_bytes = budget;
+  cfg.budget_bytes = cap ? 0 : budget;
   /* Modelled device time is read only by the timing; without it the model is dead weight. */
   if (!ro->time_calls) cfg.cost_model = false;
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   AB_TRY(ab_device_open(device_spec(o), &cfg, &dev, diag));
-  ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
+  char conf[1200];
+  ab_status st = cap ? cap_conf(o, budget, dev->total_bytes, conf, sizeof conf, diag) : AB_OK;
+  if (st == AB_OK) st = ab_strategy_create(o->strategy, dev, cap ? conf : o->conf, &s, diag);
   if (st != AB_OK) {
     ab_device_close(dev, NULL);
     return st;
   }
   ab_status rst = ab_engine_replay(es, s, ro, run);
+  if (cap && run->status == AB_RUN_OOM) classify_against_cap(&run->oom, budget);
   ab_strategy_destroy(s);
   if (held_peak) *held_peak = dev->held_peak;
   if (device) snprintf(device, 96, "%s", dev->name);
@@ -70,9 +98,7 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
   return AB_OK;
 }
 
-/* Checks the strategy and its conf on the device once, before any probe, and learns the
- * device's total. */
-static ab_status validate(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag) {
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag) {
   ab_device_config_t cfg = o->dev;
   cfg.budget_bytes = 0;
   ab_device_t *dev = NULL;
@@ -81,6 +107,16 @@ static ab_status validate(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t 
   *total = dev->total_bytes;
   ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
   ab_strategy_destroy(s);
+  s = NULL;
+  if (st == AB_OK && o->cap) {
+    char conf[1200];
+    st = cap_conf(o, *total / 2, *total, conf, sizeof conf, diag);
+    if (st == AB_OK && ab_strategy_create(o->strategy, dev, conf, &s, diag) != AB_OK)
+      st = ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); search its budget instead",
+                       o->strategy);
+    ab_strategy_destroy(s);
+  }
   ab_device_close(dev, NULL);
   return st;
 }
@@ -118,13 +154,14 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
     return ab_diag_set(diag, AB_ERR_INVALID, "--lo %s is above --hi %s", ab_format_bytes(o->lo, a, sizeof a),
                        ab_format_bytes(o->hi, b, sizeof b));
   uint64_t total = 0;
-  AB_TRY(validate(o, &total, diag));
+  AB_TRY(ab_bisect_check(o, &total, diag));
   if (o->hi > total || o->lo > total)
     return ab_diag_set(diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", o->hi > total ? "hi" : "lo",
                        ab_format_bytes(o->hi > total ? o->hi : o->lo, a, sizeof a), ab_format_bytes(total, b, sizeof b));
   search_t x = {es, o, run, out, 0};
   out->peak_requested = ab_bisect_peak_requested(es);
   out->upper_bound = es->trace_ooms > 0;
+  out->cap = o->cap;
   out->tolerance = o->tolerance ? o->tolerance : AB_BISECT_DEFAULT_TOLERANCE_BYTES;
   /* Nothing can run with less than its live allocations asked for. */
   uint64_t lo = o->lo ? o->lo : (out->peak_requested ? out->peak_requested : 1);

@@ -22,6 +22,11 @@
  * allocators can break this in rare cases (a different cap changes when memory is released);
  * PyTorch's own bisection of set_per_process_memory_fraction makes the same assumption.
  *
+ * What is probed is a budget, the device's hard limit (a card of that size), or with opts.cap
+ * PyTorch's memory cap (set_per_process_memory_fraction), which a caching allocator checks
+ * itself and which its expandable segments may pass by less than a page (Note [Budget or
+ * cap] in bisect.c). PyTorch's own bisections, as in the fixtures, are of the cap.
+ *
  * Traces whose program caught OOMs and went on (ab_events_t.trace_ooms > 0) changed course
  * under memory pressure; a replay cannot know what the program would have done under a
  * smaller budget, so for them the budget found is an upper bound (upper_bound in the result).
@@ -52,6 +57,9 @@ typedef struct ab_bisect_opts_s {
   uint64_t lo, hi;           /* the range searched; 0: the defaults above */
   uint64_t tolerance;        /* bytes; 0: AB_BISECT_DEFAULT_TOLERANCE_BYTES */
   bool check;                /* run the strategy's invariant checks after every event */
+  bool cap;                  /* probe PyTorch's memory cap, not a device budget (Note
+                                [Budget or cap], bisect.c); only for strategies that take
+                                per_process_memory_fraction */
   ab_oommap_t *map;          /* filled at each failing probe, so it ends with the map of
                                 max_fail's OOM; may be NULL */
   /* Called after each probe (budget 0: the unbudgeted run); may be NULL. */
@@ -64,6 +72,7 @@ typedef struct ab_bisect_result_s {
   bool failed;              /* a probed budget failed: max_fail and oom are set */
   bool below_lo;            /* lo - 1 passed: the answer is below lo (lo was not a bound) */
   bool upper_bound;         /* the trace's program survived OOMs (trace_ooms > 0) */
+  bool cap;                 /* the numbers are PyTorch's memory caps (opts.cap), not budgets */
   uint64_t min_budget;      /* smallest budget seen to pass, bytes */
   uint64_t max_fail;        /* largest budget seen to fail, bytes (0 with no budget) */
   uint64_t peak_requested;  /* of the stream */
@@ -86,6 +95,10 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es);
  * the run completed or ended in OOM (see run->status). */
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
+
+/* Checks o's strategy and conf (and, with o->cap, that the strategy takes a cap) on its
+ * device, and gives the device's total; the search does it before its first probe. */
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag);
 
 /* The search of Note [Budget search], with run prepared for es. */
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,

@@ -268,31 +268,33 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
   return AB_OK;
 }
 
-ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_cli_strategies_t *list, uint64_t *total,
-                                  ab_diag_t *diag) {
+ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+                                  const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag) {
   ab_device_t *dev = NULL;
-  AB_TRY(ab_cli_open_device(o, &dev, diag));
-  *total = dev->total_bytes;
-  ab_status st = AB_OK;
-  for (size_t i = 0; i < list->n && st == AB_OK; i++) {
-    ab_strategy_t *s = NULL;
-    st = ab_strategy_create(list->name[i], dev, list->conf[i], &s, diag);
-    ab_strategy_destroy(s);
-  }
+  AB_TRY(ab_cli_open_device(o, &dev, diag)); /* says which device `auto` chose, once */
   ab_device_close(dev, NULL);
-  return st;
+  for (size_t i = 0; i < list->n; i++) {
+    ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
+    AB_TRY(ab_bisect_check(&b, total, diag));
+  }
+  return AB_OK;
 }
 
 const char ab_cli_search_help[] =
     "      --lo SIZE         where the search starts (default: the workload's peak requested bytes,\n"
     "                        since nothing runs with less than its live allocations asked for)\n"
     "      --hi SIZE         where it ends (default: the bytes an unbudgeted run held at its peak)\n"
-    "      --tolerance SIZE  the answer is within this of the true smallest budget (default 1MiB)\n";
+    "      --tolerance SIZE  the answer is within this of the true smallest budget (default 1MiB)\n"
+    "      --cap             search PyTorch's memory cap (set_per_process_memory_fraction) instead of a\n"
+    "                        budget: the caching strategies check it as PyTorch does, and expandable\n"
+    "                        segments may pass it by less than a page; a budget is a card of that size\n";
 
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag) {
   uint64_t *field;
   const char *what;
+  *st = AB_OK;
   switch (opt) {
+    case 'C': b->cap = true; return true;
     case 'L': field = &b->lo, what = "--lo"; break;
     case 'H': field = &b->hi, what = "--hi"; break;
     case 'O': field = &b->tolerance, what = "--tolerance"; break;
@@ -364,7 +366,7 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
   if (ab_cli_strategies(o->strategy, confs, nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   uint64_t total = 0;
-  ab_status st = ab_cli_check_strategies(o, list, &total, &diag);
+  ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
   if (st == AB_OK && (search->lo > total || search->hi > total))
     st = ab_diag_set(&diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", search->hi > total ? "hi" : "lo",
                      ab_format_bytes(search->hi > total ? search->hi : search->lo, a, sizeof a),

@@ -107,15 +107,16 @@ typedef struct ab_cli_strategies_s {
 ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t nconfs, ab_cli_strategies_t *out,
                             ab_diag_t *diag);
 
-/* Opens the device of o once (saying which one `auto` chose) and creates each strategy with
- * its conf on it, so that a bad conf is refused before anything runs; the device's total
- * goes to *total. */
-ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_cli_strategies_t *list, uint64_t *total,
-                                  ab_diag_t *diag);
+/* Opens the device of o (saying which one `auto` chose) and checks each strategy with its
+ * conf for the search (ab_bisect_check), so that a bad conf, or --cap for a strategy without
+ * one, is refused before anything runs; the device's total goes to *total. */
+ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+                                  const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag);
 
-/* The search options --lo, --hi, --tolerance, for the long options table. */
-#define AB_CLI_SEARCH_LONGOPTS \
-  {"lo", required_argument, 0, 'L'}, {"hi", required_argument, 0, 'H'}, {"tolerance", required_argument, 0, 'O'}
+/* The search options --lo, --hi, --tolerance, --cap, for the long options table. */
+#define AB_CLI_SEARCH_LONGOPTS                                                                               \
+  {"lo", required_argument, 0, 'L'}, {"hi", required_argument, 0, 'H'}, {"tolerance", required_argument, 0, 'O'}, \
+      {"cap", no_argument, 0, 'C'}
 /* Applies one search option to b; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag);
 extern const char ab_cli_search_help[];

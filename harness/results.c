@@ -193,6 +193,7 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_eve
   CELL(oom_event_at_fail, "%lld", r->failed ? (long long)r->oom.event : -1LL);
   CELL(probes, "%u", r->probes);
   CELL(wall_s, "%.6f", r->wall_s);
+  CELL(limit, "%s", r->cap ? "cap" : "budget");
   CELL(trace_ooms, "%" PRIu64, es->trace_ooms);
   search_note(es, r, note, sizeof note);
   const char *cells[] = {

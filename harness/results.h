@@ -29,6 +29,8 @@
  *   overhead_pct       100 * (min_budget / peak_requested - 1)
  *   oom_kind_at_fail, oom_event_at_fail   the OOM of the run at max_fail (none / -1)
  *   probes, wall_s     replays made (the unbudgeted one included) and the search's host time
+ *   limit              budget (the device's hard limit: a card of that size) or cap (PyTorch's
+ *                      set_per_process_memory_fraction, `oom --cap`)
  *   note               what qualifies the answer, in words; empty when nothing does
  *   trace_ooms         OOMs the traced program survived; above 0 the budget is an upper bound
  * (A column that can be empty never comes last: gnuplot misreads an empty last field.)
@@ -59,7 +61,7 @@ extern const size_t ab_summary_ncols;
 #define AB_OOM_COLUMNS(X)                                                                   \
   X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(min_budget_bytes, 1)              \
   X(max_fail_bytes, 1) X(peak_requested_bytes, 1) X(overhead_pct, 1) X(oom_kind_at_fail, 0) \
-  X(oom_event_at_fail, 1) X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
+  X(oom_event_at_fail, 1) X(probes, 1) X(wall_s, 1) X(limit, 0) X(note, 0) X(trace_ooms, 1)
 
 extern const ab_col_t ab_oom_cols[];
 extern const size_t ab_oom_ncols;

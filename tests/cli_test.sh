@@ -55,6 +55,7 @@ for cmd in oom compare; do
   refuse "-c given 3 times for 2 strategies" $cmd -w random -s raw,pooled -c a:1 -c b:2 -c c:3 --device sim
   refuse "chunk" $cmd -w random -s raw,pooled -c chunk:abc --device sim
   refuse "-w WORKLOAD and -s STRATEGY" $cmd -s raw --device sim
+  refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --cap -c '' -c chunk:4MiB
 done
 
 # Help on every command, and the list.
@@ -100,7 +101,7 @@ head -n 1 "$map" | grep -q '^segment,offset,size,state,alloc_id,' || fail "segme
 # The budget search prints one row per strategy and appends them to oom.csv.
 "$ab" oom -w random:ops=3000 -s raw,pooled --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "oom exited $?: $(cat "$work/err")"
-[ "$(head -n 1 "$work/csv")" = "workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s,note,trace_ooms" ] ||
+[ "$(head -n 1 "$work/csv")" = "workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s,limit,note,trace_ooms" ] ||
   fail "oom header: $(head -n 1 "$work/csv")"
 [ "$(wc -l <"$work/csv")" -eq 3 ] || fail "oom printed $(wc -l <"$work/csv") lines, expected 3"
 # raw holds exactly what is live: its smallest budget is the peak requested, and one byte less fails.
