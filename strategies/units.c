@@ -26,17 +26,15 @@ static const struct {
     {"TiB", 1ULL << 40},
 };
 
-ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_diag_t *diag) {
-  if (text == NULL || *text == '\0')
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: empty size (expected a number of bytes such as 512, 2MiB or 40GB)",
-                       what);
+/* Parses a size; on error says why and where (1-based) without naming the input. */
+static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, size_t whylen) {
   const char *p = text;
+  *pos = 1;
+  if (*p == '\0') return snprintf(why, whylen, "empty size (expected a number of bytes such as 512, 2MiB or 40GB)"), false;
   if (*p == '-' || *p == '+')
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position 1: a size cannot have a sign (expected a number of bytes such as 512, 2MiB or 40GB)",
-                       what, text);
+    return snprintf(why, whylen, "a size cannot have a sign (expected a number of bytes such as 512, 2MiB or 40GB)"), false;
   if (!isdigit((unsigned char)*p))
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position 1: expected a number of bytes such as 512, 2MiB or 40GB",
-                       what, text);
+    return snprintf(why, whylen, "expected a number of bytes such as 512, 2MiB or 40GB, got '%s'", text), false;
   u128 whole = 0;
   for (; isdigit((unsigned char)*p); p++) {
     whole = whole * 10 + (u128)(*p - '0');
@@ -45,9 +43,10 @@ ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_di
   u128 frac = 0, frac_scale = 1;
   if (*p == '.') {
     p++;
-    if (!isdigit((unsigned char)*p))
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: expected a digit after the decimal point",
-                         what, text, (size_t)(p - text) + 1);
+    if (!isdigit((unsigned char)*p)) {
+      *pos = (size_t)(p - text) + 1;
+      return snprintf(why, whylen, "expected a digit after the decimal point"), false;
+    }
     for (; isdigit((unsigned char)*p); p++) {
       if (frac_scale < (u128)1000000000000000000ULL) { /* 18 digits are plenty */
         frac = frac * 10 + (u128)(*p - '0');
@@ -60,37 +59,53 @@ ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_di
     size_t i, n = sizeof units / sizeof units[0];
     for (i = 0; i < n; i++)
       if (strcasecmp(p, units[i].name) == 0) break;
-    if (i == n)
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
-                         what, text, (size_t)(p - text) + 1, p);
+    if (i == n) {
+      *pos = (size_t)(p - text) + 1;
+      return snprintf(why, whylen, "unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", p), false;
+    }
     unit = units[i].bytes;
   }
   u128 bytes = whole * unit + (frac * unit + frac_scale / 2) / frac_scale;
   if (bytes > UINT64_MAX) goto too_big;
   *out = (uint64_t)bytes;
-  return AB_OK;
+  return true;
 too_big:
-  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': size too large (at most %llu bytes)", what, text,
-                     (unsigned long long)UINT64_MAX);
+  return snprintf(why, whylen, "size too large (at most %llu bytes)", (unsigned long long)UINT64_MAX), false;
+}
+
+ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_diag_t *diag) {
+  char why[256];
+  size_t pos;
+  if (text == NULL) text = "";
+  if (size_core(text, out, &pos, why, sizeof why)) return AB_OK;
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s", what, text, pos, why);
+}
+
+/* Parses a whole number no greater than max; on error says why and where. */
+static bool u64_core(const char *text, uint64_t max, uint64_t *out, size_t *pos, char *why, size_t whylen) {
+  *pos = 1;
+  if (*text == '\0') return snprintf(why, whylen, "empty value (expected a whole number)"), false;
+  uint64_t v = 0;
+  for (const char *p = text; *p; p++) {
+    if (!isdigit((unsigned char)*p)) {
+      *pos = (size_t)(p - text) + 1;
+      return snprintf(why, whylen, "expected a whole number from 0 to %llu, got '%s'", (unsigned long long)max, text), false;
+    }
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (max - d) / 10) return snprintf(why, whylen, "too large (at most %llu)", (unsigned long long)max), false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
 }
 
 ab_status ab_parse_u64(const char *what, const char *text, uint64_t max, uint64_t *out,
                        ab_diag_t *diag) {
-  if (text == NULL || *text == '\0')
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: empty value (expected a whole number)", what);
-  uint64_t v = 0;
-  for (const char *p = text; *p; p++) {
-    if (!isdigit((unsigned char)*p))
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: expected a whole number from 0 to %llu",
-                         what, text, (size_t)(p - text) + 1, (unsigned long long)max);
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (max - d) / 10)
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': too large (at most %llu)", what, text,
-                         (unsigned long long)max);
-    v = v * 10 + d;
-  }
-  *out = v;
-  return AB_OK;
+  char why[256];
+  size_t pos;
+  if (text == NULL) text = "";
+  if (u64_core(text, max, out, &pos, why, sizeof why)) return AB_OK;
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s", what, text, pos, why);
 }
 
 char *ab_format_bytes(uint64_t bytes, char *buf, size_t size) {
@@ -227,14 +242,19 @@ static ab_status value_of(const ab_kvlist_t *list, const ab_kv_t *kv, char *buf,
   return AB_OK;
 }
 
+/* An error at a position inside an item's value. */
+static ab_status value_error(const ab_kvlist_t *list, const ab_kv_t *kv, size_t pos, ab_diag_t *diag, const char *why) {
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: %.*s: %s", list->what, list->text,
+                     (size_t)(kv->val - list->text) + pos, (int)kv->key_len, kv->key, why);
+}
+
 ab_status ab_kv_get_size(ab_kvlist_t *list, const char *key, uint64_t *out, ab_diag_t *diag) {
   ab_kv_t *kv = ab_kv_get(list, key);
   if (kv == NULL) return AB_OK;
-  char buf[64];
+  char buf[64], why[256];
+  size_t pos;
   AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
-  ab_diag_t inner;
-  if (ab_parse_size(key, buf, out, &inner) != AB_OK)
-    return ab_kv_errorf(list, kv, diag, "%s", inner.msg);
+  if (!size_core(buf, out, &pos, why, sizeof why)) return value_error(list, kv, pos, diag, why);
   return AB_OK;
 }
 
@@ -242,12 +262,11 @@ ab_status ab_kv_get_u64(ab_kvlist_t *list, const char *key, uint64_t min, uint64
                         uint64_t *out, ab_diag_t *diag) {
   ab_kv_t *kv = ab_kv_get(list, key);
   if (kv == NULL) return AB_OK;
-  char buf[64];
-  AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
+  char buf[64], why[256];
+  size_t pos;
   uint64_t v;
-  ab_diag_t inner;
-  if (ab_parse_u64(key, buf, UINT64_MAX, &v, &inner) != AB_OK)
-    return ab_kv_errorf(list, kv, diag, "%s", inner.msg);
+  AB_TRY(value_of(list, kv, buf, sizeof buf, diag));
+  if (!u64_core(buf, UINT64_MAX, &v, &pos, why, sizeof why)) return value_error(list, kv, pos, diag, why);
   if (v < min || v > max)
     return ab_kv_errorf(list, kv, diag, "%s must be from %llu to %llu, got %llu", key,
                         (unsigned long long)min, (unsigned long long)max, (unsigned long long)v);

@@ -1,5 +1,21 @@
 #include "tests/check.h"
 
+#include <stdarg.h>
+
+bool ab_check_report(const char *file, int line, const char *expr, const char *fmt, ...) {
+  fprintf(stderr, "  %s:%d: CHECK(%s) failed", file, line, expr);
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+  }
+  fputc('\n', stderr);
+  ab_check_failures++;
+  return false;
+}
+
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   const char *filter = NULL;
   for (int i = 1; i < argc; i++) {

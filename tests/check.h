@@ -28,15 +28,18 @@ extern bool ab_check_skipped;
 /* The device the tests run on, from --device=SPEC on the command line (default "sim"). */
 extern const char *ab_test_device;
 
-#define CHECK(cond)                                                                     \
-  ((cond) ? true                                                                        \
-          : (fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond), \
-             ab_check_failures++, false))
+/* Prints a failure (fmt may be NULL), counts it and returns false. */
+bool ab_check_report(const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-#define CHECK_MSG(cond, ...)                                                       \
-  ((cond) ? true                                                                   \
-          : (fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond), \
-             fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), ab_check_failures++, false))
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) ab_check_report(__FILE__, __LINE__, #cond, NULL);       \
+  } while (0)
+#define CHECK_MSG(cond, ...)                                             \
+  do {                                                                   \
+    if (!(cond)) ab_check_report(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+  } while (0)
 
 #define CHECK_EQ(a, b)                                                                              \
   do {                                                                                              \
@@ -51,14 +54,20 @@ extern const char *ab_test_device;
 #define CHECK_STR_CONTAINS(haystack, needle) \
   CHECK_MSG(strstr((haystack), (needle)) != NULL, "'%s' does not contain '%s'", (haystack), (needle))
 
-#define REQUIRE(cond)         \
-  do {                        \
-    if (!CHECK(cond)) return; \
+#define REQUIRE(cond)                                                  \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      ab_check_report(__FILE__, __LINE__, #cond, NULL);                \
+      return;                                                          \
+    }                                                                  \
   } while (0)
 
-#define REQUIRE_MSG(cond, ...)                 \
-  do {                                         \
-    if (!CHECK_MSG(cond, __VA_ARGS__)) return; \
+#define REQUIRE_MSG(cond, ...)                                         \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      ab_check_report(__FILE__, __LINE__, #cond, __VA_ARGS__);         \
+      return;                                                          \
+    }                                                                  \
   } while (0)
 
 /* Marks the running test as skipped (with the reason) and leaves it. */

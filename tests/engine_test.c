@@ -1,4 +1,320 @@
+/* engine_test.c: the event stream, the replay engine, the random workload, histograms and
+ * the results tables. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness/engine.h"
+#include "harness/hist.h"
+#include "harness/results.h"
+#include "harness/table.h"
+#include "strategies/rng.h"
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+#include "workloads/workload.h"
+
 #include "tests/check.h"
-static void none(void) {}
-static const ab_test_t tests[] = {{"none", none}};
+
+/* Opens a sim device with a budget and a strategy on it. */
+static bool setup(const char *strategy, const char *conf, uint64_t budget, ab_device_t **dev, ab_strategy_t **s) {
+  ab_device_config_t cfg = {.budget_bytes = budget};
+  ab_diag_t diag = {""};
+  if (ab_device_open("sim", &cfg, dev, &diag) != AB_OK || ab_strategy_create(strategy, *dev, conf, s, &diag) != AB_OK) {
+    fprintf(stderr, "  setup: %s\n", diag.msg);
+    return false;
+  }
+  return true;
+}
+
+static void teardown(ab_device_t *dev, ab_strategy_t *s) {
+  ab_strategy_destroy(s);
+  ab_diag_t diag = {""};
+  CHECK_MSG(ab_device_close(dev, &diag) == AB_OK, "%s", diag.msg);
+}
+
+static void replay_counts_and_timeline(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_events_step(&es);
+  uint32_t a = ab_events_alloc(&es, 1000, 0, AB_TAG_ACT);
+  uint32_t b = ab_events_alloc(&es, 3 << 20, 1, AB_TAG_PARAM);
+  ab_events_step(&es);
+  ab_events_free_id(&es, a);
+  ab_events_sync(&es, 0);
+  uint32_t c = ab_events_alloc(&es, 5000, 0, AB_TAG_TEMP);
+  ab_events_free_phase(&es, c, AB_FREE_REQUEST);
+  ab_events_free_phase(&es, b, AB_FREE_REQUEST);
+  ab_events_free_phase(&es, c, AB_FREE_COMPLETE);
+  ab_events_empty_cache(&es);
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_events_finish(&es, &diag) == AB_OK, "%s", diag.msg);
+  CHECK_EQ(es.nids, 3);
+  CHECK_EQ(es.nsteps, 2);
+  CHECK_EQ(es.nstreams, 2);
+  CHECK_EQ(es.ev[4].bytes, 1000); /* a FREE carries its size and stream */
+  CHECK_EQ(es.ev[8].stream, 1);
+
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 0, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_OK);
+  CHECK_EQ(run.events_done, es.n);
+  CHECK_EQ(run.alloc_ns.count, 3);
+  CHECK_EQ(run.free_ns.count, 4);
+  CHECK_EQ(run.stats.requested_bytes.peak, 5000 + (3 << 20)); /* b and c live together */
+  CHECK_EQ(run.stats.num_device_alloc, 3);
+  CHECK_EQ(run.ntimeline, 3); /* two steps and the end */
+  CHECK_EQ(run.timeline[1].event, 3);
+  CHECK_EQ(run.timeline[1].requested, 1000 + (3 << 20));
+  CHECK_EQ(run.timeline[2].requested, 3 << 20); /* b's free was requested, not completed */
+  /* The engine drained b (requested, never completed) so the device ends clean. */
+  CHECK_EQ(dev->held_bytes, 0);
+  /* A prepared run replays again with the same results. */
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK_EQ(run.events_done, es.n);
+  CHECK_EQ(run.alloc_ns.count, 3);
+  ab_run_release(&run);
+  teardown(dev, s);
+  ab_events_free(&es);
+}
+
+static void oom_capacity(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_events_alloc(&es, 4 << 20, 0, AB_TAG_OTHER);
+  ab_events_alloc(&es, 4 << 20, 0, AB_TAG_OTHER);
+  ab_events_alloc(&es, 4 << 20, 0, AB_TAG_OTHER);
+  ab_events_alloc(&es, 1 << 20, 0, AB_TAG_OTHER);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 10 << 20, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_OOM);
+  CHECK_EQ(run.oom.event, 2);
+  CHECK_EQ(run.oom.id, 2);
+  CHECK_EQ(run.oom.bytes, 4 << 20);
+  CHECK_EQ(run.oom.live_requested, 8 << 20);
+  CHECK_EQ(run.oom.reserved, 8 << 20);
+  CHECK_EQ(run.oom.limit, 10 << 20);
+  CHECK(run.oom.kind == AB_OOM_CAPACITY); /* 8 MiB live + 4 MiB > 10 MiB: no packing fits */
+  CHECK_STR_CONTAINS(run.oom.message, "tried to allocate 4.00 MiB");
+  CHECK_EQ(run.events_done, 2);
+  CHECK_EQ(run.stats.num_ooms, 1);
+  CHECK_EQ(dev->held_bytes, 0); /* drained after the OOM */
+  ab_run_release(&run);
+  teardown(dev, s);
+  ab_events_free(&es);
+}
+
+/* pooled never splits: three size classes need three chunks even though the live bytes are
+ * a few KiB, so the third fails within a budget that fits them many times over. */
+static void oom_fragmentation(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_events_alloc(&es, 1024, 0, AB_TAG_OTHER);
+  ab_events_alloc(&es, 2048, 0, AB_TAG_OTHER);
+  ab_events_alloc(&es, 3072, 0, AB_TAG_OTHER);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("pooled", "chunk:8MiB", 16 << 20, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK(run.status == AB_RUN_OOM);
+  CHECK_EQ(run.oom.event, 2);
+  CHECK_EQ(run.oom.live_requested, 3072);
+  CHECK(run.oom.kind == AB_OOM_FRAGMENTATION);
+  CHECK_EQ(run.stats.num_alloc_retries, 1);
+  ab_run_release(&run);
+  teardown(dev, s);
+  ab_events_free(&es);
+}
+
+static void stream_validation(void) {
+  ab_diag_t diag = {""};
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t a = ab_events_alloc(&es, 100, 0, AB_TAG_OTHER);
+  ab_events_free_id(&es, a);
+  ab_events_free_id(&es, a);
+  CHECK(ab_events_finish(&es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "event 2: FREE of id 0");
+  ab_events_free(&es);
+
+  ab_events_init(&es);
+  a = ab_events_alloc(&es, 100, 0, AB_TAG_OTHER);
+  ab_events_free_phase(&es, a, AB_FREE_COMPLETE); /* a completion with no request */
+  CHECK(ab_events_finish(&es, &diag) == AB_ERR_INVALID);
+  ab_events_free(&es);
+
+  ab_events_init(&es);
+  uint32_t x = ab_events_alloc(&es, 64 * 64 * 2, 0, AB_TAG_ACT);
+  uint32_t w = ab_events_alloc(&es, 64 * 64 * 2, 0, AB_TAG_PARAM);
+  uint32_t y = ab_events_alloc(&es, 64 * 32 * 2, 0, AB_TAG_ACT); /* too small for 64x64 bf16 */
+  ab_kernel_t k = {.op = AB_K_GEMM, .dtype = {AB_BF16, AB_BF16}, .nbuf = 3, .buf = {x, w, y}, .m = 64, .n = 64, .k = 64};
+  ab_events_kernel(&es, &k, 0);
+  CHECK(ab_events_finish(&es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "gemm kernel buffer 2");
+  ab_events_free(&es);
+}
+
+/* The default random workload is the sequence of reference/gpu_measurements.md, written
+ * out here independently of workloads/random.c. */
+static void random_is_the_reference_sequence(void) {
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_workload_build("random", 42, &es, &diag) == AB_OK, "%s", diag.msg);
+  uint64_t state = 42, live = 0, allocs = 0, frees = 0;
+  int failures_before = ab_check_failures;
+  size_t e = 0, checked = 0;
+  for (int op = 0; op < 200000; op++) {
+    uint64_t z;
+#define NEXT()                                                   \
+  (state += 0x9E3779B97F4A7C15ULL, z = state,                    \
+   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL,                  \
+   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL, z ^ (z >> 31))
+    uint64_t r = NEXT();
+    bool alloc = live == 0 || (live < 1000 && r % 2 == 0);
+    uint64_t next = NEXT();
+    while (e < es.n && es.ev[e].kind == AB_EV_STEP) e++;
+    REQUIRE(e < es.n);
+    if (alloc) {
+      CHECK_EQ(es.ev[e].kind, AB_EV_ALLOC);
+      CHECK_EQ(es.ev[e].bytes, ((next % 4096) + 1) * 1024);
+      live++;
+      allocs++;
+    } else {
+      CHECK_EQ(es.ev[e].kind, AB_EV_FREE);
+      live--;
+      frees++;
+    }
+    e++;
+    checked++;
+    if (ab_check_failures != failures_before) break;
+#undef NEXT
+  }
+  CHECK_EQ(checked, 200000);
+  CHECK_EQ(allocs + frees, 200000);
+  CHECK_EQ(es.nsteps, 200);
+  uint64_t h = ab_events_hash(&es);
+  ab_events_t again, other;
+  REQUIRE(ab_workload_build("random", 42, &again, &diag) == AB_OK);
+  REQUIRE(ab_workload_build("random", 43, &other, &diag) == AB_OK);
+  CHECK(ab_events_hash(&again) == h);
+  CHECK(ab_events_hash(&other) != h);
+  ab_events_free(&es);
+  ab_events_free(&again);
+  ab_events_free(&other);
+}
+
+static void workload_arguments(void) {
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  REQUIRE(ab_workload_build("random:ops=5000,dist=lognormal,streams=3", 1, &es, &diag) == AB_OK);
+  CHECK_EQ(es.nstreams, 3);
+  ab_events_free(&es);
+  CHECK(ab_workload_build("random:ops=abc", 1, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "ops");
+  CHECK(ab_workload_build("random:colour=red", 1, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "unknown key 'colour'");
+  CHECK(ab_workload_build("nothing", 1, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "unknown workload 'nothing'");
+  CHECK(ab_workload_build("replay", 1, &es, &diag) == AB_ERR_INVALID);
+  CHECK(ab_workload_build("replay:/nonexistent/trace.csv", 1, &es, &diag) == AB_ERR_IO);
+  CHECK_STR_CONTAINS(diag.msg, "/nonexistent/trace.csv");
+}
+
+static void histogram_quantiles(void) {
+  ab_hist_t h;
+  ab_hist_reset(&h);
+  CHECK_EQ(ab_hist_quantile(&h, 0.5), 0);
+  for (uint64_t v = 1; v <= 100000; v++) ab_hist_add(&h, v);
+  uint64_t p50 = ab_hist_quantile(&h, 0.5), p99 = ab_hist_quantile(&h, 0.99);
+  CHECK_MSG(p50 > 50000 * 0.97 && p50 < 50000 * 1.03, "p50 %llu", (unsigned long long)p50);
+  CHECK_MSG(p99 > 99000 * 0.97 && p99 < 99000 * 1.03, "p99 %llu", (unsigned long long)p99);
+  CHECK_EQ(ab_hist_quantile(&h, 1.0), 100000);
+  CHECK_EQ(ab_hist_quantile(&h, 0.0), 1);
+  for (uint64_t v = 0; v < 32; v++) CHECK_EQ(ab_hist_index(v), v); /* small values are exact */
+  ab_hist_add(&h, UINT64_MAX);
+  CHECK_EQ(h.max, UINT64_MAX);
+}
+
+static const ab_col_t cols[] = {{"name", false}, {"value", true}};
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  static char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void results_append_safely(void) {
+  char dir[] = "/tmp/ab_engine_test_XXXXXX";
+  REQUIRE(mkdtemp(dir) != NULL);
+  char path[256], moved[300];
+  snprintf(path, sizeof path, "%s/sub/summary.csv", dir);
+  ab_table_t t;
+  ab_table_init(&t, cols, 2);
+  const char *r1[] = {"a,b \"quoted\"", "1"};
+  REQUIRE(ab_table_add(&t, r1) == AB_OK);
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK, "%s", diag.msg);
+  REQUIRE_MSG(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK, "%s", diag.msg);
+  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n") == 0);
+  /* A half row left by a dying writer is cut off before appending. */
+  FILE *f = fopen(path, "a");
+  REQUIRE(f);
+  fputs("x,12", f);
+  fclose(f);
+  REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
+  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n") == 0);
+  CHECK_EQ(moved[0], '\0');
+  /* A file with other columns is moved aside, not mixed with. */
+  f = fopen(path, "w");
+  REQUIRE(f);
+  fputs("old,columns\n1,2\n", f);
+  fclose(f);
+  REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
+  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n") == 0);
+  CHECK_STR_CONTAINS(moved, "summary.csv.");
+  CHECK(strcmp(slurp(moved), "old,columns\n1,2\n") == 0);
+  unlink(moved);
+  /* Whole files are replaced atomically. */
+  snprintf(path, sizeof path, "%s/whole.csv", dir);
+  REQUIRE(ab_table_write_file(&t, path, &diag) == AB_OK);
+  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n") == 0);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/sub/summary.csv", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/sub", dir);
+  rmdir(path);
+  rmdir(dir);
+  ab_table_free(&t);
+  char part[64];
+  ab_results_file_part("replay:../x/cnn_dyn.default.pickle.gz", part, sizeof part);
+  CHECK(strcmp(part, "cnn_dyn.default.pickle.gz") == 0);
+  ab_results_file_part("random:ops=5,dist=fixed", part, sizeof part);
+  CHECK(strcmp(part, "random_ops_5_dist_fixed") == 0);
+}
+
+static const ab_test_t tests[] = {
+    {"replay_counts_and_timeline", replay_counts_and_timeline},
+    {"oom_capacity", oom_capacity},
+    {"oom_fragmentation", oom_fragmentation},
+    {"stream_validation", stream_validation},
+    {"random_is_the_reference_sequence", random_is_the_reference_sequence},
+    {"workload_arguments", workload_arguments},
+    {"histogram_quantiles", histogram_quantiles},
+    {"results_append_safely", results_append_safely},
+};
 AB_TEST_MAIN(tests)

@@ -1,4 +1,255 @@
+/* sim_test.c: the simulated card keeps its contract (strategies/device/sim.h). */
+#include "strategies/device/sim.h"
+#include "strategies/units.h"
+
 #include "tests/check.h"
-static void none(void) {}
-static const ab_test_t tests[] = {{"none", none}};
+
+static ab_device_t *open_sim(const char *spec, uint64_t budget) {
+  ab_device_config_t cfg = {.budget_bytes = budget, .cost_model = true};
+  ab_device_t *d = NULL;
+  ab_diag_t diag = {""};
+  if (ab_device_open(spec, &cfg, &d, &diag) != AB_OK) fprintf(stderr, "  open %s: %s\n", spec, diag.msg);
+  return d;
+}
+
+static void profiles(void) {
+  ab_device_t *d = open_sim("sim:h200", 0);
+  REQUIRE(d);
+  CHECK_EQ(d->total_bytes, 150109880320ULL);
+  uint64_t free_b, total;
+  CHECK(ab_device_mem_info(d, &free_b, &total) == AB_OK);
+  CHECK_EQ(free_b, 149557477376ULL); /* a fresh process on the H200 */
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+  d = open_sim("sim:40GB", 0);
+  REQUIRE(d);
+  CHECK_EQ(d->total_bytes, 40000000000ULL);
+  ab_device_close(d, NULL);
+  ab_diag_t diag;
+  ab_device_config_t cfg = {0};
+  CHECK(ab_device_open("sim:h300", &cfg, &d, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "unknown simulated card 'h300'");
+  CHECK_STR_CONTAINS(diag.msg, "a100-40gb");
+  CHECK(ab_device_open("tpu", &cfg, &d, &diag) == AB_ERR_INVALID);
+  cfg.budget_bytes = 200ULL << 30;
+  CHECK(ab_device_open("sim:h200", &cfg, &d, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "--budget");
+}
+
+static void malloc_free_addresses(void) {
+  ab_device_t *d = open_sim("sim", 0);
+  REQUIRE(d);
+  ab_dptr_t a, b, c;
+  REQUIRE(ab_device_malloc(d, 1000, &a) == AB_OK);
+  REQUIRE(ab_device_malloc(d, 1000, &b) == AB_OK);
+  REQUIRE(ab_device_malloc(d, 3 << 20, &c) == AB_OK);
+  CHECK(a % 256 == 0 && b % 256 == 0);
+  CHECK(c % (2 << 20) == 0);
+  CHECK_MSG(b < a && c < b, "addresses are handed out top-down: 0x%llx 0x%llx 0x%llx", (unsigned long long)a,
+            (unsigned long long)b, (unsigned long long)c);
+  CHECK(b + 1024 <= a); /* no overlap */
+  CHECK_EQ(d->held_bytes, 2000 + (3 << 20));
+  CHECK(ab_device_free(d, b, 1000) == AB_OK);
+  /* A freed hole is reused by a request it fits best. */
+  ab_dptr_t b2;
+  REQUIRE(ab_device_malloc(d, 900, &b2) == AB_OK);
+  CHECK_EQ(b2, b);
+  CHECK(ab_device_free(d, b2, 900) == AB_OK);
+  CHECK(ab_device_free(d, a, 1000) == AB_OK);
+  CHECK(ab_device_free(d, c, 3 << 20) == AB_OK);
+  CHECK_EQ(d->held_bytes, 0);
+  CHECK_EQ(d->held_peak, 2000 + (3 << 20));
+  CHECK_EQ(d->calls.malloc, 4);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
+static void misuse_is_caught(void) {
+  ab_device_t *d = open_sim("sim", 0);
+  REQUIRE(d);
+  ab_dptr_t a;
+  REQUIRE(ab_device_malloc(d, 4096, &a) == AB_OK);
+  CHECK(ab_device_free(d, a, 4000) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d->diag.msg, "allocated with 4096");
+  CHECK(ab_device_free(d, a + 512, 4096) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d->diag.msg, "not a live allocation");
+  CHECK(ab_device_free(d, a, 4096) == AB_OK);
+  CHECK(ab_device_free(d, a, 4096) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d->diag.msg, "double free");
+  CHECK(ab_device_malloc(d, 0, &a) == AB_ERR_INVALID);
+  /* A leak is reported at close. */
+  REQUIRE(ab_device_malloc(d, 1 << 20, &a) == AB_OK);
+  ab_diag_t diag = {""};
+  CHECK(ab_device_close(d, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "leak at teardown: 1 live allocations");
+}
+
+static void capacity_and_budget(void) {
+  ab_device_t *d = open_sim("sim:2GiB", 0);
+  REQUIRE(d);
+  uint64_t free_b, total;
+  REQUIRE(ab_device_mem_info(d, &free_b, &total) == AB_OK);
+  CHECK_EQ(free_b, (2ULL << 30) - AB_SIM_CONTEXT_BYTES);
+  ab_dptr_t a, b;
+  CHECK(ab_device_malloc(d, free_b + 1, &a) == AB_ERR_OOM);
+  REQUIRE(ab_device_malloc(d, free_b, &a) == AB_OK);
+  CHECK(ab_device_malloc(d, 512, &b) == AB_ERR_OOM);
+  CHECK(ab_device_free(d, a, free_b) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+
+  d = open_sim("sim:h200", 100 << 20);
+  REQUIRE(d);
+  REQUIRE(ab_device_mem_info(d, &free_b, &total) == AB_OK);
+  CHECK_EQ(free_b, 100 << 20);
+  REQUIRE(ab_device_malloc(d, 60 << 20, &a) == AB_OK);
+  uint64_t calls = d->calls.malloc;
+  CHECK(ab_device_malloc(d, 50 << 20, &b) == AB_ERR_OOM);
+  CHECK_EQ(d->calls.malloc, calls); /* refused before the driver */
+  REQUIRE(ab_device_malloc(d, 40 << 20, &b) == AB_OK);
+  CHECK(ab_device_free(d, a, 60 << 20) == AB_OK);
+  CHECK(ab_device_free(d, b, 40 << 20) == AB_OK);
+  CHECK_EQ(d->held_peak, 100 << 20);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
+static void virtual_memory(void) {
+  ab_device_t *d = open_sim("sim", 64 << 20);
+  REQUIRE(d);
+  ab_dptr_t base;
+  CHECK(ab_device_va_reserve(d, 3 << 20, &base) == AB_ERR_INVALID); /* not whole granules */
+  REQUIRE(ab_device_va_reserve(d, 1ULL << 36, &base) == AB_OK);      /* 64 GiB of addresses, no memory */
+  CHECK(base % (2 << 20) == 0);
+  CHECK_EQ(d->held_bytes, 0);
+  const uint64_t G = AB_GRANULE_BYTES;
+  REQUIRE(ab_device_map(d, base, 2 * G) == AB_OK);
+  REQUIRE(ab_device_map(d, base + 2 * G, 10 * G) == AB_OK);
+  CHECK_EQ(d->held_bytes, 12 * G);
+  CHECK(ab_device_map(d, base + G, G) == AB_ERR_INVALID); /* already mapped */
+  CHECK(ab_device_map(d, base + 12 * G + 4096, G) == AB_ERR_INVALID); /* unaligned */
+  CHECK(ab_device_map(d, base + 20 * G, 21 * G) == AB_ERR_OOM);       /* over the 64 MiB budget */
+  CHECK(ab_device_unmap(d, base + 2 * G, 5 * G) == AB_ERR_INVALID);   /* half of one map call */
+  CHECK_STR_CONTAINS(d->diag.msg, "whole mapped ranges");
+  CHECK(ab_device_va_release(d, base, 1ULL << 36) == AB_ERR_INVALID); /* still mapped */
+  CHECK(ab_device_unmap(d, base, 12 * G) == AB_OK);                   /* both map calls at once */
+  CHECK_EQ(d->held_bytes, 0);
+  CHECK(ab_device_unmap(d, base, 2 * G) == AB_ERR_INVALID);
+  CHECK(ab_device_map(d, (ab_dptr_t)1 << 40, G) == AB_ERR_INVALID); /* outside any reservation */
+  CHECK(ab_device_va_release(d, base, 1ULL << 36) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
+static void stream_ordered_pool(void) {
+  ab_device_t *d = open_sim("sim", 64 << 20);
+  REQUIRE(d);
+  REQUIRE(ab_device_pool_configure(d, 0) == AB_OK); /* CUDA's default threshold */
+  ab_dptr_t small[8], big;
+  for (int i = 0; i < 8; i++) REQUIRE(ab_device_malloc_async(d, 100 * 1024, 0, &small[i]) == AB_OK);
+  uint64_t cur, peak;
+  REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
+  CHECK_EQ(cur, AB_GRANULE_BYTES); /* eight small ones share one page */
+  REQUIRE(ab_device_malloc_async(d, 5 << 20, 1, &big) == AB_OK);
+  REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
+  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES); /* 5 MiB takes three whole pages */
+  CHECK_EQ(d->held_bytes, cur);
+  CHECK(ab_device_free_async(d, big, 5 << 20, 1) == AB_OK);
+  CHECK(ab_device_free_async(d, big, 5 << 20, 1) == AB_ERR_INVALID);
+  /* Freed pages serve another stream's request without growing the pool. */
+  REQUIRE(ab_device_malloc_async(d, 6 << 20, 2, &big) == AB_OK);
+  REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
+  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES);
+  CHECK(ab_device_malloc_async(d, 64 << 20, 0, &small[0]) == AB_ERR_OOM); /* the budget holds */
+  CHECK(ab_device_free_async(d, big, 6 << 20, 2) == AB_OK);
+  for (int i = 1; i < 8; i++) CHECK(ab_device_free_async(d, small[i], 100 * 1024, 0) == AB_OK);
+  REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
+  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES); /* kept until a synchronisation */
+  CHECK(ab_device_synchronize(d) == AB_OK);
+  REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
+  CHECK_EQ(cur, AB_GRANULE_BYTES); /* small[0] still holds its page */
+  CHECK_EQ(peak, 4 * AB_GRANULE_BYTES);
+  CHECK(ab_device_free_async(d, small[0], 100 * 1024, 0) == AB_OK);
+  CHECK(ab_device_pool_trim(d, 0) == AB_OK);
+  CHECK_EQ(d->held_bytes, 0);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+
+  /* With the threshold at max, a synchronisation keeps everything. */
+  d = open_sim("sim", 0);
+  REQUIRE(d);
+  REQUIRE(ab_device_pool_configure(d, UINT64_MAX) == AB_OK);
+  REQUIRE(ab_device_malloc_async(d, 9 << 20, 0, &big) == AB_OK);
+  CHECK(ab_device_free_async(d, big, 9 << 20, 0) == AB_OK);
+  CHECK(ab_device_synchronize(d) == AB_OK);
+  CHECK_EQ(d->held_bytes, 5 * AB_GRANULE_BYTES);
+  CHECK(ab_device_pool_trim(d, 0) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
+static void fault_injection(void) {
+  ab_device_config_t cfg = {.faults = {.fail_nth = 3}};
+  ab_device_t *d = NULL;
+  ab_diag_t diag;
+  REQUIRE(ab_device_open("sim", &cfg, &d, &diag) == AB_OK);
+  ab_dptr_t p[5];
+  CHECK(ab_device_malloc(d, 4096, &p[0]) == AB_OK);
+  CHECK(ab_device_malloc(d, 4096, &p[1]) == AB_OK);
+  CHECK(ab_device_malloc(d, 4096, &p[2]) == AB_ERR_OOM);
+  CHECK(ab_device_malloc(d, 4096, &p[2]) == AB_OK);
+  CHECK_EQ(d->calls.failed, 1);
+  for (int i = 0; i < 3; i++) CHECK(ab_device_free(d, p[i], 4096) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+
+  /* A seeded rate fails about that fraction, the same calls each time. */
+  int fails[2] = {0, 0};
+  uint64_t pattern[2] = {0, 0};
+  for (int round = 0; round < 2; round++) {
+    cfg = (ab_device_config_t){.faults = {.fail_rate = 0.25, .fail_seed = 7}};
+    REQUIRE(ab_device_open("sim", &cfg, &d, &diag) == AB_OK);
+    for (int i = 0; i < 4000; i++) {
+      ab_dptr_t q;
+      ab_status st = ab_device_malloc(d, 512, &q);
+      if (st == AB_OK) {
+        CHECK(ab_device_free(d, q, 512) == AB_OK);
+      } else {
+        CHECK(st == AB_ERR_OOM);
+        fails[round]++;
+        if (i < 64) pattern[round] |= 1ULL << i;
+      }
+    }
+    CHECK(ab_device_close(d, NULL) == AB_OK);
+  }
+  CHECK_MSG(fails[0] > 900 && fails[0] < 1100, "%d of 4000 failed at rate 0.25", fails[0]);
+  CHECK_EQ(fails[0], fails[1]);
+  CHECK_EQ(pattern[0], pattern[1]);
+  cfg = (ab_device_config_t){.faults = {.fail_rate = 1}};
+  CHECK(ab_device_open("cuda", &cfg, &d, &diag) == AB_ERR_INVALID); /* faults are for the sim */
+}
+
+static void cost_model(void) {
+  ab_device_t *d = open_sim("sim", 0);
+  REQUIRE(d);
+  ab_dptr_t a, b;
+  REQUIRE(ab_device_malloc(d, 4096, &a) == AB_OK);
+  CHECK_EQ(d->modeled_ns, 43000); /* cudaMalloc p50 on the H200 */
+  REQUIRE(ab_device_malloc(d, 1ULL << 30, &b) == AB_OK);
+  CHECK_EQ(d->modeled_ns, 43000 + 196000);
+  CHECK(ab_device_free(d, b, 1ULL << 30) == AB_OK);
+  CHECK_EQ(d->modeled_ns, 43000 + 196000 + 556000);
+  CHECK(ab_device_free(d, a, 4096) == AB_OK);
+  ab_device_close(d, NULL);
+  ab_device_config_t cfg = {0};
+  ab_diag_t diag;
+  REQUIRE(ab_device_open("sim", &cfg, &d, &diag) == AB_OK);
+  REQUIRE(ab_device_malloc(d, 4096, &a) == AB_OK);
+  CHECK_EQ(d->modeled_ns, 0); /* off unless asked for */
+  CHECK(ab_device_free(d, a, 4096) == AB_OK);
+  ab_device_close(d, NULL);
+}
+
+static const ab_test_t tests[] = {
+    {"profiles", profiles},
+    {"malloc_free_addresses", malloc_free_addresses},
+    {"misuse_is_caught", misuse_is_caught},
+    {"capacity_and_budget", capacity_and_budget},
+    {"virtual_memory", virtual_memory},
+    {"stream_ordered_pool", stream_ordered_pool},
+    {"fault_injection", fault_injection},
+    {"cost_model", cost_model},
+};
 AB_TEST_MAIN(tests)

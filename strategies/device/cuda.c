@@ -4,8 +4,11 @@
  * fetched with cudaGetDriverEntryPointByVersion, so the binary starts (and falls back to the
  * simulated card) on machines that have no driver. Every call is checked.
  *
- * The stream-ordered pool is created with maxSize equal to the budget, so the driver itself
- * keeps the pool within it; malloc and map are checked against the budget by device.c. */
+ * malloc and map are checked against the budget by device.c before the driver is called.
+ * The stream-ordered pool grows inside the driver, so its reserve is read back after each
+ * allocation and counted in held_bytes; with a budget, an allocation that made the reserve
+ * cross it is undone and reported as OOM (the pool is also created with the budget as its
+ * maxSize, which the driver honours only roughly). */
 #include "strategies/device/cuda.h"
 
 #include <cudaTypedefs.h>
@@ -51,6 +54,7 @@ typedef struct cuda_dev_s {
   size_t nspare;
   uint64_t reservations; /* live reservations */
   uint64_t live_async;   /* live pool allocations */
+  uint64_t pool_held;    /* the pool's reserve as last read, counted in dev.held_bytes */
 } cuda_dev_t;
 
 static cuda_dev_t *cuda_of(ab_device_t *d) { return (cuda_dev_t *)(void *)d; }
@@ -241,6 +245,15 @@ static ab_status pool_get(cuda_dev_t *c) {
   return AB_OK;
 }
 
+/* Reads the pool's reserve into held_bytes. */
+static ab_status pool_account(cuda_dev_t *c) {
+  cuuint64_t reserved = 0;
+  AB_CUDA_TRY(&c->dev.diag, cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  ab_device_hold(&c->dev, (int64_t)reserved - (int64_t)c->pool_held);
+  c->pool_held = reserved;
+  return AB_OK;
+}
+
 static ab_status cuda_pool_configure(ab_device_t *d, uint64_t release_threshold) {
   cuda_dev_t *c = cuda_of(d);
   c->release_threshold = release_threshold;
@@ -258,6 +271,16 @@ static ab_status cuda_malloc_async(ab_device_t *d, uint64_t bytes, unsigned stre
   AB_TRY(pool_get(c));
   void *p = NULL;
   AB_CUDA_TRY(&d->diag, cudaMallocFromPoolAsync(&p, bytes, c->pool, s));
+  AB_TRY(pool_account(c));
+  if (d->budget_bytes && d->held_bytes > d->budget_bytes) {
+    /* The pool's maxSize is not exact (seen on the H200: two 64 MiB blocks in a 100 MiB
+     * pool), so the budget is kept here: give the block back, trim, and report OOM. */
+    AB_CUDA_TRY(&d->diag, cudaFreeAsync(p, s));
+    AB_CUDA_TRY(&d->diag, cudaStreamSynchronize(s));
+    AB_CUDA_TRY(&d->diag, cudaMemPoolTrimTo(c->pool, d->budget_bytes - (d->held_bytes - c->pool_held)));
+    AB_TRY(pool_account(c));
+    return AB_ERR_OOM;
+  }
   c->live_async++;
   *out = (ab_dptr_t)(uintptr_t)p;
   return AB_OK;
@@ -279,7 +302,7 @@ static ab_status cuda_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
   if (c->pool == NULL) return AB_OK;
   AB_CUDA_TRY(&d->diag, cudaDeviceSynchronize()); /* frees in flight return to the pool first */
   AB_CUDA_TRY(&d->diag, cudaMemPoolTrimTo(c->pool, keep_bytes));
-  return AB_OK;
+  return pool_account(c);
 }
 
 static ab_status cuda_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak) {
@@ -304,9 +327,11 @@ static ab_status cuda_mem_info(ab_device_t *d, uint64_t *free_bytes, uint64_t *t
   return AB_OK;
 }
 
+/* A synchronisation is where the pool releases memory above its threshold. */
 static ab_status cuda_synchronize(ab_device_t *d) {
+  cuda_dev_t *c = cuda_of(d);
   AB_CUDA_TRY(&d->diag, cudaDeviceSynchronize());
-  return AB_OK;
+  return c->pool ? pool_account(c) : AB_OK;
 }
 
 static ab_status cuda_stream_synchronize(ab_device_t *d, unsigned stream) {
@@ -314,7 +339,7 @@ static ab_status cuda_stream_synchronize(ab_device_t *d, unsigned stream) {
   cudaStream_t s = stream_of(cuda_of(d), stream, &st);
   if (st != AB_OK) return st;
   AB_CUDA_TRY(&d->diag, cudaStreamSynchronize(s));
-  return AB_OK;
+  return cuda_of(d)->pool ? pool_account(cuda_of(d)) : AB_OK;
 }
 
 static void *cuda_stream_handle(ab_device_t *d, unsigned stream) {

@@ -531,8 +531,7 @@ static ab_status sim_malloc_async(ab_device_t *d, uint64_t bytes, unsigned strea
   }
   uint64_t need = (bytes + 511) & ~511ULL;
   if (p->open == SIZE_MAX || p->small[p->open].bump + need > POOL_PAGE_BYTES) {
-    /* The page left behind returns to the pool once its last allocation is freed (an
-     * empty open page restarts at offset 0, so it is never the one left behind). */
+    /* The page left behind returns to the pool once its last allocation is freed. */
     AB_TRY(small_page_open(s));
   }
   small_page_t *pg = &p->small[p->open];
@@ -565,13 +564,10 @@ static ab_status sim_free_async(ab_device_t *d, ab_dptr_t ptr, uint64_t bytes, u
     charge(s, COST_FREE_ASYNC_NS);
     ab_map_take(&p->small_live, ptr, NULL);
     size_t i = (size_t)(v >> 21);
-    if (--p->small[i].live == 0) {
-      if (i == p->open) {
-        p->small[i].bump = 0; /* the open page starts over */
-      } else {
-        p->pages_used--;
-        p->spare_small[p->nspare++] = i;
-      }
+    if (--p->small[i].live == 0) { /* an empty page goes back to the pool */
+      if (i == p->open) p->open = SIZE_MAX;
+      p->pages_used--;
+      p->spare_small[p->nspare++] = i;
     }
     return AB_OK;
   }
