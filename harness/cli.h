@@ -36,6 +36,7 @@ typedef struct ab_cli_opts_s {
   bool timeline;          /* not --no-timeline */
   bool check;             /* --check: invariants after every event */
   bool quiet;             /* --quiet: no progress, no device notice */
+  bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
 } ab_cli_opts_t;
 
 /* The long options every run-like command takes, ending with a zero entry; commands copy
@@ -47,7 +48,7 @@ typedef struct ab_cli_opts_s {
       {"out", required_argument, 0, 'o'}, {"format", required_argument, 0, 'f'},       \
       {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
       {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
-      {"help", no_argument, 0, 'h'}
+      {"recorded-addresses", no_argument, 0, 'A'}, {"help", no_argument, 0, 'h'}
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline on. */

@@ -33,7 +33,8 @@
  * Note [Early completion]: empty_cache and the last retry synchronise every stream, which
  * completes frees still waiting for other streams (free_block of each). The caller's
  * free_complete for such a block comes later; it is then recognised by address and size and
- * does nothing, even if the address went to a new allocation meanwhile.
+ * does nothing, even if the address went to a new allocation meanwhile. The completions are
+ * counted per (address, size), since one address can complete early more than once.
  */
 #include "strategies/caching.h"
 
@@ -138,7 +139,7 @@ typedef struct caching_s {
   ab_caching_conf_t conf;
   pool_t pools[2];
   ab_map_t live;             /* address -> block, for allocated and pending blocks */
-  ab_map_t early;            /* Note [Early completion]: address -> requested bytes */
+  ab_map_t early;            /* Note [Early completion]: early_key(address, size) -> count */
   ab_map_t segs;             /* cudaMalloc'd segments: base -> bytes */
   xseg_t **xsegs;            /* expandable segments */
   size_t nxsegs, capxsegs;
@@ -159,6 +160,12 @@ typedef struct caching_s {
 } caching_t;
 
 static caching_t *of(ab_strategy_t *s) { return (caching_t *)(void *)s; }
+
+/* One key for an (address, size) pair; two pairs meet with probability 2^-64. */
+static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
+  uint64_t k = addr ^ (bytes * 0x9E3779B97F4A7C15ULL);
+  return k ? k : 1;
+}
 
 /* ---- the free sets ------------------------------------------------------------------------ */
 
@@ -729,7 +736,9 @@ static ab_status release_cached(caching_t *c) {
     }
     for (size_t i = 0; i < n; i++) {
       block_t *b = c->scratch[i];
-      if (ab_map_put(&c->early, b->ptr, b->requested) != AB_OK) return AB_ERR_INTERNAL;
+      uint64_t key = early_key(b->ptr, b->requested), count = 0;
+      ab_map_get(&c->early, key, &count);
+      if (ab_map_put(&c->early, key, count + 1) != AB_OK) return AB_ERR_INTERNAL;
       ab_map_take(&c->live, b->ptr, NULL);
       c->npending--;
       AB_TRY(free_block(c, b));
@@ -903,9 +912,12 @@ static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t 
 
 static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   caching_t *c = of(s);
-  uint64_t v;
-  if (c->early.n && ab_map_get(&c->early, ptr, &v) && v == bytes) {
-    ab_map_take(&c->early, ptr, NULL);
+  uint64_t key = early_key(ptr, bytes), count;
+  if (c->early.n && ab_map_get(&c->early, key, &count)) {
+    if (count == 1)
+      ab_map_take(&c->early, key, NULL);
+    else if (ab_map_put(&c->early, key, count - 1) != AB_OK)
+      return AB_ERR_INTERNAL;
     return AB_OK;
   }
   block_t *b;
