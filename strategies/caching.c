@@ -97,7 +97,7 @@ typedef struct pool_s {
 #define STAT_COUNTERS(X) X(num_alloc_retries) X(num_ooms) X(num_sync_all_streams) X(num_device_alloc) X(num_device_free)
 
 typedef struct tstat_s {
-  int64_t current, peak, allocated, freed;
+  int64_t current, peak, freed; /* allocated (the sum of increases) is current + freed */
 } tstat_t;
 
 typedef struct tstats_s {
@@ -115,7 +115,6 @@ typedef struct tstats_s {
 
 static inline void inc(tstat_t *s, uint64_t v) {
   s->current += (int64_t)v;
-  s->allocated += (int64_t)v;
   if (s->current > s->peak) s->peak = s->current;
 }
 
@@ -169,27 +168,35 @@ static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
 
 /* ---- the free sets ------------------------------------------------------------------------ */
 
-typedef struct fkey_s {
-  unsigned stream;
-  uint64_t size;
-  ab_dptr_t ptr;
-} fkey_t;
+/* The free set's order, (stream, size, address), as a predicate: the hot paths compare
+ * inline rather than through the tree's comparison function. */
+static inline bool free_before(const block_t *x, const block_t *y) {
+  if (x->stream != y->stream) return x->stream < y->stream;
+  if (x->size != y->size) return x->size < y->size;
+  return x->ptr < y->ptr;
+}
 
 static int cmp_free(const ab_tnode_t *a, const ab_tnode_t *b) {
   const block_t *x = BLOCK(a), *y = BLOCK(b);
-  if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
-  if (x->size != y->size) return x->size < y->size ? -1 : 1;
-  return (x->ptr > y->ptr) - (x->ptr < y->ptr);
+  return free_before(x, y) ? -1 : free_before(y, x);
 }
 
-static int key_free(const void *key, const ab_tnode_t *n) {
-  const fkey_t *k = key;
-  const block_t *b = BLOCK(n);
-  if (k->stream != b->stream) return k->stream < b->stream ? -1 : 1;
-  if (k->size != b->size) return k->size < b->size ? -1 : 1;
-  return (k->ptr > b->ptr) - (k->ptr < b->ptr);
+/* The first free block not before (stream, size, address 0), or NULL. */
+static inline ab_tnode_t *free_lower_bound(const ab_tree_t *t, unsigned stream, uint64_t size) {
+  ab_tnode_t *n = t->root, *best = NULL;
+  while (n) {
+    const block_t *b = BLOCK(n);
+    if (b->stream < stream || (b->stream == stream && b->size < size)) {
+      n = n->right;
+    } else {
+      best = n;
+      n = n->left;
+    }
+  }
+  return best;
 }
 
+/* The unmapped set's order: (stream, address). */
 static int cmp_unmapped(const ab_tnode_t *a, const ab_tnode_t *b) {
   const block_t *x = BLOCK(a), *y = BLOCK(b);
   if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
@@ -197,10 +204,10 @@ static int cmp_unmapped(const ab_tnode_t *a, const ab_tnode_t *b) {
 }
 
 static int key_unmapped(const void *key, const ab_tnode_t *n) {
-  const fkey_t *k = key;
+  unsigned stream = *(const unsigned *)key;
   const block_t *b = BLOCK(n);
-  if (k->stream != b->stream) return k->stream < b->stream ? -1 : 1;
-  return (k->ptr > b->ptr) - (k->ptr < b->ptr);
+  if (stream != b->stream) return stream < b->stream ? -1 : 1;
+  return b->ptr ? -1 : 0; /* address 0 orders first */
 }
 
 /* BlockPool::insert_into_blocks: the block's GC age starts now. */
@@ -208,7 +215,36 @@ static void insert_free(caching_t *c, block_t *b) {
   pool_t *pl = &c->pools[b->pool];
   b->state = B_FREE;
   b->gc_base = pl->gc_calls;
-  ab_tree_insert(&pl->blocks, &b->node);
+  ab_tnode_t *parent = NULL, *n = pl->blocks.root;
+  bool left = false;
+  while (n) {
+    parent = n;
+    left = free_before(b, BLOCK(n));
+    n = left ? n->left : n->right;
+  }
+  ab_tree_link(&pl->blocks, parent, left, &b->node);
+}
+
+/* Gives a cached block a new range, and so a new key, restarting its GC age as insert_free
+ * does: in place when the key keeps its place in the free set, which spares taking the
+ * block out and putting it back. */
+static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
+  pool_t *pl = &c->pools[b->pool];
+  block_t key;
+  key.stream = b->stream;
+  key.size = size;
+  key.ptr = ptr;
+  ab_tnode_t *before = ab_tree_prev(&b->node), *after = ab_tree_next(&b->node);
+  if ((before == NULL || free_before(BLOCK(before), &key)) && (after == NULL || free_before(&key, BLOCK(after)))) {
+    b->ptr = ptr;
+    b->size = size;
+    b->gc_base = pl->gc_calls;
+    return;
+  }
+  ab_tree_remove(&pl->blocks, &b->node);
+  b->ptr = ptr;
+  b->size = size;
+  insert_free(c, b);
 }
 
 static void insert_unmapped(caching_t *c, block_t *b) {
@@ -323,6 +359,7 @@ typedef struct params_s {
   int pool;
   bool expandable;     /* expandable segments active for this request */
   block_t *block;      /* found or created */
+  bool cached;         /* block is still in the free set (found there) */
 } params_t;
 
 static bool gc_on(const caching_t *c) { return c->has_cap && c->conf.gc_threshold > 0.0; }
@@ -336,8 +373,7 @@ static uint64_t expandable_size(const block_t *b) {
 static bool get_free_block(caching_t *c, params_t *p) {
   pool_t *pl = &c->pools[p->pool];
   if (gc_on(c)) pl->gc_calls++;
-  fkey_t key = {p->stream, p->size, 0};
-  ab_tnode_t *n = ab_tree_lower_bound(&pl->blocks, &key, key_free);
+  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, p->size);
   if (n == NULL || BLOCK(n)->stream != p->stream) return false;
   block_t *b = BLOCK(n);
   if (b->xs) {
@@ -361,8 +397,8 @@ static bool get_free_block(caching_t *c, params_t *p) {
   uint64_t ms = c->conf.max_split_size;
   if (p->size < ms && b->size >= ms) return false;
   if (p->size >= ms && b->size >= p->size + c->conf.max_non_split_rounding) return false;
-  ab_tree_remove(&pl->blocks, n);
-  p->block = b;
+  p->block = b; /* alloc_found_block takes it out of the set, or re-keys its remainder */
+  p->cached = true;
   return true;
 }
 
@@ -490,8 +526,7 @@ static bool allocatable(const block_t *b) { return b && (b->state == B_FREE || b
  * unmapped blocks reach size, or a new segment. */
 static ab_status find_expandable_block(caching_t *c, const params_t *p, block_t **out) {
   pool_t *pl = &c->pools[p->pool];
-  fkey_t key = {p->stream, 0, 0};
-  for (ab_tnode_t *n = ab_tree_lower_bound(&pl->unmapped, &key, key_unmapped); n && BLOCK(n)->stream == p->stream;
+  for (ab_tnode_t *n = ab_tree_lower_bound(&pl->unmapped, &p->stream, key_unmapped); n && BLOCK(n)->stream == p->stream;
        n = ab_tree_next(n)) {
     block_t *b = BLOCK(n);
     if (allocatable(b->prev)) b = b->prev;
@@ -676,8 +711,8 @@ static ab_status release_available(caching_t *c, const params_t *p, bool *releas
   uint64_t ms = c->conf.max_split_size;
   if (ms == UINT64_MAX) return AB_OK;
   pool_t *pl = &c->pools[p->pool];
-  fkey_t key = {p->stream, p->size < ms ? ms : p->size, 0};
-  ab_tnode_t *n = ab_tree_lower_bound(&pl->blocks, &key, key_free);
+  uint64_t want = p->size < ms ? ms : p->size;
+  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, want);
   if (n && BLOCK(n)->stream == p->stream && !BLOCK(n)->xs) {
     AB_TRY(release_block(c, BLOCK(n)));
     *released = true;
@@ -685,7 +720,7 @@ static ab_status release_available(caching_t *c, const params_t *p, bool *releas
   }
   n = n ? ab_tree_prev(n) : ab_tree_last(&pl->blocks);
   uint64_t total = 0;
-  while (n && total < key.size && BLOCK(n)->size >= ms && BLOCK(n)->stream == p->stream) {
+  while (n && total < want && BLOCK(n)->size >= ms && BLOCK(n)->stream == p->stream) {
     block_t *b = BLOCK(n);
     n = ab_tree_prev(n);
     if (!b->xs) {
@@ -693,7 +728,7 @@ static ab_status release_available(caching_t *c, const params_t *p, bool *releas
       AB_TRY(release_block(c, b));
     }
   }
-  *released = total >= key.size;
+  *released = total >= want;
   return AB_OK;
 }
 
@@ -768,9 +803,13 @@ static ab_status alloc_found_block(caching_t *c, params_t *p, uint64_t requested
     if (b->prev) b->prev->next = b;
     b->next = rest;
     rest->prev = b;
-    rest->ptr += p->size;
-    rest->size -= p->size;
-    insert_free(c, rest);
+    if (p->cached) {
+      rekey_free(c, rest, rest->ptr + p->size, rest->size - p->size);
+    } else {
+      rest->ptr += p->size;
+      rest->size -= p->size;
+      insert_free(c, rest);
+    }
     if (!b->xs) {
       if (already_split) {
         dec_pool(c->st.inactive_split_bytes, pool, b->size);
@@ -779,9 +818,12 @@ static ab_status alloc_found_block(caching_t *c, params_t *p, uint64_t requested
         inc_pool(c->st.inactive_split, pool, 1);
       }
     }
-  } else if (already_split && !b->xs) {
-    dec_pool(c->st.inactive_split_bytes, pool, b->size);
-    dec_pool(c->st.inactive_split, pool, 1);
+  } else {
+    if (p->cached) ab_tree_remove(&c->pools[pool].blocks, &b->node);
+    if (already_split && !b->xs) {
+      dec_pool(c->st.inactive_split_bytes, pool, b->size);
+      dec_pool(c->st.inactive_split, pool, 1);
+    }
   }
   b->state = B_ALLOCATED;
   b->requested = requested;
@@ -806,25 +848,41 @@ static void user_free(caching_t *c, block_t *b) {
   ab_gauge_sub(&c->base.stats.allocated_bytes, (int64_t)b->size);
 }
 
-/* free_block: back into the cache, merged with free neighbours. */
+/* free_block: back into the cache, merged with its free neighbours. PyTorch's block absorbs
+ * them; here a cached neighbour carries the merged range instead (the larger, when both
+ * are free), re-keyed in place where it can be: the same blocks, fewer set operations. */
 static ab_status free_block(caching_t *c, block_t *b) {
   uint64_t size = b->size, requested = b->requested;
   int pool = b->pool;
-  int64_t net_blocks = 0, net_bytes = 0;
-  b->state = B_FREE; /* mapped, for the merge test */
-  for (int side = 0; side < 2; side++) {
-    uint64_t absorbed = try_merge(c, b, side == 0 ? b->prev : b->next);
-    if (absorbed) {
-      net_blocks--;
-      net_bytes -= (int64_t)absorbed;
+  block_t *pv = b->prev && b->prev->state == B_FREE ? b->prev : NULL;
+  block_t *nx = b->next && b->next->state == B_FREE ? b->next : NULL;
+  int64_t net_blocks = -(int64_t)((pv != NULL) + (nx != NULL));
+  int64_t net_bytes = -(int64_t)((pv ? pv->size : 0) + (nx ? nx->size : 0));
+  block_t *keep = b;
+  if (pv || nx) {
+    keep = nx == NULL || (pv && pv->size > nx->size) ? pv : nx;
+    block_t *other = keep == pv ? nx : pv;
+    block_t *first = pv ? pv : b, *last = nx ? nx : b;
+    ab_dptr_t start = first->ptr;
+    uint64_t merged = last->ptr + last->size - start;
+    keep->prev = first->prev;
+    keep->next = last->next;
+    if (keep->prev) keep->prev->next = keep;
+    if (keep->next) keep->next->prev = keep;
+    if (other) {
+      ab_tree_remove(&c->pools[pool].blocks, &other->node);
+      block_drop(c, other);
     }
+    block_drop(c, b);
+    rekey_free(c, keep, start, merged);
+  } else {
+    insert_free(c, b);
   }
-  insert_free(c, b);
-  if (b->prev || b->next) {
+  if (keep->prev || keep->next) {
     net_blocks++;
-    net_bytes += (int64_t)b->size;
+    net_bytes += (int64_t)keep->size;
   }
-  if (!b->xs) {
+  if (!keep->xs) {
     if (net_blocks > 0) inc_pool(c->st.inactive_split, pool, (uint64_t)net_blocks);
     if (net_blocks < 0) dec_pool(c->st.inactive_split, pool, (uint64_t)-net_blocks);
     if (net_bytes > 0) inc_pool(c->st.inactive_split_bytes, pool, (uint64_t)net_bytes);
@@ -853,6 +911,7 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   p.stream = stream;
   p.expandable = c->conf.expandable;
   p.block = NULL;
+  p.cached = false;
   if (!get_free_block(c, &p)) {
     if (gc_on(c)) AB_TRY(garbage_collect(c));
     ab_status st = alloc_block(c, &p, false);
@@ -1167,7 +1226,7 @@ static void emit_stat(ab_stat_fn fn, void *ctx, const char *prefix, const tstat_
   snprintf(name, sizeof name, "%s.peak", prefix);
   fn(ctx, name, t->peak);
   snprintf(name, sizeof name, "%s.allocated", prefix);
-  fn(ctx, name, t->allocated);
+  fn(ctx, name, t->current + t->freed);
   snprintf(name, sizeof name, "%s.freed", prefix);
   fn(ctx, name, t->freed);
 }
