@@ -66,9 +66,10 @@ static double cost_at(const cost_point_t *pts, size_t n, uint64_t bytes) {
  * pick the smallest range that fits. A request is carved from the top of that range, so a
  * fresh address space is handed out top-down, as the driver mostly does, and a freed hole
  * is reused by a request of its size. */
-#define VA_BASE 0x100000000000ULL /* 16 TiB */
-#define VA_END 0x800000000000ULL  /* 128 TiB: the top of x86-64 user space, where recorded
-                                   * cudaMalloc addresses of an address plan lie */
+/* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
+ * (device.h) of recorded cudaMalloc addresses fits in it. */
+#define VA_BASE 0x100000000ULL   /* 4 GiB */
+#define VA_END 0x800000000000ULL /* 128 TiB */
 
 typedef struct va_range_s {
   ab_tnode_t by_addr, by_size;
