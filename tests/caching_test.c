@@ -890,6 +890,79 @@ static void destroy_returns_everything(void) {
   close_world(w); /* the device checks for leaks */
 }
 
+/* Random mixes under every kind of configuration, with a budget or without: allocations of
+ * 1 byte to 40 MiB on three streams, plain and two-halved frees, empty_cache, expandable
+ * segments switched on and off. Live blocks never overlap (blocks whose frees completed early
+ * at a synchronisation excepted), the invariants hold, and everything comes back. */
+typedef struct mixed_s {
+  ab_dptr_t p;
+  uint64_t bytes;
+  unsigned stream;
+  int state; /* 0 live, 1 free requested, 2 completed early by a synchronisation */
+} mixed_t;
+
+static void random_mix_everything(void) {
+  static const char *const confs[] = {
+      "", "max_split_size_mb:40", "expandable_segments:True",
+      "roundup_power2_divisions:[1:4,64:2,>:8],max_split_size_mb:64,max_non_split_rounding_mb:30",
+      "garbage_collection_threshold:0.3,max_split_size_mb:20", "large_segment_size_mb:30,expandable_segments:True"};
+  for (int seed = 0; seed < 12; seed++) {
+    world_t *w = open_world("caching", confs[seed % 6], seed % 3 == 0 ? 0 : (uint64_t)(200 + seed * 37) * MiB);
+    REQUIRE(w != NULL);
+    ab_rng_t r = ab_rng_seed((uint64_t)seed);
+    mixed_t live[400];
+    int n = 0;
+    for (int step = 0; step < 8000; step++) {
+      uint64_t x = ab_rng_next(&r) % 100;
+      if (x < 45 && n < 400) {
+        uint64_t bytes = ab_rng_next(&r) % 4 == 0 ? ab_rng_range(&r, 1, 4096)
+                                                  : (ab_rng_range(&r, 1, 40) * MiB) >> (ab_rng_next(&r) % 8);
+        unsigned stream = (unsigned)(ab_rng_next(&r) % 3);
+        int64_t syncs = mstat(w, "num_sync_all_streams");
+        ab_dptr_t p;
+        ab_status st = ab_strategy_alloc(w->s, bytes, stream, &p);
+        if (mstat(w, "num_sync_all_streams") != syncs)
+          for (int i = 0; i < n; i++) live[i].state = live[i].state == 1 ? 2 : live[i].state;
+        if (st == AB_ERR_OOM) continue;
+        REQUIRE_MSG(st == AB_OK, "seed %d step %d: %s", seed, step, w->dev->diag.msg);
+        for (int i = 0; i < n; i++)
+          REQUIRE_MSG(live[i].state == 2 || p + bytes <= live[i].p || live[i].p + live[i].bytes <= p,
+                      "seed %d step %d: overlap", seed, step);
+        live[n++] = (mixed_t){p, bytes, stream, 0};
+      } else if (x < 85 && n > 0) {
+        int i = (int)(ab_rng_next(&r) % (uint64_t)n);
+        ab_status st;
+        if (live[i].state > 0) {
+          st = ab_strategy_free_complete(w->s, live[i].p, live[i].bytes, live[i].stream);
+          live[i] = live[--n];
+        } else if (ab_rng_next(&r) % 4 == 0) {
+          st = ab_strategy_free_request(w->s, live[i].p, live[i].bytes, live[i].stream);
+          live[i].state = 1;
+        } else {
+          st = ab_strategy_free(w->s, live[i].p, live[i].bytes, live[i].stream);
+          live[i] = live[--n];
+        }
+        REQUIRE_MSG(st == AB_OK, "seed %d step %d: %s", seed, step, w->dev->diag.msg);
+      } else if (x < 87) {
+        CHECK(ab_strategy_empty_cache(w->s) == AB_OK);
+        for (int k = 0; k < n; k++) live[k].state = live[k].state == 1 ? 2 : live[k].state;
+      } else if (x < 88) {
+        ab_diag_t d = {""};
+        const char *toggle = ab_rng_next(&r) % 2 ? "expandable_segments:True" : "expandable_segments:False";
+        CHECK(ab_caching_set_settings(w->s, toggle, &d) == AB_OK);
+      }
+      if (step % 7 == 0) check_invariants(w);
+    }
+    for (int i = 0; i < n; i++)
+      CHECK(live[i].state ? ab_strategy_free_complete(w->s, live[i].p, live[i].bytes, live[i].stream) == AB_OK
+                          : ab_strategy_free(w->s, live[i].p, live[i].bytes, live[i].stream) == AB_OK);
+    empty_cache(w);
+    CHECK_EQ(mstat(w, "reserved_bytes.all.current"), 0);
+    CHECK_EQ(mstat(w, "active.all.current"), 0);
+    close_world(w);
+  }
+}
+
 static const ab_test_t tests[] = {
     {"worked_examples_of_section_1_4", worked_examples_of_section_1_4},
     {"test_memory_stats", test_memory_stats},
@@ -928,6 +1001,7 @@ static const ab_test_t tests[] = {
     {"presets_and_max_split_size", presets_and_max_split_size},
     {"bad_frees_refused", bad_frees_refused},
     {"destroy_returns_everything", destroy_returns_everything},
+    {"random_mix_everything", random_mix_everything},
 };
 
 AB_TEST_MAIN(tests)
