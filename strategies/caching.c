@@ -56,7 +56,15 @@
 #define SLAB_BLOCKS 1024
 
 enum { SMALL, LARGE };
-enum { B_SPARE, B_FREE, B_ALLOCATED, B_PENDING, B_UNMAPPED };
+
+/* A block struct's state. */
+enum {
+  B_SPARE,     /* unused, in the spare list */
+  B_FREE,      /* cached and mapped, in its pool's free set */
+  B_ALLOCATED, /* handed out */
+  B_PENDING,   /* freed by the user, still in use by other streams (active) */
+  B_UNMAPPED,  /* expandable address space without memory, in the unmapped set */
+};
 
 typedef struct xseg_s {
   ab_dptr_t base;   /* the reserved address range */
@@ -1141,7 +1149,13 @@ static ab_status caching_check(ab_strategy_t *s, ab_diag_t *diag) {
   size_t nfree, nunmapped, n;
   AB_TRY(check_sets(c, &nfree, &nunmapped, diag));
   AB_TRY(gather(c, false, &n));
-  int64_t sums[9][2] = {{0}}; /* STAT_ARRAYS order, per pool */
+  enum {
+#define ARRAY_INDEX(name) I_##name,
+    STAT_ARRAYS(ARRAY_INDEX)
+#undef ARRAY_INDEX
+        NARRAYS
+  };
+  int64_t sums[NARRAYS][2] = {{0}}; /* per pool */
   int64_t oversize_alloc = 0, oversize_seg = 0;
   size_t counts[5] = {0};
   uint64_t ms = c->conf.max_split_size;
@@ -1157,36 +1171,36 @@ static ab_status caching_check(ab_strategy_t *s, ab_diag_t *diag) {
     int p = b->pool;
     bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
     if (b->state == B_ALLOCATED) {
-      sums[0][p]++;
-      sums[4][p] += (int64_t)b->size;
+      sums[I_allocation][p]++;
+      sums[I_allocated_bytes][p] += (int64_t)b->size;
       if (b->size >= ms) oversize_alloc++;
     }
     if (active) {
-      sums[2][p]++;
-      sums[6][p] += (int64_t)b->size;
-      sums[8][p] += (int64_t)b->requested;
+      sums[I_active][p]++;
+      sums[I_active_bytes][p] += (int64_t)b->size;
+      sums[I_requested_bytes][p] += (int64_t)b->requested;
       uint64_t v;
       if (!ab_map_get(&c->live, b->ptr, &v) || (block_t *)(uintptr_t)v != b)
         FAIL("active block 0x%llx is not in the live map", (unsigned long long)b->ptr);
     }
-    if (b->state != B_UNMAPPED) sums[5][p] += (int64_t)b->size;
+    if (b->state != B_UNMAPPED) sums[I_reserved_bytes][p] += (int64_t)b->size;
     if (b->state == B_FREE && !b->xs && (b->prev || b->next)) {
-      sums[3][p]++;
-      sums[7][p] += (int64_t)b->size;
+      sums[I_inactive_split][p]++;
+      sums[I_inactive_split_bytes][p] += (int64_t)b->size;
     }
     if (!b->xs && !b->prev) {
       uint64_t seg = 0, recorded;
       for (const block_t *r = b; r; r = r->next) seg += r->size;
       if (!ab_map_get(&c->segs, b->ptr, &recorded) || recorded != seg)
         FAIL("segment 0x%llx: its blocks do not tile it", (unsigned long long)b->ptr);
-      sums[1][p]++;
+      sums[I_segment][p]++;
       if (seg >= ms) oversize_seg++;
     }
   }
   if (counts[B_FREE] != nfree || counts[B_UNMAPPED] != nunmapped) FAIL("a cached block is missing from its set");
   if (counts[B_ALLOCATED] + counts[B_PENDING] != c->live.n || counts[B_PENDING] != c->npending)
     FAIL("the live map disagrees with the blocks");
-  if ((size_t)(sums[1][0] + sums[1][1]) != c->segs.n) FAIL("a segment has no blocks");
+  if ((size_t)(sums[I_segment][0] + sums[I_segment][1]) != c->segs.n) FAIL("a segment has no blocks");
   for (size_t k = 0; k < c->nxsegs; k++) {
     const xseg_t *xs = c->xsegs[k];
     uint64_t pages = 0, mapped = 0;
@@ -1195,11 +1209,13 @@ static ab_status caching_check(ab_strategy_t *s, ab_diag_t *diag) {
       if (c->scratch[i]->xs == xs && c->scratch[i]->state != B_UNMAPPED) mapped += c->scratch[i]->size;
     if (mapped != pages * xs->page) FAIL("expandable segment 0x%llx: blocks and pages disagree", (unsigned long long)xs->base);
   }
-  const tstat_t *arrays[9] = {c->st.allocation, c->st.segment, c->st.active, c->st.inactive_split, c->st.allocated_bytes,
-                              c->st.reserved_bytes, c->st.active_bytes, c->st.inactive_split_bytes, c->st.requested_bytes};
-  static const char *const names[9] = {"allocation", "segment", "active", "inactive_split", "allocated_bytes",
-                                       "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes"};
-  for (int k = 0; k < 9; k++) {
+#define ARRAY_OF(name) c->st.name,
+  const tstat_t *arrays[NARRAYS] = {STAT_ARRAYS(ARRAY_OF)};
+#undef ARRAY_OF
+#define NAME_OF(name) #name,
+  static const char *const names[NARRAYS] = {STAT_ARRAYS(NAME_OF)};
+#undef NAME_OF
+  for (int k = 0; k < NARRAYS; k++) {
     for (int p = 0; p < 2; p++)
       if (arrays[k][1 + p].current != sums[k][p])
         FAIL("%s.%s.current is %lld, the blocks say %lld", names[k], p == SMALL ? "small_pool" : "large_pool",
