@@ -2,10 +2,13 @@
 # (.ci/deps.sh) and configures the build on first use.
 #   make          configure and build into build/
 #   make test     build, then run every test (GPU tests skip where no GPU is usable)
-#   make bench    build, run the benchmark matrix on --device auto, draw the figures
-#   make plots    redraw the figures from the CSVs in results/latest
+#   make bench    build, run the benchmark matrix and the micro-benchmarks on --device auto
+#                 into RESULTS (default results/latest; earlier results there are moved to
+#                 RESULTS.<date>), then draw the figures
+#   make plots    redraw the figures from the CSVs in RESULTS
 #   make clean    remove the build
 # SANITIZE=1 builds into build-sanitize with AddressSanitizer and UBSan.
+# MATRIX_FLAGS (e.g. --quick) and MICRO_FLAGS (e.g. --benchmark_filter=random) are passed on.
 
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
@@ -16,6 +19,8 @@ BUILD ?= build
 endif
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RESULTS ?= results/latest
+MATRIX_FLAGS ?=
+MICRO_FLAGS ?=
 
 .PHONY: all build test bench plots clean deps-build deps-bench
 
@@ -37,14 +42,20 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: deps-bench build
-	@mkdir -p $(RESULTS)
-	@for s in $$($(BUILD)/allocbench list --strategies); do \
-	  $(BUILD)/allocbench run -w random -s $$s --device auto --out $(RESULTS) --format csv --quiet | tail -n 1 || exit 1; \
-	done
-	@echo "results in $(RESULTS)/summary.csv"
+	@if [ -e $(RESULTS)/summary.csv ]; then \
+	  old=$(RESULTS).$$(date +%Y%m%d-%H%M%S); mv $(RESULTS) $$old; echo "make bench: earlier results moved to $$old"; \
+	fi
+	$(BUILD)/allocbench matrix --device auto --out $(RESULTS) $(MATRIX_FLAGS)
+	@if [ -x $(BUILD)/allocbench_micro ]; then \
+	  echo "$(BUILD)/allocbench_micro --device auto --out $(RESULTS) $(MICRO_FLAGS)"; \
+	  $(BUILD)/allocbench_micro --device auto --out $(RESULTS) $(MICRO_FLAGS) || exit 1; \
+	else \
+	  echo "make bench: no micro-benchmarks (Google Benchmark was not found: sudo apt-get install -y libbenchmark-dev)"; \
+	fi
+	@plots/draw.sh $(RESULTS)
 
 plots:
-	@echo "no figures yet"
+	@plots/draw.sh $(RESULTS)
 
 clean:
 	rm -rf build build-sanitize

@@ -20,6 +20,9 @@ const char ab_cli_common_help[] =
     "      --faults SPEC     sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S]\n"
     "      --no-timeline     do not write the timeline file\n"
     "      --check           run the strategy's invariant checks after every event (slow)\n"
+    "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
+    "      --verify          fail if two live allocations share memory: a pattern per allocation\n"
+    "                        written and checked on cuda, a map of live ranges on sim (slow)\n"
     "      --recorded-addresses  sim, replaying a trace: give each device allocation the address\n"
     "                        the recorded run got (ties between equal free blocks break the same way)\n"
     "  -q, --quiet           no progress and no notices on stderr\n"
@@ -32,6 +35,7 @@ void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd) {
   o->out_dir = "results/latest";
   o->seed = 42;
   o->timeline = true;
+  o->kernels = true;
   o->dev.cost_model = true;
 }
 
@@ -57,6 +61,8 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 'o': o->out_dir = arg; break;
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
+    case 'N': o->kernels = false; break;
+    case 'V': o->verify = true; break;
     case 'A': o->recorded_addresses = true; break;
     case 'q': o->quiet = true; break;
     case 'B':
@@ -123,6 +129,17 @@ static void show_progress(void *ctx, size_t done, size_t total) {
 
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
+  /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
+  ab_cli_opts_t suggested;
+  if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
+    suggested = *o;
+    suggested.dev.budget_bytes = es->suggested_budget;
+    o = &suggested;
+    char b[32];
+    if (!o->quiet)
+      fprintf(stderr, "allocbench %s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+              ab_format_bytes(es->suggested_budget, b, sizeof b));
+  }
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_cli_opts_t with_plan = *o;
@@ -134,6 +151,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   free(plan);
   if (st != AB_OK) return st;
   st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
+  if (st == AB_OK && o->hooks && o->hooks->wrap) {
+    st = o->hooks->wrap(o->hooks->ctx, &s, diag);
+    if (st != AB_OK) ab_strategy_destroy(s);
+  }
   if (st != AB_OK) {
     ab_device_close(dev, NULL);
     return st;
@@ -146,6 +167,12 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
   ro.check = o->check;
+  ro.kernels = o->kernels;
+  ro.verify = o->verify;
+  if (o->hooks && o->hooks->at_end) {
+    ro.at_end = ro.on_oom = o->hooks->at_end;
+    ro.at_end_ctx = ro.on_oom_ctx = o->hooks->ctx;
+  }
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;

@@ -23,6 +23,16 @@
 
 typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
 
+/* A command's hooks around each run (replay's exports); every member may be NULL. */
+typedef struct ab_cli_hooks_s {
+  void *ctx;
+  /* Called with the strategy just created; may put an adaptor around *s, which then owns
+   * the strategy and is destroyed in its place. */
+  ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
+  /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
+  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+} ab_cli_hooks_t;
+
 typedef struct ab_cli_opts_s {
   const char *cmd;        /* "run", for messages */
   const char *workload;   /* -w NAME[:ARGS] */
@@ -35,8 +45,11 @@ typedef struct ab_cli_opts_s {
   ab_format_t format;     /* --format */
   bool timeline;          /* not --no-timeline */
   bool check;             /* --check: invariants after every event */
+  bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
+  bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
   bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
+  const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
 
 /* The long options every run-like command takes, ending with a zero entry; commands copy
@@ -48,10 +61,12 @@ typedef struct ab_cli_opts_s {
       {"out", required_argument, 0, 'o'}, {"format", required_argument, 0, 'f'},       \
       {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
       {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
+      {"no-kernels", no_argument, 0, 'N'}, {"verify", no_argument, 0, 'V'},            \
       {"recorded-addresses", no_argument, 0, 'A'}, {"help", no_argument, 0, 'h'}
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
-/* The defaults: device auto, seed 42, out results/latest, format table, timeline on. */
+/* The defaults: device auto, seed 42, out results/latest, format table, timeline and
+ * kernels on. */
 void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
@@ -66,7 +81,8 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 /* Opens the device of o, saying on stderr which one `auto` chose. */
 ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
 
-/* Runs one strategy over es on a fresh device and adds its summary row to summary
+/* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
+ * stream's suggested budget) and adds its summary row to summary
  * (columns ab_summary_cols). The run keeps its results. AB_OK when the run completed or
  * ended in OOM; otherwise the row says error and diag says why. */
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,

@@ -66,6 +66,9 @@ int ab_cmd_run(int argc, char **argv) {
     ab_diag_t io = {""};
     if (ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
     ab_cli_print(&o, &summary, NULL, 0);
+    if (run.kernels_skipped && o.format == AB_FORMAT_TABLE)
+      printf("\n%llu kernels not run (%s)\n", (unsigned long long)run.kernels_skipped,
+             o.kernels ? "the simulated device runs none; step times leave out compute" : "--no-kernels");
     if (run.status == AB_RUN_OOM && o.format == AB_FORMAT_TABLE)
       printf("\nOOM at event %zu (%s): %s\n", run.oom.event, ab_oom_kind_name(run.oom.kind), run.oom.message);
     if (st != AB_OK) rc = ab_cli_fail(&o, diag.msg);

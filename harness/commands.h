@@ -5,5 +5,7 @@
 
 int ab_cmd_list(int argc, char **argv);
 int ab_cmd_run(int argc, char **argv);
+int ab_cmd_matrix(int argc, char **argv);
+int ab_cmd_replay(int argc, char **argv);
 
 #endif

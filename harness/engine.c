@@ -5,6 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/verify.h"
+#include "kernels/kernels.h"
+
 const char *ab_run_status_name(ab_run_status_t st) {
   switch (st) {
     case AB_RUN_OK: return "ok";
@@ -34,6 +37,7 @@ ab_run_opts_t ab_run_defaults(void) {
   memset(&o, 0, sizeof o);
   o.time_calls = true;
   o.timeline = true;
+  o.kernels = true;
   return o;
 }
 
@@ -44,7 +48,10 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   run->requested = calloc(es->nids ? es->nids : 1, 1);
   run->captimeline = (size_t)es->nsteps + 1;
   run->timeline = malloc(run->captimeline * sizeof *run->timeline);
-  if (run->ptr == NULL || run->requested == NULL || run->timeline == NULL) {
+  /* Twice the steps: the second half is scratch for the median. */
+  run->capstep_ms = es->nsteps;
+  run->step_ms = malloc(2 * (run->capstep_ms ? run->capstep_ms : 1) * sizeof *run->step_ms);
+  if (run->ptr == NULL || run->requested == NULL || run->timeline == NULL || run->step_ms == NULL) {
     ab_run_release(run);
     return AB_ERR_INTERNAL;
   }
@@ -55,6 +62,7 @@ void ab_run_release(ab_run_t *run) {
   free(run->ptr);
   free(run->requested);
   free(run->timeline);
+  free(run->step_ms);
   memset(run, 0, sizeof *run);
 }
 
@@ -75,12 +83,17 @@ static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, c
 }
 
 /* Frees what is still live, untimed, so that the strategy and the device end clean: one
- * pass over the ALLOC events finds each live id's size and stream. */
-static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run) {
+ * pass over the ALLOC events finds each live id's size and stream. With v, each is verified
+ * first, until one fails. */
+static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v) {
   ab_status first = AB_OK;
   for (size_t i = 0; i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
     if (e->kind != AB_EV_ALLOC || run->ptr[e->id] == 0) continue;
+    if (v && ab_verify_free(v, e->id, &s->dev->diag) != AB_OK) {
+      first = fail(run, s, AB_ERR_INVALID, es->n, "verifying what was left live");
+      v = NULL;
+    }
     ab_status st = run->requested[e->id] ? ab_strategy_free_complete(s, run->ptr[e->id], e->bytes, e->stream)
                                          : ab_strategy_free(s, run->ptr[e->id], e->bytes, e->stream);
     if (st != AB_OK && first == AB_OK) first = st;
@@ -89,6 +102,50 @@ static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run) {
   }
   if (first != AB_OK && run->status != AB_RUN_ERROR) fail(run, s, first, es->n, "freeing what was left live");
   return first;
+}
+
+/* The time accounting of one replay loop. */
+typedef struct loop_clock_s {
+  uint64_t t0;          /* host time the loop began */
+  uint64_t modeled0;    /* the device's modelled time then */
+  uint64_t outside_ns;  /* host time in strategy calls, kernel launches and verify checks */
+  uint64_t last_mark_ns; /* host plus modelled time of the last step mark (no kernels context) */
+  bool marked;
+} loop_clock_t;
+
+/* A step boundary: a CUDA event with kx, else host plus modelled time now. */
+static ab_status mark_step(ab_run_t *run, ab_kernels_t *kx, loop_clock_t *c, const ab_device_t *dev) {
+  if (kx) return ab_kernels_mark(kx);
+  uint64_t t = now_ns() + (dev->modeled_ns - c->modeled0);
+  if (c->marked && run->nstep_ms < run->capstep_ms) run->step_ms[run->nstep_ms++] = (double)(t - c->last_mark_ns) * 1e-6;
+  c->last_mark_ns = t;
+  c->marked = true;
+  return AB_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Ends the loop after `done` events: its times, the last step, the device times, and the
+ * median step. */
+static ab_status end_loop(ab_run_t *run, const ab_run_opts_t *opts, ab_kernels_t *kx, loop_clock_t *c,
+                          const ab_device_t *dev, size_t done) {
+  uint64_t t = now_ns();
+  run->loop_s = (double)(t - c->t0) * 1e-9;
+  run->modeled_ns = dev->modeled_ns - c->modeled0;
+  run->events_done = done;
+  if (opts->time_calls) run->harness_ns = t - c->t0 - c->outside_ns;
+  AB_TRY(mark_step(run, kx, c, dev));
+  if (kx) AB_TRY(ab_kernels_timing(kx, run->step_ms, run->capstep_ms, &run->nstep_ms, &run->kernel_ms));
+  size_t n = run->nstep_ms;
+  if (n == 0) return AB_OK;
+  double *sorted = run->step_ms + run->capstep_ms;
+  memcpy(sorted, run->step_ms, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, cmp_double);
+  run->step_ms_p50 = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  return AB_OK;
 }
 
 ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
@@ -105,20 +162,40 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   memset(&run->oom, 0, sizeof run->oom);
   ab_hist_reset(&run->alloc_ns);
   ab_hist_reset(&run->free_ns);
-  run->kernels_skipped = 0;
-  if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1)
+  run->kernels_skipped = run->kernels_launched = 0;
+  run->kernel_ms = run->step_ms_p50 = 0;
+  run->nstep_ms = 0;
+  run->harness_ns = 0;
+  if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1 || run->capstep_ms < es->nsteps)
     return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
 
   ab_device_t *dev = s->dev;
+  /* Kernels (and cuBLAS's workspace) first, so that the memory limit below counts them. */
+  ab_kernels_t *kx = NULL;
+  ab_status st = AB_OK;
+  if ((opts->kernels && es->nkernels > 0) || opts->verify) st = ab_kernels_open(dev, &kx, &dev->diag);
+  if (st != AB_OK) return fail(run, s, st, 0, "opening the kernels");
+  ab_verify_t verify, *v = NULL;
+  if (opts->verify) {
+    st = ab_verify_init(&verify, es->nids, kx, &dev->diag);
+    if (st != AB_OK) {
+      ab_kernels_close(kx, NULL);
+      return fail(run, s, st, 0, "verify");
+    }
+    v = &verify;
+  }
+  bool launch = kx && opts->kernels;
   uint64_t free_at_start = 0, total = 0;
-  ab_status st = ab_device_mem_info(dev, &free_at_start, &total);
-  if (st != AB_OK) return fail(run, s, st, 0, "mem_info");
+  st = ab_device_mem_info(dev, &free_at_start, &total);
+  if (st != AB_OK) {
+    fail(run, s, st, 0, "mem_info");
+    goto release;
+  }
   uint64_t limit = free_at_start + dev->held_bytes;
   uint64_t live_requested = 0;
-  uint64_t modeled0 = dev->modeled_ns;
   const ab_event_t *ev = es->ev;
 
-  uint64_t t_loop = now_ns();
+  loop_clock_t c = {now_ns(), dev->modeled_ns, 0, 0, false};
   size_t i = 0;
   for (; i < es->n; i++) {
     const ab_event_t *e = &ev[i];
@@ -127,14 +204,30 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
         uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
         ab_dptr_t p = 0;
         st = ab_strategy_alloc(s, e->bytes, e->stream, &p);
-        if (opts->time_calls) ab_hist_add(&run->alloc_ns, now_ns() - t0 + (dev->modeled_ns - m0));
+        if (opts->time_calls) {
+          uint64_t dt = now_ns() - t0;
+          c.outside_ns += dt;
+          ab_hist_add(&run->alloc_ns, dt + (dev->modeled_ns - m0));
+        }
         if (st == AB_ERR_OOM) goto oom;
         if (st != AB_OK) goto error;
         run->ptr[e->id] = p;
         live_requested += e->bytes;
+        if (v) {
+          uint64_t t1 = now_ns();
+          st = ab_verify_alloc(v, e->id, p, e->bytes, e->stream, &dev->diag);
+          c.outside_ns += now_ns() - t1;
+          if (st != AB_OK) goto error;
+        }
         break;
       }
       case AB_EV_FREE: {
+        if (v && e->aux != AB_FREE_REQUEST) {
+          uint64_t t1 = now_ns();
+          st = ab_verify_free(v, e->id, &dev->diag);
+          c.outside_ns += now_ns() - t1;
+          if (st != AB_OK) goto error;
+        }
         uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
         ab_dptr_t p = run->ptr[e->id];
         switch ((ab_free_phase_t)e->aux) {
@@ -154,24 +247,52 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
             live_requested -= e->bytes;
             break;
         }
-        if (opts->time_calls) ab_hist_add(&run->free_ns, now_ns() - t0 + (dev->modeled_ns - m0));
+        if (opts->time_calls) {
+          uint64_t dt = now_ns() - t0;
+          c.outside_ns += dt;
+          ab_hist_add(&run->free_ns, dt + (dev->modeled_ns - m0));
+        }
         if (st != AB_OK) goto error;
         break;
       }
-      case AB_EV_KERNEL:
-        run->kernels_skipped++;
+      case AB_EV_KERNEL: {
+        if (!launch) {
+          run->kernels_skipped++;
+          break;
+        }
+        const ab_kernel_t *k = &es->kernels[e->id];
+        ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
+        for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+        uint64_t t0 = now_ns();
+        st = ab_kernels_launch(kx, k, buf, e->stream);
+        if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
+        c.outside_ns += now_ns() - t0;
+        if (st != AB_OK) goto error;
+        run->kernels_launched++;
         break;
-      case AB_EV_STEP:
+      }
+      case AB_EV_STEP: {
         if (opts->timeline) sample(run, s, i, e->id);
+        uint64_t t0 = now_ns();
+        st = mark_step(run, kx, &c, dev);
+        if (kx) c.outside_ns += now_ns() - t0;
+        if (st != AB_OK) goto error;
         break;
-      case AB_EV_SYNC:
+      }
+      case AB_EV_SYNC: {
+        uint64_t t0 = now_ns();
         st = ab_strategy_synchronize(s);
+        c.outside_ns += now_ns() - t0;
         if (st != AB_OK) goto error;
         break;
-      case AB_EV_EMPTY_CACHE:
+      }
+      case AB_EV_EMPTY_CACHE: {
+        uint64_t t0 = now_ns();
         st = ab_strategy_empty_cache(s);
+        c.outside_ns += now_ns() - t0;
         if (st != AB_OK) goto error;
         break;
+      }
     }
     if (opts->check) {
       ab_diag_t why = {""};
@@ -183,17 +304,17 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
     }
     if (opts->progress && (i & 0xFFFF) == 0xFFFF) opts->progress(opts->progress_ctx, i + 1, es->n);
   }
-  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
-  run->modeled_ns = dev->modeled_ns - modeled0;
-  run->events_done = i;
+  st = end_loop(run, opts, kx, &c, dev, i);
+  if (st != AB_OK) goto error;
   if (opts->timeline) sample(run, s, es->n, es->nsteps);
   ab_strategy_stats(s, &run->stats);
-  return drain(es, s, run);
+  if (opts->at_end) opts->at_end(opts->at_end_ctx, s, run);
+  st = drain(es, s, run, v);
+  goto release;
 
 oom:
-  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
-  run->modeled_ns = dev->modeled_ns - modeled0;
-  run->events_done = i;
+  st = end_loop(run, opts, kx, &c, dev, i);
+  if (st != AB_OK) goto error;
   run->status = AB_RUN_OOM;
   ab_strategy_stats(s, &run->stats);
   {
@@ -210,12 +331,24 @@ oom:
     ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
   }
   if (opts->on_oom) opts->on_oom(opts->on_oom_ctx, s, run);
-  return drain(es, s, run);
+  st = drain(es, s, run, v);
+  goto release;
 
 error:
-  run->loop_s = (double)(now_ns() - t_loop) * 1e-9;
+  run->loop_s = (double)(now_ns() - c.t0) * 1e-9;
   run->events_done = i;
   fail(run, s, st, i, "replay");
-  drain(es, s, run);
+  /* No verify here: the failing event may have left the check half-way. */
+  drain(es, s, run, NULL);
+release:
+  if (v) ab_verify_release(v);
+  {
+    ab_diag_t why = {""};
+    ab_status cst = ab_kernels_close(kx, &why);
+    if (cst != AB_OK && st == AB_OK) {
+      snprintf(dev->diag.msg, sizeof dev->diag.msg, "%s", why.msg);
+      st = fail(run, s, cst, es->n, "closing the kernels");
+    }
+  }
   return st;
 }

@@ -8,6 +8,13 @@
  * and classifies it; it samples a timeline at each STEP; and at the end it frees whatever is
  * still live, untimed, so that the strategy and the device can be checked for leaks.
  *
+ * Kernels: on a device that runs them (kernels.h), each KERNEL event is launched on the live
+ * buffers of its ids, on the event's stream; elsewhere, or with opts.kernels off, it is
+ * counted in kernels_skipped. Step time is the device time between STEP events (CUDA events
+ * on stream 0) when a kernels context is open, and otherwise the host time between them plus
+ * the simulated device's modelled time; each step runs to the next STEP or the stream's end.
+ * With opts.verify, every allocation is checked from allocation to free (verify.h).
+ *
  * OOM classification (Note [OOM kinds]): with L the memory the run could have (the budget,
  * or the card's free memory at the start) and R the bytes requested by the live
  * allocations at the failure, the OOM is "fragmentation" when L - R >= the request (an ideal
@@ -51,6 +58,8 @@ typedef struct ab_run_opts_s {
   bool time_calls; /* histogram every alloc and free */
   bool timeline;   /* sample at every STEP and at the end */
   bool check;      /* run the strategy's invariant checks after every event (slow) */
+  bool kernels;    /* launch KERNEL events where the device can */
+  bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
   /* Called about every 64k events with the progress so far; may be NULL. */
   void (*progress)(void *ctx, size_t done, size_t total);
   void *progress_ctx;
@@ -58,6 +67,10 @@ typedef struct ab_run_opts_s {
    * segment map); may be NULL. */
   void (*on_oom)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
   void *on_oom_ctx;
+  /* Called when the stream has run to its end, before what is left live is freed, to look
+   * at the strategy's final state; may be NULL. */
+  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  void *at_end_ctx;
 } ab_run_opts_t;
 
 typedef struct ab_oom_info_s {
@@ -90,13 +103,20 @@ struct ab_run_s {
   double loop_s;             /* host time of the replay loop */
   uint64_t modeled_ns;       /* simulated device time inside the loop (sim only) */
   uint64_t kernels_skipped;  /* KERNEL events passed over */
+  uint64_t kernels_launched; /* KERNEL events launched */
+  double kernel_ms;          /* device time of the launched kernels */
+  double *step_ms;           /* per step, its time in ms (see above), in order; sized by prepare */
+  size_t nstep_ms, capstep_ms;
+  double step_ms_p50;        /* the median of step_ms; 0 without steps */
+  uint64_t harness_ns;       /* host time of the loop outside strategy calls, kernel launches and
+                              * verify checks; 0 when calls are not timed */
 };
 
 /* Sizes the scratch of run for es. */
 ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es);
 void ab_run_release(ab_run_t *run);
 
-/* The default options: time calls, sample the timeline. */
+/* The default options: time calls, sample the timeline, launch kernels. */
 ab_run_opts_t ab_run_defaults(void);
 
 /* Replays es through s. The run must have been prepared for es. */

@@ -149,6 +149,8 @@ typedef struct ab_events_s {
   char settings[256];   /* allocator settings recorded with a trace; "" when none */
   uint64_t trace_ooms;  /* OOMs the recorded program caught and survived (traces) */
   uint64_t ignored;     /* trace records that could not be replayed (see the importer) */
+  uint64_t suggested_budget; /* bytes the workload is meant to run under (the CLI applies it
+                              * when no --budget is given); 0: none */
 } ab_events_t;
 
 void ab_events_init(ab_events_t *es);

@@ -9,6 +9,14 @@
  *   alloc_ns_p50, alloc_ns_p99, free_ns_p50   per-call latency, host time (+ modelled device
  *                                             time on the simulated card)
  *   wall_s            the replay loop's host time; events_per_s  events / wall_s
+ *   step_ms_p50       the median time of a step, from one STEP event to the next (the last
+ *                     to the end of the stream): device time from CUDA events recorded on
+ *                     stream 0 when kernels ran (cuda), else the loop's host time plus the
+ *                     simulated card's modelled call time; 0 when the stream has no STEP
+ *   kernel_ms_total   the summed device time of the kernels launched (CUDA events around
+ *                     each launch); 0 when none ran (sim, --no-kernels)
+ *   harness_ns_per_event  the harness's own cost: host time of the loop outside strategy
+ *                     calls, kernel launches and --verify checks, per event
  * Columns are only ever added at the end. timeline_<workload>_<strategy>.csv gets the
  * samples taken at each STEP: event, step, requested, allocated, reserved.
  */
@@ -26,7 +34,8 @@
   X(events, 1) X(status, 0) X(oom_kind, 0) X(oom_event, 1) X(peak_requested_bytes, 1) \
   X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(frag_pct, 1)               \
   X(num_device_alloc, 1) X(num_device_free, 1) X(num_alloc_retries, 1) X(num_ooms, 1) \
-  X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1) X(wall_s, 1) X(events_per_s, 1)
+  X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1) X(wall_s, 1) X(events_per_s, 1)  \
+  X(step_ms_p50, 1) X(kernel_ms_total, 1) X(harness_ns_per_event, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;

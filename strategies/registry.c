@@ -4,6 +4,7 @@
 
 #include "strategies/async.h"
 #include "strategies/caching.h"
+#include "strategies/overlap.h"
 #include "strategies/pooled.h"
 #include "strategies/raw.h"
 
@@ -34,6 +35,8 @@ static const ab_strategy_entry_t registry[] = {
      false},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",
      "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false},
+    {"overlap", &ab_overlap_ops, NULL, "broken on purpose: hands out live memory again, for tests of --verify",
+     "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true},
 };
 
 const ab_strategy_entry_t *ab_strategy_registry(size_t *count) {

@@ -2,8 +2,9 @@
  * H200 (AB_FIXTURES_DIR/pytorch-2.11-h200, README there) and decides as PyTorch decided.
  *
  * The program (ResNet-50 with image sizes drawn per step) is the same under every CONFIG, so
- * the default run's trace is replayed under each CONFIG's PYTORCH_CUDA_ALLOC_CONF on
- * sim:h200 and compared with that CONFIG's statistics in cnn_dyn.json and its own trace:
+ * the snapshot PyTorch wrote for the default run (cnn_dyn.default.pickle.gz, the file a user
+ * hands over) is replayed under each CONFIG's PYTORCH_CUDA_ALLOC_CONF on sim:h200 and
+ * compared with that CONFIG's statistics in cnn_dyn.json and its own trace:
  * peak reserved, device allocations and frees exactly; the sequence of segment decisions
  * (segment_alloc / free / map / unmap and their sizes) exactly; peak allocated within 0.1%
  * (ties between equal free blocks go to the lowest address, and the simulated card's
@@ -27,7 +28,7 @@
 
 /* ---- the fixtures ------------------------------------------------------------------------- */
 
-static ab_events_t program; /* the default run's trace: what the program asked for */
+static ab_events_t program; /* the default run's snapshot: what the program asked for */
 static bool program_loaded;
 static ab_input_t json;
 
@@ -35,7 +36,7 @@ static bool load_trace(const char *name, ab_events_t *es) {
   char path[1024];
   snprintf(path, sizeof path, FIXTURES "cnn_dyn.%s.trace.csv.gz", name);
   ab_diag_t d = {""};
-  if (ab_trace_load(path, es, &d) != AB_OK) {
+  if (ab_trace_load(path, NULL, es, NULL, &d) != AB_OK) {
     CHECK_MSG(false, "fixture: %s", d.msg);
     return false;
   }
@@ -49,7 +50,11 @@ static bool fixtures(void) {
     CHECK_MSG(false, "fixture: %s", d.msg);
     return false;
   }
-  return program_loaded = load_trace("default", &program);
+  if (ab_trace_load(FIXTURES "cnn_dyn.default.pickle.gz", NULL, &program, NULL, &d) != AB_OK) {
+    CHECK_MSG(false, "fixture: %s", d.msg);
+    return false;
+  }
+  return program_loaded = true;
 }
 
 /* A number of cnn_dyn.json: the first `key` after the object `section` and its `name`. */

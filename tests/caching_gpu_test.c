@@ -1,7 +1,7 @@
 /* caching_gpu_test.c: caching, split-limited and expandable on the real GPU (label gpu;
  * skipped without one) decide as on the simulated card.
  *
- * Each runs the random workload and the replay of the fixtures' default trace on --device
+ * Each runs the random workload and the replay of the fixtures' default snapshot on --device
  * cuda, recording its segment decisions and the addresses the driver gave. The same run on
  * sim:h200, handed those addresses (the address plan), must make the same decisions (action
  * and size, in order) and reach the same peak reserved and allocated bytes: the strategy is one
@@ -143,12 +143,12 @@ static void fixture_replay(void) {
   if (!ab_device_cuda_usable()) SKIP("no usable GPU");
   ab_events_t es;
   ab_diag_t d = {""};
-  REQUIRE_MSG(ab_trace_load(FIXTURES "cnn_dyn.default.trace.csv.gz", &es, &d) == AB_OK, "%s", d.msg);
+  REQUIRE_MSG(ab_trace_load(FIXTURES "cnn_dyn.default.pickle.gz", NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
   for (size_t i = 0; i < 3; i++) {
     char path[1024];
     snprintf(path, sizeof path, FIXTURES "cnn_dyn.%s.trace.csv.gz", recorded_configs[i]);
     ab_events_t recorded;
-    REQUIRE_MSG(ab_trace_load(path, &recorded, &d) == AB_OK, "%s", d.msg);
+    REQUIRE_MSG(ab_trace_load(path, NULL, &recorded, NULL, &d) == AB_OK, "%s", d.msg);
     gpu_equals_sim(strategies[i], &es, &recorded);
     ab_events_free(&recorded);
   }

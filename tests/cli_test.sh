@@ -49,7 +49,7 @@ for cmd in list run; do
 done
 "$ab" --help >/dev/null || fail "--help exited $?"
 "$ab" list >"$work/out" || fail "list exited $?"
-for name in raw pooled async random replay h200 a100-40gb; do
+for name in raw pooled async random replay dynamic-shapes cnn-dynamic mixed-precision zero fragmenter h200 a100-40gb; do
   grep -qw "$name" "$work/out" || fail "list does not show $name"
 done
 [ "$("$ab" list --strategies | head -n 1)" = raw ] || fail "list --strategies does not start with raw"
@@ -75,6 +75,15 @@ grep -q -- "--device auto: using" "$work/err" || fail "auto does not say which d
 "$ab" run -w random:ops=3000 -s raw --device sim --budget 64MiB --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "an OOM run exited $?"
 tail -n 1 "$work/csv" | grep -q ',oom,capacity,' || fail "OOM row: $(tail -n 1 "$work/csv")"
+
+# A workload's suggested budget applies when --budget is absent, and is said; --budget wins.
+"$ab" run -w fragmenter -s raw --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "fragmenter run exited $?"
+grep -q '^fragmenter,raw,,sim:h200,301989888,' "$work/csv" || fail "suggested budget not applied: $(tail -n 1 "$work/csv")"
+grep -q "no --budget: fragmenter runs under its suggested 288.00 MiB" "$work/err" || fail "not said: $(cat "$work/err")"
+"$ab" run -w fragmenter -s raw --device sim --budget 1GiB --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "fragmenter run exited $?"
+grep -q '^fragmenter,raw,,sim:h200,1073741824,' "$work/csv" || fail "--budget did not win: $(tail -n 1 "$work/csv")"
 
 # JSON parses.
 "$ab" run -w random:ops=300 -s async --device sim --out "$out" --format json >"$work/json" || fail "json run exited $?"

@@ -84,5 +84,6 @@ const ab_workload_t ab_workload_random = {
                    "  sigma=X        lognormal sigma (default 1.5)\n"
                    "  step_ops=N     ops per timeline step (default 1000)\n"
                    "  streams=N      streams the allocations are spread over (default 1)\n",
+    .quick_args = "ops=20000",
     .generate = generate,
 };

@@ -9,12 +9,12 @@ static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_
   if (args == NULL || *args == '\0')
     return ab_diag_set(diag, AB_ERR_INVALID, "-w replay: expected replay:PATH, the trace to replay");
   ab_events_free(out);
-  return ab_trace_load(args, out, diag);
+  return ab_trace_load(args, NULL, out, NULL, diag);
 }
 
 const ab_workload_t ab_workload_replay = {
     .name = "replay",
-    .summary = "a recorded trace: replay:PATH (allocbench CSV trace, plain or gzipped)",
+    .summary = "a recorded trace: replay:PATH (PyTorch snapshot, allocbench CSV trace or RMM log; plain or gzipped)",
     .params_help = "  PATH           the trace file; its format is recognised from its content\n",
     .generate = generate,
 };

@@ -1,88 +1,213 @@
+/* trace.c: the trace builder, allocbench's CSV trace, and format recognition (trace.h). */
 #include "workloads/trace.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "strategies/hashmap.h"
 #include "workloads/input.h"
+#include "workloads/rmm_log.h"
+#include "workloads/snapshot.h"
 
-static const struct {
-  const char *name;
-  ab_trace_action_t action;
-} action_names[] = {
-    {"alloc", AB_TR_ALLOC},
-    {"free_requested", AB_TR_FREE_REQUESTED},
-    {"free_completed", AB_TR_FREE_COMPLETED},
-    {"segment_alloc", AB_TR_SEGMENT_ALLOC},
-    {"segment_free", AB_TR_SEGMENT_FREE},
-    {"segment_map", AB_TR_SEGMENT_MAP},
-    {"segment_unmap", AB_TR_SEGMENT_UNMAP},
-    {"oom", AB_TR_OOM},
+struct ab_trace_rec_in_s {
+  uint64_t addr, size;
+  size_t pos;      /* line or byte offset */
+  uint8_t action;  /* ab_trace_action_t */
+  uint8_t pending; /* held blocks: the free was requested, not completed */
+  uint16_t stream; /* provisional index (order of first use) */
 };
-
-ab_trace_action_t ab_trace_action_of(const char *name, size_t len) {
-  for (size_t i = 0; i < sizeof action_names / sizeof action_names[0]; i++)
-    if (strlen(action_names[i].name) == len && memcmp(action_names[i].name, name, len) == 0)
-      return action_names[i].action;
-  return AB_TR_OTHER;
-}
 
 /* ---- the builder ----------------------------------------------------------------------- */
 
-void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es) {
+void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos) {
   memset(b, 0, sizeof *b);
   b->es = es;
-  ab_map_init(&b->live);
+  b->path = path;
+  b->byte_pos = byte_pos;
+  b->info.device = -1;
+}
+
+void ab_trace_builder_discard(ab_trace_builder_t *b) {
+  free(b->recs);
+  free(b->held);
+  b->recs = b->held = NULL;
+  b->nrecs = b->nheld = 0;
+}
+
+/* "PATH:LINE" or "PATH: byte N", for messages. */
+static const char *where(const ab_trace_builder_t *b, size_t pos, char *buf, size_t size) {
+  snprintf(buf, size, b->byte_pos ? "%s: byte %zu" : "%s:%zu", b->path, pos);
+  return buf;
+}
+
+void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len) {
+  ab_trace_info_t *in = &b->info;
+  in->records++;
+  for (unsigned i = 0; i < in->nactions; i++)
+    if (strlen(in->actions[i].name) == len && memcmp(in->actions[i].name, name, len) == 0) {
+      in->actions[i].count++;
+      return;
+    }
+  if (in->nactions == AB_TRACE_MAX_ACTION_NAMES || len >= sizeof in->actions[0].name) {
+    in->other_actions++;
+    return;
+  }
+  memcpy(in->actions[in->nactions].name, name, len);
+  in->actions[in->nactions].name[len] = '\0';
+  in->actions[in->nactions++].count = 1;
 }
 
 /* The provisional index of a raw stream value (order of first use). */
-static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, unsigned *out, const char *path, size_t pos,
-                              ab_diag_t *diag) {
+static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
   for (unsigned i = 0; i < b->nstreams; i++)
-    if (b->streams[i] == raw) return *out = i, AB_OK;
-  if (b->nstreams == AB_TRACE_MAX_STREAMS)
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: more than %d streams", path, pos, AB_TRACE_MAX_STREAMS);
+    if (b->streams[i] == raw) return *out = (uint16_t)i, AB_OK;
+  if (b->nstreams == AB_TRACE_MAX_STREAMS) {
+    char at[300];
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: more than %d streams", where(b, pos, at, sizeof at),
+                       AB_TRACE_MAX_STREAMS);
+  }
   b->streams[b->nstreams] = raw;
-  *out = b->nstreams++;
+  *out = (uint16_t)b->nstreams++;
   return AB_OK;
 }
 
+static void push_rec(ab_trace_builder_t *b, ab_trace_rec_in_t **items, size_t *n, size_t *cap,
+                     const ab_trace_rec_in_t *r) {
+  if (*n == *cap) {
+    size_t want = *cap ? *cap * 2 : 4096;
+    ab_trace_rec_in_t *grown = realloc(*items, want * sizeof *grown);
+    if (grown == NULL) {
+      b->failed = true;
+      return;
+    }
+    *items = grown;
+    *cap = want;
+  }
+  (*items)[(*n)++] = *r;
+}
+
 ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
-                               uint64_t stream, const char *path, size_t pos, ab_diag_t *diag) {
+                               uint64_t stream, size_t pos, ab_diag_t *diag) {
+  ab_trace_rec_in_t r = {addr, size, pos, (uint8_t)action, 0, 0};
+  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_OOM)
+    AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  push_rec(b, &b->recs, &b->nrecs, &b->caprecs, &r);
+  return AB_OK;
+}
+
+ab_status ab_trace_builder_held(ab_trace_builder_t *b, uint64_t addr, uint64_t requested, uint64_t stream,
+                                bool pending, size_t pos, ab_diag_t *diag) {
+  ab_trace_rec_in_t r = {addr, requested, pos, AB_TR_ALLOC, pending, 0};
+  if (addr == 0 || requested == 0) return AB_OK; /* nothing a replay could allocate */
+  AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  push_rec(b, &b->held, &b->nheld, &b->capheld, &r);
+  return AB_OK;
+}
+
+void ab_trace_builder_end_state(ab_trace_builder_t *b, uint64_t reserved, uint64_t segments) {
+  b->info.end_state = true;
+  b->end_reserved = reserved;
+  b->end_segments = segments;
+}
+
+/* What the first pass knows of an address. */
+enum { ADDR_UNSEEN, ADDR_LIVE, ADDR_REQUESTED, ADDR_DEAD };
+
+static int by_addr(const void *x, const void *y) {
+  const ab_trace_rec_in_t *a = x, *b = y;
+  return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/* Pass 1 of Note [Memory that existed before the trace]: finds the blocks live at the start.
+ * Their records go to *out (malloc'd) with action ALLOC; pending marks those whose free was
+ * requested before the trace. */
+static ab_status find_preexisting(ab_trace_builder_t *b, ab_trace_rec_in_t **out, size_t *nout) {
+  ab_map_t seen;
+  ab_map_init(&seen);
+  size_t n = 0, cap = 0;
+  *out = NULL;
+  for (size_t i = 0; i < b->nrecs && !b->failed; i++) {
+    const ab_trace_rec_in_t *r = &b->recs[i];
+    uint64_t s = ADDR_UNSEEN;
+    if (r->addr == 0) continue;
+    ab_map_get(&seen, r->addr, &s);
+    uint64_t next = s;
+    bool before = false;
+    switch ((ab_trace_action_t)r->action) {
+      case AB_TR_ALLOC:
+        if (r->size) next = ADDR_LIVE;
+        break;
+      case AB_TR_FREE_REQUESTED:
+        if (s == ADDR_LIVE || s == ADDR_UNSEEN) next = ADDR_REQUESTED;
+        before = s == ADDR_UNSEEN;
+        break;
+      case AB_TR_FREE_COMPLETED:
+        if (s != ADDR_DEAD) next = ADDR_DEAD;
+        before = s == ADDR_UNSEEN;
+        break;
+      default: break;
+    }
+    if (before && r->size) {
+      ab_trace_rec_in_t pre = *r;
+      pre.action = AB_TR_ALLOC;
+      pre.pending = r->action == AB_TR_FREE_COMPLETED;
+      push_rec(b, out, &n, &cap, &pre);
+    }
+    if (next != s && ab_map_put(&seen, r->addr, next) != AB_OK) b->failed = true;
+  }
+  for (size_t i = 0; i < b->nheld && !b->failed; i++)
+    if (!ab_map_get(&seen, b->held[i].addr, NULL)) push_rec(b, out, &n, &cap, &b->held[i]);
+  ab_map_free(&seen);
+  if (n) qsort(*out, n, sizeof **out, by_addr);
+  *nout = n;
+  return b->failed ? AB_ERR_INTERNAL : AB_OK;
+}
+
+/* Live ids in pass 2: id + 1, with REQUESTED once its free was requested. */
+#define REQUESTED (1ULL << 63)
+
+static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec_in_t *r, ab_diag_t *diag) {
   ab_events_t *es = b->es;
-  unsigned s = 0;
   uint64_t v;
-  switch (action) {
-    case AB_TR_ALLOC:
-      if (size == 0 || addr == 0) {
+  switch ((ab_trace_action_t)r->action) {
+    case AB_TR_ALLOC: {
+      if (r->size == 0 || r->addr == 0) {
         es->ignored++;
         return AB_OK;
       }
-      if (ab_map_get(&b->live, addr, NULL))
-        return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: alloc at 0x%llx, which is already allocated", path, pos,
-                           (unsigned long long)addr);
-      AB_TRY(stream_index(b, stream, &s, path, pos, diag));
-      uint32_t id = ab_events_alloc(es, size, s, AB_TAG_OTHER);
-      if (ab_map_put(&b->live, addr, (uint64_t)id + 1) != AB_OK) es->failed = true;
+      if (ab_map_get(live, r->addr, NULL)) {
+        char at[300];
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
+                           where(b, r->pos, at, sizeof at), (unsigned long long)r->addr);
+      }
+      uint32_t id = ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
+      if (ab_map_put(live, r->addr, (uint64_t)id + 1) != AB_OK) es->failed = true;
       return AB_OK;
+    }
     case AB_TR_FREE_REQUESTED:
-      if (!ab_map_get(&b->live, addr, &v)) {
-        es->ignored++; /* allocated before the trace began */
+      if (!ab_map_get(live, r->addr, &v) || (v & REQUESTED)) {
+        es->ignored++;
         return AB_OK;
       }
       ab_events_free_phase(es, (uint32_t)(v - 1), AB_FREE_REQUEST);
+      if (ab_map_put(live, r->addr, v | REQUESTED) != AB_OK) es->failed = true;
       return AB_OK;
     case AB_TR_FREE_COMPLETED: {
-      if (!ab_map_take(&b->live, addr, &v)) {
+      if (!ab_map_take(live, r->addr, &v)) {
         es->ignored++;
         return AB_OK;
       }
-      uint32_t fid = (uint32_t)(v - 1);
+      uint32_t id = (uint32_t)((v & ~REQUESTED) - 1);
       ab_event_t *last = es->n ? &es->ev[es->n - 1] : NULL;
-      if (last && last->kind == AB_EV_FREE && last->id == fid && last->aux == AB_FREE_REQUEST)
+      if (!(v & REQUESTED))
+        ab_events_free_phase(es, id, AB_FREE_NOW);
+      else if (last && last->kind == AB_EV_FREE && last->id == id && last->aux == AB_FREE_REQUEST)
         last->aux = AB_FREE_NOW; /* nothing happened in between: one plain free */
       else
-        ab_events_free_phase(es, fid, AB_FREE_COMPLETE);
+        ab_events_free_phase(es, id, AB_FREE_COMPLETE);
       return AB_OK;
     }
     case AB_TR_SEGMENT_ALLOC:
@@ -90,34 +215,110 @@ ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, 
     case AB_TR_SEGMENT_MAP:
     case AB_TR_SEGMENT_UNMAP: {
       static const ab_seg_action_t seg[] = {AB_SEG_ALLOC, AB_SEG_FREE, AB_SEG_MAP, AB_SEG_UNMAP};
-      AB_TRY(stream_index(b, stream, &s, path, pos, diag));
-      ab_events_segment(es, seg[action - AB_TR_SEGMENT_ALLOC], s, addr, size);
+      ab_events_segment(es, seg[r->action - AB_TR_SEGMENT_ALLOC], r->stream, r->addr, r->size);
       return AB_OK;
     }
     case AB_TR_OOM:
       es->trace_ooms++;
       return AB_OK;
+    case AB_TR_SNAPSHOT:
     case AB_TR_OTHER:
       return AB_OK;
   }
   return AB_OK;
 }
 
-ab_status ab_trace_builder_finish(ab_trace_builder_t *b, const char *path, ab_diag_t *diag) {
+/* Pass 2: the pre-existing blocks, then the records. */
+static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_events_t *es = b->es;
-  ab_map_free(&b->live);
+  ab_trace_rec_in_t *pre = NULL;
+  size_t npre = 0;
+  ab_status st = find_preexisting(b, &pre, &npre);
+  ab_map_t live;
+  ab_map_init(&live);
+  for (size_t i = 0; i < npre && st == AB_OK; i++) {
+    uint32_t id = ab_events_alloc(es, pre[i].size, pre[i].stream, AB_TAG_OTHER);
+    uint64_t v = (uint64_t)id + 1;
+    if (pre[i].pending) {
+      ab_events_free_phase(es, id, AB_FREE_REQUEST);
+      v |= REQUESTED;
+    }
+    if (ab_map_put(&live, pre[i].addr, v) != AB_OK) es->failed = true;
+  }
+  b->info.preexisting = npre;
+  free(pre);
+  for (size_t i = 0; i < b->nrecs && st == AB_OK; i++) st = apply(b, &live, &b->recs[i], diag);
+  ab_map_free(&live);
+  if (st == AB_ERR_INTERNAL) ab_diag_set(diag, st, "%s: out of host memory while reading the trace", b->path);
+  return st;
+}
+
+/* The info's figures that come from the finished stream. */
+static void summarise(ab_trace_builder_t *b) {
+  const ab_events_t *es = b->es;
+  ab_trace_info_t *in = &b->info;
+  uint64_t cur = 0;
+  for (size_t i = 0; i < es->n; i++) {
+    const ab_event_t *e = &es->ev[i];
+    if (e->kind == AB_EV_ALLOC) {
+      cur += e->bytes;
+      if (cur > in->peak_requested) in->peak_requested = cur;
+    } else if (e->kind == AB_EV_FREE && e->aux != AB_FREE_REQUEST) {
+      cur -= e->bytes;
+    }
+  }
+  /* Reserved bytes and segments relative to the start, then the start itself. */
+  int64_t res = 0, res_min = 0, res_max = 0, segs = 0, segs_min = 0, segs_max = 0;
+  for (size_t i = 0; i < es->nsegs; i++) {
+    const ab_seg_event_t *g = &es->segs[i];
+    bool up = g->action == AB_SEG_ALLOC || g->action == AB_SEG_MAP;
+    res += up ? (int64_t)g->bytes : -(int64_t)g->bytes;
+    if (g->action == AB_SEG_ALLOC) segs++;
+    if (g->action == AB_SEG_FREE) segs--;
+    if (up) in->device_allocs++;
+    else in->device_frees++;
+    if (res < res_min) res_min = res;
+    if (res > res_max) res_max = res;
+    if (segs < segs_min) segs_min = segs;
+    if (segs > segs_max) segs_max = segs;
+  }
+  int64_t res0 = -res_min, segs0 = -segs_min;
+  if (in->end_state) {
+    if ((int64_t)b->end_reserved - res > res0) res0 = (int64_t)b->end_reserved - res;
+    if ((int64_t)b->end_segments - segs > segs0) segs0 = (int64_t)b->end_segments - segs;
+  }
+  in->reserved_start = (uint64_t)res0;
+  in->reserved_peak = (uint64_t)(res0 + res_max);
+  in->reserved_end = (uint64_t)(res0 + res);
+  in->segments_start = (uint64_t)segs0;
+  in->segments_peak = (uint64_t)(segs0 + segs_max);
+  in->segments_end = (uint64_t)(segs0 + segs);
+}
+
+ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
+  ab_events_t *es = b->es;
+  ab_status st = b->failed ? ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the trace", b->path)
+                           : build(b, diag);
+  ab_trace_builder_discard(b);
+  if (st != AB_OK) return st;
   /* Rank the streams by recorded value: PyTorch orders its pools by the stream's value. */
   uint16_t rank[AB_TRACE_MAX_STREAMS];
   for (unsigned i = 0; i < b->nstreams; i++) {
     rank[i] = 0;
     for (unsigned j = 0; j < b->nstreams; j++) rank[i] = (uint16_t)(rank[i] + (b->streams[j] < b->streams[i]));
+    b->info.stream_values[rank[i]] = b->streams[i];
   }
+  b->info.nstreams = b->nstreams;
   for (size_t i = 0; i < es->n; i++)
     if (es->ev[i].kind == AB_EV_ALLOC) es->ev[i].stream = rank[es->ev[i].stream];
   for (size_t i = 0; i < es->nsegs; i++) es->segs[i].stream = rank[es->segs[i].stream];
-  ab_status st = ab_events_finish(es, diag);
-  if (st != AB_OK) ab_diag_prefix(diag, "%s: ", path);
-  return st;
+  st = ab_events_finish(es, diag);
+  if (st != AB_OK) {
+    ab_diag_prefix(diag, "%s: ", b->path);
+    return st;
+  }
+  summarise(b);
+  return AB_OK;
 }
 
 /* ---- allocbench's CSV trace --------------------------------------------------------------- */
@@ -138,10 +339,9 @@ static bool parse_field(const char *p, const char *end, uint64_t *out) {
   return true;
 }
 
-static ab_status read_csv(const char *path, const ab_input_t *in, ab_events_t *es, ab_diag_t *diag) {
+static ab_status read_csv(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
   static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
-  ab_trace_builder_t b;
-  ab_trace_builder_init(&b, es);
+  b->info.format = "allocbench-csv";
   const char *p = in->data, *end = in->data + in->len;
   size_t line = 0;
   ab_status st = AB_OK;
@@ -150,11 +350,7 @@ static ab_status read_csv(const char *path, const ab_input_t *in, ab_events_t *e
     if (eol == NULL) eol = end;
     const char *stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
     line++;
-    if (line == 1) { /* the header, checked by the caller */
-      p = eol + 1;
-      continue;
-    }
-    if (stop == p) { /* blank lines are harmless */
+    if (line == 1 || stop == p) { /* the header (checked by the caller), or a blank line */
       p = eol + 1;
       continue;
     }
@@ -176,15 +372,38 @@ static ab_status read_csv(const char *path, const ab_input_t *in, ab_events_t *e
                          names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
     }
     if (st != AB_OK) break;
-    st = ab_trace_builder_add(&b, ab_trace_action_of(f[0], (size_t)(f[1] - 1 - f[0])), num[0], num[1], num[2], path,
-                              line, diag);
+    size_t alen = (size_t)(f[1] - 1 - f[0]);
+    if (alen == 0) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'action': empty", path, line);
+      break;
+    }
+    ab_trace_builder_count(b, f[0], alen);
+    st = ab_trace_builder_add(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], line, diag);
     p = eol + 1;
   }
-  if (st != AB_OK) {
-    ab_map_free(&b.live);
-    return st;
+  return st;
+}
+
+ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                             unsigned nstreams, ab_diag_t *diag) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  setvbuf(f, NULL, _IOFBF, 1 << 20);
+  fprintf(f, "%s\n", csv_header);
+  for (size_t i = 0; i < log->n; i++) {
+    const ab_trace_rec_t *r = &log->recs[i];
+    uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
+    fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
+            r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
   }
-  return ab_trace_builder_finish(&b, path, diag);
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0) bad = true;
+  if (bad) {
+    int saved = errno;
+    remove(path);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(saved));
+  }
+  return AB_OK;
 }
 
 /* ---- format recognition --------------------------------------------------------------- */
@@ -195,23 +414,40 @@ static bool starts_line(const ab_input_t *in, const char *header) {
          (in->len == n || in->data[n] == '\n' || in->data[n] == '\r');
 }
 
-ab_status ab_trace_load(const char *path, ab_events_t *out, ab_diag_t *diag) {
+ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
+                        ab_diag_t *diag) {
+  static const ab_trace_opts_t defaults = {-1};
+  if (opts == NULL) opts = &defaults;
   ab_events_init(out);
   ab_input_t in;
   AB_TRY(ab_input_read(path, &in, diag));
+  ab_trace_builder_t b;
+  bool pickle = in.len > 0 && (unsigned char)in.data[0] == 0x80; /* PROTO: protocols 2 and up */
+  ab_trace_builder_init(&b, out, path, pickle);
   ab_status st;
   if (in.len == 0)
     st = ab_diag_set(diag, AB_ERR_INVALID, "%s: empty file (expected a trace)", path);
+  else if (pickle)
+    st = ab_snapshot_read(path, &in, opts->device, &b, diag);
   else if (starts_line(&in, csv_header))
-    st = read_csv(path, &in, out, diag);
+    st = read_csv(path, &in, &b, diag);
+  else if (starts_line(&in, ab_rmm_log_header))
+    st = ab_rmm_log_read(path, &in, &b, diag);
   else
     st = ab_diag_set(diag, AB_ERR_INVALID,
-                     "%s: not a recognised trace (expected a CSV trace starting with the line '%s')", path, csv_header);
+                     "%s: not a recognised trace (expected a PyTorch memory snapshot pickle, a CSV trace starting "
+                     "with the line '%s', or an RMM log starting with '%s')",
+                     path, csv_header, ab_rmm_log_header);
   ab_input_free(&in);
+  if (st == AB_OK)
+    st = ab_trace_builder_finish(&b, diag);
+  else
+    ab_trace_builder_discard(&b);
   if (st != AB_OK) {
     ab_events_free(out);
     return st;
   }
+  if (info) *info = b.info;
   snprintf(out->source, sizeof out->source, "%s", path);
   return AB_OK;
 }

@@ -1,9 +1,13 @@
-/* trace.h: recorded traces turned into event streams.
+/* trace.h: recorded traces turned into event streams, and back.
  *
  * ab_trace_load recognises the format from the file's content (never its name), plain or
- * gzipped, and hands the records to the trace builder below:
+ * gzipped (input.h), and hands the records to the trace builder below:
+ *   - PyTorch's memory snapshot, the pickle torch.cuda.memory._dump_snapshot() writes
+ *     (snapshot.h): device_traces of one device, with segments and allocator_settings;
  *   - allocbench's CSV trace: header `action,addr,size,stream,time_us` (the format of the
- *     fixtures' *.trace.csv.gz), actions as in PyTorch's device_traces.
+ *     fixtures' *.trace.csv.gz and of --export-trace), actions as in PyTorch's device_traces;
+ *   - RMM's logging_resource_adaptor CSV (rmm_log.h): header
+ *     `Thread,Time,Action,Pointer,Size,Stream`.
  * Every error names the file and the line (or byte offset) and what was expected.
  *
  * The trace builder turns PyTorch-style actions into events, for every importer:
@@ -11,56 +15,122 @@
  *                    (an address used again after free_completed is a new id)
  *   free_requested   FREE REQUEST of the id at that address
  *   free_completed   FREE COMPLETE; when it directly follows its free_requested (the
- *                    common case: no other stream used the block) the pair is one FREE NOW
+ *                    common case: no other stream used the block) the pair is one FREE NOW;
+ *                    without a free_requested before it, a FREE NOW
  *   segment_alloc / segment_free / segment_map / segment_unmap
  *                    kept as recorded segment decisions (ab_events_t.segs), not replayed
  *   oom              counted in trace_ooms: the program caught an OOM and went on
  *   anything else    a no-op (snapshot, annotate, user_defined, ...)
- * Policy for traces that start after memory already existed (a wrapped ring buffer, or
- * recording switched on late): frees of addresses the trace never allocated are ignored and
- * counted in ab_events_t.ignored. Streams keep their identity and their numeric order (which
- * decides PyTorch's iteration order): the smallest recorded stream value becomes index 0.
+ * Streams keep their identity and their numeric order (which decides PyTorch's iteration
+ * order): the smallest recorded stream value becomes index 0.
+ *
+ * Note [Memory that existed before the trace]
+ * A trace can start after memory was already allocated: PyTorch's ring buffer wrapped
+ * (max_entries), or recording began late. The builder reconstructs the start the way
+ * PyTorch's viewer (MemoryViz.js) does, from the end state backwards:
+ *   1. A free of an address the trace has not touched before is the free of a block that
+ *      was live when the trace began (a lone free_completed: one whose free was already
+ *      requested). A snapshot's `segments` section adds the blocks it shows allocated (or
+ *      awaiting their free) at the end whose address the trace never touches.
+ *   2. Those blocks are created at the start of the stream, before the first record, in
+ *      address order, with the size and stream their record gives (the requested size).
+ *      They are counted in info.preexisting.
+ *   3. What still cannot be replayed is ignored and counted in ab_events_t.ignored: a free
+ *      of an address whose block is already freed, a second free_requested, an alloc of
+ *      zero bytes or at address 0.
+ * An alloc at an address that is still live is an error (the trace contradicts itself).
+ * The recorded segment decisions get the same treatment in the info: the reserved bytes
+ * and segments at the start are those the end state implies (a snapshot's `segments`
+ * total less what the trace added), or, without an end state, what the trace frees
+ * beyond what it allocated.
  */
 #ifndef AB_TRACE_H
 #define AB_TRACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "harness/events.h"
-#include "strategies/hashmap.h"
-
-/* Reads the trace at path into out (initialised here; released on failure). */
-ab_status ab_trace_load(const char *path, ab_events_t *out, ab_diag_t *diag);
-
-typedef enum ab_trace_action_e {
-  AB_TR_ALLOC,
-  AB_TR_FREE_REQUESTED,
-  AB_TR_FREE_COMPLETED,
-  AB_TR_SEGMENT_ALLOC,
-  AB_TR_SEGMENT_FREE,
-  AB_TR_SEGMENT_MAP,
-  AB_TR_SEGMENT_UNMAP,
-  AB_TR_OOM,
-  AB_TR_OTHER,
-} ab_trace_action_t;
-
-/* PyTorch's action name to the enum; unknown names are AB_TR_OTHER. */
-ab_trace_action_t ab_trace_action_of(const char *name, size_t len);
+#include "strategies/adaptor_trace.h"
 
 #define AB_TRACE_MAX_STREAMS 64
+#define AB_TRACE_MAX_ACTION_NAMES 16
+
+typedef struct ab_trace_opts_s {
+  int device; /* snapshots: the device whose trace to read; -1: the first with entries */
+} ab_trace_opts_t;
+
+/* What a trace holds, as recorded; filled by the readers and the builder. */
+typedef struct ab_trace_info_s {
+  const char *format;        /* "pytorch-snapshot", "allocbench-csv" or "rmm-log" */
+  int device;                /* snapshots: the device read; -1 for the other formats */
+  unsigned ndevices;         /* snapshots: devices in device_traces */
+  uint64_t records;          /* trace records read: the recorded trace's events */
+  struct {
+    char name[32];           /* as recorded ("alloc", "allocate failure", ...) */
+    uint64_t count;
+  } actions[AB_TRACE_MAX_ACTION_NAMES]; /* in order of first appearance */
+  unsigned nactions;
+  uint64_t other_actions;    /* records under names beyond the table's room */
+  unsigned nstreams;
+  uint64_t stream_values[AB_TRACE_MAX_STREAMS]; /* the recorded value of each stream index */
+  uint64_t preexisting;      /* blocks created at the start (Note [Memory that existed...]) */
+  uint64_t peak_requested;   /* highest sum of the requested bytes of live blocks */
+  bool end_state;            /* a snapshot's `segments` gave the state at the end */
+  uint64_t reserved_start, reserved_peak, reserved_end; /* bytes the recorded segment events imply */
+  uint64_t segments_start, segments_peak, segments_end; /* live cudaMalloc'd segments */
+  uint64_t device_allocs;    /* segment_alloc and segment_map events: PyTorch's num_device_alloc */
+  uint64_t device_frees;     /* segment_free and segment_unmap events */
+} ab_trace_info_t;
+
+/* Reads the trace at path into out (initialised here; released on failure) and, when info
+ * is not NULL, what it holds. opts may be NULL (the defaults). */
+ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
+                        ab_diag_t *diag);
+
+/* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
+ * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has
+ * 0 in the addr column, as PyTorch's flattened traces do. AB_ERR_IO naming the path. */
+ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                             unsigned nstreams, ab_diag_t *diag);
+
+/* ---- the builder, for the readers ---------------------------------------------------------- */
+
+typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
 
 typedef struct ab_trace_builder_s {
   ab_events_t *es;
-  ab_map_t live;                            /* address -> id + 1, until the free completes */
-  uint64_t streams[AB_TRACE_MAX_STREAMS];   /* raw stream values, in order of first use */
+  ab_trace_info_t info;
+  const char *path;
+  bool byte_pos;              /* positions are byte offsets ("PATH: byte N"), else lines ("PATH:N") */
+  ab_trace_rec_in_t *recs;    /* the records, applied at finish */
+  size_t nrecs, caprecs;
+  ab_trace_rec_in_t *held;    /* blocks the end state shows live */
+  size_t nheld, capheld;
+  uint64_t streams[AB_TRACE_MAX_STREAMS]; /* raw stream values, in order of first use */
   unsigned nstreams;
+  bool failed;                /* host memory ran out */
+  uint64_t end_reserved;      /* with info.end_state: reserved bytes at the end */
+  uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
 } ab_trace_builder_t;
 
-void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es);
-/* Applies one record; errors say "PATH:POS: ..." (POS: the line, or the importer's position). */
+/* Starts building into es (initialised); path and byte_pos say how errors name positions. */
+void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);
+/* Counts one record under its action's name as recorded. */
+void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len);
+/* Adds one record at pos (a line or a byte offset). Errors: more than AB_TRACE_MAX_STREAMS. */
 ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
-                               uint64_t stream, const char *path, size_t pos, ab_diag_t *diag);
-/* Renumbers streams by their recorded value, validates the stream, frees the builder. */
-ab_status ab_trace_builder_finish(ab_trace_builder_t *b, const char *path, ab_diag_t *diag);
+                               uint64_t stream, size_t pos, ab_diag_t *diag);
+/* The end state (snapshots): a block live at the end, of `requested` bytes; pending when its
+ * free was requested and not completed. */
+ab_status ab_trace_builder_held(ab_trace_builder_t *b, uint64_t addr, uint64_t requested, uint64_t stream,
+                                bool pending, size_t pos, ab_diag_t *diag);
+/* The end state's reserved bytes and cudaMalloc'd segments. */
+void ab_trace_builder_end_state(ab_trace_builder_t *b, uint64_t reserved, uint64_t segments);
+/* Builds the events (Note [Memory that existed before the trace]), ranks the streams,
+ * validates the stream, fills the info, and releases the builder, whatever the outcome. */
+ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag);
+/* Releases a builder that will not be finished. */
+void ab_trace_builder_discard(ab_trace_builder_t *b);
 
 #endif

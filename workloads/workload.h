@@ -23,6 +23,9 @@ typedef struct ab_workload_s {
   const char *name;
   const char *summary;     /* one line for `allocbench list` */
   const char *params_help; /* one parameter per line, for `allocbench list -v` */
+  /* Arguments of a short run, for `allocbench matrix --quick` (fewer steps or ops, same
+   * pattern); NULL when the defaults are short already. Arguments the user gives win. */
+  const char *quick_args;
   /* Appends the workload's events to out (initialised, empty). args is "" when none were
    * given. Bad arguments: AB_ERR_INVALID, naming the key and its position. */
   ab_status (*generate)(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag);

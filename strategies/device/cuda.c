@@ -55,6 +55,7 @@ typedef struct cuda_dev_s {
   uint64_t reservations; /* live reservations */
   uint64_t live_async;   /* live pool allocations */
   uint64_t pool_held;    /* the pool's reserve as last read, counted in dev.held_bytes */
+  cudaEvent_t timer[2];  /* start and stop of the timer; NULL until first used */
 } cuda_dev_t;
 
 static cuda_dev_t *cuda_of(ab_device_t *d) { return (cuda_dev_t *)(void *)d; }
@@ -348,6 +349,31 @@ static void *cuda_stream_handle(ab_device_t *d, unsigned stream) {
   return st == AB_OK ? (void *)s : NULL;
 }
 
+static ab_status cuda_timer_start(ab_device_t *d, unsigned stream) {
+  cuda_dev_t *c = cuda_of(d);
+  ab_status st;
+  cudaStream_t s = stream_of(c, stream, &st);
+  if (st != AB_OK) return st;
+  for (int i = 0; i < 2; i++)
+    if (c->timer[i] == NULL) AB_CUDA_TRY(&d->diag, cudaEventCreate(&c->timer[i]));
+  AB_CUDA_TRY(&d->diag, cudaEventRecord(c->timer[0], s));
+  return AB_OK;
+}
+
+static ab_status cuda_timer_stop(ab_device_t *d, unsigned stream, double *seconds) {
+  cuda_dev_t *c = cuda_of(d);
+  ab_status st;
+  cudaStream_t s = stream_of(c, stream, &st);
+  if (st != AB_OK) return st;
+  if (c->timer[0] == NULL) return ab_diag_set(&d->diag, AB_ERR_INVALID, "timer stopped before it was started");
+  float ms = 0;
+  AB_CUDA_TRY(&d->diag, cudaEventRecord(c->timer[1], s));
+  AB_CUDA_TRY(&d->diag, cudaEventSynchronize(c->timer[1]));
+  AB_CUDA_TRY(&d->diag, cudaEventElapsedTime(&ms, c->timer[0], c->timer[1]));
+  *seconds = (double)ms * 1e-3;
+  return AB_OK;
+}
+
 static ab_status cuda_close(ab_device_t *d, ab_diag_t *diag) {
   cuda_dev_t *c = cuda_of(d);
   ab_status st = AB_OK;
@@ -357,6 +383,8 @@ static ab_status cuda_close(ab_device_t *d, ab_diag_t *diag) {
                      d->name, (unsigned long long)live, (unsigned long long)mapped, (unsigned long long)c->reservations);
   AB_CUDA_CHECKED(st, diag, cudaDeviceSynchronize());
   if (c->pool) AB_CUDA_CHECKED(st, diag, cudaMemPoolDestroy(c->pool));
+  for (int i = 0; i < 2; i++)
+    if (c->timer[i]) AB_CUDA_CHECKED(st, diag, cudaEventDestroy(c->timer[i]));
   for (int i = 1; i < AB_MAX_STREAMS; i++)
     if (c->streams[i]) AB_CUDA_CHECKED(st, diag, cudaStreamDestroy(c->streams[i]));
   ab_map_free(&c->live);
@@ -383,6 +411,8 @@ static const ab_device_ops_t cuda_ops = {
     .synchronize = cuda_synchronize,
     .stream_synchronize = cuda_stream_synchronize,
     .stream_handle = cuda_stream_handle,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
     .close = cuda_close,
 };
 

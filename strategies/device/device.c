@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "strategies/device/cuda.h"
 #include "strategies/device/sim.h"
@@ -80,6 +81,10 @@ void ab_device_hold(ab_device_t *d, int64_t delta) {
   if (d->held_bytes > d->held_peak) d->held_peak = d->held_bytes;
 }
 
+static void observed(ab_device_t *d, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes) {
+  if (d->observe) d->observe(d->observe_ctx, op, addr, bytes);
+}
+
 /* Counts a call and its failure. */
 static ab_status counted(ab_device_t *d, ab_status st) {
   if (st != AB_OK) d->calls.failed++;
@@ -90,14 +95,20 @@ ab_status ab_device_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (!ab_device_budget_allows(d, bytes)) return AB_ERR_OOM;
   d->calls.malloc++;
   ab_status st = counted(d, d->ops->malloc(d, bytes, out));
-  if (st == AB_OK) ab_device_hold(d, (int64_t)bytes);
+  if (st == AB_OK) {
+    ab_device_hold(d, (int64_t)bytes);
+    observed(d, AB_DEVOP_MALLOC, *out, bytes);
+  }
   return st;
 }
 
 ab_status ab_device_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   d->calls.free++;
   ab_status st = counted(d, d->ops->free(d, p, bytes));
-  if (st == AB_OK) ab_device_hold(d, -(int64_t)bytes);
+  if (st == AB_OK) {
+    ab_device_hold(d, -(int64_t)bytes);
+    observed(d, AB_DEVOP_FREE, p, bytes);
+  }
   return st;
 }
 
@@ -115,14 +126,20 @@ ab_status ab_device_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   if (!ab_device_budget_allows(d, bytes)) return AB_ERR_OOM;
   d->calls.map++;
   ab_status st = counted(d, d->ops->map(d, at, bytes));
-  if (st == AB_OK) ab_device_hold(d, (int64_t)bytes);
+  if (st == AB_OK) {
+    ab_device_hold(d, (int64_t)bytes);
+    observed(d, AB_DEVOP_MAP, at, bytes);
+  }
   return st;
 }
 
 ab_status ab_device_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   d->calls.unmap++;
   ab_status st = counted(d, d->ops->unmap(d, at, bytes));
-  if (st == AB_OK) ab_device_hold(d, -(int64_t)bytes);
+  if (st == AB_OK) {
+    ab_device_hold(d, -(int64_t)bytes);
+    observed(d, AB_DEVOP_UNMAP, at, bytes);
+  }
   return st;
 }
 
@@ -133,12 +150,16 @@ ab_status ab_device_pool_configure(ab_device_t *d, uint64_t release_threshold) {
 
 ab_status ab_device_malloc_async(ab_device_t *d, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   d->calls.malloc_async++;
-  return counted(d, d->ops->malloc_async(d, bytes, stream, out));
+  ab_status st = counted(d, d->ops->malloc_async(d, bytes, stream, out));
+  if (st == AB_OK) observed(d, AB_DEVOP_MALLOC_ASYNC, *out, bytes);
+  return st;
 }
 
 ab_status ab_device_free_async(ab_device_t *d, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   d->calls.free_async++;
-  return counted(d, d->ops->free_async(d, p, bytes, stream));
+  ab_status st = counted(d, d->ops->free_async(d, p, bytes, stream));
+  if (st == AB_OK) observed(d, AB_DEVOP_FREE_ASYNC, p, bytes);
+  return st;
 }
 
 ab_status ab_device_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
@@ -170,4 +191,24 @@ ab_status ab_device_stream_synchronize(ab_device_t *d, unsigned stream) {
 
 void *ab_device_stream_handle(ab_device_t *d, unsigned stream) {
   return d->ops->stream_handle(d, stream);
+}
+
+static uint64_t host_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+ab_status ab_device_timer_start(ab_device_t *d, unsigned stream) {
+  if (d->ops->timer_start) return d->ops->timer_start(d, stream);
+  d->timer_modeled_ns = d->modeled_ns;
+  d->timer_host_ns = host_ns();
+  return AB_OK;
+}
+
+ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds) {
+  if (d->ops->timer_stop) return d->ops->timer_stop(d, stream, seconds);
+  uint64_t ns = host_ns() - d->timer_host_ns + (d->modeled_ns - d->timer_modeled_ns);
+  *seconds = (double)ns * 1e-9;
+  return AB_OK;
 }

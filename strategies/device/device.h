@@ -28,6 +28,11 @@
  * it. Streams are small indices (0 is the default stream); the device creates the real
  * streams on first use.
  *
+ * The timer measures what happens between two points of a stream, for benchmarks: on cuda
+ * with a pair of CUDA events (what the GPU saw between the two records, as RMM's
+ * cuda_event_timer does); on sim as the engine counts a call, host time plus the modelled
+ * time of the device calls made in between. One timer per device, not nested.
+ *
  * Thread-safety: a device belongs to one thread.
  */
 #ifndef AB_DEVICE_H
@@ -62,6 +67,16 @@ typedef struct ab_device_calls_s {
 #undef AB_DEVICE_CALL_FIELD
 } ab_device_calls_t;
 
+/* The calls an observer is told of (see ab_device_t.observe). */
+typedef enum ab_device_op_e {
+  AB_DEVOP_MALLOC,
+  AB_DEVOP_FREE,
+  AB_DEVOP_MAP,
+  AB_DEVOP_UNMAP,
+  AB_DEVOP_MALLOC_ASYNC,
+  AB_DEVOP_FREE_ASYNC,
+} ab_device_op_t;
+
 typedef struct ab_device_ops_s {
   ab_status (*malloc)(ab_device_t *d, uint64_t bytes, ab_dptr_t *out);
   ab_status (*free)(ab_device_t *d, ab_dptr_t p, uint64_t bytes);
@@ -78,6 +93,9 @@ typedef struct ab_device_ops_s {
   ab_status (*synchronize)(ab_device_t *d);
   ab_status (*stream_synchronize)(ab_device_t *d, unsigned stream);
   void *(*stream_handle)(ab_device_t *d, unsigned stream); /* cudaStream_t; NULL on sim */
+  /* Optional: the GPU clock (CUDA events). NULL: host time plus modeled_ns (sim). */
+  ab_status (*timer_start)(ab_device_t *d, unsigned stream);
+  ab_status (*timer_stop)(ab_device_t *d, unsigned stream, double *seconds);
   ab_status (*close)(ab_device_t *d, ab_diag_t *diag);     /* checks for leaks, frees d */
 } ab_device_ops_t;
 
@@ -92,7 +110,14 @@ struct ab_device_s {
   uint64_t held_peak;       /* highest held_bytes */
   uint64_t modeled_ns;      /* sim: modelled time of all calls so far; cuda: 0 */
   ab_device_calls_t calls;  /* calls that reached the implementation */
+  uint64_t timer_host_ns;   /* host clock at the last timer start (timers without a GPU clock) */
+  uint64_t timer_modeled_ns; /* modeled_ns then */
   ab_diag_t diag;           /* why the last call failed, when it was not OOM */
+  /* Told of every successful malloc, free, map, unmap, malloc_async and free_async, after
+   * the call, by the wrappers below; NULL: nobody listens. A recording adaptor sets it
+   * (adaptor_trace.h) to see the segment decisions of the strategy it wraps. */
+  void (*observe)(void *ctx, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes);
+  void *observe_ctx;
 };
 
 /* Fault injection on the simulated device: allocation-type calls (malloc, va_reserve, map,
@@ -161,6 +186,11 @@ ab_status ab_device_synchronize(ab_device_t *d);
 ab_status ab_device_stream_synchronize(ab_device_t *d, unsigned stream);
 /* The cudaStream_t of a stream index, for kernel launches; NULL on the simulated device. */
 void *ab_device_stream_handle(ab_device_t *d, unsigned stream);
+/* Starts the timer on stream (see the contract above). */
+ab_status ab_device_timer_start(ab_device_t *d, unsigned stream);
+/* Stops it on the same stream, waits for the stream to get there, and writes the seconds
+ * since the start. */
+ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds);
 
 /* For implementations: true if `extra` more held bytes stay within the budget. */
 bool ab_device_budget_allows(const ab_device_t *d, uint64_t extra);

@@ -1,0 +1,275 @@
+/* cmd_matrix.c: `allocbench matrix`: every strategy on every workload of a list, recorded,
+ * with a summary table at the end. What `make bench` runs.
+ *
+ * 1. The workloads are built first, all of them, so bad input is refused before anything
+ *    runs. The default list is the bench list below, restricted to the workloads this build
+ *    has; a missing trace file is passed over with a note.
+ * 2. Each pair runs on a fresh device (ab_cli_run_one); its row is appended to
+ *    DIR/summary.csv at once, so an interrupted matrix keeps what it measured, and its
+ *    timeline is written.
+ * 3. An OOM is a result. A run that fails (a strategy error, a leak) is recorded with status
+ *    error, the others go on, and the command exits 1 at the end.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness/cli.h"
+#include "harness/commands.h"
+#include "harness/results.h"
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+#include "workloads/workload.h"
+
+#define MAX_WORKLOADS 64
+#define MAX_STRATEGIES 64
+#define FIXTURE_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+
+/* The bench list, in the order of the figures. */
+static const char *const bench_list[] = {
+    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" FIXTURE_TRACE,
+};
+
+static const char help_head[] =
+    "usage: allocbench matrix [-w WORKLOAD]... [-s STRATEGY,...] [--quick] [--device auto|sim[:PROFILE]|cuda]\n"
+    "                         [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
+    "Runs every strategy on every workload, appends one row per pair to DIR/summary.csv, writes\n"
+    "each pair's timeline, and prints a summary table. By default: every strategy of\n"
+    "`allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic, mixed-precision,\n"
+    "zero stage 3, random, fragmenter, and the replay of the recorded trace), those this build has.\n"
+    "An OOM is a result; the command exits 1 if a run failed.\n\n"
+    "  -w, --workload W      a workload with its arguments; repeat for several (default: the bench list)\n"
+    "  -s, --strategy S,...  strategies, comma-separated (default: all)\n"
+    "  -c, --conf CONF       the options of the one strategy given with -s\n"
+    "      --quick           a short run of each workload (fewer steps or ops, the same pattern)\n";
+
+/* The workload spec to run: NAME:QUICK,ARGS with --quick (the user's arguments win). */
+static void spec_of(const char *given, bool quick, char *out, size_t size) {
+  const char *colon = strchr(given, ':');
+  size_t len = colon ? (size_t)(colon - given) : strlen(given);
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)len, given);
+  const ab_workload_t *w = ab_workload_find(name);
+  if (!quick || w == NULL || w->quick_args == NULL) {
+    snprintf(out, size, "%s", given);
+    return;
+  }
+  if (colon && colon[1])
+    snprintf(out, size, "%s:%s,%s", name, w->quick_args, colon + 1);
+  else
+    snprintf(out, size, "%s:%s", name, w->quick_args);
+}
+
+static bool in_registry(const char *spec) {
+  char name[64];
+  size_t len = strcspn(spec, ":");
+  snprintf(name, sizeof name, "%.*s", (int)len, spec);
+  return ab_workload_find(name) != NULL;
+}
+
+/* A workload spec as a person reads it: a replayed trace by its file name (the path is in
+ * summary.csv). */
+static void short_name(const char *spec, char *out, size_t size) {
+  if (strncmp(spec, "replay:", 7) == 0) {
+    char file[160];
+    ab_results_file_part(spec + 7, file, sizeof file);
+    snprintf(out, size, "replay:%s", file);
+  } else {
+    snprintf(out, size, "%s", spec);
+  }
+}
+
+/* Time in ns, with a unit a person reads at a glance. */
+static const char *format_ns(const char *ns_text, char *buf, size_t size) {
+  double ns = strtod(ns_text, NULL);
+  if (ns < 1e3)
+    snprintf(buf, size, "%.0f ns", ns);
+  else if (ns < 1e6)
+    snprintf(buf, size, "%.1f us", ns / 1e3);
+  else
+    snprintf(buf, size, "%.1f ms", ns / 1e6);
+  return buf;
+}
+
+static const ab_col_t display_cols[] = {
+    {"workload", false},      {"strategy", false},      {"status", false},         {"peak requested", true},
+    {"peak reserved", true},  {"reserved/requested", true}, {"frag %", true},      {"device allocs", true},
+    {"alloc p50", true},      {"alloc p99", true},      {"step ms p50", true},     {"wall s", true},
+};
+
+/* The summary rows, as a person reads them. */
+static ab_status display(const ab_table_t *rows, ab_table_t *out) {
+  ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
+  for (size_t r = 0; r < rows->nrows; r++) {
+    char workload[200], req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
+    short_name(ab_table_get(rows, r, "workload"), workload, sizeof workload);
+    uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
+    uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
+    ab_format_bytes(requested, req, sizeof req);
+    ab_format_bytes(reserved, res, sizeof res);
+    if (requested)
+      snprintf(ratio, sizeof ratio, "%.3f", (double)reserved / (double)requested);
+    else
+      snprintf(ratio, sizeof ratio, "-");
+    snprintf(step, sizeof step, "%.2f", strtod(ab_table_get(rows, r, "step_ms_p50"), NULL));
+    snprintf(wall, sizeof wall, "%.2f", strtod(ab_table_get(rows, r, "wall_s"), NULL));
+    const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res, ratio,
+                           ab_table_get(rows, r, "frag_pct"), ab_table_get(rows, r, "num_device_alloc"),
+                           format_ns(ab_table_get(rows, r, "alloc_ns_p50"), p50, sizeof p50),
+                           format_ns(ab_table_get(rows, r, "alloc_ns_p99"), p99, sizeof p99), step, wall};
+    AB_TRY(ab_table_add(out, cells));
+  }
+  return AB_OK;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int ab_cmd_matrix(int argc, char **argv) {
+  enum { OPT_QUICK = 256 };
+  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
+  ab_cli_opts_t o;
+  ab_cli_defaults(&o, "matrix");
+  ab_diag_t diag = {""};
+  const char *given[MAX_WORKLOADS];
+  size_t ngiven = 0;
+  bool quick = false;
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+    ab_status st;
+    if (opt == 'h') {
+      fputs(help_head, stdout);
+      fputs(ab_cli_common_help, stdout);
+      return AB_EXIT_OK;
+    }
+    if (opt == '?' || opt == ':') {
+      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench matrix --help)", argv[optind - 1]);
+      return ab_cli_usage_error(&o, diag.msg);
+    }
+    if (opt == OPT_QUICK) {
+      quick = true;
+    } else if (opt == 'w') {
+      if (ngiven == MAX_WORKLOADS) return ab_cli_usage_error(&o, "too many -w");
+      given[ngiven++] = optarg;
+    } else if (!ab_cli_common_option(opt, optarg, &o, &st, &diag) || st != AB_OK) {
+      return ab_cli_usage_error(&o, diag.msg[0] ? diag.msg : "bad option");
+    }
+  }
+  if (optind < argc) {
+    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
+
+  /* The strategies: -s, or every one that is listed. */
+  const char *strategies[MAX_STRATEGIES];
+  size_t nstrat = 0;
+  char strategy_list[1024];
+  if (o.strategy) {
+    snprintf(strategy_list, sizeof strategy_list, "%s", o.strategy);
+    for (char *save = NULL, *tok = strtok_r(strategy_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      const ab_strategy_entry_t *entry;
+      if (ab_strategy_lookup(tok, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+      if (nstrat == MAX_STRATEGIES) return ab_cli_usage_error(&o, "too many strategies");
+      strategies[nstrat++] = entry->name;
+    }
+    if (nstrat == 0) return ab_cli_usage_error(&o, "-s: expected strategy names, comma-separated");
+  } else {
+    size_t n;
+    const ab_strategy_entry_t *entries = ab_strategy_registry(&n);
+    for (size_t i = 0; i < n && nstrat < MAX_STRATEGIES; i++)
+      if (!entries[i].hidden) strategies[nstrat++] = entries[i].name;
+  }
+  if (o.conf && nstrat != 1) return ab_cli_usage_error(&o, "-c applies to one strategy: give exactly one with -s");
+
+  /* The workloads, built before anything runs. */
+  bool defaults = ngiven == 0;
+  if (defaults)
+    for (size_t i = 0; i < sizeof bench_list / sizeof bench_list[0]; i++)
+      if (in_registry(bench_list[i])) given[ngiven++] = bench_list[i];
+  ab_events_t *streams = calloc(ngiven ? ngiven : 1, sizeof *streams);
+  if (streams == NULL) return ab_cli_fail(&o, "out of host memory");
+  size_t nw = 0;
+  int rc = AB_EXIT_OK;
+  for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
+    char spec[4200];
+    spec_of(given[i], quick, spec, sizeof spec);
+    ab_status st = ab_workload_build(spec, o.seed, &streams[nw], &diag);
+    if (st == AB_OK) {
+      nw++;
+    } else if (defaults && strncmp(spec, "replay:", 7) == 0) {
+      if (!o.quiet) fprintf(stderr, "allocbench matrix: passing over the recorded trace: %s\n", diag.msg);
+    } else {
+      rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
+    }
+  }
+  if (rc == AB_EXIT_OK && nw == 0) rc = ab_cli_usage_error(&o, "no workload to run");
+
+  ab_table_t all;
+  ab_table_init(&all, ab_summary_cols, ab_summary_ncols);
+  size_t failed = 0, done = 0;
+  double t0 = now_s();
+  for (size_t w = 0; w < nw && rc == AB_EXIT_OK; w++) {
+    ab_run_t run;
+    if (ab_run_prepare(&run, &streams[w]) != AB_OK) {
+      rc = ab_cli_fail(&o, "out of host memory");
+      break;
+    }
+    for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK; s++) {
+      ab_table_t one;
+      ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
+      ab_diag_t why = {""};
+      ab_status st = ab_cli_run_one(&o, &streams[w], strategies[s], &run, &one, &why);
+      if (one.nrows == 0) { /* nothing ran: no device, or a bad -c */
+        rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
+        ab_table_free(&one);
+        break;
+      }
+      ab_diag_t io = {""};
+      if (ab_cli_append(&o, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
+      if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
+      done++;
+      char name[200];
+      short_name(streams[w].source, name, sizeof name);
+      if (st != AB_OK) {
+        failed++;
+        fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategies[s], name, why.msg);
+      } else if (!o.quiet) {
+        fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, nw * nstrat, strategies[s], name,
+                ab_run_status_name(run.status), run.loop_s);
+      }
+      /* The smallest budget of this pair (oom.csv) is searched here, with the budget search
+       * of `allocbench oom`, once that exists. */
+      ab_table_free(&one);
+    }
+    ab_run_release(&run);
+  }
+
+  if (all.nrows > 0) {
+    if (o.format == AB_FORMAT_TABLE) {
+      ab_table_t shown;
+      if (display(&all, &shown) == AB_OK) {
+        printf("\n");
+        ab_table_write_text(&shown, stdout, NULL, 0);
+        printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
+               nw, nstrat, now_s() - t0, o.out_dir);
+      }
+      ab_table_free(&shown);
+    } else {
+      ab_cli_print(&o, &all, NULL, 0);
+    }
+  }
+  if (rc == AB_EXIT_OK && failed) {
+    snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
+    rc = ab_cli_fail(&o, diag.msg);
+  }
+  ab_table_free(&all);
+  for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
+  free(streams);
+  return rc;
+}

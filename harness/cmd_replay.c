@@ -1,0 +1,253 @@
+/* cmd_replay.c: `allocbench replay`: a recorded trace through one strategy, recorded; or,
+ * with --info, what the trace holds. With --export-trace / --export-snapshot the run itself
+ * is written out, with the strategy's own segment decisions (a trace adaptor wraps the
+ * strategy: strategies/adaptor_trace.h). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/cli.h"
+#include "harness/commands.h"
+#include "harness/results.h"
+#include "strategies/adaptor_trace.h"
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+#include "workloads/snapshot.h"
+#include "workloads/trace.h"
+
+static const char help_head[] =
+    "usage: allocbench replay TRACE [-s STRATEGY] [-c CONF] [--device auto|sim[:PROFILE]|cuda] [--budget SIZE]\n"
+    "                         [--trace-device N] [--export-trace FILE.csv] [--export-snapshot FILE.pickle]\n"
+    "                         [--out DIR] [--format table|csv|json]\n"
+    "       allocbench replay --info TRACE [--trace-device N] [--format table|csv|json]\n\n"
+    "Replays a recorded trace through a strategy, prints the result and appends it to DIR/summary.csv,\n"
+    "as `allocbench run -w replay:TRACE` does. The trace's format is recognised from its content: a\n"
+    "PyTorch memory snapshot (the pickle torch.cuda.memory._dump_snapshot() writes), allocbench's CSV\n"
+    "trace (action,addr,size,stream,time_us), or an RMM logging_resource_adaptor log; plain or gzipped.\n"
+    "Blocks that were live before the trace began are created at its start.\n\n"
+    "      --info              print what the trace holds (events, actions, streams, recorded settings,\n"
+    "                          peaks, segments) and replay nothing\n"
+    "      --trace-device N    snapshots: the device whose trace to read (default: the first with entries)\n"
+    "      --export-trace F    write the run as a CSV trace, with the strategy's own segment decisions\n"
+    "      --export-snapshot F write the run as a PyTorch memory snapshot: its trace, and its segments at\n"
+    "                          the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot F`\n"
+    "                          or pytorch.org/memory_viz show it\n"
+    "  -s, --strategy S        a strategy of `allocbench list` (default: caching with the recorded\n"
+    "                          settings as its conf when that strategy exists, else raw)\n"
+    "  -c, --conf CONF         the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n";
+
+enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT };
+
+/* ---- --info ------------------------------------------------------------------------------ */
+
+#define INFO_MAX_COLS 64
+
+typedef struct info_row_s {
+  ab_col_t cols[INFO_MAX_COLS];
+  char cells[INFO_MAX_COLS][256];
+  size_t n;
+} info_row_t;
+
+static void cell(info_row_t *r, const char *name, bool numeric, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void cell(info_row_t *r, const char *name, bool numeric, const char *fmt, ...) {
+  if (r->n == INFO_MAX_COLS) return;
+  r->cols[r->n] = (ab_col_t){name, numeric};
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->cells[r->n], sizeof r->cells[r->n], fmt, ap);
+  va_end(ap);
+  r->n++;
+}
+
+static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_t *es, const ab_trace_info_t *in) {
+  info_row_t r;
+  memset(&r, 0, sizeof r);
+  cell(&r, "trace", false, "%s", path);
+  cell(&r, "format", false, "%s", in->format);
+  if (in->device >= 0) {
+    cell(&r, "device", true, "%d", in->device);
+    cell(&r, "devices", true, "%u", in->ndevices);
+  }
+  cell(&r, "events", true, "%" PRIu64, in->records);
+  for (unsigned i = 0; i < in->nactions; i++) cell(&r, in->actions[i].name, true, "%" PRIu64, in->actions[i].count);
+  if (in->other_actions) cell(&r, "other_actions", true, "%" PRIu64, in->other_actions);
+  cell(&r, "streams", true, "%u", in->nstreams);
+  char values[256] = "";
+  for (unsigned i = 0; i < in->nstreams; i++) {
+    size_t used = strlen(values);
+    snprintf(values + used, sizeof values - used, "%s%" PRIu64, i ? " " : "", in->stream_values[i]);
+  }
+  cell(&r, "stream_values", false, "%s", values);
+  cell(&r, "settings", false, "%s", es->settings);
+  cell(&r, "peak_requested_bytes", true, "%" PRIu64, in->peak_requested);
+  cell(&r, "segments_start", true, "%" PRIu64, in->segments_start);
+  cell(&r, "segments_peak", true, "%" PRIu64, in->segments_peak);
+  cell(&r, "segments_end", true, "%" PRIu64, in->segments_end);
+  cell(&r, "device_allocs", true, "%" PRIu64, in->device_allocs);
+  cell(&r, "device_frees", true, "%" PRIu64, in->device_frees);
+  cell(&r, "reserved_start_bytes", true, "%" PRIu64, in->reserved_start);
+  cell(&r, "peak_reserved_bytes", true, "%" PRIu64, in->reserved_peak);
+  cell(&r, "reserved_end_bytes", true, "%" PRIu64, in->reserved_end);
+  cell(&r, "ooms_survived", true, "%" PRIu64, es->trace_ooms);
+  cell(&r, "preexisting_allocs", true, "%" PRIu64, in->preexisting);
+  cell(&r, "ignored_records", true, "%" PRIu64, es->ignored);
+  cell(&r, "replay_events", true, "%zu", es->n);
+  cell(&r, "replay_allocs", true, "%" PRIu32, es->nids);
+  cell(&r, "events_hash", false, "%016" PRIx64, ab_events_hash(es));
+  ab_table_t t;
+  ab_table_init(&t, r.cols, r.n);
+  const char *cells[INFO_MAX_COLS];
+  for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
+  int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
+  if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
+  ab_table_free(&t);
+  return rc;
+}
+
+/* ---- exports ------------------------------------------------------------------------------ */
+
+typedef struct export_s {
+  ab_trace_log_t log;
+} export_t;
+
+static ab_status wrap(void *ctx, ab_strategy_t **s, ab_diag_t *diag) {
+  export_t *x = ctx;
+  ab_strategy_t *wrapped;
+  ab_status st = ab_adaptor_trace_create(*s, &x->log, &wrapped);
+  if (st != AB_OK) return ab_diag_set(diag, st, "cannot record the run: %s", (*s)->dev->diag.msg[0] ? (*s)->dev->diag.msg : ab_strerror(st));
+  *s = wrapped;
+  return AB_OK;
+}
+
+static void at_end(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  (void)ctx;
+  (void)run;
+  ab_adaptor_trace_capture(s);
+}
+
+/* The conf the strategy was given: its preset, then the user's. */
+static void full_conf(const char *strategy, const char *conf, char *out, size_t size) {
+  const ab_strategy_entry_t *e = ab_strategy_find(strategy);
+  const char *preset = e && e->preset ? e->preset : "";
+  if (conf == NULL) conf = "";
+  snprintf(out, size, "%s%s%s", preset, *preset && *conf ? "," : "", conf);
+}
+
+static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_trace_info_t *in, const char *trace_path,
+                         const char *snapshot_path) {
+  ab_diag_t diag = {""};
+  if (!x->log.captured || x->log.failed)
+    return ab_cli_fail(o, x->log.failed ? "the run's record is incomplete (out of host memory): nothing exported"
+                                        : "the run ended before its record was taken: nothing exported");
+  if (trace_path && ab_trace_write_csv(trace_path, &x->log, in->stream_values, in->nstreams, &diag) != AB_OK)
+    return ab_cli_fail(o, diag.msg);
+  if (snapshot_path) {
+    char conf[1024];
+    full_conf(o->strategy, o->conf, conf, sizeof conf);
+    if (ab_snapshot_write(snapshot_path, &x->log, in->stream_values, in->nstreams, conf, &diag) != AB_OK)
+      return ab_cli_fail(o, diag.msg);
+  }
+  return AB_EXIT_OK;
+}
+
+/* ---- the command -------------------------------------------------------------------------- */
+
+int ab_cmd_replay(int argc, char **argv) {
+  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS,
+                                           {"info", no_argument, 0, OPT_INFO},
+                                           {"trace-device", required_argument, 0, OPT_TRACE_DEVICE},
+                                           {"export-trace", required_argument, 0, OPT_EXPORT_TRACE},
+                                           {"export-snapshot", required_argument, 0, OPT_EXPORT_SNAPSHOT},
+                                           {0, 0, 0, 0}};
+  ab_cli_opts_t o;
+  ab_cli_defaults(&o, "replay");
+  ab_diag_t diag = {""};
+  ab_trace_opts_t topts = {-1};
+  bool info_only = false;
+  const char *export_trace = NULL, *export_snapshot = NULL;
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+    ab_status st = AB_OK;
+    switch (opt) {
+      case 'h':
+        fputs(help_head, stdout);
+        fputs(ab_cli_common_help, stdout);
+        return AB_EXIT_OK;
+      case '?':
+      case ':':
+        snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench replay --help)", argv[optind - 1]);
+        return ab_cli_usage_error(&o, diag.msg);
+      case OPT_INFO: info_only = true; break;
+      case OPT_EXPORT_TRACE: export_trace = optarg; break;
+      case OPT_EXPORT_SNAPSHOT: export_snapshot = optarg; break;
+      case OPT_TRACE_DEVICE: {
+        uint64_t d;
+        if (ab_parse_u64("--trace-device", optarg, 1023, &d, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+        topts.device = (int)d;
+        break;
+      }
+      default:
+        if (!ab_cli_common_option(opt, optarg, &o, &st, &diag) || st != AB_OK)
+          return ab_cli_usage_error(&o, diag.msg[0] ? diag.msg : "bad option");
+    }
+  }
+  if (optind != argc - 1)
+    return ab_cli_usage_error(&o, optind == argc ? "expected the trace to replay (see allocbench replay --help)"
+                                                 : "expected one trace, got more (see allocbench replay --help)");
+  if (o.workload) return ab_cli_usage_error(&o, "the trace is the argument: replay TRACE, not -w");
+  const char *path = argv[optind];
+
+  ab_events_t es;
+  ab_trace_info_t info;
+  if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (info_only) {
+    int rc = print_info(&o, path, &es, &info);
+    ab_events_free(&es);
+    return rc;
+  }
+
+  if (o.strategy == NULL) o.strategy = ab_strategy_find("caching") ? "caching" : "raw";
+  if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) {
+    o.conf = es.settings;
+    if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
+  }
+  const ab_strategy_entry_t *entry;
+  int rc = AB_EXIT_OK;
+  if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
+  export_t x;
+  ab_trace_log_init(&x.log);
+  ab_cli_hooks_t hooks = {&x, wrap, at_end};
+  if (export_trace || export_snapshot) o.hooks = &hooks;
+
+  ab_run_t run;
+  if (ab_run_prepare(&run, &es) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_fail(&o, "out of host memory");
+  }
+  ab_table_t summary;
+  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+  ab_status st = ab_cli_run_one(&o, &es, o.strategy, &run, &summary, &diag);
+  if (st != AB_OK && summary.nrows == 0) {
+    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
+  } else {
+    ab_diag_t io = {""};
+    if (ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
+    ab_cli_print(&o, &summary, NULL, 0);
+    if (run.status == AB_RUN_OOM && o.format == AB_FORMAT_TABLE)
+      printf("\nOOM at event %zu (%s): %s\n", run.oom.event, ab_oom_kind_name(run.oom.kind), run.oom.message);
+    if (st != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    else if (o.hooks && rc == AB_EXIT_OK) rc = write_exports(&o, &x, &info, export_trace, export_snapshot);
+  }
+  ab_trace_log_free(&x.log);
+  ab_table_free(&summary);
+  ab_run_release(&run);
+  ab_events_free(&es);
+  return rc;
+}

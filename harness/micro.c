@@ -1,0 +1,332 @@
+/* micro.c: allocbench_micro, the micro-benchmarks, run by Google Benchmark (gbench.h).
+ *
+ * For every strategy of the registry (hidden ones excepted) it registers:
+ *   alloc_free/STRATEGY/bytes:N  one allocation of N bytes and its free per iteration, for N
+ *                                from 512 B to 256 MiB, on one strategy instance, so a
+ *                                caching strategy serves from its cache after the first;
+ *   random/STRATEGY/ops:N        RMM's random_allocations: the `random` workload's sequence
+ *                                (the reference one of gpu_measurements.md) replayed through
+ *                                the engine, what is left live freed at the end;
+ *   replay/STRATEGY/TRACE        a recorded trace (the fixture's, by default), likewise.
+ * The time of an iteration comes from the device timer (device.h): CUDA events on cuda; on
+ * sim host time plus the modelled time of the device calls, as summary.csv's latencies
+ * count it. Each benchmark call opens its own device and strategy, untimed.
+ *
+ * Options of its own come first and are taken out of argv; what is left must be Google
+ * Benchmark's --benchmark_* flags. With --out DIR the JSON goes to DIR/micro.json and is
+ * converted to DIR/micro.csv (gbench_csv.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/engine.h"
+#include "harness/gbench.h"
+#include "harness/gbench_csv.h"
+#include "harness/results.h"
+#include "harness/table.h"
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+#include "workloads/workload.h"
+
+#define DEFAULT_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define RANDOM_SPEC "random"
+#define RANDOM_OPS 200000 /* the random workload's default */
+
+static const uint64_t pair_sizes_bytes[] = {512, 64 * AB_KiB, AB_MiB, 16 * AB_MiB, 256 * AB_MiB};
+
+typedef struct micro_case_s {
+  const char *strategy;     /* registry name */
+  const char *device;       /* --device spec */
+  const ab_events_t *es;    /* the stream replayed; NULL for alloc_free */
+  int *failures;            /* counts benchmarks that reported an error */
+} micro_case_t;
+
+static void usage(void) {
+  printf("usage: allocbench_micro [--device SPEC] [--out DIR] [--trace PATH|none] [--benchmark_* ...]\n\n"
+         "Micro-benchmarks of every strategy, named WORKLOAD/STRATEGY/ARGS (select with\n"
+         "--benchmark_filter=REGEX): alloc_free (one allocation and its free, 512 B to 256 MiB),\n"
+         "random (RMM's random_allocations) and replay (a recorded trace).\n\n"
+         "  --device SPEC   sim (default; or the environment variable AB_DEVICE), sim:PROFILE,\n"
+         "                  cuda, cuda:N, auto. On cuda the time is the GPU's, from CUDA events.\n"
+         "  --out DIR       write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv\n"
+         "  --trace PATH    the trace of the replay benchmarks, or none\n"
+         "                  (default %s)\n\n",
+         DEFAULT_TRACE);
+}
+
+/* Reports an error to the library and counts it. */
+static void fail(ab_gb_state_t *st, const micro_case_t *c, const char *what, const char *msg) {
+  char buf[sizeof(ab_diag_t) + 64];
+  snprintf(buf, sizeof buf, "%s: %s", what, msg);
+  ab_gb_skip_with_error(st, buf);
+  (*c->failures)++;
+}
+
+static bool open_strategy(ab_gb_state_t *st, const micro_case_t *c, ab_device_t **dev, ab_strategy_t **s) {
+  ab_device_config_t cfg = {.cost_model = true};
+  ab_diag_t diag = {""};
+  *s = NULL;
+  if (ab_device_open(c->device, &cfg, dev, &diag) != AB_OK) {
+    fail(st, c, "device", diag.msg);
+    return false;
+  }
+  if (ab_strategy_create(c->strategy, *dev, NULL, s, &diag) != AB_OK) {
+    fail(st, c, "strategy", diag.msg);
+    ab_device_close(*dev, NULL);
+    return false;
+  }
+  return true;
+}
+
+/* Destroys the strategy and closes the device; a leak fails the benchmark. */
+static void close_strategy(ab_gb_state_t *st, const micro_case_t *c, ab_device_t *dev, ab_strategy_t *s) {
+  ab_strategy_destroy(s);
+  ab_diag_t diag = {""};
+  if (ab_device_close(dev, &diag) != AB_OK) fail(st, c, "close", diag.msg);
+}
+
+static void bench_alloc_free(ab_gb_state_t *st, void *ctx) {
+  const micro_case_t *c = ctx;
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  if (!open_strategy(st, c, &dev, &s)) return;
+  uint64_t bytes = (uint64_t)ab_gb_range(st, 0);
+  uint64_t allocs0 = s->stats.num_device_alloc;
+  while (ab_gb_keep_running(st)) {
+    ab_dptr_t p = 0;
+    double seconds = 0;
+    ab_status e = ab_device_timer_start(dev, 0);
+    if (e == AB_OK) e = ab_strategy_alloc(s, bytes, 0, &p);
+    if (e == AB_OK) e = ab_strategy_free(s, p, bytes, 0);
+    if (e == AB_OK) e = ab_device_timer_stop(dev, 0, &seconds);
+    if (e != AB_OK) {
+      fail(st, c, ab_strerror(e), dev->diag.msg[0] ? dev->diag.msg : "alloc/free");
+      break;
+    }
+    ab_gb_set_iteration_time(st, seconds);
+  }
+  ab_gb_set_items_processed(st, ab_gb_iterations(st));
+  ab_gb_set_counter(st, "device_allocs", (double)(s->stats.num_device_alloc - allocs0), AB_GB_COUNTER_AVG_ITERATIONS);
+  close_strategy(st, c, dev, s);
+}
+
+static void bench_replay(ab_gb_state_t *st, void *ctx) {
+  const micro_case_t *c = ctx;
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  if (!open_strategy(st, c, &dev, &s)) return;
+  ab_run_t run;
+  if (ab_run_prepare(&run, c->es) != AB_OK) {
+    fail(st, c, "replay", "out of host memory");
+    close_strategy(st, c, dev, s);
+    return;
+  }
+  ab_run_opts_t ro = ab_run_defaults();
+  ro.time_calls = false;
+  ro.timeline = false;
+  ro.kernels = false; /* the allocator alone */
+  uint64_t allocs0 = s->stats.num_device_alloc;
+  while (ab_gb_keep_running(st)) {
+    double seconds = 0;
+    ab_status e = ab_device_timer_start(dev, 0);
+    if (e == AB_OK) e = ab_engine_replay(c->es, s, &ro, &run);
+    if (e == AB_OK) e = ab_device_timer_stop(dev, 0, &seconds);
+    if (e != AB_OK) {
+      fail(st, c, ab_strerror(e), run.message[0] ? run.message : dev->diag.msg);
+      break;
+    }
+    if (run.status == AB_RUN_OOM) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "at event %zu", run.oom.event);
+      fail(st, c, "out of memory", msg);
+      break;
+    }
+    ab_gb_set_iteration_time(st, seconds);
+  }
+  ab_gb_set_items_processed(st, ab_gb_iterations(st) * (int64_t)c->es->n);
+  ab_gb_set_counter(st, "device_allocs", (double)(s->stats.num_device_alloc - allocs0), AB_GB_COUNTER_AVG_ITERATIONS);
+  ab_run_release(&run);
+  close_strategy(st, c, dev, s);
+}
+
+/* The short name of a trace for benchmark names: its file name up to the first of
+ * .trace / .csv / .pickle / .gz. */
+static void trace_name(const char *path, char *out, size_t size) {
+  ab_results_file_part(path, out, size);
+  static const char *const suffixes[] = {".trace", ".csv", ".pickle", ".gz", NULL};
+  for (size_t i = 0; suffixes[i]; i++) {
+    char *at = strstr(out, suffixes[i]);
+    if (at && at != out) *at = '\0';
+  }
+}
+
+/* Takes --NAME VALUE or --NAME=VALUE at argv[*i]; true if it was that option. */
+static bool take_option(int argc, char **argv, int *i, const char *name, const char **value) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return false;
+  if (argv[*i][n] == '=') {
+    *value = argv[*i] + n + 1;
+    return true;
+  }
+  if (argv[*i][n] != '\0') return false;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "allocbench_micro: %s needs a value\n", name);
+    exit(2);
+  }
+  *value = argv[++*i];
+  return true;
+}
+
+/* Registers the benchmarks of every listed strategy; cases has room for three per entry. */
+static void register_all(const char *device, const ab_events_t *random_es, const ab_events_t *trace_es,
+                         const char *trace_label, micro_case_t *cases, int *failures) {
+  size_t ns;
+  const ab_strategy_entry_t *entries = ab_strategy_registry(&ns);
+  size_t nc = 0;
+  for (size_t i = 0; i < ns; i++) {
+    if (entries[i].hidden) continue;
+    char name[256];
+    micro_case_t *pair = &cases[nc++];
+    *pair = (micro_case_t){entries[i].name, device, NULL, failures};
+    snprintf(name, sizeof name, "alloc_free/%s", entries[i].name);
+    ab_gb_bench_t *b = ab_gb_register(name, bench_alloc_free, pair);
+    for (size_t k = 0; k < sizeof pair_sizes_bytes / sizeof pair_sizes_bytes[0]; k++)
+      ab_gb_arg(b, (int64_t)pair_sizes_bytes[k]);
+    ab_gb_arg_name(b, "bytes");
+    ab_gb_use_manual_time(b);
+    ab_gb_unit(b, AB_GB_NS);
+
+    micro_case_t *rnd = &cases[nc++];
+    *rnd = (micro_case_t){entries[i].name, device, random_es, failures};
+    snprintf(name, sizeof name, "random/%s/ops:%d", entries[i].name, RANDOM_OPS);
+    b = ab_gb_register(name, bench_replay, rnd);
+    ab_gb_use_manual_time(b);
+    ab_gb_unit(b, AB_GB_MS);
+
+    if (trace_es) {
+      micro_case_t *rep = &cases[nc++];
+      *rep = (micro_case_t){entries[i].name, device, trace_es, failures};
+      snprintf(name, sizeof name, "replay/%s/%s", entries[i].name, trace_label);
+      b = ab_gb_register(name, bench_replay, rep);
+      ab_gb_use_manual_time(b);
+      ab_gb_unit(b, AB_GB_MS);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *device = getenv("AB_DEVICE");
+  const char *out_dir = NULL, *trace = DEFAULT_TRACE;
+  if (device == NULL || *device == '\0') device = "sim";
+  ab_diag_t diag = {""};
+  int rc = 0;
+  ab_events_t random_es, trace_es;
+  bool have_random = false, have_trace = false;
+  micro_case_t *cases = NULL;
+  char json_arg[4200];
+  /* Split argv: our options here, the rest for the library (and its leftovers, errors). */
+  char **gargv = calloc((size_t)argc + 3, sizeof *gargv);
+  if (gargv == NULL) return 1;
+  int gargc = 0;
+  gargv[gargc++] = argv[0];
+  for (int i = 1; i < argc; i++) {
+    if (take_option(argc, argv, &i, "--device", &device) || take_option(argc, argv, &i, "--out", &out_dir) ||
+        take_option(argc, argv, &i, "--trace", &trace))
+      continue;
+    gargv[gargc++] = argv[i];
+  }
+  for (int i = 1; i < gargc && out_dir; i++) {
+    if (strncmp(gargv[i], "--benchmark_out", 15) == 0) {
+      fprintf(stderr, "allocbench_micro: --out writes DIR/micro.json itself; drop '%s'\n", gargv[i]);
+      rc = 2;
+      goto done;
+    }
+  }
+  if (out_dir) {
+    /* The library writes the file; the directory must exist first. */
+    if (ab_mkdirs(out_dir, &diag) != AB_OK) {
+      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+      rc = 1;
+      goto done;
+    }
+    snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);
+    gargv[gargc++] = json_arg;
+    gargv[gargc++] = "--benchmark_out_format=json";
+  }
+  ab_gb_init(&gargc, gargv, usage);
+  if (gargc > 1) {
+    fprintf(stderr, "allocbench_micro: unknown option '%s' (see allocbench_micro --help)\n", gargv[1]);
+    rc = 2;
+    goto done;
+  }
+
+  /* Open the device once to refuse a bad spec before anything runs, and to name it. */
+  ab_device_t *dev = NULL;
+  ab_device_config_t cfg = {.cost_model = true};
+  if (ab_device_open(device, &cfg, &dev, &diag) != AB_OK) {
+    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+    rc = 2;
+    goto done;
+  }
+  ab_gb_add_context("device", dev->name);
+  fprintf(stderr, "allocbench_micro: device %s%s\n", dev->name,
+          dev->kind == AB_DEVICE_SIM ? " (time: host plus modelled device time)" : " (time: CUDA events)");
+  ab_device_close(dev, NULL);
+
+  if (ab_workload_build(RANDOM_SPEC, 42, &random_es, &diag) != AB_OK) {
+    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+    rc = 1;
+    goto done;
+  }
+  have_random = true;
+  char trace_label[128] = "";
+  if (strcmp(trace, "none") != 0) {
+    char spec[4200];
+    snprintf(spec, sizeof spec, "replay:%s", trace);
+    if (ab_workload_build(spec, 42, &trace_es, &diag) == AB_OK) {
+      have_trace = true;
+      trace_name(trace, trace_label, sizeof trace_label);
+      ab_gb_add_context("trace", trace);
+    } else {
+      fprintf(stderr, "allocbench_micro: no replay benchmarks: %s\n", diag.msg);
+    }
+  }
+
+  size_t ns;
+  ab_strategy_registry(&ns);
+  cases = calloc(ns * 3, sizeof *cases);
+  if (cases == NULL) {
+    rc = 1;
+    goto done;
+  }
+  int failures = 0;
+  register_all(device, &random_es, have_trace ? &trace_es : NULL, trace_label, cases, &failures);
+  size_t ran = ab_gb_run();
+  ab_gb_shutdown();
+  if (ran == 0) {
+    fprintf(stderr, "allocbench_micro: no benchmark matched the filter\n");
+    rc = 1;
+  } else if (failures) {
+    fprintf(stderr, "allocbench_micro: %d benchmark(s) failed (the error column says why)\n", failures);
+    rc = 1;
+  }
+  if (out_dir && ran > 0) {
+    char json[4200], csv[4200];
+    snprintf(json, sizeof json, "%s/micro.json", out_dir);
+    snprintf(csv, sizeof csv, "%s/micro.csv", out_dir);
+    if (ab_gbench_csv_convert(json, csv, &diag) != AB_OK) {
+      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
+      rc = 1;
+    } else {
+      fprintf(stderr, "allocbench_micro: results in %s and %s\n", json, csv);
+    }
+  }
+
+done:
+  free(cases);
+  if (have_trace) ab_events_free(&trace_es);
+  if (have_random) ab_events_free(&random_es);
+  free(gargv);
+  return rc;
+}

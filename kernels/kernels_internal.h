@@ -1,0 +1,57 @@
+/* kernels_internal.h: what the CUDA files of kernels/ share: the context, the launch
+ * geometry, and each file's launcher. CUDA C++ only; the rest of allocbench sees kernels.h.
+ */
+#ifndef AB_KERNELS_INTERNAL_H
+#define AB_KERNELS_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+/* The C headers of allocbench declare C functions. */
+extern "C" {
+#include "harness/events.h"
+#include "strategies/device/device.h"
+#include "strategies/status.h"
+}
+#include "kernels/cublas_check.h"
+#include "kernels/kernels.h"
+#include "strategies/device/cuda_check.h"
+
+/* Kernel timing: each launch is bracketed by a pair of events, kept in a ring. A slot is
+ * read (waiting for its end event) only when the ring comes round to it, by which time the
+ * launch queue has long since throttled the host, so the reading never adds a wait. Step
+ * marks use a smaller ring the same way. */
+#define AB_KX_PAIRS 4096
+#define AB_KX_MARKS 64
+
+struct ab_kernels_s {
+  ab_device_t *dev;                       /* not owned; errors go to its diag */
+  const ab_cublas_t *cublas;              /* the loaded library */
+  cublasHandle_t blas;
+  cudaEvent_t pair[AB_KX_PAIRS][2];       /* start and end of a launch; created on first use */
+  size_t pairs_created;
+  uint64_t pairs_recorded;                /* launches timed since the last ab_kernels_timing */
+  double kernel_ms;                       /* elapsed time of the pairs already read */
+  cudaEvent_t mark[AB_KX_MARKS];          /* step marks; created on first use */
+  size_t marks_created;
+  uint64_t marks_recorded;
+  double *mark_ms;                        /* intervals between marks already read, in order */
+  size_t nmark_ms, capmark_ms;
+};
+
+/* Threads per block of the elementwise and pattern kernels; the grid is capped, and the
+ * kernels stride over the rest (4096 blocks of 256 fill an H200's 132 SMs several times). */
+#define AB_KX_THREADS 256
+#define AB_KX_MAX_BLOCKS 4096u
+
+static inline unsigned ab_kx_blocks(uint64_t items) {
+  uint64_t b = (items + AB_KX_THREADS - 1) / AB_KX_THREADS;
+  return b == 0 ? 1u : b > AB_KX_MAX_BLOCKS ? AB_KX_MAX_BLOCKS : (unsigned)b;
+}
+
+/* gemm.cu: the AB_K_GEMM launch. */
+ab_status ab_gemm_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s);
+/* elementwise.cu: AB_K_GELU, AB_K_CAST, AB_K_ADAM and AB_K_SCALE_CHECK. */
+ab_status ab_elementwise_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s);
+
+#endif

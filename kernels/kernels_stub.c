@@ -1,0 +1,58 @@
+/* kernels_stub.c: the kernels in a build without CUDA. No device can run them, so
+ * ab_kernels_open hands out no context and the functions that take one are never reached. */
+#include "kernels/kernels.h"
+
+ab_status ab_kernels_open(ab_device_t *dev, ab_kernels_t **out, ab_diag_t *diag) {
+  (void)dev;
+  (void)diag;
+  *out = NULL;
+  return AB_OK;
+}
+
+ab_status ab_kernels_close(ab_kernels_t *kx, ab_diag_t *diag) {
+  (void)kx;
+  (void)diag;
+  return AB_OK;
+}
+
+/* What every function that needs a context answers: there is none in this build. */
+static ab_status no_context(void) { return AB_ERR_INTERNAL; }
+
+ab_status ab_kernels_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t buf[AB_KERNEL_MAX_BUFS],
+                            unsigned stream) {
+  (void)kx, (void)k, (void)buf, (void)stream;
+  return no_context();
+}
+
+ab_status ab_kernels_mark(ab_kernels_t *kx) {
+  (void)kx;
+  return no_context();
+}
+
+ab_status ab_kernels_timing(ab_kernels_t *kx, double *mark_ms, size_t cap, size_t *n, double *kernel_ms) {
+  (void)kx, (void)mark_ms, (void)cap;
+  *n = 0;
+  *kernel_ms = 0;
+  return no_context();
+}
+
+ab_status ab_kernels_fill(ab_kernels_t *kx, ab_dptr_t p, uint64_t bytes, uint32_t id, unsigned stream) {
+  (void)kx, (void)p, (void)bytes, (void)id, (void)stream;
+  return no_context();
+}
+
+ab_status ab_kernels_check(ab_kernels_t *kx, ab_dptr_t p, uint64_t bytes, uint32_t id, ab_pattern_fault_t *fault) {
+  (void)kx, (void)p, (void)bytes, (void)id;
+  fault->bad = false;
+  return no_context();
+}
+
+ab_status ab_kernels_upload(ab_kernels_t *kx, ab_dptr_t dst, const void *src, uint64_t bytes) {
+  (void)kx, (void)dst, (void)src, (void)bytes;
+  return no_context();
+}
+
+ab_status ab_kernels_download(ab_kernels_t *kx, void *dst, ab_dptr_t src, uint64_t bytes) {
+  (void)kx, (void)dst, (void)src, (void)bytes;
+  return no_context();
+}

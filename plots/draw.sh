@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# draw.sh [RESULTS_DIR]: draws every figure from the CSVs in RESULTS_DIR (default
+# results/latest) into RESULTS_DIR, as NAME.png and NAME.svg. Each figure is one gnuplot
+# script of this folder, run as `gnuplot -c SCRIPT INPUT... OUT FMT`; a figure whose CSV is
+# missing is passed over with a one-line note. Without gnuplot it says so and draws nothing.
+set -u
+dir=${1:-results/latest}
+here=$(cd "$(dirname "$0")" && pwd)
+# The workload whose memory over time is drawn.
+timeline_workload=${TIMELINE_WORKLOAD:-dynamic-shapes}
+
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "plots: gnuplot is not installed (sudo apt-get install -y gnuplot-nox); no figures drawn"
+  exit 0
+fi
+if [ ! -d "$dir" ]; then
+  echo "plots: no directory $dir (run make bench first, or give RESULTS=DIR)" >&2
+  exit 1
+fi
+
+status=0
+drawn=0
+# draw NAME SCRIPT INPUT...: DIR/NAME.png and DIR/NAME.svg from the script over the inputs.
+draw() {
+  local name=$1 script=$2
+  shift 2
+  for fmt in png svg; do
+    if ! gnuplot -c "$here/$script" "$@" "$dir/$name" "$fmt"; then
+      echo "plots: $script failed on $*" >&2
+      status=1
+      return
+    fi
+  done
+  drawn=$((drawn + 1))
+  echo "plots: $dir/$name.png (and .svg)"
+}
+# have FILE FIGURE: true when FILE is there; otherwise a note that FIGURE is passed over.
+have() {
+  [ -s "$1" ] && return 0
+  echo "plots: no $(basename "$1") in $dir: $2 not drawn"
+  return 1
+}
+
+have "$dir/summary.csv" "peak reserved per strategy" && draw peak_reserved peak_reserved.gp "$dir/summary.csv"
+first_timeline=$(ls "$dir"/timeline_"$timeline_workload"_*.csv 2>/dev/null | head -n 1)
+have "${first_timeline:-$dir/timeline_${timeline_workload}_STRATEGY.csv}" "memory over time on $timeline_workload" &&
+  draw "timeline_$timeline_workload" timeline.gp "$dir" "$timeline_workload"
+have "$dir/summary.csv" "allocation latency" && draw latency latency.gp "$dir/summary.csv"
+have "$dir/oom.csv" "smallest budget per strategy" && draw min_budget min_budget.gp "$dir/oom.csv"
+have "$dir/micro.csv" "micro-benchmarks" && draw micro micro.gp "$dir/micro.csv"
+# The memory map at the fragmenter's OOM: the segment map written at that OOM, drawn by the
+# segment map's own script.
+segment_map=$(ls -t "$dir"/segments_fragmenter*.csv 2>/dev/null | head -n 1)
+if [ ! -f "$here/segment_map.gp" ]; then
+  echo "plots: no plots/segment_map.gp: memory map at the fragmenter's OOM not drawn"
+elif have "${segment_map:-$dir/segments_fragmenter.csv}" "memory map at the fragmenter's OOM"; then
+  draw segment_map_fragmenter segment_map.gp "$segment_map"
+fi
+
+echo "plots: $drawn figure(s) in $dir"
+exit $status

@@ -1,0 +1,55 @@
+# timeline.gp RESULTS_DIR WORKLOAD OUT FMT: memory over a run, one colour per strategy:
+# reserved (solid) and allocated (dashed), from RESULTS_DIR/timeline_WORKLOAD*_STRATEGY.csv
+# (columns event, step, requested, allocated, reserved; a sample at each step). WORKLOAD
+# is the workload's name as it begins the file names ("dynamic-shapes" also takes the files
+# of "dynamic-shapes:ARGS"); where one strategy has several files, the newest is drawn.
+# What the program requested is the same under every strategy and drawn once, as a grey
+# area. Colours follow the order of RESULTS_DIR/summary.csv, as in the other figures.
+dir = ARG1
+workload = ARG2
+out = ARG3
+fmt = ARG4
+here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:]) : ""
+load here(ARG0) . "common.gp"
+
+# The strategy of a file is what follows its last '_'.
+after_last(p, c) = strstrt(p, c) ? after_last(p[strstrt(p, c) + 1:], c) : p
+strategy_of(f) = after_last(f, "_")[1:strlen(after_last(f, "_")) - 4]
+FILES = system(sprintf("ls -t '%s'/timeline_%s_*.csv 2>/dev/null", dir, workload))
+if (words(FILES) == 0) { print sprintf("timeline.gp: no %s/timeline_%s_*.csv", dir, workload); exit }
+# The strategies in the order of summary.csv (S), where there is one.
+S = ""
+if (system(sprintf("test -f '%s/summary.csv' && echo yes", dir)) eq "yes") {
+  stats dir . "/summary.csv" using (note_row(strcol("workload"), strcol("strategy"), $0)) nooutput
+}
+# The newest file of each strategy (FS, F), then strategies missing from summary.csv last.
+FS = ""
+F = ""
+do for [i=1:words(FILES)] {
+  if (!index_of(FS, strategy_of(word(FILES, i)))) {
+    FS = add_word(FS, strategy_of(word(FILES, i)))
+    F = add_word(F, word(FILES, i))
+  }
+}
+# Drawn: the strategies that have a file, in the order of S; colours by position in S.
+do for [i=1:words(FS)] { S = add_word(S, word(FS, i)) }
+D = ""
+do for [i=1:words(S)] { if (index_of(FS, word(S, i))) { D = add_word(D, word(S, i)) } }
+file_of(s) = word(F, index_of(FS, s))
+ND = words(D)
+GiB = 2.0 ** 30
+
+set title sprintf("Memory over time on %s: reserved (solid) and allocated (dashed) per strategy", workload) noenhanced
+set xlabel "step (memory sampled as each step begins)"
+set ylabel "memory (GiB)"
+set yrange [0:*]
+set xrange [0:*]
+set key title "strategy"
+
+plot word(F, 1) using "step":(column("requested") / GiB) with filledcurves y1=0 fs solid 1.0 noborder \
+       lc rgb "#d9d9d9" title "requested", \
+     for [k=1:ND] file_of(word(D, k)) using "step":(column("reserved") / GiB) with lines lw 2.5 \
+       lc rgb color(index_of(S, word(D, k))) title word(D, k), \
+     for [k=1:ND] file_of(word(D, k)) using "step":(column("allocated") / GiB) with lines lw 1.5 dt 2 \
+       lc rgb color(index_of(S, word(D, k))) notitle, \
+     NaN with lines lw 1.5 dt 2 lc rgb "#333333" title "allocated (dashed)"

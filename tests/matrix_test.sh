@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# matrix_test.sh ALLOCBENCH FIXTURES_DIR: `allocbench matrix`. Every strategy meets every
+# workload of the list, one summary row and one timeline each; --quick shortens a workload
+# but the user's arguments win; the default list is the bench list as far as this build has
+# it; bad input is refused before anything runs.
+set -u
+ab=${1:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
+fixtures=${2:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+rows() { echo $(($(wc -l <"$1") - 1)); }
+strategies=$("$ab" list --strategies)
+nstrat=$(echo "$strategies" | wc -l)
+
+# Two workloads, every strategy.
+"$ab" matrix --device sim -w random:ops=3000 -w random:ops=2000,dist=lognormal --out "$work/a" >"$work/out" 2>"$work/err" ||
+  fail "matrix exited $?: $(cat "$work/err")"
+[ "$(rows "$work/a/summary.csv")" -eq $((2 * nstrat)) ] || fail "$(rows "$work/a/summary.csv") rows, expected $((2 * nstrat))"
+for s in $strategies; do
+  [ -s "$work/a/timeline_random_ops_3000_$s.csv" ] || fail "no timeline for random:ops=3000 and $s"
+  [ -s "$work/a/timeline_random_ops_2000_dist_lognormal_$s.csv" ] || fail "no timeline for the lognormal run and $s"
+  grep -q "^random:ops=3000 *$s *ok " "$work/out" || fail "the summary table has no ok row for $s: $(cat "$work/out")"
+done
+grep -q "$((2 * nstrat)) runs (2 workloads x $nstrat strategies)" "$work/out" || fail "no closing line: $(tail -n 1 "$work/out")"
+
+# --quick takes the workload's short arguments; the user's arguments come after and win.
+"$ab" matrix --device sim -s raw --quick -w random -w random:ops=500 --format csv --out "$work/q" >"$work/out" 2>"$work/err" ||
+  fail "--quick exited $?: $(cat "$work/err")"
+# workload,strategy,conf,device,budget_bytes,seed,events: the events of 20000 and 500 ops, plus steps.
+grep -q '^random:ops=20000,raw,,[^,]*,0,42,200[0-9][0-9],' "$work/q/summary.csv" ||
+  fail "--quick did not shorten random: $(cat "$work/q/summary.csv")"
+grep -q '^"random:ops=20000,ops=500",raw,,[^,]*,0,42,50[0-9],' "$work/q/summary.csv" ||
+  fail "the user's ops did not win: $(cat "$work/q/summary.csv")"
+head -n 1 "$work/out" | grep -q '^workload,strategy,conf,device,' || fail "--format csv printed no header"
+
+# The default list: the bench workloads this build has, the recorded trace when present.
+"$ab" matrix --device sim --quick -q -s raw --out "$work/d" >"$work/out" 2>"$work/err" || fail "default matrix exited $?: $(cat "$work/err")"
+expected=0
+for w in dynamic-shapes cnn-dynamic mixed-precision zero random fragmenter; do
+  "$ab" list --workloads | grep -qx "$w" && expected=$((expected + 1))
+done
+[ -f "$fixtures/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" ] && expected=$((expected + 1))
+[ "$(rows "$work/d/summary.csv")" -eq $expected ] || fail "default list: $(rows "$work/d/summary.csv") rows, expected $expected"
+
+# -c goes with exactly one strategy, and reaches it.
+"$ab" matrix --device sim -s pooled -c chunk:4MiB -w random:ops=1000 -q --out "$work/c" >/dev/null 2>"$work/err" ||
+  fail "-c with one strategy exited $?: $(cat "$work/err")"
+grep -q ',pooled,chunk:4MiB,' "$work/c/summary.csv" || fail "-c did not reach the row"
+
+# refuse "WHAT THE MESSAGE MUST SAY" ARGS...: one line, an exit from 1 to 127, no results.
+refuse() {
+  local says=$1
+  shift
+  "$ab" matrix --device sim "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
+  local rc=$?
+  [ $rc -ge 1 ] && [ $rc -le 127 ] || fail "$* exited $rc"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$*: stderr is not one line: $(cat "$work/err")"
+  grep -qF -- "$says" "$work/err" || fail "$*: stderr does not say '$says': $(cat "$work/err")"
+  [ -e "$work/refused" ] && fail "$*: wrote results" && rm -rf "$work/refused"
+}
+refuse "unknown workload 'nosuch'" -w random -w nosuch
+refuse "ops" -w random:ops=0
+refuse "unknown strategy" -s raw,nosuch -w random
+refuse "-c applies to one strategy" -c chunk:4MiB -w random
+refuse "-c applies to one strategy" -s raw,pooled -c chunk:4MiB -w random
+refuse "chunk" -s pooled -c chunk:abc -w random
+refuse "bad option '--frobnicate'" --frobnicate
+refuse "unexpected argument 'extra'" -w random extra
+refuse "no-such-trace.csv: cannot open" -w replay:"$work/no-such-trace.csv"
+
+if [ $failures -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "matrix_test: all checks passed"

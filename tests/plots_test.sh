@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# plots_test.sh PLOTS_DIR: every figure script draws from small CSVs in the layout allocbench
+# writes, as PNG and SVG; a figure whose CSV is missing is passed over with a note; a CSV
+# without the columns a figure needs fails the drawing. Skipped (77) without gnuplot.
+set -u
+plots=${1:?usage: plots_test.sh PLOTS_DIR}
+command -v gnuplot >/dev/null 2>&1 || { echo "skipped: no gnuplot"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+d=$work/all
+mkdir -p "$d"
+cat >"$d/summary.csv" <<'CSV'
+workload,strategy,conf,device,budget_bytes,seed,events,status,oom_kind,oom_event,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,frag_pct,num_device_alloc,num_device_free,num_alloc_retries,num_ooms,alloc_ns_p50,alloc_ns_p99,free_ns_p50,wall_s,events_per_s
+random,raw,,sim:h200,0,42,1000,ok,none,-1,1000,1000,1000,0,10,10,0,0,43519,78000,36000,0.1,10000
+random,pooled,,sim:h200,0,42,1000,ok,none,-1,1000,1100,2000,45,1,0,0,0,70,120,60,0.1,10000
+random,pooled,,sim:h200,0,42,1000,ok,none,-1,1000,1100,1500,26,1,0,0,0,70,120,60,0.1,10000
+"zero:steps=2,stage=3",raw,,sim:h200,0,42,1000,ok,none,-1,5000,5000,5000,0,10,10,0,0,43519,78000,36000,0.1,10000
+"zero:steps=2,stage=3",pooled,,sim:h200,0,42,1000,error,none,-1,0,0,0,0,0,0,0,0,0,0,0,0.1,0
+fragmenter,raw,,sim:h200,0,42,1000,ok,none,-1,5000,5000,5000,0,10,10,0,0,43519,78000,36000,0.1,10000
+fragmenter,pooled,,sim:h200,0,42,1000,oom,fragmentation,12,5000,5100,6000,15,1,0,1,1,70,120,60,0.1,10000
+replay:/some/dir/cnn_dyn.default.trace.csv.gz,raw,,sim:h200,0,42,1000,ok,none,-1,5000,5000,5000,0,10,10,0,0,43519,78000,36000,0.1,10000
+CSV
+cat >"$d/oom.csv" <<'CSV'
+workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s
+random,raw,,sim:h200,1000,999,1000,0,capacity,10,20,0.1
+random,pooled,,sim:h200,1600,1500,1000,60,fragmentation,10,20,0.1
+fragmenter,raw,,sim:h200,0,0,5000,0,capacity,10,20,0.1
+CSV
+for s in raw pooled; do
+  printf 'event,step,requested,allocated,reserved\n0,0,0,0,0\n10,1,1000000,1100000,2000000\n20,2,500000,600000,2000000\n' \
+    >"$d/timeline_dynamic-shapes_steps_2_$s.csv"
+done
+cat >"$d/micro.csv" <<'CSV'
+name,workload,strategy,args,device,run_type,aggregate,error,real_ns,cpu_ns,items_per_second,device_allocs,iterations
+alloc_free/raw/bytes:512/manual_time,alloc_free,raw,bytes:512,sim:h200,iteration,,,79000,100,12600,1,100
+alloc_free/raw/bytes:1048576/manual_time,alloc_free,raw,bytes:1048576,sim:h200,iteration,,,80000,100,12500,1,100
+alloc_free/pooled/bytes:512/manual_time,alloc_free,pooled,bytes:512,sim:h200,iteration,,,50,80,2e+07,0,1000000
+alloc_free/pooled/bytes:1048576/manual_time,alloc_free,pooled,bytes:1048576,sim:h200,iteration,,,55,80,1.8e+07,0,1000000
+random/raw/ops:200000/manual_time,random,raw,ops:200000,sim:h200,iteration,,,8e+09,4e+07,25000,100124,1
+random/pooled/ops:200000/manual_time,random,pooled,ops:200000,sim:h200,iteration,,out of memory: at event 3,0,0,0,0,0
+CSV
+
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh exited $?: $(cat "$work/err")"
+for f in peak_reserved timeline_dynamic-shapes latency min_budget micro; do
+  head -c 8 "$d/$f.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "$f.png is not a PNG"
+  grep -q '<svg' "$d/$f.svg" 2>/dev/null || fail "$f.svg is not an SVG"
+done
+[ -s "$work/err" ] && fail "gnuplot complained: $(cat "$work/err")"
+
+# Only summary.csv: the figures of the other files are passed over, one note each.
+d=$work/some
+mkdir -p "$d"
+cp "$work/all/summary.csv" "$d/"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh with summary.csv only exited $?"
+[ -s "$d/peak_reserved.png" ] && [ -s "$d/latency.png" ] || fail "the summary figures were not drawn"
+for what in "no oom.csv" "no micro.csv" "memory over time on dynamic-shapes not drawn"; do
+  grep -q "$what" "$work/out" || fail "no note '$what': $(cat "$work/out")"
+done
+
+# A summary.csv without the latency columns fails the drawing, not silently.
+d=$work/bad
+mkdir -p "$d"
+cut -d, -f1-18 "$work/all/summary.csv" >"$d/summary.csv"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" && fail "draw.sh accepted a summary.csv without alloc_ns_p50"
+
+"$plots/draw.sh" "$work/nonexistent" >/dev/null 2>&1 && fail "draw.sh accepted a missing directory"
+
+if [ $failures -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "plots_test: all checks passed"

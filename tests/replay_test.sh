@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# replay_test.sh ALLOCBENCH FIXTURES_DIR: `allocbench replay` on the recorded fixtures, checked
+# against what Python's own pickle module finds in them and against the statistics PyTorch
+# recorded (cnn_dyn.json); malformed inputs; exports read by Python and replayed back.
+# Python is used by this test only, never by allocbench. Exits 77 (skipped) without python3
+# or without the fixtures.
+set -u
+ab=$1
+fx=$2/pytorch-2.11-h200
+here=$(cd "$(dirname "$0")" && pwd)
+command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+[ -r "$fx/cnn_dyn.default.pickle.gz" ] || { echo "skipped: no fixtures in $fx"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# value FILE KEY: the value on --info's line for KEY
+value() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+
+# 1. --info on the snapshot: the event count and each action's count are what pickle finds.
+"$ab" replay --info "$fx/cnn_dyn.default.pickle.gz" > "$tmp/info.txt" || fail "--info exited $?"
+python3 - "$fx/cnn_dyn.default.pickle.gz" "$tmp/info.txt" <<'EOF' || fail "--info disagrees with Python's pickle"
+import collections, gzip, pickle, sys
+snap = pickle.load(gzip.open(sys.argv[1]))
+trace = snap["device_traces"][0]
+want = collections.Counter(e["action"] for e in trace)
+lines = [l.split() for l in open(sys.argv[2]) if l.strip()]
+got = {l[0]: l[1] if len(l) > 1 else "" for l in lines}
+names = [l[0] for l in lines]
+actions = names[names.index("events") + 1 : names.index("streams")]
+bad = []
+if int(got["events"]) != len(trace):
+    bad.append(f"events {got['events']} != {len(trace)}")
+if set(actions) != set(want):
+    bad.append(f"actions {sorted(actions)} != {sorted(want)}")
+for a, n in want.items():
+    if int(got.get(a, -1)) != n:
+        bad.append(f"{a}: {got.get(a)} != {n}")
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+EOF
+[ "$(value "$tmp/info.txt" events)" = 56975 ] || fail "events: $(value "$tmp/info.txt" events), expected 56975"
+
+# 2. Against what PyTorch measured: every fixture's trace implies the recorded peaks.
+python3 - "$ab" "$fx" <<'EOF' || fail "--info disagrees with cnn_dyn.json"
+import json, os, subprocess, sys
+ab, fx = sys.argv[1], sys.argv[2]
+runs = json.load(open(os.path.join(fx, "cnn_dyn.json")))["runs"]
+bad = []
+for name, run in runs.items():
+    files = [f"cnn_dyn.{name}.trace.csv.gz", f"cnn_dyn.{name}.pickle.gz"]
+    for f in [os.path.join(fx, f) for f in files if os.path.exists(os.path.join(fx, f))]:
+        out = subprocess.run([ab, "replay", "--info", f], capture_output=True, text=True)
+        if out.returncode != 0:
+            bad.append(f"{f}: exit {out.returncode}: {out.stderr.strip()}")
+            continue
+        got = dict(l.split(None, 1) for l in out.stdout.splitlines() if len(l.split(None, 1)) == 2)
+        st = run["stats"]
+        for key, want in [("events", run["trace_events"]), ("peak_requested_bytes", st["requested_bytes.all.peak"]),
+                          ("peak_reserved_bytes", st["reserved_bytes.all.peak"]),
+                          ("reserved_end_bytes", st["reserved_bytes.all.current"]),
+                          ("device_allocs", st["num_device_alloc"]), ("device_frees", st["num_device_free"]),
+                          ("segments_peak", st["segment.all.peak"]), ("ooms_survived", st["num_ooms"])]:
+            if int(got[key].strip()) != want:
+                bad.append(f"{os.path.basename(f)}: {key} {got[key].strip()}, PyTorch recorded {want}")
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+EOF
+
+# 3. The capped run that survived caught OOMs: their count and the allocations it made.
+cap="$fx/cnn_dyn.default.cap8103750000.trace.csv.gz"
+"$ab" replay --info "$cap" > "$tmp/cap.txt" || fail "--info on $cap exited $?"
+want_ooms=$(zcat "$cap" | grep -c '^oom,')
+want_allocs=$(zcat "$cap" | grep -c '^alloc,')
+[ "$(value "$tmp/cap.txt" ooms_survived)" = "$want_ooms" ] || fail "ooms_survived $(value "$tmp/cap.txt" ooms_survived), the trace has $want_ooms"
+[ "$(value "$tmp/cap.txt" replay_allocs)" = "$want_allocs" ] || fail "replay_allocs $(value "$tmp/cap.txt" replay_allocs), the trace has $want_allocs"
+
+# 3b. A trace that starts late (the history's ring buffer kept only the last 3000 entries): the
+# blocks live at its start, and the peak of live requested bytes, as Python rebuilds them from
+# the end state the way PyTorch's viewer does.
+python3 - "$ab" "$fx/cnn_dyn.expandable.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
+import gzip, pickle, subprocess, sys
+ab, src, dst = sys.argv[1:4]
+snap = pickle.load(gzip.open(src))
+trace = snap["device_traces"][0] = snap["device_traces"][0][-3000:]
+open(dst, "wb").write(pickle.dumps(snap))
+seen, pre, live = set(), 0, 0
+for e in trace:
+    if e["action"] in ("alloc", "free_requested", "free_completed"):
+        if e["addr"] not in seen and e["action"] != "alloc":
+            pre, live = pre + 1, live + e["size"]
+        seen.add(e["addr"])
+for s in snap["segments"]:
+    for b in s["blocks"]:
+        if b["state"] in ("active_allocated", "active_pending_free") and b["address"] not in seen:
+            pre, live = pre + 1, live + b["requested_size"]
+peak = live
+for e in trace:
+    live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
+    peak = max(peak, live)
+out = subprocess.run([ab, "replay", "--info", dst], capture_output=True, text=True, check=True).stdout
+got = dict(l.split(None, 1) for l in out.splitlines() if len(l.split(None, 1)) == 2)
+want = [("preexisting_allocs", pre), ("peak_requested_bytes", peak), ("ignored_records", 0)]
+bad = [f"{k}: {got[k].strip()}, expected {v}" for k, v in want if int(got[k]) != v]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+python3 "$here/snapshot_check.py" "$tmp/late.pickle" || fail "the viewer's checks refuse the late-starting trace itself"
+"$ab" replay "$tmp/late.pickle" -s raw --device sim --quiet --out "$tmp/res" --no-timeline \
+  --export-snapshot "$tmp/late_out.pickle" > /dev/null || fail "replay of the late-starting trace exited $?"
+python3 "$here/snapshot_check.py" "$tmp/late_out.pickle" || fail "the late-starting trace's export does not pass the viewer's checks"
+"$ab" replay --info "$tmp/late.pickle" > "$tmp/late.txt"
+"$ab" replay --info "$tmp/late_out.pickle" > "$tmp/late_out.txt"
+[ "$(value "$tmp/late.txt" events_hash)" = "$(value "$tmp/late_out.txt" events_hash)" ] ||
+  fail "the late-starting trace's export replays to other events"
+
+# 4. The snapshot and the CSV of the same run give the same event stream.
+"$ab" replay --info "$fx/cnn_dyn.default.trace.csv.gz" > "$tmp/csv.txt"
+[ "$(value "$tmp/info.txt" events_hash)" = "$(value "$tmp/csv.txt" events_hash)" ] || fail "the pickle and the CSV give other events"
+
+# 5. Exports: Python loads them, PyTorch's viewer can draw them, and they replay to the same events.
+for s in raw pooled async; do
+  "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --quiet --out "$tmp/res" --no-timeline \
+    --export-trace "$tmp/$s.csv" --export-snapshot "$tmp/$s.pickle" > /dev/null || fail "replay -s $s exited $?"
+  python3 "$here/snapshot_check.py" "$tmp/$s.pickle" || fail "$s: the exported snapshot does not pass the viewer's checks"
+  for f in "$tmp/$s.csv" "$tmp/$s.pickle"; do
+    "$ab" replay --info "$f" > "$tmp/back.txt" || fail "--info on the export $f exited $?"
+    [ "$(value "$tmp/back.txt" events_hash)" = "$(value "$tmp/info.txt" events_hash)" ] || fail "$f replays to other events"
+    [ "$(value "$tmp/back.txt" preexisting_allocs)" = 0 ] || fail "$f: allocations before the trace"
+  done
+done
+# An OOM run exports what happened up to the OOM.
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --budget 6GB --quiet --out "$tmp/res" --no-timeline \
+  --export-snapshot "$tmp/oom.pickle" > /dev/null || fail "replay under a budget exited $?"
+python3 "$here/snapshot_check.py" "$tmp/oom.pickle" counts > "$tmp/oom_counts.txt" || fail "the OOM export does not pass the viewer's checks"
+grep -qx "oom 1" "$tmp/oom_counts.txt" || fail "the OOM export has no oom entry"
+# The replay workload takes the same traces.
+"$ab" run -w "replay:$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --quiet --out "$tmp/res" --no-timeline > /dev/null ||
+  fail "run -w replay: exited $?"
+
+# 6. Malformed input: one line naming the file and the byte or line, an exit in 1..127, no hang.
+# expect_error FILE PATTERN
+expect_error() {
+  timeout 60 "$ab" replay --info "$1" > /dev/null 2> "$tmp/err.txt"
+  local rc=$?
+  if [ $rc -lt 1 ] || [ $rc -gt 127 ] || [ $rc = 124 ]; then
+    fail "$1: exit $rc"
+  elif [ "$(wc -l < "$tmp/err.txt")" != 1 ]; then
+    fail "$1: expected one line on stderr, got: $(cat "$tmp/err.txt")"
+  elif ! grep -qF "$1" "$tmp/err.txt" || ! grep -qE "$2" "$tmp/err.txt"; then
+    fail "$1: '$(cat "$tmp/err.txt")' does not name the file or match '$2'"
+  fi
+}
+: > "$tmp/empty"
+expect_error "$tmp/empty" "empty file"
+printf '\x80\x04\xff' > "$tmp/opcode.pickle"
+expect_error "$tmp/opcode.pickle" "byte 2: not a pickle opcode: 0xff"
+printf '\x80\x02c__builtin__\nset\n.' > "$tmp/global.pickle"
+expect_error "$tmp/global.pickle" "byte 2: unsupported pickle opcode GLOBAL \(0x63\)"
+python3 - "$tmp" <<'EOF'
+import pickle, sys
+d = sys.argv[1]
+open(f"{d}/listdict.pickle", "wb").write(pickle.dumps({"device_traces": [[[1, 2]]], "segments": []}, protocol=4))
+open(f"{d}/notsnap.pickle", "wb").write(pickle.dumps({"a": 1}, protocol=2))
+open(f"{d}/set.pickle", "wb").write(pickle.dumps({"device_traces": [[{1, 2}]]}, protocol=5))
+EOF
+expect_error "$tmp/listdict.pickle" "byte [0-9]+: device_traces\[0\]\[0\]: expected a dict, got a list"
+expect_error "$tmp/notsnap.pickle" "byte [0-9]+: not a PyTorch memory snapshot"
+expect_error "$tmp/set.pickle" "byte [0-9]+: unsupported pickle opcode EMPTY_SET"
+zcat "$fx/cnn_dyn.default.pickle.gz" > "$tmp/full.pickle"
+size=$(stat -c %s "$tmp/full.pickle")
+for cut in 1 2 11 100 4099 65536 1000003 $((size / 2)) $((size - 100)) $((size - 1)); do
+  head -c "$cut" "$tmp/full.pickle" > "$tmp/cut$cut.pickle"
+  expect_error "$tmp/cut$cut.pickle" "byte [0-9]+: "
+done
+gzsize=$(stat -c %s "$fx/cnn_dyn.default.pickle.gz")
+for cut in 5 30 1000 $((gzsize / 2)) $((gzsize - 4)); do
+  head -c "$cut" "$fx/cnn_dyn.default.pickle.gz" > "$tmp/cut$cut.pickle.gz"
+  expect_error "$tmp/cut$cut.pickle.gz" "gzip"
+done
+printf 'action,addr,size,stream,time_us\nalloc,4096,100,0,1\nalloc,8192,100,0\n' > "$tmp/column.csv"
+expect_error "$tmp/column.csv" ":3: expected 5 columns"
+printf 'action,addr,size,stream,time_us\nalloc,4096,1e3,0,1\n' > "$tmp/number.csv"
+expect_error "$tmp/number.csv" ":2: column 'size': expected a whole number"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0xg00d,64,0x0\n' > "$tmp/pointer.rmm.csv"
+expect_error "$tmp/pointer.rmm.csv" ":2: column 'Pointer': expected a pointer"
+printf 'hello\n' > "$tmp/text.txt"
+expect_error "$tmp/text.txt" "not a recognised trace"
+
+if [ $failures -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "ok"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# verify_cli_test.sh ALLOCBENCH: --verify, --no-kernels and the timing columns from the
+# command line, on the simulated card.
+set -u
+ab=$1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The broken strategy is caught: exit 1 and a line naming both allocations.
+if "$ab" run -w random:ops=3000 -s overlap --device sim --verify --out "$out" -q >"$out/stdout" 2>"$out/stderr"; then
+  fail "overlap --verify exited 0"
+fi
+grep -Eq 'verify: id [0-9]+ at \[0x[0-9a-f]+, \+[0-9]+\) overlaps id [0-9]+ at \[0x[0-9a-f]+, \+[0-9]+\), which is live' "$out/stderr" ||
+  fail "overlap --verify: no verify message in: $(cat "$out/stderr")"
+grep -q '^status *error$' "$out/stdout" || fail "overlap --verify: the row does not say error"
+
+# A real strategy passes, and so does the broken one without --verify.
+"$ab" run -w random:ops=3000 -s pooled --device sim --verify --out "$out" -q >/dev/null || fail "pooled --verify failed"
+"$ab" run -w random:ops=3000 -s overlap --device sim --out "$out" -q >/dev/null || fail "overlap without --verify failed"
+
+# Hidden from users.
+"$ab" list | grep -q overlap && fail "overlap is listed"
+"$ab" list --strategies | grep -q overlap && fail "overlap is in the strategy names"
+
+# The timing columns close the header, and every row has them.
+head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event$' ||
+  fail "summary.csv header: $(head -n 1 "$out/summary.csv")"
+awk -F, 'NR > 1 && $(NF-2) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "step_ms_p50 not numeric"
+
+# --no-kernels is taken; --help mentions both options.
+"$ab" run -w random:ops=100 -s raw --device sim --no-kernels --out "$out" -q >/dev/null || fail "--no-kernels refused"
+"$ab" run --help | grep -q -- '--verify' || fail "--verify not in --help"
+"$ab" run --help | grep -q -- '--no-kernels' || fail "--no-kernels not in --help"
+
+[ "$failures" -eq 0 ] && echo "ok" || exit 1

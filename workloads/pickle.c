@@ -1,0 +1,673 @@
+/* pickle.c: the pickle machine and writer (pickle.h).
+ *
+ * The machine follows Python's own unpickler (Lib/pickle.py, _Unpickler): one value stack,
+ * a stack of MARK positions (Python's metastack), and the memo. Values below the newest
+ * mark belong to the enclosing frame, so no opcode may pop them. */
+#include "workloads/pickle.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- opcodes ---------------------------------------------------------------------------- */
+
+/* Every opcode of protocols 0 to 5, so that a refusal can name it. */
+#define OPCODES(X)                                                                                    \
+  X(MARK, 0x28) X(STOP, 0x2e) X(POP, 0x30) X(POP_MARK, 0x31) X(DUP, 0x32) X(FLOAT, 0x46) X(INT, 0x49)   \
+  X(BININT, 0x4a) X(BININT1, 0x4b) X(LONG, 0x4c) X(BININT2, 0x4d) X(NONE, 0x4e) X(PERSID, 0x50)        \
+  X(BINPERSID, 0x51) X(REDUCE, 0x52) X(STRING, 0x53) X(BINSTRING, 0x54) X(SHORT_BINSTRING, 0x55)        \
+  X(UNICODE, 0x56) X(BINUNICODE, 0x58) X(APPEND, 0x61) X(BUILD, 0x62) X(GLOBAL, 0x63) X(DICT, 0x64)    \
+  X(EMPTY_DICT, 0x7d) X(APPENDS, 0x65) X(GET, 0x67) X(BINGET, 0x68) X(INST, 0x69) X(LONG_BINGET, 0x6a)  \
+  X(LIST, 0x6c) X(EMPTY_LIST, 0x5d) X(OBJ, 0x6f) X(PUT, 0x70) X(BINPUT, 0x71) X(LONG_BINPUT, 0x72)      \
+  X(SETITEM, 0x73) X(TUPLE, 0x74) X(EMPTY_TUPLE, 0x29) X(SETITEMS, 0x75) X(BINFLOAT, 0x47)              \
+  X(PROTO, 0x80) X(NEWOBJ, 0x81) X(EXT1, 0x82) X(EXT2, 0x83) X(EXT4, 0x84) X(TUPLE1, 0x85)              \
+  X(TUPLE2, 0x86) X(TUPLE3, 0x87) X(NEWTRUE, 0x88) X(NEWFALSE, 0x89) X(LONG1, 0x8a) X(LONG4, 0x8b)      \
+  X(BINBYTES, 0x42) X(SHORT_BINBYTES, 0x43) X(SHORT_BINUNICODE, 0x8c) X(BINUNICODE8, 0x8d)             \
+  X(BINBYTES8, 0x8e) X(EMPTY_SET, 0x8f) X(ADDITEMS, 0x90) X(FROZENSET, 0x91) X(NEWOBJ_EX, 0x92)         \
+  X(STACK_GLOBAL, 0x93) X(MEMOIZE, 0x94) X(FRAME, 0x95) X(BYTEARRAY8, 0x96) X(NEXT_BUFFER, 0x97)        \
+  X(READONLY_BUFFER, 0x98)
+
+enum {
+#define OPCODE_ENUM(name, byte) OP_##name = byte,
+  OPCODES(OPCODE_ENUM)
+#undef OPCODE_ENUM
+};
+
+static const char *opcode_name(unsigned byte) {
+  switch (byte) {
+#define OPCODE_CASE(name, b) \
+  case b: return #name;
+    OPCODES(OPCODE_CASE)
+#undef OPCODE_CASE
+  }
+  return NULL;
+}
+
+/* ---- the arena ------------------------------------------------------------------------- */
+
+#define ARENA_CHUNK_BYTES (1u << 20)
+
+typedef struct chunk_s {
+  struct chunk_s *prev;
+  size_t size;
+  _Alignas(16) unsigned char data[];
+} chunk_t;
+
+struct ab_pk_arena_s {
+  chunk_t *head;
+  size_t used; /* bytes taken from head */
+};
+
+static void *arena_alloc(ab_pk_arena_t *a, size_t bytes) {
+  bytes = (bytes + 15) & ~(size_t)15;
+  if (a->head == NULL || a->head->size - a->used < bytes) {
+    size_t size = bytes > ARENA_CHUNK_BYTES ? bytes : ARENA_CHUNK_BYTES;
+    chunk_t *c = malloc(sizeof *c + size);
+    if (c == NULL) return NULL;
+    c->prev = a->head;
+    c->size = size;
+    a->head = c;
+    a->used = 0;
+  }
+  void *p = a->head->data + a->used;
+  a->used += bytes;
+  return p;
+}
+
+static void arena_free(ab_pk_arena_t *a) {
+  if (a == NULL) return;
+  for (chunk_t *c = a->head, *prev; c; c = prev) {
+    prev = c->prev;
+    free(c);
+  }
+  free(a);
+}
+
+/* ---- the machine ------------------------------------------------------------------------ */
+
+typedef struct vm_s {
+  const char *path;
+  const unsigned char *data;
+  size_t len;
+  size_t p;        /* next byte */
+  size_t at;       /* offset of the opcode being run */
+  ab_pk_t *stack;
+  size_t n, cap;
+  size_t *marks;   /* stack heights at each open MARK */
+  size_t nmarks, capmarks;
+  ab_pk_t *memo;   /* type 0: an unset slot */
+  size_t capmemo;
+  size_t memo_count; /* slots set: MEMOIZE's next index, as Python's len(memo) */
+  ab_pk_arena_t *arena;
+  ab_diag_t *diag;
+} vm_t;
+
+static ab_status fail(vm_t *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ab_status fail(vm_t *vm, const char *fmt, ...) {
+  char msg[AB_DIAG_BYTES];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ab_diag_set(vm->diag, AB_ERR_INVALID, "%s: byte %zu: %s", vm->path, vm->at, msg);
+}
+
+static ab_status out_of_memory(vm_t *vm) {
+  return ab_diag_set(vm->diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the pickle", vm->path);
+}
+
+static const char *current_op(vm_t *vm) { return opcode_name(vm->data[vm->at]); }
+
+/* Takes n bytes of argument; NULL (with the error set) when the file ends first. */
+static const unsigned char *take(vm_t *vm, size_t n, ab_status *st) {
+  if (vm->len - vm->p < n) {
+    *st = fail(vm, "truncated: %s needs %zu bytes of argument, %zu remain", current_op(vm), n, vm->len - vm->p);
+    return NULL;
+  }
+  const unsigned char *q = vm->data + vm->p;
+  vm->p += n;
+  return q;
+}
+
+static uint64_t le(const unsigned char *q, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = v << 8 | q[i];
+  return v;
+}
+
+/* A decimal line argument (PUT, GET): digits, then a newline. */
+static ab_status line_number(vm_t *vm, uint64_t *out) {
+  const unsigned char *nl = memchr(vm->data + vm->p, '\n', vm->len - vm->p);
+  if (nl == NULL) return fail(vm, "truncated: %s needs a line ending in a newline", current_op(vm));
+  const unsigned char *q = vm->data + vm->p;
+  int shown = nl - q > 20 ? 20 : (int)(nl - q);
+  uint64_t v = 0;
+  if (q == nl) return fail(vm, "%s: expected a memo index, got an empty line", current_op(vm));
+  for (const unsigned char *d = q; d < nl; d++) {
+    if (*d < '0' || *d > '9' || v > UINT64_MAX / 10 - 1)
+      return fail(vm, "%s: expected a memo index, got '%.*s'", current_op(vm), shown, (const char *)q);
+    v = v * 10 + (uint64_t)(*d - '0');
+  }
+  vm->p = (size_t)(nl - vm->data) + 1;
+  *out = v;
+  return AB_OK;
+}
+
+static size_t floor_height(const vm_t *vm) { return vm->nmarks ? vm->marks[vm->nmarks - 1] : 0; }
+
+/* Values the current frame holds (those above the newest mark). */
+static size_t avail(const vm_t *vm) { return vm->n - floor_height(vm); }
+
+static ab_status need(vm_t *vm, size_t k) {
+  if (avail(vm) < k)
+    return fail(vm, "%s needs %zu value%s on the stack, %zu %s there", current_op(vm), k, k == 1 ? "" : "s", avail(vm),
+                avail(vm) == 1 ? "is" : "are");
+  return AB_OK;
+}
+
+static ab_status push(vm_t *vm, ab_pk_t v) {
+  if (vm->n == vm->cap) {
+    size_t cap = vm->cap ? vm->cap * 2 : 256;
+    ab_pk_t *grown = realloc(vm->stack, cap * sizeof *grown);
+    if (grown == NULL) return out_of_memory(vm);
+    vm->stack = grown;
+    vm->cap = cap;
+  }
+  vm->stack[vm->n++] = v;
+  return AB_OK;
+}
+
+static ab_pk_t scalar(vm_t *vm, ab_pk_type_t type) {
+  ab_pk_t v;
+  memset(&v, 0, sizeof v);
+  v.type = (uint8_t)type;
+  v.pos = vm->at;
+  return v;
+}
+
+static ab_status push_int(vm_t *vm, int64_t i) {
+  ab_pk_t v = scalar(vm, AB_PK_INT);
+  v.v.i = i;
+  return push(vm, v);
+}
+
+/* A new empty container holding room for n values. */
+static ab_status container(vm_t *vm, ab_pk_type_t type, size_t n, ab_pk_t *out) {
+  if (n > UINT32_MAX) return fail(vm, "%s: more than 2^32 items", current_op(vm));
+  *out = scalar(vm, type);
+  ab_pk_seq_t *seq = arena_alloc(vm->arena, sizeof *seq);
+  if (seq == NULL) return out_of_memory(vm);
+  seq->n = 0;
+  seq->cap = (uint32_t)n;
+  seq->items = n ? arena_alloc(vm->arena, n * sizeof *seq->items) : NULL;
+  if (n && seq->items == NULL) return out_of_memory(vm);
+  out->v.seq = seq;
+  return AB_OK;
+}
+
+/* Appends k values to a container, growing it geometrically inside the arena. */
+static ab_status extend(vm_t *vm, ab_pk_seq_t *seq, const ab_pk_t *items, size_t k) {
+  if (k > UINT32_MAX - seq->n) return fail(vm, "%s: more than 2^32 items in one container", current_op(vm));
+  if (seq->n + k > seq->cap) {
+    uint64_t cap = seq->cap ? (uint64_t)seq->cap * 2 : 4;
+    if (cap < seq->n + k) cap = seq->n + k;
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    ab_pk_t *grown = arena_alloc(vm->arena, cap * sizeof *grown);
+    if (grown == NULL) return out_of_memory(vm);
+    if (seq->n) memcpy(grown, seq->items, seq->n * sizeof *grown);
+    seq->items = grown;
+    seq->cap = (uint32_t)cap;
+  }
+  if (k) memcpy(seq->items + seq->n, items, k * sizeof *items);
+  seq->n += (uint32_t)k;
+  return AB_OK;
+}
+
+/* Pops the newest mark; *from receives the stack height it marked. */
+static ab_status pop_mark(vm_t *vm, size_t *from) {
+  if (vm->nmarks == 0) return fail(vm, "%s without a MARK before it", current_op(vm));
+  *from = vm->marks[--vm->nmarks];
+  return AB_OK;
+}
+
+/* The items since the newest mark become a new container, which replaces them. */
+static ab_status collect(vm_t *vm, ab_pk_type_t type) {
+  size_t from;
+  AB_TRY(pop_mark(vm, &from));
+  size_t k = vm->n - from;
+  if (type == AB_PK_DICT && k % 2) return fail(vm, "DICT with an odd number of values (%zu) after its MARK", k);
+  ab_pk_t c;
+  AB_TRY(container(vm, type, k, &c));
+  c.pos = vm->at;
+  AB_TRY(extend(vm, c.v.seq, vm->stack + from, k));
+  vm->n = from;
+  return push(vm, c);
+}
+
+/* The items since the newest mark are added to the list or dict below the mark. */
+static ab_status add_marked(vm_t *vm, ab_pk_type_t want) {
+  size_t from;
+  AB_TRY(pop_mark(vm, &from));
+  if (from <= floor_height(vm))
+    return fail(vm, "%s with no %s below its MARK", current_op(vm), want == AB_PK_DICT ? "dict" : "list");
+  ab_pk_t *target = &vm->stack[from - 1];
+  size_t k = vm->n - from;
+  if (target->type != want)
+    return fail(vm, "%s to a %s (expected a %s)", current_op(vm), ab_pk_type_name(target),
+                want == AB_PK_DICT ? "dict" : "list");
+  if (want == AB_PK_DICT && k % 2) return fail(vm, "SETITEMS with an odd number of values (%zu)", k);
+  AB_TRY(extend(vm, target->v.seq, vm->stack + from, k));
+  vm->n = from;
+  return AB_OK;
+}
+
+static ab_status memo_put(vm_t *vm, uint64_t idx) {
+  AB_TRY(need(vm, 1));
+  if (idx > vm->len) return fail(vm, "%s: memo index %llu is beyond any the file could use", current_op(vm), (unsigned long long)idx);
+  if (idx >= vm->capmemo) {
+    size_t cap = vm->capmemo ? vm->capmemo : 1024;
+    while (cap <= idx) cap *= 2;
+    ab_pk_t *grown = realloc(vm->memo, cap * sizeof *grown);
+    if (grown == NULL) return out_of_memory(vm);
+    memset(grown + vm->capmemo, 0, (cap - vm->capmemo) * sizeof *grown);
+    vm->memo = grown;
+    vm->capmemo = cap;
+  }
+  if (vm->memo[idx].type == 0) vm->memo_count++;
+  vm->memo[idx] = vm->stack[vm->n - 1];
+  return AB_OK;
+}
+
+static ab_status memo_get(vm_t *vm, uint64_t idx) {
+  if (idx >= vm->capmemo || vm->memo[idx].type == 0)
+    return fail(vm, "%s of memo entry %llu, which was never stored", current_op(vm), (unsigned long long)idx);
+  return push(vm, vm->memo[idx]);
+}
+
+/* An int from n bytes of little-endian two's complement (LONG1, LONG4). */
+static ab_status push_long(vm_t *vm, const unsigned char *q, size_t n) {
+  ab_pk_t v = scalar(vm, AB_PK_INT);
+  if (n == 0) return push(vm, v);
+  bool negative = q[n - 1] & 0x80;
+  /* Bytes beyond the eighth must only repeat the sign. */
+  size_t sig = n;
+  while (sig > 1 && q[sig - 1] == (negative ? 0xff : 0x00)) sig--;
+  if (sig > 8 || (sig == 8 && negative != ((q[7] & 0x80) != 0))) {
+    if (!negative && sig <= 8) { /* 8 bytes with the top bit set, then a zero byte */
+      v.width = AB_PK_UINT64;
+      v.v.u = le(q, 8);
+    } else {
+      v.width = AB_PK_BIGINT;
+      v.v.i = negative ? -1 : 1;
+    }
+    return push(vm, v);
+  }
+  uint64_t u = le(q, sig);
+  if (negative && sig < 8) u |= ~0ULL << (8 * sig);
+  v.v.i = (int64_t)u;
+  return push(vm, v);
+}
+
+static ab_status push_text(vm_t *vm, ab_pk_type_t type, uint64_t len) {
+  ab_status st = AB_OK;
+  if (len > UINT32_MAX) return fail(vm, "%s of %llu bytes: longer than 4 GiB", current_op(vm), (unsigned long long)len);
+  const unsigned char *q = take(vm, (size_t)len, &st);
+  if (q == NULL) return st;
+  ab_pk_t v = scalar(vm, type);
+  v.len = (uint32_t)len;
+  v.v.s = (const char *)q;
+  return push(vm, v);
+}
+
+/* Runs one opcode; *done is set at STOP. */
+static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
+  ab_status st = AB_OK;
+  const unsigned char *q;
+  vm->at = vm->p;
+  unsigned op = vm->data[vm->p++];
+#define ARG(nbytes)                   \
+  do {                                \
+    q = take(vm, (nbytes), &st);      \
+    if (q == NULL) return st;         \
+  } while (0)
+  switch (op) {
+    case OP_PROTO:
+      ARG(1);
+      if (q[0] < 2 || q[0] > 5) return fail(vm, "unsupported pickle protocol %u (expected 2 to 5)", q[0]);
+      out->protocol = q[0];
+      return AB_OK;
+    case OP_FRAME:
+      ARG(8);
+      if (le(q, 8) > vm->len - vm->p)
+        return fail(vm, "truncated: FRAME of %llu bytes, %zu remain", (unsigned long long)le(q, 8), vm->len - vm->p);
+      return AB_OK;
+    case OP_STOP:
+      AB_TRY(need(vm, 1));
+      out->root = vm->stack[vm->n - 1];
+      *done = true;
+      return AB_OK;
+    case OP_MARK:
+      if (vm->nmarks == vm->capmarks) {
+        size_t cap = vm->capmarks ? vm->capmarks * 2 : 64;
+        size_t *grown = realloc(vm->marks, cap * sizeof *grown);
+        if (grown == NULL) return out_of_memory(vm);
+        vm->marks = grown;
+        vm->capmarks = cap;
+      }
+      vm->marks[vm->nmarks++] = vm->n;
+      return AB_OK;
+    case OP_POP:
+      if (avail(vm) > 0) {
+        vm->n--;
+        return AB_OK;
+      }
+      { /* Python pops the mark when the frame is empty */
+        size_t from;
+        return pop_mark(vm, &from);
+      }
+    case OP_POP_MARK: {
+      size_t from;
+      AB_TRY(pop_mark(vm, &from));
+      vm->n = from;
+      return AB_OK;
+    }
+    case OP_NONE: return push(vm, scalar(vm, AB_PK_NONE));
+    case OP_NEWTRUE:
+    case OP_NEWFALSE: {
+      ab_pk_t v = scalar(vm, AB_PK_BOOL);
+      v.v.i = op == OP_NEWTRUE;
+      return push(vm, v);
+    }
+    case OP_BININT: ARG(4); return push_int(vm, (int32_t)(uint32_t)le(q, 4));
+    case OP_BININT1: ARG(1); return push_int(vm, q[0]);
+    case OP_BININT2: ARG(2); return push_int(vm, (int64_t)le(q, 2));
+    case OP_LONG1: {
+      ARG(1);
+      size_t n = q[0];
+      ARG(n);
+      return push_long(vm, q, n);
+    }
+    case OP_LONG4: {
+      ARG(4);
+      int32_t n = (int32_t)(uint32_t)le(q, 4);
+      if (n < 0) return fail(vm, "LONG4 with a negative length (%d)", n);
+      ARG((size_t)n);
+      return push_long(vm, q, (size_t)n);
+    }
+    case OP_BINFLOAT: {
+      ARG(8);
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; i++) bits = bits << 8 | q[i]; /* big-endian */
+      ab_pk_t v = scalar(vm, AB_PK_FLOAT);
+      memcpy(&v.v.f, &bits, sizeof v.v.f);
+      return push(vm, v);
+    }
+    case OP_SHORT_BINUNICODE: ARG(1); return push_text(vm, AB_PK_STR, q[0]);
+    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, le(q, 4));
+    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, le(q, 8));
+    case OP_SHORT_BINBYTES: ARG(1); return push_text(vm, AB_PK_BYTES, q[0]);
+    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, le(q, 4));
+    case OP_BINBYTES8:
+    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, le(q, 8));
+    case OP_EMPTY_LIST:
+    case OP_EMPTY_DICT:
+    case OP_EMPTY_TUPLE: {
+      ab_pk_t c;
+      AB_TRY(container(vm, op == OP_EMPTY_LIST ? AB_PK_LIST : op == OP_EMPTY_DICT ? AB_PK_DICT : AB_PK_TUPLE, 0, &c));
+      return push(vm, c);
+    }
+    case OP_LIST: return collect(vm, AB_PK_LIST);
+    case OP_TUPLE: return collect(vm, AB_PK_TUPLE);
+    case OP_DICT: return collect(vm, AB_PK_DICT);
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3: {
+      size_t k = op - OP_TUPLE1 + 1u;
+      AB_TRY(need(vm, k));
+      ab_pk_t c;
+      AB_TRY(container(vm, AB_PK_TUPLE, k, &c));
+      AB_TRY(extend(vm, c.v.seq, vm->stack + vm->n - k, k));
+      vm->n -= k;
+      return push(vm, c);
+    }
+    case OP_APPEND:
+    case OP_SETITEM: {
+      size_t k = op == OP_APPEND ? 1 : 2;
+      ab_pk_type_t want = op == OP_APPEND ? AB_PK_LIST : AB_PK_DICT;
+      AB_TRY(need(vm, k + 1));
+      ab_pk_t *target = &vm->stack[vm->n - k - 1];
+      if (target->type != want)
+        return fail(vm, "%s to a %s (expected a %s)", current_op(vm), ab_pk_type_name(target),
+                    want == AB_PK_DICT ? "dict" : "list");
+      AB_TRY(extend(vm, target->v.seq, vm->stack + vm->n - k, k));
+      vm->n -= k;
+      return AB_OK;
+    }
+    case OP_APPENDS: return add_marked(vm, AB_PK_LIST);
+    case OP_SETITEMS: return add_marked(vm, AB_PK_DICT);
+    case OP_MEMOIZE: return memo_put(vm, vm->memo_count);
+    case OP_BINPUT: ARG(1); return memo_put(vm, q[0]);
+    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, le(q, 4));
+    case OP_BINGET: ARG(1); return memo_get(vm, q[0]);
+    case OP_LONG_BINGET: ARG(4); return memo_get(vm, le(q, 4));
+    case OP_PUT:
+    case OP_GET: {
+      uint64_t idx = 0;
+      AB_TRY(line_number(vm, &idx));
+      return op == OP_PUT ? memo_put(vm, idx) : memo_get(vm, idx);
+    }
+    default: {
+      const char *name = opcode_name(op);
+      if (name) return fail(vm, "unsupported pickle opcode %s (0x%02x)", name, op);
+      return fail(vm, "not a pickle opcode: 0x%02x", op);
+    }
+  }
+#undef ARG
+}
+
+ab_status ab_pickle_parse(const char *path, const char *data, size_t len, ab_pickle_t *out, ab_diag_t *diag) {
+  memset(out, 0, sizeof *out);
+  vm_t vm;
+  memset(&vm, 0, sizeof vm);
+  vm.path = path;
+  vm.data = (const unsigned char *)data;
+  vm.len = len;
+  vm.diag = diag;
+  vm.arena = calloc(1, sizeof *vm.arena);
+  ab_status st = vm.arena ? AB_OK : out_of_memory(&vm);
+  bool done = false;
+  while (st == AB_OK && !done) {
+    if (vm.p == vm.len) {
+      vm.at = vm.p;
+      st = fail(&vm, "the pickle ends without STOP (truncated?)");
+      break;
+    }
+    st = step(&vm, out, &done);
+  }
+  free(vm.stack);
+  free(vm.marks);
+  free(vm.memo);
+  if (st != AB_OK) {
+    arena_free(vm.arena);
+    memset(out, 0, sizeof *out);
+    return st;
+  }
+  out->arena = vm.arena;
+  return AB_OK;
+}
+
+void ab_pickle_free(ab_pickle_t *p) {
+  arena_free(p->arena);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- reading the tree ------------------------------------------------------------------- */
+
+const char *ab_pk_type_name(const ab_pk_t *v) {
+  if (v == NULL) return "nothing";
+  switch ((ab_pk_type_t)v->type) {
+    case AB_PK_NONE: return "None";
+    case AB_PK_BOOL: return "bool";
+    case AB_PK_INT: return "int";
+    case AB_PK_FLOAT: return "float";
+    case AB_PK_STR: return "str";
+    case AB_PK_BYTES: return "bytes";
+    case AB_PK_LIST: return "list";
+    case AB_PK_TUPLE: return "tuple";
+    case AB_PK_DICT: return "dict";
+  }
+  return "?";
+}
+
+bool ab_pk_str_is(const ab_pk_t *v, const char *s) {
+  size_t n = strlen(s);
+  return v != NULL && v->type == AB_PK_STR && v->len == n && memcmp(v->v.s, s, n) == 0;
+}
+
+const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key) {
+  if (dict == NULL || dict->type != AB_PK_DICT) return NULL;
+  const ab_pk_seq_t *seq = dict->v.seq;
+  for (uint32_t i = seq->n; i >= 2; i -= 2)
+    if (ab_pk_str_is(&seq->items[i - 2], key)) return &seq->items[i - 1];
+  return NULL;
+}
+
+size_t ab_pk_len(const ab_pk_t *v) {
+  if (v == NULL) return 0;
+  switch ((ab_pk_type_t)v->type) {
+    case AB_PK_LIST:
+    case AB_PK_TUPLE: return v->v.seq->n;
+    case AB_PK_DICT: return v->v.seq->n / 2;
+    default: return 0;
+  }
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static void emit(ab_pkw_t *w, const void *p, size_t n) { fwrite(p, 1, n, w->f); }
+
+static void emit_op(ab_pkw_t *w, unsigned op) { putc((int)op, w->f); }
+
+static void emit_le(ab_pkw_t *w, uint64_t v, size_t n) {
+  unsigned char b[8];
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(v >> (8 * i));
+  emit(w, b, n);
+}
+
+ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag) {
+  memset(w, 0, sizeof *w);
+  w->path = path;
+  ab_map_init(&w->names);
+  w->f = fopen(path, "wb");
+  if (w->f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  setvbuf(w->f, NULL, _IOFBF, 1 << 20);
+  emit_op(w, OP_PROTO);
+  emit_op(w, 4);
+  return AB_OK;
+}
+
+ab_status ab_pkw_close(ab_pkw_t *w, ab_diag_t *diag) {
+  emit_op(w, OP_STOP);
+  bool bad = ferror(w->f) != 0;
+  int saved = errno;
+  if (fclose(w->f) != 0) bad = true;
+  ab_map_free(&w->names);
+  if (bad) {
+    remove(w->path);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", w->path, strerror(saved ? saved : errno));
+  }
+  return AB_OK;
+}
+
+void ab_pkw_none(ab_pkw_t *w) { emit_op(w, OP_NONE); }
+void ab_pkw_bool(ab_pkw_t *w, bool b) { emit_op(w, b ? OP_NEWTRUE : OP_NEWFALSE); }
+
+void ab_pkw_int(ab_pkw_t *w, int64_t v) {
+  if (v >= 0 && v <= 0xff) {
+    emit_op(w, OP_BININT1);
+    emit_le(w, (uint64_t)v, 1);
+  } else if (v >= 0 && v <= 0xffff) {
+    emit_op(w, OP_BININT2);
+    emit_le(w, (uint64_t)v, 2);
+  } else if (v >= INT32_MIN && v <= INT32_MAX) {
+    emit_op(w, OP_BININT);
+    emit_le(w, (uint64_t)v, 4);
+  } else {
+    /* The shortest two's complement that keeps the sign. */
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    size_t n = 8;
+    while (n > 1 && ((b[n - 1] == 0x00 && !(b[n - 2] & 0x80)) || (b[n - 1] == 0xff && (b[n - 2] & 0x80)))) n--;
+    emit_op(w, OP_LONG1);
+    emit_op(w, (unsigned)n);
+    emit(w, b, n);
+  }
+}
+
+void ab_pkw_uint(ab_pkw_t *w, uint64_t v) {
+  if (v <= INT64_MAX) {
+    ab_pkw_int(w, (int64_t)v);
+    return;
+  }
+  emit_op(w, OP_LONG1);
+  emit_op(w, 9);
+  emit_le(w, v, 8);
+  emit_op(w, 0); /* positive */
+}
+
+void ab_pkw_float(ab_pkw_t *w, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(bits >> (56 - 8 * i));
+  emit_op(w, OP_BINFLOAT);
+  emit(w, b, 8);
+}
+
+void ab_pkw_str(ab_pkw_t *w, const char *s, size_t len) {
+  if (len <= 0xff) {
+    emit_op(w, OP_SHORT_BINUNICODE);
+    emit_le(w, len, 1);
+  } else if (len <= UINT32_MAX) {
+    emit_op(w, OP_BINUNICODE);
+    emit_le(w, len, 4);
+  } else {
+    emit_op(w, OP_BINUNICODE8);
+    emit_le(w, len, 8);
+  }
+  emit(w, s, len);
+}
+
+void ab_pkw_name(ab_pkw_t *w, const char *s) {
+  uint64_t idx;
+  if (ab_map_get(&w->names, (uint64_t)(uintptr_t)s, &idx)) {
+    idx--;
+    if (idx <= 0xff) {
+      emit_op(w, OP_BINGET);
+      emit_le(w, idx, 1);
+    } else {
+      emit_op(w, OP_LONG_BINGET);
+      emit_le(w, idx, 4);
+    }
+    return;
+  }
+  ab_pkw_str(w, s, strlen(s));
+  if (w->failed || w->nmemo == UINT32_MAX) return;
+  emit_op(w, OP_MEMOIZE);
+  if (ab_map_put(&w->names, (uint64_t)(uintptr_t)s, (uint64_t)w->nmemo + 1) != AB_OK) w->failed = true;
+  w->nmemo++;
+}
+
+void ab_pkw_dict_begin(ab_pkw_t *w) {
+  emit_op(w, OP_EMPTY_DICT);
+  emit_op(w, OP_MARK);
+}
+void ab_pkw_dict_end(ab_pkw_t *w) { emit_op(w, OP_SETITEMS); }
+void ab_pkw_list_begin(ab_pkw_t *w) {
+  emit_op(w, OP_EMPTY_LIST);
+  emit_op(w, OP_MARK);
+}
+void ab_pkw_list_end(ab_pkw_t *w) { emit_op(w, OP_APPENDS); }
+void ab_pkw_tuple_begin(ab_pkw_t *w) { emit_op(w, OP_MARK); }
+void ab_pkw_tuple_end(ab_pkw_t *w) { emit_op(w, OP_TUPLE); }

@@ -1,0 +1,390 @@
+/* snapshot.c: PyTorch's memory snapshot, both ways (snapshot.h). */
+#include "workloads/snapshot.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "workloads/pickle.h"
+
+/* ---- reading -------------------------------------------------------------------------------- */
+
+/* Where a value sits in the snapshot, formatted only for a message: name[i]['sub'][j]. */
+typedef struct loc_s {
+  const char *name;
+  long i;          /* -1: absent */
+  const char *sub; /* NULL: absent */
+  long j;          /* -1: absent */
+} loc_t;
+
+typedef struct reader_s {
+  const char *path;
+  ab_diag_t *diag;
+} reader_t;
+
+static const char *loc_str(const loc_t *at, const char *key, char *buf, size_t size) {
+  char i[32] = "", j[32] = "", sub[64] = "", k[64] = "";
+  if (at->i >= 0) snprintf(i, sizeof i, "[%ld]", at->i);
+  if (at->sub) snprintf(sub, sizeof sub, "['%s']", at->sub);
+  if (at->j >= 0) snprintf(j, sizeof j, "[%ld]", at->j);
+  if (key) snprintf(k, sizeof k, "['%s']", key);
+  snprintf(buf, size, "%s%s%s%s%s", at->name, i, sub, j, k);
+  return buf;
+}
+
+static ab_status wrong(const reader_t *r, const ab_pk_t *v, const loc_t *at, const char *key, const char *want) {
+  char loc[200];
+  const char *article = v->type == AB_PK_NONE ? "" : v->type == AB_PK_INT ? "an " : "a ";
+  return ab_diag_set(r->diag, AB_ERR_INVALID, "%s: byte %llu: %s: expected %s, got %s%s", r->path,
+                     (unsigned long long)v->pos, loc_str(at, key, loc, sizeof loc), want, article, ab_pk_type_name(v));
+}
+
+static ab_status missing(const reader_t *r, const ab_pk_t *dict, const loc_t *at, const char *key) {
+  char loc[200];
+  return ab_diag_set(r->diag, AB_ERR_INVALID, "%s: byte %llu: %s: no '%s' key in this dict", r->path,
+                     (unsigned long long)dict->pos, loc_str(at, NULL, loc, sizeof loc), key);
+}
+
+static ab_status expect(const reader_t *r, const ab_pk_t *v, ab_pk_type_t type, const loc_t *at) {
+  if (v->type == type) return AB_OK;
+  ab_pk_t wanted = {.type = (uint8_t)type};
+  char want[32];
+  snprintf(want, sizeof want, "a %s", ab_pk_type_name(&wanted));
+  return wrong(r, v, at, NULL, want);
+}
+
+/* An int field of dict d. signed_ok: negative values are kept as their 64-bit pattern
+ * (stream handles); otherwise they are refused. Absent: *out keeps its value unless
+ * required. */
+static ab_status int_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, bool required,
+                           bool signed_ok, uint64_t *out) {
+  const ab_pk_t *v = ab_pk_get(d, key);
+  if (v == NULL) return required ? missing(r, d, at, key) : AB_OK;
+  if (v->type != AB_PK_INT || v->width == AB_PK_BIGINT || (!signed_ok && v->width == AB_PK_INT64 && v->v.i < 0))
+    return wrong(r, v, at, key, signed_ok ? "an int of 64 bits" : "a non-negative int of 64 bits");
+  *out = v->width == AB_PK_UINT64 ? v->v.u : (uint64_t)v->v.i;
+  return AB_OK;
+}
+
+static ab_status bool_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, bool *out) {
+  const ab_pk_t *v = ab_pk_get(d, key);
+  if (v == NULL) return AB_OK;
+  if (v->type != AB_PK_BOOL) return wrong(r, v, at, key, "a bool");
+  *out = v->v.i != 0;
+  return AB_OK;
+}
+
+static ab_status read_entries(const reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
+  const ab_pk_seq_t *seq = trace->v.seq;
+  for (uint32_t i = 0; i < seq->n; i++) {
+    const ab_pk_t *e = &seq->items[i];
+    loc_t at = {"device_traces", dev, NULL, (long)i};
+    AB_TRY(expect(r, e, AB_PK_DICT, &at));
+    const ab_pk_t *action = ab_pk_get(e, "action");
+    if (action == NULL) return missing(r, e, &at, "action");
+    if (action->type != AB_PK_STR) return wrong(r, action, &at, "action", "a str");
+    ab_trace_builder_count(b, action->v.s, action->len);
+    ab_trace_action_t act = ab_trace_action_of(action->v.s, action->len);
+    uint64_t addr = 0, size = 0, stream = 0;
+    if (act == AB_TR_OOM) {
+      AB_TRY(int_field(r, e, "device_free", &at, false, false, &addr));
+      AB_TRY(int_field(r, e, "size", &at, false, false, &size));
+    } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
+      AB_TRY(int_field(r, e, "addr", &at, true, false, &addr));
+      AB_TRY(int_field(r, e, "size", &at, true, false, &size));
+      AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
+    }
+    AB_TRY(ab_trace_builder_add(b, act, addr, size, stream, e->pos, r->diag));
+  }
+  return AB_OK;
+}
+
+/* The segments of the device read: the state at the end. */
+static ab_status read_segments(const reader_t *r, const ab_pk_t *segments, long dev, ab_trace_builder_t *b) {
+  uint64_t reserved = 0, nsegs = 0;
+  const ab_pk_seq_t *seq = segments->v.seq;
+  for (uint32_t i = 0; i < seq->n; i++) {
+    const ab_pk_t *s = &seq->items[i];
+    loc_t at = {"segments", (long)i, NULL, -1};
+    AB_TRY(expect(r, s, AB_PK_DICT, &at));
+    uint64_t device = 0, address = 0, total = 0, stream = 0;
+    bool expandable = false;
+    AB_TRY(int_field(r, s, "device", &at, false, false, &device));
+    if (device != (uint64_t)dev) continue;
+    AB_TRY(int_field(r, s, "address", &at, true, false, &address));
+    AB_TRY(int_field(r, s, "total_size", &at, true, false, &total));
+    AB_TRY(int_field(r, s, "stream", &at, false, true, &stream));
+    AB_TRY(bool_field(r, s, "is_expandable", &at, &expandable));
+    reserved += total;
+    nsegs += !expandable;
+    const ab_pk_t *blocks = ab_pk_get(s, "blocks");
+    if (blocks == NULL) continue;
+    if (blocks->type != AB_PK_LIST) return wrong(r, blocks, &at, "blocks", "a list");
+    uint64_t addr = address; /* old snapshots give no block addresses: blocks tile the segment */
+    for (uint32_t j = 0; j < blocks->v.seq->n; j++) {
+      const ab_pk_t *blk = &blocks->v.seq->items[j];
+      loc_t bat = {"segments", (long)i, "blocks", (long)j};
+      AB_TRY(expect(r, blk, AB_PK_DICT, &bat));
+      uint64_t size = 0, requested = 0;
+      AB_TRY(int_field(r, blk, "size", &bat, true, false, &size));
+      AB_TRY(int_field(r, blk, "address", &bat, false, false, &addr));
+      requested = size;
+      AB_TRY(int_field(r, blk, "requested_size", &bat, false, false, &requested));
+      const ab_pk_t *state = ab_pk_get(blk, "state");
+      if (state == NULL) return missing(r, blk, &bat, "state");
+      if (state->type != AB_PK_STR) return wrong(r, state, &bat, "state", "a str");
+      bool pending = ab_pk_str_is(state, "active_pending_free") || ab_pk_str_is(state, "active_awaiting_free");
+      if (pending || ab_pk_str_is(state, "active_allocated"))
+        AB_TRY(ab_trace_builder_held(b, addr, requested ? requested : size, stream, pending, blk->pos, r->diag));
+      addr += size;
+    }
+  }
+  ab_trace_builder_end_state(b, reserved, nsegs);
+  return AB_OK;
+}
+
+/* Appends ",key:value" (or "key:value" first) to out. */
+static void conf_add(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void conf_add(char *out, size_t size, const char *fmt, ...) {
+  size_t used = strlen(out);
+  if (used && used + 1 < size) {
+    out[used++] = ',';
+    out[used] = '\0';
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out + used, size - used, fmt, ap);
+  va_end(ap);
+}
+
+/* The recorded settings as a PYTORCH_CUDA_ALLOC_CONF string of what differs from the
+ * defaults; the recorded string itself when the snapshot has no structured settings. */
+static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, size_t size) {
+  loc_t at = {"allocator_settings", -1, NULL, -1};
+  AB_TRY(expect(r, s, AB_PK_DICT, &at));
+  out[0] = '\0';
+  const ab_pk_t *raw = ab_pk_get(s, "PYTORCH_CUDA_ALLOC_CONF");
+  if (ab_pk_get(s, "max_split_size") == NULL && ab_pk_get(s, "expandable_segments") == NULL) {
+    if (raw && raw->type == AB_PK_STR) snprintf(out, size, "%.*s", (int)raw->len, raw->v.s);
+    return AB_OK;
+  }
+  uint64_t max_split = 0;
+  AB_TRY(int_field(r, s, "max_split_size", &at, false, true, &max_split));
+  if ((int64_t)max_split > 0) conf_add(out, size, "max_split_size_mb:%llu", (unsigned long long)(max_split >> 20));
+  const ab_pk_t *gc = ab_pk_get(s, "garbage_collection_threshold");
+  if (gc && gc->type != AB_PK_FLOAT && gc->type != AB_PK_INT)
+    return wrong(r, gc, &at, "garbage_collection_threshold", "a float");
+  double threshold = gc == NULL ? 0 : gc->type == AB_PK_FLOAT ? gc->v.f : (double)gc->v.i;
+  if (threshold > 0) conf_add(out, size, "garbage_collection_threshold:%g", threshold);
+  static const char *const flags[] = {"expandable_segments", "release_lock_on_cudamalloc",
+                                      "graph_capture_record_stream_reuse"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    bool on = false;
+    AB_TRY(bool_field(r, s, flags[i], &at, &on));
+    if (on) conf_add(out, size, "%s:True", flags[i]);
+  }
+  const ab_pk_t *div = ab_pk_get(s, "roundup_power2_divisions");
+  if (div == NULL) return AB_OK;
+  if (div->type != AB_PK_DICT) return wrong(r, div, &at, "roundup_power2_divisions", "a dict");
+  /* Keys "1", "2", ..., "32768": the MiB size each of the 16 intervals starts at. */
+  uint64_t v[16];
+  bool any = false, same = true;
+  for (int i = 0; i < 16; i++) {
+    char key[8];
+    snprintf(key, sizeof key, "%d", 1 << i);
+    v[i] = 0;
+    loc_t dat = {"allocator_settings", -1, "roundup_power2_divisions", -1};
+    AB_TRY(int_field(r, div, key, &dat, false, false, &v[i]));
+    any |= v[i] != 0;
+    same &= v[i] == v[0];
+  }
+  if (!any) return AB_OK;
+  if (same) {
+    conf_add(out, size, "roundup_power2_divisions:%llu", (unsigned long long)v[0]);
+    return AB_OK;
+  }
+  char list[256] = "";
+  for (int i = 0; i < 16; i++) {
+    size_t used = strlen(list);
+    snprintf(list + used, sizeof list - used, "%s%d:%llu", i ? "," : "", 1 << i, (unsigned long long)v[i]);
+  }
+  conf_add(out, size, "roundup_power2_divisions:[%s]", list);
+  return AB_OK;
+}
+
+static ab_status read_tree(const reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
+  if (root->type != AB_PK_DICT)
+    return ab_diag_set(r->diag, AB_ERR_INVALID,
+                       "%s: byte %llu: not a PyTorch memory snapshot: expected a dict with device_traces and "
+                       "segments (torch.cuda.memory._snapshot()), got a pickled %s",
+                       r->path, (unsigned long long)root->pos, ab_pk_type_name(root));
+  const ab_pk_t *traces = ab_pk_get(root, "device_traces"), *segments = ab_pk_get(root, "segments");
+  if (traces == NULL && segments == NULL)
+    return ab_diag_set(r->diag, AB_ERR_INVALID,
+                       "%s: byte %llu: not a PyTorch memory snapshot: the dict has neither 'device_traces' nor "
+                       "'segments'",
+                       r->path, (unsigned long long)root->pos);
+  loc_t tat = {"device_traces", -1, NULL, -1}, sat = {"segments", -1, NULL, -1};
+  if (traces) AB_TRY(expect(r, traces, AB_PK_LIST, &tat));
+  if (segments) AB_TRY(expect(r, segments, AB_PK_LIST, &sat));
+  size_t ndev = ab_pk_len(traces);
+  for (size_t d = 0; d < ndev; d++) {
+    loc_t at = {"device_traces", (long)d, NULL, -1};
+    AB_TRY(expect(r, &traces->v.seq->items[d], AB_PK_LIST, &at));
+  }
+  long dev = device;
+  if (dev >= 0 && (size_t)dev >= ndev && ndev > 0)
+    return ab_diag_set(r->diag, AB_ERR_INVALID, "%s: no device %ld: the snapshot traces %zu device%s (0 to %zu)", r->path,
+                       dev, ndev, ndev == 1 ? "" : "s", ndev - 1);
+  for (size_t d = 0; dev < 0 && d < ndev; d++)
+    if (ab_pk_len(&traces->v.seq->items[d]) > 0) dev = (long)d;
+  if (dev < 0) { /* no trace entries anywhere: the state alone, of the first segment's device */
+    uint64_t first = 0;
+    if (ab_pk_len(segments) > 0) {
+      loc_t at = {"segments", 0, NULL, -1};
+      AB_TRY(expect(r, &segments->v.seq->items[0], AB_PK_DICT, &at));
+      AB_TRY(int_field(r, &segments->v.seq->items[0], "device", &at, false, false, &first));
+    }
+    dev = first > 1024 ? 0 : (long)first;
+  }
+  b->info.format = "pytorch-snapshot";
+  b->info.device = (int)dev;
+  b->info.ndevices = (unsigned)ndev;
+  if ((size_t)dev < ndev) AB_TRY(read_entries(r, &traces->v.seq->items[dev], dev, b));
+  if (segments) AB_TRY(read_segments(r, segments, dev, b));
+  const ab_pk_t *settings = ab_pk_get(root, "allocator_settings");
+  if (settings) AB_TRY(read_settings(r, settings, b->es->settings, sizeof b->es->settings));
+  if (b->info.records == 0 && b->nheld == 0)
+    return ab_diag_set(r->diag, AB_ERR_INVALID,
+                       "%s: the snapshot holds nothing to replay on device %ld: no trace entries and no allocated "
+                       "blocks (record with torch.cuda.memory._record_memory_history() before taking it)",
+                       r->path, dev);
+  return AB_OK;
+}
+
+ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
+  ab_pickle_t pk;
+  AB_TRY(ab_pickle_parse(path, in->data, in->len, &pk, diag));
+  reader_t r = {path, diag};
+  ab_status st = read_tree(&r, &pk.root, device, b);
+  ab_pickle_free(&pk);
+  return st;
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+/* Names written again and again are memoised by address (pickle.h), so each is one object. */
+static const char K_SEGMENTS[] = "segments", K_DEVICE_TRACES[] = "device_traces",
+                  K_SETTINGS[] = "allocator_settings", K_ANNOTATIONS[] = "external_annotations",
+                  K_CONF[] = "PYTORCH_CUDA_ALLOC_CONF", K_DEVICE[] = "device", K_ADDRESS[] = "address",
+                  K_TOTAL[] = "total_size", K_ALLOCATED[] = "allocated_size", K_ACTIVE[] = "active_size",
+                  K_REQUESTED[] = "requested_size", K_STREAM[] = "stream", K_TYPE[] = "segment_type",
+                  K_POOL[] = "segment_pool_id", K_EXPANDABLE[] = "is_expandable", K_FRAMES[] = "frames",
+                  K_BLOCKS[] = "blocks", K_SIZE[] = "size", K_STATE[] = "state", K_ACTION[] = "action",
+                  K_ADDR[] = "addr", K_DEVICE_FREE[] = "device_free", K_TIME[] = "time_us",
+                  K_COMPILE[] = "compile_context", K_METADATA[] = "user_metadata", V_NA[] = "N/A", V_EMPTY[] = "",
+                  V_LARGE[] = "large", V_SMALL[] = "small", V_ALLOCATED[] = "active_allocated",
+                  V_PENDING[] = "active_pending_free", V_INACTIVE[] = "inactive";
+
+static void put_uint(ab_pkw_t *w, const char *key, uint64_t v) {
+  ab_pkw_name(w, key);
+  ab_pkw_uint(w, v);
+}
+
+static void put_name(ab_pkw_t *w, const char *key, const char *v) {
+  ab_pkw_name(w, key);
+  ab_pkw_name(w, v);
+}
+
+static void put_empty_list(ab_pkw_t *w, const char *key) {
+  ab_pkw_name(w, key);
+  ab_pkw_list_begin(w);
+  ab_pkw_list_end(w);
+}
+
+static uint64_t raw_stream(unsigned index, const uint64_t *values, unsigned n) {
+  return index < n ? values[index] : index;
+}
+
+static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace_seg_t *g, uint64_t stream) {
+  uint64_t allocated = 0, active = 0, requested = 0;
+  for (size_t k = 0; k < g->nblocks; k++) {
+    const ab_block_info_t *blk = &log->blocks[g->first + k];
+    if (blk->state == AB_BLOCK_ALLOCATED) allocated += blk->bytes;
+    if (blk->state == AB_BLOCK_ALLOCATED || blk->state == AB_BLOCK_PENDING_FREE) {
+      active += blk->bytes;
+      requested += blk->requested;
+    }
+  }
+  ab_pkw_dict_begin(w);
+  put_uint(w, K_DEVICE, 0);
+  put_uint(w, K_ADDRESS, g->base);
+  put_uint(w, K_TOTAL, g->bytes);
+  put_uint(w, K_ALLOCATED, allocated);
+  put_uint(w, K_ACTIVE, active);
+  put_uint(w, K_REQUESTED, requested);
+  put_uint(w, K_STREAM, stream);
+  put_name(w, K_TYPE, g->small ? V_SMALL : V_LARGE);
+  ab_pkw_name(w, K_POOL); /* (0, 0): the default pool */
+  ab_pkw_tuple_begin(w);
+  ab_pkw_int(w, 0);
+  ab_pkw_int(w, 0);
+  ab_pkw_tuple_end(w);
+  ab_pkw_name(w, K_EXPANDABLE);
+  ab_pkw_bool(w, g->expandable);
+  put_empty_list(w, K_FRAMES);
+  ab_pkw_name(w, K_BLOCKS);
+  ab_pkw_list_begin(w);
+  for (size_t k = 0; k < g->nblocks; k++) {
+    const ab_block_info_t *blk = &log->blocks[g->first + k];
+    bool live = blk->state == AB_BLOCK_ALLOCATED || blk->state == AB_BLOCK_PENDING_FREE;
+    ab_pkw_dict_begin(w);
+    put_uint(w, K_ADDRESS, blk->addr);
+    put_uint(w, K_SIZE, blk->bytes);
+    put_uint(w, K_REQUESTED, live ? blk->requested : 0);
+    put_name(w, K_STATE,
+             blk->state == AB_BLOCK_ALLOCATED ? V_ALLOCATED : blk->state == AB_BLOCK_PENDING_FREE ? V_PENDING : V_INACTIVE);
+    put_empty_list(w, K_FRAMES);
+    ab_pkw_dict_end(w);
+  }
+  ab_pkw_list_end(w);
+  ab_pkw_dict_end(w);
+}
+
+ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                            unsigned nstreams, const char *conf, ab_diag_t *diag) {
+  if (log->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the run's record is incomplete (out of host memory)", path);
+  ab_pkw_t w;
+  AB_TRY(ab_pkw_open(&w, path, diag));
+  ab_pkw_dict_begin(&w);
+  ab_pkw_name(&w, K_SEGMENTS);
+  ab_pkw_list_begin(&w);
+  for (size_t i = 0; i < log->nsegs; i++)
+    write_segment(&w, log, &log->segs[i], raw_stream(log->segs[i].stream, stream_values, nstreams));
+  ab_pkw_list_end(&w);
+  ab_pkw_name(&w, K_DEVICE_TRACES);
+  ab_pkw_list_begin(&w);
+  ab_pkw_list_begin(&w);
+  for (size_t i = 0; i < log->n; i++) {
+    const ab_trace_rec_t *r = &log->recs[i];
+    ab_pkw_dict_begin(&w);
+    put_name(&w, K_ACTION, ab_trace_action_name((ab_trace_action_t)r->action));
+    put_uint(&w, r->action == AB_TR_OOM ? K_DEVICE_FREE : K_ADDR, r->addr);
+    put_uint(&w, K_SIZE, r->bytes);
+    put_uint(&w, K_STREAM, raw_stream(r->stream, stream_values, nstreams));
+    put_uint(&w, K_TIME, r->time_us);
+    put_name(&w, K_COMPILE, V_NA);
+    put_name(&w, K_METADATA, V_EMPTY);
+    ab_pkw_dict_end(&w);
+  }
+  ab_pkw_list_end(&w);
+  ab_pkw_list_end(&w);
+  ab_pkw_name(&w, K_SETTINGS);
+  ab_pkw_dict_begin(&w);
+  ab_pkw_name(&w, K_CONF);
+  ab_pkw_str(&w, conf ? conf : "", conf ? strlen(conf) : 0);
+  ab_pkw_dict_end(&w);
+  put_empty_list(&w, K_ANNOTATIONS);
+  ab_pkw_dict_end(&w);
+  return ab_pkw_close(&w, diag);
+}

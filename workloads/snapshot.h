@@ -1,0 +1,41 @@
+/* snapshot.h: PyTorch's memory snapshot, read into the trace builder and written from a run.
+ *
+ * The snapshot is the dict torch.cuda.memory._snapshot() returns, pickled by
+ * _dump_snapshot() (reference/pytorch_caching_allocator.md §7.2):
+ *   device_traces       a list per device of trace entries {action, addr (oom: device_free),
+ *                       size, stream, time_us, ...}
+ *   segments            the segments at the snapshot, each with its device, address,
+ *                       total_size, stream, is_expandable and blocks {address, size,
+ *                       requested_size, state}
+ *   allocator_settings  the settings at the snapshot (max_split_size, expandable_segments,
+ *                       roundup_power2_divisions, ..., PYTORCH_CUDA_ALLOC_CONF)
+ *
+ * Reading takes one device's trace (the first with entries unless one is asked for), its
+ * segments as the end state (trace.h: Note [Memory that existed before the trace]) and the
+ * settings, as a PYTORCH_CUDA_ALLOC_CONF string that says what differs from the defaults
+ * (into the events' settings). A structure that is not a snapshot's is refused naming the
+ * byte where the offending value starts and where it sits ("device_traces[0][12]: expected a
+ * dict, got a list").
+ *
+ * Writing produces the same layout from a run's log (adaptor_trace.h): the trace as
+ * device_traces[0], the captured segment map as segments, so that PyTorch's memory viewer
+ * (torch.cuda._memory_viz, pytorch.org/memory_viz) shows a simulated run.
+ */
+#ifndef AB_SNAPSHOT_H
+#define AB_SNAPSHOT_H
+
+#include "strategies/adaptor_trace.h"
+#include "workloads/input.h"
+#include "workloads/trace.h"
+
+/* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
+ * with trace entries. Errors name path and the byte offset. */
+ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag);
+
+/* Writes log as a snapshot pickle at path: streams under their recorded values
+ * (stream_values[index]; the index itself beyond nstreams), conf as the recorded
+ * PYTORCH_CUDA_ALLOC_CONF. The log must have been captured. AB_ERR_IO naming the path. */
+ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                            unsigned nstreams, const char *conf, ab_diag_t *diag);
+
+#endif
