@@ -578,7 +578,7 @@ static ab_status find_expandable_block(caching_t *c, const params_t *p, block_t 
 /* try_allocate_expandable_block: maps what the request needs from the lowest address that
  * has room, and takes the resulting block out of the cache. */
 static ab_status allocate_expandable(caching_t *c, params_t *p) {
-  block_t *b;
+  block_t *b = NULL;
   AB_TRY(find_expandable_block(c, p, &b));
   if (b->state == B_UNMAPPED) AB_TRY(map_block(c, b, b->size < p->size ? b->size : p->size));
   while (b->size < p->size) {
@@ -960,7 +960,7 @@ static ab_status lookup(caching_t *c, const char *op, ab_dptr_t ptr, uint64_t by
 
 static ab_status caching_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   caching_t *c = of(s);
-  block_t *b;
+  block_t *b = NULL;
   AB_TRY(lookup(c, "free", ptr, bytes, stream, B_ALLOCATED, &b));
   ab_map_take(&c->live, ptr, NULL);
   user_free(c, b);
@@ -969,7 +969,7 @@ static ab_status caching_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, u
 
 static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   caching_t *c = of(s);
-  block_t *b;
+  block_t *b = NULL;
   AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b));
   user_free(c, b);
   b->state = B_PENDING;
@@ -987,7 +987,7 @@ static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t
       return AB_ERR_INTERNAL;
     return AB_OK;
   }
-  block_t *b;
+  block_t *b = NULL;
   AB_TRY(lookup(c, "free_complete", ptr, bytes, stream, B_PENDING, &b));
   ab_map_take(&c->live, ptr, NULL);
   c->npending--;
