@@ -1,6 +1,7 @@
 #include "harness/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@ const char ab_cli_common_help[] =
     "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
     "      --verify          fail if two live allocations share memory: a pattern per allocation\n"
     "                        written and checked on cuda, a map of live ranges on sim (slow)\n"
+    "      --recorded-addresses  sim, replaying a trace: give each device allocation the address\n"
+    "                        the recorded run got (ties between equal free blocks break the same way)\n"
     "  -q, --quiet           no progress and no notices on stderr\n"
     "  -h, --help            this help\n";
 
@@ -62,6 +65,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;
     case 'V': o->verify = true; break;
+    case 'A': o->recorded_addresses = true; break;
     case 'q': o->quiet = true; break;
     case 'B':
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
@@ -152,7 +156,13 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   }
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
-  ab_status st = ab_cli_open_device(o, &dev, diag);
+  ab_cli_opts_t with_plan = *o;
+  ab_addr_hint_t *plan = NULL;
+  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &with_plan.dev.plan_len) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  with_plan.dev.plan = plan;
+  ab_status st = ab_cli_open_device(&with_plan, &dev, diag);
+  free(plan);
   if (st != AB_OK) return st;
   st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
   if (st == AB_OK && o->hooks && o->hooks->wrap) {
@@ -163,6 +173,8 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     ab_device_close(dev, NULL);
     return st;
   }
+  if (diag->msg[0] && !o->quiet) fprintf(stderr, "allocbench %s: note: %s\n", o->cmd, diag->msg);
+  diag->msg[0] = '\0';
   char label[160];
   snprintf(label, sizeof label, "%s on %s", strategy, es->source);
   progress_t prog = {label, {0, 0}, false};

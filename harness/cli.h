@@ -49,6 +49,7 @@ typedef struct ab_cli_opts_s {
   bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
+  bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
 
@@ -62,7 +63,7 @@ typedef struct ab_cli_opts_s {
       {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
       {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
       {"no-kernels", no_argument, 0, 'N'}, {"verify", no_argument, 0, 'V'},            \
-      {"help", no_argument, 0, 'h'}
+      {"recorded-addresses", no_argument, 0, 'A'}, {"help", no_argument, 0, 'h'}
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline and

@@ -66,8 +66,10 @@ static double cost_at(const cost_point_t *pts, size_t n, uint64_t bytes) {
  * pick the smallest range that fits. A request is carved from the top of that range, so a
  * fresh address space is handed out top-down, as the driver mostly does, and a freed hole
  * is reused by a request of its size. */
-#define VA_BASE 0x100000000000ULL /* 16 TiB */
-#define VA_END 0x7f0000000000ULL  /* about 127 TiB */
+/* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
+ * (device.h) of recorded cudaMalloc addresses fits in it. */
+#define VA_BASE 0x100000000ULL   /* 4 GiB */
+#define VA_END 0x800000000000ULL /* 128 TiB */
 
 typedef struct va_range_s {
   ab_tnode_t by_addr, by_size;
@@ -164,6 +166,8 @@ typedef struct sim_s {
   ab_map_t extents; /* mapped address -> bytes of that map call (one physical allocation) */
   pool_t pool;
   ab_faults_t faults;
+  ab_addr_hint_t *plan; /* the address plan (device.h), owned */
+  size_t plan_len, plan_next;
   uint64_t fault_calls; /* allocation-type calls so far */
   ab_rng_t rng;         /* draws for fail_rate */
   bool cost_model;
@@ -254,6 +258,29 @@ static ab_status va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *o
   return ab_diag_set(&s->dev.diag, AB_ERR_INTERNAL, "sim device: virtual address space exhausted");
 }
 
+/* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
+static bool va_take(sim_t *s, ab_dptr_t base, uint64_t bytes) {
+  ab_tnode_t *n = ab_tree_floor(&s->va_by_addr, &base, key_addr);
+  if (n == NULL) return false;
+  va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_addr);
+  ab_dptr_t top = r->base + r->bytes;
+  if (base + bytes < base || base + bytes > top) return false;
+  if (base + bytes < top) {
+    va_range_t *hi = range_new(s, base + bytes, top - base - bytes);
+    if (hi == NULL) return false;
+    range_insert(s, hi);
+  }
+  range_remove(s, r);
+  if (base > r->base) {
+    r->bytes = base - r->base;
+    range_insert(s, r);
+  } else {
+    r->next_spare = s->spare_ranges;
+    s->spare_ranges = r;
+  }
+  return true;
+}
+
 /* Returns a range to the free set, merged with free neighbours. */
 static ab_status va_free(sim_t *s, ab_dptr_t base, uint64_t bytes) {
   ab_tnode_t *pn = ab_tree_floor(&s->va_by_addr, &base, key_addr);
@@ -294,7 +321,11 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (bytes == 0) return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: malloc of 0 bytes");
   if (fault_fires(s) || !card_has_room(s, bytes)) return AB_ERR_OOM;
   ab_dptr_t p;
-  AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
+  const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
+  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, va_size_for(bytes)))
+    p = h->addr;
+  else
+    AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
   if (ab_map_put(&s->live, p, bytes) != AB_OK) return AB_ERR_INTERNAL;
   *out = p;
   return AB_OK;
@@ -639,6 +670,7 @@ static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
   ab_map_free(&s->extents);
   ab_map_free(&s->pool.large);
   ab_map_free(&s->pool.small_live);
+  free(s->plan);
   free(s->pool.small);
   free(s->pool.spare_small);
   free(s);
@@ -688,10 +720,20 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   ab_map_init(&s->pool.small_live);
   s->pool.open = SIZE_MAX;
   s->faults = cfg->faults;
+  if (cfg->plan_len) {
+    s->plan = malloc(cfg->plan_len * sizeof *s->plan);
+    if (s->plan == NULL) {
+      free(s);
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    }
+    memcpy(s->plan, cfg->plan, cfg->plan_len * sizeof *s->plan);
+    s->plan_len = cfg->plan_len;
+  }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
   va_range_t *all = range_new(s, VA_BASE, VA_END - VA_BASE);
   if (all == NULL) {
+    free(s->plan);
     free(s);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
