@@ -169,8 +169,10 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   bool passed;
   if (hi == 0) {
     /* An unbudgeted run never held more than its peak, so that peak is the first budget
-     * expected to pass; it is probed below all the same, since a strategy may consult its
-     * budget (a garbage-collection threshold is a fraction of it). */
+     * expected to pass. It is probed all the same, since a strategy may consult its budget:
+     * the caching family takes it as PyTorch's cap, checked against whole segment sizes,
+     * which an expandable segment does not map in full; and a garbage-collection threshold
+     * is a fraction of it. */
     AB_TRY(probe(&x, 0, &passed, diag));
     if (!passed) goto done; /* it does not fit on the device at all */
     hi = x.held_peak > lo ? x.held_peak : lo;
@@ -180,8 +182,16 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   out->lo = lo;
   out->hi = hi;
   AB_TRY(probe(&x, hi, &passed, diag));
+  /* A default hi that fails is a floor: gallop up, the step doubling, to the device's total
+   * (where the caching family has no cap). A hi the user gave is the user's range. */
+  for (uint64_t step = hi - lo > out->tolerance ? hi - lo : out->tolerance; !passed && o->hi == 0 && hi < total;
+       step *= 2) {
+    hi = total - hi > step ? hi + step : total;
+    out->hi = hi;
+    AB_TRY(probe(&x, hi, &passed, diag));
+  }
   if (!passed) goto done;
-  uint64_t pass = hi, fail = lo - 1;
+  uint64_t pass = hi, fail = out->failed ? out->max_fail : lo - 1;
   while (pass - fail > out->tolerance) {
     uint64_t mid = fail + (pass - fail) / 2;
     AB_TRY(probe(&x, mid, &passed, diag));

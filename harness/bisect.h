@@ -9,7 +9,10 @@
  * The search (Note [Budget search]):
  *   1. hi, by default, is the peak of bytes held from the device by an unbudgeted run (a
  *      probe with no budget): that run never held more, so it is the first budget expected to
- *      pass; hi is probed; if it fails, so does the search (nothing passed).
+ *      pass. hi is probed. A strategy may need more under a budget than it held without one
+ *      (the caching family takes the budget as PyTorch's cap, checked against whole segment
+ *      sizes), so a default hi that fails is a floor: the search gallops up from it, the step
+ *      doubling, to the device's total. A hi given that fails ends the search (none passed).
  *   2. lo, by default, is the stream's peak requested bytes: no strategy can hold less than
  *      its live allocations asked for, so every budget below lo fails without a probe.
  *   3. Bisection between the largest failing budget (at first lo - 1) and the smallest

@@ -354,6 +354,40 @@ static void probes_are_repeatable(void) {
   ab_events_free(&es);
 }
 
+/* Every strategy on a workload that fits the card gets an answer, bracketed within the
+ * tolerance, whatever the strategy does with its budget: the caching family takes it as
+ * PyTorch's cap, under which expandable needs more than its unbudgeted peak on cnn-dynamic. */
+static void every_strategy_gets_an_answer(void) {
+  NEED_DEVICE();
+  static const char *const workloads[] = {"cnn-dynamic", "random:ops=20000", "fragmenter"};
+  size_t n;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t w = 0; w < sizeof workloads / sizeof workloads[0]; w++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    if (ab_workload_build(workloads[w], 42, &es, &diag) != AB_OK) {
+      CHECK_MSG(strstr(diag.msg, "unknown workload") != NULL, "%s", diag.msg);
+      continue; /* not in this build */
+    }
+    uint64_t peak = ab_bisect_peak_requested(&es);
+    ab_run_t run;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+    for (size_t i = 0; i < n; i++) {
+      if (all[i].hidden) continue;
+      ab_bisect_opts_t o = opts(all[i].name, NULL);
+      ab_bisect_result_t r;
+      REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s: %s", all[i].name, diag.msg);
+      CHECK_MSG(r.passed && r.failed && r.max_fail < r.min_budget && r.min_budget - r.max_fail <= r.tolerance &&
+                    r.min_budget >= peak,
+                "%s on %s: passed %d at %llu, failed %d at %llu, peak requested %llu", all[i].name, workloads[w],
+                r.passed, (unsigned long long)r.min_budget, r.failed, (unsigned long long)r.max_fail,
+                (unsigned long long)peak);
+    }
+    ab_run_release(&run);
+    ab_events_free(&es);
+  }
+}
+
 /* A trace whose program caught OOMs and went on: the answer is an upper bound, and says so. */
 static void survived_ooms_make_an_upper_bound(void) {
   NEED_DEVICE();
@@ -436,6 +470,7 @@ static const ab_test_t tests[] = {
     {"outcomes_none_and_below_lo", outcomes_none_and_below_lo},
     {"bad_options_are_refused", bad_options_are_refused},
     {"probes_are_repeatable", probes_are_repeatable},
+    {"every_strategy_gets_an_answer", every_strategy_gets_an_answer},
     {"survived_ooms_make_an_upper_bound", survived_ooms_make_an_upper_bound},
     {"fixture_within_pytorch_bracket", fixture_within_pytorch_bracket},
 };
