@@ -38,9 +38,11 @@ static const char *device_spec(const ab_bisect_opts_t *o) { return o->device ? o
  * reproduces PyTorch's own bisection of the cap; strategies without the key are refused. */
 static ab_status cap_conf(const ab_bisect_opts_t *o, uint64_t cap, uint64_t total, char *buf, size_t size,
                           ab_diag_t *diag) {
-  /* Half a byte up, so that the strategy's fraction * total truncates back to the cap. */
+  /* Half a byte up, so that the strategy's fraction * total truncates back to the cap; a
+   * cap of the whole card is a fraction of 1, which PyTorch reads as no cap. */
+  double fraction = cap >= total ? 1.0 : ((double)cap + 0.5) / (double)total;
   int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", o->conf ? o->conf : "",
-                   o->conf && o->conf[0] ? "," : "", ((double)cap + 0.5) / (double)total);
+                   o->conf && o->conf[0] ? "," : "", fraction);
   if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", o->conf);
   return AB_OK;
 }
