@@ -328,8 +328,9 @@ static ab_status check_free_lists(pooled_t *p, ab_diag_t *diag) {
 
 /* The chunk tree sound, its chunks apart and tiled by their blocks (the walk); each chunk a
  * whole number of blocks of one class, its live count that of its bitmap; the free lists
- * (check_free_lists); allocated bytes the class sizes of the live blocks, reserved bytes the
- * device chunks plus the initial pool, and each of those one device allocation. */
+ * (check_free_lists); allocated bytes the class sizes of the live blocks (no fewer than
+ * requested), reserved bytes the device chunks plus the initial pool, and each of those one
+ * device allocation. */
 static ab_status pooled_check(ab_strategy_t *s, ab_diag_t *diag) {
   pooled_t *p = (pooled_t *)s;
   if (ab_tree_check(&p->chunks)) return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk tree is unsound");
@@ -352,12 +353,14 @@ static ab_status pooled_check(ab_strategy_t *s, ab_diag_t *diag) {
   }
   ab_walk_sums_t sum;
   AB_TRY(ab_strategy_check_walk(s, &sum, diag));
-  AB_TRY(ab_stats_check(&s->stats, diag));
   if (s->stats.num_device_alloc - s->stats.num_device_free != device_chunks + (p->initial_base != 0))
     return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: %llu device allocations not freed, %llu held",
                        (unsigned long long)(s->stats.num_device_alloc - s->stats.num_device_free),
                        (unsigned long long)(device_chunks + (p->initial_base != 0)));
   AB_TRY(check_free_lists(p, diag));
+  if (s->stats.requested_bytes.current > s->stats.allocated_bytes.current)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: %lld bytes requested but only %lld allocated",
+                       (long long)s->stats.requested_bytes.current, (long long)s->stats.allocated_bytes.current);
   if ((uint64_t)s->stats.allocated_bytes.current != sum.allocated || (uint64_t)s->stats.reserved_bytes.current != reserved)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: stats say %lld allocated / %lld reserved, blocks sum to %llu / %llu",
                        (long long)s->stats.allocated_bytes.current, (long long)s->stats.reserved_bytes.current,

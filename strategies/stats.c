@@ -28,9 +28,6 @@ ab_status ab_stats_check(const ab_stats_t *s, ab_diag_t *diag) {
                        (long long)s->name.current, (long long)s->name.peak);
   AB_STAT_GAUGES(CHECK_GAUGE)
 #undef CHECK_GAUGE
-  if (s->requested_bytes.current > s->allocated_bytes.current)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "stats: %lld bytes requested but only %lld allocated",
-                       (long long)s->requested_bytes.current, (long long)s->allocated_bytes.current);
   if (s->num_device_free > s->num_device_alloc)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "stats: %llu device frees after %llu device allocations",
                        (unsigned long long)s->num_device_free, (unsigned long long)s->num_device_alloc);

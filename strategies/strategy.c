@@ -88,6 +88,7 @@ ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
 }
 
 ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag) {
+  AB_TRY(ab_stats_check(&s->stats, diag));
   return s->ops->check ? s->ops->check(s, diag) : AB_OK;
 }
 

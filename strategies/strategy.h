@@ -78,7 +78,8 @@ typedef void (*ab_stat_fn)(void *ctx, const char *name, int64_t value);
 struct ab_strategy_ops_s {
   const char *name;
   /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
-   * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. */
+   * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. On
+   * success diag may hold a note for the user (keys accepted without effect), else "". */
   ab_status (*create)(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag);
   void (*destroy)(ab_strategy_t *s);
   ab_status (*alloc)(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out);
@@ -137,7 +138,8 @@ ab_status ab_strategy_empty_cache(ab_strategy_t *s);
 ab_status ab_strategy_synchronize(ab_strategy_t *s);
 /* Walks the segments; AB_ERR_INVALID when the strategy has no segment walk. */
 ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
-/* Runs the invariant checks; AB_OK when the strategy has none. */
+/* Runs the invariant checks: the rules every strategy's statistics follow (ab_stats_check),
+ * then the strategy's own (its check operation, when it has one). */
 ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag);
 /* Copies the statistics, refreshed from the device where needed. */
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);

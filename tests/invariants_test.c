@@ -81,8 +81,14 @@ static void overlap_caught(void) {
   CHECK_STR_CONTAINS(msg, "out of order or overlapping");
 }
 
+/* Strategies whose checks also hold their device allocations against their count. */
+static bool counts_device_calls(const char *name) {
+  return strcmp(name, "raw") == 0 || strcmp(name, "pooled") == 0 || strcmp(name, "async") == 0;
+}
+
 /* Each strategy's check compares its statistics with the sums over its blocks: moving a
- * gauge, or counting a device call that was not made, breaks it. */
+ * gauge breaks it, and so does counting more device frees than allocations (for some, any
+ * device call that was not made). */
 static void wrong_stats_caught(void) {
   size_t n;
   const ab_strategy_entry_t *all = ab_strategy_registry(&n);
@@ -110,11 +116,14 @@ static void wrong_stats_caught(void) {
       d.msg[0] = '\0';
       CHECK_MSG(ab_strategy_check(s, &d) == AB_ERR_INTERNAL, "%s: %s bytes 512 off, yet the check passed", name,
                 gauge_names[g]);
-      CHECK_MSG(strncmp(d.msg, name, strlen(name)) == 0 || strncmp(d.msg, "stats:", 6) == 0, "%s: %s", name, d.msg);
+      CHECK_MSG(strncmp(d.msg, s->ops->name, strlen(s->ops->name)) == 0 || strncmp(d.msg, "stats:", 6) == 0, "%s: %s",
+                name, d.msg);
       s->stats = good;
     }
     s->stats.num_device_alloc++;
-    CHECK_MSG(ab_strategy_check(s, &d) == AB_ERR_INTERNAL, "%s: a device allocation too many, yet the check passed", name);
+    if (counts_device_calls(name))
+      CHECK_MSG(ab_strategy_check(s, &d) == AB_ERR_INTERNAL, "%s: a device allocation too many, yet the check passed",
+                name);
     s->stats = good;
     s->stats.num_device_free = s->stats.num_device_alloc + 1;
     CHECK_MSG(ab_strategy_check(s, &d) == AB_ERR_INTERNAL, "%s: more device frees than allocations passed", name);

@@ -4,11 +4,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "workloads/cnn_dynamic.h"
+#include "workloads/dynamic_shapes.h"
+#include "workloads/fragmenter.h"
+#include "workloads/mixed_precision.h"
 #include "workloads/random.h"
 #include "workloads/replay.h"
+#include "workloads/zero.h"
 
 static const ab_workload_t *const registry[] = {
+    &ab_workload_dynamic_shapes,
+    &ab_workload_cnn_dynamic,
+    &ab_workload_mixed_precision,
+    &ab_workload_zero,
     &ab_workload_random,
+    &ab_workload_fragmenter,
     &ab_workload_replay,
 };
 
