@@ -8,6 +8,9 @@
 #   make plots    redraw the figures from the CSVs in RESULTS
 #   make fuzz     build the fuzz targets with clang and libFuzzer into build-fuzz and fuzz each
 #                 for FUZZ_SECONDS (default 10) from its corpus (tests/fuzz/README.md)
+#   make soak     every strategy through SOAK_EVENTS (default 1000000) events of each soak
+#                 workload with 1% of device calls failing, SOAK_SEEDS (default 3) fault seeds
+#                 (tests/soak_test.c; `make test` runs a short one)
 #   make clean    remove the builds
 # SANITIZE=1 builds into build-sanitize with AddressSanitizer and UBSan.
 # MATRIX_FLAGS (e.g. --quick) and MICRO_FLAGS (e.g. --benchmark_filter=random) are passed on.
@@ -25,8 +28,10 @@ MATRIX_FLAGS ?=
 MICRO_FLAGS ?=
 FUZZ_SECONDS ?= 10
 FUZZ_TARGETS ?=
+SOAK_EVENTS ?= 1000000
+SOAK_SEEDS ?= 3
 
-.PHONY: all build test bench plots fuzz clean deps-build deps-bench deps-fuzz
+.PHONY: all build test bench plots fuzz soak clean deps-build deps-bench deps-fuzz
 
 all: build
 
@@ -63,6 +68,9 @@ bench: deps-bench build
 
 plots:
 	@plots/draw.sh $(RESULTS)
+
+soak: build
+	$(BUILD)/tests/soak_test --events=$(SOAK_EVENTS) --seeds=$(SOAK_SEEDS)
 
 fuzz: deps-fuzz
 	@[ -f build-fuzz/CMakeCache.txt ] || cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DAB_FUZZ=ON
