@@ -209,8 +209,9 @@ static ab_status inspect(int fd, const char *header, bool *same, const char *pat
   ssize_t got = pread(fd, first, hlen, 0);
   *same = got == (ssize_t)hlen && memcmp(first, header, hlen) == 0;
   free(first);
-  /* A process killed mid-write can leave no half row (rows go out in one write), but a
-   * full disk can: cut back to the last newline. */
+  /* Rows go out in one write, which a kill can cut only where it crosses a page of the file
+   * (Linux looks for a fatal signal between pages), and a full disk anywhere: cut back to
+   * the last newline. */
   char last;
   if (pread(fd, &last, 1, sb.st_size - 1) == 1 && last != '\n') {
     off_t end = sb.st_size;
