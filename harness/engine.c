@@ -13,6 +13,7 @@ const char *ab_run_status_name(ab_run_status_t st) {
     case AB_RUN_OK: return "ok";
     case AB_RUN_OOM: return "oom";
     case AB_RUN_ERROR: return "error";
+    case AB_RUN_STOPPED: return "stopped";
   }
   return "?";
 }
@@ -166,6 +167,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->kernel_ms = run->step_ms_p50 = 0;
   run->nstep_ms = 0;
   run->harness_ns = 0;
+  run->comm_bytes = 0;
   if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1 || run->capstep_ms < es->nsteps)
     return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
 
@@ -175,6 +177,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   ab_status st = AB_OK;
   if ((opts->kernels && es->nkernels > 0) || opts->verify) st = ab_kernels_open(dev, &kx, &dev->diag);
   if (st != AB_OK) return fail(run, s, st, 0, "opening the kernels");
+  if (kx && opts->comm) ab_kernels_set_comm(kx, opts->comm);
   ab_verify_t verify, *v = NULL;
   if (opts->verify) {
     st = ab_verify_init(&verify, es->nids, kx, &dev->diag);
@@ -196,6 +199,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   const ab_event_t *ev = es->ev;
 
   loop_clock_t c = {now_ns(), dev->modeled_ns, 0, 0, false};
+  char stop_why[512] = "";
   size_t i = 0;
   for (; i < es->n; i++) {
     const ab_event_t *e = &ev[i];
@@ -256,19 +260,28 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
         break;
       }
       case AB_EV_KERNEL: {
-        if (!launch) {
-          run->kernels_skipped++;
-          break;
-        }
         const ab_kernel_t *k = &es->kernels[e->id];
-        ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
-        for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+        bool lockstep = opts->lockstep && (k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER);
         uint64_t t0 = now_ns();
-        st = ab_kernels_launch(kx, k, buf, e->stream);
-        if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
+        st = AB_OK;
+        if (lockstep && !opts->lockstep(opts->lockstep_ctx, AB_LOCKSTEP_ENTER, stop_why, sizeof stop_why)) goto stopped;
+        if (launch) {
+          ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
+          for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+          st = ab_kernels_launch(kx, k, buf, e->stream);
+          if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
+        }
+        /* The other ranks hear of a failed launch before this one stops. */
+        bool go = !lockstep || opts->lockstep(opts->lockstep_ctx, st == AB_OK ? AB_LOCKSTEP_LAUNCHED : AB_LOCKSTEP_FAILED,
+                                              stop_why, sizeof stop_why);
         c.outside_ns += now_ns() - t0;
         if (st != AB_OK) goto error;
-        run->kernels_launched++;
+        if (launch) run->kernels_launched++;
+        else run->kernels_skipped++;
+        if (!go) {
+          i++; /* this collective ran; the replay stops after it */
+          goto stopped;
+        }
         break;
       }
       case AB_EV_STEP: {
@@ -334,6 +347,15 @@ oom:
   st = drain(es, s, run, v);
   goto release;
 
+stopped:
+  st = end_loop(run, opts, kx, &c, dev, i);
+  if (st != AB_OK) goto error;
+  run->status = AB_RUN_STOPPED;
+  snprintf(run->message, sizeof run->message, "stopped before event %zu: %s", i, stop_why);
+  ab_strategy_stats(s, &run->stats);
+  st = drain(es, s, run, v);
+  goto release;
+
 error:
   run->loop_s = (double)(now_ns() - c.t0) * 1e-9;
   run->events_done = i;
@@ -341,6 +363,7 @@ error:
   /* No verify here: the failing event may have left the check half-way. */
   drain(es, s, run, NULL);
 release:
+  if (opts->comm) run->comm_bytes = ab_comm_bytes(opts->comm);
   if (v) ab_verify_release(v);
   {
     ab_diag_t why = {""};
