@@ -1,13 +1,16 @@
 #include "harness/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/oommap.h"
 #include "harness/results.h"
 #include "strategies/strategy.h"
 #include "strategies/units.h"
+#include "workloads/workload.h"
 
 const char ab_cli_common_help[] =
     "      --device SPEC     auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\n"
@@ -23,6 +26,8 @@ const char ab_cli_common_help[] =
     "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
     "      --verify          fail if two live allocations share memory: a pattern per allocation\n"
     "                        written and checked on cuda, a map of live ranges on sim (slow)\n"
+    "      --recorded-addresses  sim, replaying a trace: give each device allocation the address\n"
+    "                        the recorded run got (ties between equal free blocks break the same way)\n"
     "  -q, --quiet           no progress and no notices on stderr\n"
     "  -h, --help            this help\n";
 
@@ -65,6 +70,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;
     case 'V': o->verify = true; break;
+    case 'A': o->recorded_addresses = true; break;
     case 'q': o->quiet = true; break;
     case 'B':
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
@@ -128,6 +134,18 @@ static void show_progress(void *ctx, size_t done, size_t total) {
   fflush(stderr);
 }
 
+/* At an OOM: the segment map, then the command's own hook. */
+typedef struct oom_ctx_s {
+  ab_oommap_t *map;
+  const ab_cli_hooks_t *hooks; /* may be NULL */
+} oom_ctx_t;
+
+static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  oom_ctx_t *c = ctx;
+  ab_oommap_capture(c->map, s, run);
+  if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
+}
+
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
@@ -146,7 +164,13 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   }
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
-  ab_status st = ab_cli_open_device(o, &dev, diag);
+  ab_cli_opts_t with_plan = *o;
+  ab_addr_hint_t *plan = NULL;
+  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &with_plan.dev.plan_len) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  with_plan.dev.plan = plan;
+  ab_status st = ab_cli_open_device(&with_plan, &dev, diag);
+  free(plan);
   if (st != AB_OK) return st;
   st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
   if (st == AB_OK && o->hooks && o->hooks->wrap) {
@@ -157,6 +181,8 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     ab_device_close(dev, NULL);
     return st;
   }
+  if (diag->msg[0] && !o->quiet) fprintf(stderr, "allocbench %s: note: %s\n", o->cmd, diag->msg);
+  diag->msg[0] = '\0';
   char label[160];
   snprintf(label, sizeof label, "%s on %s", strategy, es->source);
   progress_t prog = {label, {0, 0}, false};
@@ -165,9 +191,14 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ro.check = o->check;
   ro.kernels = o->kernels;
   ro.verify = o->verify;
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  oom_ctx_t at_oom_ctx = {&map, o->hooks};
+  ro.on_oom = at_oom;
+  ro.on_oom_ctx = &at_oom_ctx;
   if (o->hooks && o->hooks->at_end) {
-    ro.at_end = ro.on_oom = o->hooks->at_end;
-    ro.at_end_ctx = ro.on_oom_ctx = o->hooks->ctx;
+    ro.at_end = o->hooks->at_end;
+    ro.at_end_ctx = o->hooks->ctx;
   }
   if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
@@ -193,6 +224,12 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
     st = ab_results_write_timeline(o->out_dir, &desc, run, diag);
   }
+  if (st == AB_OK && run->status == AB_RUN_OOM) {
+    char path[4096];
+    st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+    if (!o->quiet) ab_oommap_report(stderr, &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+  }
+  ab_oommap_free(&map);
   if (rst != AB_OK) {
     ab_diag_set(diag, rst, "%s", run->message);
     return rst;
@@ -221,4 +258,154 @@ ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char 
   if (moved[0] && !o->quiet)
     fprintf(stderr, "allocbench %s: %s had other columns; it was moved to %s\n", o->cmd, path, moved);
   return AB_OK;
+}
+
+ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t nconfs, ab_cli_strategies_t *out,
+                            ab_diag_t *diag) {
+  memset(out, 0, sizeof *out);
+  for (const char *p = list;;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0)
+      return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': empty strategy name at position %zu", list,
+                         (size_t)(p - list) + 1);
+    if (out->n == AB_CLI_MAX_STRATEGIES)
+      return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': more than %d strategies", list, AB_CLI_MAX_STRATEGIES);
+    if (len >= sizeof out->name[0])
+      return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': strategy name at position %zu is too long", list,
+                         (size_t)(p - list) + 1);
+    memcpy(out->name[out->n], p, len);
+    out->name[out->n][len] = '\0';
+    const ab_strategy_entry_t *e;
+    AB_TRY(ab_strategy_lookup(out->name[out->n], &e, diag));
+    out->n++;
+    if (p[len] == '\0') break;
+    p += len + 1;
+  }
+  if (nconfs > 1 && nconfs != out->n)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "-c given %zu times for %zu strategies: give one -c for all of them or one per strategy", nconfs,
+                       out->n);
+  for (size_t i = 0; i < out->n; i++) out->conf[i] = nconfs == 0 ? NULL : confs[nconfs == 1 ? 0 : i];
+  return AB_OK;
+}
+
+ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+                                  const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag) {
+  ab_device_t *dev = NULL;
+  AB_TRY(ab_cli_open_device(o, &dev, diag)); /* says which device `auto` chose, once */
+  ab_device_close(dev, NULL);
+  for (size_t i = 0; i < list->n; i++) {
+    ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
+    AB_TRY(ab_bisect_check(&b, total, diag));
+  }
+  return AB_OK;
+}
+
+const char ab_cli_search_help[] =
+    "      --lo SIZE         where the search starts (default: the workload's peak requested bytes,\n"
+    "                        since nothing runs with less than its live allocations asked for)\n"
+    "      --hi SIZE         where it ends (default: the bytes an unbudgeted run held at its peak)\n"
+    "      --tolerance SIZE  the answer is within this of the true smallest budget (default 1MiB)\n"
+    "      --cap             search PyTorch's memory cap (set_per_process_memory_fraction) instead of a\n"
+    "                        budget: the caching strategies check it as PyTorch does, and expandable\n"
+    "                        segments may pass it by less than a page; a budget is a card of that size\n";
+
+bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag) {
+  uint64_t *field;
+  const char *what;
+  *st = AB_OK;
+  switch (opt) {
+    case 'C': b->cap = true; return true;
+    case 'L': field = &b->lo, what = "--lo"; break;
+    case 'H': field = &b->hi, what = "--hi"; break;
+    case 'O': field = &b->tolerance, what = "--tolerance"; break;
+    default: return false;
+  }
+  *st = ab_parse_size(what, arg, field, diag);
+  if (*st == AB_OK && *field == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': must be more than 0 bytes", what, arg);
+  return true;
+}
+
+ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts_t *search, const char *strategy,
+                                    const char *conf) {
+  ab_bisect_opts_t b = *search;
+  b.strategy = strategy;
+  b.conf = conf;
+  b.device = o->device;
+  b.dev = o->dev;
+  b.check = o->check;
+  return b;
+}
+
+int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+                        ab_cli_strategies_t *list, ab_events_t *es) {
+  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, AB_CLI_SEARCH_LONGOPTS, {0, 0, 0, 0}};
+  const char *confs[AB_CLI_MAX_STRATEGIES];
+  size_t nconfs = 0;
+  ab_diag_t diag = {""};
+  memset(search, 0, sizeof *search);
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+    ab_status st = AB_OK;
+    if (opt == 'h') {
+      fputs(help_head, stdout);
+      fputs(ab_cli_search_help, stdout);
+      fputs(ab_cli_common_help, stdout);
+      return AB_EXIT_OK;
+    }
+    if (opt == '?' || opt == ':') {
+      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench %s --help)", argv[optind - 1], o->cmd);
+      return ab_cli_usage_error(o, diag.msg);
+    }
+    if (opt == 'B')
+      return ab_cli_usage_error(o, "--budget: the search sets the budget of each run; give --lo and --hi instead");
+    if (opt == 'c') {
+      if (nconfs == AB_CLI_MAX_STRATEGIES) return ab_cli_usage_error(o, "-c given more times than there can be strategies");
+      confs[nconfs++] = optarg;
+      continue;
+    }
+    if (ab_cli_search_option(opt, optarg, search, &st, &diag) || ab_cli_common_option(opt, optarg, o, &st, &diag)) {
+      if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
+      continue;
+    }
+    return ab_cli_usage_error(o, "bad option");
+  }
+  if (optind < argc) {
+    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
+    return ab_cli_usage_error(o, diag.msg);
+  }
+  if (o->workload == NULL || o->strategy == NULL)
+    return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
+  char a[32], b[32];
+  if (search->lo && search->hi && search->lo > search->hi) {
+    snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),
+             ab_format_bytes(search->hi, b, sizeof b));
+    return ab_cli_usage_error(o, diag.msg);
+  }
+  if (ab_cli_strategies(o->strategy, confs, nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  uint64_t total = 0;
+  ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
+  if (st == AB_OK && (search->lo > total || search->hi > total))
+    st = ab_diag_set(&diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", search->hi > total ? "hi" : "lo",
+                     ab_format_bytes(search->hi > total ? search->hi : search->lo, a, sizeof a),
+                     ab_format_bytes(total, b, sizeof b));
+  if (st != AB_OK) {
+    ab_events_free(es);
+    return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  }
+  return -1;
+}
+
+ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag) {
+  if (!res->failed) return AB_OK;
+  char path[4096];
+  ab_status st = ab_oommap_write(map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+  /* The failing probe ran unbudgeted only when the search found nothing that fits. */
+  uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
+  if (!o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
+  return st;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "harness/bisect.h"
 #include "harness/engine.h"
 #include "harness/events.h"
 #include "harness/table.h"
@@ -52,6 +53,7 @@ typedef struct ab_cli_opts_s {
   bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
+  bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
 
@@ -65,7 +67,7 @@ typedef struct ab_cli_opts_s {
       {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
       {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
       {"no-kernels", no_argument, 0, 'N'}, {"verify", no_argument, 0, 'V'},            \
-      {"help", no_argument, 0, 'h'}
+      {"recorded-addresses", no_argument, 0, 'A'}, {"help", no_argument, 0, 'h'}
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline and
@@ -85,11 +87,61 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
 
 /* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
- * stream's suggested budget) and adds its summary row to summary
- * (columns ab_summary_cols). The run keeps its results. AB_OK when the run completed or
- * ended in OOM; otherwise the row says error and diag says why. */
+ * stream's suggested budget) and adds its summary row to summary (columns ab_summary_cols).
+ * The run keeps its results. At an OOM the segment map is written to
+ * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to stderr unless
+ * quiet. AB_OK when the run completed or ended in OOM; otherwise the row says error and diag
+ * says why. */
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag);
+
+/* ---- commands that take several strategies and search budgets (oom, compare) ---- */
+
+#define AB_CLI_MAX_STRATEGIES 16
+
+/* -s a,b,c with the -c options given: none, one for every strategy, or one per strategy in
+ * order (a conf may hold commas, so each -c is one conf). */
+typedef struct ab_cli_strategies_s {
+  char name[AB_CLI_MAX_STRATEGIES][64];
+  const char *conf[AB_CLI_MAX_STRATEGIES]; /* NULL: none; not owned */
+  size_t n;
+} ab_cli_strategies_t;
+
+/* Splits and looks up the list; unknown or empty names, too many, and a count of confs that
+ * is neither 0, 1 nor the number of strategies are AB_ERR_INVALID. */
+ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t nconfs, ab_cli_strategies_t *out,
+                            ab_diag_t *diag);
+
+/* Opens the device of o (saying which one `auto` chose) and checks each strategy with its
+ * conf for the search (ab_bisect_check), so that a bad conf, or --cap for a strategy without
+ * one, is refused before anything runs; the device's total goes to *total. */
+ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+                                  const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag);
+
+/* The search options --lo, --hi, --tolerance, --cap, for the long options table. */
+#define AB_CLI_SEARCH_LONGOPTS                                                                               \
+  {"lo", required_argument, 0, 'L'}, {"hi", required_argument, 0, 'H'}, {"tolerance", required_argument, 0, 'O'}, \
+      {"cap", no_argument, 0, 'C'}
+/* Applies one search option to b; false if opt is not one of them. Errors go to diag. */
+bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag);
+extern const char ab_cli_search_help[];
+
+/* The search options of o for one strategy of the list (device, faults, check). */
+ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts_t *search, const char *strategy,
+                                    const char *conf);
+
+/* The start of a command that takes several strategies and searches budgets (oom, compare):
+ * parses the command line (the common options but --budget, the search options, -c once or
+ * once per strategy), builds the workload into es and checks every strategy and conf on the
+ * device, so that bad input is refused before anything runs. Returns -1 when the command
+ * goes on (es is then the caller's to free), else the exit code to return (help printed, or
+ * the error). */
+int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+                        ab_cli_strategies_t *list, ab_events_t *es);
+
+/* Writes the map of a search's failing probe and prints its OOM report (unless quiet). */
+ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag);
 
 /* Prints a results table in the chosen format: csv (header and rows), json, or text with
  * the named columns (all when NULL). */

@@ -9,14 +9,19 @@
  *    timeline is written.
  * 3. An OOM is a result. A run that fails (a strategy error, a leak) is recorded with status
  *    error, the others go on, and the command exits 1 at the end.
+ * 4. Each pair that ran also gets its smallest budget searched (bisect.h, as `allocbench oom`
+ *    does): a row in DIR/oom.csv, and the segment map of the failing probe in
+ *    DIR/oommap_<workload>_<strategy>.csv.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "harness/bisect.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/oommap.h"
 #include "harness/results.h"
 #include "strategies/strategy.h"
 #include "strategies/units.h"
@@ -35,9 +40,11 @@ static const char help_head[] =
     "usage: allocbench matrix [-w WORKLOAD]... [-s STRATEGY,...] [--quick] [--device auto|sim[:PROFILE]|cuda]\n"
     "                         [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
     "Runs every strategy on every workload, appends one row per pair to DIR/summary.csv, writes\n"
-    "each pair's timeline, and prints a summary table. By default: every strategy of\n"
-    "`allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic, mixed-precision,\n"
-    "zero stage 3, random, fragmenter, and the replay of the recorded trace), those this build has.\n"
+    "each pair's timeline, searches each pair's smallest budget (DIR/oom.csv, with the segment\n"
+    "map of the run that failed just below it), and prints a summary table. By default: every\n"
+    "strategy of `allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic,\n"
+    "mixed-precision, zero stage 3, random, fragmenter, and the replay of the recorded trace),\n"
+    "those this build has.\n"
     "An OOM is a result; the command exits 1 if a run failed.\n\n"
     "  -w, --workload W      a workload with its arguments; repeat for several (default: the bench list)\n"
     "  -s, --strategy S,...  strategies, comma-separated (default: all)\n"
@@ -121,6 +128,24 @@ static ab_status display(const ab_table_t *rows, ab_table_t *out) {
     AB_TRY(ab_table_add(out, cells));
   }
   return AB_OK;
+}
+
+/* The smallest budget of one pair, searched into the pair's run, appended to DIR/oom.csv;
+ * the segment map of its failing probe is written beside it. */
+static ab_status search_pair(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                             ab_oommap_t *map, ab_bisect_result_t *res, ab_diag_t *diag) {
+  ab_bisect_opts_t range = {0};
+  ab_bisect_opts_t b = ab_cli_search_opts(o, &range, strategy, o->conf);
+  b.map = map;
+  AB_TRY(ab_bisect_search(es, &b, run, res, diag));
+  ab_table_t row;
+  ab_table_init(&row, ab_oom_cols, ab_oom_ncols);
+  ab_run_desc_t desc = {es->source, strategy, o->conf, res->device, 0, o->seed};
+  ab_status st = ab_results_add_oom(&row, &desc, es, res);
+  if (st == AB_OK) st = ab_cli_append(o, &row, "oom.csv", diag);
+  ab_table_free(&row);
+  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, es->source, strategy, NULL, 0, diag);
+  return st;
 }
 
 static double now_s(void) {
@@ -212,7 +237,9 @@ int ab_cmd_matrix(int argc, char **argv) {
 
   ab_table_t all;
   ab_table_init(&all, ab_summary_cols, ab_summary_ncols);
-  size_t failed = 0, done = 0;
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  size_t failed = 0, done = 0, searches_failed = 0;
   double t0 = now_s();
   for (size_t w = 0; w < nw && rc == AB_EXIT_OK; w++) {
     ab_run_t run;
@@ -243,8 +270,18 @@ int ab_cmd_matrix(int argc, char **argv) {
         fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, nw * nstrat, strategies[s], name,
                 ab_run_status_name(run.status), run.loop_s);
       }
-      /* The smallest budget of this pair (oom.csv) is searched here, with the budget search
-       * of `allocbench oom`, once that exists. */
+      ab_bisect_result_t res;
+      if (st == AB_OK && search_pair(&o, &streams[w], strategies[s], &run, &map, &res, &why) != AB_OK) {
+        searches_failed++;
+        fprintf(stderr, "allocbench matrix: the budget search of %s on %s failed: %s\n", strategies[s], name, why.msg);
+      } else if (st == AB_OK && !o.quiet) {
+        char budget[32];
+        if (res.passed)
+          ab_format_bytes(res.min_budget, budget, sizeof budget);
+        else
+          snprintf(budget, sizeof budget, "none");
+        fprintf(stderr, "allocbench matrix:   smallest budget %s (%u probes, %.2f s)\n", budget, res.probes, res.wall_s);
+      }
       ab_table_free(&one);
     }
     ab_run_release(&run);
@@ -268,6 +305,11 @@ int ab_cmd_matrix(int argc, char **argv) {
     snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
     rc = ab_cli_fail(&o, diag.msg);
   }
+  if (rc == AB_EXIT_OK && searches_failed) {
+    snprintf(diag.msg, sizeof diag.msg, "%zu budget search(es) failed (see above)", searches_failed);
+    rc = ab_cli_fail(&o, diag.msg);
+  }
+  ab_oommap_free(&map);
   ab_table_free(&all);
   for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
   free(streams);

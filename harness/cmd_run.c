@@ -17,7 +17,9 @@ static const char help_head[] =
     "                      [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
     "Replays the workload's events through the strategy, prints the result and appends it to\n"
     "DIR/summary.csv (and the memory over time to DIR/timeline_<workload>_<strategy>.csv).\n"
-    "An OOM is a result: the row says where and why, and the command exits 0.\n\n"
+    "An OOM is a result: the row says where and why, the report on stderr explains it, the\n"
+    "segment map at that moment goes to DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp\n"
+    "draws it), and the command exits 0.\n\n"
     "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
     "  -s, --strategy S      a strategy of `allocbench list`\n"
     "  -c, --conf CONF       the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n"
@@ -146,8 +148,6 @@ int ab_cmd_run(int argc, char **argv) {
     if (run.kernels_skipped && o.format == AB_FORMAT_TABLE)
       printf("\n%llu kernels not run (%s)\n", (unsigned long long)run.kernels_skipped,
              o.kernels ? "the simulated device runs none; step times leave out compute" : "--no-kernels");
-    if (run.status == AB_RUN_OOM && o.format == AB_FORMAT_TABLE)
-      printf("\nOOM at event %zu (%s): %s\n", run.oom.event, ab_oom_kind_name(run.oom.kind), run.oom.message);
     if (st != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_table_free(&summary);

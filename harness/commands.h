@@ -5,6 +5,8 @@
 
 int ab_cmd_list(int argc, char **argv);
 int ab_cmd_run(int argc, char **argv);
+int ab_cmd_oom(int argc, char **argv);
+int ab_cmd_compare(int argc, char **argv);
 int ab_cmd_matrix(int argc, char **argv);
 int ab_cmd_replay(int argc, char **argv);
 

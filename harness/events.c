@@ -194,6 +194,18 @@ void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream,
   note_stream(es, stream);
 }
 
+ab_status ab_events_address_plan(const ab_events_t *es, ab_addr_hint_t **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < es->nsegs; i++) count += es->segs[i].action == AB_SEG_ALLOC;
+  if (count == 0) return AB_OK;
+  if ((*out = malloc(count * sizeof **out)) == NULL) return AB_ERR_INTERNAL;
+  for (size_t i = 0; i < es->nsegs; i++)
+    if (es->segs[i].action == AB_SEG_ALLOC) (*out)[(*n)++] = (ab_addr_hint_t){es->segs[i].bytes, es->segs[i].addr};
+  return AB_OK;
+}
+
 /* Life of an id while validating. */
 enum { ID_UNBORN, ID_LIVE, ID_REQUESTED, ID_DEAD };
 

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strategies/device/device.h"
 #include "strategies/status.h"
 
 typedef enum ab_event_kind_e {
@@ -169,6 +170,11 @@ void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
 /* Records a segment decision of the traced allocator, before the next event. */
 void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
+
+/* The cudaMalloc addresses the traced allocator got (its segment_alloc decisions, in order),
+ * as the simulated device's address plan (device.h). *out is malloc'd (NULL when there are
+ * none); AB_ERR_INTERNAL if host memory ran out. */
+ab_status ab_events_address_plan(const ab_events_t *es, ab_addr_hint_t **out, size_t *n);
 
 /* Reports a build failure and validates the stream, once (later calls return AB_OK at
  * once). On error diag names the event index. */

@@ -12,6 +12,8 @@ static const struct {
 } commands[] = {
     {"list", ab_cmd_list, "strategies, workloads and simulated cards, one line each (-v: their options)"},
     {"run", ab_cmd_run, "run a workload through a strategy and record the result"},
+    {"oom", ab_cmd_oom, "the smallest budget under which a workload runs, per strategy, and why it fails below"},
+    {"compare", ab_cmd_compare, "strategies side by side: peak reserved, smallest budget, fragmentation, latency"},
     {"matrix", ab_cmd_matrix, "run every strategy on every workload of a list, with a summary table"},
     {"replay", ab_cmd_replay, "replay a recorded trace (PyTorch snapshot, CSV, RMM log) through a strategy; --info"},
 };

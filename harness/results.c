@@ -2,8 +2,11 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "strategies/units.h"
 
 const ab_col_t ab_summary_cols[] = {
 #define AB_SUMMARY_COL(name, numeric) {#name, numeric},
@@ -108,4 +111,136 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
   if (st == AB_OK) st = ab_table_write_file(&t, path, diag);
   ab_table_free(&t);
   return st;
+}
+
+const ab_col_t ab_oom_cols[] = {
+#define AB_OOM_COL(name, numeric) {#name, numeric},
+    AB_OOM_COLUMNS(AB_OOM_COL)
+#undef AB_OOM_COL
+};
+const size_t ab_oom_ncols = sizeof ab_oom_cols / sizeof ab_oom_cols[0];
+
+const ab_col_t ab_compare_cols[] = {
+#define AB_COMPARE_COL(name, numeric) {#name, numeric},
+    AB_COMPARE_COLUMNS(AB_COMPARE_COL)
+#undef AB_COMPARE_COL
+};
+const size_t ab_compare_ncols = sizeof ab_compare_cols / sizeof ab_compare_cols[0];
+
+/* Appends one clause to a note, after "; " if it has one already. */
+static void note_add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note_add(char *buf, size_t size, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  if (n && n + 2 < size) {
+    memcpy(buf + n, "; ", 3);
+    n += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, size - n, fmt, ap);
+  va_end(ap);
+}
+
+/* What qualifies a search's answer, in words ("" when nothing does). */
+static void search_note(const ab_events_t *es, const ab_bisect_result_t *r, char *buf, size_t size) {
+  char b[32];
+  buf[0] = '\0';
+  if (!r->passed && r->hi == 0)
+    note_add(buf, size, "does not fit on the device: the unbudgeted run ran out of memory");
+  else if (!r->passed)
+    note_add(buf, size, "no budget up to hi (%s) passed", ab_format_bytes(r->hi, b, sizeof b));
+  if (r->below_lo)
+    note_add(buf, size, "lo - 1 passed: the smallest budget is below lo (%s)", ab_format_bytes(r->lo, b, sizeof b));
+  if (r->upper_bound)
+    note_add(buf, size,
+             "upper bound: the traced program survived %llu OOMs and changed course; under a smaller budget it may "
+             "need less",
+             (unsigned long long)es->trace_ooms);
+}
+
+/* The note is longer than the other cells: it replaces its cell in the row. */
+static void use_note(const char **cells, size_t n, const char *cell, const char *note) {
+  for (size_t i = 0; i < n; i++)
+    if (cells[i] == cell) cells[i] = note;
+}
+
+/* One cell per column, formatted. */
+typedef struct oom_cells_s {
+#define AB_OOM_FIELD(name, numeric) char name[96];
+  AB_OOM_COLUMNS(AB_OOM_FIELD)
+#undef AB_OOM_FIELD
+} oom_cells_t;
+
+static void overhead(const ab_bisect_result_t *r, char *buf, size_t size) {
+  if (r->passed && r->peak_requested > 0)
+    snprintf(buf, size, "%.3f", 100.0 * ((double)r->min_budget / (double)r->peak_requested - 1.0));
+  else
+    buf[0] = '\0';
+}
+
+ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_events_t *es, const ab_bisect_result_t *r) {
+  oom_cells_t c;
+  char note[512];
+  memset(&c, 0, sizeof c);
+  CELL(workload, "%s", d->workload);
+  CELL(strategy, "%s", d->strategy);
+  CELL(conf, "%s", d->conf ? d->conf : "");
+  CELL(device, "%s", d->device);
+  if (r->passed) CELL(min_budget_bytes, "%" PRIu64, r->min_budget);
+  if (r->failed) CELL(max_fail_bytes, "%" PRIu64, r->max_fail);
+  CELL(peak_requested_bytes, "%" PRIu64, r->peak_requested);
+  overhead(r, c.overhead_pct, sizeof c.overhead_pct);
+  CELL(oom_kind_at_fail, "%s", ab_oom_kind_name(r->failed ? r->oom.kind : AB_OOM_NONE));
+  CELL(oom_event_at_fail, "%lld", r->failed ? (long long)r->oom.event : -1LL);
+  CELL(probes, "%u", r->probes);
+  CELL(wall_s, "%.6f", r->wall_s);
+  CELL(limit, "%s", r->cap ? "cap" : "budget");
+  CELL(trace_ooms, "%" PRIu64, es->trace_ooms);
+  search_note(es, r, note, sizeof note);
+  const char *cells[] = {
+#define AB_OOM_PTR(name, numeric) c.name,
+      AB_OOM_COLUMNS(AB_OOM_PTR)
+#undef AB_OOM_PTR
+  };
+  use_note(cells, ab_oom_ncols, c.note, note);
+  return ab_table_add(t, cells);
+}
+
+typedef struct compare_cells_s {
+#define AB_COMPARE_FIELD(name, numeric) char name[96];
+  AB_COMPARE_COLUMNS(AB_COMPARE_FIELD)
+#undef AB_COMPARE_FIELD
+} compare_cells_t;
+
+ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab_events_t *es, const ab_run_t *run,
+                                 const ab_bisect_result_t *r) {
+  compare_cells_t c;
+  char note[512];
+  memset(&c, 0, sizeof c);
+  const ab_stats_t *st = &run->stats;
+  CELL(workload, "%s", d->workload);
+  CELL(strategy, "%s", d->strategy);
+  CELL(conf, "%s", d->conf ? d->conf : "");
+  CELL(device, "%s", d->device);
+  CELL(status, "%s", ab_run_status_name(run->status));
+  CELL(peak_requested_bytes, "%" PRIu64, r->peak_requested);
+  CELL(peak_reserved_bytes, "%" PRId64, st->reserved_bytes.peak);
+  CELL(frag_pct, "%.3f",
+       st->reserved_bytes.peak > 0 ? 100.0 * (1.0 - (double)st->allocated_bytes.peak / (double)st->reserved_bytes.peak)
+                                   : 0.0);
+  if (r->passed) CELL(min_budget_bytes, "%" PRIu64, r->min_budget);
+  overhead(r, c.overhead_pct, sizeof c.overhead_pct);
+  CELL(oom_kind_at_fail, "%s", ab_oom_kind_name(r->failed ? r->oom.kind : AB_OOM_NONE));
+  CELL(alloc_ns_p50, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.50));
+  CELL(alloc_ns_p99, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.99));
+  CELL(free_ns_p50, "%" PRIu64, ab_hist_quantile(&run->free_ns, 0.50));
+  CELL(wall_s, "%.6f", run->loop_s);
+  search_note(es, r, note, sizeof note);
+  const char *cells[] = {
+#define AB_COMPARE_PTR(name, numeric) c.name,
+      AB_COMPARE_COLUMNS(AB_COMPARE_PTR)
+#undef AB_COMPARE_PTR
+  };
+  use_note(cells, ab_compare_ncols, c.note, note);
+  return ab_table_add(t, cells);
 }

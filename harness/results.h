@@ -23,12 +23,30 @@
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
  * rank, and then the combined row (ab_ranks_combine). Columns are only ever added at the end. timeline_<workload>_<strategy>.csv gets the
  * samples taken at each STEP: event, step, requested, allocated, reserved.
+ *
+ * oom.csv gets one row per budget search (bisect.h):
+ *   workload, strategy, conf, device   what ran
+ *   min_budget_bytes   the smallest budget seen to pass (empty: none passed)
+ *   max_fail_bytes     the largest budget seen to fail (empty: none failed); the true smallest
+ *                      budget lies above it and at most at min_budget_bytes
+ *   peak_requested_bytes   the stream's; no budget below it can pass
+ *   overhead_pct       100 * (min_budget / peak_requested - 1)
+ *   oom_kind_at_fail, oom_event_at_fail   the OOM of the run at max_fail (none / -1)
+ *   probes, wall_s     replays made (the unbudgeted one included) and the search's host time
+ *   limit              budget (the device's hard limit: a card of that size) or cap (PyTorch's
+ *                      set_per_process_memory_fraction, `oom --cap`)
+ *   note               what qualifies the answer, in words; empty when nothing does
+ *   trace_ooms         OOMs the traced program survived; above 0 the budget is an upper bound
+ * (A column that can be empty never comes last: gnuplot misreads an empty last field.)
+ * compare.csv gets one row per strategy of `allocbench compare`: an unbudgeted run and a
+ * search side by side (the columns of the same names above), with the run's latency.
  */
 #ifndef AB_RESULTS_H
 #define AB_RESULTS_H
 
 #include <stdint.h>
 
+#include "harness/bisect.h"
 #include "harness/engine.h"
 #include "harness/table.h"
 
@@ -44,6 +62,23 @@
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;
 
+#define AB_OOM_COLUMNS(X)                                                                   \
+  X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(min_budget_bytes, 1)              \
+  X(max_fail_bytes, 1) X(peak_requested_bytes, 1) X(overhead_pct, 1) X(oom_kind_at_fail, 0) \
+  X(oom_event_at_fail, 1) X(probes, 1) X(wall_s, 1) X(limit, 0) X(note, 0) X(trace_ooms, 1)
+
+extern const ab_col_t ab_oom_cols[];
+extern const size_t ab_oom_ncols;
+
+#define AB_COMPARE_COLUMNS(X)                                                                  \
+  X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(status, 0) X(peak_requested_bytes, 1) \
+  X(peak_reserved_bytes, 1) X(frag_pct, 1) X(min_budget_bytes, 1) X(overhead_pct, 1)          \
+  X(oom_kind_at_fail, 0) X(note, 0) X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1)    \
+  X(wall_s, 1)
+
+extern const ab_col_t ab_compare_cols[];
+extern const size_t ab_compare_ncols;
+
 /* What ran, next to the run's results. */
 typedef struct ab_run_desc_s {
   const char *workload;
@@ -56,6 +91,15 @@ typedef struct ab_run_desc_s {
 
 /* Appends the summary row of a finished run to t (whose columns are ab_summary_cols). */
 ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es, const ab_run_t *run);
+
+/* Appends the row of a budget search to t (whose columns are ab_oom_cols). */
+ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es,
+                             const ab_bisect_result_t *res);
+
+/* Appends the row of `allocbench compare` for one strategy: its unbudgeted run and its
+ * search (t's columns are ab_compare_cols). */
+ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es,
+                                 const ab_run_t *run, const ab_bisect_result_t *res);
 
 /* Writes DIR/timeline_<workload>_<strategy>.csv (names made file-safe) atomically. */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);

@@ -48,14 +48,12 @@ have "${first_timeline:-$dir/timeline_${timeline_workload}_STRATEGY.csv}" "memor
 have "$dir/summary.csv" "allocation latency" && draw latency latency.gp "$dir/summary.csv"
 have "$dir/oom.csv" "smallest budget per strategy" && draw min_budget min_budget.gp "$dir/oom.csv"
 have "$dir/micro.csv" "micro-benchmarks" && draw micro micro.gp "$dir/micro.csv"
-# The memory map at the fragmenter's OOM: the segment map written at that OOM, drawn by the
-# segment map's own script.
-segment_map=$(ls -t "$dir"/segments_fragmenter*.csv 2>/dev/null | head -n 1)
-if [ ! -f "$here/segment_map.gp" ]; then
-  echo "plots: no plots/segment_map.gp: memory map at the fragmenter's OOM not drawn"
-elif have "${segment_map:-$dir/segments_fragmenter.csv}" "memory map at the fragmenter's OOM"; then
-  draw segment_map_fragmenter segment_map.gp "$segment_map"
-fi
+# The memory map at the fragmenter's OOM (the failing probe of its budget search): the map
+# under caching, PyTorch's allocator, where there is one, else the newest.
+segment_map=$(ls -t "$dir"/oommap_fragmenter*_caching.csv 2>/dev/null | head -n 1)
+[ -n "$segment_map" ] || segment_map=$(ls -t "$dir"/oommap_fragmenter*.csv 2>/dev/null | head -n 1)
+have "${segment_map:-$dir/oommap_fragmenter_STRATEGY.csv}" "memory map at the fragmenter's OOM" &&
+  draw oommap_fragmenter oommap.gp "$segment_map"
 
 echo "plots: $drawn figure(s) in $dir"
 exit $status

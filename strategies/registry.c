@@ -3,13 +3,30 @@
 #include "strategies/strategy.h"
 
 #include "strategies/async.h"
+#include "strategies/caching.h"
 #include "strategies/overlap.h"
 #include "strategies/pooled.h"
 #include "strategies/raw.h"
 
+#define CACHING_CONF_HELP                                                                          \
+  "  PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.11 reads it:\n"                                          \
+  "  max_split_size_mb:N            blocks this big are never split (>= 20; default unlimited)\n"  \
+  "  max_non_split_rounding_mb:N    an oversize block serves requests up to N MiB smaller (20)\n" \
+  "  roundup_power2_divisions:N|[MB:N,...,>:N]  round requests to N steps per power of two\n"     \
+  "  garbage_collection_threshold:F free old cached segments above F x the cap (0 < F < 1)\n"     \
+  "  expandable_segments:True|False grow one segment per stream by mapping pages\n"              \
+  "  large_segment_size_mb:N        segment of 1-10 MiB requests, expandable page (> 10; 20)\n"   \
+  "  per_process_memory_fraction:F  cap at F x the device total (--budget overrides it)\n"        \
+  "  release_lock_on_cudamalloc, graph_capture_record_stream_reuse, pinned_*: accepted, no effect\n"
+
 static const ab_strategy_entry_t registry[] = {
     {"raw", &ab_raw_ops, NULL, "one cudaMalloc per request, one cudaFree per free: the baseline",
      "  (no options)\n", false},
+    {"caching", &ab_caching_ops, NULL, "PyTorch's CUDACachingAllocator, decision for decision", CACHING_CONF_HELP, false},
+    {"split-limited", &ab_caching_ops, "max_split_size_mb:128", "caching with max_split_size_mb:128 (unless -c says otherwise)",
+     CACHING_CONF_HELP, false},
+    {"expandable", &ab_caching_ops, "expandable_segments:True", "caching with expandable_segments:True: segments grow by mapping pages",
+     CACHING_CONF_HELP, false},
     {"pooled", &ab_pooled_ops, NULL, "size classes served from preallocated chunks, never split",
      "  classes_per_doubling:N  classes between two powers of two (power of two, default 4)\n"
      "  min_class:SIZE          smallest class (multiple of 512, default 512)\n"

@@ -77,7 +77,8 @@ typedef void (*ab_stat_fn)(void *ctx, const char *name, int64_t value);
 struct ab_strategy_ops_s {
   const char *name;
   /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
-   * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. */
+   * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. On
+   * success diag may hold a note for the user (keys accepted without effect), else "". */
   ab_status (*create)(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag);
   void (*destroy)(ab_strategy_t *s);
   ab_status (*alloc)(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out);

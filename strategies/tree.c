@@ -1,7 +1,5 @@
 #include "strategies/tree.h"
 
-#include <stdbool.h>
-
 static int height(const ab_tnode_t *n) { return n ? n->height : 0; }
 
 static void update(ab_tnode_t *n) {
@@ -73,15 +71,26 @@ void ab_tree_init(ab_tree_t *t, ab_tree_cmp_fn cmp) {
 }
 
 void ab_tree_insert(ab_tree_t *t, ab_tnode_t *n) {
-  ab_tnode_t *parent = NULL, **link = &t->root;
-  while (*link) {
-    parent = *link;
-    link = t->cmp(n, parent) < 0 ? &parent->left : &parent->right;
+  ab_tnode_t *parent = NULL, *cur = t->root;
+  bool left = false;
+  while (cur) {
+    parent = cur;
+    left = t->cmp(n, parent) < 0;
+    cur = left ? parent->left : parent->right;
   }
+  ab_tree_link(t, parent, left, n);
+}
+
+void ab_tree_link(ab_tree_t *t, ab_tnode_t *parent, bool left, ab_tnode_t *n) {
   n->left = n->right = NULL;
   n->parent = parent;
   n->height = 1;
-  *link = n;
+  if (parent == NULL)
+    t->root = n;
+  else if (left)
+    parent->left = n;
+  else
+    parent->right = n;
   t->size++;
   rebalance_insert(t, parent);
 }
@@ -112,8 +121,10 @@ void ab_tree_remove(ab_tree_t *t, ab_tnode_t *n) {
     replace_child(t, n->parent, n, child);
   }
   t->size--;
-  /* Removal may shrink several levels, so walk all the way up. */
+  /* Removal may shrink several levels: walk up while subtrees change height. A balanced node
+   * whose height did not change leaves everything above it as it was. */
   for (ab_tnode_t *p = fix; p;) {
+    int old = p->height;
     update(p);
     int bal = height(p->left) - height(p->right);
     if (bal > 1) {
@@ -122,6 +133,8 @@ void ab_tree_remove(ab_tree_t *t, ab_tnode_t *n) {
     } else if (bal < -1) {
       if (height(p->right->right) < height(p->right->left)) rotate_right(t, p->right);
       p = rotate_left(t, p);
+    } else if (p->height == old) {
+      break;
     }
     p = p->parent;
   }

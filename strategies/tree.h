@@ -15,6 +15,7 @@
 #ifndef AB_TREE_H
 #define AB_TREE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,10 @@ typedef struct ab_tree_s {
 
 void ab_tree_init(ab_tree_t *t, ab_tree_cmp_fn cmp);
 void ab_tree_insert(ab_tree_t *t, ab_tnode_t *n);
+/* Inserts n as the left (or right) child of parent, a leaf position found by the caller's own
+ * descent in cmp's order (parent NULL: into the empty tree). For hot paths that compare
+ * inline rather than through cmp. */
+void ab_tree_link(ab_tree_t *t, ab_tnode_t *parent, bool left, ab_tnode_t *n);
 /* n must be in t. */
 void ab_tree_remove(ab_tree_t *t, ab_tnode_t *n);
 

@@ -42,8 +42,24 @@ refuse "fault injection works on the simulated device only" run -w random -s raw
 refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
 refuse "unknown command 'frobnicate'" frobnicate
 
+# The budget search and the comparison refuse the same way, before anything runs.
+for cmd in oom compare; do
+  refuse "--lo 1.86 GiB is above --hi 953.67 MiB" $cmd -w random -s raw --device sim --lo 2GB --hi 1GB
+  refuse "--tolerance '0': must be more than 0 bytes" $cmd -w random -s raw --device sim --tolerance 0
+  refuse "-s 'nosuch': unknown strategy" $cmd -w random -s raw,nosuch --device sim
+  refuse "empty strategy name at position 5" $cmd -w random -s raw,,pooled --device sim
+  refuse "--lo '-3GB'" $cmd -w random -s raw --device sim --lo -3GB
+  refuse "--hi '-3GB'" $cmd -w random -s raw --device sim --hi -3GB
+  refuse "--budget: the search sets the budget" $cmd -w random -s raw --device sim --budget -3GB
+  refuse "--hi 200.00 GiB is more than the device's total" $cmd -w random -s raw --device sim --hi 200GiB
+  refuse "-c given 3 times for 2 strategies" $cmd -w random -s raw,pooled -c a:1 -c b:2 -c c:3 --device sim
+  refuse "chunk" $cmd -w random -s raw,pooled -c chunk:abc --device sim
+  refuse "-w WORKLOAD and -s STRATEGY" $cmd -s raw --device sim
+  refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --cap -c '' -c chunk:4MiB
+done
+
 # Help on every command, and the list.
-for cmd in list run; do
+for cmd in list run oom compare; do
   "$ab" $cmd --help >"$work/out" 2>&1 || fail "$cmd --help exited $?"
   grep -q "usage: allocbench $cmd" "$work/out" || fail "$cmd --help shows no usage"
 done
@@ -75,6 +91,45 @@ grep -q -- "--device auto: using" "$work/err" || fail "auto does not say which d
 "$ab" run -w random:ops=3000 -s raw --device sim --budget 64MiB --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "an OOM run exited $?"
 tail -n 1 "$work/csv" | grep -q ',oom,capacity,' || fail "OOM row: $(tail -n 1 "$work/csv")"
+
+# ... and its report explains it, and the segment map at that moment is written.
+grep -q "Kind: capacity" "$work/err" || fail "no OOM report on stderr: $(cat "$work/err")"
+map="$out/oommap_random_ops_3000_raw.csv"
+[ -s "$map" ] || fail "no segment map at the OOM"
+head -n 1 "$map" | grep -q '^segment,offset,size,state,alloc_id,' || fail "segment map header: $(head -n 1 "$map")"
+
+# The budget search prints one row per strategy and appends them to oom.csv.
+"$ab" oom -w random:ops=3000 -s raw,pooled --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "oom exited $?: $(cat "$work/err")"
+[ "$(head -n 1 "$work/csv")" = "workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s,limit,note,trace_ooms" ] ||
+  fail "oom header: $(head -n 1 "$work/csv")"
+[ "$(wc -l <"$work/csv")" -eq 3 ] || fail "oom printed $(wc -l <"$work/csv") lines, expected 3"
+# raw holds exactly what is live: its smallest budget is the peak requested, and one byte less fails.
+grep -q '^random:ops=3000,raw,,sim:h200,94177280,94177279,94177280,0.000,capacity,' "$work/csv" ||
+  fail "raw's row: $(grep ',raw,' "$work/csv")"
+grep -q ',pooled,.*,fragmentation,' "$work/csv" || fail "pooled's row: $(grep ',pooled,' "$work/csv")"
+grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing probe: $(cat "$work/err")"
+[ -s "$out/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of the failing probe"
+"$ab" oom -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "oom table exited $?"
+grep -q '^min_budget_bytes' "$work/table" || fail "oom's table does not show min_budget_bytes"
+[ "$(wc -l <"$out/oom.csv")" -eq 4 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 4"
+
+# compare: one table, with the runs and searches recorded too.
+"$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" --quiet >"$work/table" ||
+  fail "compare exited $?"
+head -n 1 "$work/table" | grep -q 'peak_reserved_bytes.*frag_pct.*min_budget_bytes.*alloc_ns_p50' ||
+  fail "compare's table: $(head -n 1 "$work/table")"
+[ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
+[ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"
+[ "$(wc -l <"$out/oom.csv")" -eq 7 ] || fail "compare did not append its searches to oom.csv"
+
+# The segment map draws, as PNG and SVG (where gnuplot is installed).
+if command -v gnuplot >/dev/null; then
+  script=$(cd "$(dirname "$0")/.." && pwd)/plots/oommap.gp
+  gnuplot -e "map='$out/oommap_random_ops_3000_pooled.csv'" "$script" 2>"$work/err" || fail "oommap.gp: $(cat "$work/err")"
+  [ -s "$out/oommap_random_ops_3000_pooled.png" ] || fail "oommap.gp drew no PNG"
+  [ -s "$out/oommap_random_ops_3000_pooled.svg" ] || fail "oommap.gp drew no SVG"
+fi
 
 # A workload's suggested budget applies when --budget is absent, and is said; --budget wins.
 "$ab" run -w fragmenter -s raw --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||

@@ -143,10 +143,13 @@ static void fill_check_roundtrip(void) {
   for (uint64_t o = 0; o < 1001; o++) wrong += host[o] != ab_pattern_byte(9, o);
   CHECK_EQ(wrong, 0);
   free(host);
-  /* Another id's pattern is found at once, and traced to its owner. */
+  /* Another id's pattern is found at the first byte where the two differ (ids live in the
+   * high half of each word), and traced to its owner. */
+  uint64_t first = 0;
+  while (ab_pattern_byte(8, first) == ab_pattern_byte(7, first)) first++;
   REQUIRE(ab_kernels_check(g.kx, a, bytes, 8, &f) == AB_OK);
   CHECK(f.bad);
-  CHECK_EQ(f.offset, 0);
+  CHECK_EQ(f.offset, first);
   CHECK(f.have_word);
   uint32_t id;
   uint64_t off;
@@ -179,7 +182,10 @@ static void check_names_the_overlapping_id(void) {
   CHECK(!f.bad);
   REQUIRE(ab_kernels_check(g.kx, a, 65536, 1, &f) == AB_OK);
   CHECK(f.bad);
-  CHECK_EQ(f.offset, 4096);
+  uint64_t first = 4096;
+  while (ab_pattern_byte(2, first - 4096) == ab_pattern_byte(1, first)) first++;
+  CHECK(first < 4096 + 8);
+  CHECK_EQ(f.offset, first);
   uint32_t id;
   uint64_t off;
   ab_pattern_decode(f.word, &id, &off);

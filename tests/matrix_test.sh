@@ -24,6 +24,10 @@ for s in $strategies; do
   grep -q "^random:ops=3000 *$s *ok " "$work/out" || fail "the summary table has no ok row for $s: $(cat "$work/out")"
 done
 grep -q "$((2 * nstrat)) runs (2 workloads x $nstrat strategies)" "$work/out" || fail "no closing line: $(tail -n 1 "$work/out")"
+# Each pair's smallest budget is searched: a row in oom.csv, a map of the failing probe.
+[ "$(rows "$work/a/oom.csv")" -eq $((2 * nstrat)) ] || fail "$(rows "$work/a/oom.csv") rows in oom.csv, expected $((2 * nstrat))"
+grep -q '^random:ops=3000,raw,,[^,]*,[0-9][0-9]*,[0-9][0-9]*,' "$work/a/oom.csv" || fail "raw's search: $(cat "$work/a/oom.csv")"
+[ -s "$work/a/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of pooled's failing probe"
 
 # --quick takes the workload's short arguments; the user's arguments come after and win.
 "$ab" matrix --device sim -s raw --quick -w random -w random:ops=500 --format csv --out "$work/q" >"$work/out" 2>"$work/err" ||

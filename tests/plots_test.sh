@@ -43,8 +43,19 @@ random/raw/ops:200000/manual_time,random,raw,ops:200000,sim:h200,iteration,,,8e+
 random/pooled/ops:200000/manual_time,random,pooled,ops:200000,sim:h200,iteration,,out of memory: at event 3,0,0,0,0,0
 CSV
 
+# Two segments at the fragmenter's OOM: every state of a block (harness/oommap.h's columns).
+cat >"$d/oommap_fragmenter_caching.csv" <<'CSV'
+segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream
+0,0,1048576,allocated,3,1000000,20971520,17592186044416,large,0
+0,1048576,2097152,free,-1,0,20971520,17592186044416,large,0
+0,3145728,1048576,pending_free,7,1048576,20971520,17592186044416,large,0
+0,4194304,16777216,free,-1,0,20971520,17592186044416,large,0
+1,0,2097152,allocated,9,2097152,4194304,17592207015936,large,0
+1,2097152,2097152,unmapped,-1,0,4194304,17592207015936,large,0
+CSV
+
 "$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh exited $?: $(cat "$work/err")"
-for f in peak_reserved timeline_dynamic-shapes latency min_budget micro; do
+for f in peak_reserved timeline_dynamic-shapes latency min_budget micro oommap_fragmenter; do
   head -c 8 "$d/$f.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "$f.png is not a PNG"
   grep -q '<svg' "$d/$f.svg" 2>/dev/null || fail "$f.svg is not an SVG"
 done
@@ -56,7 +67,7 @@ mkdir -p "$d"
 cp "$work/all/summary.csv" "$d/"
 "$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh with summary.csv only exited $?"
 [ -s "$d/peak_reserved.png" ] && [ -s "$d/latency.png" ] || fail "the summary figures were not drawn"
-for what in "no oom.csv" "no micro.csv" "memory over time on dynamic-shapes not drawn"; do
+for what in "no oom.csv" "no micro.csv" "memory over time on dynamic-shapes not drawn" "memory map at the fragmenter's OOM"; do
   grep -q "$what" "$work/out" || fail "no note '$what': $(cat "$work/out")"
 done
 

@@ -242,6 +242,41 @@ static void cost_model(void) {
   ab_device_close(d, NULL);
 }
 
+/* Freed ranges merge with their neighbours: after random allocations and frees, once all is
+ * freed the address space is whole again, so the same requests get the same addresses as on
+ * a fresh card, and no two live allocations ever overlap. */
+static void address_space_merges(void) {
+  enum { N = 4000 };
+  static ab_dptr_t first[N], again[N];
+  static uint64_t size[N];
+  uint64_t x = 7;
+  for (int i = 0; i < N; i++) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    size[i] = (x >> 33) % 3 == 0 ? ((x >> 40) % 8 + 1) << 20 : (x >> 40) % 100000 + 1;
+  }
+  ab_device_t *d = open_sim("sim", 0);
+  REQUIRE(d);
+  for (int round = 0; round < 2; round++) {
+    ab_dptr_t *p = round ? again : first;
+    /* Allocate all, free every third, reallocate those, then free all in a scrambled order. */
+    for (int i = 0; i < N; i++) REQUIRE(ab_device_malloc(d, size[i], &p[i]) == AB_OK);
+    for (int i = 0; i < N; i += 3) REQUIRE(ab_device_free(d, p[i], size[i]) == AB_OK);
+    for (int i = 0; i < N; i += 3) REQUIRE(ab_device_malloc(d, size[i], &p[i]) == AB_OK);
+    static ab_dptr_t order[N];
+    for (int i = 0; i < N; i++) order[i] = p[i];
+    for (int i = 0; i < N - 1; i++)
+      for (int j = i + 1; j < N && j < i + 64; j++)
+        CHECK_MSG(order[i] + size[i] <= order[j] || order[j] + size[j] <= order[i], "blocks %d and %d overlap", i, j);
+    for (int k = 0; k < N; k++) {
+      int i = (int)(((uint64_t)k * 2654435761ULL) % N); /* a permutation, since N and the factor are coprime */
+      REQUIRE(ab_device_free(d, p[i], size[i]) == AB_OK);
+    }
+  }
+  for (int i = 0; i < N; i++) CHECK_MSG(first[i] == again[i], "allocation %d: 0x%llx then 0x%llx", i,
+                                        (unsigned long long)first[i], (unsigned long long)again[i]);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
 static const ab_test_t tests[] = {
     {"profiles", profiles},
     {"malloc_free_addresses", malloc_free_addresses},
@@ -251,5 +286,6 @@ static const ab_test_t tests[] = {
     {"stream_ordered_pool", stream_ordered_pool},
     {"fault_injection", fault_injection},
     {"cost_model", cost_model},
+    {"address_space_merges", address_space_merges},
 };
 AB_TEST_MAIN(tests)

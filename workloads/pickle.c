@@ -233,7 +233,7 @@ static ab_status pop_mark(vm_t *vm, size_t *from) {
 
 /* The items since the newest mark become a new container, which replaces them. */
 static ab_status collect(vm_t *vm, ab_pk_type_t type) {
-  size_t from;
+  size_t from = 0;
   AB_TRY(pop_mark(vm, &from));
   size_t k = vm->n - from;
   if (type == AB_PK_DICT && k % 2) return fail(vm, "DICT with an odd number of values (%zu) after its MARK", k);
@@ -247,7 +247,7 @@ static ab_status collect(vm_t *vm, ab_pk_type_t type) {
 
 /* The items since the newest mark are added to the list or dict below the mark. */
 static ab_status add_marked(vm_t *vm, ab_pk_type_t want) {
-  size_t from;
+  size_t from = 0;
   AB_TRY(pop_mark(vm, &from));
   if (from <= floor_height(vm))
     return fail(vm, "%s with no %s below its MARK", current_op(vm), want == AB_PK_DICT ? "dict" : "list");
@@ -363,11 +363,11 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
         return AB_OK;
       }
       { /* Python pops the mark when the frame is empty */
-        size_t from;
+        size_t from = 0;
         return pop_mark(vm, &from);
       }
     case OP_POP_MARK: {
-      size_t from;
+      size_t from = 0;
       AB_TRY(pop_mark(vm, &from));
       vm->n = from;
       return AB_OK;

@@ -47,6 +47,8 @@ ab_status ab_device_open(const char *spec, const ab_device_config_t *cfg, ab_dev
     }
     if (cfg->faults.fail_nth || cfg->faults.fail_rate > 0)
       return ab_diag_set(diag, AB_ERR_INVALID, "fault injection works on the simulated device only (--device sim)");
+    if (cfg->plan_len)
+      return ab_diag_set(diag, AB_ERR_INVALID, "recorded addresses work on the simulated device only (--device sim)");
     st = ab_cuda_open((int)ordinal, cfg, out, diag);
   } else {
     return ab_diag_set(diag, AB_ERR_INVALID,

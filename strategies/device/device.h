@@ -39,6 +39,7 @@
 #define AB_DEVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "strategies/status.h"
@@ -127,10 +128,21 @@ typedef struct ab_faults_s {
   uint64_t fail_seed; /* seed of the draws */
 } ab_faults_t;
 
+/* An address plan (sim only): the addresses a recorded run got from cudaMalloc, in order, so
+ * that a replay breaks ties between equal free blocks by the same addresses. The k-th malloc
+ * of the device consumes plan[k]: it gets plan[k].addr when its size is plan[k].bytes and
+ * that range is free, and an address of its own otherwise. */
+typedef struct ab_addr_hint_s {
+  uint64_t bytes;
+  ab_dptr_t addr;
+} ab_addr_hint_t;
+
 typedef struct ab_device_config_s {
-  uint64_t budget_bytes; /* 0: no budget */
-  ab_faults_t faults;    /* sim only; zero: none */
-  bool cost_model;       /* sim only: charge modelled call times to modeled_ns */
+  uint64_t budget_bytes;       /* 0: no budget */
+  ab_faults_t faults;          /* sim only; zero: none */
+  bool cost_model;             /* sim only: charge modelled call times to modeled_ns */
+  const ab_addr_hint_t *plan;  /* sim only; copied at open; NULL: none */
+  size_t plan_len;
 } ab_device_config_t;
 
 /* Opens a device from a spec: "sim" (the h200 profile), "sim:PROFILE", "sim:SIZE" (a

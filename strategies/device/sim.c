@@ -66,8 +66,10 @@ static double cost_at(const cost_point_t *pts, size_t n, uint64_t bytes) {
  * pick the smallest range that fits. A request is carved from the top of that range, so a
  * fresh address space is handed out top-down, as the driver mostly does, and a freed hole
  * is reused by a request of its size. */
-#define VA_BASE 0x100000000000ULL /* 16 TiB */
-#define VA_END 0x7f0000000000ULL  /* about 127 TiB */
+/* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
+ * (device.h) of recorded cudaMalloc addresses fits in it. */
+#define VA_BASE 0x100000000ULL   /* 4 GiB */
+#define VA_END 0x800000000000ULL /* 128 TiB */
 
 typedef struct va_range_s {
   ab_tnode_t by_addr, by_size;
@@ -164,6 +166,8 @@ typedef struct sim_s {
   ab_map_t extents; /* mapped address -> bytes of that map call (one physical allocation) */
   pool_t pool;
   ab_faults_t faults;
+  ab_addr_hint_t *plan; /* the address plan (device.h), owned */
+  size_t plan_len, plan_next;
   uint64_t fault_calls; /* allocation-type calls so far */
   ab_rng_t rng;         /* draws for fail_rate */
   bool cost_model;
@@ -171,9 +175,12 @@ typedef struct sim_s {
 
 static sim_t *sim_of(ab_device_t *d) { return (sim_t *)(void *)d; }
 
-static void charge(sim_t *s, double ns) {
-  if (s->cost_model) s->dev.modeled_ns += (uint64_t)ns;
-}
+/* Adds the modelled time of a call. A macro, so that the cost (logarithms) is computed only
+ * when the model is on: a budget search replays with it off. */
+#define CHARGE(s, ns)                                              \
+  do {                                                             \
+    if ((s)->cost_model) (s)->dev.modeled_ns += (uint64_t)(ns);    \
+  } while (0)
 
 /* True when an injected fault fires for this allocation-type call. */
 static bool fault_fires(sim_t *s) {
@@ -217,6 +224,16 @@ static void range_drop(sim_t *s, va_range_t *r) {
   s->spare_ranges = r;
 }
 
+/* Changes a range's size and, maybe, its base, where that keeps its order among the ranges
+ * by address (a piece carved from its top, a neighbour merged into it): only its place by
+ * size moves, which halves the tree work of every device call. */
+static void range_resize(sim_t *s, va_range_t *r, ab_dptr_t base, uint64_t bytes) {
+  ab_tree_remove(&s->va_by_size, &r->by_size);
+  r->base = base;
+  r->bytes = bytes;
+  ab_tree_insert(&s->va_by_size, &r->by_size);
+}
+
 /* Carves `bytes` aligned to `align` (a power of two) from the smallest free range that
  * holds them, at its top. */
 static ab_status va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
@@ -231,18 +248,37 @@ static ab_status va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *o
       if (hi == NULL) return AB_ERR_INTERNAL;
       range_insert(s, hi);
     }
-    range_remove(s, r);
-    if (start > r->base) {
-      r->bytes = start - r->base;
-      range_insert(s, r);
-    } else {
-      r->next_spare = s->spare_ranges;
-      s->spare_ranges = r;
-    }
+    if (start > r->base)
+      range_resize(s, r, r->base, start - r->base);
+    else
+      range_drop(s, r);
     *out = start;
     return AB_OK;
   }
   return ab_diag_set(&s->dev.diag, AB_ERR_INTERNAL, "sim device: virtual address space exhausted");
+}
+
+/* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
+static bool va_take(sim_t *s, ab_dptr_t base, uint64_t bytes) {
+  ab_tnode_t *n = ab_tree_floor(&s->va_by_addr, &base, key_addr);
+  if (n == NULL) return false;
+  va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_addr);
+  ab_dptr_t top = r->base + r->bytes;
+  if (base + bytes < base || base + bytes > top) return false;
+  if (base + bytes < top) {
+    va_range_t *hi = range_new(s, base + bytes, top - base - bytes);
+    if (hi == NULL) return false;
+    range_insert(s, hi);
+  }
+  range_remove(s, r);
+  if (base > r->base) {
+    r->bytes = base - r->base;
+    range_insert(s, r);
+  } else {
+    r->next_spare = s->spare_ranges;
+    s->spare_ranges = r;
+  }
+  return true;
 }
 
 /* Returns a range to the free set, merged with free neighbours. */
@@ -252,20 +288,16 @@ static ab_status va_free(sim_t *s, ab_dptr_t base, uint64_t bytes) {
   ab_tnode_t *nn = pn ? ab_tree_next(pn) : ab_tree_first(&s->va_by_addr);
   va_range_t *next = nn ? AB_CONTAINER_OF(nn, va_range_t, by_addr) : NULL;
   if (prev && prev->base + prev->bytes == base) {
-    range_remove(s, prev);
-    prev->bytes += bytes;
-    if (next && prev->base + prev->bytes == next->base) {
-      prev->bytes += next->bytes;
+    uint64_t merged = prev->bytes + bytes;
+    if (next && prev->base + merged == next->base) {
+      merged += next->bytes;
       range_drop(s, next);
     }
-    range_insert(s, prev);
+    range_resize(s, prev, prev->base, merged);
     return AB_OK;
   }
   if (next && base + bytes == next->base) {
-    range_remove(s, next);
-    next->base = base;
-    next->bytes += bytes;
-    range_insert(s, next);
+    range_resize(s, next, base, next->bytes + bytes);
     return AB_OK;
   }
   va_range_t *r = range_new(s, base, bytes);
@@ -285,11 +317,15 @@ static uint64_t va_size_for(uint64_t bytes) {
 
 static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   sim_t *s = sim_of(d);
-  charge(s, cost_at(PTS(cost_malloc), bytes));
+  CHARGE(s, cost_at(PTS(cost_malloc), bytes));
   if (bytes == 0) return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: malloc of 0 bytes");
   if (fault_fires(s) || !card_has_room(s, bytes)) return AB_ERR_OOM;
   ab_dptr_t p;
-  AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
+  const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
+  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, va_size_for(bytes)))
+    p = h->addr;
+  else
+    AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
   if (ab_map_put(&s->live, p, bytes) != AB_OK) return AB_ERR_INTERNAL;
   *out = p;
   return AB_OK;
@@ -305,7 +341,7 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   if (had != bytes)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: free of 0x%llx with size %llu; it was allocated with %llu",
                        (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)had);
-  charge(s, cost_at(PTS(cost_free), bytes));
+  CHARGE(s, cost_at(PTS(cost_free), bytes));
   ab_map_take(&s->live, p, NULL);
   return va_free(s, p, va_size_for(bytes));
 }
@@ -314,7 +350,7 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
 
 static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   sim_t *s = sim_of(d);
-  charge(s, COST_RESERVE_NS);
+  CHARGE(s, COST_RESERVE_NS);
   if (bytes == 0 || bytes % AB_GRANULE_BYTES)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: reserve of %llu bytes, not a positive multiple of the %llu-byte granule",
                        (unsigned long long)bytes, (unsigned long long)AB_GRANULE_BYTES);
@@ -347,7 +383,7 @@ static resv_t *resv_containing(sim_t *s, ab_dptr_t at, uint64_t bytes) {
 
 static ab_status sim_va_release(ab_device_t *d, ab_dptr_t base, uint64_t bytes) {
   sim_t *s = sim_of(d);
-  charge(s, COST_RESERVE_NS);
+  CHARGE(s, COST_RESERVE_NS);
   resv_t *r = resv_containing(s, base, bytes);
   if (r == NULL || r->base != base || r->bytes != bytes)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: release of [0x%llx, +%llu), which is not a reservation",
@@ -380,7 +416,7 @@ static ab_status sim_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   resv_t *r;
   AB_TRY(vm_range(s, "map", at, bytes, &r));
   /* PyTorch creates one physical handle per granule; map and set-access cover the range. */
-  charge(s, (double)(bytes / AB_GRANULE_BYTES) * cost_at(PTS(cost_create), AB_GRANULE_BYTES) + COST_MAP_NS +
+  CHARGE(s, (double)(bytes / AB_GRANULE_BYTES) * cost_at(PTS(cost_create), AB_GRANULE_BYTES) + COST_MAP_NS +
                 COST_SET_ACCESS_NS);
   uint64_t g0 = (at - r->base) / AB_GRANULE_BYTES, ng = bytes / AB_GRANULE_BYTES;
   for (uint64_t g = g0; g < g0 + ng; g++)
@@ -399,7 +435,7 @@ static ab_status sim_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   sim_t *s = sim_of(d);
   resv_t *r;
   AB_TRY(vm_range(s, "unmap", at, bytes, &r));
-  charge(s, (double)(bytes / AB_GRANULE_BYTES) * cost_at(PTS(cost_unmap_release), AB_GRANULE_BYTES));
+  CHARGE(s, (double)(bytes / AB_GRANULE_BYTES) * cost_at(PTS(cost_unmap_release), AB_GRANULE_BYTES));
   uint64_t g0 = (at - r->base) / AB_GRANULE_BYTES, ng = bytes / AB_GRANULE_BYTES;
   /* Each map call made one physical allocation, and physical memory cannot be split after
    * mapping: the range must be made of whole map calls, as on the real device. */
@@ -437,7 +473,7 @@ static ab_status pool_take(sim_t *s, uint64_t n) {
   if (free_pages < n) {
     uint64_t grow = (n - free_pages) * POOL_PAGE_BYTES;
     if (!ab_device_budget_allows(&s->dev, grow) || !card_has_room(s, grow)) return AB_ERR_OOM;
-    charge(s, cost_at(PTS(cost_create), grow) + COST_MAP_NS + COST_SET_ACCESS_NS);
+    CHARGE(s, cost_at(PTS(cost_create), grow) + COST_MAP_NS + COST_SET_ACCESS_NS);
     pool_set_pages(s, p->pages + (n - free_pages));
   }
   p->pages_used += n;
@@ -483,7 +519,7 @@ static ab_status sim_malloc_async(ab_device_t *d, uint64_t bytes, unsigned strea
   sim_t *s = sim_of(d);
   pool_t *p = &s->pool;
   (void)stream;
-  charge(s, COST_MALLOC_ASYNC_NS);
+  CHARGE(s, COST_MALLOC_ASYNC_NS);
   if (bytes == 0) return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: malloc_async of 0 bytes");
   if (fault_fires(s)) return AB_ERR_OOM;
   if (bytes > POOL_SMALL_MAX_BYTES) {
@@ -520,7 +556,7 @@ static ab_status sim_free_async(ab_device_t *d, ab_dptr_t ptr, uint64_t bytes, u
   uint64_t v;
   if (ab_map_get(&p->large, ptr, &v)) {
     if (v != bytes) goto wrong_size;
-    charge(s, COST_FREE_ASYNC_NS);
+    CHARGE(s, COST_FREE_ASYNC_NS);
     ab_map_take(&p->large, ptr, NULL);
     uint64_t pages = (bytes + POOL_PAGE_BYTES - 1) / POOL_PAGE_BYTES;
     p->pages_used -= pages;
@@ -531,7 +567,7 @@ static ab_status sim_free_async(ab_device_t *d, ab_dptr_t ptr, uint64_t bytes, u
       v &= (1ULL << 21) - 1;
       goto wrong_size;
     }
-    charge(s, COST_FREE_ASYNC_NS);
+    CHARGE(s, COST_FREE_ASYNC_NS);
     ab_map_take(&p->small_live, ptr, NULL);
     size_t i = (size_t)(v >> 21);
     if (--p->small[i].live == 0) { /* an empty page goes back to the pool */
@@ -555,7 +591,7 @@ static ab_status sim_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
   uint64_t keep = (keep_bytes + POOL_PAGE_BYTES - 1) / POOL_PAGE_BYTES;
   if (keep < p->pages_used) keep = p->pages_used;
   if (keep < p->pages) {
-    charge(s, cost_at(PTS(cost_unmap_release), (p->pages - keep) * POOL_PAGE_BYTES));
+    CHARGE(s, cost_at(PTS(cost_unmap_release), (p->pages - keep) * POOL_PAGE_BYTES));
     pool_set_pages(s, keep);
   }
   return AB_OK;
@@ -580,7 +616,7 @@ static ab_status sim_mem_info(ab_device_t *d, uint64_t *free_bytes, uint64_t *to
 /* A synchronisation is where the pool gives memory back above its release threshold. */
 static ab_status sim_synchronize(ab_device_t *d) {
   sim_t *s = sim_of(d);
-  charge(s, COST_SYNC_NS);
+  CHARGE(s, COST_SYNC_NS);
   if (s->pool.release_threshold != UINT64_MAX) return sim_pool_trim(d, s->pool.release_threshold);
   return AB_OK;
 }
@@ -634,6 +670,7 @@ static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
   ab_map_free(&s->extents);
   ab_map_free(&s->pool.large);
   ab_map_free(&s->pool.small_live);
+  free(s->plan);
   free(s->pool.small);
   free(s->pool.spare_small);
   free(s);
@@ -683,10 +720,20 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   ab_map_init(&s->pool.small_live);
   s->pool.open = SIZE_MAX;
   s->faults = cfg->faults;
+  if (cfg->plan_len) {
+    s->plan = malloc(cfg->plan_len * sizeof *s->plan);
+    if (s->plan == NULL) {
+      free(s);
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    }
+    memcpy(s->plan, cfg->plan, cfg->plan_len * sizeof *s->plan);
+    s->plan_len = cfg->plan_len;
+  }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
   va_range_t *all = range_new(s, VA_BASE, VA_END - VA_BASE);
   if (all == NULL) {
+    free(s->plan);
     free(s);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }

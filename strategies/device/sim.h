@@ -3,7 +3,8 @@
  * What it models (each choice is documented where it is made, in sim.c):
  * - capacity: the profile's total, less the CUDA context a fresh process holds;
  * - addresses: a virtual address space handed out top-down, best fit by size, as the driver
- *   mostly does; 512-byte aligned, 2 MiB aligned from 2 MiB up; never dereferenced;
+ *   mostly does; 512-byte aligned, 2 MiB aligned from 2 MiB up; never dereferenced; or the
+ *   addresses of a recorded run, from an address plan (device.h);
  * - exact tracking: every live allocation, reservation and mapped granule is known, so a
  *   double free, a foreign pointer, a wrong size or a leak at close is an error;
  * - virtual memory on 2 MiB granules: map and unmap only inside a reservation, only whole

@@ -1,0 +1,218 @@
+#include "harness/bisect.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
+  uint64_t live = 0, peak = 0;
+  for (size_t i = 0; i < es->n; i++) {
+    const ab_event_t *e = &es->ev[i];
+    if (e->kind == AB_EV_ALLOC) {
+      live += e->bytes;
+      if (live > peak) peak = live;
+    } else if (e->kind == AB_EV_FREE && e->aux != AB_FREE_REQUEST) {
+      live -= e->bytes;
+    }
+  }
+  return peak;
+}
+
+static const char *device_spec(const ab_bisect_opts_t *o) { return o->device ? o->device : "auto"; }
+
+/* Note [Budget or cap]: a budget is the device's hard limit, a card of that size. PyTorch's
+ * set_per_process_memory_fraction is a rule of its allocator instead: it refuses a segment
+ * when reserved + its size would pass the cap, but an expandable segment then maps whole
+ * pages, so reserved can pass the cap by less than a page (the fixture's expandable run at
+ * its passing cap went 3.8 MB over). With opts.cap a probe gives the number to the strategy
+ * as its per_process_memory_fraction, on a device with no budget, so that a search
+ * reproduces PyTorch's own bisection of the cap; strategies without the key are refused. */
+static ab_status cap_conf(const ab_bisect_opts_t *o, uint64_t cap, uint64_t total, char *buf, size_t size,
+                          ab_diag_t *diag) {
+  /* Half a byte up, so that the strategy's fraction * total truncates back to the cap; a
+   * cap of the whole card is a fraction of 1, which PyTorch reads as no cap. */
+  double fraction = cap >= total ? 1.0 : ((double)cap + 0.5) / (double)total;
+  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", o->conf ? o->conf : "",
+                   o->conf && o->conf[0] ? "," : "", fraction);
+  if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", o->conf);
+  return AB_OK;
+}
+
+/* In cap mode the memory the run could have is the cap, not the card: the engine's
+ * classification (Note [OOM kinds], engine.h) is made again against it. */
+static void classify_against_cap(ab_oom_info_t *oom, uint64_t cap) {
+  oom->limit = cap;
+  oom->kind = cap >= oom->live_requested && cap - oom->live_requested >= oom->bytes ? AB_OOM_FRAGMENTATION
+                                                                                    : AB_OOM_CAPACITY;
+}
+
+ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
+                          ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
+  ab_run_opts_t plain;
+  if (ro == NULL) {
+    memset(&plain, 0, sizeof plain);
+    plain.check = o->check;
+    if (o->map) {
+      plain.on_oom = ab_oommap_capture;
+      plain.on_oom_ctx = o->map;
+    }
+    ro = &plain;
+  }
+  bool cap = o->cap && budget > 0;
+  ab_device_config_t cfg = o->dev;
+  cfg.budget_bytes = cap ? 0 : budget;
+  /* Modelled device time is read only by the timing; without it the model is dead weight. */
+  if (!ro->time_calls) cfg.cost_model = false;
+  ab_device_t *dev = NULL;
+  ab_strategy_t *s = NULL;
+  AB_TRY(ab_device_open(device_spec(o), &cfg, &dev, diag));
+  char conf[1200];
+  ab_status st = cap ? cap_conf(o, budget, dev->total_bytes, conf, sizeof conf, diag) : AB_OK;
+  if (st == AB_OK) st = ab_strategy_create(o->strategy, dev, cap ? conf : o->conf, &s, diag);
+  if (st != AB_OK) {
+    ab_device_close(dev, NULL);
+    return st;
+  }
+  ab_status rst = ab_engine_replay(es, s, ro, run);
+  if (cap && run->status == AB_RUN_OOM) classify_against_cap(&run->oom, budget);
+  ab_strategy_destroy(s);
+  if (held_peak) *held_peak = dev->held_peak;
+  if (device) snprintf(device, 96, "%s", dev->name);
+  /* A strategy that leaks device memory failed the probe, whatever the replay said. */
+  ab_diag_t leak = {""};
+  ab_status cst = ab_device_close(dev, &leak);
+  if (rst != AB_OK) return ab_diag_set(diag, rst, "%s", run->message);
+  if (cst != AB_OK) {
+    run->status = AB_RUN_ERROR;
+    run->error = cst;
+    snprintf(run->message, sizeof run->message, "%s", leak.msg);
+    return ab_diag_set(diag, cst, "%s", leak.msg);
+  }
+  return AB_OK;
+}
+
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag) {
+  ab_device_config_t cfg = o->dev;
+  cfg.budget_bytes = 0;
+  ab_device_t *dev = NULL;
+  ab_strategy_t *s = NULL;
+  AB_TRY(ab_device_open(device_spec(o), &cfg, &dev, diag));
+  *total = dev->total_bytes;
+  ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
+  ab_strategy_destroy(s);
+  s = NULL;
+  if (st == AB_OK && o->cap) {
+    char conf[1200];
+    st = cap_conf(o, *total / 2, *total, conf, sizeof conf, diag);
+    if (st == AB_OK && ab_strategy_create(o->strategy, dev, conf, &s, diag) != AB_OK)
+      st = ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); search its budget instead",
+                       o->strategy);
+    ab_strategy_destroy(s);
+  }
+  ab_device_close(dev, NULL);
+  return st;
+}
+
+typedef struct search_s {
+  const ab_events_t *es;
+  const ab_bisect_opts_t *o;
+  ab_run_t *run;
+  ab_bisect_result_t *out;
+  uint64_t held_peak; /* of the last probe */
+} search_t;
+
+/* Probes one budget; *passed says whether the whole stream ran. A failure is recorded as
+ * the result's max_fail (the search only ever fails higher than before). */
+static ab_status probe(search_t *x, uint64_t budget, bool *passed, ab_diag_t *diag) {
+  AB_TRY(ab_bisect_probe(x->es, x->o, budget, NULL, x->run, &x->held_peak, x->out->device, diag));
+  x->out->probes++;
+  if (x->o->on_probe) x->o->on_probe(x->o->on_probe_ctx, budget, x->run);
+  *passed = x->run->status == AB_RUN_OK;
+  if (!*passed) {
+    x->out->failed = true;
+    x->out->max_fail = budget ? budget : x->run->oom.limit;
+    x->out->oom = x->run->oom;
+    x->out->oom_stats = x->run->stats;
+  }
+  return AB_OK;
+}
+
+ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
+                           ab_diag_t *diag) {
+  memset(out, 0, sizeof *out);
+  double t0 = now_s();
+  char a[32], b[32];
+  if (o->lo && o->hi && o->lo > o->hi)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--lo %s is above --hi %s", ab_format_bytes(o->lo, a, sizeof a),
+                       ab_format_bytes(o->hi, b, sizeof b));
+  uint64_t total = 0;
+  AB_TRY(ab_bisect_check(o, &total, diag));
+  if (o->hi > total || o->lo > total)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", o->hi > total ? "hi" : "lo",
+                       ab_format_bytes(o->hi > total ? o->hi : o->lo, a, sizeof a), ab_format_bytes(total, b, sizeof b));
+  search_t x = {es, o, run, out, 0};
+  out->peak_requested = ab_bisect_peak_requested(es);
+  out->upper_bound = es->trace_ooms > 0;
+  out->cap = o->cap;
+  out->tolerance = o->tolerance ? o->tolerance : AB_BISECT_DEFAULT_TOLERANCE_BYTES;
+  /* Nothing can run with less than its live allocations asked for. */
+  uint64_t lo = o->lo ? o->lo : (out->peak_requested ? out->peak_requested : 1);
+  uint64_t hi = o->hi;
+  bool passed;
+  if (hi == 0) {
+    /* An unbudgeted run never held more than its peak, so that peak is the first budget
+     * expected to pass. It is probed all the same, since a strategy may consult its budget:
+     * the caching family takes it as PyTorch's cap, checked against whole segment sizes,
+     * which an expandable segment does not map in full; and a garbage-collection threshold
+     * is a fraction of it. */
+    AB_TRY(probe(&x, 0, &passed, diag));
+    if (!passed) goto done; /* it does not fit on the device at all */
+    hi = x.held_peak > lo ? x.held_peak : lo;
+  } else if (o->lo == 0 && lo > hi) {
+    lo = hi;
+  }
+  out->lo = lo;
+  out->hi = hi;
+  AB_TRY(probe(&x, hi, &passed, diag));
+  /* A default hi that fails is a floor: gallop up, the step doubling, to the device's total
+   * (where the caching family has no cap). A hi the user gave is the user's range. */
+  for (uint64_t step = hi - lo > out->tolerance ? hi - lo : out->tolerance; !passed && o->hi == 0 && hi < total;
+       step *= 2) {
+    hi = total - hi > step ? hi + step : total;
+    out->hi = hi;
+    AB_TRY(probe(&x, hi, &passed, diag));
+  }
+  if (!passed) goto done;
+  uint64_t pass = hi, fail = out->failed ? out->max_fail : lo - 1;
+  while (pass - fail > out->tolerance) {
+    uint64_t mid = fail + (pass - fail) / 2;
+    AB_TRY(probe(&x, mid, &passed, diag));
+    if (passed)
+      pass = mid;
+    else
+      fail = mid;
+  }
+  /* Every result carries a failing run, so that its OOM can be shown. */
+  if (!out->failed && lo > 1) {
+    AB_TRY(probe(&x, lo - 1, &passed, diag));
+    if (passed) {
+      pass = lo - 1;
+      out->below_lo = true;
+    }
+  }
+  out->passed = true;
+  out->min_budget = pass;
+done:
+  out->wall_s = now_s() - t0;
+  return AB_OK;
+}

@@ -1,0 +1,110 @@
+/* bisect.h: the smallest budget under which a whole event stream runs through a strategy.
+ *
+ * A probe replays the stream once on a freshly opened device whose budget is the probed
+ * number of bytes, through a freshly created strategy: every probe starts from the same
+ * state, so on the simulated card the same budget always gives the same answer. The caller's
+ * ab_run_t (prepared once for the stream) is reused by every probe, and the replay loop runs
+ * without timing or timeline, so a probe allocates nothing per event.
+ *
+ * The search (Note [Budget search]):
+ *   1. hi, by default, is the peak of bytes held from the device by an unbudgeted run (a
+ *      probe with no budget): that run never held more, so it is the first budget expected to
+ *      pass. hi is probed. A strategy may need more under a budget than it held without one
+ *      (the caching family takes the budget as PyTorch's cap, checked against whole segment
+ *      sizes), so a default hi that fails is a floor: the search gallops up from it, the step
+ *      doubling, to the device's total. A hi given that fails ends the search (none passed).
+ *   2. lo, by default, is the stream's peak requested bytes: no strategy can hold less than
+ *      its live allocations asked for, so every budget below lo fails without a probe.
+ *   3. Bisection between the largest failing budget (at first lo - 1) and the smallest
+ *      passing one until they are at most `tolerance` apart: the answer is within tolerance
+ *      of the true smallest budget (the true one lies in (max_fail, min_budget]).
+ *   4. If no probe failed, lo - 1 is probed once, so that the result always has the failing
+ *      run's OOM (its kind, event and segment map); if it passes, the answer is below lo and
+ *      the result says so (below_lo).
+ * Bisection assumes that a budget which passes is followed by passing ones above it. Caching
+ * allocators can break this in rare cases (a different cap changes when memory is released);
+ * PyTorch's own bisection of set_per_process_memory_fraction makes the same assumption.
+ *
+ * What is probed is a budget, the device's hard limit (a card of that size), or with opts.cap
+ * PyTorch's memory cap (set_per_process_memory_fraction), which a caching allocator checks
+ * itself and which its expandable segments may pass by less than a page (Note [Budget or
+ * cap] in bisect.c). PyTorch's own bisections, as in the fixtures, are of the cap.
+ *
+ * Traces whose program caught OOMs and went on (ab_events_t.trace_ooms > 0) changed course
+ * under memory pressure; a replay cannot know what the program would have done under a
+ * smaller budget, so for them the budget found is an upper bound (upper_bound in the result).
+ *
+ * Statuses: AB_OK when the search ran (whatever it found); AB_ERR_INVALID for bad options
+ * (lo > hi, a zero tolerance, a budget above the device's total, a bad strategy or conf);
+ * otherwise the device's or strategy's error of the probe that failed, with diag set.
+ * Not thread-safe: one search per ab_run_t.
+ */
+#ifndef AB_BISECT_H
+#define AB_BISECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harness/engine.h"
+#include "harness/events.h"
+#include "harness/oommap.h"
+#include "strategies/device/device.h"
+
+#define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
+
+typedef struct ab_bisect_opts_s {
+  const char *strategy;      /* a registry name */
+  const char *conf;          /* its -c options; NULL for none */
+  const char *device;        /* a device spec (device.h); NULL: auto */
+  ab_device_config_t dev;    /* faults and cost model; the budget is set per probe */
+  uint64_t lo, hi;           /* the range searched; 0: the defaults above */
+  uint64_t tolerance;        /* bytes; 0: AB_BISECT_DEFAULT_TOLERANCE_BYTES */
+  bool check;                /* run the strategy's invariant checks after every event */
+  bool cap;                  /* probe PyTorch's memory cap, not a device budget (Note
+                                [Budget or cap], bisect.c); only for strategies that take
+                                per_process_memory_fraction */
+  ab_oommap_t *map;          /* filled at each failing probe, so it ends with the map of
+                                max_fail's OOM; may be NULL */
+  /* Called after each probe (budget 0: the unbudgeted run); may be NULL. */
+  void (*on_probe)(void *ctx, uint64_t budget, const ab_run_t *run);
+  void *on_probe_ctx;
+} ab_bisect_opts_t;
+
+typedef struct ab_bisect_result_s {
+  bool passed;              /* a probed budget passed: min_budget is set */
+  bool failed;              /* a probed budget failed: max_fail and oom are set */
+  bool below_lo;            /* lo - 1 passed: the answer is below lo (lo was not a bound) */
+  bool upper_bound;         /* the trace's program survived OOMs (trace_ooms > 0) */
+  bool cap;                 /* the numbers are PyTorch's memory caps (opts.cap), not budgets */
+  uint64_t min_budget;      /* smallest budget seen to pass, bytes */
+  uint64_t max_fail;        /* largest budget seen to fail, bytes (0 with no budget) */
+  uint64_t peak_requested;  /* of the stream */
+  uint64_t lo, hi;          /* the range searched, defaults applied */
+  uint64_t tolerance;
+  ab_oom_info_t oom;        /* the OOM of the probe at max_fail */
+  ab_stats_t oom_stats;     /* the strategy's statistics at that OOM */
+  unsigned probes;          /* replays made, the unbudgeted one included */
+  double wall_s;            /* host time of the whole search */
+  char device[96];          /* the device that ran ("sim:h200") */
+} ab_bisect_result_t;
+
+/* The highest sum of requested bytes of the live allocations of es (an allocation is live
+ * from its ALLOC until its free completes). */
+uint64_t ab_bisect_peak_requested(const ab_events_t *es);
+
+/* One probe: es through a fresh strategy on a fresh device with the budget (0: none) into
+ * run, with the engine options ro (NULL: no timing, no timeline; o->check applies). The
+ * device's peak held bytes go to *held_peak and its name to device (may be NULL). AB_OK when
+ * the run completed or ended in OOM (see run->status). */
+ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
+                          ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
+
+/* Checks o's strategy and conf (and, with o->cap, that the strategy takes a cap) on its
+ * device, and gives the device's total; the search does it before its first probe. */
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag);
+
+/* The search of Note [Budget search], with run prepared for es. */
+ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
+                           ab_diag_t *diag);
+
+#endif

@@ -1,0 +1,91 @@
+/* cmd_compare.c: `allocbench compare`: strategies side by side on one workload, in memory
+ * (peak reserved, fragmentation, smallest budget) and in time (per-call latency). */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/bisect.h"
+#include "harness/cli.h"
+#include "harness/commands.h"
+#include "harness/oommap.h"
+#include "harness/results.h"
+
+static const char help_head[] =
+    "usage: allocbench compare -w WORKLOAD[:ARGS] -s STRATEGY,STRATEGY[,...] [-c CONF]... [--lo SIZE]\n"
+    "                          [--hi SIZE] [--tolerance SIZE] [--device auto|sim[:PROFILE]|cuda]\n"
+    "                          [--out DIR] [--format table|csv|json]\n\n"
+    "Runs the workload through each strategy once with no budget (peak reserved, fragmentation,\n"
+    "latency; a workload built for a budget, the fragmenter, runs under it, as with `run`), then\n"
+    "searches the smallest budget each one survives (as `allocbench oom` does), and prints one\n"
+    "table. Rows are appended to DIR/compare.csv; the runs also go to DIR/summary.csv and the\n"
+    "searches to DIR/oom.csv.\n\n"
+    "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
+    "  -s, --strategy S,...  strategies of `allocbench list`, separated by commas\n"
+    "  -c, --conf CONF       the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for\n"
+    "                        all of them, or once per strategy in the order of -s\n";
+
+static const char *const table_cols[] = {"strategy",     "conf",         "peak_reserved_bytes", "frag_pct",
+                                         "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
+                                         "alloc_ns_p99", "free_ns_p50",  "note"};
+
+int ab_cmd_compare(int argc, char **argv) {
+  ab_cli_opts_t o;
+  ab_cli_defaults(&o, "compare");
+  ab_bisect_opts_t search;
+  ab_cli_strategies_t list;
+  ab_events_t es;
+  int rc = ab_cli_search_setup(argc, argv, help_head, &o, &search, &list, &es);
+  if (rc >= 0) return rc;
+  rc = AB_EXIT_OK;
+
+  ab_run_t run;
+  if (ab_run_prepare(&run, &es) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_fail(&o, "out of host memory");
+  }
+  ab_table_t summary, searches, rows;
+  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+  ab_table_init(&searches, ab_oom_cols, ab_oom_ncols);
+  ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  for (size_t i = 0; i < list.n; i++) {
+    ab_cli_opts_t one = o;
+    one.conf = list.conf[i];
+    ab_diag_t diag = {""};
+    char msg[AB_DIAG_BYTES + 80];
+    if (ab_cli_run_one(&one, &es, list.name[i], &run, &summary, &diag) != AB_OK) {
+      snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
+      rc = ab_cli_fail(&o, msg);
+      continue;
+    }
+    /* The search replays into the same run: keep the figures of the unbudgeted one (its
+     * scratch pointers are not used). */
+    ab_run_t unbudgeted = run;
+    ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
+    b.map = &map;
+    ab_bisect_result_t res;
+    if (ab_bisect_search(&es, &b, &run, &res, &diag) != AB_OK) {
+      snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
+      rc = ab_cli_fail(&o, msg);
+      continue;
+    }
+    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed};
+    if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
+        ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)
+      rc = ab_cli_fail(&o, "out of host memory");
+    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+  }
+  ab_diag_t io = {""};
+  if ((summary.nrows && ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) ||
+      (searches.nrows && ab_cli_append(&o, &searches, "oom.csv", &io) != AB_OK) ||
+      (rows.nrows && ab_cli_append(&o, &rows, "compare.csv", &io) != AB_OK))
+    rc = ab_cli_fail(&o, io.msg);
+  if (rows.nrows) ab_cli_print(&o, &rows, table_cols, sizeof table_cols / sizeof table_cols[0]);
+  ab_oommap_free(&map);
+  ab_table_free(&rows);
+  ab_table_free(&searches);
+  ab_table_free(&summary);
+  ab_run_release(&run);
+  ab_events_free(&es);
+  return rc;
+}

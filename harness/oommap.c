@@ -1,0 +1,183 @@
+#include "harness/oommap.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/results.h"
+#include "harness/table.h"
+#include "strategies/units.h"
+
+const char *ab_block_state_name(ab_block_state_t state) {
+  switch (state) {
+    case AB_BLOCK_ALLOCATED: return "allocated";
+    case AB_BLOCK_PENDING_FREE: return "pending_free";
+    case AB_BLOCK_FREE: return "free";
+    case AB_BLOCK_UNMAPPED: return "unmapped";
+  }
+  return "?";
+}
+
+void ab_oommap_init(ab_oommap_t *m) {
+  memset(m, 0, sizeof *m);
+  ab_map_init(&m->owner);
+}
+
+void ab_oommap_free(ab_oommap_t *m) {
+  free(m->segs);
+  free(m->blocks);
+  ab_map_free(&m->owner);
+  memset(m, 0, sizeof *m);
+}
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *p = realloc(*arr, c * elem);
+  if (p == NULL) return false;
+  *arr = p;
+  *cap = c;
+  return true;
+}
+
+static int add_segment(void *ctx, const ab_segment_info_t *seg) {
+  ab_oommap_t *m = ctx;
+  if (!grow((void **)&m->segs, &m->capsegs, m->nsegs + 1, sizeof *m->segs) ||
+      !grow((void **)&m->blocks, &m->capblocks, m->nblocks + seg->nblocks, sizeof *m->blocks)) {
+    m->walk_status = AB_ERR_INTERNAL;
+    snprintf(m->walk_message, sizeof m->walk_message, "out of host memory while copying the segment map");
+    return 1;
+  }
+  ab_oommap_segment_t *sg = &m->segs[m->nsegs++];
+  sg->base = seg->base;
+  sg->bytes = seg->bytes;
+  sg->stream = seg->stream;
+  snprintf(sg->pool, sizeof sg->pool, "%s", seg->pool ? seg->pool : "");
+  sg->first_block = m->nblocks;
+  sg->nblocks = seg->nblocks;
+  for (size_t i = 0; i < seg->nblocks; i++) {
+    const ab_block_info_t *b = &seg->blocks[i];
+    ab_oommap_block_t *out = &m->blocks[m->nblocks++];
+    out->offset = b->addr - seg->base;
+    out->bytes = b->bytes;
+    out->requested = b->requested;
+    out->state = b->state;
+    out->alloc_id = -1;
+    uint64_t owner;
+    if (b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE) {
+      if (ab_map_get(&m->owner, b->addr, &owner))
+        out->alloc_id = (int64_t)owner - 1;
+      else
+        m->unmatched++;
+    } else if (b->state == AB_BLOCK_FREE) {
+      m->free_bytes += b->bytes;
+      if (b->bytes > m->largest_free) m->largest_free = b->bytes;
+    }
+  }
+  return 0;
+}
+
+void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  ab_oommap_t *m = ctx;
+  m->captured = true;
+  m->walk_status = AB_OK;
+  m->walk_message[0] = '\0';
+  m->nsegs = m->nblocks = 0;
+  m->largest_free = m->free_bytes = m->unmatched = 0;
+  m->own_message = s->ops->describe_oom != NULL;
+  /* The run's pointer table, turned around: which live allocation sits at an address. The
+   * table keeps an address until the free completes, so pending frees are found too. */
+  if (m->owner.cap) memset(m->owner.keys, 0, m->owner.cap * sizeof *m->owner.keys);
+  m->owner.n = 0;
+  for (uint32_t id = 0; id < run->nids; id++) {
+    if (run->ptr[id] == 0) continue;
+    if (ab_map_put(&m->owner, run->ptr[id], (uint64_t)id + 1) != AB_OK) {
+      m->walk_status = AB_ERR_INTERNAL;
+      snprintf(m->walk_message, sizeof m->walk_message, "out of host memory while mapping addresses to allocations");
+      return;
+    }
+  }
+  ab_status st = ab_strategy_walk(s, add_segment, m);
+  if (st != AB_OK && m->walk_status == AB_OK) {
+    m->walk_status = st;
+    snprintf(m->walk_message, sizeof m->walk_message, "%s", s->dev->diag.msg[0] ? s->dev->diag.msg : ab_strerror(st));
+  }
+}
+
+/* A column that can be empty never comes last: gnuplot misreads an empty last field. */
+static const ab_col_t map_cols[] = {
+    {"segment", true}, {"offset", true},       {"size", true},            {"state", false}, {"alloc_id", true},
+    {"requested", true}, {"segment_size", true}, {"segment_address", true}, {"pool", false},  {"stream", true},
+};
+#define MAP_NCOLS (sizeof map_cols / sizeof map_cols[0])
+
+ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *workload, const char *strategy,
+                          char *path, size_t path_size, ab_diag_t *diag) {
+  if (path && path_size) path[0] = '\0';
+  if (!m->captured || m->walk_status != AB_OK) return AB_OK;
+  char w[128], s[64], file[4096];
+  ab_results_file_part(workload, w, sizeof w);
+  ab_results_file_part(strategy, s, sizeof s);
+  snprintf(file, sizeof file, "%s/oommap_%s_%s.csv", dir, w, s);
+  ab_table_t t;
+  ab_table_init(&t, map_cols, MAP_NCOLS);
+  ab_status st = AB_OK;
+  for (size_t si = 0; si < m->nsegs && st == AB_OK; si++) {
+    const ab_oommap_segment_t *sg = &m->segs[si];
+    for (size_t bi = sg->first_block; bi < sg->first_block + sg->nblocks && st == AB_OK; bi++) {
+      const ab_oommap_block_t *b = &m->blocks[bi];
+      char c[MAP_NCOLS][32];
+      snprintf(c[0], 32, "%zu", si);
+      snprintf(c[1], 32, "%" PRIu64, b->offset);
+      snprintf(c[2], 32, "%" PRIu64, b->bytes);
+      snprintf(c[3], 32, "%s", ab_block_state_name(b->state));
+      snprintf(c[4], 32, "%" PRId64, b->alloc_id);
+      snprintf(c[5], 32, "%" PRIu64, b->requested);
+      snprintf(c[6], 32, "%" PRIu64, sg->bytes);
+      snprintf(c[7], 32, "%" PRIu64, (uint64_t)sg->base);
+      snprintf(c[8], 32, "%s", sg->pool);
+      snprintf(c[9], 32, "%u", sg->stream);
+      const char *row[MAP_NCOLS];
+      for (size_t i = 0; i < MAP_NCOLS; i++) row[i] = c[i];
+      st = ab_table_add(&t, row);
+    }
+  }
+  if (st == AB_OK) st = ab_table_write_file(&t, file, diag);
+  else ab_diag_set(diag, st, "%s: out of host memory", file);
+  ab_table_free(&t);
+  if (st == AB_OK && path) snprintf(path, path_size, "%s", file);
+  return st;
+}
+
+void ab_oommap_report(FILE *f, const ab_oom_info_t *oom, const char *strategy, const char *device, uint64_t budget,
+                      const ab_oommap_t *m, const char *map_path) {
+  char tried[32], limit[32], alloc[32], unalloc[32], live[32], left[32], largest[32];
+  bool have_map = m && m->captured && m->walk_status == AB_OK;
+  ab_format_bytes_torch(oom->bytes, tried, sizeof tried);
+  ab_format_bytes_torch(oom->limit, limit, sizeof limit);
+  ab_format_bytes_torch(oom->allocated > 0 ? (uint64_t)oom->allocated : 0, alloc, sizeof alloc);
+  int64_t gap = oom->reserved - oom->allocated;
+  ab_format_bytes_torch(gap > 0 ? (uint64_t)gap : 0, unalloc, sizeof unalloc);
+  ab_format_bytes_torch(oom->live_requested, live, sizeof live);
+  fprintf(f, "%s ran out of memory on %s at event %zu (allocation id %" PRIu32 ").\n", strategy, device, oom->event,
+          oom->id);
+  fprintf(f, "  Tried to allocate %s with %s %s. %s is allocated and %s is reserved but unallocated", tried, limit,
+          budget ? "allowed" : "free on the card", alloc, unalloc);
+  if (have_map)
+    fprintf(f, "; the largest free block is %s, in %zu segment%s.\n",
+            ab_format_bytes_torch(m->largest_free, largest, sizeof largest), m->nsegs, m->nsegs == 1 ? "" : "s");
+  else
+    fprintf(f, ".\n");
+  uint64_t left_bytes = oom->limit > oom->live_requested ? oom->limit - oom->live_requested : 0;
+  ab_format_bytes_torch(left_bytes, left, sizeof left);
+  fprintf(f, "  Kind: %s. The live allocations requested %s, which leaves %s (%" PRIu64 " bytes) of the %s for a request of %" PRIu64 " bytes; %s.\n",
+          ab_oom_kind_name(oom->kind), live, left, left_bytes, limit, oom->bytes,
+          oom->kind == AB_OOM_FRAGMENTATION ? "an ideal packing of them would have served the request"
+                                            : "no packing of them could have served the request");
+  if (oom->message[0] && (m == NULL || m->own_message)) fprintf(f, "  The strategy said: %s\n", oom->message);
+  if (m && m->captured && m->walk_status != AB_OK)
+    fprintf(f, "  No segment map: %s.\n", m->walk_message);
+  else if (map_path && map_path[0])
+    fprintf(f, "  Segment map: %s (gnuplot -e \"map='%s'\" plots/oommap.gp draws it).\n", map_path, map_path);
+}

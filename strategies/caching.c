@@ -1,0 +1,1335 @@
+/* caching.c: PyTorch 2.11's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp),
+ * decision for decision, on one device, default pools, no CUDA graphs.
+ *
+ * Policy (reference/pytorch_caching_allocator.md; sections in brackets):
+ *   1. A request is rounded up to 512 B, or to a power-of-two division [1.2]; rounded sizes up
+ *      to 1 MiB use the small pool, larger ones the large pool [1.4].
+ *   2. It takes the smallest free block of its pool and stream that fits, the lowest address
+ *      among equals [2.2]. Oversize blocks (>= max_split_size) serve only requests that are
+ *      oversize too and within max_non_split_rounding of the block's size.
+ *   3. A bigger block is split, the front handed out (small pool or expandable: when 512 B or
+ *      more is left; large pool: when the request is below max_split_size and more than 1 MiB
+ *      is left) [2.3, 2.4]. A free merges the block with free neighbours [2.5].
+ *   4. With no fitting block: garbage collection (only under a cap with a threshold) [3.3];
+ *      a new segment (2 MiB; 20 MiB for 1-10 MiB; the request rounded up to 2 MiB) unless the
+ *      cap forbids it; free oversize cached blocks and retry [3.1]; free every whole cached
+ *      segment and retry [3.2]; out of memory [8].
+ *   5. expandable_segments: one reserved address range per pool and stream that grows by
+ *      mapping pages (2 MiB small, large_segment_size large), lowest address first; cached
+ *      free pages are unmapped only by empty_cache and the last retry [4].
+ *   6. The two halves of a free: free_request is PyTorch's free() of a block recorded on other
+ *      streams (it stays active, out of the cache); free_complete is free_block [5].
+ * Every pool statistic of torch.cuda.memory_stats() is kept [6], and ab_stats_t with it.
+ *
+ * Note [Cap and pages]: PyTorch checks total_allocated + alloc_size > cap before asking the
+ * device, also in expandable mode, where what it then maps is the request less the free tail,
+ * rounded up to whole pages: its reserved bytes can pass the cap by less than a page (the
+ * expandable run of the fixtures at its passing cap went 3.8 MB over). The device budget here
+ * is strict. The cap check stays PyTorch's; a page the device refuses fails that map call as
+ * a cuMemCreate OOM fails it in PyTorch (the call's pages are released, the ladder goes on to
+ * release and retry, or to OOM). So decisions are PyTorch's on a card whose memory ends at the
+ * cap, and differ only where PyTorch itself went over it.
+ *
+ * Note [Early completion]: empty_cache and the last retry synchronise every stream, which
+ * completes frees still waiting for other streams (free_block of each). The caller's
+ * free_complete for such a block comes later; it is then recognised by address and size and
+ * does nothing, even if the address went to a new allocation meanwhile. The completions are
+ * counted per (address, size), since one address can complete early more than once.
+ */
+#include "strategies/caching.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/caching_conf.h"
+#include "strategies/hashmap.h"
+#include "strategies/tree.h"
+#include "strategies/units.h"
+
+#define MIN_BLOCK 512ULL                   /* kMinBlockSize */
+#define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */
+#define SMALL_BUFFER (2ULL << 20)          /* kSmallBuffer: small segment, small page */
+#define MIN_LARGE_ALLOC (10ULL << 20)      /* kMinLargeAlloc */
+#define ROUND_LARGE (2ULL << 20)           /* kRoundLarge */
+#define ONE_EB (1ULL << 60)                /* requests this big fail before the allocator */
+#define SLAB_BLOCKS 1024
+
+enum { SMALL, LARGE };
+
+/* A block struct's state. */
+enum {
+  B_SPARE,     /* unused, in the spare list */
+  B_FREE,      /* cached and mapped, in its pool's free set */
+  B_ALLOCATED, /* handed out */
+  B_PENDING,   /* freed by the user, still in use by other streams (active) */
+  B_UNMAPPED,  /* expandable address space without memory, in the unmapped set */
+};
+
+typedef struct xseg_s {
+  ab_dptr_t base;   /* the reserved address range */
+  uint64_t bytes;
+  uint64_t page;    /* bytes of one mapped page */
+  uint64_t *mapped; /* one bit per page */
+  unsigned stream;
+  int pool;
+} xseg_t;
+
+typedef struct block_s {
+  ab_tnode_t node;             /* in its pool's free set (B_FREE) or unmapped set (B_UNMAPPED) */
+  struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
+  xseg_t *xs;                  /* the expandable segment, or NULL */
+  ab_dptr_t ptr;
+  uint64_t size;
+  uint64_t requested;          /* bytes asked for, while active */
+  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
+  uint16_t stream;
+  uint8_t state;
+  uint8_t pool;
+} block_t;
+
+#define BLOCK(n) AB_CONTAINER_OF(n, block_t, node)
+
+typedef struct pool_s {
+  ab_tree_t blocks;   /* free mapped blocks by (stream, size, address) */
+  ab_tree_t unmapped; /* unmapped expandable blocks by (stream, address) */
+  int64_t gc_calls;   /* get_free_block calls while GC is on */
+} pool_t;
+
+/* ---- statistics: torch.cuda.memory_stats(), PyTorch's DeviceStats ---------------------- */
+
+#define STAT_ARRAYS(X)                                                                        \
+  X(allocation) X(segment) X(active) X(inactive_split) X(allocated_bytes) X(reserved_bytes) \
+  X(active_bytes) X(inactive_split_bytes) X(requested_bytes)
+#define STAT_SINGLES(X) X(oversize_allocations) X(oversize_segments)
+#define STAT_COUNTERS(X) X(num_alloc_retries) X(num_ooms) X(num_sync_all_streams) X(num_device_alloc) X(num_device_free)
+
+typedef struct tstat_s {
+  int64_t current, peak, freed; /* allocated (the sum of increases) is current + freed */
+} tstat_t;
+
+typedef struct tstats_s {
+#define ARRAY_FIELD(name) tstat_t name[3]; /* all, small_pool, large_pool */
+  STAT_ARRAYS(ARRAY_FIELD)
+#undef ARRAY_FIELD
+#define SINGLE_FIELD(name) tstat_t name;
+  STAT_SINGLES(SINGLE_FIELD)
+#undef SINGLE_FIELD
+#define COUNTER_FIELD(name) uint64_t name;
+  STAT_COUNTERS(COUNTER_FIELD)
+#undef COUNTER_FIELD
+  int64_t max_split_size; /* at creation; -1: unlimited */
+} tstats_t;
+
+static inline void inc(tstat_t *s, uint64_t v) {
+  s->current += (int64_t)v;
+  if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void dec(tstat_t *s, uint64_t v) {
+  s->current -= (int64_t)v;
+  s->freed += (int64_t)v;
+}
+
+static inline void inc_pool(tstat_t a[3], int pool, uint64_t v) {
+  inc(&a[0], v);
+  inc(&a[1 + pool], v);
+}
+
+static inline void dec_pool(tstat_t a[3], int pool, uint64_t v) {
+  dec(&a[0], v);
+  dec(&a[1 + pool], v);
+}
+
+typedef struct caching_s {
+  ab_strategy_t base;
+  ab_caching_conf_t conf;
+  pool_t pools[2];
+  ab_map_t live;             /* address -> block, for allocated and pending blocks */
+  ab_map_t early;            /* Note [Early completion]: early_key(address, size) -> count */
+  ab_map_t segs;             /* cudaMalloc'd segments: base -> bytes */
+  xseg_t **xsegs;            /* expandable segments */
+  size_t nxsegs, capxsegs;
+  size_t npending;           /* blocks between free_request and free_complete */
+  uint64_t total;            /* total_allocated_memory: segment and mapped bytes */
+  uint64_t cap;              /* allowed_memory_maximum when has_cap */
+  bool has_cap;
+  bool settings_changed;     /* oversize statistics follow max_split_size at each event */
+  tstats_t st;
+  block_t *spare;            /* unused block structs, linked by next */
+  size_t nspare;
+  block_t **slabs;
+  size_t nslabs, capslabs;
+  block_t **scratch;         /* block lists of release_blocks, the walk and the checks */
+  size_t capscratch;
+  ab_caching_trace_fn trace;
+  void *trace_ctx;
+} caching_t;
+
+static caching_t *of(ab_strategy_t *s) { return (caching_t *)(void *)s; }
+
+/* One key for an (address, size) pair; two pairs meet with probability 2^-64. */
+static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
+  uint64_t k = addr ^ (bytes * 0x9E3779B97F4A7C15ULL);
+  return k ? k : 1;
+}
+
+/* ---- the free sets ------------------------------------------------------------------------ */
+
+/* The free set's order, (stream, size, address), as a predicate: the hot paths compare
+ * inline rather than through the tree's comparison function. */
+static inline bool free_before(const block_t *x, const block_t *y) {
+  if (x->stream != y->stream) return x->stream < y->stream;
+  if (x->size != y->size) return x->size < y->size;
+  return x->ptr < y->ptr;
+}
+
+static int cmp_free(const ab_tnode_t *a, const ab_tnode_t *b) {
+  const block_t *x = BLOCK(a), *y = BLOCK(b);
+  return free_before(x, y) ? -1 : free_before(y, x);
+}
+
+/* The first free block not before (stream, size, address 0), or NULL. */
+static inline ab_tnode_t *free_lower_bound(const ab_tree_t *t, unsigned stream, uint64_t size) {
+  ab_tnode_t *n = t->root, *best = NULL;
+  while (n) {
+    const block_t *b = BLOCK(n);
+    if (b->stream < stream || (b->stream == stream && b->size < size)) {
+      n = n->right;
+    } else {
+      best = n;
+      n = n->left;
+    }
+  }
+  return best;
+}
+
+/* The unmapped set's order: (stream, address). */
+static int cmp_unmapped(const ab_tnode_t *a, const ab_tnode_t *b) {
+  const block_t *x = BLOCK(a), *y = BLOCK(b);
+  if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
+  return (x->ptr > y->ptr) - (x->ptr < y->ptr);
+}
+
+static int key_unmapped(const void *key, const ab_tnode_t *n) {
+  unsigned stream = *(const unsigned *)key;
+  const block_t *b = BLOCK(n);
+  if (stream != b->stream) return stream < b->stream ? -1 : 1;
+  return b->ptr ? -1 : 0; /* address 0 orders first */
+}
+
+/* BlockPool::insert_into_blocks: the block's GC age starts now. */
+static void insert_free(caching_t *c, block_t *b) {
+  pool_t *pl = &c->pools[b->pool];
+  b->state = B_FREE;
+  b->gc_base = pl->gc_calls;
+  ab_tnode_t *parent = NULL, *n = pl->blocks.root;
+  bool left = false;
+  while (n) {
+    parent = n;
+    left = free_before(b, BLOCK(n));
+    n = left ? n->left : n->right;
+  }
+  ab_tree_link(&pl->blocks, parent, left, &b->node);
+}
+
+/* Gives a cached block a new range, and so a new key, restarting its GC age as insert_free
+ * does: in place when the key keeps its place in the free set, which spares taking the
+ * block out and putting it back. */
+static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
+  pool_t *pl = &c->pools[b->pool];
+  block_t key;
+  key.stream = b->stream;
+  key.size = size;
+  key.ptr = ptr;
+  ab_tnode_t *before = ab_tree_prev(&b->node), *after = ab_tree_next(&b->node);
+  if ((before == NULL || free_before(BLOCK(before), &key)) && (after == NULL || free_before(&key, BLOCK(after)))) {
+    b->ptr = ptr;
+    b->size = size;
+    b->gc_base = pl->gc_calls;
+    return;
+  }
+  ab_tree_remove(&pl->blocks, &b->node);
+  b->ptr = ptr;
+  b->size = size;
+  insert_free(c, b);
+}
+
+static void insert_unmapped(caching_t *c, block_t *b) {
+  b->state = B_UNMAPPED;
+  ab_tree_insert(&c->pools[b->pool].unmapped, &b->node);
+}
+
+/* Takes a free or unmapped block out of its set. */
+static void remove_cached(caching_t *c, block_t *b) {
+  pool_t *pl = &c->pools[b->pool];
+  ab_tree_remove(b->state == B_UNMAPPED ? &pl->unmapped : &pl->blocks, &b->node);
+}
+
+/* ---- block structs, from slabs ---------------------------------------------------------- */
+
+static ab_status grow_slabs(caching_t *c) {
+  if (c->nslabs == c->capslabs) {
+    size_t cap = c->capslabs ? 2 * c->capslabs : 16;
+    block_t **grown = realloc(c->slabs, cap * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    c->slabs = grown;
+    c->capslabs = cap;
+  }
+  block_t *slab = calloc(SLAB_BLOCKS, sizeof *slab);
+  if (slab == NULL) return AB_ERR_INTERNAL;
+  c->slabs[c->nslabs++] = slab;
+  for (size_t i = SLAB_BLOCKS; i-- > 0;) {
+    slab[i].next = c->spare;
+    c->spare = &slab[i];
+  }
+  c->nspare += SLAB_BLOCKS;
+  return AB_OK;
+}
+
+/* Makes sure n block structs are at hand, so that no step of an operation fails half-way. */
+static ab_status reserve_blocks(caching_t *c, size_t n) {
+  while (c->nspare < n) AB_TRY(grow_slabs(c));
+  return AB_OK;
+}
+
+static block_t *block_new(caching_t *c, ab_dptr_t ptr, uint64_t size, unsigned stream, int pool, xseg_t *xs) {
+  block_t *b = c->spare;
+  c->spare = b->next;
+  c->nspare--;
+  memset(b, 0, sizeof *b);
+  b->ptr = ptr;
+  b->size = size;
+  b->stream = (uint16_t)stream;
+  b->pool = (uint8_t)pool;
+  b->xs = xs;
+  return b;
+}
+
+static void block_drop(caching_t *c, block_t *b) {
+  b->state = B_SPARE;
+  b->next = c->spare;
+  c->spare = b;
+  c->nspare++;
+}
+
+static ab_status scratch_need(caching_t *c, size_t n) {
+  if (n <= c->capscratch) return AB_OK;
+  size_t cap = c->capscratch ? c->capscratch : 256;
+  while (cap < n) cap *= 2;
+  block_t **grown = realloc(c->scratch, cap * sizeof *grown);
+  if (grown == NULL) return AB_ERR_INTERNAL;
+  c->scratch = grown;
+  c->capscratch = cap;
+  return AB_OK;
+}
+
+static void emit(caching_t *c, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+  if (c->trace) c->trace(c->trace_ctx, ev, addr, bytes, stream);
+}
+
+/* ---- sizes [1] ----------------------------------------------------------------------------- */
+
+static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+static bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static uint64_t divisions_for(const caching_t *c, uint64_t size) {
+  unsigned log = log2_floor(size), i = log > 20 ? log - 20 : 0;
+  if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
+  return c->conf.divisions[i];
+}
+
+static uint64_t round_size(const caching_t *c, uint64_t size) {
+  if (size < MIN_BLOCK) return MIN_BLOCK;
+  uint64_t d = divisions_for(c, size);
+  if (d > 1 && size > MIN_BLOCK * d) {
+    if (pow2(size)) return size;
+    uint64_t floor = 1ULL << log2_floor(size), step = floor >> log2_floor(d);
+    if (step == 0) return floor << 1;
+    uint64_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+  }
+  return (size + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
+}
+
+static uint64_t allocation_size(const caching_t *c, uint64_t size) {
+  if (size <= SMALL_SIZE) return SMALL_BUFFER;
+  if (size < MIN_LARGE_ALLOC) return c->conf.large_segment_size;
+  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+}
+
+/* ---- what a malloc is looking for (AllocParams) -------------------------------------------- */
+
+typedef struct params_s {
+  uint64_t size;       /* rounded */
+  uint64_t alloc_size; /* a new segment's size */
+  unsigned stream;
+  int pool;
+  bool expandable;     /* expandable segments active for this request */
+  block_t *block;      /* found or created */
+  bool cached;         /* block is still in the free set (found there) */
+} params_t;
+
+static bool gc_on(const caching_t *c) { return c->has_cap && c->conf.gc_threshold > 0.0; }
+
+/* The usable size of an expandable block: its own, plus the unmapped range after it. */
+static uint64_t expandable_size(const block_t *b) {
+  return b->size + (b->next && b->next->state == B_UNMAPPED ? b->next->size : 0);
+}
+
+/* get_free_block [2.2] */
+static bool get_free_block(caching_t *c, params_t *p) {
+  pool_t *pl = &c->pools[p->pool];
+  if (gc_on(c)) pl->gc_calls++;
+  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, p->size);
+  if (n == NULL || BLOCK(n)->stream != p->stream) return false;
+  block_t *b = BLOCK(n);
+  if (b->xs) {
+    if (p->expandable) {
+      /* Best fit counts what a block can grow to: avoid the tail before the unmapped range
+       * while a block that fits better exists. */
+      for (ab_tnode_t *nn = ab_tree_next(n); b->xs && nn; nn = ab_tree_next(n)) {
+        block_t *nb = BLOCK(nn);
+        if (nb->stream != p->stream || expandable_size(nb) >= expandable_size(b)) break;
+        n = nn;
+        b = nb;
+      }
+    } else {
+      /* Expandable segments were turned off: only plain blocks serve. */
+      do n = ab_tree_next(n);
+      while (n && BLOCK(n)->xs && BLOCK(n)->stream == p->stream);
+      if (n == NULL || BLOCK(n)->stream != p->stream) return false;
+      b = BLOCK(n);
+    }
+  }
+  uint64_t ms = c->conf.max_split_size;
+  if (p->size < ms && b->size >= ms) return false;
+  if (p->size >= ms && b->size >= p->size + c->conf.max_non_split_rounding) return false;
+  p->block = b; /* alloc_found_block takes it out of the set, or re-keys its remainder */
+  p->cached = true;
+  return true;
+}
+
+/* ---- segments: cudaMalloc / cudaFree ------------------------------------------------------ */
+
+static void reserved_up(caching_t *c, int pool, uint64_t bytes) {
+  c->total += bytes;
+  inc_pool(c->st.reserved_bytes, pool, bytes);
+  ab_gauge_add(&c->base.stats.reserved_bytes, (int64_t)bytes);
+}
+
+static void reserved_down(caching_t *c, int pool, uint64_t bytes) {
+  c->total -= bytes;
+  dec_pool(c->st.reserved_bytes, pool, bytes);
+  ab_gauge_sub(&c->base.stats.reserved_bytes, (int64_t)bytes);
+}
+
+static void device_alloc_counted(caching_t *c) {
+  c->st.num_device_alloc++;
+  c->base.stats.num_device_alloc++;
+}
+
+static void device_free_counted(caching_t *c) {
+  c->st.num_device_free++;
+  c->base.stats.num_device_free++;
+}
+
+/* release_block: cudaFree of a whole cached segment. */
+static ab_status release_block(caching_t *c, block_t *b) {
+  if (b->xs || b->prev || b->next || b->state != B_FREE)
+    return ab_diag_set(&c->base.dev->diag, AB_ERR_INTERNAL, "caching: release of a block that is not a whole free segment");
+  AB_TRY(ab_device_free(c->base.dev, b->ptr, b->size));
+  device_free_counted(c);
+  emit(c, AB_CACHING_SEGMENT_FREE, b->ptr, b->size, b->stream);
+  ab_map_take(&c->segs, b->ptr, NULL);
+  reserved_down(c, b->pool, b->size);
+  dec_pool(c->st.segment, b->pool, 1);
+  if (b->size >= c->conf.max_split_size) dec(&c->st.oversize_segments, 1);
+  remove_cached(c, b);
+  block_drop(c, b);
+  return AB_OK;
+}
+
+/* ---- expandable segments [4] --------------------------------------------------------------- */
+
+static bool page_mapped(const xseg_t *xs, uint64_t i) { return (xs->mapped[i / 64] >> (i % 64)) & 1; }
+
+/* Unmaps pages [from, to) of xs, one device call per page, as they were mapped. */
+static ab_status unmap_pages(caching_t *c, xseg_t *xs, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; i++) {
+    AB_TRY(ab_device_unmap(c->base.dev, xs->base + i * xs->page, xs->page));
+    xs->mapped[i / 64] &= ~(1ULL << (i % 64));
+  }
+  return AB_OK;
+}
+
+/* ExpandableSegment::map: the pages covering [ptr, ptr + size), each its own physical
+ * allocation (cuMemCreate of one page). *mapped is 0 when the device had no room. */
+static ab_status map_pages(caching_t *c, block_t *b, uint64_t size, uint64_t *mapped) {
+  xseg_t *xs = b->xs;
+  uint64_t off = b->ptr - xs->base, from = off / xs->page, to = (off + size + xs->page - 1) / xs->page;
+  *mapped = 0;
+  for (uint64_t i = from; i < to; i++) {
+    ab_status st = ab_device_map(c->base.dev, xs->base + i * xs->page, xs->page);
+    if (st != AB_OK) {
+      ab_status undo = unmap_pages(c, xs, from, i);
+      return st == AB_ERR_OOM ? undo : st;
+    }
+    xs->mapped[i / 64] |= 1ULL << (i % 64);
+  }
+  *mapped = (to - from) * xs->page;
+  return AB_OK;
+}
+
+/* try_merge_blocks: dst absorbs src if src is cached in the same mapped state. Returns the
+ * bytes absorbed. */
+static uint64_t try_merge(caching_t *c, block_t *dst, block_t *src) {
+  if (src == NULL || src->state == B_ALLOCATED || src->state == B_PENDING) return 0;
+  if ((dst->state == B_UNMAPPED) != (src->state == B_UNMAPPED)) return 0;
+  if (dst->prev == src) {
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  dst->size += src->size;
+  remove_cached(c, src);
+  uint64_t size = src->size;
+  block_drop(c, src);
+  return size;
+}
+
+/* map_block: maps the front `size` bytes of an unmapped block; the rest stays unmapped. The
+ * mapped block is merged with free neighbours and cached. AB_ERR_OOM when the device refused. */
+static ab_status map_block(caching_t *c, block_t *b, uint64_t size) {
+  ab_dptr_t start = b->ptr;
+  uint64_t mapped;
+  AB_TRY(map_pages(c, b, size, &mapped));
+  if (mapped == 0) return AB_ERR_OOM;
+  remove_cached(c, b);
+  b->state = B_FREE;
+  if (mapped < b->size) {
+    block_t *rest = block_new(c, b->ptr + mapped, b->size - mapped, b->stream, b->pool, b->xs);
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    insert_unmapped(c, rest);
+    b->size = mapped;
+  }
+  try_merge(c, b, b->prev);
+  try_merge(c, b, b->next);
+  insert_free(c, b);
+  reserved_up(c, b->pool, mapped);
+  device_alloc_counted(c);
+  emit(c, AB_CACHING_SEGMENT_MAP, start, mapped, b->stream);
+  return AB_OK;
+}
+
+static bool allocatable(const block_t *b) { return b && (b->state == B_FREE || b->state == B_UNMAPPED); }
+
+/* find_expandable_block: the lowest address of this pool and stream from which free and
+ * unmapped blocks reach size, or a new segment. */
+static ab_status find_expandable_block(caching_t *c, const params_t *p, block_t **out) {
+  pool_t *pl = &c->pools[p->pool];
+  for (ab_tnode_t *n = ab_tree_lower_bound(&pl->unmapped, &p->stream, key_unmapped); n && BLOCK(n)->stream == p->stream;
+       n = ab_tree_next(n)) {
+    block_t *b = BLOCK(n);
+    if (allocatable(b->prev)) b = b->prev;
+    uint64_t room = 0;
+    for (const block_t *r = b; room < p->size && allocatable(r); r = r->next) room += r->size;
+    if (room >= p->size) return *out = b, AB_OK;
+  }
+  /* ExpandableSegment: address space for 1 1/8 of the card, in whole pages. */
+  ab_device_t *dev = c->base.dev;
+  uint64_t page = p->pool == SMALL ? SMALL_BUFFER : c->conf.large_segment_size;
+  uint64_t pages = (dev->total_bytes + dev->total_bytes / 8 + page - 1) / page;
+  if (c->nxsegs == c->capxsegs) {
+    size_t cap = c->capxsegs ? 2 * c->capxsegs : 4;
+    xseg_t **grown = realloc(c->xsegs, cap * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    c->xsegs = grown;
+    c->capxsegs = cap;
+  }
+  xseg_t *xs = calloc(1, sizeof *xs);
+  if (xs == NULL || (xs->mapped = calloc((pages + 63) / 64, sizeof *xs->mapped)) == NULL) {
+    free(xs);
+    return AB_ERR_INTERNAL;
+  }
+  xs->bytes = pages * page;
+  xs->page = page;
+  xs->stream = p->stream;
+  xs->pool = p->pool;
+  ab_status st = ab_device_va_reserve(dev, xs->bytes, &xs->base);
+  if (st != AB_OK) {
+    free(xs->mapped);
+    free(xs);
+    return st;
+  }
+  c->xsegs[c->nxsegs++] = xs;
+  block_t *b = block_new(c, xs->base, xs->bytes, p->stream, p->pool, xs);
+  insert_unmapped(c, b);
+  *out = b;
+  return AB_OK;
+}
+
+/* try_allocate_expandable_block: maps what the request needs from the lowest address that
+ * has room, and takes the resulting block out of the cache. */
+static ab_status allocate_expandable(caching_t *c, params_t *p) {
+  block_t *b = NULL;
+  AB_TRY(find_expandable_block(c, p, &b));
+  if (b->state == B_UNMAPPED) AB_TRY(map_block(c, b, b->size < p->size ? b->size : p->size));
+  while (b->size < p->size) {
+    block_t *next = b->next;
+    if (next == NULL || next->state != B_UNMAPPED)
+      return ab_diag_set(&c->base.dev->diag, AB_ERR_INTERNAL, "caching: expandable room vanished");
+    uint64_t need = p->size - b->size;
+    AB_TRY(map_block(c, next, need < next->size ? need : next->size));
+    b = next; /* it absorbed b */
+  }
+  remove_cached(c, b);
+  p->block = b;
+  return AB_OK;
+}
+
+/* unmap_block: gives back the whole pages inside a free expandable block; the partial pages
+ * before and after stay mapped as free blocks of their own. */
+static ab_status unmap_block(caching_t *c, block_t *b) {
+  xseg_t *xs = b->xs;
+  uint64_t off = b->ptr - xs->base;
+  uint64_t from = (off + xs->page - 1) / xs->page, to = (off + b->size) / xs->page;
+  if (from >= to) return AB_OK;
+  /* Unmapping does not wait for the GPU by itself: PyTorch synchronises the stream first. */
+  AB_TRY(ab_device_stream_synchronize(c->base.dev, b->stream));
+  AB_TRY(unmap_pages(c, xs, from, to));
+  ab_dptr_t start = xs->base + from * xs->page;
+  uint64_t bytes = (to - from) * xs->page;
+  remove_cached(c, b);
+  if (start > b->ptr) {
+    block_t *before = block_new(c, b->ptr, start - b->ptr, b->stream, b->pool, xs);
+    before->prev = b->prev;
+    before->next = b;
+    if (b->prev) b->prev->next = before;
+    b->prev = before;
+    insert_free(c, before);
+  }
+  uint64_t after = b->ptr + b->size - (start + bytes);
+  if (after > 0) {
+    block_t *tail = block_new(c, start + bytes, after, b->stream, b->pool, xs);
+    tail->prev = b;
+    tail->next = b->next;
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    insert_free(c, tail);
+  }
+  b->ptr = start;
+  b->size = bytes;
+  b->state = B_UNMAPPED;
+  try_merge(c, b, b->prev);
+  try_merge(c, b, b->next);
+  insert_unmapped(c, b);
+  reserved_down(c, b->pool, bytes);
+  device_free_counted(c);
+  emit(c, AB_CACHING_SEGMENT_UNMAP, start, bytes, b->stream);
+  return AB_OK;
+}
+
+/* release_expandable_segment: a segment that is one unmapped block gives its range back. */
+static ab_status release_expandable(caching_t *c, block_t *b) {
+  xseg_t *xs = b->xs;
+  AB_TRY(ab_device_va_release(c->base.dev, xs->base, xs->bytes));
+  for (size_t i = 0; i < c->nxsegs; i++)
+    if (c->xsegs[i] == xs) {
+      c->xsegs[i] = c->xsegs[--c->nxsegs];
+      break;
+    }
+  free(xs->mapped);
+  free(xs);
+  remove_cached(c, b);
+  block_drop(c, b);
+  return AB_OK;
+}
+
+/* ---- the allocation ladder [3] ---------------------------------------------------------- */
+
+/* alloc_block: a new segment (or mapped pages), unless the cap forbids it. */
+static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
+  if (retry) {
+    c->st.num_alloc_retries++;
+    c->base.stats.num_alloc_retries++;
+  }
+  if (c->has_cap && (p->alloc_size > c->cap || c->total > c->cap - p->alloc_size)) return AB_ERR_OOM;
+  if (p->expandable) return allocate_expandable(c, p);
+  ab_dptr_t ptr;
+  AB_TRY(ab_device_malloc(c->base.dev, p->alloc_size, &ptr));
+  if (ab_map_put(&c->segs, ptr, p->alloc_size) != AB_OK) {
+    ab_device_free(c->base.dev, ptr, p->alloc_size);
+    return AB_ERR_INTERNAL;
+  }
+  reserved_up(c, p->pool, p->alloc_size);
+  inc_pool(c->st.segment, p->pool, 1);
+  if (p->alloc_size >= c->conf.max_split_size) inc(&c->st.oversize_segments, 1);
+  device_alloc_counted(c);
+  emit(c, AB_CACHING_SEGMENT_ALLOC, ptr, p->alloc_size, p->stream);
+  p->block = block_new(c, ptr, p->alloc_size, p->stream, p->pool, NULL);
+  return AB_OK;
+}
+
+/* garbage_collect_cached_blocks [3.3]: whole cached large segments older than the average,
+ * pass after pass, until enough is reclaimed. */
+static ab_status garbage_collect(caching_t *c) {
+  uint64_t threshold = (uint64_t)(c->conf.gc_threshold * (double)c->cap);
+  if (c->total <= threshold) return AB_OK;
+  uint64_t target = c->total - threshold, reclaimed = 0, total_age = 0;
+  int64_t count = 0;
+  pool_t *pl = &c->pools[LARGE];
+  for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n)) {
+    block_t *b = BLOCK(n);
+    if (!b->prev && !b->next) {
+      total_age += (uint64_t)(int)(pl->gc_calls - b->gc_base);
+      count++;
+    }
+  }
+  bool freed = true;
+  while (count > 0 && reclaimed < target && freed) {
+    double age_threshold = (double)total_age / (double)count;
+    freed = false;
+    for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n;) {
+      block_t *b = BLOCK(n);
+      n = ab_tree_next(n);
+      uint64_t age = (uint64_t)(int)(pl->gc_calls - b->gc_base);
+      if (!b->prev && !b->next && !b->xs && (double)age >= age_threshold) {
+        freed = true;
+        reclaimed += b->size;
+        total_age -= age;
+        count--;
+        AB_TRY(release_block(c, b));
+      }
+    }
+  }
+  return AB_OK;
+}
+
+/* release_available_cached_blocks [3.1]: free oversize cached blocks of this stream, the
+ * smallest that is big enough, or else the largest ones, until the request would fit. */
+static ab_status release_available(caching_t *c, const params_t *p, bool *released) {
+  *released = false;
+  uint64_t ms = c->conf.max_split_size;
+  if (ms == UINT64_MAX) return AB_OK;
+  pool_t *pl = &c->pools[p->pool];
+  uint64_t want = p->size < ms ? ms : p->size;
+  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, want);
+  if (n && BLOCK(n)->stream == p->stream && !BLOCK(n)->xs) {
+    AB_TRY(release_block(c, BLOCK(n)));
+    *released = true;
+    return AB_OK;
+  }
+  n = n ? ab_tree_prev(n) : ab_tree_last(&pl->blocks);
+  uint64_t total = 0;
+  while (n && total < want && BLOCK(n)->size >= ms && BLOCK(n)->stream == p->stream) {
+    block_t *b = BLOCK(n);
+    n = ab_tree_prev(n);
+    if (!b->xs) {
+      total += b->size;
+      AB_TRY(release_block(c, b));
+    }
+  }
+  *released = total >= want;
+  return AB_OK;
+}
+
+static ab_status free_block(caching_t *c, block_t *b);
+
+/* release_blocks: every whole cached segment of a pool, and the whole free pages of its
+ * expandable blocks. */
+static ab_status release_blocks(caching_t *c, int pool) {
+  pool_t *pl = &c->pools[pool];
+  AB_TRY(scratch_need(c, pl->blocks.size));
+  AB_TRY(reserve_blocks(c, 2 * pl->blocks.size));
+  size_t nx = 0;
+  for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n;) {
+    block_t *b = BLOCK(n);
+    n = ab_tree_next(n);
+    if (b->xs)
+      c->scratch[nx++] = b;
+    else if (!b->prev && !b->next)
+      AB_TRY(release_block(c, b));
+  }
+  for (size_t i = 0; i < nx; i++) {
+    block_t *b = c->scratch[i];
+    AB_TRY(unmap_block(c, b));
+    if (b->state == B_UNMAPPED && !b->prev && !b->next) AB_TRY(release_expandable(c, b));
+  }
+  return AB_OK;
+}
+
+/* release_cached_blocks (torch.cuda.empty_cache) [3.2]: synchronise every stream, which
+ * completes the frees still waiting (Note [Early completion]), then release. */
+static ab_status release_cached(caching_t *c) {
+  c->st.num_sync_all_streams++;
+  if (c->npending) {
+    AB_TRY(ab_device_synchronize(c->base.dev));
+    AB_TRY(scratch_need(c, c->npending));
+    size_t n = 0;
+    for (size_t i = 0; i < c->live.cap; i++) {
+      block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
+      if (c->live.keys[i] && b->state == B_PENDING) c->scratch[n++] = b;
+    }
+    for (size_t i = 0; i < n; i++) {
+      block_t *b = c->scratch[i];
+      uint64_t key = early_key(b->ptr, b->requested), count = 0;
+      ab_map_get(&c->early, key, &count);
+      if (ab_map_put(&c->early, key, count + 1) != AB_OK) return AB_ERR_INTERNAL;
+      ab_map_take(&c->live, b->ptr, NULL);
+      c->npending--;
+      AB_TRY(free_block(c, b));
+    }
+  }
+  AB_TRY(release_blocks(c, LARGE));
+  return release_blocks(c, SMALL);
+}
+
+/* ---- handing out and taking back [2.3-2.5] -------------------------------------------------- */
+
+static bool should_split(const caching_t *c, const block_t *b, const params_t *p) {
+  uint64_t remaining = b->size - p->size;
+  if (b->pool == SMALL || p->expandable) return remaining >= MIN_BLOCK;
+  return p->size < c->conf.max_split_size && remaining > SMALL_SIZE;
+}
+
+/* alloc_found_block: splits off the front if worth it and hands the block out. */
+static ab_status alloc_found_block(caching_t *c, params_t *p, uint64_t requested, ab_dptr_t *out) {
+  block_t *b = p->block;
+  int pool = p->pool;
+  bool already_split = b->prev || b->next;
+  if (should_split(c, b, p)) {
+    block_t *rest = b;
+    b = block_new(c, rest->ptr, p->size, p->stream, pool, rest->xs);
+    b->prev = rest->prev;
+    if (b->prev) b->prev->next = b;
+    b->next = rest;
+    rest->prev = b;
+    if (p->cached) {
+      rekey_free(c, rest, rest->ptr + p->size, rest->size - p->size);
+    } else {
+      rest->ptr += p->size;
+      rest->size -= p->size;
+      insert_free(c, rest);
+    }
+    if (!b->xs) {
+      if (already_split) {
+        dec_pool(c->st.inactive_split_bytes, pool, b->size);
+      } else {
+        inc_pool(c->st.inactive_split_bytes, pool, rest->size);
+        inc_pool(c->st.inactive_split, pool, 1);
+      }
+    }
+  } else {
+    if (p->cached) ab_tree_remove(&c->pools[pool].blocks, &b->node);
+    if (already_split && !b->xs) {
+      dec_pool(c->st.inactive_split_bytes, pool, b->size);
+      dec_pool(c->st.inactive_split, pool, 1);
+    }
+  }
+  b->state = B_ALLOCATED;
+  b->requested = requested;
+  if (ab_map_put(&c->live, b->ptr, (uint64_t)(uintptr_t)b) != AB_OK) return AB_ERR_INTERNAL;
+  inc_pool(c->st.allocation, pool, 1);
+  inc_pool(c->st.allocated_bytes, pool, b->size);
+  inc_pool(c->st.active, pool, 1);
+  inc_pool(c->st.active_bytes, pool, b->size);
+  inc_pool(c->st.requested_bytes, pool, requested);
+  if (b->size >= c->conf.max_split_size) inc(&c->st.oversize_allocations, 1);
+  ab_gauge_add(&c->base.stats.allocated_bytes, (int64_t)b->size);
+  ab_gauge_add(&c->base.stats.requested_bytes, (int64_t)requested);
+  *out = b->ptr;
+  return AB_OK;
+}
+
+/* The user's half of a free (PyTorch's free()): no longer allocated, still active. */
+static void user_free(caching_t *c, block_t *b) {
+  dec_pool(c->st.allocation, b->pool, 1);
+  dec_pool(c->st.allocated_bytes, b->pool, b->size);
+  if (b->size >= c->conf.max_split_size) dec(&c->st.oversize_allocations, 1);
+  ab_gauge_sub(&c->base.stats.allocated_bytes, (int64_t)b->size);
+}
+
+/* free_block: back into the cache, merged with its free neighbours. PyTorch's block absorbs
+ * them; here a cached neighbour carries the merged range instead (the larger, when both
+ * are free), re-keyed in place where it can be: the same blocks, fewer set operations. */
+static ab_status free_block(caching_t *c, block_t *b) {
+  uint64_t size = b->size, requested = b->requested;
+  int pool = b->pool;
+  block_t *pv = b->prev && b->prev->state == B_FREE ? b->prev : NULL;
+  block_t *nx = b->next && b->next->state == B_FREE ? b->next : NULL;
+  int64_t net_blocks = -(int64_t)((pv != NULL) + (nx != NULL));
+  int64_t net_bytes = -(int64_t)((pv ? pv->size : 0) + (nx ? nx->size : 0));
+  block_t *keep = b;
+  if (pv || nx) {
+    keep = nx == NULL || (pv && pv->size > nx->size) ? pv : nx;
+    block_t *other = keep == pv ? nx : pv;
+    block_t *first = pv ? pv : b, *last = nx ? nx : b;
+    ab_dptr_t start = first->ptr;
+    uint64_t merged = last->ptr + last->size - start;
+    keep->prev = first->prev;
+    keep->next = last->next;
+    if (keep->prev) keep->prev->next = keep;
+    if (keep->next) keep->next->prev = keep;
+    if (other) {
+      ab_tree_remove(&c->pools[pool].blocks, &other->node);
+      block_drop(c, other);
+    }
+    block_drop(c, b);
+    rekey_free(c, keep, start, merged);
+  } else {
+    insert_free(c, b);
+  }
+  if (keep->prev || keep->next) {
+    net_blocks++;
+    net_bytes += (int64_t)keep->size;
+  }
+  if (!keep->xs) {
+    if (net_blocks > 0) inc_pool(c->st.inactive_split, pool, (uint64_t)net_blocks);
+    if (net_blocks < 0) dec_pool(c->st.inactive_split, pool, (uint64_t)-net_blocks);
+    if (net_bytes > 0) inc_pool(c->st.inactive_split_bytes, pool, (uint64_t)net_bytes);
+    if (net_bytes < 0) dec_pool(c->st.inactive_split_bytes, pool, (uint64_t)-net_bytes);
+  }
+  dec_pool(c->st.active, pool, 1);
+  dec_pool(c->st.active_bytes, pool, size);
+  dec_pool(c->st.requested_bytes, pool, requested);
+  ab_gauge_sub(&c->base.stats.requested_bytes, (int64_t)requested);
+  return AB_OK;
+}
+
+/* ---- the vtable ----------------------------------------------------------------------------- */
+
+static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  caching_t *c = of(s);
+  if (bytes >= ONE_EB) {
+    s->stats.num_ooms++; /* not in PyTorch's num_ooms: it fails before the allocator */
+    return AB_ERR_OOM;
+  }
+  AB_TRY(reserve_blocks(c, 64));
+  params_t p;
+  p.size = round_size(c, bytes);
+  p.pool = p.size <= SMALL_SIZE ? SMALL : LARGE;
+  p.alloc_size = allocation_size(c, p.size);
+  p.stream = stream;
+  p.expandable = c->conf.expandable;
+  p.block = NULL;
+  p.cached = false;
+  if (!get_free_block(c, &p)) {
+    if (gc_on(c)) AB_TRY(garbage_collect(c));
+    ab_status st = alloc_block(c, &p, false);
+    if (st == AB_ERR_OOM) {
+      bool released;
+      AB_TRY(release_available(c, &p, &released));
+      if (released) st = alloc_block(c, &p, false);
+    }
+    if (st == AB_ERR_OOM) {
+      AB_TRY(release_cached(c));
+      st = alloc_block(c, &p, true);
+    }
+    if (st == AB_ERR_OOM) {
+      c->st.num_ooms++;
+      s->stats.num_ooms++;
+    }
+    if (st != AB_OK) return st;
+  }
+  return alloc_found_block(c, &p, bytes, out);
+}
+
+/* The block of a live address, checked against what the caller says about it. */
+static ab_status lookup(caching_t *c, const char *op, ab_dptr_t ptr, uint64_t bytes, unsigned stream, int state,
+                        block_t **out) {
+  uint64_t v;
+  block_t *b = ab_map_get(&c->live, ptr, &v) ? (block_t *)(uintptr_t)v : NULL;
+  if (b == NULL || b->state != state)
+    return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID, "caching: %s of 0x%llx, which is not %s", op,
+                       (unsigned long long)ptr, state == B_ALLOCATED ? "allocated" : "waiting for its free to complete");
+  if (b->requested != bytes || b->stream != stream)
+    return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID,
+                       "caching: %s of 0x%llx as %llu bytes on stream %u; it was allocated as %llu bytes on stream %u", op,
+                       (unsigned long long)ptr, (unsigned long long)bytes, stream, (unsigned long long)b->requested,
+                       b->stream);
+  *out = b;
+  return AB_OK;
+}
+
+static ab_status caching_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
+  caching_t *c = of(s);
+  block_t *b = NULL;
+  AB_TRY(lookup(c, "free", ptr, bytes, stream, B_ALLOCATED, &b));
+  ab_map_take(&c->live, ptr, NULL);
+  user_free(c, b);
+  return free_block(c, b);
+}
+
+static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
+  caching_t *c = of(s);
+  block_t *b = NULL;
+  AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b));
+  user_free(c, b);
+  b->state = B_PENDING;
+  c->npending++;
+  return AB_OK;
+}
+
+static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
+  caching_t *c = of(s);
+  uint64_t key = early_key(ptr, bytes), count;
+  if (c->early.n && ab_map_get(&c->early, key, &count)) {
+    if (count == 1)
+      ab_map_take(&c->early, key, NULL);
+    else if (ab_map_put(&c->early, key, count - 1) != AB_OK)
+      return AB_ERR_INTERNAL;
+    return AB_OK;
+  }
+  block_t *b = NULL;
+  AB_TRY(lookup(c, "free_complete", ptr, bytes, stream, B_PENDING, &b));
+  ab_map_take(&c->live, ptr, NULL);
+  c->npending--;
+  return free_block(c, b);
+}
+
+static ab_status caching_empty_cache(ab_strategy_t *s) {
+  caching_t *c = of(s);
+  AB_TRY(reserve_blocks(c, 64));
+  return release_cached(c);
+}
+
+/* Checks the expandable-page rule the device imposes. */
+static ab_status check_pages(const ab_caching_conf_t *conf, const ab_device_t *dev, const char *what, ab_diag_t *diag) {
+  if (conf->expandable && conf->large_segment_size % dev->granule_bytes)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "%s: expandable_segments with large_segment_size_mb:%llu: pages must be whole %llu MiB granules of %s",
+                       what, (unsigned long long)(conf->large_segment_size >> 20),
+                       (unsigned long long)(dev->granule_bytes >> 20), dev->name);
+  return AB_OK;
+}
+
+static void caching_destroy(ab_strategy_t *s);
+
+static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_caching_conf_t cf;
+  ab_caching_conf_defaults(&cf);
+  AB_TRY(ab_caching_conf_apply(&cf, "-c", conf, diag));
+  AB_TRY(check_pages(&cf, dev, "-c", diag));
+  caching_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  c->base.ops = &ab_caching_ops;
+  c->base.dev = dev;
+  c->conf = cf;
+  for (int i = 0; i < 2; i++) {
+    ab_tree_init(&c->pools[i].blocks, cmp_free);
+    ab_tree_init(&c->pools[i].unmapped, cmp_unmapped);
+  }
+  ab_map_init(&c->live);
+  ab_map_init(&c->early);
+  ab_map_init(&c->segs);
+  /* The cap: set_per_process_memory_fraction (the budget) wins over the conf's fraction. */
+  if (dev->budget_bytes && dev->budget_bytes < dev->total_bytes) {
+    c->has_cap = true;
+    c->cap = dev->budget_bytes;
+  } else if (!dev->budget_bytes && cf.memory_fraction < 1.0) {
+    c->has_cap = true;
+    c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
+  }
+  c->st.max_split_size = cf.max_split_size == UINT64_MAX ? -1 : (int64_t)cf.max_split_size;
+  if (reserve_blocks(c, 64) != AB_OK) {
+    caching_destroy(&c->base);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  if (cf.ignored[0]) ab_diag_set(diag, AB_OK, "caching: accepted without effect on device memory: %s", cf.ignored);
+  *out = &c->base;
+  return AB_OK;
+}
+
+static void caching_destroy(ab_strategy_t *s) {
+  caching_t *c = of(s);
+  ab_device_t *dev = s->dev;
+  for (size_t i = 0; i < c->segs.cap; i++)
+    if (c->segs.keys[i]) ab_device_free(dev, c->segs.keys[i], c->segs.vals[i]);
+  for (size_t k = 0; k < c->nxsegs; k++) {
+    xseg_t *xs = c->xsegs[k];
+    for (uint64_t i = 0; i < xs->bytes / xs->page; i++)
+      if (page_mapped(xs, i)) ab_device_unmap(dev, xs->base + i * xs->page, xs->page);
+    ab_device_va_release(dev, xs->base, xs->bytes);
+    free(xs->mapped);
+    free(xs);
+  }
+  for (size_t i = 0; i < c->nslabs; i++) free(c->slabs[i]);
+  free(c->slabs);
+  free(c->xsegs);
+  free(c->scratch);
+  ab_map_free(&c->live);
+  ab_map_free(&c->early);
+  ab_map_free(&c->segs);
+  free(c);
+}
+
+/* ---- looking inside: the walk, the checks, the statistics, the OOM message ----------------- */
+
+static int by_address(const void *a, const void *b) {
+  ab_dptr_t x = (*(block_t *const *)a)->ptr, y = (*(block_t *const *)b)->ptr;
+  return (x > y) - (x < y);
+}
+
+/* Every block in use (mapped ones only when `mapped_only`), by address, into scratch. */
+static ab_status gather(caching_t *c, bool mapped_only, size_t *n) {
+  AB_TRY(scratch_need(c, c->nslabs * SLAB_BLOCKS));
+  *n = 0;
+  for (size_t i = 0; i < c->nslabs; i++)
+    for (size_t j = 0; j < SLAB_BLOCKS; j++) {
+      block_t *b = &c->slabs[i][j];
+      if (b->state != B_SPARE && !(mapped_only && b->state == B_UNMAPPED)) c->scratch[(*n)++] = b;
+    }
+  qsort(c->scratch, *n, sizeof *c->scratch, by_address);
+  return AB_OK;
+}
+
+static ab_block_state_t block_state(const block_t *b) {
+  switch (b->state) {
+    case B_ALLOCATED: return AB_BLOCK_ALLOCATED;
+    case B_PENDING: return AB_BLOCK_PENDING_FREE;
+    case B_UNMAPPED: return AB_BLOCK_UNMAPPED;
+    default: return AB_BLOCK_FREE;
+  }
+}
+
+/* One segment per cudaMalloc, and per contiguous mapped run of an expandable segment, as
+ * PyTorch's snapshot lists them. */
+static ab_status caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  caching_t *c = of(s);
+  size_t n;
+  AB_TRY(gather(c, true, &n));
+  ab_block_info_t *info = malloc((n ? n : 1) * sizeof *info);
+  if (info == NULL) return AB_ERR_INTERNAL;
+  for (size_t i = 0; i < n;) {
+    block_t *head = c->scratch[i];
+    size_t j = i;
+    uint64_t bytes = 0;
+    do {
+      block_t *b = c->scratch[j];
+      bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
+      info[j] = (ab_block_info_t){b->ptr, b->size, active ? b->requested : 0, block_state(b)};
+      bytes += b->size;
+      j++;
+    } while (j < n && c->scratch[j - 1]->next == c->scratch[j]);
+    ab_segment_info_t seg = {head->ptr, bytes, head->stream, head->pool == SMALL ? "small" : "large", head->xs != NULL,
+                             &info[i], j - i};
+    if (fn(ctx, &seg)) break;
+    i = j;
+  }
+  free(info);
+  return AB_OK;
+}
+
+#define FAIL(...) return ab_diag_set(diag, AB_ERR_INTERNAL, "caching: " __VA_ARGS__)
+
+static ab_status check_sets(caching_t *c, size_t *nfree, size_t *nunmapped, ab_diag_t *diag) {
+  *nfree = *nunmapped = 0;
+  for (int p = 0; p < 2; p++) {
+    pool_t *pl = &c->pools[p];
+    if (ab_tree_check(&pl->blocks) || ab_tree_check(&pl->unmapped)) FAIL("pool %d: a free set is out of order", p);
+    for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n))
+      if (BLOCK(n)->state != B_FREE || BLOCK(n)->pool != p) FAIL("pool %d: a free-set block is not free there", p);
+    for (ab_tnode_t *n = ab_tree_first(&pl->unmapped); n; n = ab_tree_next(n))
+      if (BLOCK(n)->state != B_UNMAPPED || BLOCK(n)->pool != p) FAIL("pool %d: an unmapped-set block is mapped", p);
+    *nfree += pl->blocks.size;
+    *nunmapped += pl->unmapped.size;
+  }
+  return AB_OK;
+}
+
+static ab_status caching_check(ab_strategy_t *s, ab_diag_t *diag) {
+  caching_t *c = of(s);
+  size_t nfree, nunmapped, n;
+  AB_TRY(check_sets(c, &nfree, &nunmapped, diag));
+  AB_TRY(gather(c, false, &n));
+  enum {
+#define ARRAY_INDEX(name) I_##name,
+    STAT_ARRAYS(ARRAY_INDEX)
+#undef ARRAY_INDEX
+        NARRAYS
+  };
+  int64_t sums[NARRAYS][2] = {{0}}; /* per pool */
+  int64_t oversize_alloc = 0, oversize_seg = 0;
+  size_t counts[5] = {0};
+  uint64_t ms = c->conf.max_split_size;
+  for (size_t i = 0; i < n; i++) {
+    block_t *b = c->scratch[i];
+    counts[b->state]++;
+    if (b->prev && (b->prev->next != b || b->prev->ptr + b->prev->size != b->ptr || b->prev->xs != b->xs ||
+                    b->prev->stream != b->stream || b->prev->pool != b->pool))
+      FAIL("block 0x%llx does not continue its segment", (unsigned long long)b->ptr);
+    if (b->next && b->next->prev != b) FAIL("block 0x%llx: broken links", (unsigned long long)b->ptr);
+    if (b->state == B_FREE && b->next && b->next->state == B_FREE)
+      FAIL("free blocks 0x%llx and 0x%llx were not merged", (unsigned long long)b->ptr, (unsigned long long)b->next->ptr);
+    int p = b->pool;
+    bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
+    if (b->state == B_ALLOCATED) {
+      sums[I_allocation][p]++;
+      sums[I_allocated_bytes][p] += (int64_t)b->size;
+      if (b->size >= ms) oversize_alloc++;
+    }
+    if (active) {
+      sums[I_active][p]++;
+      sums[I_active_bytes][p] += (int64_t)b->size;
+      sums[I_requested_bytes][p] += (int64_t)b->requested;
+      uint64_t v;
+      if (!ab_map_get(&c->live, b->ptr, &v) || (block_t *)(uintptr_t)v != b)
+        FAIL("active block 0x%llx is not in the live map", (unsigned long long)b->ptr);
+    }
+    if (b->state != B_UNMAPPED) sums[I_reserved_bytes][p] += (int64_t)b->size;
+    if (b->state == B_FREE && !b->xs && (b->prev || b->next)) {
+      sums[I_inactive_split][p]++;
+      sums[I_inactive_split_bytes][p] += (int64_t)b->size;
+    }
+    if (!b->xs && !b->prev) {
+      uint64_t seg = 0, recorded;
+      for (const block_t *r = b; r; r = r->next) seg += r->size;
+      if (!ab_map_get(&c->segs, b->ptr, &recorded) || recorded != seg)
+        FAIL("segment 0x%llx: its blocks do not tile it", (unsigned long long)b->ptr);
+      sums[I_segment][p]++;
+      if (seg >= ms) oversize_seg++;
+    }
+  }
+  if (counts[B_FREE] != nfree || counts[B_UNMAPPED] != nunmapped) FAIL("a cached block is missing from its set");
+  if (counts[B_ALLOCATED] + counts[B_PENDING] != c->live.n || counts[B_PENDING] != c->npending)
+    FAIL("the live map disagrees with the blocks");
+  if ((size_t)(sums[I_segment][0] + sums[I_segment][1]) != c->segs.n) FAIL("a segment has no blocks");
+  for (size_t k = 0; k < c->nxsegs; k++) {
+    const xseg_t *xs = c->xsegs[k];
+    uint64_t pages = 0, mapped = 0;
+    for (uint64_t w = 0; w < (xs->bytes / xs->page + 63) / 64; w++) pages += (uint64_t)__builtin_popcountll(xs->mapped[w]);
+    for (size_t i = 0; i < n; i++)
+      if (c->scratch[i]->xs == xs && c->scratch[i]->state != B_UNMAPPED) mapped += c->scratch[i]->size;
+    if (mapped != pages * xs->page) FAIL("expandable segment 0x%llx: blocks and pages disagree", (unsigned long long)xs->base);
+  }
+#define ARRAY_OF(name) c->st.name,
+  const tstat_t *arrays[NARRAYS] = {STAT_ARRAYS(ARRAY_OF)};
+#undef ARRAY_OF
+#define NAME_OF(name) #name,
+  static const char *const names[NARRAYS] = {STAT_ARRAYS(NAME_OF)};
+#undef NAME_OF
+  for (int k = 0; k < NARRAYS; k++) {
+    for (int p = 0; p < 2; p++)
+      if (arrays[k][1 + p].current != sums[k][p])
+        FAIL("%s.%s.current is %lld, the blocks say %lld", names[k], p == SMALL ? "small_pool" : "large_pool",
+             (long long)arrays[k][1 + p].current, (long long)sums[k][p]);
+    if (arrays[k][0].current != arrays[k][1].current + arrays[k][2].current) FAIL("%s.all is not the sum of its pools", names[k]);
+  }
+  if (!c->settings_changed &&
+      (c->st.oversize_allocations.current != oversize_alloc || c->st.oversize_segments.current != oversize_seg))
+    FAIL("oversize statistics disagree with the blocks");
+  if ((int64_t)c->total != c->st.reserved_bytes[0].current) FAIL("total_allocated_memory is not reserved_bytes.all");
+  if (s->stats.requested_bytes.current != c->st.requested_bytes[0].current ||
+      s->stats.allocated_bytes.current != c->st.allocated_bytes[0].current ||
+      s->stats.reserved_bytes.current != c->st.reserved_bytes[0].current)
+    FAIL("ab_stats_t disagrees with the pool statistics");
+  return AB_OK;
+}
+
+#undef FAIL
+
+static void emit_stat(ab_stat_fn fn, void *ctx, const char *prefix, const tstat_t *t) {
+  char name[96];
+  snprintf(name, sizeof name, "%s.current", prefix);
+  fn(ctx, name, t->current);
+  snprintf(name, sizeof name, "%s.peak", prefix);
+  fn(ctx, name, t->peak);
+  snprintf(name, sizeof name, "%s.allocated", prefix);
+  fn(ctx, name, t->current + t->freed);
+  snprintf(name, sizeof name, "%s.freed", prefix);
+  fn(ctx, name, t->freed);
+}
+
+/* torch.cuda.memory_stats(), flattened with PyTorch's names. */
+static void caching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
+  caching_t *c = of(s);
+  static const char *const pools[3] = {"all", "small_pool", "large_pool"};
+  char prefix[64];
+#define EMIT_ARRAY(name)                                           \
+  for (int p = 0; p < 3; p++) {                                    \
+    snprintf(prefix, sizeof prefix, "%s.%s", #name, pools[p]);     \
+    emit_stat(fn, ctx, prefix, &c->st.name[p]);                    \
+  }
+  STAT_ARRAYS(EMIT_ARRAY)
+#undef EMIT_ARRAY
+#define EMIT_SINGLE(name) emit_stat(fn, ctx, #name, &c->st.name);
+  STAT_SINGLES(EMIT_SINGLE)
+#undef EMIT_SINGLE
+#define EMIT_COUNTER(name) fn(ctx, #name, (int64_t)c->st.name);
+  STAT_COUNTERS(EMIT_COUNTER)
+#undef EMIT_COUNTER
+  fn(ctx, "max_split_size", c->st.max_split_size);
+}
+
+/* The OOM message of PyTorch's malloc [8]. */
+static void caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
+  caching_t *c = of(s);
+  (void)stream;
+  if (bytes >= ONE_EB) {
+    snprintf(buf, size, "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    return;
+  }
+  uint64_t free_bytes = 0, total = s->dev->total_bytes;
+  ab_device_mem_info(s->dev, &free_bytes, &total);
+  char want[32], cap_s[32], total_s[32], free_s[32], alloc_s[32], unalloc_s[32], allowed[64] = "";
+  ab_format_bytes_torch(allocation_size(c, round_size(c, bytes)), want, sizeof want);
+  if (c->has_cap) snprintf(allowed, sizeof allowed, "%s allowed; ", ab_format_bytes_torch(c->cap, cap_s, sizeof cap_s));
+  int64_t allocated = c->st.allocated_bytes[0].current, reserved = c->st.reserved_bytes[0].current;
+  int gpu = 0;
+  sscanf(s->dev->name, "cuda:%d", &gpu);
+  snprintf(buf, size,
+           "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %sOf the "
+           "allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. If reserved but "
+           "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+           "fragmentation.  See documentation for Memory Management  "
+           "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+           want, gpu, ab_format_bytes_torch(total, total_s, sizeof total_s),
+           ab_format_bytes_torch(free_bytes, free_s, sizeof free_s), allowed,
+           ab_format_bytes_torch((uint64_t)allocated, alloc_s, sizeof alloc_s),
+           ab_format_bytes_torch((uint64_t)(reserved - allocated), unalloc_s, sizeof unalloc_s));
+}
+
+const ab_strategy_ops_t ab_caching_ops = {
+    .name = "caching",
+    .create = caching_create,
+    .destroy = caching_destroy,
+    .alloc = caching_alloc,
+    .free = caching_free,
+    .free_request = caching_free_request,
+    .free_complete = caching_free_complete,
+    .empty_cache = caching_empty_cache,
+    .walk = caching_walk,
+    .check = caching_check,
+    .memory_stats = caching_memory_stats,
+    .describe_oom = caching_describe_oom,
+};
+
+/* ---- beyond the vtable ------------------------------------------------------------------- */
+
+ab_status ab_caching_trace(ab_strategy_t *s, ab_caching_trace_fn fn, void *ctx) {
+  if (s->ops != &ab_caching_ops)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s is not the caching strategy", s->ops->name);
+  of(s)->trace = fn;
+  of(s)->trace_ctx = ctx;
+  return AB_OK;
+}
+
+ab_status ab_caching_set_settings(ab_strategy_t *s, const char *conf, ab_diag_t *diag) {
+  if (s->ops != &ab_caching_ops)
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s is not the caching strategy", s->ops->name);
+  caching_t *c = of(s);
+  ab_caching_conf_t cf = c->conf;
+  cf.ignored[0] = '\0';
+  AB_TRY(ab_caching_conf_apply(&cf, "settings", conf, diag));
+  AB_TRY(check_pages(&cf, s->dev, "settings", diag));
+  if (cf.max_split_size != c->conf.max_split_size) c->settings_changed = true;
+  c->conf = cf;
+  return AB_OK;
+}

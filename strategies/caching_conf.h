@@ -1,0 +1,57 @@
+/* caching_conf.h: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it, for the caching strategy.
+ *
+ * The text is split the way PyTorch's ConfigTokenizer splits it: ',', ':', '[' and ']' are
+ * tokens of their own, whitespace is dropped everywhere, everything else makes up words. The
+ * words are then read in PyTorch's three passes over one string:
+ *   1. large_segment_size_mb, wherever it appears (the minimum of max_split_size_mb and
+ *      max_non_split_rounding_mb depends on it);
+ *   2. the common keys (AcceleratorAllocatorConfig): max_split_size_mb,
+ *      max_non_split_rounding_mb, garbage_collection_threshold, roundup_power2_divisions,
+ *      expandable_segments, pinned_use_background_threads; any key neither pass knows is
+ *      refused here, so its error comes first;
+ *   3. the CUDA keys (CUDAAllocatorConfig): backend, release_lock_on_cudamalloc,
+ *      pinned_use_cuda_host_register (and their hip spellings), pinned_num_register_threads,
+ *      pinned_reserve_segment_size_mb, graph_capture_record_stream_reuse,
+ *      per_process_memory_fraction.
+ * Values are checked as PyTorch checks them, with PyTorch's error text: numbers are read as
+ * std::stoull / std::stod read them (a numeric prefix is enough: "128MB" is 128), booleans
+ * must be exactly True or False, and separators between items are not checked (PyTorch
+ * ignores the result of that check). A later key overrides an earlier one; the list form of
+ * roundup_power2_divisions edits the table in place. Keys that do not touch device memory
+ * (host-side pinned_*, release_lock_on_cudamalloc, graph capture) are accepted and named in
+ * `ignored`. backend:cudaMallocAsync is refused with a pointer to the async strategy.
+ *
+ * Every parse starts, as PyTorch's does, by resetting max_split_size, the divisions table and
+ * the garbage-collection threshold, and setting max_non_split_rounding to large_segment_size;
+ * the other settings keep their values. On error the configuration is left unchanged and diag
+ * says "WHAT 'TEXT': at position P: MESSAGE" (P is 1-based in TEXT).
+ */
+#ifndef AB_CACHING_CONF_H
+#define AB_CACHING_CONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "strategies/status.h"
+
+#define AB_CACHING_DIVISION_INTERVALS 16
+
+typedef struct ab_caching_conf_s {
+  uint64_t max_split_size;         /* bytes; UINT64_MAX: unlimited */
+  uint64_t max_non_split_rounding; /* bytes an oversize block may exceed a request by */
+  uint64_t large_segment_size;     /* segment of 1-10 MiB requests, expandable large page */
+  uint64_t divisions[AB_CACHING_DIVISION_INTERVALS]; /* by floor(log2(size)) - 20, clamped */
+  double gc_threshold;             /* garbage_collection_threshold; 0: off */
+  double memory_fraction;          /* per_process_memory_fraction; 1: no cap */
+  bool expandable;                 /* expandable_segments */
+  char ignored[256];               /* keys accepted without effect, "a, b"; "" when none */
+} ab_caching_conf_t;
+
+/* PyTorch's defaults: no limits, 20 MiB large segments, no rounding, no GC, no cap. */
+void ab_caching_conf_defaults(ab_caching_conf_t *c);
+
+/* Applies text (NULL or "" applies nothing but the resets) to c as one settings parse.
+ * `what` names the input in messages ("-c"). AB_ERR_INVALID on a refused string. */
+ab_status ab_caching_conf_apply(ab_caching_conf_t *c, const char *what, const char *text, ab_diag_t *diag);
+
+#endif
