@@ -229,6 +229,10 @@ ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {
   if (c == NULL) return AB_OK;
   ab_nccl_result_t r = c->aborted ? AB_NCCL_SUCCESS : c->nccl->ncclCommDestroy(c->handle);
   ab_status st = r == AB_NCCL_SUCCESS ? AB_OK : ab_nccl_status(c->nccl, r, NULL, "ncclCommDestroy", __FILE__, __LINE__, diag);
+  if (c->last) {
+    AB_CUDA_CHECKED(st, diag, cudaSetDevice(c->ordinal));
+    AB_CUDA_CHECKED(st, diag, cudaEventDestroy(c->last));
+  }
   ab_map_free(&c->measured);
   free(c);
   return st;
@@ -245,6 +249,11 @@ ab_status ab_collective_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_
   uint64_t key = k->n << 1 | (gather ? 0u : 1u);
   bool measure = !ab_map_get(&c->measured, key, NULL);
   size_t before = 0, after = 0;
+  /* Collectives run on the device in the order they were launched, whatever their streams,
+   * so that every rank's GPU meets them in the same order (as one NCCL stream per process
+   * group does in PyTorch). */
+  if (c->last == NULL) AB_CUDA_TRY(diag, cudaEventCreateWithFlags(&c->last, cudaEventDisableTiming));
+  else if (c->last_stream != s) AB_CUDA_TRY(diag, cudaStreamWaitEvent(s, c->last, 0));
   if (measure) AB_TRY(free_bytes(&before, diag));
   if (gather) /* buf: shard, full */
     AB_NCCL_TRY(c->nccl, c->handle, diag, ncclAllGather, in_place ? b1 + part : b0, b1, k->n, AB_NCCL_UINT8, c->handle,
@@ -252,6 +261,8 @@ ab_status ab_collective_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_
   else /* buf: full, shard */
     AB_NCCL_TRY(c->nccl, c->handle, diag, ncclReduceScatter, b0, in_place ? b0 + part : b1, k->n, AB_NCCL_UINT8,
                 AB_NCCL_SUM, c->handle, s);
+  AB_CUDA_TRY(diag, cudaEventRecord(c->last, s));
+  c->last_stream = s;
   if (measure) {
     AB_TRY(free_bytes(&after, diag));
     if (before > after) c->bytes += before - after;

@@ -101,7 +101,9 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * stream: the shard buffer holds n bytes, the full buffer N x n, rank r's part at r x n.
  * An event naming the same buffer on both sides is NCCL's in-place form (the shard is the
  * rank's part of the full buffer). Bytes are reduced as bytes (ncclUint8, ncclSum): the
- * traffic and the memory of the collective, not its arithmetic. The caller checks the
+ * traffic and the memory of the collective, not its arithmetic. A communicator's collectives
+ * run on the device in the order they were launched, whatever their streams (each waits
+ * for the one before), so that all ranks' GPUs meet them in the same order. The caller checks the
  * full buffers against N beforehand (the events carry no world size) and keeps the ranks
  * in lockstep (harness/ranks.h): every rank launches the same collectives in the same
  * order, which NCCL needs.

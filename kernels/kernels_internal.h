@@ -49,6 +49,8 @@ struct ab_comm_s {
   int ordinal;          /* its GPU */
   uint64_t bytes;       /* device memory it took, as measured (Note [Collectives]) */
   ab_map_t measured;    /* collectives already measured: n << 1 | (op is reduce_scatter) */
+  cudaEvent_t last;     /* recorded after each collective; NULL before the first */
+  cudaStream_t last_stream; /* where the last collective ran */
   bool aborted;
 };
 
