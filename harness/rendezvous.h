@@ -26,8 +26,9 @@
  * result. Rank 0 writes the rows of every rank. Messages are in the host's byte order and
  * layout: every host runs the same allocbench build.
  * A process that dies is noticed when its connection closes: the others stop at their next
- * barrier. One that dies between a barrier and its launch can leave the others' collective
- * unmatched on their devices; they abort their communicators at the LAUNCHED barrier.
+ * barrier, and abort their communicators when it was a LAUNCHED barrier (it may have died
+ * before its launch). One that dies while a collective runs on the GPUs leaves the others
+ * waiting inside NCCL, where only the launcher can end them.
  *
  * Statuses: AB_ERR_INVALID for a bad variable (named, with its value and what was expected)
  * or ranks that do not match; AB_ERR_IO when the ranks could not meet (the address, the
