@@ -18,7 +18,7 @@
  * Ranks: in a run of several ranks (ranks.h) each rank replays its own stream with its own
  * strategy. Its collectives (allgather and reduce_scatter KERNEL events) run on opts.comm
  * (kernels.h, Note [Collectives]), and opts.lockstep is called around each of them, kernels
- * launched or not (Note [Ranks in lockstep], ranks.h); when it says stop, the replay stops
+ * launched or not (Note [Ranks in lockstep], group.h); when it says stop, the replay stops
  * before the next event with status "stopped", as at an OOM but caused by another rank.
  *
  * OOM classification (Note [OOM kinds]): with L the memory the run could have (the budget,
@@ -62,7 +62,7 @@ typedef struct ab_tl_sample_s {
 typedef struct ab_run_s ab_run_t;
 typedef struct ab_comm_s ab_comm_t; /* kernels.h */
 
-/* Where a rank is at a collective (Note [Ranks in lockstep], ranks.h). */
+/* Where a rank is at a collective (Note [Ranks in lockstep], group.h). */
 typedef enum ab_lockstep_e {
   AB_LOCKSTEP_ENTER,    /* about to launch it */
   AB_LOCKSTEP_LAUNCHED, /* launched (or, without kernels, passed over) */

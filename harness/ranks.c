@@ -75,11 +75,14 @@ static ab_status rank_spec(const char *workload, unsigned world, unsigned rank, 
 }
 
 /* Opens the first rank's device as it will run and makes the strategy on it, so that a bad
- * -c, --budget or --faults is one error before anything runs. */
+ * -c, --budget or --faults is one error before anything runs. Faults are left out on the
+ * simulated card (they are for the run), kept on cuda (which refuses them). */
 static ab_status try_strategy(const ab_cli_opts_t *o, const char *device, ab_diag_t *diag) {
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
-  AB_TRY(ab_device_open(device, &o->dev, &dev, diag));
+  ab_device_config_t cfg = o->dev;
+  if (strncmp(device, "cuda", 4) != 0) memset(&cfg.faults, 0, sizeof cfg.faults);
+  AB_TRY(ab_device_open(device, &cfg, &dev, diag));
   ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
   if (st == AB_OK) ab_strategy_destroy(s);
   ab_device_close(dev, NULL);
