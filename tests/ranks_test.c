@@ -573,6 +573,9 @@ static void tcp_mismatch(void) {
  * multicast is off unless the environment said otherwise. */
 static void nccl_loader(void) {
   if (on_cuda()) SKIP("runs with --device=sim");
+#ifndef AB_HAVE_CUDA
+  SKIP("built without CUDA");
+#endif
   const char *nvls = getenv("NCCL_NVLS_ENABLE");
   ab_diag_t diag = {""};
   int version = 0;
