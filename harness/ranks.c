@@ -130,8 +130,8 @@ static ab_status rank_device(const char *spec, const ab_ranks_opts_t *r, unsigne
   uint64_t base = 0;
   if (spec[4] == ':') {
     if (r->launch)
-      return ab_diag_set(diag, AB_ERR_INVALID, "--device %s: with --ranks env each rank drives cuda:LOCAL_RANK; give --device cuda",
-                         spec);
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "--device %s: with --ranks env each rank drives cuda:LOCAL_RANK; give --device cuda", spec);
     AB_TRY(ab_parse_u64("--device cuda:N", spec + 5, 4095, &base, diag));
   }
   *ordinal = r->launch ? (int)r->launch->local_rank : (int)(base + i);

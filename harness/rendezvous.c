@@ -84,7 +84,8 @@ ab_status ab_launch_parse(const char *(*get)(const char *name, void *ctx), void 
     errno = 0;
     double s = strtod(t, &end);
     if (errno || end == t || *end || !(s > 0 && s <= 86400))
-      return ab_diag_set(diag, AB_ERR_INVALID, "--ranks env: AB_RENDEZVOUS_TIMEOUT='%s': expected seconds, more than 0 and at most 86400", t);
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "--ranks env: AB_RENDEZVOUS_TIMEOUT='%s': expected seconds, more than 0 and at most 86400", t);
     out->timeout_s = s;
   }
   out->rank = (unsigned)rank;
@@ -460,8 +461,8 @@ static ab_status meet_as_root(const ab_launch_t *l, uint64_t digest, const ab_co
     }
     if (h.version != VERSION || h.world != l->world || h.rank == 0 || h.rank >= l->world || t->fd[h.rank] >= 0)
       st = ab_diag_set(diag, AB_ERR_INVALID,
-                       "--ranks env: a process said it is rank %u of %u (protocol %u); rank 0 expected one of ranks 1 to %u of "
-                       "%u, each once (protocol %u)",
+                       "--ranks env: a process said it is rank %u of %u (protocol %u); rank 0 expected one of "
+                       "ranks 1 to %u of %u, each once (protocol %u)",
                        h.rank, h.world, h.version, l->world - 1, l->world, VERSION);
     else if (h.digest != digest)
       st = ab_diag_set(diag, AB_ERR_INVALID,

@@ -21,8 +21,10 @@
  *   nccl_bytes        device memory NCCL's communicator took, outside the strategy and its
  *                     budget (kernels.h, Note [Collectives]); 0 without one
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
- * rank, and then the combined row (ab_ranks_combine). Columns are only ever added at the end. timeline_<workload>_<strategy>.csv gets the
- * samples taken at each STEP: event, step, requested, allocated, reserved.
+ * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
+ * ranks, the slowest rank's times). Columns are only ever added at the end.
+ * timeline_<workload>_<strategy>.csv gets the samples taken at each STEP: event, step,
+ * requested, allocated, reserved.
  *
  * oom.csv gets one row per budget search (bisect.h):
  *   workload, strategy, conf, device   what ran

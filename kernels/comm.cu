@@ -136,7 +136,7 @@ static ab_status wrap(const ab_nccl_t *a, ab_nccl_comm_t h, unsigned rank, unsig
                       ab_comm_t **out, ab_diag_t *diag) {
   ab_comm_t *c = (ab_comm_t *)calloc(1, sizeof *c);
   if (c == NULL) {
-    a->ncclCommDestroy(h);
+    (void)a->ncclCommDestroy(h); /* the error being reported is the host's memory */
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
   c->nccl = a;
@@ -183,7 +183,7 @@ ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_
   }
   if (st != AB_OK) {
     for (unsigned i = 0; i < wrapped; i++) ab_comm_destroy(out[i], NULL);
-    for (unsigned i = wrapped; made && i < n; i++) a->ncclCommDestroy(h[i]);
+    for (unsigned i = wrapped; made && i < n; i++) (void)a->ncclCommDestroy(h[i]); /* the first error stands */
   }
   (void)cudaSetDevice(saved);
   free(before);
@@ -208,7 +208,7 @@ ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const a
   AB_NCCL_TRY(a, (ab_nccl_comm_t)NULL, diag, ncclCommInitRank, &h, (int)nranks, nid, (int)rank);
   ab_status st = free_bytes(&after, diag);
   if (st != AB_OK) {
-    a->ncclCommDestroy(h);
+    (void)a->ncclCommDestroy(h); /* the first error stands */
     return st;
   }
   return wrap(a, h, rank, nranks, ordinal, before > after ? before - after : 0, out, diag);
@@ -228,7 +228,8 @@ ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag) {
 ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {
   if (c == NULL) return AB_OK;
   ab_nccl_result_t r = c->aborted ? AB_NCCL_SUCCESS : c->nccl->ncclCommDestroy(c->handle);
-  ab_status st = r == AB_NCCL_SUCCESS ? AB_OK : ab_nccl_status(c->nccl, r, NULL, "ncclCommDestroy", __FILE__, __LINE__, diag);
+  ab_status st =
+      r == AB_NCCL_SUCCESS ? AB_OK : ab_nccl_status(c->nccl, r, NULL, "ncclCommDestroy", __FILE__, __LINE__, diag);
   if (c->last) {
     AB_CUDA_CHECKED(st, diag, cudaSetDevice(c->ordinal));
     AB_CUDA_CHECKED(st, diag, cudaEventDestroy(c->last));

@@ -391,7 +391,8 @@ static void launch_env(void) {
   } bad[] = {
       {{"WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "RANK is not set"},
       {{"RANK", "0", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "WORLD_SIZE is not set"},
-      {{"RANK", "2", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "RANK='2': expected a whole number from 0 to 1"},
+      {{"RANK", "2", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL},
+       "RANK='2': expected a whole number from 0 to 1"},
       {{"RANK", "-1", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "RANK='-1'"},
       {{"RANK", "0", "WORLD_SIZE", "0", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "WORLD_SIZE='0'"},
       {{"RANK", "0", "WORLD_SIZE", "2x", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "WORLD_SIZE='2x'"},
@@ -459,7 +460,8 @@ static int tcp_member(const ab_launch_t *l, uint64_t digest, ab_comm_id_t *id, u
       res.run.oom.event = 77;
       break;
     }
-    if (!g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, why, size) || !g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, why, size)) {
+    if (!g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, why, size) ||
+        !g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, why, size)) {
       res.run.status = AB_RUN_STOPPED;
       break;
     }
