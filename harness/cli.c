@@ -378,6 +378,7 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
   }
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
+  if (o->faults_rank >= 0) return ab_cli_usage_error(o, "--faults rank=R: only a run of several ranks (run --ranks) has ranks");
   char a[32], b[32];
   if (search->lo && search->hi && search->lo > search->hi) {
     snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),
