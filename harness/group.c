@@ -42,6 +42,15 @@ void ab_rank_failure(const ab_rank_result_t *res, unsigned rank, char *why, size
     snprintf(why, size, "rank %u reached the end of its stream", rank);
 }
 
+/* The last of the ranks is here (or has left): the open barrier's verdict, for everyone. */
+static void complete(threads_t *t) {
+  t->verdict_go = !t->stop;
+  memcpy(t->verdict_why, t->why, sizeof t->why);
+  t->arrived = 0;
+  t->generation++;
+  pthread_cond_broadcast(&t->cv);
+}
+
 static bool threads_arrive(ab_group_t *g, unsigned rank, ab_lockstep_t phase, char *why, size_t size) {
   threads_t *t = threads_of(g);
   pthread_mutex_lock(&t->mu);
@@ -56,11 +65,7 @@ static bool threads_arrive(ab_group_t *g, unsigned rank, ab_lockstep_t phase, ch
   } else {
     uint64_t gen = t->generation;
     if (++t->arrived + t->ended == g->size) {
-      t->verdict_go = !t->stop;
-      memcpy(t->verdict_why, t->why, sizeof t->why);
-      t->arrived = 0;
-      t->generation++;
-      pthread_cond_broadcast(&t->cv);
+      complete(t);
     } else {
       while (t->generation == gen && !(phase == AB_LOCKSTEP_ENTER && t->stop)) pthread_cond_wait(&t->cv, &t->mu);
     }
@@ -86,7 +91,12 @@ static void threads_leave(ab_group_t *g, unsigned rank, const ab_rank_result_t *
     t->stop = true;
     ab_rank_failure(res, rank, t->why, sizeof t->why);
   }
-  pthread_cond_broadcast(&t->cv);
+  /* Ranks waiting at a LAUNCHED barrier wait for every rank still in; none is left to come
+   * if this was the last. (A rank leaves between collectives, so this is a safeguard.) */
+  if (t->arrived && t->arrived + t->ended == g->size)
+    complete(t);
+  else
+    pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
 }
 
