@@ -123,7 +123,6 @@ int ab_cmd_run(int argc, char **argv) {
       return ab_cli_usage_error(&o, diag.msg);
     }
     ro.n = (unsigned)n;
-    if (ro.nccl && ro.nccl[0] == '\0') ro.nccl = NULL;
     return run_ranks(&o, &ro);
   }
   ab_events_t es;

@@ -87,6 +87,7 @@ static bool load_search(char *why, size_t size) {
 }
 
 ab_status ab_comm_load(const char *path, ab_diag_t *diag) {
+  if (path && path[0] == '\0') path = NULL; /* an empty AB_NCCL_LIBRARY */
   pthread_mutex_lock(&load_lock);
   ab_status st = AB_OK;
   if (!loaded) {

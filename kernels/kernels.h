@@ -125,7 +125,7 @@ typedef struct ab_comm_id_s {
   unsigned char bytes[AB_COMM_ID_BYTES];
 } ab_comm_id_t;
 
-/* Loads NCCL once per process: from path when it is not NULL (only there), else from the
+/* Loads NCCL once per process: from path when it is not NULL or "" (only there), else from the
  * toolkit allocbench was built with, the loader's search path, and the Python packages of
  * PyTorch (site-packages/nvidia/nccl/lib) in the usual places. A later call returns the
  * first outcome. AB_ERR_CUDA, naming what was tried, when it cannot be loaded. */
