@@ -19,7 +19,8 @@ const char ab_cli_common_help[] =
     "      --seed N          seed of the workload's random draws (default 42)\n"
     "      --out DIR         where results go (default results/latest)\n"
     "      --format FMT      table (default), csv (header and rows on stdout) or json\n"
-    "      --faults SPEC     sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S]\n"
+    "      --faults SPEC     sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S];\n"
+    "                        with --ranks, rank=R fails only rank R's card\n"
     "      --no-timeline     do not write the timeline file\n"
     "      --check           run the strategy's invariant checks after every event (slow)\n"
     "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
@@ -39,15 +40,19 @@ void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd) {
   o->timeline = true;
   o->kernels = true;
   o->dev.cost_model = true;
+  o->faults_rank = -1;
 }
 
-static ab_status parse_faults(const char *arg, ab_faults_t *f, ab_diag_t *diag) {
+static ab_status parse_faults(const char *arg, ab_faults_t *f, int *rank, ab_diag_t *diag) {
   ab_kvlist_t kv;
+  uint64_t r = UINT64_MAX;
   AB_TRY(ab_kv_parse("--faults", arg, '=', &kv, diag));
   AB_TRY(ab_kv_get_u64(&kv, "nth", 1, UINT64_MAX, &f->fail_nth, diag));
   AB_TRY(ab_kv_get_double(&kv, "rate", 0, 1, &f->fail_rate, diag));
   AB_TRY(ab_kv_get_u64(&kv, "seed", 0, UINT64_MAX, &f->fail_seed, diag));
-  AB_TRY(ab_kv_finish(&kv, "nth, rate, seed", diag));
+  AB_TRY(ab_kv_get_u64(&kv, "rank", 0, 65535, &r, diag));
+  AB_TRY(ab_kv_finish(&kv, "nth, rate, seed, rank", diag));
+  *rank = r == UINT64_MAX ? -1 : (int)r;
   if (f->fail_nth == 0 && f->fail_rate == 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "--faults '%s': expected nth=N or rate=F", arg);
   return AB_OK;
@@ -73,7 +78,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget '%s': must be more than 0 bytes", arg);
       break;
     case 'S': *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
-    case 'F': *st = parse_faults(arg, &o->dev.faults, diag); break;
+    case 'F': *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
     case 'f':
       if (strcmp(arg, "table") == 0)
         o->format = AB_FORMAT_TABLE;
@@ -165,6 +170,9 @@ static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
 
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
+  if (o->faults_rank >= 0)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: only a run of several ranks (run --ranks) has ranks",
+                       o->faults_rank);
   /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
   ab_cli_opts_t suggested;
   if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
@@ -215,6 +223,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     ro.at_end = o->hooks->at_end;
     ro.at_end_ctx = o->hooks->ctx;
   }
+  if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;
@@ -397,6 +406,7 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
   }
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
+  if (o->faults_rank >= 0) return ab_cli_usage_error(o, "--faults rank=R: only a run of several ranks (run --ranks) has ranks");
   char a[32], b[32];
   if (search->lo && search->hi && search->lo > search->hi) {
     snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),

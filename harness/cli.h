@@ -39,6 +39,9 @@ typedef struct ab_cli_hooks_s {
   ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
   /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
   void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  /* Called with the replay's options just before it starts, to add to them (a rank's
+   * communicator and lockstep, ranks.h). */
+  void (*replay_opts)(void *ctx, ab_run_opts_t *ro);
 } ab_cli_hooks_t;
 
 typedef struct ab_cli_opts_s {
@@ -50,6 +53,7 @@ typedef struct ab_cli_opts_s {
   const char *out_dir;    /* --out DIR */
   uint64_t seed;          /* --seed N */
   ab_device_config_t dev; /* --budget, --faults */
+  int faults_rank;        /* --faults ...,rank=R: only rank R's card fails (ranks.h); -1: every card */
   ab_format_t format;     /* --format */
   bool timeline;          /* not --no-timeline */
   bool check;             /* --check: invariants after every event */

@@ -224,7 +224,7 @@ int ab_cmd_replay(int argc, char **argv) {
   }
   export_t x;
   ab_trace_log_init(&x.log);
-  ab_cli_hooks_t hooks = {&x, wrap, at_end};
+  ab_cli_hooks_t hooks = {.ctx = &x, .wrap = wrap, .at_end = at_end};
   if (export_trace || export_snapshot) o.hooks = &hooks;
 
   ab_run_t run;

@@ -1,10 +1,14 @@
-/* cmd_run.c: `allocbench run`: one workload through one strategy, recorded. */
+/* cmd_run.c: `allocbench run`: one workload through one strategy, recorded; with --ranks,
+ * the zero workload as several ranks (ranks.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/ranks.h"
 #include "harness/results.h"
+#include "strategies/units.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -18,10 +22,65 @@ static const char help_head[] =
     "draws it), and the command exits 0.\n\n"
     "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
     "  -s, --strategy S      a strategy of `allocbench list`\n"
-    "  -c, --conf CONF       the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n";
+    "  -c, --conf CONF       the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n"
+    "      --ranks N         run -w zero as N ranks, one thread each: on GPUs cuda:0..N-1 (from cuda:K\n"
+    "                        with --device cuda:K) with NCCL collectives, or each on a simulated card;\n"
+    "                        a row per rank and a combined row\n"
+    "      --ranks env       this process is one rank of a job a launcher started (torchrun):\n"
+    "                        RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; rank 0 writes the rows\n"
+    "      --nccl PATH       NCCL's library (default: AB_NCCL_LIBRARY, else searched: the CUDA toolkit,\n"
+    "                        the loader's path, PyTorch's site-packages/nvidia/nccl/lib)\n";
+
+/* The columns the text table shows for several ranks. */
+static const char *const rank_cols[] = {"workload",    "status",      "peak_allocated_bytes", "peak_reserved_bytes",
+                                        "num_device_alloc", "num_ooms", "step_ms_p50",          "nccl_bytes"};
+
+/* `run --ranks`: the ranks' rows and the combined one, printed and appended. */
+static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
+  ab_table_t summary;
+  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+  ab_diag_t diag = {""};
+  unsigned world = ro->launch ? ro->launch->world : ro->n, n = 0;
+  ab_rank_result_t *results = calloc(world, sizeof *results);
+  if (results == NULL) return ab_cli_fail(o, "out of host memory");
+  ab_status st = ab_ranks_run(o, ro, &summary, results, &n, &diag);
+  int rc = AB_EXIT_OK;
+  if (ab_cli_stop) { /* the ranks' runs stopped part way: nothing to record */
+    rc = ab_cli_interrupted(o, 0, 1);
+  } else if (summary.nrows == 0) {
+    if (st != AB_OK)
+      rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+    else if (!o->quiet) /* a launched rank other than 0 */
+      fprintf(stderr, "allocbench run: rank %u of %u done; rank 0 writes the results\n", ro->launch->rank, world);
+  } else {
+    ab_diag_t io = {""};
+    if (ab_cli_append(o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(o, io.msg);
+    if (o->format == AB_FORMAT_TABLE)
+      ab_cli_print(o, &summary, rank_cols, sizeof rank_cols / sizeof rank_cols[0]);
+    else
+      ab_cli_print(o, &summary, NULL, 0);
+    for (unsigned i = 0; i < n && o->format == AB_FORMAT_TABLE; i++) {
+      const ab_run_t *run = &results[i].run;
+      if (run->status == AB_RUN_OOM)
+        printf("\nrank %u: OOM at event %zu (%s): %s\n", i, run->oom.event, ab_oom_kind_name(run->oom.kind),
+               run->oom.message);
+      else if (run->status == AB_RUN_STOPPED || run->status == AB_RUN_ERROR)
+        printf("\nrank %u: %s\n", i, run->message[0] ? run->message : results[i].diag);
+    }
+    if (n && results[0].run.kernels_skipped && o->format == AB_FORMAT_TABLE)
+      printf("\n%llu kernels not run on rank 0 (%s)\n", (unsigned long long)results[0].run.kernels_skipped,
+             o->kernels ? "the simulated card runs none: no collective moved data" : "--no-kernels");
+    if (st != AB_OK) rc = ab_cli_fail(o, diag.msg);
+  }
+  free(results);
+  ab_table_free(&summary);
+  return rc;
+}
 
 int ab_cmd_run(int argc, char **argv) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+  static const struct option longopts[] = {
+      AB_CLI_COMMON_LONGOPTS, {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'}, {0, 0, 0, 0}};
+  const char *ranks = NULL, *nccl = NULL;
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "run");
   ab_diag_t diag = {""};
@@ -34,6 +93,10 @@ int ab_cmd_run(int argc, char **argv) {
       fputs(help_head, stdout);
       fputs(ab_cli_common_help, stdout);
       return AB_EXIT_OK;
+    }
+    if (opt == 'R' || opt == 'L') {
+      *(opt == 'R' ? &ranks : &nccl) = optarg;
+      continue;
     }
     if (opt == '?' || opt == ':') {
       snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench run --help)", argv[optind - 1]);
@@ -50,6 +113,21 @@ int ab_cmd_run(int argc, char **argv) {
   ab_cli_catch_stop();
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (nccl && ranks == NULL) return ab_cli_usage_error(&o, "--nccl: only runs of several ranks (--ranks) use NCCL");
+  if (ranks) {
+    ab_ranks_opts_t ro = {0, NULL, nccl ? nccl : getenv("AB_NCCL_LIBRARY")};
+    ab_launch_t launch;
+    uint64_t n = 0;
+    if (strcmp(ranks, "env") == 0) {
+      if (ab_launch_from_env(&launch, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+      ro.launch = &launch;
+    } else if (ab_parse_u64("--ranks", ranks, AB_RANKS_MAX, &n, &diag) != AB_OK || n == 0) {
+      snprintf(diag.msg, sizeof diag.msg, "--ranks '%s': expected 1 to %d ranks, or env", ranks, AB_RANKS_MAX);
+      return ab_cli_usage_error(&o, diag.msg);
+    }
+    ro.n = (unsigned)n;
+    return run_ranks(&o, &ro);
+  }
   ab_events_t es;
   if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
 

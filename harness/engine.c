@@ -13,6 +13,7 @@ const char *ab_run_status_name(ab_run_status_t st) {
     case AB_RUN_OK: return "ok";
     case AB_RUN_OOM: return "oom";
     case AB_RUN_ERROR: return "error";
+    case AB_RUN_STOPPED: return "stopped";
     case AB_RUN_INTERRUPTED: return "interrupted";
   }
   return "?";
@@ -155,13 +156,13 @@ static ab_status index_references(const ab_events_t *es, ab_run_t *run) {
   return run->refs ? AB_OK : AB_ERR_INTERNAL;
 }
 
-/* Marks the events that refer to a dead id to be passed over; *stop becomes the first of
+/* Marks the events that refer to a dead id to be passed over; *until becomes the first of
  * them if that comes sooner. */
-static void mark_dead(ab_run_t *run, uint32_t id, size_t *stop) {
+static void mark_dead(ab_run_t *run, uint32_t id, size_t *until) {
   for (size_t k = run->ref_first[id]; k < run->ref_first[id + 1]; k++) {
     size_t e = run->refs[k];
     run->pass_over[e / 64] |= 1ULL << (e % 64);
-    if (e < *stop) *stop = e;
+    if (e < *until) *until = e;
   }
 }
 
@@ -267,10 +268,15 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->kernel_ms = run->step_ms_p50 = 0;
   run->nstep_ms = 0;
   run->harness_ns = 0;
+  run->comm_bytes = 0;
   run->ooms = run->oom_streak = run->passed_over = 0;
   run->last_oom_event = 0;
   if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1 || run->capstep_ms < es->nsteps)
     return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
+  if (opts->continue_on_oom && opts->lockstep) {
+    snprintf(s->dev->diag.msg, sizeof s->dev->diag.msg, "a passed-over collective would leave the other ranks waiting");
+    return fail(run, s, AB_ERR_INVALID, 0, "continue_on_oom with ranks");
+  }
 
   ab_device_t *dev = s->dev;
   /* Kernels (and cuBLAS's workspace) first, so that the memory limit below counts them. */
@@ -278,6 +284,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   ab_status st = AB_OK;
   if ((opts->kernels && es->nkernels > 0) || opts->verify) st = ab_kernels_open(dev, &kx, &dev->diag);
   if (st != AB_OK) return fail(run, s, st, 0, "opening the kernels");
+  if (kx && opts->comm) ab_kernels_set_comm(kx, opts->comm);
   ab_verify_t verify, *v = NULL;
   if (opts->verify) {
     st = ab_verify_init(&verify, es->nids, kx, &dev->diag);
@@ -299,10 +306,11 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   const ab_event_t *ev = es->ev;
 
   loop_clock_t c = {now_ns(), dev->modeled_ns, 0, 0, false};
+  char stop_why[512] = "";
   uint64_t streak = 0;
-  size_t i = 0, stop = es->n; /* stop: the next event to pass over (continue_on_oom), or the end */
+  size_t i = 0, until = es->n; /* the next event to pass over (continue_on_oom), or the end */
 events:
-  for (; i < stop; i++) {
+  for (; i < until; i++) {
     const ab_event_t *e = &ev[i];
     switch ((ab_event_kind_t)e->kind) {
       case AB_EV_ALLOC: {
@@ -325,7 +333,7 @@ events:
             }
           }
           count_oom(es, run, i, &streak);
-          mark_dead(run, e->id, &stop);
+          mark_dead(run, e->id, &until);
           st = AB_OK;
           break;
         }
@@ -375,19 +383,28 @@ events:
         break;
       }
       case AB_EV_KERNEL: {
-        if (!launch) {
-          run->kernels_skipped++;
-          break;
-        }
         const ab_kernel_t *k = &es->kernels[e->id];
-        ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
-        for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+        bool lockstep = opts->lockstep && (k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER);
         uint64_t t0 = now_ns();
-        st = ab_kernels_launch(kx, k, buf, e->stream);
-        if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
+        st = AB_OK;
+        if (lockstep && !opts->lockstep(opts->lockstep_ctx, AB_LOCKSTEP_ENTER, stop_why, sizeof stop_why)) goto stopped;
+        if (launch) {
+          ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
+          for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+          st = ab_kernels_launch(kx, k, buf, e->stream);
+          if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
+        }
+        /* The other ranks hear of a failed launch before this one stops. */
+        bool go = !lockstep || opts->lockstep(opts->lockstep_ctx, st == AB_OK ? AB_LOCKSTEP_LAUNCHED : AB_LOCKSTEP_FAILED,
+                                              stop_why, sizeof stop_why);
         c.outside_ns += now_ns() - t0;
         if (st != AB_OK) goto error;
-        run->kernels_launched++;
+        if (launch) run->kernels_launched++;
+        else run->kernels_skipped++;
+        if (!go) {
+          i++; /* this collective ran; the replay stops after it */
+          goto stopped;
+        }
         break;
       }
       case AB_EV_STEP: {
@@ -429,7 +446,7 @@ events:
   if (i < es->n) { /* event i refers to an id whose allocation failed */
     run->passed_over++;
     if (ev[i].kind == AB_EV_KERNEL) run->kernels_skipped++;
-    stop = next_pass_over(run, ++i, es->n);
+    until = next_pass_over(run, ++i, es->n);
     goto events;
   }
   st = end_loop(run, opts, kx, &c, dev, i);
@@ -451,6 +468,15 @@ oom:
   st = drain(es, s, run, v);
   goto release;
 
+stopped:
+  st = end_loop(run, opts, kx, &c, dev, i);
+  if (st != AB_OK) goto error;
+  run->status = AB_RUN_STOPPED;
+  snprintf(run->message, sizeof run->message, "stopped before event %zu: %s", i, stop_why);
+  ab_strategy_stats(s, &run->stats);
+  st = drain(es, s, run, v);
+  goto release;
+
 interrupted:
   st = end_loop(run, opts, kx, &c, dev, i + 1);
   if (st != AB_OK) goto error;
@@ -466,6 +492,7 @@ error:
   /* No verify here: the failing event may have left the check half-way. */
   drain(es, s, run, NULL);
 release:
+  if (opts->comm) run->comm_bytes = ab_comm_bytes(opts->comm);
   if (v) ab_verify_release(v);
   {
     ab_diag_t why = {""};

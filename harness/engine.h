@@ -15,6 +15,12 @@
  * the simulated device's modelled time; each step runs to the next STEP or the stream's end.
  * With opts.verify, every allocation is checked from allocation to free (verify.h).
  *
+ * Ranks: in a run of several ranks (ranks.h) each rank replays its own stream with its own
+ * strategy. Its collectives (allgather and reduce_scatter KERNEL events) run on opts.comm
+ * (kernels.h, Note [Collectives]), and opts.lockstep is called around each of them, kernels
+ * launched or not (Note [Ranks in lockstep], group.h); when it says stop, the replay stops
+ * before the next event with status "stopped", as at an OOM but caused by another rank.
+ *
  * OOM classification (Note [OOM kinds]): with L the memory the run could have (the budget,
  * or the card's free memory at the start) and R the bytes requested by the live
  * allocations at the failure, the OOM is "fragmentation" when L - R >= the request (an ideal
@@ -30,7 +36,8 @@
  * every allocation succeeded). run->oom describes the first OOM. The loop pays nothing for
  * this until the first OOM: it runs up to the next event to pass over (the end, until an
  * allocation fails), and the events to pass over are found from a table of each id's later
- * references, built at the first OOM.
+ * references, built at the first OOM. One rank only: a passed-over collective would leave
+ * the other ranks waiting, so it is refused with opts.lockstep.
  *
  * Stopping (opts.stop): about every 64k events the replay looks at *stop, and when it is
  * set, frees what is live and ends with status interrupted (a signal handler sets it).
@@ -51,7 +58,9 @@
 #include "harness/hist.h"
 #include "strategies/strategy.h"
 
-typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR, AB_RUN_INTERRUPTED } ab_run_status_t;
+/* stopped: another rank of a multi-rank run failed, so this one stopped at a collective;
+ * interrupted: opts.stop asked the replay to stop (a signal). */
+typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR, AB_RUN_STOPPED, AB_RUN_INTERRUPTED } ab_run_status_t;
 typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY } ab_oom_kind_t;
 
 const char *ab_run_status_name(ab_run_status_t st);
@@ -66,6 +75,14 @@ typedef struct ab_tl_sample_s {
 } ab_tl_sample_t;
 
 typedef struct ab_run_s ab_run_t;
+typedef struct ab_comm_s ab_comm_t; /* kernels.h */
+
+/* Where a rank is at a collective (Note [Ranks in lockstep], group.h). */
+typedef enum ab_lockstep_e {
+  AB_LOCKSTEP_ENTER,    /* about to launch it */
+  AB_LOCKSTEP_LAUNCHED, /* launched (or, without kernels, passed over) */
+  AB_LOCKSTEP_FAILED,   /* its launch failed */
+} ab_lockstep_t;
 
 typedef struct ab_run_opts_s {
   bool time_calls; /* histogram every alloc and free */
@@ -86,6 +103,13 @@ typedef struct ab_run_opts_s {
    * at the strategy's final state; may be NULL. */
   void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
   void *at_end_ctx;
+  /* The rank's communicator: its collectives run on it; NULL: the one-GPU copy. */
+  ab_comm_t *comm;
+  /* Called at each collective, before its launch (ENTER) and after it (LAUNCHED or
+   * FAILED); true goes on, false stops the replay there, with the reason in why (size
+   * bytes). NULL: no lockstep (one rank). */
+  bool (*lockstep)(void *ctx, ab_lockstep_t phase, char *why, size_t size);
+  void *lockstep_ctx;
 } ab_run_opts_t;
 
 typedef struct ab_oom_info_s {
@@ -113,7 +137,7 @@ struct ab_run_s {
   /* results */
   ab_run_status_t status;
   ab_status error;           /* AB_OK unless status is AB_RUN_ERROR */
-  char message[1024];        /* the error, when there was one */
+  char message[1024];        /* the error, or why the run stopped */
   size_t events_done;        /* events replayed (the failing one excluded) */
   ab_oom_info_t oom;         /* when status is AB_RUN_OOM, or ooms > 0: the first OOM */
   uint64_t ooms;             /* allocations that ended in OOM: at most 1 without continue_on_oom */
@@ -130,8 +154,9 @@ struct ab_run_s {
   double *step_ms;           /* per step, its time in ms (see above), in order; sized by prepare */
   size_t nstep_ms, capstep_ms;
   double step_ms_p50;        /* the median of step_ms; 0 without steps */
-  uint64_t harness_ns;       /* host time of the loop outside strategy calls, kernel launches and
-                              * verify checks; 0 when calls are not timed */
+  uint64_t harness_ns;       /* host time of the loop outside strategy calls, kernel launches,
+                              * lockstep waits and verify checks; 0 when calls are not timed */
+  uint64_t comm_bytes;       /* device memory of opts.comm at the end (ab_comm_bytes); 0 without */
 };
 
 /* Sizes the scratch of run for es. */
@@ -141,7 +166,8 @@ void ab_run_release(ab_run_t *run);
 /* The default options: time calls, sample the timeline, launch kernels. */
 ab_run_opts_t ab_run_defaults(void);
 
-/* Replays es through s. The run must have been prepared for es. */
+/* Replays es through s. The run must have been prepared for es. A stopped run returns AB_OK
+ * (the failure was another rank's). */
 ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run);
 
 #endif

@@ -57,6 +57,7 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(step_ms_p50, "%.4f", run->step_ms_p50);
   CELL(kernel_ms_total, "%.3f", run->kernel_ms);
   CELL(harness_ns_per_event, "%.1f", run->events_done ? (double)run->harness_ns / (double)run->events_done : 0.0);
+  CELL(nccl_bytes, "%" PRIu64, run->comm_bytes);
   const char *cells[] = {
 #define AB_SUMMARY_PTR(name, numeric) c.name,
       AB_SUMMARY_COLUMNS(AB_SUMMARY_PTR)

@@ -2,7 +2,8 @@
  *
  * summary.csv gets one row per run (README.md documents every column):
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
- *   status (ok | oom | error), oom_kind (none | fragmentation | capacity), oom_event (-1: none)
+ *   status (ok | oom | error | stopped: another rank failed first, ranks.h),
+ *   oom_kind (none | fragmentation | capacity), oom_event (-1: none)
  *   peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes   PyTorch's names
  *   frag_pct = 100 * (1 - peak allocated / peak reserved)
  *   num_device_alloc, num_device_free, num_alloc_retries, num_ooms
@@ -16,9 +17,14 @@
  *   kernel_ms_total   the summed device time of the kernels launched (CUDA events around
  *                     each launch); 0 when none ran (sim, --no-kernels)
  *   harness_ns_per_event  the harness's own cost: host time of the loop outside strategy
- *                     calls, kernel launches and --verify checks, per event
- * Columns are only ever added at the end. timeline_<workload>_<strategy>.csv gets the
- * samples taken at each STEP: event, step, requested, allocated, reserved.
+ *                     calls, kernel launches, lockstep waits and --verify checks, per event
+ *   nccl_bytes        device memory NCCL's communicator took, outside the strategy and its
+ *                     budget (kernels.h, Note [Collectives]); 0 without one
+ * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
+ * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
+ * ranks, the slowest rank's times). Columns are only ever added at the end.
+ * timeline_<workload>_<strategy>.csv gets the samples taken at each STEP: event, step,
+ * requested, allocated, reserved.
  *
  * oom.csv gets one row per budget search (bisect.h):
  *   workload, strategy, conf, device   what ran
@@ -53,7 +59,7 @@
   X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(frag_pct, 1)               \
   X(num_device_alloc, 1) X(num_device_free, 1) X(num_alloc_retries, 1) X(num_ooms, 1) \
   X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1) X(wall_s, 1) X(events_per_s, 1)  \
-  X(step_ms_p50, 1) X(kernel_ms_total, 1) X(harness_ns_per_event, 1)
+  X(step_ms_p50, 1) X(kernel_ms_total, 1) X(harness_ns_per_event, 1) X(nccl_bytes, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;

@@ -1,5 +1,6 @@
 /* context.cu: the kernels context (kernels.h): the cuBLAS handle, launches and their
- * timing with CUDA events, step marks, and host copies. */
+ * timing with CUDA events, step marks, the communicator collectives run on, and host
+ * copies. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,15 +107,17 @@ ab_status ab_kernels_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dpt
     case AB_K_CAST:
     case AB_K_ADAM:
     case AB_K_SCALE_CHECK: AB_TRY(ab_elementwise_launch(kx, k, buf, s)); break;
-    case AB_K_COPY:
+    case AB_K_COPY: AB_TRY(copy_launch(kx, k, buf, s)); break;
     case AB_K_ALLGATHER:
-    case AB_K_REDUCE_SCATTER: AB_TRY(copy_launch(kx, k, buf, s)); break;
+    case AB_K_REDUCE_SCATTER: AB_TRY(kx->comm ? ab_collective_launch(kx, k, buf, s) : copy_launch(kx, k, buf, s)); break;
     case AB_K_COUNT: return ab_diag_set(diag, AB_ERR_INVALID, "kernel op %u is not known", k->op);
   }
   AB_CUDA_TRY(diag, cudaEventRecord(kx->pair[slot][1], s));
   kx->pairs_recorded++;
   return AB_OK;
 }
+
+void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c) { kx->comm = c; }
 
 ab_status ab_kernels_mark(ab_kernels_t *kx) {
   uint64_t i = kx->marks_recorded;

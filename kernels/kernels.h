@@ -14,8 +14,10 @@
  *                   gradient was not finite (PyTorch's _amp_foreach_non_finite_check_and_unscale_,
  *                   which also leaves the flag alone otherwise)
  *   copy            a device-to-device copy of n bytes
- *   allgather, reduce_scatter  on one GPU, a copy of the n-byte shard into (out of) the full
- *                   buffer: the traffic of the collective's local part, no communication
+ *   allgather, reduce_scatter  with a communicator (ab_kernels_set_comm), the NCCL collective
+ *                   of n bytes per rank (Note [Collectives]); without one, a copy of the
+ *                   n-byte shard into (out of) the full buffer: the traffic of the
+ *                   collective's local part, no communication
  * Besides: fill and check of the verification pattern (pattern.h, Note [Verify pattern]),
  * and timing with CUDA events (kernel time per launch, time between step marks).
  *
@@ -23,6 +25,9 @@
  * layer does). cuBLAS keeps the default workspace pool it allocates when its handle is
  * created (ab_kernels_open), as every program that uses cuBLAS without setting a workspace.
  * cuBLAS itself is loaded by the first ab_kernels_open on a GPU (kernels/cublas_check.h).
+ * NCCL keeps the device memory of its communicators (buffers, FIFOs), made when a
+ * communicator is created and when its first collectives connect the ranks; ab_comm_bytes
+ * reports it.
  *
  * Statuses: AB_OK; AB_ERR_INVALID for a kernel cuBLAS cannot run (an unsupported type pair,
  * a shape too large); AB_ERR_CUDA for a failed CUDA or cuBLAS call, named with its file and
@@ -83,6 +88,73 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
   }
   return 0;
 }
+
+/* ---- collectives across GPUs -----------------------------------------------------------------
+ *
+ * Note [Collectives]
+ * A communicator is one rank's membership of an NCCL clique: rank r of N, on one GPU.
+ * Several ranks in one process get theirs from ab_comm_init_all (ncclCommInitAll, one per
+ * GPU); a rank in its own process gets its own from ab_comm_init_rank with the unique id
+ * rank 0 made (ab_comm_unique_id) and the launcher handed round (harness/rendezvous.h).
+ * With a communicator set on a kernels context, each allgather and reduce_scatter KERNEL
+ * event runs as ncclAllGather / ncclReduceScatter of its n bytes per rank on the event's
+ * stream: the shard buffer holds n bytes, the full buffer N x n, rank r's part at r x n.
+ * An event naming the same buffer on both sides is NCCL's in-place form (the shard is the
+ * rank's part of the full buffer). Bytes are reduced as bytes (ncclUint8, ncclSum): the
+ * traffic and the memory of the collective, not its arithmetic. A communicator's collectives
+ * run on the device in the order they were launched, whatever their streams (each waits
+ * for the one before), so that all ranks' GPUs meet them in the same order. The caller checks the
+ * full buffers against N beforehand (the events carry no world size) and keeps the ranks
+ * in lockstep (harness/ranks.h): every rank launches the same collectives in the same
+ * order, which NCCL needs.
+ * NCCL is loaded at run time (nccl_check.h) and NCCL 2.13 or later is needed. Before NCCL
+ * first initialises, ab_comm_load sets NCCL_NVLS_ENABLE=0 in the environment unless it is
+ * set already: NVLink multicast (NVLS) stays off, and allocbench never creates multicast
+ * objects itself.
+ * Memory: the device memory a communicator takes is measured with cudaMemGetInfo around its
+ * creation and around the first collective of each kind and size (NCCL connects ranks
+ * lazily, at their first collective); each difference counts when free memory went down.
+ * The strategies' budget does not include it.
+ * Thread-safety: a communicator is used by one thread at a time; ab_comm_load and
+ * ab_comm_unique_id may be called from any thread. */
+
+typedef struct ab_comm_s ab_comm_t;
+
+#define AB_COMM_ID_BYTES 128 /* NCCL's ncclUniqueId */
+typedef struct ab_comm_id_s {
+  unsigned char bytes[AB_COMM_ID_BYTES];
+} ab_comm_id_t;
+
+/* Loads NCCL once per process: from path when it is not NULL or "" (only there), else from the
+ * toolkit allocbench was built with, the loader's search path, and the Python packages of
+ * PyTorch (site-packages/nvidia/nccl/lib) in the usual places. A later call returns the
+ * first outcome. AB_ERR_CUDA, naming what was tried, when it cannot be loaded. */
+ab_status ab_comm_load(const char *path, ab_diag_t *diag);
+/* Where NCCL was loaded from and its version code (22809 for 2.28.9); NULL and 0 before a
+ * successful ab_comm_load. */
+const char *ab_comm_library(int *version);
+/* A new unique id for a clique (ncclGetUniqueId). */
+ab_status ab_comm_unique_id(ab_comm_id_t *id, ab_diag_t *diag);
+/* One communicator per GPU, rank i on GPU ordinals[i], into out[0..n) (ncclCommInitAll).
+ * AB_ERR_INVALID for an ordinal that names no GPU. The current device is left as it was. */
+ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_diag_t *diag);
+/* This process's rank of nranks, on GPU ordinal, in the clique of id (ncclCommInitRank);
+ * returns once every rank has joined. Leaves ordinal the current device. */
+ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, ab_comm_t **out,
+                            ab_diag_t *diag);
+unsigned ab_comm_rank(const ab_comm_t *c);
+unsigned ab_comm_size(const ab_comm_t *c);
+/* Device memory the communicator has taken so far (see the note). */
+uint64_t ab_comm_bytes(const ab_comm_t *c);
+/* Ends what the communicator has in flight on the device (ncclCommAbort): for a collective
+ * this rank launched and another rank never will. The communicator can no longer be used;
+ * ab_comm_destroy still frees it. */
+ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag);
+/* Frees the communicator (ncclCommDestroy, unless it was aborted). NULL is a no-op. */
+ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag);
+
+/* The collectives launched on kx run on c from now on; NULL: the one-GPU copy. */
+void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c);
 
 /* Records a step mark on stream 0 (the default stream, where the workloads compute). */
 ab_status ab_kernels_mark(ab_kernels_t *kx);

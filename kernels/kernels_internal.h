@@ -1,5 +1,5 @@
-/* kernels_internal.h: what the CUDA files of kernels/ share: the context, the launch
- * geometry, and each file's launcher. CUDA C++ only; the rest of allocbench sees kernels.h.
+/* kernels_internal.h: what the CUDA files of kernels/ share: the context, the communicator,
+ * the launch geometry, and each file's launcher. CUDA C++ only; the rest of allocbench sees kernels.h.
  */
 #ifndef AB_KERNELS_INTERNAL_H
 #define AB_KERNELS_INTERNAL_H
@@ -11,10 +11,12 @@
 extern "C" {
 #include "harness/events.h"
 #include "strategies/device/device.h"
+#include "strategies/hashmap.h"
 #include "strategies/status.h"
 }
 #include "kernels/cublas_check.h"
 #include "kernels/kernels.h"
+#include "kernels/nccl_check.h"
 #include "strategies/device/cuda_check.h"
 
 /* Kernel timing: each launch is bracketed by a pair of events, kept in a ring. A slot is
@@ -26,6 +28,7 @@ extern "C" {
 
 struct ab_kernels_s {
   ab_device_t *dev;                       /* not owned; errors go to its diag */
+  ab_comm_t *comm;                        /* not owned; NULL: collectives are local copies */
   const ab_cublas_t *cublas;              /* the loaded library */
   cublasHandle_t blas;
   cudaEvent_t pair[AB_KX_PAIRS][2];       /* start and end of a launch; created on first use */
@@ -37,6 +40,18 @@ struct ab_kernels_s {
   uint64_t marks_recorded;
   double *mark_ms;                        /* intervals between marks already read, in order */
   size_t nmark_ms, capmark_ms;
+};
+
+struct ab_comm_s {
+  const ab_nccl_t *nccl;
+  ab_nccl_comm_t handle;
+  unsigned rank, size;
+  int ordinal;          /* its GPU */
+  uint64_t bytes;       /* device memory it took, as measured (Note [Collectives]) */
+  ab_map_t measured;    /* collectives already measured: n << 1 | (op is reduce_scatter) */
+  cudaEvent_t last;     /* recorded after each collective; NULL before the first */
+  cudaStream_t last_stream; /* where the last collective ran */
+  bool aborted;
 };
 
 /* Threads per block of the elementwise and pattern kernels; the grid is capped, and the
@@ -51,6 +66,8 @@ static inline unsigned ab_kx_blocks(uint64_t items) {
 
 /* gemm.cu: the AB_K_GEMM launch. */
 ab_status ab_gemm_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s);
+/* comm.cu: AB_K_ALLGATHER and AB_K_REDUCE_SCATTER on kx->comm. */
+ab_status ab_collective_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s);
 /* elementwise.cu: AB_K_GELU, AB_K_CAST, AB_K_ADAM and AB_K_SCALE_CHECK. */
 ab_status ab_elementwise_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s);
 

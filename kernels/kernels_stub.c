@@ -1,5 +1,6 @@
 /* kernels_stub.c: the kernels in a build without CUDA. No device can run them, so
- * ab_kernels_open hands out no context and the functions that take one are never reached. */
+ * ab_kernels_open hands out no context and the functions that take one are never reached;
+ * no communicator can be made either. */
 #include "kernels/kernels.h"
 
 ab_status ab_kernels_open(ab_device_t *dev, ab_kernels_t **out, ab_diag_t *diag) {
@@ -56,3 +57,61 @@ ab_status ab_kernels_download(ab_kernels_t *kx, void *dst, ab_dptr_t src, uint64
   (void)kx, (void)dst, (void)src, (void)bytes;
   return no_context();
 }
+
+static ab_status no_cuda(ab_diag_t *diag) {
+  return ab_diag_set(diag, AB_ERR_CUDA, "NCCL: allocbench was built without CUDA");
+}
+
+ab_status ab_comm_load(const char *path, ab_diag_t *diag) {
+  (void)path;
+  return no_cuda(diag);
+}
+
+const char *ab_comm_library(int *version) {
+  *version = 0;
+  return NULL;
+}
+
+ab_status ab_comm_unique_id(ab_comm_id_t *id, ab_diag_t *diag) {
+  (void)id;
+  return no_cuda(diag);
+}
+
+ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_diag_t *diag) {
+  (void)n, (void)ordinals, (void)out;
+  return no_cuda(diag);
+}
+
+ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, ab_comm_t **out,
+                            ab_diag_t *diag) {
+  (void)ordinal, (void)nranks, (void)rank, (void)id, (void)out;
+  return no_cuda(diag);
+}
+
+/* No communicator exists in this build, so these are never reached with one. */
+unsigned ab_comm_rank(const ab_comm_t *c) {
+  (void)c;
+  return 0;
+}
+
+unsigned ab_comm_size(const ab_comm_t *c) {
+  (void)c;
+  return 0;
+}
+
+uint64_t ab_comm_bytes(const ab_comm_t *c) {
+  (void)c;
+  return 0;
+}
+
+ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag) {
+  (void)c;
+  return no_cuda(diag);
+}
+
+ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {
+  (void)c, (void)diag;
+  return AB_OK;
+}
+
+void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c) { (void)kx, (void)c; }

@@ -92,7 +92,8 @@ static bool u64_core(const char *text, uint64_t max, uint64_t *out, size_t *pos,
       return snprintf(why, whylen, "expected a whole number from 0 to %llu, got '%s'", (unsigned long long)max, text), false;
     }
     unsigned d = (unsigned)(*p - '0');
-    if (d > max || v > (max - d) / 10) return snprintf(why, whylen, "too large (at most %llu)", (unsigned long long)max), false;
+    if (d > max || v > (max - d) / 10)
+      return snprintf(why, whylen, "too large (at most %llu)", (unsigned long long)max), false;
     v = v * 10 + d;
   }
   *out = v;

@@ -47,6 +47,10 @@ static void numbers(void) {
   CHECK(ab_parse_u64("--seed", "4x", UINT64_MAX, &v, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "at position 2");
   CHECK(ab_parse_u64("n", "101", 100, &v, &d) == AB_ERR_INVALID);
+  /* A one-digit number above a one-digit maximum. */
+  CHECK(ab_parse_u64("n", "2", 1, &v, &d) == AB_ERR_INVALID);
+  CHECK(ab_parse_u64("n", "1", 1, &v, &d) == AB_OK && v == 1);
+  CHECK(ab_parse_u64("n", "0", 0, &v, &d) == AB_OK && v == 0);
   CHECK(ab_parse_u64("n", "-1", 100, &v, &d) == AB_ERR_INVALID);
 }
 

@@ -24,10 +24,10 @@ grep -q '^status *error$' "$out/stdout" || fail "overlap --verify: the row does 
 "$ab" list | grep -q overlap && fail "overlap is listed"
 "$ab" list --strategies | grep -q overlap && fail "overlap is in the strategy names"
 
-# The timing columns close the header, and every row has them.
-head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event$' ||
+# The timing columns come before nccl_bytes, which closes the header, and every row has them.
+head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes$' ||
   fail "summary.csv header: $(head -n 1 "$out/summary.csv")"
-awk -F, 'NR > 1 && $(NF-2) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "step_ms_p50 not numeric"
+awk -F, 'NR > 1 && $(NF-3) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "step_ms_p50 not numeric"
 
 # --no-kernels is taken; --help mentions both options.
 "$ab" run -w random:ops=100 -s raw --device sim --no-kernels --out "$out" -q >/dev/null || fail "--no-kernels refused"

@@ -40,9 +40,15 @@
  * stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5,
  * stage3_max_live_parameters 1e9, stage3_max_reuse_distance 1e9, overlap_comm on for stage 3
  * only, contiguous_gradients on.
- * Collectives are described by their local traffic (events.h); an in-place one (NCCL's
- * sendbuff == recvbuff: the flat bucket of stages 0-1, the flat parameters' all-gather) names
- * the same buffer on both sides.
+ * Collectives are described by their local traffic (events.h); an in-place one (the flat
+ * bucket of stages 0-1, the flat parameters' all-gather) names the same buffer on both
+ * sides, the rank's shard being its part of it. Each collective's full buffer holds N times
+ * the shard, as NCCL needs and DeepSpeed pads for: the flat parameters of stages 1-2 are
+ * N x P elements, the IPG buckets reduce_bucket rounded up to a multiple of N, a persistent
+ * parameter's gathered copy N x ceil(numel/N) (partition_parameters.py), and a gradient
+ * larger than the bucket whose size N does not divide is reduced from a padded copy
+ * (reduce_scatter_coalesced's padding). Stage 0 gathers no parameters: every rank updates
+ * all of them.
  * Not modelled: DeepSpeed's limit of two outstanding fetches (it bounds host-side work, not
  * the gathered bytes), CPU/NVMe offload, sub_group_size (one group here).
  */
@@ -191,7 +197,7 @@ static void gather(zero_t *z, const size_t *ps, size_t n) {
 
 /* A persistent parameter: gathered once, kept. */
 static void gather_persistent(zero_t *z, size_t p) {
-  uint32_t full = ab_tape_new_on(z->t, z->m->numel[p] * z->hb, AB_TAG_PARAM, GATHER_STREAM);
+  uint32_t full = ab_tape_new_on(z->t, z->shard[p] * z->a->world * z->hb, AB_TAG_PARAM, GATHER_STREAM);
   ab_tape_move(z->t, AB_K_ALLGATHER, z->flat, full, z->shard[p] * z->hb, GATHER_STREAM);
   z->gathered[p] = z->m->weight[p] = full;
 }
@@ -306,9 +312,14 @@ static void reduce_bucket(zero_t *z) {
   if (z->ipg[1] != AB_NO_TENSOR) z->ipg_cur ^= 1;
 }
 
+/* An IPG bucket: reduce_bucket elements, padded to a multiple of N. */
+static uint32_t new_bucket(zero_t *z) {
+  return ab_tape_new(z->t, ceil_div(z->a->reduce_bucket, z->a->world) * z->a->world * z->hb, AB_TAG_COMM);
+}
+
 static void make_ipg(zero_t *z) {
-  z->ipg[0] = ab_tape_new(z->t, z->a->reduce_bucket * z->hb, AB_TAG_COMM);
-  if (z->a->overlap && z->a->stage < 3) z->ipg[1] = ab_tape_new(z->t, z->a->reduce_bucket * z->hb, AB_TAG_COMM);
+  z->ipg[0] = new_bucket(z);
+  if (z->a->overlap && z->a->stage < 3) z->ipg[1] = new_bucket(z);
   z->ipg_cur = 0;
   z->ipg_fill = 0;
 }
@@ -320,10 +331,16 @@ static void grad_to_bucket(void *ctx, ab_transformer_t *m, size_t p, uint32_t g)
   if (z->ipg[0] == AB_NO_TENSOR) make_ipg(z);
   if (z->ipg_fill + e > z->a->reduce_bucket) reduce_bucket(z);
   if (e > z->a->reduce_bucket) {
-    /* Larger than a bucket: reduced from where it lies. */
+    /* Larger than a bucket: reduced from where it lies, or from a padded copy. */
     uint64_t share = ceil_div(e, z->a->world) * z->hb;
     if (z->grad_part == AB_NO_TENSOR) z->grad_part = ab_tape_new(z->t, z->part * z->hb, AB_TAG_GRAD);
-    ab_tape_move(z->t, AB_K_REDUCE_SCATTER, g, z->grad_part, share, 0);
+    uint32_t from = g;
+    if (e % z->a->world) {
+      from = ab_tape_new(z->t, share * z->a->world, AB_TAG_COMM);
+      ab_tape_move(z->t, AB_K_COPY, g, from, e * z->hb, 0);
+    }
+    ab_tape_move(z->t, AB_K_REDUCE_SCATTER, from, z->grad_part, share, 0);
+    if (from != g) ab_tape_drop(z->t, from);
   } else {
     ab_tape_move(z->t, AB_K_COPY, g, z->ipg[z->ipg_cur], e * z->hb, 0);
     z->ipg_fill += e;
@@ -358,7 +375,7 @@ static void reduce_after_backward(zero_t *z) {
     }
     return;
   }
-  z->ipg[0] = ab_tape_new(z->t, z->a->reduce_bucket * z->hb, AB_TAG_COMM);
+  z->ipg[0] = new_bucket(z);
   z->ipg_fill = 0;
   size_t hi = z->m->nparams;
   for (size_t p = z->m->nparams; p-- > 0;) {
@@ -403,7 +420,7 @@ static void optimizer_step(zero_t *z, ab_optim_t *opt, ab_scaler_t *scaler) {
   if (!skip) {
     ab_optim_step(opt, t, &z->master, &g32, &z->part, AB_F32);
     ab_tape_unary(t, AB_K_CAST, z->master, z->flat, z->part, AB_F32, z->dt);
-    if (z->a->stage < 3) ab_tape_move(t, AB_K_ALLGATHER, z->flat, z->flat, z->part * z->hb, 0);
+    if (z->a->stage == 1 || z->a->stage == 2) ab_tape_move(t, AB_K_ALLGATHER, z->flat, z->flat, z->part * z->hb, 0);
   }
   ab_tape_drop(t, g32);
   ab_scaler_update(scaler, t, skip);
@@ -455,7 +472,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
     z.flat = ab_tape_new(&tape, z.part * z.hb, AB_TAG_PARAM);
   } else {
     z.part = a.stage == 0 ? psi : ceil_div(psi, a.world);
-    z.flat = ab_tape_new(&tape, psi * z.hb, AB_TAG_PARAM);
+    z.flat = ab_tape_new(&tape, (a.stage == 0 ? psi : z.part * a.world) * z.hb, AB_TAG_PARAM);
     for (size_t p = 0; p < n; p++) m.weight[p] = z.flat;
   }
   z.master = ab_tape_new(&tape, z.part * 4, AB_TAG_OPTIM);

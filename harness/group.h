@@ -1,0 +1,82 @@
+/* group.h: the ranks of a multi-rank run (ranks.h) as one group: they keep in lockstep at
+ * every collective, and each hands in its result when its run ends.
+ *
+ * Note [Ranks in lockstep]
+ * An NCCL collective completes only once every rank has launched it. A rank that ends early
+ * (an OOM, an error) would leave its peers' collectives waiting on their devices for ever,
+ * and with them their next call that waits for the device (cudaFree, a synchronisation, the
+ * end of the run). In one process it is worse: the driver serialises some calls across
+ * devices (allocation and mapping calls wait for the device while holding a process-wide
+ * lock), so a rank blocked in cudaFree behind its own collective can keep another rank from
+ * ever reaching the matching launch (NCCL's documented "concurrency between NCCL and CUDA
+ * calls" hazard). So the engine brackets every collective with two barriers of the group:
+ *   ENTER     every rank has come to this collective and none has left: all launch it. If
+ *             one has left (failed, or ended), all stop here, before launching it, and no
+ *             device holds a collective that no peer will match.
+ *   LAUNCHED  every rank has launched it (or failed to): only now may a rank make a call
+ *             that waits for its device. If a launch failed, some devices hold a collective
+ *             that will never be matched: every rank aborts its communicator (ncclCommAbort
+ *             ends the collective on the device) and stops.
+ * Between the two a rank does nothing but the launch. A rank that ends, for any reason,
+ * leaves the group with its result (ab_group_leave), after its own run has finished and
+ * freed what it held; the others stop at their next ENTER with status "stopped", naming the
+ * rank and what happened to it. So an OOM on one rank is reported for that rank, and
+ * nobody hangs.
+ * The barriers are on the host: device work stays queued behind them. They cost two meetings
+ * of the ranks' threads per collective (microseconds), or two round trips to rank 0's
+ * process (rendezvous.h).
+ *
+ * Implementations: ranks as threads of one process (ab_group_threads, here) and ranks as
+ * processes joined over TCP (rendezvous.h). Every rank must make the same collectives in the
+ * same order; ranks.h checks the streams before they run.
+ *
+ * Thread-safety: arrive and leave are called by each rank's own thread; results once every
+ * rank has left.
+ */
+#ifndef AB_GROUP_H
+#define AB_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/engine.h"
+
+/* What a rank hands in when its run ends. */
+typedef struct ab_rank_result_s {
+  ab_run_t run;            /* its results; the scratch pointers (ptr, timeline, step_ms) are NULL */
+  uint64_t events;         /* events in its stream */
+  uint64_t budget_bytes;   /* the budget it ran under */
+  char workload[256];      /* its workload spec, which names the rank */
+  char device[96];         /* what it ran on */
+  ab_status status;        /* what its run returned (ab_cli_run_one) */
+  char diag[AB_DIAG_BYTES]; /* why, when status is not AB_OK */
+} ab_rank_result_t;
+
+typedef struct ab_group_s ab_group_t;
+
+typedef struct ab_group_ops_s {
+  /* Rank `rank` is at a collective (Note [Ranks in lockstep]). True: go on; false: stop,
+   * with the reason in why. */
+  bool (*arrive)(ab_group_t *g, unsigned rank, ab_lockstep_t phase, char *why, size_t size);
+  /* Rank `rank` has ended, with res (copied). */
+  void (*leave)(ab_group_t *g, unsigned rank, const ab_rank_result_t *res);
+  /* Every rank's result, in rank order, into all[0..size). *have is false where another
+   * process collects them (a rank other than 0 of a job over TCP). */
+  ab_status (*results)(ab_group_t *g, ab_rank_result_t *all, bool *have, ab_diag_t *diag);
+  void (*destroy)(ab_group_t *g);
+} ab_group_ops_t;
+
+struct ab_group_s {
+  const ab_group_ops_t *ops;
+  unsigned size; /* ranks in the group */
+};
+
+/* A group of `size` ranks, each a thread of this process. */
+ab_status ab_group_threads(unsigned size, ab_group_t **out, ab_diag_t *diag);
+
+/* Why the others stop when this rank leaves: "rank 1 ran out of memory at event 812
+ * (capacity)", "rank 0 failed: ...", "rank 2 reached the end of its stream". */
+void ab_rank_failure(const ab_rank_result_t *res, unsigned rank, char *why, size_t size);
+
+#endif

@@ -1,0 +1,390 @@
+/* ranks.c: the zero workload as N ranks (ranks.h).
+ *
+ * 1. The arguments: the workload must be zero, without rank= and with no other world= than
+ *    the ranks'; the strategy and -c are tried on a simulated card.
+ * 2. Each rank of this process builds its stream; the streams are checked (full buffers,
+ *    the same collectives everywhere) and their collectives digested.
+ * 3. The communicators: on cuda, NCCL is loaded and ncclCommInitAll makes one per thread;
+ *    a launched rank meets the others first (rendezvous.h), then ncclCommInitRank.
+ * 4. Each rank runs through ab_cli_run_one, as a single run does, on its own device, with
+ *    its communicator and the group's lockstep added to the replay, then leaves the group
+ *    with its result.
+ * 5. Where the results come together, one row per rank and the combined row. */
+#include "harness/ranks.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/results.h"
+#include "strategies/strategy.h"
+#include "strategies/units.h"
+#include "workloads/workload.h"
+
+typedef struct rank_s {
+  unsigned rank;            /* in the world */
+  ab_cli_opts_t o;          /* this rank's options: its device, its faults, quiet */
+  char device[32];          /* its device spec */
+  ab_events_t es;
+  ab_run_t run;
+  ab_comm_t *comm;          /* NULL on the simulated card */
+  ab_group_t *group;
+  const char *strategy;
+  ab_cli_hooks_t hooks;
+  ab_rank_result_t result;
+  pthread_t thread;
+  bool started;             /* thread was created */
+} rank_t;
+
+/* ---- arguments ------------------------------------------------------------------------------ */
+
+/* The spec of rank `rank` of `world` from -w zero[:ARGS] (into spec). */
+static ab_status rank_spec(const char *workload, unsigned world, unsigned rank, char *spec, size_t size,
+                           ab_diag_t *diag) {
+  const char *colon = strchr(workload, ':');
+  size_t name_len = colon ? (size_t)(colon - workload) : strlen(workload);
+  if (name_len != 4 || strncmp(workload, "zero", 4) != 0)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--ranks: -w %.*s makes no collectives; only -w zero runs as several ranks (run others without "
+                       "--ranks)",
+                       (int)name_len, workload);
+  const char *args = colon ? colon + 1 : "";
+  ab_kvlist_t kv;
+  AB_TRY(ab_kv_parse("-w zero", args, '=', &kv, diag));
+  if (ab_kv_get(&kv, "rank"))
+    return ab_kv_errorf(&kv, ab_kv_get(&kv, "rank"), diag, "rank= comes from --ranks (each rank runs its own)");
+  uint64_t w = world;
+  AB_TRY(ab_kv_get_u64(&kv, "world", 1, 1 << 16, &w, diag));
+  if (w != world)
+    return ab_kv_errorf(&kv, ab_kv_get(&kv, "world"), diag, "world=%llu, but there are %u ranks", (unsigned long long)w,
+                        world);
+  /* The arguments again, world= left out, then the rank's place. */
+  size_t at = (size_t)snprintf(spec, size, "zero:");
+  for (size_t i = 0; i < kv.n && at < size; i++) {
+    const ab_kv_t *it = &kv.items[i];
+    if (it->key_len == 5 && strncmp(it->key, "world", 5) == 0) continue;
+    at += (size_t)snprintf(spec + at, size - at, "%.*s=%.*s,", (int)it->key_len, it->key, (int)it->val_len, it->val);
+  }
+  if (at < size) at += (size_t)snprintf(spec + at, size - at, "world=%u,rank=%u", world, rank);
+  if (at >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-w %s: too long", workload);
+  return AB_OK;
+}
+
+/* Opens the first rank's device as it will run and makes the strategy on it, so that a bad
+ * -c, --budget or --faults is one error before anything runs. Faults are left out on the
+ * simulated card (they are for the run), kept on cuda (which refuses them). */
+static ab_status try_strategy(const ab_cli_opts_t *o, const char *device, ab_diag_t *diag) {
+  ab_device_t *dev = NULL;
+  ab_strategy_t *s = NULL;
+  ab_device_config_t cfg = o->dev;
+  if (strncmp(device, "cuda", 4) != 0) memset(&cfg.faults, 0, sizeof cfg.faults);
+  AB_TRY(ab_device_open(device, &cfg, &dev, diag));
+  ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
+  if (st == AB_OK) ab_strategy_destroy(s);
+  ab_device_close(dev, NULL);
+  return st;
+}
+
+static bool collective(const ab_kernel_t *k) { return k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER; }
+
+/* The digest is FNV-1a over the collectives' kinds and sizes, in order. */
+ab_status ab_ranks_check_stream(const ab_events_t *es, unsigned world, uint64_t *digest, ab_diag_t *diag) {
+  uint64_t *bytes = calloc(es->nids ? es->nids : 1, sizeof *bytes);
+  if (bytes == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  uint64_t h = 1469598103934665603ULL;
+  ab_status st = AB_OK;
+  for (size_t i = 0; i < es->n && st == AB_OK; i++) {
+    const ab_event_t *e = &es->ev[i];
+    if (e->kind == AB_EV_ALLOC) bytes[e->id] = e->bytes;
+    if (e->kind != AB_EV_KERNEL || !collective(&es->kernels[e->id])) continue;
+    const ab_kernel_t *k = &es->kernels[e->id];
+    uint32_t full = k->buf[k->op == AB_K_ALLGATHER ? 1 : 0];
+    if (bytes[full] / world < k->n)
+      st = ab_diag_set(diag, AB_ERR_INVALID,
+                       "-w %s: event %zu: the %s's full buffer (id %u) holds %llu bytes, less than %u ranks x %llu bytes",
+                       es->source, i, ab_kernel_name((ab_kernel_op_t)k->op), full, (unsigned long long)bytes[full], world,
+                       (unsigned long long)k->n);
+    uint64_t words[2] = {k->op, k->n};
+    for (size_t w = 0; w < 2; w++)
+      for (int b = 0; b < 64; b += 8) h = (h ^ ((words[w] >> b) & 0xff)) * 1099511628211ULL;
+  }
+  free(bytes);
+  *digest = h;
+  return st;
+}
+
+/* Resolves --device for rank i of this process: "cuda:ORDINAL" or the simulated card's spec;
+ * *ordinal is -1 on the simulated card. */
+static ab_status rank_device(const char *spec, const ab_ranks_opts_t *r, unsigned i, char *out, size_t size,
+                             int *ordinal, ab_diag_t *diag) {
+  if (strcmp(spec, "auto") == 0) spec = ab_device_cuda_usable() ? "cuda" : "sim";
+  if (strncmp(spec, "cuda", 4) != 0 || (spec[4] != '\0' && spec[4] != ':')) {
+    snprintf(out, size, "%s", spec);
+    *ordinal = -1;
+    return AB_OK;
+  }
+  uint64_t base = 0;
+  if (spec[4] == ':') {
+    if (r->launch)
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "--device %s: with --ranks env each rank drives cuda:LOCAL_RANK; give --device cuda", spec);
+    AB_TRY(ab_parse_u64("--device cuda:N", spec + 5, 4095, &base, diag));
+  }
+  *ordinal = r->launch ? (int)r->launch->local_rank : (int)(base + i);
+  snprintf(out, size, "cuda:%d", *ordinal);
+  return AB_OK;
+}
+
+/* ---- a rank's run ------------------------------------------------------------------------------ */
+
+static bool lockstep(void *ctx, ab_lockstep_t phase, char *why, size_t size) {
+  rank_t *rk = ctx;
+  bool go = rk->group->ops->arrive(rk->group, rk->rank, phase, why, size);
+  /* A stop after the launch: every rank aborts, ending a collective no peer will match. */
+  if (!go && phase != AB_LOCKSTEP_ENTER && rk->comm) {
+    ab_diag_t d = {""};
+    if (ab_comm_abort(rk->comm, &d) != AB_OK) {
+      size_t n = strlen(why);
+      snprintf(why + n, size - n, "; aborting the communicator: %s", d.msg);
+    }
+  }
+  return go;
+}
+
+static void add_to_replay(void *ctx, ab_run_opts_t *ro) {
+  rank_t *rk = ctx;
+  ro->comm = rk->comm;
+  ro->lockstep = lockstep;
+  ro->lockstep_ctx = rk;
+}
+
+static void *rank_main(void *arg) {
+  rank_t *rk = arg;
+  ab_rank_result_t *res = &rk->result;
+  ab_table_t row;
+  ab_table_init(&row, ab_summary_cols, ab_summary_ncols);
+  ab_diag_t diag = {""};
+  res->status = ab_cli_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, &diag);
+  res->run = rk->run;
+  res->run.ptr = NULL;
+  res->run.requested = NULL;
+  res->run.timeline = NULL;
+  res->run.step_ms = NULL;
+  if (res->status != AB_OK && rk->run.status == AB_RUN_OK) res->run.status = AB_RUN_ERROR; /* it never ran */
+  res->events = rk->es.n;
+  snprintf(res->workload, sizeof res->workload, "%s", rk->es.source);
+  const char *device = row.nrows ? ab_table_get(&row, 0, "device") : NULL;
+  snprintf(res->device, sizeof res->device, "%s", device ? device : rk->device);
+  const char *budget = row.nrows ? ab_table_get(&row, 0, "budget_bytes") : NULL;
+  res->budget_bytes = budget ? strtoull(budget, NULL, 10) : rk->o.dev.budget_bytes;
+  snprintf(res->diag, sizeof res->diag, "%s", diag.msg);
+  ab_table_free(&row);
+  rk->group->ops->leave(rk->group, rk->rank, res);
+  return NULL;
+}
+
+/* ---- the combined row --------------------------------------------------------------------------- */
+
+static int severity(const ab_rank_result_t *r) {
+  if (r->status != AB_OK || r->run.status == AB_RUN_ERROR) return 3;
+  return r->run.status == AB_RUN_OOM ? 2 : r->run.status == AB_RUN_STOPPED ? 1 : 0;
+}
+
+ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n) {
+  ab_run_t all;
+  memset(&all, 0, sizeof all);
+  ab_hist_reset(&all.alloc_ns);
+  ab_hist_reset(&all.free_ns);
+  uint64_t events = 0;
+  int worst = -1;
+  for (unsigned i = 0; i < n; i++) {
+    const ab_run_t *r = &results[i].run;
+    ab_stats_merge(&all.stats, &r->stats);
+    ab_hist_merge(&all.alloc_ns, &r->alloc_ns);
+    ab_hist_merge(&all.free_ns, &r->free_ns);
+    events += results[i].events;
+    all.events_done += r->events_done;
+    all.kernel_ms += r->kernel_ms;
+    all.harness_ns += r->harness_ns;
+    all.comm_bytes += r->comm_bytes;
+    all.kernels_launched += r->kernels_launched;
+    all.kernels_skipped += r->kernels_skipped;
+    if (r->loop_s > all.loop_s) all.loop_s = r->loop_s;
+    if (r->step_ms_p50 > all.step_ms_p50) all.step_ms_p50 = r->step_ms_p50;
+    if (worst < 0 || severity(&results[i]) > severity(&results[worst])) worst = (int)i;
+  }
+  const ab_rank_result_t *w = &results[worst];
+  all.status = severity(w) == 3 ? AB_RUN_ERROR : w->run.status;
+  all.oom = w->run.oom;
+  /* The workload without its rank: zero:ARGS,world=N,rank=all. */
+  char workload[sizeof results[0].workload + 8], device[128];
+  snprintf(workload, sizeof workload, "%s", results[0].workload);
+  char *rank = strstr(workload, ",rank=");
+  if (rank) snprintf(rank, sizeof workload - (size_t)(rank - workload), ",rank=all");
+  const char *card = results[0].device;
+  if (strncmp(card, "cuda:", 5) == 0 && strchr(card, ' ')) card = strchr(card, ' ') + 1;
+  snprintf(device, sizeof device, "%u x %s", n, card);
+  ab_run_desc_t desc = {workload, o->strategy, o->conf, device, results[0].budget_bytes, o->seed};
+  /* Only the stream's length is read from it. */
+  ab_events_t shell;
+  memset(&shell, 0, sizeof shell);
+  shell.n = events;
+  return ab_results_add_summary(summary, &desc, &shell, &all);
+}
+
+/* ---- the run --------------------------------------------------------------------------------------- */
+
+static ab_status rows(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    const ab_rank_result_t *res = &results[i];
+    ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed};
+    ab_events_t shell;
+    memset(&shell, 0, sizeof shell);
+    shell.n = res->events;
+    AB_TRY(ab_results_add_summary(summary, &desc, &shell, &res->run));
+  }
+  return ab_ranks_combine(summary, o, results, n);
+}
+
+/* 128 bytes for a clique on the simulated card, where nothing but the rendezvous reads them. */
+static void sim_id(ab_comm_id_t *id) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 16);
+  for (size_t i = 0; i < sizeof id->bytes; i++) {
+    x += 0x9E3779B97F4A7C15ULL; /* splitmix64 */
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    id->bytes[i] = (unsigned char)(z ^ (z >> 31));
+  }
+}
+
+ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
+                       unsigned *nresults, ab_diag_t *diag) {
+  if (nresults) *nresults = 0;
+  unsigned world = r->launch ? r->launch->world : r->n, local = r->launch ? 1 : r->n;
+  unsigned first = r->launch ? r->launch->rank : 0;
+  if (world == 0 || world > (r->launch ? 1u << 16 : AB_RANKS_MAX))
+    return ab_diag_set(diag, AB_ERR_INVALID, "--ranks %u: expected 1 to %u ranks", world, AB_RANKS_MAX);
+  if (o->faults_rank >= (int)world)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: there are ranks 0 to %u", o->faults_rank, world - 1);
+  char spec[512];
+  AB_TRY(rank_spec(o->workload, world, 0, spec, sizeof spec, diag));
+
+  rank_t *rk = calloc(local, sizeof *rk);
+  int *ordinals = calloc(local, sizeof *ordinals);
+  ab_comm_t **comms = calloc(local, sizeof *comms);
+  ab_rank_result_t *all = calloc(world, sizeof *all);
+  ab_group_t *group = NULL;
+  ab_status st = rk && ordinals && comms && all ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  uint64_t digest = 0;
+  bool cuda = false;
+  for (unsigned i = 0; i < local && st == AB_OK; i++) {
+    rk[i].rank = first + i;
+    ab_events_init(&rk[i].es);
+    st = rank_device(o->device, r, i, rk[i].device, sizeof rk[i].device, &ordinals[i], diag);
+    cuda = ordinals[i] >= 0;
+  }
+  if (st == AB_OK) st = try_strategy(o, rk[0].device, diag);
+  for (unsigned i = 0; i < local && st == AB_OK; i++) {
+    rank_t *x = &rk[i];
+    x->strategy = o->strategy;
+    st = rank_spec(o->workload, world, x->rank, spec, sizeof spec, diag);
+    if (st == AB_OK) st = ab_workload_build(spec, o->seed, &x->es, diag);
+    uint64_t d = 0;
+    if (st == AB_OK) st = ab_ranks_check_stream(&x->es, world, &d, diag);
+    if (st == AB_OK && i > 0 && d != digest)
+      st = ab_diag_set(diag, AB_ERR_INVALID, "--ranks: rank %u makes other collectives than rank 0 (-w %s)", x->rank, spec);
+    digest = d;
+    if (st == AB_OK && ab_run_prepare(&x->run, &x->es) != AB_OK)
+      st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    x->o = *o;
+    x->o.device = x->device;
+    x->o.quiet = true; /* no progress lines from several threads */
+    x->o.faults_rank = -1;
+    if (o->faults_rank >= 0 && (unsigned)o->faults_rank != x->rank) memset(&x->o.dev.faults, 0, sizeof x->o.dev.faults);
+    x->hooks.ctx = x;
+    x->hooks.replay_opts = add_to_replay;
+    x->o.hooks = &x->hooks;
+  }
+
+  /* Communicators and the group. */
+  if (st == AB_OK && cuda) st = ab_comm_load(r->nccl, diag);
+  if (st == AB_OK && r->launch) {
+    ab_comm_id_t id;
+    memset(&id, 0, sizeof id);
+    if (r->launch->rank == 0) {
+      if (cuda)
+        st = ab_comm_unique_id(&id, diag);
+      else
+        sim_id(&id);
+    }
+    if (st == AB_OK) st = ab_rendezvous(r->launch, digest, &id, &group, diag);
+    if (st == AB_OK && cuda) st = ab_comm_init_rank(ordinals[0], world, first, &id, &comms[0], diag);
+  } else if (st == AB_OK) {
+    st = ab_group_threads(world, &group, diag);
+    if (st == AB_OK && cuda) st = ab_comm_init_all(local, ordinals, comms, diag);
+    if (st != AB_OK && cuda) ab_diag_prefix(diag, "--ranks %u on cuda: ", world);
+  }
+
+  /* The ranks. */
+  if (st == AB_OK) {
+    for (unsigned i = 0; i < local; i++) {
+      rk[i].comm = comms[i];
+      rk[i].group = group;
+    }
+    if (r->launch) {
+      rank_main(&rk[0]);
+    } else {
+      for (unsigned i = 0; i < local && st == AB_OK; i++) {
+        if (pthread_create(&rk[i].thread, NULL, rank_main, &rk[i]) != 0)
+          st = ab_diag_set(diag, AB_ERR_INTERNAL, "cannot start the thread of rank %u", i);
+        else
+          rk[i].started = true;
+      }
+      /* A rank that never started leaves at once, so that the others stop. */
+      for (unsigned i = 0; i < local; i++)
+        if (!rk[i].started) {
+          rk[i].result.status = AB_ERR_INTERNAL;
+          snprintf(rk[i].result.diag, sizeof rk[i].result.diag, "its thread could not start");
+          group->ops->leave(group, rk[i].rank, &rk[i].result);
+        }
+      for (unsigned i = 0; i < local; i++)
+        if (rk[i].started) pthread_join(rk[i].thread, NULL);
+    }
+  }
+  bool have = false;
+  if (st == AB_OK) st = group->ops->results(group, all, &have, diag);
+  if (st == AB_OK && have) {
+    st = rows(summary, o, all, world);
+    if (results) memcpy(results, all, world * sizeof *all);
+    if (nresults) *nresults = world;
+  }
+  /* The status: the first rank that failed, of those this process knows. */
+  const ab_rank_result_t *known = have ? all : local && rk ? &rk[0].result : NULL;
+  unsigned nknown = have ? world : (st == AB_OK ? local : 0);
+  for (unsigned i = 0; i < nknown && st == AB_OK; i++)
+    if (known[i].status != AB_OK || known[i].run.status == AB_RUN_ERROR)
+      st = ab_diag_set(diag, known[i].status != AB_OK ? known[i].status : known[i].run.error, "rank %u: %s",
+                       have ? i : first + i, known[i].status != AB_OK ? known[i].diag : known[i].run.message);
+
+  for (unsigned i = 0; comms && i < local; i++) {
+    ab_diag_t d = {""};
+    if (ab_comm_destroy(comms[i], &d) != AB_OK && st == AB_OK) st = ab_diag_set(diag, AB_ERR_CUDA, "%s", d.msg);
+  }
+  if (group) group->ops->destroy(group);
+  for (unsigned i = 0; rk && i < local; i++) {
+    ab_run_release(&rk[i].run);
+    ab_events_free(&rk[i].es);
+  }
+  free(rk);
+  free(ordinals);
+  free(comms);
+  free(all);
+  return st;
+}

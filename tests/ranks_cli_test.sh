@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# ranks_cli_test.sh ALLOCBENCH: `allocbench run --ranks` on simulated cards: the rows, the
+# combined row, an OOM on one rank, two processes meeting over TCP on 127.0.0.1, and bad
+# input refused with one line and no results.
+set -u
+ab=${1:?usage: ranks_cli_test.sh PATH_TO_ALLOCBENCH}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+small=zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128
+# The launcher's variables come only from the cases below.
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT
+
+# refuse "WHAT THE MESSAGE MUST SAY" ARGS... (VAR=VALUE before refuse reaches allocbench)
+refuse() {
+  local says=$1
+  shift
+  "$ab" "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
+  local rc=$? lines
+  lines=$(wc -l <"$work/err")
+  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* exited $rc"; fi
+  if [ "$lines" -ne 1 ]; then fail "$*: $lines lines on stderr: $(cat "$work/err")"; fi
+  if ! grep -qF -- "$says" "$work/err"; then fail "$*: stderr does not say '$says': $(cat "$work/err")"; fi
+  if [ -s "$work/out" ]; then fail "$*: wrote to stdout"; fi
+  if [ -e "$work/refused" ]; then fail "$*: wrote results"; rm -rf "$work/refused"; fi
+}
+
+refuse "--ranks '0': expected 1 to 1024 ranks, or env" run -w zero -s raw --device sim --ranks 0
+refuse "--ranks 'two'" run -w zero -s raw --device sim --ranks two
+refuse "only -w zero runs as several ranks" run -w random -s raw --device sim --ranks 2
+refuse "rank= comes from --ranks" run -w zero:rank=1 -s raw --device sim --ranks 2
+refuse "world=4, but there are 2 ranks" run -w zero:world=4 -s raw --device sim --ranks 2
+refuse "--faults rank=1: only a run of several ranks" run -w zero -s raw --device sim --faults nth=3,rank=1
+refuse "--faults rank=R: only a run of several ranks" oom -w random:ops=100 -s raw --device sim --faults nth=3,rank=1
+refuse "--faults rank=2: there are ranks 0 to 1" run -w zero -s raw --device sim --ranks 2 --faults nth=3,rank=2
+refuse "--nccl: only runs of several ranks" run -w zero -s raw --device sim --nccl /x/libnccl.so.2
+refuse "unknown key 'bogus'" run -w zero -s pooled -c bogus:1 --device sim --ranks 2
+refuse "fault injection works on the simulated device only" run -w zero -s raw --device cuda --ranks 2 --faults nth=1
+refuse "WORLD_SIZE is not set" run -w zero -s raw --device sim --ranks env
+RANK=2 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1 refuse "RANK='2': expected a whole number from 0 to 1" run -w zero -s raw --device sim --ranks env
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=99999 refuse "MASTER_PORT='99999'" run -w zero -s raw --device sim --ranks env
+RANK=0 WORLD_SIZE=2 MASTER_PORT=1 refuse "MASTER_ADDR is not set" run -w zero -s raw --device sim --ranks env
+RANK=0 WORLD_SIZE=1 MASTER_ADDR=h MASTER_PORT=1 refuse "each rank drives cuda:LOCAL_RANK" run -w zero -s raw --device cuda:1 --ranks env
+"$ab" run --help | grep -q -- '--ranks N' || fail "--ranks not in --help"
+
+# Three ranks: a row each, then the combined one, whose peaks and counts are the sums;
+# nccl_bytes closes the header.
+out="$work/three"
+"$ab" run -w "$small" -s pooled --device sim --ranks 3 --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "--ranks 3 exited $?: $(cat "$work/err")"
+[ "$(wc -l <"$work/csv")" -eq 5 ] || fail "--ranks 3 printed $(wc -l <"$work/csv") lines"
+head -n 1 "$out/summary.csv" | grep -q ',harness_ns_per_event,nccl_bytes$' || fail "header: $(head -n 1 "$out/summary.csv")"
+for r in 0 1 2; do
+  grep -q "world=3,rank=$r\",pooled,,sim:h200,0,42,[0-9]*,ok," "$out/summary.csv" || fail "no ok row for rank $r"
+  [ -s "$out/timeline_zero_steps_2_layers_2_d_model_256_heads_4_vocab_1024_batch_2_seq_128_world_3_rank_${r}_pooled.csv" ] ||
+    fail "no timeline for rank $r"
+done
+# Counted from the end (the quoted workload holds commas): events, the peaks and counts
+# (frag_pct excepted), nccl_bytes.
+awk -F, 'NR > 1 { n = NF; for (c = 1; c <= NF; c++) v[NR, c] = $c }
+         END { split("20 16 15 14 12 11 10 9 0", back, " ");
+               for (i = 1; i <= 9; i++) { c = n - back[i]; s = v[2, c] + v[3, c] + v[4, c];
+                 if (s != v[5, c]) { print "column " c ": " s " != " v[5, c]; bad = 1 } }
+               exit bad }' "$out/summary.csv" || fail "the combined row is not the sum of the ranks"
+grep -q 'rank=all",pooled,,3 x sim:h200,' "$out/summary.csv" || fail "combined row: $(tail -n 1 "$out/summary.csv")"
+
+# An OOM on rank 1: its row says oom, the others stopped, the combined row oom, exit 0,
+# and the table names the rank.
+"$ab" run -w "$small" -s raw --device sim --ranks 3 --faults nth=100,rank=1 --out "$work/oom" >"$work/table" 2>"$work/err" ||
+  fail "an OOM on one rank exited $?: $(cat "$work/err")"
+grep -q 'rank=1",raw,,sim:h200,0,42,[0-9]*,oom,' "$work/oom/summary.csv" || fail "rank 1 is not oom"
+[ "$(grep -c ',stopped,' "$work/oom/summary.csv")" -eq 2 ] || fail "the other ranks did not stop"
+grep -q 'rank=all",raw,,3 x sim:h200,0,42,[0-9]*,oom,' "$work/oom/summary.csv" || fail "the combined row is not oom"
+grep -q "rank 0: stopped before event [0-9]*: rank 1 ran out of memory at event" "$work/table" || fail "table: $(cat "$work/table")"
+
+# Two processes on this host, as a launcher starts them: rank 0 writes every row.
+port=$((20000 + $$ % 20000))
+for attempt in 1 2 3; do
+  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port AB_RENDEZVOUS_TIMEOUT=60 \
+    "$ab" run -w "$small" -s raw --device sim --ranks env --out "$work/env" >"$work/env1.out" 2>"$work/env1.err" &
+  pid=$!
+  RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port AB_RENDEZVOUS_TIMEOUT=60 \
+    "$ab" run -w "$small" -s raw --device sim --ranks env --out "$work/env" --format csv >"$work/env0.out" 2>"$work/env0.err"
+  rc0=$?
+  wait $pid
+  rc1=$?
+  grep -q "cannot listen" "$work/env0.err" || break # the port was taken: try another
+  port=$((port + 1))
+done
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "launched ranks exited $rc0 and $rc1: $(cat "$work/env0.err" "$work/env1.err")"
+[ "$(wc -l <"$work/env/summary.csv")" -eq 4 ] || fail "launched ranks wrote $(wc -l <"$work/env/summary.csv") lines"
+grep -q 'world=2,rank=1",raw,,sim:h200,0,42,[0-9]*,ok,' "$work/env/summary.csv" || fail "no row of rank 1 from rank 0"
+grep -q 'rank 1 of 2 done; rank 0 writes the results' "$work/env1.err" || fail "rank 1 said: $(cat "$work/env1.err")"
+# The same figures as the threads give.
+peaks() { awk -F, 'NR == 2 || NR == 3 { print $(NF - 16), $(NF - 15), $(NF - 14), $(NF - 12) }' "$1"; }
+peaks "$work/env/summary.csv" >"$work/env.peaks"
+"$ab" run -w "$small" -s raw --device sim --ranks 2 --out "$work/threads" -q >/dev/null || fail "--ranks 2 exited $?"
+peaks "$work/threads/summary.csv" >"$work/threads.peaks"
+cmp -s "$work/env.peaks" "$work/threads.peaks" || fail "processes and threads disagree: $(paste "$work/env.peaks" "$work/threads.peaks")"
+
+# Nobody at the address: one clear line once the timeout passes.
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7)) AB_RENDEZVOUS_TIMEOUT=0.5 \
+  refuse "could not reach rank 0 at 127.0.0.1:" run -w zero -s raw --device sim --ranks env
+
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "ranks cli: all passed"
