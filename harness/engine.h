@@ -60,7 +60,13 @@
 
 /* stopped: another rank of a multi-rank run failed, so this one stopped at a collective;
  * interrupted: opts.stop asked the replay to stop (a signal). */
-typedef enum ab_run_status_e { AB_RUN_OK, AB_RUN_OOM, AB_RUN_ERROR, AB_RUN_STOPPED, AB_RUN_INTERRUPTED } ab_run_status_t;
+typedef enum ab_run_status_e {
+  AB_RUN_OK,
+  AB_RUN_OOM,
+  AB_RUN_ERROR,
+  AB_RUN_STOPPED,
+  AB_RUN_INTERRUPTED,
+} ab_run_status_t;
 typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY } ab_oom_kind_t;
 
 const char *ab_run_status_name(ab_run_status_t st);

@@ -107,11 +107,13 @@ static ab_status async_check(ab_strategy_t *s, ab_diag_t *diag) {
   AB_TRY(ab_strategy_check_walk(s, &sum, diag));
   const ab_stats_t *st = &s->stats;
   if (sum.segments != a->live.n || st->num_device_alloc - st->num_device_free != a->live.n)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "async: %llu live allocations, %llu walked, %llu device allocations not freed",
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "async: %llu live allocations, %llu walked, %llu device allocations not freed",
                        (unsigned long long)a->live.n, (unsigned long long)sum.segments,
                        (unsigned long long)(st->num_device_alloc - st->num_device_free));
   if ((uint64_t)st->requested_bytes.current != sum.allocated || (uint64_t)st->allocated_bytes.current != sum.allocated)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "async: stats say %lld requested, %lld allocated; the live allocations sum to %llu",
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "async: stats say %lld requested, %lld allocated; the live allocations sum to %llu",
                        (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
                        (unsigned long long)sum.allocated);
   uint64_t reserved = 0, peak = 0;

@@ -311,7 +311,8 @@ static ab_status check_free_lists(pooled_t *p, ab_diag_t *diag) {
       uint64_t marked = 0;
       for (uint64_t w = 0; w < (ch->nblocks + 63) / 64; w++) marked += (uint64_t)__builtin_popcountll(ch->in_use[w]);
       if (marked != ch->nblocks)
-        st = ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx: %llu of its blocks are neither handed out nor on the free lists",
+        st = ab_diag_set(diag, AB_ERR_INTERNAL,
+                         "pooled: chunk 0x%llx: %llu of its blocks are neither handed out nor on the free lists",
                          (unsigned long long)ch->base, (unsigned long long)(ch->nblocks - marked));
     }
   }
@@ -340,10 +341,12 @@ static ab_status pooled_check(ab_strategy_t *s, ab_diag_t *diag) {
     unsigned long long base = c->base;
     size_t ci = class_of(p, c->block);
     if (ci == p->nclasses || p->sizes[ci] != c->block || c->bytes != c->nblocks * c->block)
-      return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx of %llu bytes is no whole number of blocks of a class",
-                         base, (unsigned long long)c->bytes);
+      return ab_diag_set(diag, AB_ERR_INTERNAL,
+                         "pooled: chunk 0x%llx of %llu bytes is no whole number of blocks of a class", base,
+                         (unsigned long long)c->bytes);
     if (c->initial && (c->base < p->initial_base || c->base + c->bytes > p->initial_base + p->initial_bytes))
-      return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: chunk 0x%llx is marked initial but lies outside the initial pool", base);
+      return ab_diag_set(diag, AB_ERR_INTERNAL,
+                         "pooled: chunk 0x%llx is marked initial but lies outside the initial pool", base);
     uint64_t live = 0;
     for (uint64_t w = 0; w < (c->nblocks + 63) / 64; w++) live += (uint64_t)__builtin_popcountll(c->in_use[w]);
     if (live != c->live)
@@ -361,8 +364,10 @@ static ab_status pooled_check(ab_strategy_t *s, ab_diag_t *diag) {
   if (s->stats.requested_bytes.current > s->stats.allocated_bytes.current)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: %lld bytes requested but only %lld allocated",
                        (long long)s->stats.requested_bytes.current, (long long)s->stats.allocated_bytes.current);
-  if ((uint64_t)s->stats.allocated_bytes.current != sum.allocated || (uint64_t)s->stats.reserved_bytes.current != reserved)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "pooled: stats say %lld allocated / %lld reserved, blocks sum to %llu / %llu",
+  if ((uint64_t)s->stats.allocated_bytes.current != sum.allocated ||
+      (uint64_t)s->stats.reserved_bytes.current != reserved)
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "pooled: stats say %lld allocated / %lld reserved, blocks sum to %llu / %llu",
                        (long long)s->stats.allocated_bytes.current, (long long)s->stats.reserved_bytes.current,
                        (unsigned long long)sum.allocated, (unsigned long long)reserved);
   return AB_OK;

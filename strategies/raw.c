@@ -77,11 +77,12 @@ static ab_status raw_check(ab_strategy_t *s, ab_diag_t *diag) {
   AB_TRY(ab_strategy_check_walk(s, &sum, diag));
   const ab_stats_t *st = &s->stats;
   if (sum.segments != r->live.n || st->num_device_alloc - st->num_device_free != r->live.n)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "raw: %llu live allocations, %llu walked, %llu device allocations not freed",
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "raw: %llu live allocations, %llu walked, %llu device allocations not freed",
                        (unsigned long long)r->live.n, (unsigned long long)sum.segments,
                        (unsigned long long)(st->num_device_alloc - st->num_device_free));
-  if ((uint64_t)st->requested_bytes.current != sum.allocated || (uint64_t)st->allocated_bytes.current != sum.allocated ||
-      (uint64_t)st->reserved_bytes.current != sum.reserved)
+  if ((uint64_t)st->requested_bytes.current != sum.allocated ||
+      (uint64_t)st->allocated_bytes.current != sum.allocated || (uint64_t)st->reserved_bytes.current != sum.reserved)
     return ab_diag_set(diag, AB_ERR_INTERNAL,
                        "raw: stats say %lld requested, %lld allocated, %lld reserved; the live allocations sum to %llu",
                        (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,

@@ -65,9 +65,10 @@ void ab_stats_reset_peaks(ab_stats_t *s);
  * several ranks; the sum of peaks bounds the peak of the sum). */
 void ab_stats_merge(ab_stats_t *dst, const ab_stats_t *src);
 /* Checks what holds for the statistics of any strategy: no gauge below zero or above its
- * peak, no more device frees than device allocations (requested bytes may exceed allocated
- * ones: PyTorch counts a block whose free awaits other streams as requested, not allocated). AB_ERR_INTERNAL with the first broken rule in diag; ab_strategy_check runs it
- * before each strategy's own checks. */
+ * peak, no more device frees than device allocations. (Requested bytes may exceed allocated
+ * ones: PyTorch counts a block whose free awaits other streams as requested, not allocated.)
+ * AB_ERR_INTERNAL with the first broken rule in diag; ab_strategy_check runs it before each
+ * strategy's own checks. */
 ab_status ab_stats_check(const ab_stats_t *s, ab_diag_t *diag);
 /* Writes a JSON object with "<gauge>.current", "<gauge>.peak" and each counter. */
 void ab_stats_write_json(FILE *f, const ab_stats_t *s);

@@ -155,7 +155,9 @@ static int check_segment(void *ctx, const ab_segment_info_t *seg) {
   walk_check_t *w = ctx;
   unsigned long long base = seg->base;
   if (w->sums->segments && seg->base < w->end) {
-    w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL, "%s: segment 0x%llx starts before the segment before it ends (at 0x%llx): out of order or overlapping",
+    w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL,
+                        "%s: segment 0x%llx starts before the segment before it ends (at 0x%llx): out of order or "
+                        "overlapping",
                         w->name, base, (unsigned long long)w->end);
     return 1;
   }
@@ -163,12 +165,12 @@ static int check_segment(void *ctx, const ab_segment_info_t *seg) {
   uint64_t mapped = 0;
   for (size_t i = 0; i < seg->nblocks; i++) {
     const ab_block_info_t *b = &seg->blocks[i];
-    const char *broken = b->addr != at ? "does not start where the block before ended"
-                         : b->bytes == 0 ? "is empty"
-                         : b->addr + b->bytes < b->addr ? "wraps around the address space"
-                         : (b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE) && b->requested > b->bytes
-                             ? "holds a request larger than itself"
-                             : NULL;
+    bool live = b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE;
+    const char *broken = b->addr != at                   ? "does not start where the block before ended"
+                         : b->bytes == 0                  ? "is empty"
+                         : b->addr + b->bytes < b->addr   ? "wraps around the address space"
+                         : live && b->requested > b->bytes ? "holds a request larger than itself"
+                                                           : NULL;
     if (broken) {
       w->st = ab_diag_set(w->diag, AB_ERR_INTERNAL, "%s: segment 0x%llx: block %zu at 0x%llx (%llu bytes) %s", w->name,
                           base, i, (unsigned long long)b->addr, (unsigned long long)b->bytes, broken);

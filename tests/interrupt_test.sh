@@ -32,7 +32,10 @@ check_csvs() {
         return quoted ? -1 : k
       }
       NR == 1 { want = columns($0); next }
-      columns($0) != want { printf "FAIL: %s:%d: %d columns, the header has %d: %s\n", file, NR, columns($0), want, $0; bad = 1 }
+      columns($0) != want {
+        printf "FAIL: %s:%d: %d columns, the header has %d: %s\n", file, NR, columns($0), want, $0
+        bad = 1
+      }
       END { exit bad }' "$f" || failures=$((failures + 1))
   done
 }
@@ -88,7 +91,8 @@ for sig in INT TERM; do
   rows=$(($(wc -l <"$out/summary.csv") - 1))
   grep -q "interrupted (SIG$sig): $rows of $planned runs recorded in $out/summary.csv" "$work/err" ||
     fail "matrix after SIG$sig does not say where its $rows rows are: $(cat "$work/err")"
-  [ "$(find "$out" -name 'timeline_*.csv' | wc -l)" -eq "$rows" ] || fail "SIG$sig: $rows rows but other timelines: $(ls "$out")"
+  [ "$(find "$out" -name 'timeline_*.csv' | wc -l)" -eq "$rows" ] ||
+    fail "SIG$sig: $rows rows but other timelines: $(ls "$out")"
   [ -z "$(find "$out" -name '*.tmp.*')" ] || fail "SIG$sig left temporary files: $(ls "$out")"
   check_csvs "$out"
 done
@@ -104,8 +108,8 @@ kill -INT "$pid"
 wait_exit "$pid"
 rc=$?
 [ $rc -eq 130 ] || fail "run after SIGINT exited $rc: $(cat "$work/err")"
-grep -q "interrupted (SIGINT): 0 of 1 runs recorded in $out/summary.csv; what was in progress was stopped and not recorded" \
-  "$work/err" || fail "run after SIGINT: $(cat "$work/err")"
+said="interrupted (SIGINT): 0 of 1 runs recorded in $out/summary.csv; what was in progress was stopped and not recorded"
+grep -qF "$said" "$work/err" || fail "run after SIGINT: $(cat "$work/err")"
 [ "$(wc -l <"$out/summary.csv")" -eq 2 ] || fail "the interrupted run changed summary.csv: $(cat "$out/summary.csv")"
 
 # SIGKILL at moments spread over a matrix of short runs, whose rows and timelines are written

@@ -124,7 +124,8 @@ static ab_status gunzip(const char *path, const ab_input_t *gz, ab_input_t *out,
 static ab_status gunzip(const char *path, const ab_input_t *gz, ab_input_t *out, ab_diag_t *diag) {
   (void)gz;
   (void)out;
-  return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
 }
 #endif
 

@@ -12,7 +12,8 @@ static bool same(const ab_caching_conf_t *a, const ab_caching_conf_t *b) {
   return a->max_split_size == b->max_split_size && a->max_non_split_rounding == b->max_non_split_rounding &&
          a->large_segment_size == b->large_segment_size &&
          memcmp(a->divisions, b->divisions, sizeof a->divisions) == 0 && a->gc_threshold == b->gc_threshold &&
-         a->memory_fraction == b->memory_fraction && a->expandable == b->expandable && strcmp(a->ignored, b->ignored) == 0;
+         a->memory_fraction == b->memory_fraction && a->expandable == b->expandable &&
+         strcmp(a->ignored, b->ignored) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -33,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!(c.gc_threshold >= 0 && c.gc_threshold < 1) || !(c.memory_fraction >= 0 && c.memory_fraction <= 1))
       ab_fuzz_fail("'%s': threshold %g, fraction %g out of bounds", text, c.gc_threshold, c.memory_fraction);
     for (int i = 0; i < AB_CACHING_DIVISION_INTERVALS; i++)
-      if (c.divisions[i] & (c.divisions[i] - 1)) ab_fuzz_fail("'%s': %llu divisions, no power of two", text, (unsigned long long)c.divisions[i]);
+      if (c.divisions[i] & (c.divisions[i] - 1))
+        ab_fuzz_fail("'%s': %llu divisions, no power of two", text, (unsigned long long)c.divisions[i]);
     ab_caching_conf_t again = c;
     if (ab_caching_conf_apply(&again, "-c", text, &d) != AB_OK || !same(&again, &c))
       ab_fuzz_fail("'%s' applied twice differs from once: %s", text, d.msg);

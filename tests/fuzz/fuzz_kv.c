@@ -49,7 +49,8 @@ static void getters(const char *text, char sep) {
     if ((st = ab_kv_get_size(&kv, key, &u, &d)) != AB_OK) refused(st, &d, "-c '");
     u = 0;
     if ((st = ab_kv_get_u64(&kv, key, 1, 1000, &u, &d)) != AB_OK) refused(st, &d, "-c '");
-    if (st == AB_OK && u > 1000) ab_fuzz_fail("'%s': %llu taken for a number from 1 to 1000", text, (unsigned long long)u);
+    if (st == AB_OK && u > 1000)
+      ab_fuzz_fail("'%s': %llu taken for a number from 1 to 1000", text, (unsigned long long)u);
     if ((st = ab_kv_get_double(&kv, key, -1e6, 1e6, &x, &d)) != AB_OK) refused(st, &d, "-c '");
     if ((st = ab_kv_get_bool(&kv, key, &b, &d)) != AB_OK) refused(st, &d, "-c '");
     if ((st = ab_kv_get_choice(&kv, key, choices, &c, &d)) != AB_OK) refused(st, &d, "-c '");

@@ -18,7 +18,8 @@ static void check_refusal(ab_status st, const ab_diag_t *d, const char *what, co
   for (char *c = head; *c; c++)
     if (*c == '\n' || *c == '\r') *c = ' '; /* as ab_diag_set keeps a message on one line */
   size_t pos = 0;
-  if (strncmp(d->msg, head, (size_t)n) != 0 || sscanf(d->msg + n, "%zu", &pos) != 1 || pos < 1 || pos > strlen(text) + 1)
+  if (strncmp(d->msg, head, (size_t)n) != 0 || sscanf(d->msg + n, "%zu", &pos) != 1 || pos < 1 ||
+      pos > strlen(text) + 1)
     ab_fuzz_fail("%s: the message does not point inside '%s': %s", what, text, d->msg);
 }
 
@@ -45,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i < sizeof maxima / sizeof maxima[0]; i++) {
     st = ab_parse_u64("--seed", text, maxima[i], &v, &d);
     if (st == AB_OK && v > maxima[i])
-      ab_fuzz_fail("'%s' parsed as %llu, above its maximum %llu", text, (unsigned long long)v, (unsigned long long)maxima[i]);
+      ab_fuzz_fail("'%s' parsed as %llu, above its maximum %llu", text, (unsigned long long)v,
+                   (unsigned long long)maxima[i]);
     if (st != AB_OK) check_refusal(st, &d, "--seed", text);
   }
   free(text);
