@@ -191,7 +191,7 @@ static void mix_one(const char *name) {
       ab_status st = world_alloc(&w, i, bytes, stream);
       CHECK_MSG(st == AB_OK, "%s: alloc of %llu bytes: %s", name, (unsigned long long)bytes, ab_strerror(st));
     }
-    if (op % 500 == 0) check_stats(&w);
+    check_stats(&w);
     if (op % 4000 == 3999) CHECK(ab_strategy_empty_cache(w.s) == AB_OK);
   }
   world_close(&w);
@@ -246,6 +246,7 @@ static void faults_one(const char *name) {
     size_t i = (size_t)ab_rng_range(&r, 0, SLOTS - 1);
     if (w.slots[i].bytes) {
       world_free(&w, i);
+      check_stats(&w);
       continue;
     }
     uint64_t bytes = (uint64_t)exp(ab_rng_uniform(&r) * log(48.0 * 1048576.0)) + 1;
@@ -253,6 +254,7 @@ static void faults_one(const char *name) {
     CHECK_MSG(st == AB_OK || st == AB_ERR_OOM, "%s: an injected failure became %s (%s)", name, ab_strerror(st),
               w.dev->diag.msg);
     ooms += st == AB_ERR_OOM;
+    check_stats(&w); /* a failed allocation leaves the strategy consistent too */
     if (op % 1000 == 0) CHECK(ab_strategy_empty_cache(w.s) == AB_OK);
   }
   check_stats(&w);
