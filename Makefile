@@ -73,6 +73,7 @@ soak: build
 	$(BUILD)/tests/soak_test --events=$(SOAK_EVENTS) --seeds=$(SOAK_SEEDS)
 
 fuzz: deps-fuzz
+	@command -v clang >/dev/null || { echo "make fuzz: needs clang and libFuzzer: sudo apt-get install -y clang libclang-rt-dev" >&2; exit 1; }
 	@[ -f build-fuzz/CMakeCache.txt ] || cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DAB_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS)
 	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
