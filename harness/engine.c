@@ -48,12 +48,15 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   run->nids = es->nids;
   run->ptr = calloc(es->nids ? es->nids : 1, sizeof *run->ptr);
   run->requested = calloc(es->nids ? es->nids : 1, 1);
+  run->stream_of = calloc(es->nids ? es->nids : 1, sizeof *run->stream_of);
+  run->foreign = calloc(es->nids ? es->nids : 1, sizeof *run->foreign);
   run->captimeline = (size_t)es->nsteps + 1;
   run->timeline = malloc(run->captimeline * sizeof *run->timeline);
   /* Twice the steps: the second half is scratch for the median. */
   run->capstep_ms = es->nsteps;
   run->step_ms = malloc(2 * (run->capstep_ms ? run->capstep_ms : 1) * sizeof *run->step_ms);
-  if (run->ptr == NULL || run->requested == NULL || run->timeline == NULL || run->step_ms == NULL) {
+  if (run->ptr == NULL || run->requested == NULL || run->stream_of == NULL || run->foreign == NULL ||
+      run->timeline == NULL || run->step_ms == NULL) {
     ab_run_release(run);
     return AB_ERR_INTERNAL;
   }
@@ -63,6 +66,8 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
 void ab_run_release(ab_run_t *run) {
   free(run->ptr);
   free(run->requested);
+  free(run->stream_of);
+  free(run->foreign);
   free(run->ref_first);
   free(run->refs);
   free(run->pass_over);
@@ -195,6 +200,38 @@ static size_t next_pass_over(const ab_run_t *run, size_t from, size_t n) {
   return n;
 }
 
+/* Note [Buffers on other streams]: a workload may compute on a buffer on a stream other
+ * than the one it was allocated on (ZeRO reduces gradients on a side stream). Allocation and
+ * free are ordered on the buffer's own stream, so on a real device that stream and the other
+ * must be ordered too, as PyTorch's programs do with wait_stream and record_stream: the
+ * kernel's stream waits for the buffer's stream before it runs (the memory is the buffer's
+ * from that point on that stream), and the buffer's stream waits for every other stream that
+ * used it before the buffer is freed. Without the second, a stream-ordered pool may hand the
+ * memory out again, or remap it, while a kernel still reads it. The joins are device-side
+ * (no host wait) and happen only for buffers that crossed streams. */
+
+/* Makes the kernel's stream wait for the streams its buffers were allocated on. */
+static ab_status join_producers(ab_kernels_t *kx, ab_run_t *run, const ab_kernel_t *k, unsigned stream) {
+  uint64_t joined = 0;
+  for (unsigned b = 0; b < k->nbuf; b++) {
+    unsigned home = run->stream_of[k->buf[b]];
+    if (home == stream) continue;
+    run->foreign[k->buf[b]] |= 1ULL << stream;
+    if (joined & (1ULL << home)) continue;
+    AB_TRY(ab_kernels_join(kx, home, stream));
+    joined |= 1ULL << home;
+  }
+  return AB_OK;
+}
+
+/* Makes a buffer's stream wait for the other streams that used it, before it is freed. */
+static ab_status join_users(ab_kernels_t *kx, ab_run_t *run, uint32_t id) {
+  for (uint64_t users = run->foreign[id]; users; users &= users - 1)
+    AB_TRY(ab_kernels_join(kx, (unsigned)__builtin_ctzll(users), run->stream_of[id]));
+  run->foreign[id] = 0;
+  return AB_OK;
+}
+
 /* The time accounting of one replay loop. */
 typedef struct loop_clock_s {
   uint64_t t0;          /* host time the loop began */
@@ -273,6 +310,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   /* Reset results; keep the scratch. */
   memset(run->ptr, 0, (run->nids ? run->nids : 1) * sizeof *run->ptr);
   memset(run->requested, 0, run->nids ? run->nids : 1);
+  memset(run->foreign, 0, (run->nids ? run->nids : 1) * sizeof *run->foreign);
   run->ntimeline = 0;
   run->status = AB_RUN_OK;
   run->error = AB_OK;
@@ -357,6 +395,7 @@ events:
         }
         if (st != AB_OK) goto error;
         run->ptr[e->id] = p;
+        run->stream_of[e->id] = e->stream;
         live_requested += e->bytes;
         if (v) {
           uint64_t t1 = now_ns();
@@ -371,6 +410,10 @@ events:
           uint64_t t1 = now_ns();
           st = ab_verify_free(v, e->id, &dev->diag);
           c.outside_ns += now_ns() - t1;
+          if (st != AB_OK) goto error;
+        }
+        if (launch && e->aux != AB_FREE_REQUEST && run->foreign[e->id]) {
+          st = join_users(kx, run, e->id);
           if (st != AB_OK) goto error;
         }
         uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
@@ -409,7 +452,8 @@ events:
         if (launch) {
           ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
           for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
-          st = ab_kernels_launch(kx, k, buf, e->stream);
+          st = join_producers(kx, run, k, e->stream);
+          if (st == AB_OK) st = ab_kernels_launch(kx, k, buf, e->stream);
           if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
         }
         /* The other ranks hear of a failed launch before this one stops. */

@@ -142,6 +142,8 @@ struct ab_run_s {
   /* scratch, sized by ab_run_prepare */
   ab_dptr_t *ptr;            /* per id: its address until its free completes, else 0 */
   uint8_t *requested;        /* per id: 1 between FREE REQUEST and FREE COMPLETE */
+  uint16_t *stream_of;       /* per id: the stream it was allocated on */
+  uint64_t *foreign;         /* per id: the other streams its kernels ran on (bit s: stream s) */
   uint32_t nids;
   size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
   size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */

@@ -52,6 +52,9 @@ typedef enum ab_gb_unit_e { AB_GB_NS, AB_GB_US, AB_GB_MS, AB_GB_S } ab_gb_unit_t
 
 /* True while another iteration should run; the timed region is between two calls. */
 bool ab_gb_keep_running(ab_gb_state_t *st);
+/* The same, counting n iterations per pass (Google Benchmark's KeepRunningBatch): for bodies
+ * too short to time one at a time. */
+bool ab_gb_keep_running_batch(ab_gb_state_t *st, int64_t n);
 /* The i-th argument of this instance (ab_gb_arg). */
 int64_t ab_gb_range(const ab_gb_state_t *st, size_t i);
 /* Iterations run so far. */

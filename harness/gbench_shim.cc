@@ -37,6 +37,9 @@ void print_help() {
 extern "C" {
 
 bool ab_gb_keep_running(ab_gb_state_t *st) { return state_of(st).KeepRunning(); }
+bool ab_gb_keep_running_batch(ab_gb_state_t *st, int64_t n) {
+  return state_of(st).KeepRunningBatch(static_cast<benchmark::IterationCount>(n));
+}
 
 int64_t ab_gb_range(const ab_gb_state_t *st, size_t i) { return state_of(st).range(i); }
 

@@ -32,6 +32,7 @@ ab_status ab_kernels_close(ab_kernels_t *kx, ab_diag_t *diag) {
     AB_CUDA_CHECKED(st, diag, cudaEventDestroy(kx->pair[i][1]));
   }
   for (size_t i = 0; i < kx->marks_created; i++) AB_CUDA_CHECKED(st, diag, cudaEventDestroy(kx->mark[i]));
+  if (kx->join) AB_CUDA_CHECKED(st, diag, cudaEventDestroy(kx->join));
   cublasStatus_t s = kx->cublas->cublasDestroy_v2(kx->blas);
   if (s != CUBLAS_STATUS_SUCCESS && st == AB_OK)
     st = ab_cublas_status(kx->cublas, s, "cublasDestroy_v2", __FILE__, __LINE__, diag);
@@ -118,6 +119,19 @@ ab_status ab_kernels_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dpt
 }
 
 void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c) { kx->comm = c; }
+
+/* One event serves every join: a wait takes the event as last recorded, so recording it
+ * again for the next join does not disturb the waits already queued. */
+ab_status ab_kernels_join(ab_kernels_t *kx, unsigned from, unsigned to) {
+  ab_diag_t *diag = &kx->dev->diag;
+  cudaStream_t a = (cudaStream_t)ab_device_stream_handle(kx->dev, from);
+  cudaStream_t b = (cudaStream_t)ab_device_stream_handle(kx->dev, to);
+  if ((a == NULL && from != 0) || (b == NULL && to != 0)) return AB_ERR_CUDA; /* the device said why */
+  if (kx->join == NULL) AB_CUDA_TRY(diag, cudaEventCreateWithFlags(&kx->join, cudaEventDisableTiming));
+  AB_CUDA_TRY(diag, cudaEventRecord(kx->join, a));
+  AB_CUDA_TRY(diag, cudaStreamWaitEvent(b, kx->join, 0));
+  return AB_OK;
+}
 
 ab_status ab_kernels_mark(ab_kernels_t *kx) {
   uint64_t i = kx->marks_recorded;

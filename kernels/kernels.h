@@ -156,6 +156,10 @@ ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag);
 /* The collectives launched on kx run on c from now on; NULL: the one-GPU copy. */
 void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c);
 
+/* Makes stream `to` wait for the work queued so far on stream `from`, without the host
+ * waiting (Note [Buffers on other streams] in harness/engine.c). */
+ab_status ab_kernels_join(ab_kernels_t *kx, unsigned from, unsigned to);
+
 /* Records a step mark on stream 0 (the default stream, where the workloads compute). */
 ab_status ab_kernels_mark(ab_kernels_t *kx);
 /* Waits for the device; writes the device time between successive marks, in ms, to

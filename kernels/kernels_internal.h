@@ -40,6 +40,7 @@ struct ab_kernels_s {
   uint64_t marks_recorded;
   double *mark_ms;                        /* intervals between marks already read, in order */
   size_t nmark_ms, capmark_ms;
+  cudaEvent_t join;                       /* orders two streams (ab_kernels_join); NULL until used */
 };
 
 struct ab_comm_s {
