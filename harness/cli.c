@@ -94,6 +94,38 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
   return true;
 }
 
+int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
+                 const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs) {
+  ab_diag_t diag = {""};
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+    ab_status st = AB_OK;
+    if (opt == 'h') {
+      fputs(help_head, stdout);
+      if (extra_help) fputs(extra_help, stdout);
+      fputs(ab_cli_common_help, stdout);
+      return AB_EXIT_OK;
+    }
+    if (opt == '?' || opt == ':') {
+      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench %s --help)", argv[optind - 1], o->cmd);
+      return ab_cli_usage_error(o, diag.msg);
+    }
+    if (!(own && own(ctx, opt, optarg, &st, &diag)) && !ab_cli_common_option(opt, optarg, o, &st, &diag))
+      return ab_cli_usage_error(o, "bad option");
+    if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  }
+  size_t n = (size_t)(argc - optind);
+  if (n > max_args) {
+    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind + (int)max_args]);
+    return ab_cli_usage_error(o, diag.msg);
+  }
+  if (args) *args = argv + optind;
+  if (nargs) *nargs = n;
+  return -1;
+}
+
 int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg) {
   fprintf(stderr, "allocbench %s: %s\n", o->cmd, msg);
   return AB_EXIT_USAGE;
@@ -264,6 +296,30 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   return st;
 }
 
+int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *run) {
+  ab_diag_t diag = {""};
+  ab_table_t summary;
+  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+  ab_status st = ab_cli_run_one(o, es, o->strategy, run, &summary, &diag);
+  int rc = AB_EXIT_OK;
+  if (run->status == AB_RUN_INTERRUPTED) {
+    rc = ab_cli_interrupted(o, 0, 1);
+  } else if (st != AB_OK && summary.nrows == 0) {
+    /* Nothing ran: a bad conf, or no device. */
+    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  } else {
+    ab_diag_t io = {""};
+    if (ab_cli_append(o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(o, io.msg);
+    ab_cli_print(o, &summary, NULL, 0);
+    if (run->kernels_skipped && o->format == AB_FORMAT_TABLE)
+      printf("\n%llu kernels not run (%s)\n", (unsigned long long)run->kernels_skipped,
+             o->kernels ? "the simulated device runs none; step times leave out compute" : "--no-kernels");
+    if (st != AB_OK) rc = ab_cli_fail(o, diag.msg);
+  }
+  ab_table_free(&summary);
+  return rc;
+}
+
 void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
   switch (o->format) {
     case AB_FORMAT_CSV: ab_table_write_csv(t, stdout, true); break;
@@ -365,45 +421,36 @@ ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts
   return b;
 }
 
+/* The own options of the search commands: the search's, -c once per strategy, no --budget. */
+typedef struct search_args_s {
+  ab_bisect_opts_t *search;
+  const char *confs[AB_CLI_MAX_STRATEGIES];
+  size_t nconfs;
+} search_args_t;
+
+static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  search_args_t *a = ctx;
+  if (opt == 'B') {
+    *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget: the search sets the budget of each run; give --lo and --hi instead");
+  } else if (opt == 'c') {
+    if (a->nconfs == AB_CLI_MAX_STRATEGIES)
+      *st = ab_diag_set(diag, AB_ERR_INVALID, "-c given more times than there can be strategies");
+    else
+      a->confs[a->nconfs++] = arg;
+  } else {
+    return ab_cli_search_option(opt, arg, a->search, st, diag);
+  }
+  return true;
+}
+
 int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opts_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es) {
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, AB_CLI_SEARCH_LONGOPTS, {0, 0, 0, 0}};
-  const char *confs[AB_CLI_MAX_STRATEGIES];
-  size_t nconfs = 0;
   ab_diag_t diag = {""};
   memset(search, 0, sizeof *search);
-  int opt;
-  optind = 1;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-    ab_status st = AB_OK;
-    if (opt == 'h') {
-      fputs(help_head, stdout);
-      fputs(ab_cli_search_help, stdout);
-      fputs(ab_cli_common_help, stdout);
-      return AB_EXIT_OK;
-    }
-    if (opt == '?' || opt == ':') {
-      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench %s --help)", argv[optind - 1], o->cmd);
-      return ab_cli_usage_error(o, diag.msg);
-    }
-    if (opt == 'B')
-      return ab_cli_usage_error(o, "--budget: the search sets the budget of each run; give --lo and --hi instead");
-    if (opt == 'c') {
-      if (nconfs == AB_CLI_MAX_STRATEGIES) return ab_cli_usage_error(o, "-c given more times than there can be strategies");
-      confs[nconfs++] = optarg;
-      continue;
-    }
-    if (ab_cli_search_option(opt, optarg, search, &st, &diag) || ab_cli_common_option(opt, optarg, o, &st, &diag)) {
-      if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
-      continue;
-    }
-    return ab_cli_usage_error(o, "bad option");
-  }
-  if (optind < argc) {
-    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
-    return ab_cli_usage_error(o, diag.msg);
-  }
+  search_args_t args = {search, {NULL}, 0};
+  int rc = ab_cli_parse(argc, argv, o, longopts, help_head, ab_cli_search_help, search_own, &args, 0, NULL, NULL);
+  if (rc >= 0) return rc;
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
   if (o->faults_rank >= 0) return ab_cli_usage_error(o, "--faults rank=R: only a run of several ranks (run --ranks) has ranks");
@@ -413,7 +460,7 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
              ab_format_bytes(search->hi, b, sizeof b));
     return ab_cli_usage_error(o, diag.msg);
   }
-  if (ab_cli_strategies(o->strategy, confs, nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);

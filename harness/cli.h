@@ -80,6 +80,18 @@ typedef struct ab_cli_opts_s {
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline and
  * kernels on. */
 void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
+
+/* A command's own options: called for each option that is not a common one; returns true
+ * when it took opt, setting *st when its value is bad (the reason in diag). */
+typedef bool (*ab_cli_own_fn)(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag);
+
+/* Parses a command line: the common options into o and the command's own through own
+ * (longopts lists both; own may be NULL). -h prints help_head, extra_help (may be NULL) and
+ * the common options. At most max_args positional arguments are taken, into *args and
+ * *nargs. Returns -1 when the command goes on, else the exit code (help printed, or one line
+ * saying what was wrong). */
+int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
+                 const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
 /* The help lines of the common options. */
@@ -110,6 +122,12 @@ int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);
  * AB_OK. */
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag);
+
+/* The end of a command that runs one strategy over es (run, replay): runs it
+ * (ab_cli_run_one), appends its row to DIR/summary.csv, prints it, and tells a reader of the
+ * table what the row cannot (kernels that did not run). Returns the exit code; run keeps the
+ * results. */
+int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *run);
 
 /* ---- commands that take several strategies and search budgets (oom, compare) ---- */
 

@@ -30,7 +30,6 @@
 #include "workloads/workload.h"
 
 #define MAX_WORKLOADS 64
-#define MAX_STRATEGIES 64
 #define FIXTURE_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 
 /* The bench list, in the order of the figures. */
@@ -50,7 +49,7 @@ static const char help_head[] =
     "An OOM is a result; the command exits 1 if a run failed.\n\n"
     "  -w, --workload W      a workload with its arguments; repeat for several (default: the bench list)\n"
     "  -s, --strategy S,...  strategies, comma-separated (default: all)\n"
-    "  -c, --conf CONF       the options of the one strategy given with -s\n"
+    "  -c, --conf CONF       the strategies' options: once for all those of -s, or once per strategy\n"
     "      --quick           a short run of each workload (fewer steps or ops, the same pattern)\n";
 
 /* The workload spec to run: NAME:QUICK,ARGS with --quick (the user's arguments win). */
@@ -157,64 +156,61 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* matrix's own options: --quick, and -w and -c, which may repeat. */
+typedef struct matrix_args_s {
+  bool quick;
+  const char *given[MAX_WORKLOADS];
+  size_t ngiven;
+  const char *confs[AB_CLI_MAX_STRATEGIES];
+  size_t nconfs;
+} matrix_args_t;
+
+enum { OPT_QUICK = 256 };
+
+static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  matrix_args_t *a = ctx;
+  if (opt == OPT_QUICK) {
+    a->quick = true;
+  } else if (opt == 'w') {
+    if (a->ngiven == MAX_WORKLOADS) *st = ab_diag_set(diag, AB_ERR_INVALID, "more than %d -w", MAX_WORKLOADS);
+    else a->given[a->ngiven++] = arg;
+  } else if (opt == 'c') {
+    if (a->nconfs == AB_CLI_MAX_STRATEGIES) *st = ab_diag_set(diag, AB_ERR_INVALID, "more than %d -c", AB_CLI_MAX_STRATEGIES);
+    else a->confs[a->nconfs++] = arg;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 int ab_cmd_matrix(int argc, char **argv) {
-  enum { OPT_QUICK = 256 };
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "matrix");
   ab_diag_t diag = {""};
-  const char *given[MAX_WORKLOADS];
-  size_t ngiven = 0;
-  bool quick = false;
-  int opt;
-  optind = 1;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-    ab_status st;
-    if (opt == 'h') {
-      fputs(help_head, stdout);
-      fputs(ab_cli_common_help, stdout);
-      return AB_EXIT_OK;
-    }
-    if (opt == '?' || opt == ':') {
-      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench matrix --help)", argv[optind - 1]);
-      return ab_cli_usage_error(&o, diag.msg);
-    }
-    if (opt == OPT_QUICK) {
-      quick = true;
-    } else if (opt == 'w') {
-      if (ngiven == MAX_WORKLOADS) return ab_cli_usage_error(&o, "too many -w");
-      given[ngiven++] = optarg;
-    } else if (!ab_cli_common_option(opt, optarg, &o, &st, &diag) || st != AB_OK) {
-      return ab_cli_usage_error(&o, diag.msg[0] ? diag.msg : "bad option");
-    }
-  }
-  if (optind < argc) {
-    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
-    return ab_cli_usage_error(&o, diag.msg);
-  }
+  matrix_args_t a;
+  memset(&a, 0, sizeof a);
+  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  if (rc >= 0) return rc;
+  rc = AB_EXIT_OK;
   ab_cli_catch_stop();
 
-  /* The strategies: -s, or every one that is listed. */
-  const char *strategies[MAX_STRATEGIES];
-  size_t nstrat = 0;
-  char strategy_list[1024];
+  /* The strategies: -s with their -c (as `allocbench oom` takes them), or every one listed. */
+  ab_cli_strategies_t list;
   if (o.strategy) {
-    snprintf(strategy_list, sizeof strategy_list, "%s", o.strategy);
-    for (char *save = NULL, *tok = strtok_r(strategy_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      const ab_strategy_entry_t *entry;
-      if (ab_strategy_lookup(tok, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-      if (nstrat == MAX_STRATEGIES) return ab_cli_usage_error(&o, "too many strategies");
-      strategies[nstrat++] = entry->name;
-    }
-    if (nstrat == 0) return ab_cli_usage_error(&o, "-s: expected strategy names, comma-separated");
+    if (ab_cli_strategies(o.strategy, a.confs, a.nconfs, &list, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   } else {
+    if (a.nconfs) return ab_cli_usage_error(&o, "-c: name the strategies it is for with -s");
+    memset(&list, 0, sizeof list);
     size_t n;
     const ab_strategy_entry_t *entries = ab_strategy_registry(&n);
-    for (size_t i = 0; i < n && nstrat < MAX_STRATEGIES; i++)
-      if (!entries[i].hidden) strategies[nstrat++] = entries[i].name;
+    for (size_t i = 0; i < n && list.n < AB_CLI_MAX_STRATEGIES; i++)
+      if (!entries[i].hidden) snprintf(list.name[list.n++], sizeof list.name[0], "%s", entries[i].name);
   }
-  if (o.conf && nstrat != 1) return ab_cli_usage_error(&o, "-c applies to one strategy: give exactly one with -s");
+  size_t nstrat = list.n;
+  const char **given = a.given;
+  size_t ngiven = a.ngiven;
+  bool quick = a.quick;
 
   /* The workloads, built before anything runs. */
   bool defaults = ngiven == 0;
@@ -224,7 +220,6 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_events_t *streams = calloc(ngiven ? ngiven : 1, sizeof *streams);
   if (streams == NULL) return ab_cli_fail(&o, "out of host memory");
   size_t nw = 0;
-  int rc = AB_EXIT_OK;
   for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
     char spec[4200];
     spec_of(given[i], quick, spec, sizeof spec);
@@ -252,10 +247,13 @@ int ab_cmd_matrix(int argc, char **argv) {
       break;
     }
     for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK && !ab_cli_stop; s++) {
+      ab_cli_opts_t os = o; /* the strategy's own -c */
+      os.conf = list.conf[s];
+      const char *strategy = list.name[s];
       ab_table_t one;
       ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
       ab_diag_t why = {""};
-      ab_status st = ab_cli_run_one(&o, &streams[w], strategies[s], &run, &one, &why);
+      ab_status st = ab_cli_run_one(&os, &streams[w], strategy, &run, &one, &why);
       if (run.status == AB_RUN_INTERRUPTED) break;
       if (one.nrows == 0) { /* nothing ran: no device, or a bad -c */
         rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
@@ -263,22 +261,22 @@ int ab_cmd_matrix(int argc, char **argv) {
         break;
       }
       ab_diag_t io = {""};
-      if (ab_cli_append(&o, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
+      if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
       if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
       done++;
       char name[200];
       short_name(streams[w].source, name, sizeof name);
       if (st != AB_OK) {
         failed++;
-        fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategies[s], name, why.msg);
+        fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategy, name, why.msg);
       } else if (!o.quiet) {
-        fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, nw * nstrat, strategies[s], name,
+        fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, nw * nstrat, strategy, name,
                 ab_run_status_name(run.status), run.loop_s);
       }
       ab_bisect_result_t res;
-      if (st == AB_OK && search_pair(&o, &streams[w], strategies[s], &run, &map, &res, &why) != AB_OK) {
+      if (st == AB_OK && search_pair(&os, &streams[w], strategy, &run, &map, &res, &why) != AB_OK) {
         searches_failed++;
-        fprintf(stderr, "allocbench matrix: the budget search of %s on %s failed: %s\n", strategies[s], name, why.msg);
+        fprintf(stderr, "allocbench matrix: the budget search of %s on %s failed: %s\n", strategy, name, why.msg);
       } else if (st == AB_OK && !o.quiet && !res.interrupted) {
         char budget[32];
         if (res.passed)

@@ -154,6 +154,29 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
 
 /* ---- the command -------------------------------------------------------------------------- */
 
+/* replay's own options. */
+typedef struct replay_args_s {
+  ab_trace_opts_t topts;
+  bool info_only;
+  const char *export_trace, *export_snapshot;
+} replay_args_t;
+
+static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  replay_args_t *a = ctx;
+  switch (opt) {
+    case OPT_INFO: a->info_only = true; return true;
+    case OPT_EXPORT_TRACE: a->export_trace = arg; return true;
+    case OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
+    case OPT_TRACE_DEVICE: {
+      uint64_t d = 0;
+      *st = ab_parse_u64("--trace-device", arg, 1023, &d, diag);
+      a->topts.device = (int)d;
+      return true;
+    }
+    default: return false;
+  }
+}
+
 int ab_cmd_replay(int argc, char **argv) {
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS,
                                            {"info", no_argument, 0, OPT_INFO},
@@ -164,49 +187,24 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "replay");
   ab_diag_t diag = {""};
-  ab_trace_opts_t topts = {-1};
-  bool info_only = false;
-  const char *export_trace = NULL, *export_snapshot = NULL;
-  int opt;
-  optind = 1;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-    ab_status st = AB_OK;
-    switch (opt) {
-      case 'h':
-        fputs(help_head, stdout);
-        fputs(ab_cli_common_help, stdout);
-        return AB_EXIT_OK;
-      case '?':
-      case ':':
-        snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench replay --help)", argv[optind - 1]);
-        return ab_cli_usage_error(&o, diag.msg);
-      case OPT_INFO: info_only = true; break;
-      case OPT_EXPORT_TRACE: export_trace = optarg; break;
-      case OPT_EXPORT_SNAPSHOT: export_snapshot = optarg; break;
-      case OPT_TRACE_DEVICE: {
-        uint64_t d;
-        if (ab_parse_u64("--trace-device", optarg, 1023, &d, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-        topts.device = (int)d;
-        break;
-      }
-      default:
-        if (!ab_cli_common_option(opt, optarg, &o, &st, &diag) || st != AB_OK)
-          return ab_cli_usage_error(&o, diag.msg[0] ? diag.msg : "bad option");
-    }
-  }
-  if (optind != argc - 1)
-    return ab_cli_usage_error(&o, optind == argc ? "expected the trace to replay (see allocbench replay --help)"
-                                                 : "expected one trace, got more (see allocbench replay --help)");
+  replay_args_t a = {{-1}, false, NULL, NULL};
+  char **args;
+  size_t nargs;
+  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 1, &args, &nargs);
+  if (rc >= 0) return rc;
+  if (nargs == 0) return ab_cli_usage_error(&o, "expected the trace to replay (see allocbench replay --help)");
   if (o.workload) return ab_cli_usage_error(&o, "the trace is the argument: replay TRACE, not -w");
-  const char *path = argv[optind];
+  ab_trace_opts_t topts = a.topts;
+  bool info_only = a.info_only;
+  const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
+  const char *path = args[0];
   ab_cli_catch_stop();
 
   ab_events_t es;
   ab_trace_info_t info;
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (info_only) {
-    int rc = print_info(&o, path, &es, &info);
+    rc = print_info(&o, path, &es, &info);
     ab_events_free(&es);
     return rc;
   }
@@ -217,7 +215,6 @@ int ab_cmd_replay(int argc, char **argv) {
     if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
   }
   const ab_strategy_entry_t *entry;
-  int rc = AB_EXIT_OK;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) {
     ab_events_free(&es);
     return ab_cli_usage_error(&o, diag.msg);
@@ -232,24 +229,9 @@ int ab_cmd_replay(int argc, char **argv) {
     ab_events_free(&es);
     return ab_cli_fail(&o, "out of host memory");
   }
-  ab_table_t summary;
-  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-  ab_status st = ab_cli_run_one(&o, &es, o.strategy, &run, &summary, &diag);
-  if (run.status == AB_RUN_INTERRUPTED) {
-    rc = ab_cli_interrupted(&o, 0, 1);
-  } else if (st != AB_OK && summary.nrows == 0) {
-    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
-  } else {
-    ab_diag_t io = {""};
-    if (ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
-    ab_cli_print(&o, &summary, NULL, 0);
-    if (run.status == AB_RUN_OOM && o.format == AB_FORMAT_TABLE)
-      printf("\nOOM at event %zu (%s): %s\n", run.oom.event, ab_oom_kind_name(run.oom.kind), run.oom.message);
-    if (st != AB_OK) rc = ab_cli_fail(&o, diag.msg);
-    else if (o.hooks && rc == AB_EXIT_OK) rc = write_exports(&o, &x, &info, export_trace, export_snapshot);
-  }
+  rc = ab_cli_run_single(&o, &es, &run);
+  if (rc == AB_EXIT_OK && o.hooks) rc = write_exports(&o, &x, &info, export_trace, export_snapshot);
   ab_trace_log_free(&x.log);
-  ab_table_free(&summary);
   ab_run_release(&run);
   ab_events_free(&es);
   return rc;

@@ -77,38 +77,31 @@ static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
   return rc;
 }
 
+/* run's own options: --ranks and --nccl. */
+typedef struct run_args_s {
+  const char *ranks, *nccl;
+} run_args_t;
+
+static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  run_args_t *a = ctx;
+  (void)st;
+  (void)diag;
+  if (opt == 'R') a->ranks = arg;
+  else if (opt == 'L') a->nccl = arg;
+  else return false;
+  return true;
+}
+
 int ab_cmd_run(int argc, char **argv) {
   static const struct option longopts[] = {
       AB_CLI_COMMON_LONGOPTS, {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'}, {0, 0, 0, 0}};
-  const char *ranks = NULL, *nccl = NULL;
+  run_args_t a = {NULL, NULL};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "run");
   ab_diag_t diag = {""};
-  int opt;
-  optind = 1;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-    ab_status st;
-    if (opt == 'h') {
-      fputs(help_head, stdout);
-      fputs(ab_cli_common_help, stdout);
-      return AB_EXIT_OK;
-    }
-    if (opt == 'R' || opt == 'L') {
-      *(opt == 'R' ? &ranks : &nccl) = optarg;
-      continue;
-    }
-    if (opt == '?' || opt == ':') {
-      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench run --help)", argv[optind - 1]);
-      return ab_cli_usage_error(&o, diag.msg);
-    }
-    if (!ab_cli_common_option(opt, optarg, &o, &st, &diag) || st != AB_OK)
-      return ab_cli_usage_error(&o, diag.msg[0] ? diag.msg : "bad option");
-  }
-  if (optind < argc) {
-    snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind]);
-    return ab_cli_usage_error(&o, diag.msg);
-  }
+  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  if (rc >= 0) return rc;
+  const char *ranks = a.ranks, *nccl = a.nccl;
   if (o.workload == NULL || o.strategy == NULL) return ab_cli_usage_error(&o, "-w WORKLOAD and -s STRATEGY are required");
   ab_cli_catch_stop();
   const ab_strategy_entry_t *entry;
@@ -130,31 +123,12 @@ int ab_cmd_run(int argc, char **argv) {
   }
   ab_events_t es;
   if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {
     ab_events_free(&es);
     return ab_cli_fail(&o, "out of host memory");
   }
-  ab_table_t summary;
-  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-  ab_status st = ab_cli_run_one(&o, &es, o.strategy, &run, &summary, &diag);
-  int rc = AB_EXIT_OK;
-  if (run.status == AB_RUN_INTERRUPTED) {
-    rc = ab_cli_interrupted(&o, 0, 1);
-  } else if (st != AB_OK && summary.nrows == 0) {
-    /* Nothing ran: a bad conf, or no device. */
-    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
-  } else {
-    ab_diag_t io = {""};
-    if (ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
-    ab_cli_print(&o, &summary, NULL, 0);
-    if (run.kernels_skipped && o.format == AB_FORMAT_TABLE)
-      printf("\n%llu kernels not run (%s)\n", (unsigned long long)run.kernels_skipped,
-             o.kernels ? "the simulated device runs none; step times leave out compute" : "--no-kernels");
-    if (st != AB_OK) rc = ab_cli_fail(&o, diag.msg);
-  }
-  ab_table_free(&summary);
+  rc = ab_cli_run_single(&o, &es, &run);
   ab_run_release(&run);
   ab_events_free(&es);
   return rc;

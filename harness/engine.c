@@ -71,12 +71,29 @@ void ab_run_release(ab_run_t *run) {
   memset(run, 0, sizeof *run);
 }
 
+/* A timeline sample: the values now and the peaks since the last sample, which then start
+ * again (Note [Step peaks]). */
 static void sample(ab_run_t *run, ab_strategy_t *s, uint64_t event, uint32_t step) {
   if (run->ntimeline == run->captimeline) return;
   ab_stats_t st;
   ab_strategy_stats(s, &st);
   run->timeline[run->ntimeline++] =
-      (ab_tl_sample_t){event, step, st.requested_bytes.current, st.allocated_bytes.current, st.reserved_bytes.current};
+      (ab_tl_sample_t){event, step, st.requested_bytes.current, st.allocated_bytes.current, st.reserved_bytes.current,
+                       st.requested_bytes.peak, st.allocated_bytes.peak, st.reserved_bytes.peak};
+#define KEEP_PEAK(name, doc) \
+  if (st.name.peak > run->seen.name.peak) run->seen.name.peak = st.name.peak;
+  AB_STAT_GAUGES(KEEP_PEAK)
+#undef KEEP_PEAK
+  ab_strategy_reset_peaks(s);
+}
+
+/* The strategy's statistics at the end of a run, with the peaks of the whole run. */
+static void final_stats(ab_run_t *run, ab_strategy_t *s) {
+  ab_strategy_stats(s, &run->stats);
+#define RUN_PEAK(name, doc) \
+  if (run->seen.name.peak > run->stats.name.peak) run->stats.name.peak = run->seen.name.peak;
+  AB_STAT_GAUGES(RUN_PEAK)
+#undef RUN_PEAK
 }
 
 static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, const char *what) {
@@ -262,6 +279,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->message[0] = '\0';
   run->events_done = 0;
   memset(&run->oom, 0, sizeof run->oom);
+  memset(&run->seen, 0, sizeof run->seen);
   ab_hist_reset(&run->alloc_ns);
   ab_hist_reset(&run->free_ns);
   run->kernels_skipped = run->kernels_launched = 0;
@@ -452,7 +470,7 @@ events:
   st = end_loop(run, opts, kx, &c, dev, i);
   if (st != AB_OK) goto error;
   if (opts->timeline) sample(run, s, es->n, es->nsteps);
-  ab_strategy_stats(s, &run->stats);
+  final_stats(run, s);
   if (opts->at_end) opts->at_end(opts->at_end_ctx, s, run);
   st = drain(es, s, run, v);
   goto release;
@@ -461,7 +479,7 @@ oom:
   st = end_loop(run, opts, kx, &c, dev, i);
   if (st != AB_OK) goto error;
   run->status = AB_RUN_OOM;
-  ab_strategy_stats(s, &run->stats);
+  final_stats(run, s);
   describe_oom(es, s, run, i, live_requested, limit);
   count_oom(es, run, i, &streak);
   if (opts->on_oom) opts->on_oom(opts->on_oom_ctx, s, run);
@@ -473,7 +491,7 @@ stopped:
   if (st != AB_OK) goto error;
   run->status = AB_RUN_STOPPED;
   snprintf(run->message, sizeof run->message, "stopped before event %zu: %s", i, stop_why);
-  ab_strategy_stats(s, &run->stats);
+  final_stats(run, s);
   st = drain(es, s, run, v);
   goto release;
 
@@ -481,7 +499,7 @@ interrupted:
   st = end_loop(run, opts, kx, &c, dev, i + 1);
   if (st != AB_OK) goto error;
   run->status = AB_RUN_INTERRUPTED;
-  ab_strategy_stats(s, &run->stats);
+  final_stats(run, s);
   st = drain(es, s, run, v);
   goto release;
 

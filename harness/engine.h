@@ -72,12 +72,20 @@ typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY 
 const char *ab_run_status_name(ab_run_status_t st);
 const char *ab_oom_kind_name(ab_oom_kind_t kind);
 
+/* Note [Step peaks]: memory peaks inside a step (activations are freed before the next one
+ * begins), so a sample at each step's start alone would miss what matters. Each sample also
+ * holds the highest values since the previous sample: at the sample that begins step n, the
+ * peaks of step n - 1. The engine resets the strategy's peaks after each sample and keeps
+ * the run's own maxima, so run->stats still has the peaks of the whole run. */
 typedef struct ab_tl_sample_s {
   uint64_t event;    /* index of the STEP event (the stream's length for the final sample) */
   uint32_t step;     /* the step that begins here */
   int64_t requested; /* the strategy's current bytes, PyTorch's names */
   int64_t allocated;
   int64_t reserved;
+  int64_t peak_requested; /* the highest since the previous sample (Note [Step peaks]) */
+  int64_t peak_allocated;
+  int64_t peak_reserved;
 } ab_tl_sample_t;
 
 typedef struct ab_run_s ab_run_t;
@@ -151,6 +159,7 @@ struct ab_run_s {
   size_t last_oom_event;     /* the index of the last of them */
   uint64_t passed_over;      /* events of dead ids passed over (continue_on_oom) */
   ab_stats_t stats;          /* the strategy's statistics at the end or at the OOM */
+  ab_stats_t seen;           /* the peaks of the samples taken so far (Note [Step peaks]) */
   ab_hist_t alloc_ns, free_ns;
   double loop_s;             /* host time of the replay loop */
   uint64_t modeled_ns;       /* simulated device time inside the loop (sim only) */

@@ -86,7 +86,8 @@ void ab_results_file_part(const char *in, char *out, size_t size) {
 }
 
 static const ab_col_t timeline_cols[] = {
-    {"event", true}, {"step", true}, {"requested", true}, {"allocated", true}, {"reserved", true},
+    {"event", true},          {"step", true},           {"requested", true},     {"allocated", true},
+    {"reserved", true},       {"peak_requested", true}, {"peak_allocated", true}, {"peak_reserved", true},
 };
 
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
@@ -99,13 +100,16 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
   ab_status st = AB_OK;
   for (size_t i = 0; i < run->ntimeline && st == AB_OK; i++) {
     const ab_tl_sample_t *x = &run->timeline[i];
-    char cells[5][32];
+    char cells[8][32];
     snprintf(cells[0], 32, "%" PRIu64, x->event);
     snprintf(cells[1], 32, "%" PRIu32, x->step);
     snprintf(cells[2], 32, "%" PRId64, x->requested);
     snprintf(cells[3], 32, "%" PRId64, x->allocated);
     snprintf(cells[4], 32, "%" PRId64, x->reserved);
-    const char *row[] = {cells[0], cells[1], cells[2], cells[3], cells[4]};
+    snprintf(cells[5], 32, "%" PRId64, x->peak_requested);
+    snprintf(cells[6], 32, "%" PRId64, x->peak_allocated);
+    snprintf(cells[7], 32, "%" PRId64, x->peak_reserved);
+    const char *row[] = {cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7]};
     st = ab_table_add(&t, row);
   }
   if (st == AB_OK) st = ab_table_write_file(&t, path, diag);

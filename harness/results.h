@@ -24,7 +24,9 @@
  * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
  * ranks, the slowest rank's times). Columns are only ever added at the end.
  * timeline_<workload>_<strategy>.csv gets the samples taken at each STEP: event, step,
- * requested, allocated, reserved.
+ * requested, allocated, reserved (the values as the step begins), and peak_requested,
+ * peak_allocated, peak_reserved (the highest since the previous sample: at the row of step n,
+ * the peaks of step n - 1; engine.h, Note [Step peaks]).
  *
  * oom.csv gets one row per budget search (bisect.h):
  *   workload, strategy, conf, device   what ran

@@ -1,6 +1,7 @@
-# timeline.gp RESULTS_DIR WORKLOAD OUT FMT: memory over a run, one colour per strategy:
-# reserved (solid) and allocated (dashed), from RESULTS_DIR/timeline_WORKLOAD*_STRATEGY.csv
-# (columns event, step, requested, allocated, reserved; a sample at each step). WORKLOAD
+# timeline.gp RESULTS_DIR WORKLOAD OUT FMT: memory over a run, one colour per strategy: the
+# peak reserved (solid) and allocated (dashed) within each step, from
+# RESULTS_DIR/timeline_WORKLOAD*_STRATEGY.csv (a sample at each step's start, with the peaks
+# of the step before it: peak_* at the row of step n belong to step n - 1). WORKLOAD
 # is the workload's name as it begins the file names ("dynamic-shapes" also takes the files
 # of "dynamic-shapes:ARGS"); where one strategy has several files, the newest is drawn.
 # What the program requested is the same under every strategy and drawn once, as a grey
@@ -39,17 +40,19 @@ file_of(s) = word(F, index_of(FS, s))
 ND = words(D)
 GiB = 2.0 ** 30
 
-set title sprintf("Memory over time on %s: reserved (solid) and allocated (dashed) per strategy", workload) noenhanced
-set xlabel "step (memory sampled as each step begins)"
+set title sprintf("Peak memory in each step on %s: reserved (solid) and allocated (dashed) per strategy", workload) noenhanced
+set xlabel "training step"
 set ylabel "memory (GiB)"
 set yrange [0:*]
 set xrange [0:*]
 set key title "strategy"
 
-plot word(F, 1) using "step":(column("requested") / GiB) with filledcurves y1=0 fs solid 1.0 noborder \
+# The row of step n holds the peaks of step n - 1; the first row has no step before it.
+before(c) = column("step") > 0 ? column("step") - 1 : NaN
+plot word(F, 1) using (before(0)):(column("peak_requested") / GiB) with filledcurves y1=0 fs solid 1.0 noborder \
        lc rgb "#d9d9d9" title "requested", \
-     for [k=1:ND] file_of(word(D, k)) using "step":(column("reserved") / GiB) with lines lw 2.5 \
+     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_reserved") / GiB) with lines lw 2.5 \
        lc rgb color(index_of(S, word(D, k))) title word(D, k), \
-     for [k=1:ND] file_of(word(D, k)) using "step":(column("allocated") / GiB) with lines lw 1.5 dt 2 \
+     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_allocated") / GiB) with lines lw 1.5 dt 2 \
        lc rgb color(index_of(S, word(D, k))) notitle, \
      NaN with lines lw 1.5 dt 2 lc rgb "#333333" title "allocated (dashed)"

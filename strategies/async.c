@@ -123,6 +123,9 @@ static ab_status async_check(ab_strategy_t *s, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* The pool's peak is the driver's high-water mark: it starts again with the strategy's. */
+static void async_reset_peaks(ab_strategy_t *s) { ab_device_pool_reset_peak(s->dev); }
+
 static ab_status async_synchronize(ab_strategy_t *s) { return ab_device_synchronize(s->dev); }
 
 static void async_destroy(ab_strategy_t *s) {
@@ -148,4 +151,5 @@ const ab_strategy_ops_t ab_async_ops = {
     .walk = async_walk,
     .check = async_check,
     .refresh_stats = async_refresh_stats,
+    .reset_peaks = async_reset_peaks,
 };

@@ -92,6 +92,11 @@ ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag) {
   return s->ops->check ? s->ops->check(s, diag) : AB_OK;
 }
 
+void ab_strategy_reset_peaks(ab_strategy_t *s) {
+  ab_stats_reset_peaks(&s->stats);
+  if (s->ops->reset_peaks) s->ops->reset_peaks(s);
+}
+
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out) {
   if (s->ops->refresh_stats) s->ops->refresh_stats(s);
   *out = s->stats;

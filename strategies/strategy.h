@@ -96,6 +96,7 @@ struct ab_strategy_ops_s {
    * engine's check option and --check. */
   ab_status (*check)(ab_strategy_t *s, ab_diag_t *diag);
   void (*refresh_stats)(ab_strategy_t *s); /* stats that must be read from the device */
+  void (*reset_peaks)(ab_strategy_t *s);   /* peaks kept on the device start again */
   void (*memory_stats)(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
   /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
   void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
@@ -143,6 +144,9 @@ ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
 ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag);
 /* Copies the statistics, refreshed from the device where needed. */
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);
+/* Sets each peak to its current value (torch.cuda.reset_peak_memory_stats), so that the next
+ * peaks are those of what follows. */
+void ab_strategy_reset_peaks(ab_strategy_t *s);
 /* Writes the OOM message for a failed request; a generic one when the strategy has none. */
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
 

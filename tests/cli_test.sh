@@ -81,7 +81,7 @@ grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected r
 grep -q '^peak_reserved_bytes' "$work/table" || fail "the table does not show peak_reserved_bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
-head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved$' || fail "timeline header"
+head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
 
 # --device auto says which device it chose.
 "$ab" run -w random:ops=100 -s raw --out "$out" >/dev/null 2>"$work/err" || fail "auto run exited $?"

@@ -71,6 +71,11 @@ static void replay_counts_and_timeline(void) {
   CHECK_EQ(run.timeline[1].event, 3);
   CHECK_EQ(run.timeline[1].requested, 1000 + (3 << 20));
   CHECK_EQ(run.timeline[2].requested, 3 << 20); /* b's free was requested, not completed */
+  /* Each sample also has the peaks since the one before (Note [Step peaks]). */
+  CHECK_EQ(run.timeline[0].peak_requested, 0);
+  CHECK_EQ(run.timeline[1].peak_requested, 1000 + (3 << 20));
+  CHECK_EQ(run.timeline[2].peak_requested, 5000 + (3 << 20));
+  CHECK_EQ(run.timeline[2].peak_reserved, 5000 + (3 << 20));
   /* The engine drained b (requested, never completed) so the device ends clean. */
   CHECK_EQ(dev->held_bytes, 0);
   /* A prepared run replays again with the same results. */

@@ -52,6 +52,11 @@ done
 "$ab" matrix --device sim -s pooled -c chunk:4MiB -w random:ops=1000 -q --out "$work/c" >/dev/null 2>"$work/err" ||
   fail "-c with one strategy exited $?: $(cat "$work/err")"
 grep -q ',pooled,chunk:4MiB,' "$work/c/summary.csv" || fail "-c did not reach the row"
+# One -c per strategy, in the order of -s, as `allocbench oom` takes them.
+"$ab" matrix --device sim -s raw,pooled -c '' -c chunk:8MiB -w random:ops=1000 -q --out "$work/c2" >/dev/null 2>"$work/err" ||
+  fail "one -c per strategy exited $?: $(cat "$work/err")"
+grep -q ',raw,,' "$work/c2/summary.csv" && grep -q ',pooled,chunk:8MiB,' "$work/c2/summary.csv" ||
+  fail "the -c of each strategy did not reach its row: $(cat "$work/c2/summary.csv")"
 
 # refuse "WHAT THE MESSAGE MUST SAY" ARGS...: one line, an exit from 1 to 127, no results.
 refuse() {
@@ -67,8 +72,9 @@ refuse() {
 refuse "unknown workload 'nosuch'" -w random -w nosuch
 refuse "ops" -w random:ops=0
 refuse "unknown strategy" -s raw,nosuch -w random
-refuse "-c applies to one strategy" -c chunk:4MiB -w random
-refuse "-c applies to one strategy" -s raw,pooled -c chunk:4MiB -w random
+refuse "-c: name the strategies it is for with -s" -c chunk:4MiB -w random
+refuse "unknown key 'chunk'" -s raw,pooled -c chunk:4MiB -w random
+refuse "-c given 3 times for 2 strategies" -s raw,pooled -c '' -c '' -c '' -w random
 refuse "chunk" -s pooled -c chunk:abc -w random
 refuse "bad option '--frobnicate'" --frobnicate
 refuse "unexpected argument 'extra'" -w random extra

@@ -30,7 +30,7 @@ random,pooled,,sim:h200,1600,1500,1000,60,fragmentation,10,20,0.1
 fragmenter,raw,,sim:h200,0,0,5000,0,capacity,10,20,0.1
 CSV
 for s in raw pooled; do
-  printf 'event,step,requested,allocated,reserved\n0,0,0,0,0\n10,1,1000000,1100000,2000000\n20,2,500000,600000,2000000\n' \
+  printf 'event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved\n0,0,0,0,0,0,0,0\n10,1,1000000,1100000,2000000,1500000,1600000,2000000\n20,2,500000,600000,2000000,1200000,1300000,2000000\n' \
     >"$d/timeline_dynamic-shapes_steps_2_$s.csv"
 done
 cat >"$d/micro.csv" <<'CSV'

@@ -306,6 +306,15 @@ static ab_status cuda_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
   return pool_account(c);
 }
 
+/* Setting the high-water mark to 0 resets it to the current reserve (CUDA's documented way). */
+static ab_status cuda_pool_reset_peak(ab_device_t *d) {
+  cuda_dev_t *c = cuda_of(d);
+  if (c->pool == NULL) return AB_OK;
+  cuuint64_t zero = 0;
+  AB_CUDA_TRY(&d->diag, cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReservedMemHigh, &zero));
+  return AB_OK;
+}
+
 static ab_status cuda_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak) {
   cuda_dev_t *c = cuda_of(d);
   *current = *peak = 0;
@@ -407,6 +416,7 @@ static const ab_device_ops_t cuda_ops = {
     .free_async = cuda_free_async,
     .pool_trim = cuda_pool_trim,
     .pool_reserved = cuda_pool_reserved,
+    .pool_reset_peak = cuda_pool_reset_peak,
     .mem_info = cuda_mem_info,
     .synchronize = cuda_synchronize,
     .stream_synchronize = cuda_stream_synchronize,

@@ -170,6 +170,8 @@ ab_status ab_device_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *p
   return d->ops->pool_reserved(d, current, peak);
 }
 
+ab_status ab_device_pool_reset_peak(ab_device_t *d) { return d->ops->pool_reset_peak(d); }
+
 ab_status ab_device_mem_info(ab_device_t *d, uint64_t *free_bytes, uint64_t *total_bytes) {
   AB_TRY(d->ops->mem_info(d, free_bytes, total_bytes));
   if (d->budget_bytes) {

@@ -89,6 +89,7 @@ typedef struct ab_device_ops_s {
   ab_status (*free_async)(ab_device_t *d, ab_dptr_t p, uint64_t bytes, unsigned stream);
   ab_status (*pool_trim)(ab_device_t *d, uint64_t keep_bytes);
   ab_status (*pool_reserved)(ab_device_t *d, uint64_t *current, uint64_t *peak);
+  ab_status (*pool_reset_peak)(ab_device_t *d);
   ab_status (*mem_info)(ab_device_t *d, uint64_t *free_bytes, uint64_t *total_bytes);
   ab_status (*synchronize)(ab_device_t *d);
   ab_status (*stream_synchronize)(ab_device_t *d, unsigned stream);
@@ -180,6 +181,8 @@ ab_status ab_device_free_async(ab_device_t *d, ab_dptr_t p, uint64_t bytes, unsi
 ab_status ab_device_pool_trim(ab_device_t *d, uint64_t keep_bytes);
 /* The pool's reserve now and at its highest. */
 ab_status ab_device_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak);
+/* Starts the pool's highest reserve again from its current reserve. */
+ab_status ab_device_pool_reset_peak(ab_device_t *d);
 /* Free and total bytes; free is also bounded by what the budget leaves. */
 ab_status ab_device_mem_info(ab_device_t *d, uint64_t *free_bytes, uint64_t *total_bytes);
 ab_status ab_device_synchronize(ab_device_t *d);

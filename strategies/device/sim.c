@@ -597,6 +597,12 @@ static ab_status sim_pool_trim(ab_device_t *d, uint64_t keep_bytes) {
   return AB_OK;
 }
 
+static ab_status sim_pool_reset_peak(ab_device_t *d) {
+  sim_t *s = sim_of(d);
+  s->pool.peak_bytes = s->pool.pages * POOL_PAGE_BYTES;
+  return AB_OK;
+}
+
 static ab_status sim_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak) {
   sim_t *s = sim_of(d);
   *current = s->pool.pages * POOL_PAGE_BYTES;
@@ -689,6 +695,7 @@ static const ab_device_ops_t sim_ops = {
     .free_async = sim_free_async,
     .pool_trim = sim_pool_trim,
     .pool_reserved = sim_pool_reserved,
+    .pool_reset_peak = sim_pool_reset_peak,
     .mem_info = sim_mem_info,
     .synchronize = sim_synchronize,
     .stream_synchronize = sim_stream_synchronize,
