@@ -36,7 +36,7 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$artifacts/" "$corpus" "$here/corpus/$t" >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  secs=$(grep -o 'stat::.*' "$log" >/dev/null; grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*')
+  secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*')
   crashes=$(ls "$artifacts" | wc -l)
   printf '%-14s %12s %8s %8s %8s\n' "$t" "${runs:-?}" "${secs:-$seconds}" $(($(ls "$corpus" | wc -l) - before)) "$crashes"
   if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
