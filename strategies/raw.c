@@ -1,7 +1,8 @@
 /* raw.c: one device allocation per request, the baseline every user knows.
  *
  * Policy:
- *   1. alloc calls cudaMalloc(bytes) and hands the pointer out; free calls cudaFree.
+ *   1. alloc asks the device for exactly the bytes requested (a cudaMalloc) and hands the
+ *      pointer out; free gives them back (a cudaFree).
  *   2. Nothing is cached, rounded or split: allocated = reserved = requested bytes (the
  *      driver's own rounding inside cudaMalloc is invisible to the caller).
  *   3. An OOM from the device is final: there is nothing to release and retry.
