@@ -3,24 +3,8 @@
 # from 1 to 127 and say one line on stderr naming the bad input, and write no results.
 set -u
 ab=${1:?usage: cli_test.sh PATH_TO_ALLOCBENCH}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
 
-# refuse "WHAT THE MESSAGE MUST SAY" ARGS...
-refuse() {
-  local says=$1
-  shift
-  "$ab" "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
-  local rc=$? lines
-  lines=$(wc -l <"$work/err")
-  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* exited $rc"; fi
-  if [ "$lines" -ne 1 ]; then fail "$*: $lines lines on stderr: $(cat "$work/err")"; fi
-  if ! grep -qF -- "$says" "$work/err"; then fail "$*: stderr does not say '$says': $(cat "$work/err")"; fi
-  if [ -s "$work/out" ]; then fail "$*: wrote to stdout"; fi
-  if [ -e "$work/refused" ]; then fail "$*: wrote results"; rm -rf "$work/refused"; fi
-}
 
 refuse "unknown strategy" run -w random -s nosuch --device sim
 refuse "unknown workload 'nosuch'" run -w nosuch -s raw --device sim
@@ -147,8 +131,4 @@ if command -v python3 >/dev/null; then
     fail "JSON does not parse: $(cat "$work/json")"
 fi
 
-if [ $failures -gt 0 ]; then
-  echo "$failures failures"
-  exit 1
-fi
-echo "cli_test: all passed"
+finish cli_test

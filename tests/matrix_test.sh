@@ -6,10 +6,7 @@
 set -u
 ab=${1:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
 fixtures=${2:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
 rows() { echo $(($(wc -l <"$1") - 1)); }
 strategies=$("$ab" list --strategies)
 nstrat=$(echo "$strategies" | wc -l)
@@ -58,30 +55,17 @@ grep -q ',pooled,chunk:4MiB,' "$work/c/summary.csv" || fail "-c did not reach th
 grep -q ',raw,,' "$work/c2/summary.csv" && grep -q ',pooled,chunk:8MiB,' "$work/c2/summary.csv" ||
   fail "the -c of each strategy did not reach its row: $(cat "$work/c2/summary.csv")"
 
-# refuse "WHAT THE MESSAGE MUST SAY" ARGS...: one line, an exit from 1 to 127, no results.
-refuse() {
-  local says=$1
-  shift
-  "$ab" matrix --device sim "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
-  local rc=$?
-  [ $rc -ge 1 ] && [ $rc -le 127 ] || fail "$* exited $rc"
-  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$*: stderr is not one line: $(cat "$work/err")"
-  grep -qF -- "$says" "$work/err" || fail "$*: stderr does not say '$says': $(cat "$work/err")"
-  [ -e "$work/refused" ] && fail "$*: wrote results" && rm -rf "$work/refused"
-}
-refuse "unknown workload 'nosuch'" -w random -w nosuch
-refuse "ops" -w random:ops=0
-refuse "unknown strategy" -s raw,nosuch -w random
-refuse "-c: name the strategies it is for with -s" -c chunk:4MiB -w random
-refuse "unknown key 'chunk'" -s raw,pooled -c chunk:4MiB -w random
-refuse "-c given 3 times for 2 strategies" -s raw,pooled -c '' -c '' -c '' -w random
-refuse "chunk" -s pooled -c chunk:abc -w random
-refuse "bad option '--frobnicate'" --frobnicate
-refuse "unexpected argument 'extra'" -w random extra
-refuse "no-such-trace.csv: cannot open" -w replay:"$work/no-such-trace.csv"
+# Refusals of the matrix on the simulated card (refuse: lib.sh).
+refuse_matrix() { refuse "$1" matrix --device sim "${@:2}"; }
+refuse_matrix "unknown workload 'nosuch'" -w random -w nosuch
+refuse_matrix "ops" -w random:ops=0
+refuse_matrix "unknown strategy" -s raw,nosuch -w random
+refuse_matrix "-c: name the strategies it is for with -s" -c chunk:4MiB -w random
+refuse_matrix "unknown key 'chunk'" -s raw,pooled -c chunk:4MiB -w random
+refuse_matrix "-c given 3 times for 2 strategies" -s raw,pooled -c '' -c '' -c '' -w random
+refuse_matrix "chunk" -s pooled -c chunk:abc -w random
+refuse_matrix "bad option '--frobnicate'" --frobnicate
+refuse_matrix "unexpected argument 'extra'" -w random extra
+refuse_matrix "no-such-trace.csv: cannot open" -w replay:"$work/no-such-trace.csv"
 
-if [ $failures -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "matrix_test: all checks passed"
+finish matrix_test

@@ -5,10 +5,7 @@
 set -u
 micro=${1:?usage: micro_test.sh MICRO ALLOCBENCH}
 ab=${2:?usage: micro_test.sh MICRO ALLOCBENCH}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
 quick=(--benchmark_min_time=0.01 --device sim)
 
 "$micro" "${quick[@]}" --benchmark_filter=random --out "$work/r" >"$work/out" 2>"$work/err"
@@ -55,8 +52,4 @@ refuse 2 "--device 'tpu'" --device tpu
 refuse 2 "--out writes DIR/micro.json itself" --out "$work/x" --benchmark_out=x.json
 refuse 1 "no benchmark matched" "${quick[@]}" --benchmark_filter=nosuchbenchmark
 
-if [ $failures -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "micro_test: all checks passed"
+finish micro_test

@@ -5,10 +5,7 @@
 set -u
 plots=${1:?usage: plots_test.sh PLOTS_DIR}
 command -v gnuplot >/dev/null 2>&1 || { echo "skipped: no gnuplot"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
 
 d=$work/all
 mkdir -p "$d"
@@ -79,8 +76,4 @@ cut -d, -f1-18 "$work/all/summary.csv" >"$d/summary.csv"
 
 "$plots/draw.sh" "$work/nonexistent" >/dev/null 2>&1 && fail "draw.sh accepted a missing directory"
 
-if [ $failures -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "plots_test: all checks passed"
+finish plots_test

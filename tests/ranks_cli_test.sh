@@ -4,27 +4,12 @@
 # input refused with one line and no results.
 set -u
 ab=${1:?usage: ranks_cli_test.sh PATH_TO_ALLOCBENCH}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
 small=zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128
 # The launcher's variables come only from the cases below.
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT
 
-# refuse "WHAT THE MESSAGE MUST SAY" ARGS... (VAR=VALUE before refuse reaches allocbench)
-refuse() {
-  local says=$1
-  shift
-  "$ab" "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
-  local rc=$? lines
-  lines=$(wc -l <"$work/err")
-  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* exited $rc"; fi
-  if [ "$lines" -ne 1 ]; then fail "$*: $lines lines on stderr: $(cat "$work/err")"; fi
-  if ! grep -qF -- "$says" "$work/err"; then fail "$*: stderr does not say '$says': $(cat "$work/err")"; fi
-  if [ -s "$work/out" ]; then fail "$*: wrote to stdout"; fi
-  if [ -e "$work/refused" ]; then fail "$*: wrote results"; rm -rf "$work/refused"; fi
-}
+# refuse (lib.sh): VAR=VALUE before it reaches allocbench.
 
 refuse "--ranks '0': expected 1 to 1024 ranks, or env" run -w zero -s raw --device sim --ranks 0
 refuse "--ranks 'two'" run -w zero -s raw --device sim --ranks two
@@ -103,8 +88,4 @@ cmp -s "$work/env.peaks" "$work/threads.peaks" || fail "processes and threads di
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7)) AB_RENDEZVOUS_TIMEOUT=0.5 \
   refuse "could not reach rank 0 at 127.0.0.1:" run -w zero -s raw --device sim --ranks env
 
-if [ $failures -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "ranks cli: all passed"
+finish ranks_cli_test

@@ -1,0 +1,37 @@
+# lib.sh: what the shell tests share. Source it after setting `ab` (the allocbench binary);
+# it makes $work (removed at exit) and counts failures.
+#   fail MESSAGE             records a failure and goes on
+#   refuse SAYS ARGS...      runs allocbench ARGS --out DIR and requires a refusal: an exit
+#                            from 1 to 127, one line on stderr containing SAYS, nothing on
+#                            stdout, no results written
+#   finish NAME              prints the outcome and exits 0 or 1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+refuse() {
+  local says=$1
+  shift
+  "$ab" "$@" --out "$work/refused" >"$work/out" 2>"$work/err"
+  local rc=$? lines
+  lines=$(wc -l <"$work/err")
+  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* exited $rc"; fi
+  if [ "$lines" -ne 1 ]; then fail "$*: $lines lines on stderr: $(cat "$work/err")"; fi
+  if ! grep -qF -- "$says" "$work/err"; then fail "$*: stderr does not say '$says': $(cat "$work/err")"; fi
+  if [ -s "$work/out" ]; then fail "$*: wrote to stdout"; fi
+  if [ -e "$work/refused" ]; then fail "$*: wrote results"; rm -rf "$work/refused"; fi
+}
+
+finish() {
+  if [ $failures -gt 0 ]; then
+    echo "$1: $failures failure(s)"
+    exit 1
+  fi
+  echo "$1: all checks passed"
+  exit 0
+}
