@@ -102,6 +102,24 @@ void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out) {
   *out = s->stats;
 }
 
+typedef struct stat_lookup_s {
+  const char *name;
+  int64_t value;
+  bool found;
+} stat_lookup_t;
+
+static void find_stat(void *ctx, const char *name, int64_t value) {
+  stat_lookup_t *l = ctx;
+  if (!l->found && strcmp(name, l->name) == 0) l->value = value, l->found = true;
+}
+
+bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value) {
+  stat_lookup_t l = {name, 0, false};
+  if (s->ops->memory_stats) s->ops->memory_stats(s, find_stat, &l);
+  if (l.found) *value = l.value;
+  return l.found;
+}
+
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
   if (s->ops->describe_oom) {
     s->ops->describe_oom(s, bytes, stream, buf, size);

@@ -147,6 +147,9 @@ void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);
 /* Sets each peak to its current value (torch.cuda.reset_peak_memory_stats), so that the next
  * peaks are those of what follows. */
 void ab_strategy_reset_peaks(ab_strategy_t *s);
+/* One statistic of the strategy's memory_stats by its flattened name ("segment.all.peak");
+ * false when the strategy keeps no such statistic. */
+bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value);
 /* Writes the OOM message for a failed request; a generic one when the strategy has none. */
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
 

@@ -143,22 +143,11 @@ static void replay_close(replay_t *r) {
   free(r->d);
 }
 
-typedef struct lookup_s {
-  const char *name;
-  int64_t value;
-  bool found;
-} lookup_t;
-
-static void find_stat(void *ctx, const char *name, int64_t value) {
-  lookup_t *l = ctx;
-  if (strcmp(name, l->name) == 0) l->value = value, l->found = true;
-}
-
 static int64_t mstat(replay_t *r, const char *name) {
-  lookup_t l = {name, 0, false};
-  r->s->ops->memory_stats(r->s, find_stat, &l);
-  CHECK_MSG(l.found, "no statistic %s", name);
-  return l.value;
+  int64_t value = 0;
+  bool found = ab_strategy_memory_stat(r->s, name, &value);
+  CHECK_MSG(found, "no statistic %s", name);
+  return value;
 }
 
 /* The first `limit` decisions equal the recorded ones (all of both when limit is SIZE_MAX). */

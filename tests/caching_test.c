@@ -70,24 +70,12 @@ static void check_invariants(world_t *w) {
   CHECK_MSG(ab_strategy_check(w->s, &why) == AB_OK, "%s", why.msg);
 }
 
-typedef struct lookup_s {
-  const char *name;
-  int64_t value;
-  bool found;
-} lookup_t;
-
-static void find_stat(void *ctx, const char *name, int64_t value) {
-  lookup_t *l = ctx;
-  if (strcmp(name, l->name) == 0) l->value = value, l->found = true;
-}
-
 /* One statistic of torch.cuda.memory_stats(), by its flattened name. */
 static int64_t mstat(world_t *w, const char *name) {
-  lookup_t l = {name, 0, false};
-  ab_strategy_ops_t const *ops = w->s->ops;
-  ops->memory_stats(w->s, find_stat, &l);
-  CHECK_MSG(l.found, "no statistic %s", name);
-  return l.value;
+  int64_t value = 0;
+  bool found = ab_strategy_memory_stat(w->s, name, &value);
+  CHECK_MSG(found, "no statistic %s", name);
+  return value;
 }
 
 static ab_status try_alloc(world_t *w, uint64_t bytes, unsigned stream, ab_dptr_t *p) {
