@@ -1,11 +1,12 @@
-#include "harness/bisect.h"
+#include "bisect.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "strategies/strategy.h"
-#include "strategies/units.h"
+#include "device_open.h"
+#include "strategy.h"
+#include "units.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -45,10 +45,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "harness/engine.h"
-#include "harness/events.h"
-#include "harness/oommap.h"
-#include "strategies/device/device.h"
+#include "device.h"
+#include "engine.h"
+#include "events.h"
+#include "oommap.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 

@@ -1,4 +1,4 @@
-#include "harness/cli.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,11 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/oommap.h"
-#include "harness/results.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "oommap.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
 const char ab_cli_common_help[] =
     "      --device SPEC     auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\n"

@@ -19,11 +19,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "harness/bisect.h"
-#include "harness/engine.h"
-#include "harness/events.h"
-#include "harness/table.h"
-#include "strategies/device/device.h"
+#include "bisect.h"
+#include "device.h"
+#include "engine.h"
+#include "events.h"
+#include "table.h"
 
 #define AB_EXIT_OK 0
 #define AB_EXIT_FAIL 1

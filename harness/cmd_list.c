@@ -3,12 +3,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/cli.h"
-#include "harness/commands.h"
-#include "strategies/device/sim.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "cli.h"
+#include "commands.h"
+#include "device_open.h"
+#include "sim.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
 static const char help[] =
     "usage: allocbench list [-v]\n\n"

@@ -20,14 +20,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/bisect.h"
-#include "harness/cli.h"
-#include "harness/commands.h"
-#include "harness/oommap.h"
-#include "harness/results.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "bisect.h"
+#include "cli.h"
+#include "commands.h"
+#include "oommap.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
 #define MAX_WORKLOADS 64
 #define FIXTURE_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"

@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/bisect.h"
-#include "harness/cli.h"
-#include "harness/commands.h"
-#include "harness/oommap.h"
-#include "harness/results.h"
+#include "bisect.h"
+#include "cli.h"
+#include "commands.h"
+#include "oommap.h"
+#include "results.h"
 
 static const char help_head[] =
     "usage: allocbench oom -w WORKLOAD[:ARGS] -s STRATEGY[,STRATEGY...] [-c CONF]... [--lo SIZE] [--hi SIZE]\n"

@@ -8,14 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/cli.h"
-#include "harness/commands.h"
-#include "harness/results.h"
-#include "strategies/adaptor_trace.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/snapshot.h"
-#include "workloads/trace.h"
+#include "adaptor_trace.h"
+#include "cli.h"
+#include "commands.h"
+#include "results.h"
+#include "snapshot.h"
+#include "strategy.h"
+#include "trace.h"
+#include "trace_csv.h"
+#include "units.h"
 
 static const char help_head[] =
     "usage: allocbench replay TRACE [-s STRATEGY] [-c CONF] [--device auto|sim[:PROFILE]|cuda] [--budget SIZE]\n"

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/cli.h"
-#include "harness/commands.h"
-#include "harness/ranks.h"
-#include "harness/results.h"
-#include "strategies/units.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "cli.h"
+#include "commands.h"
+#include "ranks.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
 static const char help_head[] =
     "usage: allocbench run -w WORKLOAD[:ARGS] -s STRATEGY [-c CONF] [--device auto|sim[:PROFILE]|cuda]\n"

@@ -1,12 +1,12 @@
-#include "harness/engine.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "harness/verify.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
+#include "verify.h"
 
 const char *ab_run_status_name(ab_run_status_t st) {
   switch (st) {

@@ -54,9 +54,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/events.h"
-#include "harness/hist.h"
-#include "strategies/strategy.h"
+#include "events.h"
+#include "hist.h"
+#include "strategy.h"
 
 /* stopped: another rank of a multi-rank run failed, so this one stopped at a collective;
  * interrupted: opts.stop asked the replay to stop (a signal). */

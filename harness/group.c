@@ -6,7 +6,7 @@
  * it). Once a rank has left, every ENTER stops at once, waiting for nobody; a LAUNCHED
  * barrier always waits for all ranks, so that no communicator is aborted while another
  * rank is still launching. */
-#include "harness/group.h"
+#include "group.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/engine.h"
+#include "engine.h"
 
 /* What a rank hands in when its run ends. */
 typedef struct ab_rank_result_s {

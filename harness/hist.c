@@ -1,4 +1,4 @@
-#include "harness/hist.h"
+#include "hist.h"
 
 #include <string.h>
 

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/cli.h"
-#include "harness/commands.h"
+#include "cli.h"
+#include "commands.h"
 
 static const struct {
   const char *name;

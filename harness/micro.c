@@ -21,14 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/engine.h"
-#include "harness/gbench.h"
-#include "harness/gbench_csv.h"
-#include "harness/results.h"
-#include "harness/table.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "engine.h"
+#include "gbench.h"
+#include "gbench_csv.h"
+#include "results.h"
+#include "strategy.h"
+#include "table.h"
+#include "units.h"
+#include "workload.h"
 
 #define DEFAULT_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 #define RANDOM_SPEC "random"

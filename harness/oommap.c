@@ -1,12 +1,12 @@
-#include "harness/oommap.h"
+#include "oommap.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/results.h"
-#include "harness/table.h"
-#include "strategies/units.h"
+#include "results.h"
+#include "table.h"
+#include "units.h"
 
 const char *ab_block_state_name(ab_block_state_t state) {
   switch (state) {

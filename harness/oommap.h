@@ -39,9 +39,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "harness/engine.h"
-#include "strategies/hashmap.h"
-#include "strategies/strategy.h"
+#include "engine.h"
+#include "hashmap.h"
+#include "strategy.h"
 
 typedef struct ab_oommap_segment_s {
   ab_dptr_t base;

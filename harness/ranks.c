@@ -10,7 +10,7 @@
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.
  * 5. Where the results come together, one row per rank and the combined row. */
-#include "harness/ranks.h"
+#include "ranks.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,10 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/results.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
 typedef struct rank_s {
   unsigned rank;            /* in the world */

@@ -35,10 +35,10 @@
 #ifndef AB_RANKS_H
 #define AB_RANKS_H
 
-#include "harness/cli.h"
-#include "harness/group.h"
-#include "harness/rendezvous.h"
-#include "harness/table.h"
+#include "cli.h"
+#include "group.h"
+#include "rendezvous.h"
+#include "table.h"
 
 #define AB_RANKS_MAX 1024 /* ranks as threads of one process */
 

@@ -1,7 +1,7 @@
 /* rendezvous.c: ranks as processes over TCP (rendezvous.h): the launcher's environment, the
  * meeting at rank 0, and the group over the connections (a star: rank 0 hears every rank and
  * answers; the others talk to rank 0 only). */
-#include "harness/rendezvous.h"
+#include "rendezvous.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "strategies/units.h"
+#include "units.h"
 
 #define MAGIC 0x56524241u /* "ABRV" */
 #define VERSION 1u

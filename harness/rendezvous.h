@@ -39,8 +39,8 @@
 
 #include <stdint.h>
 
-#include "harness/group.h"
-#include "kernels/kernels.h"
+#include "group.h"
+#include "kernels.h"
 
 #define AB_RENDEZVOUS_TIMEOUT_S 300.0
 

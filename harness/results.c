@@ -1,4 +1,4 @@
-#include "harness/results.h"
+#include "results.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "strategies/units.h"
+#include "units.h"
 
 const ab_col_t ab_summary_cols[] = {
 #define AB_SUMMARY_COL(name, numeric) {#name, numeric},

@@ -50,9 +50,9 @@
 
 #include <stdint.h>
 
-#include "harness/bisect.h"
-#include "harness/engine.h"
-#include "harness/table.h"
+#include "bisect.h"
+#include "engine.h"
+#include "table.h"
 
 /* name, numeric */
 #define AB_SUMMARY_COLUMNS(X)                                                      \

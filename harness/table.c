@@ -1,4 +1,4 @@
-#include "harness/table.h"
+#include "table.h"
 
 #include <errno.h>
 #include <fcntl.h>

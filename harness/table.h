@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 typedef struct ab_col_s {
   const char *name;

@@ -31,10 +31,11 @@
 #include <vector>
 
 extern "C" {
-#include "harness/events.h"
-#include "strategies/caching.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "caching.h"
+#include "device_open.h"
+#include "events.h"
+#include "strategy.h"
+#include "workload.h"
 }
 
 namespace cca = c10::cuda::CUDACachingAllocator;

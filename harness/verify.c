@@ -1,10 +1,10 @@
-#include "harness/verify.h"
+#include "verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/pattern.h"
+#include "pattern.h"
 
 static int cmp_addr(const ab_tnode_t *a, const ab_tnode_t *b) {
   ab_dptr_t x = AB_CONTAINER_OF(a, ab_verify_block_t, node)->addr, y = AB_CONTAINER_OF(b, ab_verify_block_t, node)->addr;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels_internal.h"
 
 /* The declarations of nccl_check.h are NCCL's ABI; where the header is at hand, hold them
  * to it. */

@@ -2,7 +2,7 @@
  * with the allocator in the loop as it is in training. Plain C; the CUDA lives in the .cu
  * files beside this header, and a build without CUDA links kernels_stub.c instead.
  *
- * What runs (one launch per KERNEL event of harness/events.h, on the event's stream):
+ * What runs (one launch per KERNEL event of the event stream (kernel_desc.h), on the event's stream):
  *   gemm            cuBLAS (cublasGemmEx_64), row-major C[m,n] = A[m,k] B[k,n], fp32
  *                   accumulation; inputs and output f32/f32, bf16/bf16, bf16/f32, f16/f16 or
  *                   f16/f32 (what cuBLAS offers with fp32 compute)
@@ -43,9 +43,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/events.h"
-#include "strategies/device/device.h"
-#include "strategies/status.h"
+#include "device.h"
+#include "kernel_desc.h"
+#include "status.h"
 
 #ifdef __cplusplus
 extern "C" {

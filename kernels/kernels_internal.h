@@ -9,15 +9,14 @@
 
 /* The C headers of allocbench declare C functions. */
 extern "C" {
-#include "harness/events.h"
-#include "strategies/device/device.h"
-#include "strategies/hashmap.h"
-#include "strategies/status.h"
+#include "device.h"
+#include "hashmap.h"
+#include "status.h"
 }
-#include "kernels/cublas_check.h"
-#include "kernels/kernels.h"
-#include "kernels/nccl_check.h"
-#include "strategies/device/cuda_check.h"
+#include "cublas_check.h"
+#include "cuda_check.h"
+#include "kernels.h"
+#include "nccl_check.h"
 
 /* Kernel timing: each launch is bracketed by a pair of events, kept in a ring. A slot is
  * read (waiting for its end event) only when the ring comes round to it, by which time the

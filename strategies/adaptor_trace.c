@@ -1,11 +1,11 @@
 /* adaptor_trace.c: the recording adaptor (adaptor_trace.h). */
-#include "strategies/adaptor_trace.h"
+#include "adaptor_trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "strategies/hashmap.h"
+#include "hashmap.h"
 
 static const char *const action_names[] = {
 #define AB_TRACE_ACTION_NAME(name, text) text,

@@ -2,7 +2,7 @@
  * trace vocabulary, so that a run can be exported as a trace or a memory snapshot.
  *
  * The vocabulary is PyTorch's TraceEntry (reference/pytorch_caching_allocator.md §7.2); the
- * importers (workloads/trace.h) read it and this adaptor writes it:
+ * importers (workloads/traces/trace_builder.h) read it and this adaptor writes it:
  *   alloc, free_requested, free_completed   the caller's calls (addr: the block; size: the
  *                                          bytes requested)
  *   segment_alloc, segment_free             the device's malloc and free (and malloc_async
@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategies/strategy.h"
+#include "strategy.h"
 
 #define AB_TRACE_ACTIONS(X)                   \
   X(AB_TR_ALLOC, "alloc")                     \

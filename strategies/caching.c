@@ -36,16 +36,16 @@
  * does nothing, even if the address went to a new allocation meanwhile. The completions are
  * counted per (address, size), since one address can complete early more than once.
  */
-#include "strategies/caching.h"
+#include "caching.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/caching_conf.h"
-#include "strategies/hashmap.h"
-#include "strategies/tree.h"
-#include "strategies/units.h"
+#include "caching_conf.h"
+#include "hashmap.h"
+#include "tree.h"
+#include "units.h"
 
 #define MIN_BLOCK 512ULL                   /* kMinBlockSize */
 #define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "strategies/strategy.h"
+#include "strategy.h"
 
 extern const ab_strategy_ops_t ab_caching_ops;
 

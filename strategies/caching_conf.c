@@ -5,7 +5,7 @@
  * its token indices (the boolean error names one), so this module walks PyTorch's token
  * stream instead, pass by pass, index by index (c10/core/AllocatorConfig.{h,cpp},
  * c10/cuda/CUDAAllocatorConfig.cpp). */
-#include "strategies/caching_conf.h"
+#include "caching_conf.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 #define AB_CACHING_DIVISION_INTERVALS 16
 

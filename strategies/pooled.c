@@ -17,13 +17,13 @@
  * class sizes of the live blocks, so reserved - allocated shows both the rounding to
  * classes and the blocks idle in other classes.
  */
-#include "strategies/pooled.h"
+#include "pooled.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/tree.h"
-#include "strategies/units.h"
+#include "tree.h"
+#include "units.h"
 
 #define MAX_CLASSES 512
 

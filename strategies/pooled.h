@@ -2,7 +2,7 @@
 #ifndef AB_POOLED_H
 #define AB_POOLED_H
 
-#include "strategies/strategy.h"
+#include "strategy.h"
 
 extern const ab_strategy_ops_t ab_pooled_ops;
 

@@ -1,12 +1,12 @@
 /* registry.c: every strategy, one line each. The CLI, the tests, the micro-benchmarks and
  * the bench matrix all iterate this table. */
-#include "strategies/strategy.h"
+#include "strategy.h"
 
-#include "strategies/async.h"
-#include "strategies/caching.h"
-#include "strategies/overlap.h"
-#include "strategies/pooled.h"
-#include "strategies/raw.h"
+#include "async.h"
+#include "caching.h"
+#include "overlap.h"
+#include "pooled.h"
+#include "raw.h"
 
 #define CACHING_CONF_HELP                                                                          \
   "  PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.11 reads it:\n"                                          \

@@ -1,4 +1,4 @@
-#include "strategies/stats.h"
+#include "stats.h"
 
 #include <string.h>
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 #define AB_STAT_GAUGES(X)                                                          \
   X(requested_bytes, "bytes requested by live allocations")                      \

@@ -1,10 +1,10 @@
-#include "strategies/strategy.h"
+#include "strategy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/units.h"
+#include "units.h"
 
 const ab_strategy_entry_t *ab_strategy_find(const char *name) {
   size_t n;

@@ -30,10 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategies/device/device.h"
-#include "strategies/hashmap.h"
-#include "strategies/stats.h"
-#include "strategies/status.h"
+#include "device.h"
+#include "hashmap.h"
+#include "stats.h"
+#include "status.h"
 
 typedef struct ab_strategy_s ab_strategy_t;
 typedef struct ab_strategy_ops_s ab_strategy_ops_t;

@@ -10,10 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/bisect.h"
-#include "harness/cli.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "bisect.h"
+#include "cli.h"
+#include "device_open.h"
+#include "strategy.h"
+#include "workload.h"
 
 #define PROBES 30
 

@@ -5,14 +5,15 @@
  * GPU is usable). */
 #include <unistd.h>
 
-#include "harness/bisect.h"
-#include "harness/oommap.h"
-#include "harness/results.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "bisect.h"
+#include "device_open.h"
+#include "oommap.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #define CNN_DIR AB_FIXTURES_DIR "/pytorch-2.11-h200"
 

@@ -1,9 +1,9 @@
 /* caching_conf_test.c: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it
  * (strategies/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
  * (reference/pytorch_caching_allocator.md sections 1.3, 9.1 G and H, 12). */
-#include "strategies/caching_conf.h"
+#include "caching_conf.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #define MiB (1ULL << 20)
 

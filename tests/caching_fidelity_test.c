@@ -17,12 +17,13 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "harness/engine.h"
-#include "strategies/caching.h"
-#include "workloads/input.h"
-#include "workloads/trace.h"
+#include "caching.h"
+#include "device_open.h"
+#include "engine.h"
+#include "input.h"
+#include "trace.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #ifndef AB_FIXTURES_DIR
 #error "AB_FIXTURES_DIR must name the shared fixtures folder"

@@ -7,12 +7,13 @@
  * and size, in order) and reach the same peak reserved and allocated bytes: the strategy is one
  * piece of code whatever the device. The fixture replay on the GPU must also make the
  * decisions PyTorch recorded under the preset's configuration. */
-#include "harness/engine.h"
-#include "strategies/caching.h"
-#include "workloads/trace.h"
-#include "workloads/workload.h"
+#include "caching.h"
+#include "device_open.h"
+#include "engine.h"
+#include "trace.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #ifndef AB_FIXTURES_DIR
 #error "AB_FIXTURES_DIR must name the shared fixtures folder"

@@ -4,12 +4,13 @@
  * 1.4, and the rules of sections 3 and 4 (GC, release_available, the final retry, expandable
  * segments), on the simulated H200. Invariants (blocks tile segments, free sets ordered,
  * statistics equal sums over blocks) are checked after every call. */
-#include "strategies/caching.h"
+#include "caching.h"
 
-#include "strategies/rng.h"
-#include "strategies/units.h"
+#include "device_open.h"
+#include "rng.h"
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)

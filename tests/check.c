@@ -1,4 +1,4 @@
-#include "tests/check.h"
+#include "check.h"
 
 #include <stdarg.h>
 

@@ -8,13 +8,14 @@
  * with nothing leaked. */
 #include <stdlib.h>
 
-#include "strategies/device/device.h"
-#include "strategies/rng.h"
-#include "strategies/strategy.h"
-#include "strategies/tree.h"
-#include "strategies/units.h"
+#include "device.h"
+#include "device_open.h"
+#include "rng.h"
+#include "strategy.h"
+#include "tree.h"
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 /* ---- an interval set of live blocks ------------------------------------------------------ */
 

@@ -1,8 +1,9 @@
 /* cuda_device_test.c: the real device behind device.h (label gpu; skipped without a GPU). */
-#include "strategies/device/device.h"
-#include "strategies/units.h"
+#include "device.h"
+#include "device_open.h"
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 static ab_device_t *open_cuda(uint64_t budget) {
   ab_device_config_t cfg = {.budget_bytes = budget};

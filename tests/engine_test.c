@@ -5,16 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/engine.h"
-#include "harness/hist.h"
-#include "harness/results.h"
-#include "harness/table.h"
-#include "strategies/rng.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "engine.h"
+#include "hist.h"
+#include "results.h"
+#include "rng.h"
+#include "strategy.h"
+#include "table.h"
+#include "units.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 /* Opens a sim device with a budget and a strategy on it. */
 static bool setup(const char *strategy, const char *conf, uint64_t budget, ab_device_t **dev, ab_strategy_t **s) {

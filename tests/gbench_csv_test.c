@@ -1,9 +1,9 @@
 /* gbench_csv_test.c: Google Benchmark's JSON to the micro-benchmarks' CSV. */
-#include "harness/gbench_csv.h"
+#include "gbench_csv.h"
 
 #include <unistd.h>
 
-#include "tests/check.h"
+#include "check.h"
 
 /* What the library writes (1.7 and 1.8 layouts mixed: fields of both appear), trimmed. */
 static const char sample[] =

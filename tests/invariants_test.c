@@ -3,12 +3,13 @@
  * that are not the sums over the blocks, on a strategy that hands out live memory again,
  * and on every rule of the segment walk check. pooled_check_test.c breaks pooled's own
  * structures. */
-#include "harness/engine.h"
-#include "strategies/device/device.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "device.h"
+#include "device_open.h"
+#include "engine.h"
+#include "strategy.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 /* Replays spec through strategy on sim with the checks after every event; returns the run's
  * status, with its message in msg. */

@@ -3,13 +3,14 @@
  * with --device=sim, where only the engine tests run and check that kernels are skipped. */
 #include <math.h>
 
-#include "harness/engine.h"
-#include "kernels/kernels.h"
-#include "kernels/pattern.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
+#include "device_open.h"
+#include "engine.h"
+#include "kernels.h"
+#include "pattern.h"
+#include "strategy.h"
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 

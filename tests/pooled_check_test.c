@@ -3,9 +3,10 @@
  * break them one at a time: the free lists, the chunks' bitmaps and counts, the chunk tree,
  * the statistics; each break must make the check fail naming it, and the check must pass
  * again once it is undone. */
-#include "strategies/pooled.c"
+#include "pooled.c"
 
-#include "tests/check.h"
+#include "check.h"
+#include "device_open.h"
 
 typedef struct world_s {
   ab_device_t *dev;

@@ -14,15 +14,16 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "harness/group.h"
-#include "harness/ranks.h"
-#include "harness/rendezvous.h"
-#include "harness/results.h"
-#include "kernels/kernels.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "group.h"
+#include "kernels.h"
+#include "ranks.h"
+#include "rendezvous.h"
+#include "results.h"
+#include "strategy.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 /* A small ZeRO-3 transformer: 2 steps, collectives of sizes N does not always divide. */
 #define SMALL "zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128"

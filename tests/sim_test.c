@@ -1,8 +1,9 @@
 /* sim_test.c: the simulated card keeps its contract (strategies/device/sim.h). */
-#include "strategies/device/sim.h"
-#include "strategies/units.h"
+#include "device_open.h"
+#include "sim.h"
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 static ab_device_t *open_sim(const char *spec, uint64_t budget) {
   ab_device_config_t cfg = {.budget_bytes = budget, .cost_model = true};

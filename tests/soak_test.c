@@ -16,13 +16,14 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "harness/engine.h"
-#include "strategies/device/device.h"
-#include "strategies/device/sim.h"
-#include "strategies/strategy.h"
-#include "workloads/workload.h"
+#include "device.h"
+#include "device_open.h"
+#include "engine.h"
+#include "sim.h"
+#include "strategy.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 #define MAX_STREAK 8
 #define EVERY_EVENT_UP_TO 50000 /* longer soaks check every 64k events */

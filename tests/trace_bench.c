@@ -15,11 +15,12 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "harness/engine.h"
-#include "strategies/adaptor_trace.h"
-#include "workloads/input.h"
-#include "workloads/pickle.h"
-#include "workloads/trace.h"
+#include "adaptor_trace.h"
+#include "device_open.h"
+#include "engine.h"
+#include "input.h"
+#include "pickle.h"
+#include "trace.h"
 
 #define REPS 5
 

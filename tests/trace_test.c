@@ -4,14 +4,16 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "harness/engine.h"
-#include "strategies/adaptor_trace.h"
-#include "strategies/rng.h"
-#include "tests/check.h"
-#include "workloads/input.h"
-#include "workloads/pickle.h"
-#include "workloads/snapshot.h"
-#include "workloads/trace.h"
+#include "adaptor_trace.h"
+#include "check.h"
+#include "device_open.h"
+#include "engine.h"
+#include "input.h"
+#include "pickle.h"
+#include "rng.h"
+#include "snapshot.h"
+#include "trace.h"
+#include "trace_csv.h"
 
 #define FIXTURES AB_FIXTURES_DIR "/pytorch-2.11-h200/"
 

@@ -1,9 +1,9 @@
 /* tree_test.c: the ordered set and the hash map against simple references. */
-#include "strategies/hashmap.h"
-#include "strategies/rng.h"
-#include "strategies/tree.h"
+#include "hashmap.h"
+#include "rng.h"
+#include "tree.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 typedef struct item_s {
   ab_tnode_t node;

@@ -1,7 +1,7 @@
-/* units_test.c: sizes and option lists (strategies/units.c). */
-#include "strategies/units.h"
+/* units_test.c: sizes and option lists (strategies/base/units.c). */
+#include "units.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 static void sizes_parse(void) {
   static const struct {

@@ -1,15 +1,16 @@
 /* verify_test.c: --verify catches a strategy that hands out live memory twice, and passes
  * the real strategies. Run with --device=sim (the range set; plus the device-free tests) and
  * with --device=cuda (the pattern; the gpu label, skipped without a usable GPU). */
-#include "harness/engine.h"
-#include "harness/verify.h"
-#include "kernels/pattern.h"
-#include "strategies/rng.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "workloads/workload.h"
+#include "device_open.h"
+#include "engine.h"
+#include "pattern.h"
+#include "rng.h"
+#include "strategy.h"
+#include "units.h"
+#include "verify.h"
+#include "workload.h"
 
-#include "tests/check.h"
+#include "check.h"
 
 static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 

@@ -6,11 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/engine.h"
-#include "strategies/device/device.h"
-#include "strategies/strategy.h"
-#include "tests/check.h"
-#include "workloads/workload.h"
+#include "check.h"
+#include "device.h"
+#include "device_open.h"
+#include "engine.h"
+#include "strategy.h"
+#include "workload.h"
 
 /* gpu_measurements.md: the transformer's peak allocated under PyTorch 2.11 on the H200. */
 #define TRANSFORMER_PEAK_BYTES 32016000000.0

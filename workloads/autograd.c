@@ -1,4 +1,4 @@
-#include "workloads/autograd.h"
+#include "autograd.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/events.h"
-#include "strategies/rng.h"
+#include "events.h"
+#include "rng.h"
 
 #define AB_NO_TENSOR UINT32_MAX
 

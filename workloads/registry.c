@@ -1,16 +1,16 @@
 /* registry.c: every workload, one line each. */
-#include "workloads/workload.h"
+#include "workload.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "workloads/cnn_dynamic.h"
-#include "workloads/dynamic_shapes.h"
-#include "workloads/fragmenter.h"
-#include "workloads/mixed_precision.h"
-#include "workloads/random.h"
-#include "workloads/replay.h"
-#include "workloads/zero.h"
+#include "cnn_dynamic.h"
+#include "dynamic_shapes.h"
+#include "fragmenter.h"
+#include "mixed_precision.h"
+#include "random.h"
+#include "replay.h"
+#include "zero.h"
 
 static const ab_workload_t *const registry[] = {
     &ab_workload_dynamic_shapes,

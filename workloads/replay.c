@@ -1,8 +1,8 @@
 /* replay.c: a recorded trace as a workload: `-w replay:PATH`. The format is recognised from
  * the content (trace.h); the seed plays no part. */
-#include "workloads/replay.h"
+#include "replay.h"
 
-#include "workloads/trace.h"
+#include "trace.h"
 
 static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
   (void)seed;

@@ -1,4 +1,4 @@
-#include "workloads/transformer.h"
+#include "transformer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* workload.h: workloads, behind one interface, and their registry.
  *
- * A workload turns its arguments and a seed into an event stream (harness/events.h):
+ * A workload turns its arguments and a seed into an event stream (workloads/events/events.h):
  * generators synthesise one, importers read a recorded trace. Workloads never allocate
  * device memory. A generator is deterministic: the same arguments and seed give the same
  * stream, bit for bit.
@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/events.h"
-#include "strategies/status.h"
+#include "events.h"
+#include "status.h"
 
 typedef struct ab_workload_s {
   const char *name;

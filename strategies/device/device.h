@@ -2,7 +2,7 @@
  *   sim   a simulated card (sim.c): a capacity, fake addresses that are never dereferenced,
  *         exact tracking of what is live, 2 MiB virtual-memory granules, an emulated
  *         stream-ordered pool, fault injection and a cost model of each call;
- *   cuda  the real runtime and driver API (cuda.c), present when built with CUDA.
+ *   cuda  the real runtime and driver API (cuda_device.c), present when built with CUDA.
  *
  * Operations: plain allocation (cudaMalloc / cudaFree); virtual memory (reserve an address
  * range, map physical memory into it granule by granule, unmap, release the range); the
@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 typedef uint64_t ab_dptr_t; /* a device address; 0 is never a valid one */
 
@@ -146,24 +146,9 @@ typedef struct ab_device_config_s {
   size_t plan_len;
 } ab_device_config_t;
 
-/* Opens a device from a spec: "sim" (the h200 profile), "sim:PROFILE", "sim:SIZE" (a
- * card of that capacity), "cuda" or "cuda:N", or "auto" (cuda when a usable GPU exists,
- * else sim). Unknown specs, a budget above the card, and faults on cuda are refused. */
-ab_status ab_device_open(const char *spec, const ab_device_config_t *cfg, ab_device_t **out,
-                         ab_diag_t *diag);
 /* Checks that nothing is still held (a leak is AB_ERR_INVALID, with the count in diag),
  * then frees the device. NULL is a no-op. */
 ab_status ab_device_close(ab_device_t *d, ab_diag_t *diag);
-
-/* True when this build has CUDA and a usable GPU is present. */
-bool ab_device_cuda_usable(void);
-/* The simulated card's profiles, for `allocbench list`: name, total bytes, one line. */
-typedef struct ab_sim_profile_s {
-  const char *name;
-  uint64_t total_bytes;
-  const char *source;
-} ab_sim_profile_t;
-const ab_sim_profile_t *ab_sim_profiles(unsigned *count);
 
 /* The operations, with the budget and the counters applied. */
 ab_status ab_device_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out);

@@ -1,15 +1,15 @@
 /* sim.c: the simulated card. See sim.h for what it models. */
-#include "strategies/device/sim.h"
+#include "sim.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/hashmap.h"
-#include "strategies/rng.h"
-#include "strategies/tree.h"
-#include "strategies/units.h"
+#include "hashmap.h"
+#include "rng.h"
+#include "tree.h"
+#include "units.h"
 
 /* ---- profiles ---------------------------------------------------------------------------
  * h200 is what cudaMemGetInfo reported on the project's H200. The others are the totals

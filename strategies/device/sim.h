@@ -19,11 +19,20 @@
 #ifndef AB_SIM_H
 #define AB_SIM_H
 
-#include "strategies/device/device.h"
+#include "device.h"
 
 /* Bytes a fresh process's CUDA context takes (cudaMemGetInfo on an H200: total minus free
  * before any allocation, reference/gpu_measurements.md). */
 #define AB_SIM_CONTEXT_BYTES (150109880320ULL - 149557477376ULL)
+
+/* The simulated card's profiles, for `allocbench list`: name, total bytes, one line. */
+typedef struct ab_sim_profile_s {
+  const char *name;
+  uint64_t total_bytes;
+  const char *source;
+} ab_sim_profile_t;
+const ab_sim_profile_t *ab_sim_profiles(unsigned *count);
+
 
 /* Opens a simulated card named `name` with `total_bytes` of memory. */
 ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_config_t *cfg,

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tests/fuzz/fuzz.h"
+#include "fuzz.h"
 
 static int run_file(const char *path) {
   FILE *f = fopen(path, "rb");

@@ -1,15 +1,16 @@
 /* fuzz.c: the helpers of fuzz.h. */
-#include "tests/fuzz/fuzz.h"
+#include "fuzz.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/engine.h"
-#include "strategies/device/device.h"
-#include "strategies/strategy.h"
-#include "workloads/trace.h"
+#include "device.h"
+#include "device_open.h"
+#include "engine.h"
+#include "strategy.h"
+#include "trace.h"
 
 void ab_fuzz_fail(const char *fmt, ...) {
   va_list ap;

@@ -1,4 +1,4 @@
-/* fuzz_kv.c: option lists (strategies/units.h) and every strategy's -c, from any text.
+/* fuzz_kv.c: option lists (strategies/base/units.h) and every strategy's -c, from any text.
  *
  * The first byte picks the separator (':' or '='), the rest is the text. It parses into items
  * that lie inside the text, or is refused naming the input; every typed getter takes every
@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/device/device.h"
-#include "strategies/strategy.h"
-#include "strategies/units.h"
-#include "tests/fuzz/fuzz.h"
+#include "device.h"
+#include "device_open.h"
+#include "fuzz.h"
+#include "strategy.h"
+#include "units.h"
 
 static void refused(ab_status st, const ab_diag_t *d, const char *what) {
   if (st != AB_ERR_INVALID) ab_fuzz_fail("%s refused as %s: %s", what, ab_status_name(st), d->msg);

@@ -1,10 +1,10 @@
-/* fuzz_pickle.c: the pickle machine (workloads/pickle.h): any bytes parse or are refused with
+/* fuzz_pickle.c: the pickle machine (workloads/traces/pickle.h): any bytes parse or are refused with
  * a message naming a byte inside the input; a parsed tree can be walked from its root, every
  * string read in full, without reading outside the input or the arena. */
 #include <string.h>
 
-#include "tests/fuzz/fuzz.h"
-#include "workloads/pickle.h"
+#include "fuzz.h"
+#include "pickle.h"
 
 #define MAX_VISITS 100000 /* memo references make a graph: shared and cyclic values */
 #define MAX_DEPTH 64

@@ -1,9 +1,9 @@
-/* fuzz_rmm_log.c: the RMM log reader (workloads/rmm_log.h) behind the trace loader, on
+/* fuzz_rmm_log.c: the RMM log reader (workloads/traces/rmm_log.h) behind the trace loader, on
  * inputs that start with its header line. */
 #include <string.h>
 
-#include "tests/fuzz/fuzz.h"
-#include "workloads/rmm_log.h"
+#include "fuzz.h"
+#include "rmm_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = strlen(ab_rmm_log_header);

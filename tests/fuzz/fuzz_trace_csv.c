@@ -1,8 +1,8 @@
-/* fuzz_trace_csv.c: allocbench's CSV trace reader (workloads/trace.h) behind the trace
+/* fuzz_trace_csv.c: allocbench's CSV trace reader (workloads/traces/trace_csv.h) behind the trace
  * loader, on inputs that start with its header line. */
 #include <string.h>
 
-#include "tests/fuzz/fuzz.h"
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char header[] = "action,addr,size,stream,time_us";

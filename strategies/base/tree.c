@@ -1,4 +1,4 @@
-#include "strategies/tree.h"
+#include "tree.h"
 
 static int height(const ab_tnode_t *n) { return n ? n->height : 0; }
 

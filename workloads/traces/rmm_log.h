@@ -12,8 +12,8 @@
 #ifndef AB_RMM_LOG_H
 #define AB_RMM_LOG_H
 
-#include "workloads/input.h"
-#include "workloads/trace.h"
+#include "input.h"
+#include "trace_builder.h"
 
 extern const char ab_rmm_log_header[];
 

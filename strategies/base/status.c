@@ -1,4 +1,4 @@
-#include "strategies/status.h"
+#include "status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

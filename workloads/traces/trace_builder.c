@@ -1,5 +1,5 @@
-/* trace.c: the trace builder, allocbench's CSV trace, and format recognition (trace.h). */
-#include "workloads/trace.h"
+/* trace_builder.c: PyTorch-style records to events (trace_builder.h). */
+#include "trace_builder.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/hashmap.h"
-#include "workloads/input.h"
-#include "workloads/rmm_log.h"
-#include "workloads/snapshot.h"
+#include "hashmap.h"
 
 struct ab_trace_rec_in_s {
   uint64_t addr, size;
@@ -319,142 +316,4 @@ ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
   }
   summarise(b);
   return AB_OK;
-}
-
-/* ---- allocbench's CSV trace --------------------------------------------------------------- */
-
-static const char csv_header[] = "action,addr,size,stream,time_us";
-
-/* Parses a whole decimal number field [p, end). */
-static bool parse_field(const char *p, const char *end, uint64_t *out) {
-  if (p == end) return false;
-  uint64_t v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
-static ab_status read_csv(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
-  static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
-  b->info.format = "allocbench-csv";
-  const char *p = in->data, *end = in->data + in->len;
-  size_t line = 0;
-  ab_status st = AB_OK;
-  while (p < end && st == AB_OK) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    if (eol == NULL) eol = end;
-    const char *stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
-    line++;
-    if (line == 1 || stop == p) { /* the header (checked by the caller), or a blank line */
-      p = eol + 1;
-      continue;
-    }
-    const char *f[6];
-    size_t nf = 0;
-    f[nf++] = p;
-    for (const char *q = p; q < stop && nf < 6; q++)
-      if (*q == ',') f[nf++] = q + 1;
-    if (nf != 5) {
-      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: expected 5 columns (%s), got %zu", path, line, csv_header,
-                       nf > 5 ? (size_t)6 : nf);
-      break;
-    }
-    uint64_t num[4];
-    for (size_t i = 1; i < 5 && st == AB_OK; i++) {
-      const char *fend = i < 4 ? f[i + 1] - 1 : stop;
-      if (!parse_field(f[i], fend, &num[i - 1]))
-        st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s': expected a whole number, got '%.*s'", path, line,
-                         names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
-    }
-    if (st != AB_OK) break;
-    size_t alen = (size_t)(f[1] - 1 - f[0]);
-    if (alen == 0) {
-      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'action': empty", path, line);
-      break;
-    }
-    ab_trace_builder_count(b, f[0], alen);
-    st = ab_trace_builder_add(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], line, diag);
-    p = eol + 1;
-  }
-  return st;
-}
-
-ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                             unsigned nstreams, ab_diag_t *diag) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  setvbuf(f, NULL, _IOFBF, 1 << 20);
-  fprintf(f, "%s\n", csv_header);
-  for (size_t i = 0; i < log->n; i++) {
-    const ab_trace_rec_t *r = &log->recs[i];
-    uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
-    fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
-            r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
-  }
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0) bad = true;
-  if (bad) {
-    int saved = errno;
-    remove(path);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(saved));
-  }
-  return AB_OK;
-}
-
-/* ---- format recognition --------------------------------------------------------------- */
-
-static bool starts_line(const ab_input_t *in, const char *header) {
-  size_t n = strlen(header);
-  return in->len >= n && memcmp(in->data, header, n) == 0 &&
-         (in->len == n || in->data[n] == '\n' || in->data[n] == '\r');
-}
-
-ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
-                         ab_trace_info_t *info, ab_diag_t *diag) {
-  static const ab_trace_opts_t defaults = {-1};
-  if (opts == NULL) opts = &defaults;
-  ab_events_init(out);
-  ab_trace_builder_t b;
-  bool pickle = in->len > 0 && (unsigned char)in->data[0] == 0x80; /* PROTO: protocols 2 and up */
-  ab_trace_builder_init(&b, out, path, pickle);
-  ab_status st;
-  if (in->len == 0)
-    st = ab_diag_set(diag, AB_ERR_INVALID, "%s: empty file (expected a trace)", path);
-  else if (pickle)
-    st = ab_snapshot_read(path, in, opts->device, &b, diag);
-  else if (starts_line(in, csv_header))
-    st = read_csv(path, in, &b, diag);
-  else if (starts_line(in, ab_rmm_log_header))
-    st = ab_rmm_log_read(path, in, &b, diag);
-  else
-    st = ab_diag_set(diag, AB_ERR_INVALID,
-                     "%s: not a recognised trace (expected a PyTorch memory snapshot pickle, a CSV trace starting "
-                     "with the line '%s', or an RMM log starting with '%s')",
-                     path, csv_header, ab_rmm_log_header);
-  if (st == AB_OK)
-    st = ab_trace_builder_finish(&b, diag);
-  else
-    ab_trace_builder_discard(&b);
-  if (st != AB_OK) {
-    ab_events_free(out);
-    return st;
-  }
-  if (info) *info = b.info;
-  snprintf(out->source, sizeof out->source, "%s", path);
-  return AB_OK;
-}
-
-ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
-                        ab_diag_t *diag) {
-  ab_events_init(out);
-  ab_input_t in;
-  AB_TRY(ab_input_read(path, &in, diag));
-  ab_status st = ab_trace_parse(path, &in, opts, out, info, diag);
-  ab_input_free(&in);
-  return st;
 }

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 typedef struct ab_input_s {
   char *data; /* the contents, NUL-terminated (the NUL is not counted in len) */

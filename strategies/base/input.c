@@ -1,4 +1,4 @@
-#include "workloads/input.h"
+#include "input.h"
 
 #include <errno.h>
 #include <stdbool.h>

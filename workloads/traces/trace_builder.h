@@ -1,14 +1,5 @@
-/* trace.h: recorded traces turned into event streams, and back.
- *
- * ab_trace_load recognises the format from the file's content (never its name), plain or
- * gzipped (input.h), and hands the records to the trace builder below:
- *   - PyTorch's memory snapshot, the pickle torch.cuda.memory._dump_snapshot() writes
- *     (snapshot.h): device_traces of one device, with segments and allocator_settings;
- *   - allocbench's CSV trace: header `action,addr,size,stream,time_us` (the format of the
- *     fixtures' *.trace.csv.gz and of --export-trace), actions as in PyTorch's device_traces;
- *   - RMM's logging_resource_adaptor CSV (rmm_log.h): header
- *     `Thread,Time,Action,Pointer,Size,Stream`.
- * Every error names the file and the line (or byte offset) and what was expected.
+/* trace_builder.h: PyTorch-style trace records turned into an event stream, for every
+ * reader of a trace format (snapshot.h, trace_csv.h, rmm_log.h).
  *
  * The trace builder turns PyTorch-style actions into events, for every importer:
  *   alloc            ALLOC of a new id; the address maps to it until its free completes
@@ -44,22 +35,18 @@
  * total less what the trace added), or, without an end state, what the trace frees
  * beyond what it allocated.
  */
-#ifndef AB_TRACE_H
-#define AB_TRACE_H
+#ifndef AB_TRACE_BUILDER_H
+#define AB_TRACE_BUILDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "harness/events.h"
-#include "strategies/adaptor_trace.h"
-#include "workloads/input.h"
+#include "adaptor_trace.h"
+#include "events.h"
 
 #define AB_TRACE_MAX_STREAMS 64
 #define AB_TRACE_MAX_ACTION_NAMES 16
-
-typedef struct ab_trace_opts_s {
-  int device; /* snapshots: the device whose trace to read; -1: the first with entries */
-} ab_trace_opts_t;
 
 /* What a trace holds, as recorded; filled by the readers and the builder. */
 typedef struct ab_trace_info_s {
@@ -83,22 +70,6 @@ typedef struct ab_trace_info_s {
   uint64_t device_allocs;    /* segment_alloc and segment_map events: PyTorch's num_device_alloc */
   uint64_t device_frees;     /* segment_free and segment_unmap events */
 } ab_trace_info_t;
-
-/* Reads the trace at path into out (initialised here; released on failure) and, when info
- * is not NULL, what it holds. opts may be NULL (the defaults). */
-ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
-                        ab_diag_t *diag);
-/* The same for a trace already read (input.h), named path in errors. */
-ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
-                         ab_trace_info_t *info, ab_diag_t *diag);
-
-/* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
- * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has
- * 0 in the addr column, as PyTorch's flattened traces do. AB_ERR_IO naming the path. */
-ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                             unsigned nstreams, ab_diag_t *diag);
-
-/* ---- the builder, for the readers ---------------------------------------------------------- */
 
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
 

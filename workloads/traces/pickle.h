@@ -35,8 +35,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "strategies/hashmap.h"
-#include "strategies/status.h"
+#include "hashmap.h"
+#include "status.h"
 
 typedef enum ab_pk_type_e {
   AB_PK_NONE = 1,

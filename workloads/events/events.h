@@ -31,8 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategies/device/device.h"
-#include "strategies/status.h"
+#include "device.h"
+#include "kernel_desc.h"
+#include "status.h"
 
 typedef enum ab_event_kind_e {
   AB_EV_ALLOC = 1,
@@ -77,44 +78,6 @@ typedef struct ab_event_s {
   uint32_t id;     /* ALLOC, FREE: allocation id; STEP: step number; KERNEL: kernel index */
   uint64_t bytes;  /* ALLOC: bytes requested (> 0); FREE: the same, set by ab_events_finish */
 } ab_event_t;
-
-/* ---- kernels: what the compute on live buffers is ---------------------------------------- */
-
-typedef enum ab_dtype_e { AB_F32, AB_BF16, AB_F16, AB_DTYPE_COUNT } ab_dtype_t;
-
-#define AB_KERNELS(X)                                                                       \
-  X(AB_K_GEMM, "gemm")             /* C[m,n] = A[m,k] B[k,n]: buf A, B, C; dtype in, out */  \
-  X(AB_K_GELU, "gelu")             /* out = gelu(in): buf in, out; n elements */             \
-  X(AB_K_CAST, "cast")             /* out = in converted: buf in (dtype[0]), out (dtype[1]) */\
-  X(AB_K_ADAM, "adam")             /* Adam update: buf param, grad, m, v; n elements, f32 */ \
-  X(AB_K_SCALE_CHECK, "scale_check") /* grads *= scale, flag non-finite: buf grad, flag */  \
-  X(AB_K_COPY, "copy")             /* device-to-device copy of n bytes: buf src, dst */      \
-  X(AB_K_ALLGATHER, "allgather")   /* gather n bytes per rank: buf shard, full */            \
-  X(AB_K_REDUCE_SCATTER, "reduce_scatter") /* reduce n bytes per rank: buf full, shard */
-
-typedef enum ab_kernel_op_e {
-#define AB_KERNEL_ENUM(name, text) name,
-  AB_KERNELS(AB_KERNEL_ENUM)
-#undef AB_KERNEL_ENUM
-  AB_K_COUNT
-} ab_kernel_op_t;
-
-const char *ab_kernel_name(ab_kernel_op_t op);
-
-#define AB_KERNEL_MAX_BUFS 4
-
-typedef struct ab_kernel_s {
-  uint8_t op;                      /* ab_kernel_op_t */
-  uint8_t dtype[2];                /* input and output element types (ab_dtype_t) */
-  uint8_t nbuf;                    /* buffers used, in the order the op documents */
-  uint32_t buf[AB_KERNEL_MAX_BUFS]; /* allocation ids, live when the kernel runs */
-  uint64_t m, n, k;                /* GEMM shape; n is the element (or byte) count otherwise */
-} ab_kernel_t;
-
-/* Bytes of one element of a dtype. */
-uint64_t ab_dtype_bytes(ab_dtype_t t);
-/* The bytes each buffer of a kernel must hold; fills need[0..nbuf). */
-void ab_kernel_needs(const ab_kernel_t *k, uint64_t need[AB_KERNEL_MAX_BUFS]);
 
 /* ---- what a recorded trace says the allocator did ------------------------------------------
  * Importers keep the recorded allocator's own decisions (PyTorch's segment_alloc,

@@ -1,4 +1,4 @@
-#include "strategies/units.h"
+#include "units.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,11 +1,11 @@
 /* snapshot.c: PyTorch's memory snapshot, both ways (snapshot.h). */
-#include "workloads/snapshot.h"
+#include "snapshot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "workloads/pickle.h"
+#include "pickle.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
 

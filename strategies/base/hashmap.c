@@ -1,4 +1,4 @@
-#include "strategies/hashmap.h"
+#include "hashmap.h"
 
 #include <stdlib.h>
 

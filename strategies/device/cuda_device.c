@@ -1,4 +1,4 @@
-/* cuda.c: the real GPU behind device.h.
+/* cuda_device.c: the real GPU behind device.h.
  *
  * The runtime is linked statically, and the driver API functions of virtual memory are
  * fetched with cudaGetDriverEntryPointByVersion, so the binary starts (and falls back to the
@@ -9,15 +9,15 @@
  * allocation and counted in held_bytes; with a budget, an allocation that made the reserve
  * cross it is undone and reported as OOM (the pool is also created with the budget as its
  * maxSize, which the driver honours only roughly). */
-#include "strategies/device/cuda.h"
+#include "cuda_device.h"
 
 #include <cudaTypedefs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategies/device/cuda_check.h"
-#include "strategies/hashmap.h"
+#include "cuda_check.h"
+#include "hashmap.h"
 
 typedef struct vmm_api_s {
   PFN_cuMemAddressReserve_v10020 reserve;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategies/status.h"
+#include "status.h"
 
 #define AB_KiB ((uint64_t)1 << 10)
 #define AB_MiB ((uint64_t)1 << 20)

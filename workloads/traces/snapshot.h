@@ -24,9 +24,9 @@
 #ifndef AB_SNAPSHOT_H
 #define AB_SNAPSHOT_H
 
-#include "strategies/adaptor_trace.h"
-#include "workloads/input.h"
-#include "workloads/trace.h"
+#include "adaptor_trace.h"
+#include "input.h"
+#include "trace_builder.h"
 
 /* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
  * with trace entries. Errors name path and the byte offset. */

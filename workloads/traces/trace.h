@@ -1,0 +1,32 @@
+/* trace.h: a recorded trace turned into an event stream, whatever its format.
+ *
+ * ab_trace_load recognises the format from the file's content (never its name), plain or
+ * gzipped (input.h), and hands the records to the trace builder (trace_builder.h):
+ *   - PyTorch's memory snapshot, the pickle torch.cuda.memory._dump_snapshot() writes
+ *     (snapshot.h): device_traces of one device, with segments and allocator_settings;
+ *   - allocbench's CSV trace: header `action,addr,size,stream,time_us` (the format of the
+ *     fixtures' *.trace.csv.gz and of --export-trace), actions as in PyTorch's device_traces;
+ *   - RMM's logging_resource_adaptor CSV (rmm_log.h): header
+ *     `Thread,Time,Action,Pointer,Size,Stream`.
+ * Every error names the file and the line (or byte offset) and what was expected.
+ */
+#ifndef AB_TRACE_H
+#define AB_TRACE_H
+
+#include "events.h"
+#include "input.h"
+#include "trace_builder.h"
+
+typedef struct ab_trace_opts_s {
+  int device; /* snapshots: the device whose trace to read; -1: the first with entries */
+} ab_trace_opts_t;
+
+/* Reads the trace at path into out (initialised here; released on failure) and, when info
+ * is not NULL, what it holds. opts may be NULL (the defaults). */
+ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
+                        ab_diag_t *diag);
+/* The same for a trace already read (input.h), named path in errors. */
+ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
+                         ab_trace_info_t *info, ab_diag_t *diag);
+
+#endif

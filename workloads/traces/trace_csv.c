@@ -1,0 +1,89 @@
+#include "trace_csv.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
+
+/* Parses a whole decimal number field [p, end). */
+static bool parse_field(const char *p, const char *end, uint64_t *out) {
+  if (p == end) return false;
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9') return false;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
+  static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
+  b->info.format = "allocbench-csv";
+  const char *p = in->data, *end = in->data + in->len;
+  size_t line = 0;
+  ab_status st = AB_OK;
+  while (p < end && st == AB_OK) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (eol == NULL) eol = end;
+    const char *stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+    line++;
+    if (line == 1 || stop == p) { /* the header (checked by the caller), or a blank line */
+      p = eol + 1;
+      continue;
+    }
+    const char *f[6];
+    size_t nf = 0;
+    f[nf++] = p;
+    for (const char *q = p; q < stop && nf < 6; q++)
+      if (*q == ',') f[nf++] = q + 1;
+    if (nf != 5) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: expected 5 columns (%s), got %zu", path, line, ab_trace_csv_header,
+                       nf > 5 ? (size_t)6 : nf);
+      break;
+    }
+    uint64_t num[4];
+    for (size_t i = 1; i < 5 && st == AB_OK; i++) {
+      const char *fend = i < 4 ? f[i + 1] - 1 : stop;
+      if (!parse_field(f[i], fend, &num[i - 1]))
+        st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s': expected a whole number, got '%.*s'", path, line,
+                         names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
+    }
+    if (st != AB_OK) break;
+    size_t alen = (size_t)(f[1] - 1 - f[0]);
+    if (alen == 0) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'action': empty", path, line);
+      break;
+    }
+    ab_trace_builder_count(b, f[0], alen);
+    st = ab_trace_builder_add(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], line, diag);
+    p = eol + 1;
+  }
+  return st;
+}
+
+ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                             unsigned nstreams, ab_diag_t *diag) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  setvbuf(f, NULL, _IOFBF, 1 << 20);
+  fprintf(f, "%s\n", ab_trace_csv_header);
+  for (size_t i = 0; i < log->n; i++) {
+    const ab_trace_rec_t *r = &log->recs[i];
+    uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
+    fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
+            r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
+  }
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0) bad = true;
+  if (bad) {
+    int saved = errno;
+    remove(path);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(saved));
+  }
+  return AB_OK;
+}

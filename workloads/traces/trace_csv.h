@@ -1,0 +1,26 @@
+/* trace_csv.h: allocbench's CSV trace, header `action,addr,size,stream,time_us` (the format
+ * of the fixtures' *.trace.csv.gz and of --export-trace), one record per line with the
+ * actions of PyTorch's device_traces (trace_builder.h). */
+#ifndef AB_TRACE_CSV_H
+#define AB_TRACE_CSV_H
+
+#include <stdint.h>
+
+#include "adaptor_trace.h"
+#include "input.h"
+#include "trace_builder.h"
+
+/* The header line that starts the format. */
+extern const char ab_trace_csv_header[];
+
+/* Reads a CSV trace (its first line is the header, checked by the caller) into b. Errors name
+ * the line. */
+ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
+
+/* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
+ * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has
+ * 0 in the addr column, as PyTorch's flattened traces do. AB_ERR_IO naming the path. */
+ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                             unsigned nstreams, ab_diag_t *diag);
+
+#endif
