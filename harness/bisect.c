@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "device_open.h"
+#include "registry.h"
 #include "strategy.h"
 #include "units.h"
 

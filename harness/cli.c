@@ -8,6 +8,7 @@
 
 #include "device_open.h"
 #include "oommap.h"
+#include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "device_open.h"
+#include "registry.h"
 #include "sim.h"
 #include "strategy.h"
 #include "units.h"

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "oommap.h"
+#include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"

@@ -11,6 +11,7 @@
 #include "adaptor_trace.h"
 #include "cli.h"
 #include "commands.h"
+#include "registry.h"
 #include "results.h"
 #include "snapshot.h"
 #include "strategy.h"

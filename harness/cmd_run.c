@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "ranks.h"
+#include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"

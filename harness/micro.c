@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "gbench.h"
 #include "gbench_csv.h"
+#include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "table.h"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "device_open.h"
+#include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"

@@ -34,6 +34,7 @@ extern "C" {
 #include "caching.h"
 #include "device_open.h"
 #include "events.h"
+#include "registry.h"
 #include "strategy.h"
 #include "workload.h"
 }

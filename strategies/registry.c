@@ -1,6 +1,9 @@
-/* registry.c: every strategy, one line each. The CLI, the tests, the micro-benchmarks and
- * the bench matrix all iterate this table. */
-#include "strategy.h"
+/* registry.c: every strategy, one line each (registry.h). */
+#include "registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "async.h"
 #include "caching.h"
@@ -42,4 +45,42 @@ static const ab_strategy_entry_t registry[] = {
 const ab_strategy_entry_t *ab_strategy_registry(size_t *count) {
   *count = sizeof registry / sizeof registry[0];
   return registry;
+}
+
+const ab_strategy_entry_t *ab_strategy_find(const char *name) {
+  size_t n;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i].name, name) == 0) return &all[i];
+  return NULL;
+}
+
+ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag) {
+  if ((*out = ab_strategy_find(name)) != NULL) return AB_OK;
+  char names[512] = "";
+  size_t n;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t i = 0; i < n; i++) {
+    if (all[i].hidden) continue;
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", all[i].name);
+  }
+  return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': unknown strategy (expected one of %s)", name, names);
+}
+
+ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
+                             ab_diag_t *diag) {
+  *out = NULL;
+  const ab_strategy_entry_t *e;
+  AB_TRY(ab_strategy_lookup(name, &e, diag));
+  if (conf == NULL) conf = "";
+  if (e->preset == NULL || *e->preset == '\0') return e->ops->create(dev, conf, out, diag);
+  /* The preset comes first so that the user's keys override it. */
+  size_t len = strlen(e->preset) + 1 + strlen(conf) + 1;
+  char *full = malloc(len);
+  if (full == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  snprintf(full, len, "%s%s%s", e->preset, *conf ? "," : "", conf);
+  ab_status st = e->ops->create(dev, full, out, diag);
+  free(full);
+  return st;
 }

@@ -102,28 +102,6 @@ struct ab_strategy_ops_s {
   void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
 };
 
-/* ---- the registry -------------------------------------------------------------------- */
-
-typedef struct ab_strategy_entry_s {
-  const char *name;           /* what -s takes */
-  const ab_strategy_ops_t *ops;
-  const char *preset;         /* conf applied before the user's -c; NULL for none */
-  const char *summary;        /* one line for `allocbench list` */
-  const char *conf_help;      /* the -c keys, one per line, for `allocbench list -v` */
-  bool hidden;                /* for tests only: not listed, not in the bench matrix */
-} ab_strategy_entry_t;
-
-/* All entries, hidden ones included; *count receives their number. */
-const ab_strategy_entry_t *ab_strategy_registry(size_t *count);
-/* The entry called name, or NULL. */
-const ab_strategy_entry_t *ab_strategy_find(const char *name);
-/* The same, with an error naming the known strategies when there is none. */
-ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag);
-
-/* Creates the strategy called name with its preset and then conf. Unknown names and bad
- * confs are AB_ERR_INVALID with the reason in diag. */
-ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
-                             ab_diag_t *diag);
 /* Destroys s (NULL is a no-op). */
 void ab_strategy_destroy(ab_strategy_t *s);
 

@@ -13,6 +13,7 @@
 #include "bisect.h"
 #include "cli.h"
 #include "device_open.h"
+#include "registry.h"
 #include "strategy.h"
 #include "workload.h"
 

@@ -21,6 +21,7 @@
 #include "device_open.h"
 #include "engine.h"
 #include "input.h"
+#include "registry.h"
 #include "trace.h"
 
 #include "check.h"

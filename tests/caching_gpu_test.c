@@ -10,6 +10,7 @@
 #include "caching.h"
 #include "device_open.h"
 #include "engine.h"
+#include "registry.h"
 #include "trace.h"
 #include "workload.h"
 

@@ -7,6 +7,7 @@
 #include "caching.h"
 
 #include "device_open.h"
+#include "registry.h"
 #include "rng.h"
 #include "units.h"
 

@@ -10,6 +10,7 @@
 
 #include "device.h"
 #include "device_open.h"
+#include "registry.h"
 #include "rng.h"
 #include "strategy.h"
 #include "tree.h"

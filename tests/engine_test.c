@@ -8,6 +8,7 @@
 #include "device_open.h"
 #include "engine.h"
 #include "hist.h"
+#include "registry.h"
 #include "results.h"
 #include "rng.h"
 #include "strategy.h"

@@ -6,6 +6,7 @@
 #include "device.h"
 #include "device_open.h"
 #include "engine.h"
+#include "registry.h"
 #include "strategy.h"
 #include "workload.h"
 

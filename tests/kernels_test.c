@@ -7,6 +7,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "pattern.h"
+#include "registry.h"
 #include "strategy.h"
 #include "units.h"
 

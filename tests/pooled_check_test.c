@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "device_open.h"
+#include "registry.h"
 
 typedef struct world_s {
   ab_device_t *dev;

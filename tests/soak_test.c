@@ -19,6 +19,7 @@
 #include "device.h"
 #include "device_open.h"
 #include "engine.h"
+#include "registry.h"
 #include "sim.h"
 #include "strategy.h"
 #include "workload.h"

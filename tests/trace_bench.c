@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "input.h"
 #include "pickle.h"
+#include "registry.h"
 #include "trace.h"
 
 #define REPS 5

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "input.h"
 #include "pickle.h"
+#include "registry.h"
 #include "rng.h"
 #include "snapshot.h"
 #include "trace.h"

@@ -4,6 +4,7 @@
 #include "device_open.h"
 #include "engine.h"
 #include "pattern.h"
+#include "registry.h"
 #include "rng.h"
 #include "strategy.h"
 #include "units.h"

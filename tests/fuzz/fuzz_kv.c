@@ -12,6 +12,7 @@
 #include "device.h"
 #include "device_open.h"
 #include "fuzz.h"
+#include "registry.h"
 #include "strategy.h"
 #include "units.h"
 

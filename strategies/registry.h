@@ -1,0 +1,32 @@
+/* registry.h: the strategies by name (registry.c), and creating one from its name, preset
+ * and the user's conf. The CLI, the tests, the micro-benchmarks and the bench matrix all
+ * go through it. */
+#ifndef AB_REGISTRY_H
+#define AB_REGISTRY_H
+
+#include <stdbool.h>
+
+#include "strategy.h"
+
+typedef struct ab_strategy_entry_s {
+  const char *name;           /* what -s takes */
+  const ab_strategy_ops_t *ops;
+  const char *preset;         /* conf applied before the user's -c; NULL for none */
+  const char *summary;        /* one line for `allocbench list` */
+  const char *conf_help;      /* the -c keys, one per line, for `allocbench list -v` */
+  bool hidden;                /* for tests only: not listed, not in the bench matrix */
+} ab_strategy_entry_t;
+
+/* All entries, hidden ones included; *count receives their number. */
+const ab_strategy_entry_t *ab_strategy_registry(size_t *count);
+/* The entry called name, or NULL. */
+const ab_strategy_entry_t *ab_strategy_find(const char *name);
+/* The same, with an error naming the known strategies when there is none. */
+ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag);
+
+/* Creates the strategy called name with its preset and then conf. Unknown names and bad
+ * confs are AB_ERR_INVALID with the reason in diag. */
+ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
+                             ab_diag_t *diag);
+
+#endif
