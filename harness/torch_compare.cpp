@@ -44,7 +44,7 @@ namespace cca = c10::cuda::CUDACachingAllocator;
 namespace {
 
 struct Decision {
-  int action;  // ab_caching_event_t
+  int action;  // ab_trace_action_t
   uint64_t addr;
   uint64_t bytes;
 };
@@ -98,22 +98,20 @@ void warm(const ab_events_t& es, int reps, Timing& t, Alloc alloc, Release relea
   t.best = ns.front();
 }
 
-extern "C" void on_segment(void* ctx, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+extern "C" void on_segment(void* ctx, ab_trace_action_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
   (void)stream;
   static_cast<std::vector<Decision>*>(ctx)->push_back(Decision{static_cast<int>(ev), addr, bytes});
 }
 
 int action_of(cca::TraceEntry::Action a) {
   switch (a) {
-    case cca::TraceEntry::SEGMENT_ALLOC: return AB_CACHING_SEGMENT_ALLOC;
-    case cca::TraceEntry::SEGMENT_FREE: return AB_CACHING_SEGMENT_FREE;
-    case cca::TraceEntry::SEGMENT_MAP: return AB_CACHING_SEGMENT_MAP;
-    case cca::TraceEntry::SEGMENT_UNMAP: return AB_CACHING_SEGMENT_UNMAP;
+    case cca::TraceEntry::SEGMENT_ALLOC: return AB_TR_SEGMENT_ALLOC;
+    case cca::TraceEntry::SEGMENT_FREE: return AB_TR_SEGMENT_FREE;
+    case cca::TraceEntry::SEGMENT_MAP: return AB_TR_SEGMENT_MAP;
+    case cca::TraceEntry::SEGMENT_UNMAP: return AB_TR_SEGMENT_UNMAP;
     default: return -1;
   }
 }
-
-const char* const action_names[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap"};
 
 // The index of the first decision that differs in action or size, or -1 when none does.
 long first_difference(const std::vector<Decision>& a, const std::vector<Decision>& b) {
@@ -132,9 +130,9 @@ void report_difference(const char* who, const std::vector<Decision>& pt, const s
   std::printf("  %s: DIFFERENT: %zu decisions against PyTorch's %zu; first difference at %ld:", who, ours.size(),
               pt.size(), at);
   if (static_cast<size_t>(at) < pt.size())
-    std::printf(" PyTorch %s %llu bytes", action_names[pt[at].action], static_cast<unsigned long long>(pt[at].bytes));
+    std::printf(" PyTorch %s %llu bytes", ab_trace_action_name(static_cast<ab_trace_action_t>(pt[at].action)), static_cast<unsigned long long>(pt[at].bytes));
   if (static_cast<size_t>(at) < ours.size())
-    std::printf(", allocbench %s %llu bytes", action_names[ours[at].action],
+    std::printf(", allocbench %s %llu bytes", ab_trace_action_name(static_cast<ab_trace_action_t>(ours[at].action)),
                 static_cast<unsigned long long>(ours[at].bytes));
   std::printf("\n");
 }
@@ -150,7 +148,7 @@ struct Ours {
     std::vector<ab_addr_hint_t> plan;
     if (addresses)
       for (const Decision& d : *addresses)
-        if (d.action == AB_CACHING_SEGMENT_ALLOC) plan.push_back(ab_addr_hint_t{d.bytes, d.addr});
+        if (d.action == AB_TR_SEGMENT_ALLOC) plan.push_back(ab_addr_hint_t{d.bytes, d.addr});
     cfg.plan = plan.empty() ? nullptr : plan.data();
     cfg.plan_len = plan.size();
     ab_diag_t diag;
@@ -159,7 +157,7 @@ struct Ours {
       std::fprintf(stderr, "torch_compare: allocbench caching on %s: %s\n", spec, diag.msg);
       return false;
     }
-    ab_caching_trace(s, on_segment, &decisions);
+    ab_strategy_observe(s, on_segment, &decisions);
     return true;
   }
   uint64_t alloc(uint64_t bytes, unsigned stream) {

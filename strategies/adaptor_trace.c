@@ -7,21 +7,6 @@
 
 #include "hashmap.h"
 
-static const char *const action_names[] = {
-#define AB_TRACE_ACTION_NAME(name, text) text,
-    AB_TRACE_ACTIONS(AB_TRACE_ACTION_NAME)
-#undef AB_TRACE_ACTION_NAME
-};
-#define NACTIONS (sizeof action_names / sizeof action_names[0])
-
-const char *ab_trace_action_name(ab_trace_action_t a) { return (size_t)a < NACTIONS ? action_names[a] : "other"; }
-
-ab_trace_action_t ab_trace_action_of(const char *name, size_t len) {
-  for (size_t i = 0; i < NACTIONS; i++)
-    if (strlen(action_names[i]) == len && memcmp(action_names[i], name, len) == 0) return (ab_trace_action_t)i;
-  return AB_TR_OTHER;
-}
-
 void ab_trace_log_init(ab_trace_log_t *log) { memset(log, 0, sizeof *log); }
 
 void ab_trace_log_free(ab_trace_log_t *log) {
@@ -55,7 +40,6 @@ typedef struct trace_adaptor_s {
   ab_strategy_t base;
   ab_strategy_t *up;   /* owned */
   ab_trace_log_t *log; /* not owned */
-  unsigned stream;     /* stream of the call in progress: the device calls inside it get it */
   ab_map_t live;       /* user address -> requested bytes | PENDING */
   ab_map_t held;       /* device address -> bytes | stream << STREAM_SHIFT | MAPPED */
   bool out_of_memory;  /* the capture ran out of host memory */
@@ -83,28 +67,21 @@ static void remember(trace_adaptor_t *t, ab_map_t *m, uint64_t key, uint64_t val
   if (ab_map_put(m, key, val) != AB_OK) t->log->failed = true;
 }
 
-static void observe(void *ctx, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes) {
+/* The wrapped strategy's segment decisions, recorded where they happen inside its calls. */
+static void observe(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = ctx;
-  uint64_t v = 0;
-  switch (op) {
-    case AB_DEVOP_MALLOC:
-    case AB_DEVOP_MALLOC_ASYNC:
-    case AB_DEVOP_MAP: {
-      bool map = op == AB_DEVOP_MAP;
-      remember(t, &t->held, addr, (bytes & BYTES_MASK) | (uint64_t)t->stream << STREAM_SHIFT | (map ? MAPPED : 0));
-      record(t, map ? AB_TR_SEGMENT_MAP : AB_TR_SEGMENT_ALLOC, t->stream, addr, bytes);
+  switch (action) {
+    case AB_TR_SEGMENT_ALLOC:
+    case AB_TR_SEGMENT_MAP:
+      remember(t, &t->held, addr, (bytes & BYTES_MASK) | (uint64_t)stream << STREAM_SHIFT |
+                                      (action == AB_TR_SEGMENT_MAP ? MAPPED : 0));
       break;
-    }
-    case AB_DEVOP_FREE:
-    case AB_DEVOP_FREE_ASYNC: {
-      unsigned stream = ab_map_take(&t->held, addr, &v) ? (unsigned)(v >> STREAM_SHIFT) : t->stream;
-      record(t, AB_TR_SEGMENT_FREE, stream, addr, bytes);
+    case AB_TR_SEGMENT_FREE:
+      ab_map_take(&t->held, addr, NULL);
       break;
-    }
-    case AB_DEVOP_UNMAP: {
-      /* An unmap covers whole map calls. Unmaps are rare, so a scan (started again after
-       * each removal, which moves keys) is fine. */
-      unsigned stream = ab_map_get(&t->held, addr, &v) ? (unsigned)(v >> STREAM_SHIFT) : t->stream;
+    case AB_TR_SEGMENT_UNMAP:
+      /* An unmap covers whole maps. Unmaps are rare, so a scan (started again after each
+       * removal, which moves keys) is fine. */
       for (bool again = true; again;) {
         again = false;
         for (size_t i = 0; i < t->held.cap && !again; i++) {
@@ -112,17 +89,18 @@ static void observe(void *ctx, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes
           if (k >= addr && k - addr < bytes && (t->held.vals[i] & MAPPED)) again = ab_map_take(&t->held, k, NULL);
         }
       }
-      record(t, AB_TR_SEGMENT_UNMAP, stream, addr, bytes);
       break;
-    }
+    default:
+      return;
   }
+  record(t, action, stream, addr, bytes);
 }
 
 ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, ab_strategy_t **out) {
   *out = NULL;
   ab_device_t *dev = upstream->dev;
-  if (dev->observe != NULL)
-    return ab_diag_set(&dev->diag, AB_ERR_INVALID, "another recorder already listens to %s", dev->name);
+  if (upstream->observe != NULL)
+    return ab_diag_set(&dev->diag, AB_ERR_INVALID, "another recorder already listens to %s", upstream->ops->name);
   trace_adaptor_t *t = calloc(1, sizeof *t);
   if (t == NULL) return AB_ERR_INTERNAL;
   t->base.ops = &trace_ops;
@@ -132,8 +110,7 @@ ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, 
   t->log = log;
   ab_map_init(&t->live);
   ab_map_init(&t->held);
-  dev->observe = observe;
-  dev->observe_ctx = t;
+  ab_strategy_observe(upstream, observe, t);
   *out = &t->base;
   return AB_OK;
 }
@@ -142,8 +119,7 @@ bool ab_adaptor_trace_is(const ab_strategy_t *s) { return s != NULL && s->ops ==
 
 static void trace_destroy(ab_strategy_t *s) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->base.dev->observe = NULL; /* what destroy frees is no part of the trace */
-  t->base.dev->observe_ctx = NULL;
+  ab_strategy_observe(t->up, NULL, NULL); /* what destroy frees is no part of the trace */
   ab_strategy_destroy(t->up);
   ab_map_free(&t->live);
   ab_map_free(&t->held);
@@ -152,7 +128,6 @@ static void trace_destroy(ab_strategy_t *s) {
 
 static ab_status trace_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = stream;
   ab_status st = ab_strategy_alloc(t->up, bytes, stream, out);
   if (st == AB_OK) {
     remember(t, &t->live, *out, bytes);
@@ -167,7 +142,6 @@ static ab_status trace_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
 
 static ab_status trace_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = stream;
   record(t, AB_TR_FREE_REQUESTED, stream, p, bytes);
   record(t, AB_TR_FREE_COMPLETED, stream, p, bytes);
   ab_map_take(&t->live, p, NULL);
@@ -176,7 +150,6 @@ static ab_status trace_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsig
 
 static ab_status trace_free_request(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = stream;
   record(t, AB_TR_FREE_REQUESTED, stream, p, bytes);
   remember(t, &t->live, p, bytes | PENDING);
   return ab_strategy_free_request(t->up, p, bytes, stream);
@@ -184,24 +157,14 @@ static ab_status trace_free_request(ab_strategy_t *s, ab_dptr_t p, uint64_t byte
 
 static ab_status trace_free_complete(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = stream;
   record(t, AB_TR_FREE_COMPLETED, stream, p, bytes);
   ab_map_take(&t->live, p, NULL);
   return ab_strategy_free_complete(t->up, p, bytes, stream);
 }
 
-/* Releases made outside an allocation belong to no caller's stream. */
-static ab_status trace_empty_cache(ab_strategy_t *s) {
-  trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = 0;
-  return ab_strategy_empty_cache(t->up);
-}
+static ab_status trace_empty_cache(ab_strategy_t *s) { return ab_strategy_empty_cache(((trace_adaptor_t *)s)->up); }
 
-static ab_status trace_synchronize(ab_strategy_t *s) {
-  trace_adaptor_t *t = (trace_adaptor_t *)s;
-  t->stream = 0;
-  return ab_strategy_synchronize(t->up);
-}
+static ab_status trace_synchronize(ab_strategy_t *s) { return ab_strategy_synchronize(((trace_adaptor_t *)s)->up); }
 
 static ab_status trace_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   return ab_strategy_walk(((trace_adaptor_t *)s)->up, fn, ctx);

@@ -1,31 +1,21 @@
 /* adaptor_trace.h: a strategy that records what the strategy it wraps does, in PyTorch's
- * trace vocabulary, so that a run can be exported as a trace or a memory snapshot.
+ * trace vocabulary (trace_actions.h), so that a run can be exported as a trace or a memory
+ * snapshot. The callers' calls are recorded with the bytes requested (a plain free as
+ * free_requested then free_completed); segment decisions as the wrapped strategy reports
+ * them; an oom with the device's free bytes in addr (PyTorch's device_free).
  *
- * The vocabulary is PyTorch's TraceEntry (reference/pytorch_caching_allocator.md §7.2); the
- * importers (workloads/traces/trace_builder.h) read it and this adaptor writes it:
- *   alloc, free_requested, free_completed   the caller's calls (addr: the block; size: the
- *                                          bytes requested)
- *   segment_alloc, segment_free             the device's malloc and free (and malloc_async
- *                                          and free_async: the stream-ordered pool's
- *                                          allocations show as one segment each, as raw's)
- *   segment_map, segment_unmap              the device's map and unmap
- *   oom                                     an allocation the strategy could not serve (addr
- *                                          holds the device's free bytes, PyTorch's device_free)
- *   snapshot                                read by the importers, never written here
- *
- * The adaptor forwards every call to the strategy it wraps (which it owns) and listens to
- * the device through its observer (device.h), so the records interleave as PyTorch's do: the
- * segment calls made inside an alloc precede it, those made inside a free follow it. A plain
- * free is recorded as free_requested then free_completed. Records go to a log the caller
- * owns, which outlives the adaptor.
+ * The adaptor forwards every call to the strategy it wraps (which it owns) and is its
+ * segment observer (strategy.h), so the records interleave as PyTorch's do: the segment
+ * decisions made inside an alloc precede it, those made inside a free follow it. Records go
+ * to a log the caller owns, which outlives the adaptor.
  *
  * ab_adaptor_trace_capture takes the segment map into the log (the segments, with their
  * blocks, as the wrapped strategy's segment walk reports them) and stops recording, so that
  * what the replay engine frees at the end of a run is not part of the trace. A strategy
  * without a segment walk is described from what the adaptor saw: each live device
- * allocation or mapping is a segment, tiled by the live blocks inside it and free gaps.
+ * allocation or mapped range is a segment, tiled by the live blocks inside it and free gaps.
  *
- * Only one adaptor may listen to a device at a time. Time stamps are the wall clock. When host
+ * A strategy has one observer at a time. Time stamps are the wall clock. When host
  * memory runs out the log is marked failed and recording stops. Not thread-safe.
  */
 #ifndef AB_ADAPTOR_TRACE_H
@@ -36,29 +26,6 @@
 #include <stdint.h>
 
 #include "strategy.h"
-
-#define AB_TRACE_ACTIONS(X)                   \
-  X(AB_TR_ALLOC, "alloc")                     \
-  X(AB_TR_FREE_REQUESTED, "free_requested")   \
-  X(AB_TR_FREE_COMPLETED, "free_completed")   \
-  X(AB_TR_SEGMENT_ALLOC, "segment_alloc")     \
-  X(AB_TR_SEGMENT_FREE, "segment_free")       \
-  X(AB_TR_SEGMENT_MAP, "segment_map")         \
-  X(AB_TR_SEGMENT_UNMAP, "segment_unmap")     \
-  X(AB_TR_OOM, "oom")                         \
-  X(AB_TR_SNAPSHOT, "snapshot")
-
-typedef enum ab_trace_action_e {
-#define AB_TRACE_ACTION_ENUM(name, text) name,
-  AB_TRACE_ACTIONS(AB_TRACE_ACTION_ENUM)
-#undef AB_TRACE_ACTION_ENUM
-  AB_TR_OTHER, /* any other name (annotate, user_defined, ...): a no-op */
-} ab_trace_action_t;
-
-/* PyTorch's name of an action ("other" for AB_TR_OTHER). */
-const char *ab_trace_action_name(ab_trace_action_t a);
-/* The action called name[0..len); AB_TR_OTHER for names outside the vocabulary. */
-ab_trace_action_t ab_trace_action_of(const char *name, size_t len);
 
 typedef struct ab_trace_rec_s {
   uint8_t action;   /* ab_trace_action_t */

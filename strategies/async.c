@@ -68,12 +68,14 @@ static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
   s->stats.num_device_alloc++;
   ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, *out, bytes, stream);
   return AB_OK;
 }
 
 static ab_status async_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   async_t *a = (async_t *)s;
   AB_TRY(ab_device_free_async(s->dev, p, bytes, stream));
+  ab_strategy_segment(s, AB_TR_SEGMENT_FREE, p, bytes, stream);
   ab_map_take(&a->live, p, NULL);
   s->stats.num_device_free++;
   ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);

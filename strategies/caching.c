@@ -162,8 +162,6 @@ typedef struct caching_s {
   size_t nslabs, capslabs;
   block_t **scratch;         /* block lists of release_blocks, the walk and the checks */
   size_t capscratch;
-  ab_caching_trace_fn trace;
-  void *trace_ctx;
 } caching_t;
 
 static caching_t *of(ab_strategy_t *s) { return (caching_t *)(void *)s; }
@@ -324,10 +322,6 @@ static ab_status scratch_need(caching_t *c, size_t n) {
   return AB_OK;
 }
 
-static void emit(caching_t *c, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
-  if (c->trace) c->trace(c->trace_ctx, ev, addr, bytes, stream);
-}
-
 /* ---- sizes [1] ----------------------------------------------------------------------------- */
 
 static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
@@ -440,7 +434,7 @@ static ab_status release_block(caching_t *c, block_t *b) {
     return ab_diag_set(&c->base.dev->diag, AB_ERR_INTERNAL, "caching: release of a block that is not a whole free segment");
   AB_TRY(ab_device_free(c->base.dev, b->ptr, b->size));
   device_free_counted(c);
-  emit(c, AB_CACHING_SEGMENT_FREE, b->ptr, b->size, b->stream);
+  ab_strategy_segment(&c->base, AB_TR_SEGMENT_FREE, b->ptr, b->size, b->stream);
   ab_map_take(&c->segs, b->ptr, NULL);
   reserved_down(c, b->pool, b->size);
   dec_pool(c->st.segment, b->pool, 1);
@@ -524,7 +518,7 @@ static ab_status map_block(caching_t *c, block_t *b, uint64_t size) {
   insert_free(c, b);
   reserved_up(c, b->pool, mapped);
   device_alloc_counted(c);
-  emit(c, AB_CACHING_SEGMENT_MAP, start, mapped, b->stream);
+  ab_strategy_segment(&c->base, AB_TR_SEGMENT_MAP, start, mapped, b->stream);
   return AB_OK;
 }
 
@@ -632,7 +626,7 @@ static ab_status unmap_block(caching_t *c, block_t *b) {
   insert_unmapped(c, b);
   reserved_down(c, b->pool, bytes);
   device_free_counted(c);
-  emit(c, AB_CACHING_SEGMENT_UNMAP, start, bytes, b->stream);
+  ab_strategy_segment(&c->base, AB_TR_SEGMENT_UNMAP, start, bytes, b->stream);
   return AB_OK;
 }
 
@@ -672,7 +666,7 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
   inc_pool(c->st.segment, p->pool, 1);
   if (p->alloc_size >= c->conf.max_split_size) inc(&c->st.oversize_segments, 1);
   device_alloc_counted(c);
-  emit(c, AB_CACHING_SEGMENT_ALLOC, ptr, p->alloc_size, p->stream);
+  ab_strategy_segment(&c->base, AB_TR_SEGMENT_ALLOC, ptr, p->alloc_size, p->stream);
   p->block = block_new(c, ptr, p->alloc_size, p->stream, p->pool, NULL);
   return AB_OK;
 }
@@ -1313,13 +1307,6 @@ const ab_strategy_ops_t ab_caching_ops = {
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */
 
-ab_status ab_caching_trace(ab_strategy_t *s, ab_caching_trace_fn fn, void *ctx) {
-  if (s->ops != &ab_caching_ops)
-    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s is not the caching strategy", s->ops->name);
-  of(s)->trace = fn;
-  of(s)->trace_ctx = ctx;
-  return AB_OK;
-}
 
 ab_status ab_caching_set_settings(ab_strategy_t *s, const char *conf, ab_diag_t *diag) {
   if (s->ops != &ab_caching_ops)

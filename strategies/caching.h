@@ -21,20 +21,6 @@
 
 extern const ab_strategy_ops_t ab_caching_ops;
 
-/* The allocator's own decisions, as PyTorch's trace records them (TraceEntry actions). */
-typedef enum ab_caching_event_e {
-  AB_CACHING_SEGMENT_ALLOC, /* cudaMalloc of a new segment: its base and size */
-  AB_CACHING_SEGMENT_FREE,  /* cudaFree of a whole segment */
-  AB_CACHING_SEGMENT_MAP,   /* pages mapped into an expandable segment: the range */
-  AB_CACHING_SEGMENT_UNMAP, /* pages unmapped from an expandable segment */
-} ab_caching_event_t;
-
-typedef void (*ab_caching_trace_fn)(void *ctx, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream);
-
-/* Calls fn on every segment decision from now on (NULL stops it), as PyTorch's
- * attachAllocatorTraceTracker does. s must be a caching instance (AB_ERR_INVALID otherwise). */
-ab_status ab_caching_trace(ab_strategy_t *s, ab_caching_trace_fn fn, void *ctx);
-
 /* torch.cuda.memory._set_allocator_settings(conf) on a live instance: one more settings parse
  * (caching_conf.h says what it resets). The memory cap and memory_stats' max_split_size keep
  * the values they got at creation, as in PyTorch. */

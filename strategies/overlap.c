@@ -50,7 +50,6 @@ static ab_status overlap_create(ab_device_t *dev, const char *conf, ab_strategy_
 
 static ab_status overlap_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   overlap_t *o = (overlap_t *)s;
-  (void)stream;
   ab_dptr_t alias = o->host + AB_OVERLAP_OFFSET_BYTES;
   bool overlap = ++o->requests % o->every == 0 && o->host && o->host_bytes > AB_OVERLAP_OFFSET_BYTES &&
                  bytes <= o->host_bytes - AB_OVERLAP_OFFSET_BYTES && !ab_map_get(&o->live, alias, NULL);
@@ -69,6 +68,7 @@ static ab_status overlap_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
     o->host_bytes = bytes;
     s->stats.num_device_alloc++;
     ab_gauge_add(&s->stats.reserved_bytes, (int64_t)bytes);
+    ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, *out, bytes, stream);
   }
   ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
@@ -77,13 +77,13 @@ static ab_status overlap_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
 
 static ab_status overlap_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   overlap_t *o = (overlap_t *)s;
-  (void)stream;
   uint64_t v;
   if (!ab_map_get(&o->live, p, &v) || v >> 1 != bytes)
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "overlap: free of 0x%llx (%llu bytes), which it did not hand out",
                        (unsigned long long)p, (unsigned long long)bytes);
   if (!(v & 1)) {
     AB_TRY(ab_device_free(s->dev, p, bytes));
+    ab_strategy_segment(s, AB_TR_SEGMENT_FREE, p, bytes, stream);
     s->stats.num_device_free++;
     ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)bytes);
     if (p == o->host) o->host = 0;

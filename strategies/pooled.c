@@ -35,6 +35,7 @@ typedef struct chunk_s {
   uint64_t nblocks;
   uint64_t live;     /* blocks handed out */
   bool initial;      /* carved from the initial pool: never released on its own */
+  unsigned stream;   /* the stream of the request that made it, for the segment observer */
   uint64_t *in_use;  /* bitmap of blocks handed out */
 } chunk_t;
 
@@ -110,8 +111,9 @@ static ab_status push_free(class_t *cl, ab_dptr_t addr) {
   return AB_OK;
 }
 
-/* Adds one chunk of class ci, from the initial pool if it has room, else the device. */
-static ab_status add_chunk(pooled_t *p, size_t ci) {
+/* Adds one chunk of class ci for a request on stream, from the initial pool if it has room,
+ * else the device. */
+static ab_status add_chunk(pooled_t *p, size_t ci, unsigned stream) {
   uint64_t block = p->sizes[ci];
   uint64_t bytes = p->chunk_bytes > block ? p->chunk_bytes / block * block : block;
   chunk_t *c = calloc(1, sizeof *c);
@@ -134,6 +136,7 @@ static ab_status add_chunk(pooled_t *p, size_t ci) {
     if (st == AB_OK) {
       p->base.stats.num_device_alloc++;
       ab_gauge_add(&p->base.stats.reserved_bytes, (int64_t)bytes);
+      ab_strategy_segment(&p->base, AB_TR_SEGMENT_ALLOC, c->base, bytes, stream);
     }
   }
   if (st != AB_OK) {
@@ -143,6 +146,7 @@ static ab_status add_chunk(pooled_t *p, size_t ci) {
   }
   c->bytes = bytes;
   c->block = block;
+  c->stream = stream;
   ab_tree_insert(&p->chunks, &c->node);
   /* Pushed from the top so that the lowest block is handed out first. */
   for (uint64_t i = c->nblocks; i-- > 0;) AB_TRY(push_free(&p->classes[ci], c->base + i * block));
@@ -153,6 +157,7 @@ static void drop_chunk(pooled_t *p, chunk_t *c) {
   ab_tree_remove(&p->chunks, &c->node);
   if (!c->initial) {
     ab_device_free(p->base.dev, c->base, c->bytes);
+    ab_strategy_segment(&p->base, AB_TR_SEGMENT_FREE, c->base, c->bytes, c->stream);
     p->base.stats.num_device_free++;
     ab_gauge_sub(&p->base.stats.reserved_bytes, (int64_t)c->bytes);
   }
@@ -189,7 +194,6 @@ static ab_status pooled_empty_cache(ab_strategy_t *s) {
 
 static ab_status pooled_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   pooled_t *p = (pooled_t *)s;
-  (void)stream;
   size_t ci = class_of(p, bytes);
   if (ci == p->nclasses) {
     s->stats.num_ooms++;
@@ -197,11 +201,11 @@ static ab_status pooled_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream,
   }
   class_t *cl = &p->classes[ci];
   if (cl->nfree == 0) {
-    ab_status st = add_chunk(p, ci);
+    ab_status st = add_chunk(p, ci, stream);
     if (st == AB_ERR_OOM) {
       s->stats.num_alloc_retries++;
       AB_TRY(pooled_empty_cache(s));
-      st = add_chunk(p, ci);
+      st = add_chunk(p, ci, stream);
     }
     if (st == AB_ERR_OOM) s->stats.num_ooms++;
     if (st != AB_OK) return st;

@@ -35,7 +35,6 @@ static ab_status raw_create(ab_device_t *dev, const char *conf, ab_strategy_t **
 
 static ab_status raw_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   raw_t *r = (raw_t *)s;
-  (void)stream;
   ab_status st = ab_device_malloc(s->dev, bytes, out);
   if (st == AB_ERR_OOM) s->stats.num_ooms++;
   if (st != AB_OK) return st;
@@ -47,13 +46,14 @@ static ab_status raw_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab
   ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
   ab_gauge_add(&s->stats.reserved_bytes, (int64_t)bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, *out, bytes, stream);
   return AB_OK;
 }
 
 static ab_status raw_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   raw_t *r = (raw_t *)s;
-  (void)stream;
   AB_TRY(ab_device_free(s->dev, p, bytes));
+  ab_strategy_segment(s, AB_TR_SEGMENT_FREE, p, bytes, stream);
   ab_map_take(&r->live, p, NULL);
   s->stats.num_device_free++;
   ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);

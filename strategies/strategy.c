@@ -6,6 +6,11 @@
 
 #include "units.h"
 
+void ab_strategy_observe(ab_strategy_t *s, ab_segment_observer_fn fn, void *ctx) {
+  s->observe = fn;
+  s->observe_ctx = ctx;
+}
+
 void ab_strategy_destroy(ab_strategy_t *s) {
   if (s) s->ops->destroy(s);
 }

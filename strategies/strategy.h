@@ -34,14 +34,23 @@
 #include "hashmap.h"
 #include "stats.h"
 #include "status.h"
+#include "trace_actions.h"
 
 typedef struct ab_strategy_s ab_strategy_t;
 typedef struct ab_strategy_ops_s ab_strategy_ops_t;
+
+/* Told of each segment decision as the strategy makes it: action is one of the segment
+ * actions of trace_actions.h, addr and bytes the segment or the mapped range, stream the
+ * stream the segment serves. PyTorch's attachAllocatorTraceTracker. */
+typedef void (*ab_segment_observer_fn)(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_t bytes,
+                                       unsigned stream);
 
 struct ab_strategy_s {
   const ab_strategy_ops_t *ops;
   ab_device_t *dev; /* not owned */
   ab_stats_t stats; /* kept current by the implementation */
+  ab_segment_observer_fn observe; /* NULL: nobody listens (ab_strategy_observe) */
+  void *observe_ctx;
 };
 
 /* ---- the segment walk: what the strategy holds, for memory maps, exports and checks ---- */
@@ -101,6 +110,14 @@ struct ab_strategy_ops_s {
   /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
   void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
 };
+
+/* Calls fn on every segment decision of s from now on; NULL stops it. One observer at a time. */
+void ab_strategy_observe(ab_strategy_t *s, ab_segment_observer_fn fn, void *ctx);
+/* For implementations: reports a segment decision to the observer, if any. */
+static inline void ab_strategy_segment(ab_strategy_t *s, ab_trace_action_t action, ab_dptr_t addr, uint64_t bytes,
+                                       unsigned stream) {
+  if (s->observe) s->observe(s->observe_ctx, action, addr, bytes, stream);
+}
 
 /* Destroys s (NULL is a no-op). */
 void ab_strategy_destroy(ab_strategy_t *s);

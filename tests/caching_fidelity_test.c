@@ -88,7 +88,7 @@ static int64_t json_number(const char *section, const char *name, const char *ke
 /* ---- one replay -------------------------------------------------------------------------- */
 
 typedef struct decision_s {
-  uint8_t action; /* ab_caching_event_t, in the order of ab_seg_action_t */
+  uint8_t action; /* a segment action (trace_actions.h) */
   uint64_t bytes;
 } decision_t;
 
@@ -100,7 +100,7 @@ typedef struct replay_s {
   ab_device_t *dev;
 } replay_t;
 
-static void on_segment(void *ctx, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+static void on_segment(void *ctx, ab_trace_action_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
   replay_t *r = ctx;
   (void)addr;
   (void)stream;
@@ -127,7 +127,7 @@ static bool replay(const char *conf, uint64_t budget, const ab_events_t *address
     CHECK_MSG(false, "-c '%s': %s", conf, d.msg);
     return false;
   }
-  ab_caching_trace(r->s, on_segment, r);
+  ab_strategy_observe(r->s, on_segment, r);
   ab_run_opts_t opts = ab_run_defaults();
   opts.time_calls = false;
   opts.timeline = false;
@@ -238,7 +238,7 @@ static void recorded_addresses_gc06split256(void) { against_recorded("gc06split2
 static uint64_t recorded_peak_reserved(const ab_events_t *es) {
   int64_t now = 0, peak = 0;
   for (size_t i = 0; i < es->nsegs; i++) {
-    bool up = es->segs[i].action == AB_SEG_ALLOC || es->segs[i].action == AB_SEG_MAP;
+    bool up = es->segs[i].action == AB_TR_SEGMENT_ALLOC || es->segs[i].action == AB_TR_SEGMENT_MAP;
     now += up ? (int64_t)es->segs[i].bytes : -(int64_t)es->segs[i].bytes;
     if (now > peak) peak = now;
   }
@@ -325,7 +325,7 @@ static void bisection_expandable_budget(void) {
   size_t over = 0;
   int64_t now = 0;
   for (; over < at_pass.nsegs; over++) {
-    now += at_pass.segs[over].action == AB_SEG_MAP ? (int64_t)at_pass.segs[over].bytes : -(int64_t)at_pass.segs[over].bytes;
+    now += at_pass.segs[over].action == AB_TR_SEGMENT_MAP ? (int64_t)at_pass.segs[over].bytes : -(int64_t)at_pass.segs[over].bytes;
     if (now > pass) break;
   }
   CHECK_MSG(over < at_pass.nsegs, "PyTorch's run at min_pass_cap stayed under it");

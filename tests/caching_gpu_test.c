@@ -22,7 +22,7 @@
 #define FIXTURES AB_FIXTURES_DIR "/pytorch-2.11-h200/"
 
 typedef struct decision_s {
-  uint8_t action; /* ab_caching_event_t, in the order of ab_seg_action_t */
+  uint8_t action; /* a segment action (trace_actions.h) */
   ab_dptr_t addr;
   uint64_t bytes;
 } decision_t;
@@ -35,7 +35,7 @@ typedef struct outcome_s {
   char device[96];
 } outcome_t;
 
-static void on_segment(void *ctx, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+static void on_segment(void *ctx, ab_trace_action_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
   outcome_t *o = ctx;
   (void)stream;
   if (o->n == o->cap) {
@@ -55,7 +55,7 @@ static bool run(const char *device, const char *strategy, const ab_events_t *es,
     plan = malloc((addresses_of->n + 1) * sizeof *plan);
     if (plan == NULL) return false;
     for (size_t i = 0; i < addresses_of->n; i++)
-      if (addresses_of->d[i].action == AB_CACHING_SEGMENT_ALLOC)
+      if (addresses_of->d[i].action == AB_TR_SEGMENT_ALLOC)
         plan[cfg.plan_len++] = (ab_addr_hint_t){addresses_of->d[i].bytes, addresses_of->d[i].addr};
     cfg.plan = plan;
   }
@@ -70,7 +70,7 @@ static bool run(const char *device, const char *strategy, const ab_events_t *es,
     return false;
   }
   snprintf(o->device, sizeof o->device, "%s", dev->name);
-  ab_caching_trace(s, on_segment, o);
+  ab_strategy_observe(s, on_segment, o);
   ab_run_t r;
   ab_run_opts_t opts = ab_run_defaults();
   opts.time_calls = false;

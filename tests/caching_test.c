@@ -22,7 +22,7 @@
 #define MAX_EVENTS 4096
 
 typedef struct event_s {
-  ab_caching_event_t ev;
+  ab_trace_action_t ev;
   ab_dptr_t addr;
   uint64_t bytes;
 } event_t;
@@ -34,7 +34,7 @@ typedef struct world_s {
   size_t nevents;
 } world_t;
 
-static void on_segment(void *ctx, ab_caching_event_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+static void on_segment(void *ctx, ab_trace_action_t ev, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
   world_t *w = ctx;
   (void)stream;
   if (w->nevents < MAX_EVENTS) w->events[w->nevents++] = (event_t){ev, addr, bytes};
@@ -56,7 +56,7 @@ static world_t *open_world(const char *strategy, const char *conf, uint64_t budg
     free(w);
     return NULL;
   }
-  ab_caching_trace(w->s, on_segment, w);
+  ab_strategy_observe(w->s, on_segment, w);
   return w;
 }
 
@@ -109,7 +109,7 @@ static void empty_cache(world_t *w) {
   check_invariants(w);
 }
 
-static size_t count_events(const world_t *w, ab_caching_event_t ev) {
+static size_t count_events(const world_t *w, ab_trace_action_t ev) {
   size_t n = 0;
   for (size_t i = 0; i < w->nevents; i++) n += w->events[i].ev == ev;
   return n;
@@ -148,7 +148,7 @@ static void worked_examples_of_section_1_4(void) {
     CHECK_EQ(mstat(w, "inactive_split_bytes.all.current"), rows[i].split_rest);
     CHECK_EQ(mstat(w, "requested_bytes.all.current"), rows[i].request);
     REQUIRE(w->nevents == 1);
-    CHECK(w->events[0].ev == AB_CACHING_SEGMENT_ALLOC && w->events[0].bytes == rows[i].segment);
+    CHECK(w->events[0].ev == AB_TR_SEGMENT_ALLOC && w->events[0].bytes == rows[i].segment);
     release(w, p, rows[i].request);
     close_world(w);
   }
@@ -318,11 +318,11 @@ static void test_max_split_expandable(void) {
   release(w, a, size);
   release(w, b, size);
   release(w, c, size);
-  size_t frees = count_events(w, AB_CACHING_SEGMENT_FREE), unmaps = count_events(w, AB_CACHING_SEGMENT_UNMAP);
+  size_t frees = count_events(w, AB_TR_SEGMENT_FREE), unmaps = count_events(w, AB_TR_SEGMENT_UNMAP);
   ab_dptr_t big = alloc(w, 120 * MiB);
   CHECK(big != 0);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE) - frees, 2);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_UNMAP) - unmaps, 1);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE) - frees, 2);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_UNMAP) - unmaps, 1);
   CHECK_EQ(mstat(w, "num_alloc_retries"), 2);
   release(w, big, 120 * MiB);
   close_world(w);
@@ -343,8 +343,8 @@ static void test_garbage_collect_expandable(void) {
   CHECK(ab_caching_set_settings(w->s, "garbage_collection_threshold:0.5", &d) == AB_OK);
   ab_dptr_t big = alloc(w, 80 * MiB);
   CHECK(big != 0);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE), 1);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_UNMAP), 0);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE), 1);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_UNMAP), 0);
   CHECK_EQ(mstat(w, "num_alloc_retries"), 0);
   release(w, big, 80 * MiB);
   close_world(w);
@@ -424,7 +424,7 @@ static void test_memory_snapshot(void) {
   release(w, p, size);
   empty_cache(w);
   REQUIRE(w->nevents > 0);
-  CHECK(w->events[w->nevents - 1].ev == AB_CACHING_SEGMENT_FREE);
+  CHECK(w->events[w->nevents - 1].ev == AB_TR_SEGMENT_FREE);
   close_world(w);
 }
 
@@ -663,8 +663,8 @@ static void release_available_smallest_big_enough(void) {
   release(w, a, 300 * MiB);
   release(w, b, 200 * MiB);
   ab_dptr_t c = alloc(w, 250 * MiB);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE), 1);
-  CHECK(w->events[2].ev == AB_CACHING_SEGMENT_FREE && w->events[2].addr == a);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE), 1);
+  CHECK(w->events[2].ev == AB_TR_SEGMENT_FREE && w->events[2].addr == a);
   CHECK_EQ(mstat(w, "num_alloc_retries"), 0);
   release(w, c, 250 * MiB);
   close_world(w);
@@ -678,7 +678,7 @@ static void release_available_largest_first(void) {
   for (int i = 0; i < 3; i++) p[i] = alloc(w, 150 * MiB);
   for (int i = 0; i < 3; i++) release(w, p[i], 150 * MiB);
   ab_dptr_t big = alloc(w, 300 * MiB);
-  CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE), 2);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE), 2);
   CHECK_EQ(mstat(w, "reserved_bytes.all.current"), 450 * MiB);
   CHECK_EQ(mstat(w, "num_alloc_retries"), 0);
   release(w, big, 300 * MiB);
@@ -714,13 +714,13 @@ static void garbage_collection_by_age(void) {
     for (int i = 0; i < 10; i++) release_on(w, alloc_on(w, 12 * MiB, 1), 12 * MiB, 1);
     release(w, p[1], 40 * MiB);
     ab_dptr_t e = alloc(w, 44 * MiB); /* 172 MiB reserved: below the 200 MiB threshold */
-    CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE), 0);
+    CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE), 0);
     ab_dptr_t f = alloc(w, 46 * MiB); /* 216 MiB: frees a (age 12 >= average 16/3) only */
     if (capped) {
-      REQUIRE(count_events(w, AB_CACHING_SEGMENT_FREE) == 1);
-      CHECK(w->events[w->nevents - 2].ev == AB_CACHING_SEGMENT_FREE && w->events[w->nevents - 2].addr == p[0]);
+      REQUIRE(count_events(w, AB_TR_SEGMENT_FREE) == 1);
+      CHECK(w->events[w->nevents - 2].ev == AB_TR_SEGMENT_FREE && w->events[w->nevents - 2].addr == p[0]);
     } else {
-      CHECK_EQ(count_events(w, AB_CACHING_SEGMENT_FREE), 0);
+      CHECK_EQ(count_events(w, AB_TR_SEGMENT_FREE), 0);
     }
     release(w, e, 44 * MiB);
     release(w, f, 46 * MiB);

@@ -206,7 +206,7 @@ static void walk_rules(void) {
 #undef F
 #undef U
   static const ab_strategy_ops_t fake_ops = {.name = "fake", .walk = fake_walk};
-  ab_strategy_t fake = {&fake_ops, NULL, {{0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0}};
+  ab_strategy_t fake = {.ops = &fake_ops};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     fake_segs = cases[c].segs;
     fake_nsegs = cases[c].segs[1].nblocks ? 2 : 1;

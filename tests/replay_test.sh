@@ -131,6 +131,16 @@ for s in raw pooled async; do
     [ "$(value "$tmp/back.txt" preexisting_allocs)" = 0 ] || fail "$f: allocations before the trace"
   done
 done
+# The export records the segment decisions as PyTorch does, one per cudaMalloc and one per
+# expansion of an expandable segment: as many device allocations as the replay made.
+for s in caching expandable; do
+  "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --out "$tmp/res" --no-timeline \
+    --export-snapshot "$tmp/$s.pickle" > "$tmp/run.txt" || fail "replay -s $s exited $?"
+  "$ab" replay --info "$tmp/$s.pickle" > "$tmp/back.txt" || fail "--info on the $s export exited $?"
+  made=$(value "$tmp/run.txt" num_device_alloc)
+  [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
+    fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
+done
 # An OOM run exports what happened up to the OOM.
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --budget 6GB --quiet --out "$tmp/res" --no-timeline \
   --export-snapshot "$tmp/oom.pickle" > /dev/null || fail "replay under a budget exited $?"

@@ -20,10 +20,6 @@ void ab_device_hold(ab_device_t *d, int64_t delta) {
   if (d->held_bytes > d->held_peak) d->held_peak = d->held_bytes;
 }
 
-static void observed(ab_device_t *d, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes) {
-  if (d->observe) d->observe(d->observe_ctx, op, addr, bytes);
-}
-
 /* Counts a call and its failure. */
 static ab_status counted(ab_device_t *d, ab_status st) {
   if (st != AB_OK) d->calls.failed++;
@@ -34,20 +30,14 @@ ab_status ab_device_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (!ab_device_budget_allows(d, bytes)) return AB_ERR_OOM;
   d->calls.malloc++;
   ab_status st = counted(d, d->ops->malloc(d, bytes, out));
-  if (st == AB_OK) {
-    ab_device_hold(d, (int64_t)bytes);
-    observed(d, AB_DEVOP_MALLOC, *out, bytes);
-  }
+  if (st == AB_OK) ab_device_hold(d, (int64_t)bytes);
   return st;
 }
 
 ab_status ab_device_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   d->calls.free++;
   ab_status st = counted(d, d->ops->free(d, p, bytes));
-  if (st == AB_OK) {
-    ab_device_hold(d, -(int64_t)bytes);
-    observed(d, AB_DEVOP_FREE, p, bytes);
-  }
+  if (st == AB_OK) ab_device_hold(d, -(int64_t)bytes);
   return st;
 }
 
@@ -65,20 +55,14 @@ ab_status ab_device_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   if (!ab_device_budget_allows(d, bytes)) return AB_ERR_OOM;
   d->calls.map++;
   ab_status st = counted(d, d->ops->map(d, at, bytes));
-  if (st == AB_OK) {
-    ab_device_hold(d, (int64_t)bytes);
-    observed(d, AB_DEVOP_MAP, at, bytes);
-  }
+  if (st == AB_OK) ab_device_hold(d, (int64_t)bytes);
   return st;
 }
 
 ab_status ab_device_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   d->calls.unmap++;
   ab_status st = counted(d, d->ops->unmap(d, at, bytes));
-  if (st == AB_OK) {
-    ab_device_hold(d, -(int64_t)bytes);
-    observed(d, AB_DEVOP_UNMAP, at, bytes);
-  }
+  if (st == AB_OK) ab_device_hold(d, -(int64_t)bytes);
   return st;
 }
 
@@ -89,16 +73,12 @@ ab_status ab_device_pool_configure(ab_device_t *d, uint64_t release_threshold) {
 
 ab_status ab_device_malloc_async(ab_device_t *d, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   d->calls.malloc_async++;
-  ab_status st = counted(d, d->ops->malloc_async(d, bytes, stream, out));
-  if (st == AB_OK) observed(d, AB_DEVOP_MALLOC_ASYNC, *out, bytes);
-  return st;
+  return counted(d, d->ops->malloc_async(d, bytes, stream, out));
 }
 
 ab_status ab_device_free_async(ab_device_t *d, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   d->calls.free_async++;
-  ab_status st = counted(d, d->ops->free_async(d, p, bytes, stream));
-  if (st == AB_OK) observed(d, AB_DEVOP_FREE_ASYNC, p, bytes);
-  return st;
+  return counted(d, d->ops->free_async(d, p, bytes, stream));
 }
 
 ab_status ab_device_pool_trim(ab_device_t *d, uint64_t keep_bytes) {

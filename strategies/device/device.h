@@ -67,16 +67,6 @@ typedef struct ab_device_calls_s {
 #undef AB_DEVICE_CALL_FIELD
 } ab_device_calls_t;
 
-/* The calls an observer is told of (see ab_device_t.observe). */
-typedef enum ab_device_op_e {
-  AB_DEVOP_MALLOC,
-  AB_DEVOP_FREE,
-  AB_DEVOP_MAP,
-  AB_DEVOP_UNMAP,
-  AB_DEVOP_MALLOC_ASYNC,
-  AB_DEVOP_FREE_ASYNC,
-} ab_device_op_t;
-
 typedef struct ab_device_ops_s {
   ab_status (*malloc)(ab_device_t *d, uint64_t bytes, ab_dptr_t *out);
   ab_status (*free)(ab_device_t *d, ab_dptr_t p, uint64_t bytes);
@@ -114,11 +104,6 @@ struct ab_device_s {
   uint64_t timer_host_ns;   /* host clock at the last timer start (timers without a GPU clock) */
   uint64_t timer_modeled_ns; /* modeled_ns then */
   ab_diag_t diag;           /* why the last call failed, when it was not OOM */
-  /* Told of every successful malloc, free, map, unmap, malloc_async and free_async, after
-   * the call, by the wrappers below; NULL: nobody listens. A recording adaptor sets it
-   * (adaptor_trace.h) to see the segment decisions of the strategy it wraps. */
-  void (*observe)(void *ctx, ab_device_op_t op, ab_dptr_t addr, uint64_t bytes);
-  void *observe_ctx;
 };
 
 /* Fault injection on the simulated device: allocation-type calls (malloc, va_reserve, map,

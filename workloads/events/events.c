@@ -122,7 +122,7 @@ void ab_events_empty_cache(ab_events_t *es) {
   if (e) e->kind = AB_EV_EMPTY_CACHE;
 }
 
-void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream, uint64_t addr, uint64_t bytes) {
+void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes) {
   if (es->failed) return;
   if (es->nsegs == es->capsegs) {
     size_t cap = es->capsegs ? es->capsegs * 2 : 256;
@@ -148,11 +148,11 @@ ab_status ab_events_address_plan(const ab_events_t *es, ab_addr_hint_t **out, si
   *out = NULL;
   *n = 0;
   size_t count = 0;
-  for (size_t i = 0; i < es->nsegs; i++) count += es->segs[i].action == AB_SEG_ALLOC;
+  for (size_t i = 0; i < es->nsegs; i++) count += es->segs[i].action == AB_TR_SEGMENT_ALLOC;
   if (count == 0) return AB_OK;
   if ((*out = malloc(count * sizeof **out)) == NULL) return AB_ERR_INTERNAL;
   for (size_t i = 0; i < es->nsegs; i++)
-    if (es->segs[i].action == AB_SEG_ALLOC) (*out)[(*n)++] = (ab_addr_hint_t){es->segs[i].bytes, es->segs[i].addr};
+    if (es->segs[i].action == AB_TR_SEGMENT_ALLOC) (*out)[(*n)++] = (ab_addr_hint_t){es->segs[i].bytes, es->segs[i].addr};
   return AB_OK;
 }
 

@@ -34,6 +34,7 @@
 #include "device.h"
 #include "kernel_desc.h"
 #include "status.h"
+#include "trace_actions.h"
 
 typedef enum ab_event_kind_e {
   AB_EV_ALLOC = 1,
@@ -84,10 +85,8 @@ typedef struct ab_event_s {
  * segment_free, segment_map, segment_unmap) beside the events, so that a replay can be
  * compared with them and can reuse the recorded addresses. They are not replayed. */
 
-typedef enum ab_seg_action_e { AB_SEG_ALLOC, AB_SEG_FREE, AB_SEG_MAP, AB_SEG_UNMAP } ab_seg_action_t;
-
 typedef struct ab_seg_event_s {
-  uint8_t action;    /* ab_seg_action_t */
+  uint8_t action;    /* one of the segment actions of trace_actions.h */
   uint16_t stream;   /* stream index, as in the events */
   uint64_t addr;     /* as recorded */
   uint64_t bytes;
@@ -132,7 +131,7 @@ void ab_events_step(ab_events_t *es);
 void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
 /* Records a segment decision of the traced allocator, before the next event. */
-void ab_events_segment(ab_events_t *es, ab_seg_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
+void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
 
 /* The cudaMalloc addresses the traced allocator got (its segment_alloc decisions, in order),
  * as the simulated device's address plan (device.h). *out is malloc'd (NULL when there are

@@ -211,8 +211,7 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec
     case AB_TR_SEGMENT_FREE:
     case AB_TR_SEGMENT_MAP:
     case AB_TR_SEGMENT_UNMAP: {
-      static const ab_seg_action_t seg[] = {AB_SEG_ALLOC, AB_SEG_FREE, AB_SEG_MAP, AB_SEG_UNMAP};
-      ab_events_segment(es, seg[r->action - AB_TR_SEGMENT_ALLOC], r->stream, r->addr, r->size);
+      ab_events_segment(es, (ab_trace_action_t)r->action, r->stream, r->addr, r->size);
       return AB_OK;
     }
     case AB_TR_OOM:
@@ -268,10 +267,10 @@ static void summarise(ab_trace_builder_t *b) {
   int64_t res = 0, res_min = 0, res_max = 0, segs = 0, segs_min = 0, segs_max = 0;
   for (size_t i = 0; i < es->nsegs; i++) {
     const ab_seg_event_t *g = &es->segs[i];
-    bool up = g->action == AB_SEG_ALLOC || g->action == AB_SEG_MAP;
+    bool up = g->action == AB_TR_SEGMENT_ALLOC || g->action == AB_TR_SEGMENT_MAP;
     res += up ? (int64_t)g->bytes : -(int64_t)g->bytes;
-    if (g->action == AB_SEG_ALLOC) segs++;
-    if (g->action == AB_SEG_FREE) segs--;
+    if (g->action == AB_TR_SEGMENT_ALLOC) segs++;
+    if (g->action == AB_TR_SEGMENT_FREE) segs--;
     if (up) in->device_allocs++;
     else in->device_frees++;
     if (res < res_min) res_min = res;
