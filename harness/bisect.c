@@ -4,9 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device_open.h"
-#include "registry.h"
-#include "strategy.h"
+#include "pipeline.h"
 #include "units.h"
 
 static double now_s(void) {
@@ -29,24 +27,21 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
   return peak;
 }
 
-static const char *device_spec(const ab_bisect_opts_t *o) { return o->device ? o->device : "auto"; }
-
 /* Note [Budget or cap]: a budget is the device's hard limit, a card of that size. PyTorch's
  * set_per_process_memory_fraction is a rule of its allocator instead: it refuses a segment
  * when reserved + its size would pass the cap, but an expandable segment then maps whole
  * pages, so reserved can pass the cap by less than a page (the fixture's expandable run at
  * its passing cap went 3.8 MB over). With opts.cap a probe gives the number to the strategy
- * as its per_process_memory_fraction, on a device with no budget, so that a search
- * reproduces PyTorch's own bisection of the cap; strategies without the key are refused. */
-static ab_status cap_conf(const ab_bisect_opts_t *o, uint64_t cap, uint64_t total, char *buf, size_t size,
-                          ab_diag_t *diag) {
-  /* Half a byte up, so that the strategy's fraction * total truncates back to the cap; a
-   * cap of the whole card is a fraction of 1, which PyTorch reads as no cap. */
-  double fraction = cap >= total ? 1.0 : ((double)cap + 0.5) / (double)total;
-  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", o->conf ? o->conf : "",
-                   o->conf && o->conf[0] ? "," : "", fraction);
-  if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", o->conf);
-  return AB_OK;
+ * as its memory cap (pipeline.h), on a device with no budget, so that a search reproduces
+ * PyTorch's own bisection of the cap; strategies without the key are refused. */
+
+/* The run of one probe: budget is the device's, or with opts.cap the strategy's cap. */
+static ab_pipeline_t pipeline_of(const ab_bisect_opts_t *o, uint64_t budget) {
+  bool cap = o->cap && budget > 0;
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = o->strategy, .conf = o->conf};
+  p.dev.budget_bytes = cap ? 0 : budget;
+  p.memory_cap = cap ? budget : 0;
+  return p;
 }
 
 /* In cap mode the memory the run could have is the cap, not the card: the engine's
@@ -70,60 +65,31 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
     }
     ro = &plain;
   }
-  bool cap = o->cap && budget > 0;
-  ab_device_config_t cfg = o->dev;
-  cfg.budget_bytes = cap ? 0 : budget;
+  ab_pipeline_t p = pipeline_of(o, budget);
   /* Modelled device time is read only by the timing; without it the model is dead weight. */
-  if (!ro->time_calls) cfg.cost_model = false;
-  ab_device_t *dev = NULL;
-  ab_strategy_t *s = NULL;
-  AB_TRY(ab_device_open(device_spec(o), &cfg, &dev, diag));
-  char conf[1200];
-  ab_status st = cap ? cap_conf(o, budget, dev->total_bytes, conf, sizeof conf, diag) : AB_OK;
-  if (st == AB_OK) st = ab_strategy_create(o->strategy, dev, cap ? conf : o->conf, &s, diag);
-  if (st != AB_OK) {
-    ab_device_close(dev, NULL);
-    return st;
-  }
-  ab_status rst = ab_engine_replay(es, s, ro, run);
-  if (cap && run->status == AB_RUN_OOM) classify_against_cap(&run->oom, budget);
-  ab_strategy_destroy(s);
-  if (held_peak) *held_peak = dev->held_peak;
-  if (device) snprintf(device, 96, "%s", dev->name);
-  /* A strategy that leaks device memory failed the probe, whatever the replay said. */
-  ab_diag_t leak = {""};
-  ab_status cst = ab_device_close(dev, &leak);
+  if (!ro->time_calls) p.dev.cost_model = false;
+  ab_world_t w;
+  AB_TRY(ab_pipeline_open(&p, &w, diag));
+  ab_status rst = ab_engine_replay(es, w.s, ro, run);
+  if (p.memory_cap && run->status == AB_RUN_OOM) classify_against_cap(&run->oom, budget);
+  ab_status cst = ab_pipeline_close(&w, run, NULL);
+  if (held_peak) *held_peak = w.held_peak;
+  if (device) snprintf(device, 96, "%s", w.device);
   if (rst != AB_OK) return ab_diag_set(diag, rst, "%s", run->message);
-  if (cst != AB_OK) {
-    run->status = AB_RUN_ERROR;
-    run->error = cst;
-    snprintf(run->message, sizeof run->message, "%s", leak.msg);
-    return ab_diag_set(diag, cst, "%s", leak.msg);
-  }
+  if (cst != AB_OK) return ab_diag_set(diag, cst, "%s", run->message);
   return AB_OK;
 }
 
-ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag) {
-  ab_device_config_t cfg = o->dev;
-  cfg.budget_bytes = 0;
-  ab_device_t *dev = NULL;
-  ab_strategy_t *s = NULL;
-  AB_TRY(ab_device_open(device_spec(o), &cfg, &dev, diag));
-  *total = dev->total_bytes;
-  ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
-  ab_strategy_destroy(s);
-  s = NULL;
-  if (st == AB_OK && o->cap) {
-    char conf[1200];
-    st = cap_conf(o, *total / 2, *total, conf, sizeof conf, diag);
-    if (st == AB_OK && ab_strategy_create(o->strategy, dev, conf, &s, diag) != AB_OK)
-      st = ab_diag_set(diag, AB_ERR_INVALID,
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag_t *diag) {
+  ab_pipeline_t p = pipeline_of(o, 0);
+  AB_TRY(ab_pipeline_check(&p, closed, diag));
+  if (!o->cap) return AB_OK;
+  p.memory_cap = closed->total_bytes / 2;
+  if (ab_pipeline_check(&p, NULL, diag) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INVALID,
                        "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); search its budget instead",
                        o->strategy);
-    ab_strategy_destroy(s);
-  }
-  ab_device_close(dev, NULL);
-  return st;
+  return AB_OK;
 }
 
 typedef struct search_s {
@@ -161,8 +127,9 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   if (o->lo && o->hi && o->lo > o->hi)
     return ab_diag_set(diag, AB_ERR_INVALID, "--lo %s is above --hi %s", ab_format_bytes(o->lo, a, sizeof a),
                        ab_format_bytes(o->hi, b, sizeof b));
-  uint64_t total = 0;
-  AB_TRY(ab_bisect_check(o, &total, diag));
+  ab_world_t device;
+  AB_TRY(ab_bisect_check(o, &device, diag));
+  uint64_t total = device.total_bytes;
   if (o->hi > total || o->lo > total)
     return ab_diag_set(diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", o->hi > total ? "hi" : "lo",
                        ab_format_bytes(o->hi > total ? o->hi : o->lo, a, sizeof a), ab_format_bytes(total, b, sizeof b));

@@ -49,6 +49,7 @@
 #include "engine.h"
 #include "events.h"
 #include "oommap.h"
+#include "pipeline.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 
@@ -103,8 +104,8 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
 
 /* Checks o's strategy and conf (and, with o->cap, that the strategy takes a cap) on its
- * device, and gives the device's total; the search does it before its first probe. */
-ab_status ab_bisect_check(const ab_bisect_opts_t *o, uint64_t *total, ab_diag_t *diag);
+ * device, and describes the device in *closed; the search does it before its first probe. */
+ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag_t *diag);
 
 /* The search of Note [Budget search], with run prepared for es. */
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,

@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device_open.h"
 #include "oommap.h"
+#include "pipeline.h"
 #include "registry.h"
 #include "results.h"
 #include "strategy.h"
@@ -138,15 +138,13 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg) {
   return AB_EXIT_FAIL;
 }
 
-ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag) {
-  AB_TRY(ab_device_open(o->device, &o->dev, out, diag));
+void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind) {
   static bool said = false; /* once per process, not once per run */
   if (strcmp(o->device, "auto") == 0 && !o->quiet && !said) {
-    fprintf(stderr, "allocbench %s: --device auto: using %s%s\n", o->cmd, (*out)->name,
-            (*out)->kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
+    fprintf(stderr, "allocbench %s: --device auto: using %s%s\n", o->cmd, name,
+            kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
     said = true;
   }
-  return AB_OK;
 }
 
 volatile sig_atomic_t ab_cli_stop = 0;
@@ -218,25 +216,20 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
       fprintf(stderr, "allocbench %s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
-  ab_device_t *dev = NULL;
-  ab_strategy_t *s = NULL;
-  ab_cli_opts_t with_plan = *o;
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
+  if (o->hooks && o->hooks->wrap) {
+    p.wrap = o->hooks->wrap;
+    p.wrap_ctx = o->hooks->ctx;
+  }
   ab_addr_hint_t *plan = NULL;
-  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &with_plan.dev.plan_len) != AB_OK)
+  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &p.dev.plan_len) != AB_OK)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  with_plan.dev.plan = plan;
-  ab_status st = ab_cli_open_device(&with_plan, &dev, diag);
+  p.dev.plan = plan;
+  ab_world_t w;
+  ab_status st = ab_pipeline_open(&p, &w, diag);
   free(plan);
   if (st != AB_OK) return st;
-  st = ab_strategy_create(strategy, dev, o->conf, &s, diag);
-  if (st == AB_OK && o->hooks && o->hooks->wrap) {
-    st = o->hooks->wrap(o->hooks->ctx, &s, diag);
-    if (st != AB_OK) ab_strategy_destroy(s);
-  }
-  if (st != AB_OK) {
-    ab_device_close(dev, NULL);
-    return st;
-  }
+  ab_cli_note_device(o, w.dev->name, w.dev->kind);
   if (diag->msg[0] && !o->quiet) fprintf(stderr, "allocbench %s: note: %s\n", o->cmd, diag->msg);
   diag->msg[0] = '\0';
   char label[160];
@@ -262,20 +255,11 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     ro.progress = show_progress;
     ro.progress_ctx = &prog;
   }
-  ab_status rst = ab_engine_replay(es, s, &ro, run);
+  ab_status rst = ab_engine_replay(es, w.s, &ro, run);
   if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
-  ab_strategy_destroy(s);
-  /* The device column names what ran ("sim:h200"), not what was asked for ("auto"). */
-  char device_name[sizeof dev->name];
-  memcpy(device_name, dev->name, sizeof device_name);
-  /* A strategy that leaks device memory is a failed run, whatever it measured. */
-  ab_diag_t leak = {""};
-  if (ab_device_close(dev, &leak) != AB_OK && rst == AB_OK) {
-    rst = AB_ERR_INVALID;
-    run->status = AB_RUN_ERROR;
-    run->error = rst;
-    snprintf(run->message, sizeof run->message, "%s", leak.msg);
-  }
+  ab_status cst = ab_pipeline_close(&w, run, NULL);
+  if (rst == AB_OK) rst = cst;
+  const char *device_name = w.device;
   if (run->status == AB_RUN_INTERRUPTED) {
     ab_oommap_free(&map);
     return AB_OK;
@@ -376,13 +360,13 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
 
 ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
                                   const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag) {
-  ab_device_t *dev = NULL;
-  AB_TRY(ab_cli_open_device(o, &dev, diag)); /* says which device `auto` chose, once */
-  ab_device_close(dev, NULL);
+  ab_world_t device;
   for (size_t i = 0; i < list->n; i++) {
     ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
-    AB_TRY(ab_bisect_check(&b, total, diag));
+    AB_TRY(ab_bisect_check(&b, &device, diag));
   }
+  *total = device.total_bytes;
+  if (list->n) ab_cli_note_device(o, device.device, device.kind);
   return AB_OK;
 }
 

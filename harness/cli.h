@@ -102,8 +102,8 @@ int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
 /* Prints "allocbench CMD: MESSAGE" and returns AB_EXIT_FAIL. */
 int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 
-/* Opens the device of o, saying on stderr which one `auto` chose. */
-ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_t *diag);
+/* Says on stderr, once per process, which device `--device auto` chose. */
+void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind);
 
 /* The signal that asked the runs to stop, once one did (after ab_cli_catch_stop); else 0. */
 extern volatile sig_atomic_t ab_cli_stop;

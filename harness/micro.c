@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "gbench.h"
 #include "gbench_csv.h"
+#include "pipeline.h"
 #include "registry.h"
 #include "results.h"
 #include "strategy.h"
@@ -67,34 +68,33 @@ static void fail(ab_gb_state_t *st, const micro_case_t *c, const char *what, con
   (*c->failures)++;
 }
 
-static bool open_strategy(ab_gb_state_t *st, const micro_case_t *c, ab_device_t **dev, ab_strategy_t **s) {
-  ab_device_config_t cfg = {.cost_model = true};
+/* The case's device (with the cost model, which the timings read) and strategy. */
+static ab_pipeline_t pipeline_of(const micro_case_t *c) {
+  return (ab_pipeline_t){.device = c->device, .dev = {.cost_model = true}, .strategy = c->strategy};
+}
+
+static bool open_world(ab_gb_state_t *st, const micro_case_t *c, ab_world_t *w) {
+  ab_pipeline_t p = pipeline_of(c);
   ab_diag_t diag = {""};
-  *s = NULL;
-  if (ab_device_open(c->device, &cfg, dev, &diag) != AB_OK) {
-    fail(st, c, "device", diag.msg);
-    return false;
-  }
-  if (ab_strategy_create(c->strategy, *dev, NULL, s, &diag) != AB_OK) {
-    fail(st, c, "strategy", diag.msg);
-    ab_device_close(*dev, NULL);
+  if (ab_pipeline_open(&p, w, &diag) != AB_OK) {
+    fail(st, c, "open", diag.msg);
     return false;
   }
   return true;
 }
 
-/* Destroys the strategy and closes the device; a leak fails the benchmark. */
-static void close_strategy(ab_gb_state_t *st, const micro_case_t *c, ab_device_t *dev, ab_strategy_t *s) {
-  ab_strategy_destroy(s);
-  ab_diag_t diag = {""};
-  if (ab_device_close(dev, &diag) != AB_OK) fail(st, c, "close", diag.msg);
+/* A leak fails the benchmark. */
+static void close_world(ab_gb_state_t *st, const micro_case_t *c, ab_world_t *w) {
+  ab_diag_t leak = {""};
+  if (ab_pipeline_close(w, NULL, &leak) != AB_OK) fail(st, c, "close", leak.msg);
 }
 
 static void bench_alloc_free(ab_gb_state_t *st, void *ctx) {
   const micro_case_t *c = ctx;
-  ab_device_t *dev;
-  ab_strategy_t *s;
-  if (!open_strategy(st, c, &dev, &s)) return;
+  ab_world_t w;
+  if (!open_world(st, c, &w)) return;
+  ab_device_t *dev = w.dev;
+  ab_strategy_t *s = w.s;
   uint64_t bytes = (uint64_t)ab_gb_range(st, 0);
   uint64_t allocs0 = s->stats.num_device_alloc;
   /* Pairs are timed in batches: a CUDA event pair costs about a microsecond, more than a
@@ -116,18 +116,19 @@ static void bench_alloc_free(ab_gb_state_t *st, void *ctx) {
   }
   ab_gb_set_items_processed(st, ab_gb_iterations(st));
   ab_gb_set_counter(st, "device_allocs", (double)(s->stats.num_device_alloc - allocs0), AB_GB_COUNTER_AVG_ITERATIONS);
-  close_strategy(st, c, dev, s);
+  close_world(st, c, &w);
 }
 
 static void bench_replay(ab_gb_state_t *st, void *ctx) {
   const micro_case_t *c = ctx;
-  ab_device_t *dev;
-  ab_strategy_t *s;
-  if (!open_strategy(st, c, &dev, &s)) return;
+  ab_world_t w;
+  if (!open_world(st, c, &w)) return;
+  ab_device_t *dev = w.dev;
+  ab_strategy_t *s = w.s;
   ab_run_t run;
   if (ab_run_prepare(&run, c->es) != AB_OK) {
     fail(st, c, "replay", "out of host memory");
-    close_strategy(st, c, dev, s);
+    close_world(st, c, &w);
     return;
   }
   ab_run_opts_t ro = ab_run_defaults();
@@ -155,7 +156,7 @@ static void bench_replay(ab_gb_state_t *st, void *ctx) {
   ab_gb_set_items_processed(st, ab_gb_iterations(st) * (int64_t)c->es->n);
   ab_gb_set_counter(st, "device_allocs", (double)(s->stats.num_device_alloc - allocs0), AB_GB_COUNTER_AVG_ITERATIONS);
   ab_run_release(&run);
-  close_strategy(st, c, dev, s);
+  close_world(st, c, &w);
 }
 
 /* The short name of a trace for benchmark names: its file name up to the first of

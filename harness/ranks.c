@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "device_open.h"
-#include "registry.h"
+#include "pipeline.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"
@@ -80,15 +80,9 @@ static ab_status rank_spec(const char *workload, unsigned world, unsigned rank, 
  * -c, --budget or --faults is one error before anything runs. Faults are left out on the
  * simulated card (they are for the run), kept on cuda (which refuses them). */
 static ab_status try_strategy(const ab_cli_opts_t *o, const char *device, ab_diag_t *diag) {
-  ab_device_t *dev = NULL;
-  ab_strategy_t *s = NULL;
-  ab_device_config_t cfg = o->dev;
-  if (strncmp(device, "cuda", 4) != 0) memset(&cfg.faults, 0, sizeof cfg.faults);
-  AB_TRY(ab_device_open(device, &cfg, &dev, diag));
-  ab_status st = ab_strategy_create(o->strategy, dev, o->conf, &s, diag);
-  if (st == AB_OK) ab_strategy_destroy(s);
-  ab_device_close(dev, NULL);
-  return st;
+  ab_pipeline_t p = {.device = device, .dev = o->dev, .strategy = o->strategy, .conf = o->conf};
+  if (strncmp(device, "cuda", 4) != 0) memset(&p.dev.faults, 0, sizeof p.dev.faults);
+  return ab_pipeline_check(&p, NULL, diag);
 }
 
 static bool collective(const ab_kernel_t *k) { return k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER; }

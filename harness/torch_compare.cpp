@@ -32,9 +32,8 @@
 
 extern "C" {
 #include "caching.h"
-#include "device_open.h"
 #include "events.h"
-#include "registry.h"
+#include "pipeline.h"
 #include "strategy.h"
 #include "workload.h"
 }
@@ -130,7 +129,8 @@ void report_difference(const char* who, const std::vector<Decision>& pt, const s
   std::printf("  %s: DIFFERENT: %zu decisions against PyTorch's %zu; first difference at %ld:", who, ours.size(),
               pt.size(), at);
   if (static_cast<size_t>(at) < pt.size())
-    std::printf(" PyTorch %s %llu bytes", ab_trace_action_name(static_cast<ab_trace_action_t>(pt[at].action)), static_cast<unsigned long long>(pt[at].bytes));
+    std::printf(" PyTorch %s %llu bytes", ab_trace_action_name(static_cast<ab_trace_action_t>(pt[at].action)),
+                static_cast<unsigned long long>(pt[at].bytes));
   if (static_cast<size_t>(at) < ours.size())
     std::printf(", allocbench %s %llu bytes", ab_trace_action_name(static_cast<ab_trace_action_t>(ours[at].action)),
                 static_cast<unsigned long long>(ours[at].bytes));
@@ -139,24 +139,30 @@ void report_difference(const char* who, const std::vector<Decision>& pt, const s
 
 // allocbench on a device: a fresh caching instance, its decisions recorded.
 struct Ours {
+  ab_world_t w;
   ab_device_t* dev = nullptr;
   ab_strategy_t* s = nullptr;
   std::vector<Decision> decisions;
   bool open(const char* spec, const char* conf, const std::vector<Decision>* addresses) {
-    ab_device_config_t cfg;
-    std::memset(&cfg, 0, sizeof cfg);
+    ab_pipeline_t p;
+    std::memset(&p, 0, sizeof p);
+    p.device = spec;
+    p.strategy = "caching";
+    p.conf = conf;
     std::vector<ab_addr_hint_t> plan;
     if (addresses)
       for (const Decision& d : *addresses)
         if (d.action == AB_TR_SEGMENT_ALLOC) plan.push_back(ab_addr_hint_t{d.bytes, d.addr});
-    cfg.plan = plan.empty() ? nullptr : plan.data();
-    cfg.plan_len = plan.size();
+    p.dev.plan = plan.empty() ? nullptr : plan.data();
+    p.dev.plan_len = plan.size();
     ab_diag_t diag;
     diag.msg[0] = '\0';
-    if (ab_device_open(spec, &cfg, &dev, &diag) != AB_OK || ab_strategy_create("caching", dev, conf, &s, &diag) != AB_OK) {
+    if (ab_pipeline_open(&p, &w, &diag) != AB_OK) {
       std::fprintf(stderr, "torch_compare: allocbench caching on %s: %s\n", spec, diag.msg);
       return false;
     }
+    dev = w.dev;
+    s = w.s;
     ab_strategy_observe(s, on_segment, &decisions);
     return true;
   }
@@ -183,10 +189,9 @@ struct Ours {
     return st.reserved_bytes.peak;
   }
   void close() {
-    ab_strategy_destroy(s);
     ab_diag_t diag;
     diag.msg[0] = '\0';
-    if (ab_device_close(dev, &diag) != AB_OK) std::fprintf(stderr, "torch_compare: allocbench: %s\n", diag.msg);
+    if (ab_pipeline_close(&w, nullptr, &diag) != AB_OK) std::fprintf(stderr, "torch_compare: allocbench: %s\n", diag.msg);
   }
 };
 

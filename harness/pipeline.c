@@ -1,0 +1,68 @@
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "device_open.h"
+#include "registry.h"
+
+/* The user's conf with the cap as a fraction of the device, half a byte up so that the
+ * strategy's fraction x total truncates back to the cap; a cap of the whole card is a
+ * fraction of 1, which PyTorch reads as no cap. */
+static ab_status conf_with_cap(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag) {
+  double fraction = p->memory_cap >= total ? 1.0 : ((double)p->memory_cap + 0.5) / (double)total;
+  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", p->conf ? p->conf : "",
+                   p->conf && p->conf[0] ? "," : "", fraction);
+  if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", p->conf);
+  return AB_OK;
+}
+
+ab_status ab_pipeline_open(const ab_pipeline_t *p, ab_world_t *w, ab_diag_t *diag) {
+  memset(w, 0, sizeof *w);
+  AB_TRY(ab_device_open(p->device ? p->device : "auto", &p->dev, &w->dev, diag));
+  char capped[1200];
+  const char *conf = p->conf;
+  ab_status st = AB_OK;
+  if (p->memory_cap) {
+    st = conf_with_cap(p, w->dev->total_bytes, capped, sizeof capped, diag);
+    conf = capped;
+  }
+  if (st == AB_OK) st = ab_strategy_create(p->strategy, w->dev, conf, &w->s, diag);
+  if (st == AB_OK && p->wrap) {
+    st = p->wrap(p->wrap_ctx, &w->s, diag);
+    if (st != AB_OK) ab_strategy_destroy(w->s);
+  }
+  if (st != AB_OK) {
+    ab_device_close(w->dev, NULL);
+    memset(w, 0, sizeof *w);
+  }
+  return st;
+}
+
+ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag) {
+  ab_strategy_destroy(w->s);
+  w->s = NULL;
+  if (w->dev == NULL) return AB_OK;
+  snprintf(w->device, sizeof w->device, "%s", w->dev->name);
+  w->kind = w->dev->kind;
+  w->total_bytes = w->dev->total_bytes;
+  w->held_peak = w->dev->held_peak;
+  ab_diag_t leak = {""};
+  ab_status st = ab_device_close(w->dev, &leak);
+  w->dev = NULL;
+  if (st != AB_OK && run != NULL && run->status != AB_RUN_ERROR) {
+    run->status = AB_RUN_ERROR;
+    run->error = st;
+    snprintf(run->message, sizeof run->message, "%s", leak.msg);
+  }
+  if (st != AB_OK && diag != NULL) *diag = leak;
+  return st;
+}
+
+ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
+  ab_world_t w;
+  AB_TRY(ab_pipeline_open(p, &w, diag));
+  ab_pipeline_close(&w, NULL, NULL);
+  if (closed) *closed = w;
+  return AB_OK;
+}
