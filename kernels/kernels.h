@@ -1,6 +1,7 @@
 /* kernels.h: real GPU work on the buffers the strategies hand out, so that time is measured
  * with the allocator in the loop as it is in training. Plain C; the CUDA lives in the .cu
  * files beside this header, and a build without CUDA links kernels_stub.c instead.
+ * Layer: kernels (kernels/), above the device; it knows nothing of strategies or events.
  *
  * What runs (one launch per KERNEL event of the event stream (kernel_desc.h), on the event's stream):
  *   gemm            cuBLAS (cublasGemmEx_64), row-major C[m,n] = A[m,k] B[k,n], fp32

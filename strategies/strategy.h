@@ -1,4 +1,5 @@
-/* strategy.h: the allocator strategies under test, behind one vtable, and their registry.
+/* strategy.h: the allocator strategies under test, behind one vtable.
+ * Layer: strategies (strategies/), above the device; the registry is registry.h.
  *
  * A strategy serves allocations from a device (device.h). Every instance starts with an
  * ab_strategy_t (ops, device, statistics), which the implementation embeds as its first

@@ -1,4 +1,5 @@
 /* workload.h: workloads, behind one interface, and their registry.
+ * Layer: workloads (workloads/), above traces (the replay workload reads them).
  *
  * A workload turns its arguments and a seed into an event stream (workloads/events/events.h):
  * generators synthesise one, importers read a recorded trace. Workloads never allocate

@@ -1,5 +1,6 @@
 /* status.h: the one status type of allocbench, and the diagnostic buffer that carries the
  * human-readable reason next to it.
+ * Layer: base (strategies/base/), the ground floor: it depends on nothing of allocbench.
  *
  * Every function that can fail returns an ab_status and writes its results through out
  * parameters. AB_OK is 0. AB_ERR_OOM is an expected outcome (a strategy or the device ran

@@ -3,6 +3,8 @@
  *         exact tracking of what is live, 2 MiB virtual-memory granules, an emulated
  *         stream-ordered pool, fault injection and a cost model of each call;
  *   cuda  the real runtime and driver API (cuda_device.c), present when built with CUDA.
+ * Layer: device (strategies/device/), above base. Which implementation runs is chosen above
+ * this interface, in device_open.h; neither implementation knows the other.
  *
  * Operations: plain allocation (cudaMalloc / cudaFree); virtual memory (reserve an address
  * range, map physical memory into it granule by granule, unmap, release the range); the

@@ -1,4 +1,6 @@
 /* events.h: the event stream, the lingua franca between workloads and the replay engine.
+ * Layer: events (workloads/events/), above strategies (the trace vocabulary) and kernels (their
+ * description); everything above shares it.
  *
  * A workload (a generator, or an importer of a recorded trace) becomes one array of compact
  * events, materialised once and replayed many times (a budget bisection replays it dozens

@@ -1,4 +1,5 @@
 /* trace.h: a recorded trace turned into an event stream, whatever its format.
+ * Layer: traces (workloads/traces/), above events; the generators and the harness use it.
  *
  * ab_trace_load recognises the format from the file's content (never its name), plain or
  * gzipped (input.h), and hands the records to the trace builder (trace_builder.h):
