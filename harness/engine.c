@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "lifetimes.h"
 #include "verify.h"
 
 const char *ab_run_status_name(ab_run_status_t st) {
@@ -333,6 +334,10 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
     snprintf(s->dev->diag.msg, sizeof s->dev->diag.msg, "a passed-over collective would leave the other ranks waiting");
     return fail(run, s, AB_ERR_INVALID, 0, "continue_on_oom with ranks");
   }
+
+  /* A planning strategy sees the run ahead (Note [Plans], strategy.h). */
+  ab_status planned = ab_lifetimes_plan(es, s);
+  if (planned != AB_OK) return fail(run, s, planned, 0, "plan");
 
   ab_device_t *dev = s->dev;
   /* Kernels (and cuBLAS's workspace) first, so that the memory limit below counts them. */

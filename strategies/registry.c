@@ -7,6 +7,7 @@
 
 #include "async.h"
 #include "caching.h"
+#include "oracle.h"
 #include "overlap.h"
 #include "pooled.h"
 #include "raw.h"
@@ -38,6 +39,9 @@ static const ab_strategy_entry_t registry[] = {
      false},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",
      "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false},
+    {"oracle", &ab_oracle_ops, NULL,
+     "clairvoyant: the whole run placed offline in one region (greedy by size, best fit); the limit",
+     "  (no options)\n", false},
     {"overlap", &ab_overlap_ops, NULL, "broken on purpose: hands out live memory again, for tests of --verify",
      "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true},
 };

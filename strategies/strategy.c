@@ -59,6 +59,10 @@ ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag) {
   return s->ops->check ? s->ops->check(s, diag) : AB_OK;
 }
 
+ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {
+  return s->ops->plan ? s->ops->plan(s, lt, n, diag) : AB_OK;
+}
+
 void ab_strategy_reset_peaks(ab_strategy_t *s) {
   ab_stats_reset_peaks(&s->stats);
   if (s->ops->reset_peaks) s->ops->reset_peaks(s);

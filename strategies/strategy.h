@@ -85,6 +85,23 @@ typedef int (*ab_segment_fn)(void *ctx, const ab_segment_info_t *seg);
 /* Called once per extra statistic, PyTorch's flattened names ("segment.all.peak"). */
 typedef void (*ab_stat_fn)(void *ctx, const char *name, int64_t value);
 
+/* Note [Plans]: a strategy that plans ahead (oracle.c, planned.c) needs the allocations of
+ * the run before it serves them, but the event stream lies a layer above (events.h), so the
+ * replay engine hands it this plain array at the start of each replay, through the optional
+ * plan operation: lifetime i is the i-th alloc call the strategy will see. Times are indices
+ * of the stream's events; a strategy that only profiles must read no lifetime past its
+ * profile. The engine is the one caller, so every replay path (run, matrix, the budget
+ * search, the tests' replays) plans the same way; calls that come without a plan (the
+ * conformance suite's) are served online. */
+typedef struct ab_lifetime_s {
+  uint64_t bytes;     /* requested */
+  uint64_t start;     /* the event that allocates it */
+  uint64_t end;       /* the event after which its stream may reuse it; UINT64_MAX: never freed */
+  uint64_t end_other; /* the same for other streams: the first SYNC after end (>= end) */
+  uint32_t step;      /* STEP events before start (0: before the first step) */
+  uint16_t stream;
+} ab_lifetime_t;
+
 struct ab_strategy_ops_s {
   const char *name;
   /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
@@ -110,6 +127,9 @@ struct ab_strategy_ops_s {
   void (*memory_stats)(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
   /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
   void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+  /* The run ahead, before any alloc of it (Note [Plans]); lt is the caller's and lives only
+   * for the call. NULL: the strategy serves every call online. */
+  ab_status (*plan)(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
 };
 
 /* Calls fn on every segment decision of s from now on; NULL stops it. One observer at a time. */
@@ -146,6 +166,10 @@ void ab_strategy_reset_peaks(ab_strategy_t *s);
 /* One statistic of the strategy's memory_stats by its flattened name ("segment.all.peak");
  * false when the strategy keeps no such statistic. */
 bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value);
+/* Hands the strategy the run ahead (Note [Plans]); AB_OK at once when it does not plan. */
+ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
+/* True when the strategy has a plan operation (the caller may skip building lifetimes). */
+static inline bool ab_strategy_plans(const ab_strategy_t *s) { return s->ops->plan != NULL; }
 /* Writes the OOM message for a failed request; a generic one when the strategy has none. */
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
 

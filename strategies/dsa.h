@@ -1,0 +1,36 @@
+/* dsa.h: offline dynamic storage allocation: every lifetime of a known run gets an offset in
+ * one address range so that no two that live at the same time overlap, the range as small
+ * as the heuristic finds. Layer: strategies (strategies/); used by oracle.c and planned.c.
+ *
+ * The heuristic is greedy by size with best fit (TFLite's "greedy by size" memory planner,
+ * XLA's GlobalDecreasingSizeBestFitHeap): lifetimes from the largest down, each at the
+ * smallest gap of the address range that is free for the whole of its life among those
+ * already placed, else above them all. The lifetimes that overlap one in time are found
+ * in a static interval tree over the start times, each node keeping the latest end below
+ * it, so a placement costs about the number of lifetimes it overlaps (times log n), not n.
+ * Lifetimes never freed are stacked at the bottom first: they all meet one another.
+ * Greedy by size is weak where sizes and lifetimes are drawn at random (RMM's random
+ * sequence), so best fit in time order is also run and the smaller of the two kept.
+ *
+ * Two lifetimes overlap in time when each starts before the other ends, an end as the other's
+ * stream sees it (ab_lifetime_t: end for the same stream, end_other for another).
+ */
+#ifndef AB_DSA_H
+#define AB_DSA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "strategy.h"
+
+/* Places lt[0..n), sorted by start, each rounded up to align bytes (a power of two):
+ * offset[i] receives lt[i]'s offset, *peak the range's size. AB_ERR_INTERNAL when host
+ * memory runs out. */
+ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak);
+
+/* The most bytes live at once among lt[0..n), each rounded up to align: the bound no
+ * placement can beat. */
+uint64_t ab_dsa_live_peak(const ab_lifetime_t *lt, size_t n, uint64_t align);
+
+#endif

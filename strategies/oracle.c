@@ -1,0 +1,248 @@
+/* oracle.c: the best a non-moving allocator can do when it knows the whole run in advance,
+ * the bound the others are measured against.
+ *
+ * Policy:
+ *   1. Before the run, the engine hands it every allocation's size and lifetime (Note
+ *      [Plans], strategy.h). It places them all offline in one address range (dsa.h: greedy
+ *      by size with best fit in time x address), each rounded up to 512 bytes as PyTorch
+ *      rounds, and keeps the most bytes live at once (the plan's lower bound) beside it.
+ *   2. At the first planned allocation it makes one device allocation of the planned peak
+ *      and holds it for the run; the k-th alloc call gets its planned offset in it. An OOM
+ *      of that device allocation is the run's OOM.
+ *   3. A call the plan did not foresee (no plan, the stream went another way, or its range
+ *      is not free) is served online as raw serves it, one device allocation each, so the
+ *      strategy stays correct whatever it is asked.
+ * Its peak reserved over the run's peak requested is its distance to the limit no allocator
+ * can pass: the peak requested bytes themselves.
+ */
+#include "oracle.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "arena.h"
+#include "dsa.h"
+#include "hashmap.h"
+#include "units.h"
+
+#define ORACLE_ALIGN_BYTES 512
+
+typedef struct oracle_s {
+  ab_strategy_t base;
+  uint64_t *offset;       /* per planned call: its offset in the region */
+  uint64_t *bytes;        /* per planned call: the bytes the plan expects */
+  size_t nplan;
+  uint64_t region_bytes;  /* the planned peak */
+  uint64_t lower_bound;   /* the most bytes the plan has live at once (rounded) */
+  uint64_t plan_ns;       /* host time of the last plan */
+  ab_dptr_t region;       /* 0 until the first planned allocation */
+  ab_arena_t arena;       /* the region's free space: every planned take is checked */
+  size_t calls;           /* alloc calls since the plan */
+  uint64_t misses;        /* calls served online */
+  uint64_t in_region;     /* live allocations in the region */
+  ab_map_t live;          /* address -> requested << 1 | in the region */
+} oracle_t;
+
+static uint64_t round_up(uint64_t bytes) { return (bytes + ORACLE_ALIGN_BYTES - 1) & ~(uint64_t)(ORACLE_ALIGN_BYTES - 1); }
+
+static ab_status oracle_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_kvlist_t opts;
+  AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
+  AB_TRY(ab_kv_finish(&opts, "none", diag));
+  oracle_t *o = calloc(1, sizeof *o);
+  if (o == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  o->base.ops = &ab_oracle_ops;
+  o->base.dev = dev;
+  ab_arena_init(&o->arena);
+  ab_map_init(&o->live);
+  *out = &o->base;
+  return AB_OK;
+}
+
+static void release_region(oracle_t *o) {
+  ab_strategy_t *s = &o->base;
+  if (o->region == 0) return;
+  ab_device_free(s->dev, o->region, o->region_bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_FREE, o->region, o->region_bytes, 0);
+  s->stats.num_device_free++;
+  ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)o->region_bytes);
+  ab_arena_clear(&o->arena);
+  o->region = 0;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static ab_status oracle_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {
+  oracle_t *o = (oracle_t *)s;
+  if (o->in_region) return ab_diag_set(diag, AB_ERR_INVALID, "oracle: a new plan while planned allocations are live");
+  release_region(o);
+  free(o->offset), free(o->bytes);
+  o->offset = o->bytes = NULL;
+  o->nplan = o->calls = 0;
+  o->region_bytes = o->lower_bound = 0;
+  if (n == 0) return AB_OK;
+  uint64_t t0 = now_ns();
+  o->offset = malloc(n * sizeof *o->offset);
+  o->bytes = malloc(n * sizeof *o->bytes);
+  if (o->offset == NULL || o->bytes == NULL || ab_dsa_place(lt, n, ORACLE_ALIGN_BYTES, o->offset, &o->region_bytes) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: out of host memory planning %zu allocations", n);
+  for (size_t i = 0; i < n; i++) o->bytes[i] = lt[i].bytes;
+  o->nplan = n;
+  o->lower_bound = ab_dsa_live_peak(lt, n, ORACLE_ALIGN_BYTES);
+  o->plan_ns = now_ns() - t0;
+  return AB_OK;
+}
+
+static ab_status take_region(oracle_t *o) {
+  ab_strategy_t *s = &o->base;
+  ab_status st = ab_device_malloc(s->dev, o->region_bytes, &o->region);
+  if (st != AB_OK) {
+    o->region = 0;
+    return st;
+  }
+  if (ab_arena_grow(&o->arena, o->region_bytes) != AB_OK) {
+    ab_device_free(s->dev, o->region, o->region_bytes);
+    o->region = 0;
+    return AB_ERR_INTERNAL;
+  }
+  s->stats.num_device_alloc++;
+  ab_gauge_add(&s->stats.reserved_bytes, (int64_t)o->region_bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, o->region, o->region_bytes, 0);
+  return AB_OK;
+}
+
+static ab_status oracle_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  oracle_t *o = (oracle_t *)s;
+  size_t k = o->calls++;
+  /* No device holds 2^56 bytes; larger sizes would wrap in the rounding below. */
+  if (bytes >> 56) return s->stats.num_ooms++, AB_ERR_OOM;
+  if (k < o->nplan && o->bytes[k] == bytes) {
+    if (o->region == 0) {
+      ab_status st = take_region(o);
+      if (st == AB_ERR_OOM) s->stats.num_ooms++;
+      if (st != AB_OK) return st;
+    }
+    uint64_t size = round_up(bytes);
+    ab_status st = ab_arena_take_at(&o->arena, o->offset[k], size);
+    if (st == AB_OK) {
+      *out = o->region + o->offset[k];
+      if (ab_map_put(&o->live, *out, bytes << 1 | 1) != AB_OK) {
+        ab_arena_give(&o->arena, o->offset[k], size);
+        return AB_ERR_INTERNAL;
+      }
+      o->in_region++;
+      ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+      ab_gauge_add(&s->stats.allocated_bytes, (int64_t)size);
+      return AB_OK;
+    }
+    if (st != AB_ERR_OOM) return st;
+  }
+  /* Policy 3: what the plan did not foresee, one device allocation each. */
+  o->misses++;
+  ab_status st = ab_device_malloc(s->dev, bytes, out);
+  if (st == AB_ERR_OOM) s->stats.num_ooms++;
+  if (st != AB_OK) return st;
+  if (ab_map_put(&o->live, *out, bytes << 1) != AB_OK) {
+    ab_device_free(s->dev, *out, bytes);
+    return AB_ERR_INTERNAL;
+  }
+  s->stats.num_device_alloc++;
+  ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.reserved_bytes, (int64_t)bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, *out, bytes, stream);
+  return AB_OK;
+}
+
+static ab_status oracle_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  oracle_t *o = (oracle_t *)s;
+  uint64_t v;
+  if (!ab_map_get(&o->live, p, &v) || v >> 1 != bytes)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "oracle: free of 0x%llx (%llu bytes), which it did not hand out",
+                       (unsigned long long)p, (unsigned long long)bytes);
+  if (v & 1) {
+    AB_TRY(ab_arena_give(&o->arena, p - o->region, round_up(bytes)));
+    o->in_region--;
+    ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)round_up(bytes));
+  } else {
+    AB_TRY(ab_device_free(s->dev, p, bytes));
+    ab_strategy_segment(s, AB_TR_SEGMENT_FREE, p, bytes, stream);
+    s->stats.num_device_free++;
+    ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)bytes);
+    ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)bytes);
+  }
+  ab_map_take(&o->live, p, NULL);
+  ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
+  return AB_OK;
+}
+
+/* The region goes back when nothing lives in it; the next planned call takes it again. */
+static ab_status oracle_empty_cache(ab_strategy_t *s) {
+  oracle_t *o = (oracle_t *)s;
+  if (o->in_region == 0) release_region(o);
+  return AB_OK;
+}
+
+static ab_status oracle_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  oracle_t *o = (oracle_t *)s;
+  return ab_arena_walk(&o->arena, o->region, &o->live, ORACLE_ALIGN_BYTES, "plan", false, fn, ctx);
+}
+
+/* The walk adds up to the statistics, and the region's free space to what its blocks leave. */
+static ab_status oracle_check(ab_strategy_t *s, ab_diag_t *diag) {
+  oracle_t *o = (oracle_t *)s;
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  const ab_stats_t *st = &s->stats;
+  if (sum.live_blocks != o->live.n || (uint64_t)st->allocated_bytes.current != sum.allocated ||
+      (uint64_t)st->requested_bytes.current != sum.requested || (uint64_t)st->reserved_bytes.current != sum.reserved)
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "oracle: stats say %lld requested, %lld allocated, %lld reserved; the walk finds %llu live "
+                       "blocks of %llu live, %llu requested, %llu allocated, %llu reserved",
+                       (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
+                       (long long)st->reserved_bytes.current, (unsigned long long)sum.live_blocks,
+                       (unsigned long long)o->live.n, (unsigned long long)sum.requested,
+                       (unsigned long long)sum.allocated, (unsigned long long)sum.reserved);
+  if (sum.free != o->arena.free_bytes)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: the walk finds %llu free bytes in the region, the arena %llu",
+                       (unsigned long long)sum.free, (unsigned long long)o->arena.free_bytes);
+  return AB_OK;
+}
+
+static void oracle_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
+  oracle_t *o = (oracle_t *)s;
+  fn(ctx, "plan.allocations", (int64_t)o->nplan);
+  fn(ctx, "plan.region_bytes", (int64_t)o->region_bytes);
+  fn(ctx, "plan.lower_bound_bytes", (int64_t)o->lower_bound);
+  fn(ctx, "plan.misses", (int64_t)o->misses);
+  fn(ctx, "plan.ns", (int64_t)o->plan_ns);
+}
+
+static void oracle_destroy(ab_strategy_t *s) {
+  oracle_t *o = (oracle_t *)s;
+  for (size_t i = 0; i < o->live.cap; i++)
+    if (o->live.keys[i] && !(o->live.vals[i] & 1)) ab_device_free(s->dev, o->live.keys[i], o->live.vals[i] >> 1);
+  if (o->region) ab_device_free(s->dev, o->region, o->region_bytes);
+  ab_arena_clear(&o->arena);
+  ab_map_free(&o->live);
+  free(o->offset);
+  free(o->bytes);
+  free(o);
+}
+
+const ab_strategy_ops_t ab_oracle_ops = {
+    .name = "oracle",
+    .create = oracle_create,
+    .destroy = oracle_destroy,
+    .alloc = oracle_alloc,
+    .free = oracle_free,
+    .empty_cache = oracle_empty_cache,
+    .walk = oracle_walk,
+    .check = oracle_check,
+    .memory_stats = oracle_memory_stats,
+    .plan = oracle_plan,
+};
