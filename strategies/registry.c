@@ -11,6 +11,7 @@
 #include "overlap.h"
 #include "pooled.h"
 #include "raw.h"
+#include "stitching.h"
 
 #define CACHING_CONF_HELP                                                                          \
   "  PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.11 reads it:\n"                                          \
@@ -39,6 +40,12 @@ static const ab_strategy_entry_t registry[] = {
      false},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",
      "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false},
+    {"stitching", &ab_stitching_ops, "frag_limit:256MiB",
+     "GMLake: 2 MiB physical chunks, free ones stitched into one virtual range for a large request",
+     "  frag_limit:SIZE     stitch only for requests of at least this (GMLake's fragLimit, default 512MiB)\n"
+     "  reuse_limit:X       a free stitched block serves requests down to 1/X of its size (reuseLimit, 10)\n"
+     "  defrag_level:0|1    0: stitch before new memory; 1: only when out of memory (defragLevel, 0)\n",
+     false},
     {"oracle", &ab_oracle_ops, NULL,
      "clairvoyant: the whole run placed offline in one region (greedy by size, best fit); the limit",
      "  (no options)\n", false},

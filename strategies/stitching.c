@@ -1,0 +1,564 @@
+/* stitching.c: GMLake's allocator (Guo et al., "GMLake: Efficient and Transparent GPU Memory
+ * Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", ASPLOS'24;
+ * its code: glake, GMLake/src/CUDACachingAllocator.cpp), on the device layer's VMM calls.
+ *
+ * Policy (the paper's §4, the code's names in brackets):
+ *   1. Requests of at most 1 MiB are PyTorch's small pool, unchanged: 512-byte rounding,
+ *      2 MiB cudaMalloc segments, split while 512 bytes remain [kSmallSize, kSmallBuffer].
+ *   2. Larger requests round up to the 2 MiB granule [kGranularity]. New memory is a
+ *      primitive block (pBlock): an address range reserved for it with one physical chunk
+ *      mapped per granule [VmmSegment, PhyBlock]; requests under 10 MiB get a 20 MiB one
+ *      [kLargeBuffer], larger ones their own size. A free block is split when 2 MiB or
+ *      more would remain [should_split].
+ *   3. Allocation order [malloc]: best fit among the free pBlocks of the stream (pPool);
+ *      else best fit among the free stitched blocks (sPool) no larger than reuse_limit
+ *      times the request [get_free_block, reuseLimit = 10]; else, for requests of at
+ *      least frag_limit (512 MiB) [fragLimit], stitch; else new memory; at OOM, release
+ *      the free cached memory and try new memory once more, then stitch if that was held
+ *      back (defrag_level 1: stitch only when out of memory) [defragLevel].
+ *   4. Stitch [get_fused_fragmented_blocks]: free pBlocks of the stream, the largest
+ *      first, until they hold the request (at least two of them; none: no stitch); the
+ *      last one is split when 2 MiB or more of it are not needed; their granules are
+ *      mapped at one new address range, the stitched block (sBlock), which serves the
+ *      request. Freed, the sBlock goes to the sPool and serves later requests as a block.
+ *   5. empty_cache releases every free block's granules (and whole free small segments).
+ * One departure, forced by the device layer: a map creates the physical memory it maps
+ * (device.h), so a stitch unmaps the chosen granules where they were and maps as many at
+ * the sBlock (the pBlocks' ranges keep a hole), where GMLake maps the same physical handles
+ * a second time and keeps both views. The bytes held are the same at every moment (the
+ * unmap comes first), the pBlocks' ranges are not usable again while the sBlock lives,
+ * and the driver does one cuMemCreate more per granule. GMLake's garbage collection of
+ * sBlocks [autoGC, 1000 GB] never triggers at these sizes and is left out.
+ */
+#include "stitching.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree.h"
+#include "units.h"
+
+#define SMALL_SIZE_BYTES (1ULL << 20)      /* kSmallSize */
+#define SMALL_SEGMENT_BYTES (2ULL << 20)   /* kSmallBuffer */
+#define MIN_BLOCK_BYTES 512ULL             /* kMinBlockSize */
+#define LARGE_BUFFER_BYTES (20ULL << 20)   /* kLargeBuffer */
+#define MIN_LARGE_ALLOC_BYTES (10ULL << 20) /* kMinLargeAlloc */
+
+static uint64_t round_up(uint64_t bytes, uint64_t unit) { return (bytes + unit - 1) / unit * unit; }
+
+typedef enum seg_kind_e { SEG_SMALL, SEG_PRIMITIVE, SEG_STITCHED } seg_kind_t;
+typedef enum blk_state_e { B_ALLOCATED, B_FREE, B_UNMAPPED } blk_state_t;
+
+typedef struct seg_s seg_t;
+typedef struct blk_s {
+  ab_tnode_t node; /* in its pool while free */
+  seg_t *seg;
+  struct blk_s *prev, *next; /* address neighbours in the segment */
+  ab_dptr_t addr;
+  uint64_t bytes;
+  uint64_t requested; /* while allocated */
+  blk_state_t state;
+} blk_t;
+
+struct seg_s {
+  ab_tnode_t node; /* in the segments by base */
+  ab_dptr_t base;
+  uint64_t va_bytes; /* the reservation (or the cudaMalloc'd bytes of a small segment) */
+  uint64_t mapped;   /* bytes with memory behind them */
+  seg_kind_t kind;
+  unsigned stream;
+  blk_t *first;
+};
+
+typedef struct stitching_s {
+  ab_strategy_t base;
+  ab_tree_t small, ppool, spool; /* free blocks by (stream, bytes, address) */
+  ab_tree_t segs;                /* by base */
+  ab_map_t live;                 /* address -> blk_t * */
+  uint64_t frag_limit;
+  double reuse_limit;
+  uint64_t defrag_level;
+  uint64_t stitches, stitched_bytes; /* counters for memory_stats */
+} stitching_t;
+
+/* ---- ordering ---------------------------------------------------------------------- */
+
+typedef struct pool_key_s {
+  unsigned stream;
+  uint64_t bytes;
+  ab_dptr_t addr;
+} pool_key_t;
+
+static int cmp_key(const pool_key_t *a, const blk_t *b) {
+  if (a->stream != b->seg->stream) return a->stream < b->seg->stream ? -1 : 1;
+  if (a->bytes != b->bytes) return a->bytes < b->bytes ? -1 : 1;
+  return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+static int cmp_blk(const ab_tnode_t *x, const ab_tnode_t *y) {
+  const blk_t *a = AB_CONTAINER_OF(x, blk_t, node), *b = AB_CONTAINER_OF(y, blk_t, node);
+  pool_key_t k = {a->seg->stream, a->bytes, a->addr};
+  return cmp_key(&k, b);
+}
+
+static int key_blk(const void *key, const ab_tnode_t *n) { return cmp_key(key, AB_CONTAINER_OF(n, blk_t, node)); }
+
+static int cmp_seg(const ab_tnode_t *x, const ab_tnode_t *y) {
+  ab_dptr_t a = AB_CONTAINER_OF(x, seg_t, node)->base, b = AB_CONTAINER_OF(y, seg_t, node)->base;
+  return (a > b) - (a < b);
+}
+
+static ab_tree_t *pool_of(stitching_t *t, const seg_t *seg) {
+  return seg->kind == SEG_SMALL ? &t->small : seg->kind == SEG_PRIMITIVE ? &t->ppool : &t->spool;
+}
+
+/* The smallest free block of the stream in pool holding bytes, or NULL. */
+static blk_t *best_fit(ab_tree_t *pool, unsigned stream, uint64_t bytes) {
+  pool_key_t k = {stream, bytes, 0};
+  ab_tnode_t *n = ab_tree_lower_bound(pool, &k, key_blk);
+  if (n == NULL) return NULL;
+  blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
+  return b->seg->stream == stream ? b : NULL;
+}
+
+/* ---- blocks ------------------------------------------------------------------------ */
+
+static blk_t *new_blk(seg_t *seg, ab_dptr_t addr, uint64_t bytes, blk_state_t state) {
+  blk_t *b = calloc(1, sizeof *b);
+  if (b) b->seg = seg, b->addr = addr, b->bytes = bytes, b->state = state;
+  return b;
+}
+
+static void set_free(stitching_t *t, blk_t *b) {
+  b->state = B_FREE;
+  ab_tree_insert(pool_of(t, b->seg), &b->node);
+}
+
+static void unset_free(stitching_t *t, blk_t *b) { ab_tree_remove(pool_of(t, b->seg), &b->node); }
+
+/* Merges b with its neighbours of the same state (FREE or UNMAPPED); b must be out of the
+ * pool. Returns the merged block. */
+static blk_t *merge(stitching_t *t, blk_t *b) {
+  blk_t *n;
+  while ((n = b->prev) != NULL && n->state == b->state) {
+    if (n->state == B_FREE) unset_free(t, n);
+    n->bytes += b->bytes;
+    n->next = b->next;
+    if (b->next) b->next->prev = n;
+    free(b);
+    b = n;
+  }
+  while ((n = b->next) != NULL && n->state == b->state) {
+    if (n->state == B_FREE) unset_free(t, n);
+    b->bytes += n->bytes;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    free(n);
+  }
+  return b;
+}
+
+/* Splits the first bytes off b (out of the pool): the rest becomes a FREE block. */
+static ab_status split(stitching_t *t, blk_t *b, uint64_t bytes) {
+  blk_t *rest = new_blk(b->seg, b->addr + bytes, b->bytes - bytes, B_FREE);
+  if (rest == NULL) return AB_ERR_INTERNAL;
+  rest->prev = b, rest->next = b->next;
+  if (b->next) b->next->prev = rest;
+  b->next = rest;
+  b->bytes = bytes;
+  set_free(t, rest);
+  return AB_OK;
+}
+
+static bool should_split(const blk_t *b, uint64_t size) {
+  uint64_t remaining = b->bytes - size;
+  return b->seg->kind == SEG_SMALL ? remaining >= MIN_BLOCK_BYTES : remaining >= AB_GRANULE_BYTES;
+}
+
+/* Hands out the free block b (in its pool) for a request of size rounded bytes. */
+static ab_status hand_out(stitching_t *t, blk_t *b, uint64_t size, uint64_t bytes, ab_dptr_t *out) {
+  ab_strategy_t *s = &t->base;
+  unset_free(t, b);
+  if (should_split(b, size) && split(t, b, size) != AB_OK) {
+    set_free(t, b);
+    return AB_ERR_INTERNAL;
+  }
+  if (ab_map_put(&t->live, b->addr, (uint64_t)(uintptr_t)b) != AB_OK) {
+    set_free(t, merge(t, b));
+    return AB_ERR_INTERNAL;
+  }
+  b->state = B_ALLOCATED;
+  b->requested = bytes;
+  *out = b->addr;
+  ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.allocated_bytes, (int64_t)b->bytes);
+  return AB_OK;
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+/* Maps [at, at + bytes) one granule per call (policy 2); on failure unmaps what it mapped. */
+static ab_status map_granules(stitching_t *t, ab_dptr_t at, uint64_t bytes, unsigned stream) {
+  ab_strategy_t *s = &t->base;
+  for (uint64_t done = 0; done < bytes; done += AB_GRANULE_BYTES) {
+    ab_status st = ab_device_map(s->dev, at + done, AB_GRANULE_BYTES);
+    if (st != AB_OK) {
+      for (uint64_t u = 0; u < done; u += AB_GRANULE_BYTES) ab_device_unmap(s->dev, at + u, AB_GRANULE_BYTES);
+      return st;
+    }
+  }
+  s->stats.num_device_alloc += bytes / AB_GRANULE_BYTES;
+  ab_gauge_add(&s->stats.reserved_bytes, (int64_t)bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_MAP, at, bytes, stream);
+  return AB_OK;
+}
+
+static ab_status unmap_granules(stitching_t *t, ab_dptr_t at, uint64_t bytes, unsigned stream) {
+  ab_strategy_t *s = &t->base;
+  for (uint64_t done = 0; done < bytes; done += AB_GRANULE_BYTES) AB_TRY(ab_device_unmap(s->dev, at + done, AB_GRANULE_BYTES));
+  s->stats.num_device_free += bytes / AB_GRANULE_BYTES;
+  ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)bytes);
+  ab_strategy_segment(s, AB_TR_SEGMENT_UNMAP, at, bytes, stream);
+  return AB_OK;
+}
+
+static void drop_segment(stitching_t *t, seg_t *seg) {
+  ab_strategy_t *s = &t->base;
+  for (blk_t *b = seg->first, *n; b; b = n) {
+    n = b->next;
+    if (b->state == B_FREE) unset_free(t, b);
+    free(b);
+  }
+  if (seg->kind == SEG_SMALL) {
+    ab_device_free(s->dev, seg->base, seg->va_bytes);
+    s->stats.num_device_free++;
+    ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)seg->va_bytes);
+    ab_strategy_segment(s, AB_TR_SEGMENT_FREE, seg->base, seg->va_bytes, seg->stream);
+  } else {
+    ab_device_va_release(s->dev, seg->base, seg->va_bytes);
+  }
+  ab_tree_remove(&t->segs, &seg->node);
+  free(seg);
+}
+
+/* Gives the memory of the free block b (out of its pool) back: it becomes a hole; a segment
+ * left with no memory goes. */
+static ab_status release_block(stitching_t *t, blk_t *b) {
+  seg_t *seg = b->seg;
+  AB_TRY(unmap_granules(t, b->addr, b->bytes, seg->stream));
+  seg->mapped -= b->bytes;
+  b->state = B_UNMAPPED;
+  merge(t, b);
+  if (seg->mapped == 0) drop_segment(t, seg);
+  return AB_OK;
+}
+
+/* A new segment of va bytes holding one block of state; small ones are a cudaMalloc, the
+ * others a reservation mapped granule by granule when the block is FREE or ALLOCATED. */
+static ab_status new_segment(stitching_t *t, seg_kind_t kind, uint64_t va, unsigned stream, seg_t **out) {
+  ab_strategy_t *s = &t->base;
+  seg_t *seg = calloc(1, sizeof *seg);
+  if (seg == NULL) return AB_ERR_INTERNAL;
+  seg->kind = kind, seg->stream = stream, seg->va_bytes = va;
+  ab_status st;
+  if (kind == SEG_SMALL) {
+    st = ab_device_malloc(s->dev, va, &seg->base);
+    if (st == AB_OK) {
+      s->stats.num_device_alloc++;
+      ab_gauge_add(&s->stats.reserved_bytes, (int64_t)va);
+      ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, seg->base, va, stream);
+    }
+  } else {
+    st = ab_device_va_reserve(s->dev, va, &seg->base);
+    if (st == AB_OK && kind == SEG_PRIMITIVE) {
+      st = map_granules(t, seg->base, va, stream);
+      if (st != AB_OK) ab_device_va_release(s->dev, seg->base, va);
+    }
+  }
+  if (st != AB_OK) {
+    free(seg);
+    return st;
+  }
+  seg->mapped = kind == SEG_STITCHED ? 0 : va;
+  seg->first = new_blk(seg, seg->base, va, kind == SEG_STITCHED ? B_UNMAPPED : B_FREE);
+  if (seg->first == NULL) {
+    if (kind == SEG_SMALL) ab_device_free(s->dev, seg->base, va);
+    else {
+      if (kind == SEG_PRIMITIVE) unmap_granules(t, seg->base, va, stream);
+      ab_device_va_release(s->dev, seg->base, va);
+    }
+    free(seg);
+    return AB_ERR_INTERNAL;
+  }
+  ab_tree_insert(&t->segs, &seg->node);
+  if (seg->first->state == B_FREE) set_free(t, seg->first);
+  *out = seg;
+  return AB_OK;
+}
+
+/* Releases every free block's memory: free small segments, the free pBlocks and sBlocks. */
+static ab_status release_cached(stitching_t *t) {
+  ab_tnode_t *n;
+  while ((n = ab_tree_first(&t->ppool)) != NULL || (n = ab_tree_first(&t->spool)) != NULL) {
+    blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
+    unset_free(t, b);
+    ab_status st = release_block(t, b);
+    if (st != AB_OK) {
+      set_free(t, b);
+      return st;
+    }
+  }
+  for (n = ab_tree_first(&t->small); n != NULL;) {
+    blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
+    n = ab_tree_next(n);
+    if (b->prev == NULL && b->next == NULL) {
+      while (n && AB_CONTAINER_OF(n, blk_t, node)->seg == b->seg) n = ab_tree_next(n);
+      drop_segment(t, b->seg);
+    }
+  }
+  return AB_OK;
+}
+
+/* Policy 4. AB_ERR_OOM when the free pBlocks cannot make the request (nothing changed), or
+ * when the map failed (the chosen pBlocks' memory is released then). */
+static ab_status stitch(stitching_t *t, uint64_t size, unsigned stream, blk_t **out) {
+  /* The largest free pBlocks of the stream first, until they hold size. */
+  pool_key_t end = {stream + 1, 0, 0};
+  ab_tnode_t *n = ab_tree_lower_bound(&t->ppool, &end, key_blk);
+  n = n ? ab_tree_prev(n) : ab_tree_last(&t->ppool);
+  size_t count = 0;
+  uint64_t sum = 0;
+  for (ab_tnode_t *m = n; m && sum < size; m = ab_tree_prev(m)) {
+    blk_t *b = AB_CONTAINER_OF(m, blk_t, node);
+    if (b->seg->stream != stream) break;
+    sum += b->bytes;
+    count++;
+  }
+  if (sum < size || count < 2) return AB_ERR_OOM;
+  seg_t *seg;
+  AB_TRY(new_segment(t, SEG_STITCHED, size, stream, &seg));
+  /* Unmap first, so the bytes held never pass what they were. */
+  uint64_t need = size;
+  while (need) {
+    blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
+    n = ab_tree_prev(n);
+    unset_free(t, b);
+    if (b->bytes > need && split(t, b, need) != AB_OK) {
+      set_free(t, b);
+      break;
+    }
+    need -= b->bytes;
+    ab_status st = release_block(t, b);
+    if (st != AB_OK) return st;
+  }
+  ab_status st = need ? AB_ERR_INTERNAL : map_granules(t, seg->base, size, stream);
+  if (st != AB_OK) {
+    drop_segment(t, seg);
+    return st;
+  }
+  seg->mapped = size;
+  seg->first->state = B_FREE;
+  set_free(t, seg->first);
+  t->stitches++;
+  t->stitched_bytes += size;
+  *out = seg->first;
+  return AB_OK;
+}
+
+/* ---- the strategy -------------------------------------------------------------------- */
+
+static ab_status stitching_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_kvlist_t opts;
+  uint64_t frag_limit = 512ULL << 20, level = 0;
+  double reuse = 10.0;
+  AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
+  AB_TRY(ab_kv_get_size(&opts, "frag_limit", &frag_limit, diag));
+  AB_TRY(ab_kv_get_double(&opts, "reuse_limit", 1.0, 1e9, &reuse, diag));
+  AB_TRY(ab_kv_get_u64(&opts, "defrag_level", 0, 1, &level, diag));
+  AB_TRY(ab_kv_finish(&opts, "frag_limit, reuse_limit, defrag_level", diag));
+  stitching_t *t = calloc(1, sizeof *t);
+  if (t == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  t->base.ops = &ab_stitching_ops;
+  t->base.dev = dev;
+  ab_tree_init(&t->small, cmp_blk);
+  ab_tree_init(&t->ppool, cmp_blk);
+  ab_tree_init(&t->spool, cmp_blk);
+  ab_tree_init(&t->segs, cmp_seg);
+  ab_map_init(&t->live);
+  t->frag_limit = frag_limit;
+  t->reuse_limit = reuse;
+  t->defrag_level = level;
+  *out = &t->base;
+  return AB_OK;
+}
+
+static ab_status alloc_small(stitching_t *t, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  uint64_t size = bytes < MIN_BLOCK_BYTES ? MIN_BLOCK_BYTES : round_up(bytes, MIN_BLOCK_BYTES);
+  blk_t *b = best_fit(&t->small, stream, size);
+  if (b == NULL) {
+    seg_t *seg;
+    ab_status st = new_segment(t, SEG_SMALL, SMALL_SEGMENT_BYTES, stream, &seg);
+    if (st == AB_ERR_OOM) {
+      t->base.stats.num_alloc_retries++;
+      AB_TRY(release_cached(t));
+      st = new_segment(t, SEG_SMALL, SMALL_SEGMENT_BYTES, stream, &seg);
+    }
+    if (st != AB_OK) return st;
+    b = seg->first;
+  }
+  return hand_out(t, b, size, bytes, out);
+}
+
+static ab_status alloc_large(stitching_t *t, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  uint64_t size = round_up(bytes, AB_GRANULE_BYTES);
+  blk_t *b = best_fit(&t->ppool, stream, size);
+  if (b == NULL) {
+    b = best_fit(&t->spool, stream, size);
+    if (b && (double)b->bytes > (double)size * t->reuse_limit) b = NULL;
+  }
+  bool may_stitch = size >= t->frag_limit;
+  ab_status st = AB_OK;
+  if (b == NULL && may_stitch && t->defrag_level == 0) {
+    st = stitch(t, size, stream, &b);
+    if (st != AB_OK && st != AB_ERR_OOM) return st;
+  }
+  if (b == NULL) {
+    uint64_t va = size < MIN_LARGE_ALLOC_BYTES ? LARGE_BUFFER_BYTES : size;
+    seg_t *seg;
+    st = new_segment(t, SEG_PRIMITIVE, va, stream, &seg);
+    if (st == AB_ERR_OOM && may_stitch && t->defrag_level == 1) st = stitch(t, size, stream, &b);
+    else if (st == AB_OK) b = seg->first;
+    if (st == AB_ERR_OOM) {
+      t->base.stats.num_alloc_retries++;
+      AB_TRY(release_cached(t));
+      st = new_segment(t, SEG_PRIMITIVE, va, stream, &seg);
+      if (st == AB_OK) b = seg->first;
+    }
+    if (st != AB_OK) return st;
+  }
+  return hand_out(t, b, size, bytes, out);
+}
+
+static ab_status stitching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  stitching_t *t = (stitching_t *)s;
+  if (bytes >> 56) return s->stats.num_ooms++, AB_ERR_OOM; /* would wrap in the rounding */
+  ab_status st = bytes <= SMALL_SIZE_BYTES ? alloc_small(t, bytes, stream, out) : alloc_large(t, bytes, stream, out);
+  if (st == AB_ERR_OOM) s->stats.num_ooms++;
+  return st;
+}
+
+static ab_status stitching_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
+  stitching_t *t = (stitching_t *)s;
+  uint64_t v;
+  blk_t *b = ab_map_get(&t->live, p, &v) ? (blk_t *)(uintptr_t)v : NULL;
+  if (b == NULL || b->requested != bytes || b->seg->stream != stream)
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "stitching: free of 0x%llx (%llu bytes) on stream %u, which it did not hand out",
+                       (unsigned long long)p, (unsigned long long)bytes, stream);
+  ab_map_take(&t->live, p, NULL);
+  ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)b->bytes);
+  b->state = B_FREE;
+  set_free(t, merge(t, b));
+  return AB_OK;
+}
+
+static ab_status stitching_empty_cache(ab_strategy_t *s) { return release_cached((stitching_t *)s); }
+
+static const char *pool_name(const seg_t *seg) {
+  return seg->kind == SEG_SMALL ? "small" : seg->kind == SEG_PRIMITIVE ? "pblock" : "sblock";
+}
+
+static ab_status stitching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
+  stitching_t *t = (stitching_t *)s;
+  ab_block_info_t *blocks = NULL;
+  size_t cap = 0;
+  for (ab_tnode_t *n = ab_tree_first(&t->segs); n; n = ab_tree_next(n)) {
+    seg_t *seg = AB_CONTAINER_OF(n, seg_t, node);
+    size_t nb = 0;
+    for (blk_t *b = seg->first; b; b = b->next) {
+      if (nb == cap) {
+        cap = cap ? 2 * cap : 64;
+        ab_block_info_t *nbk = realloc(blocks, cap * sizeof *nbk);
+        if (nbk == NULL) return free(blocks), AB_ERR_INTERNAL;
+        blocks = nbk;
+      }
+      ab_block_state_t state = b->state == B_ALLOCATED ? AB_BLOCK_ALLOCATED : b->state == B_FREE ? AB_BLOCK_FREE : AB_BLOCK_UNMAPPED;
+      blocks[nb++] = (ab_block_info_t){b->addr, b->bytes, b->state == B_ALLOCATED ? b->requested : 0, state};
+    }
+    ab_segment_info_t info = {seg->base, seg->kind == SEG_SMALL ? seg->va_bytes : seg->mapped, seg->stream,
+                              pool_name(seg), seg->kind != SEG_SMALL, blocks, nb};
+    if (fn(ctx, &info)) break;
+  }
+  free(blocks);
+  return AB_OK;
+}
+
+/* The walk adds up to the statistics; every free block is in its pool; no two FREE or
+ * UNMAPPED neighbours are left unmerged. */
+static ab_status stitching_check(ab_strategy_t *s, ab_diag_t *diag) {
+  stitching_t *t = (stitching_t *)s;
+  ab_walk_sums_t sum;
+  AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  const ab_stats_t *st = &s->stats;
+  if (sum.live_blocks != t->live.n || (uint64_t)st->allocated_bytes.current != sum.allocated ||
+      (uint64_t)st->requested_bytes.current != sum.requested || (uint64_t)st->reserved_bytes.current != sum.reserved)
+    return ab_diag_set(diag, AB_ERR_INTERNAL,
+                       "stitching: stats say %lld requested, %lld allocated, %lld reserved; the walk finds %llu live "
+                       "blocks of %llu, %llu requested, %llu allocated, %llu reserved",
+                       (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
+                       (long long)st->reserved_bytes.current, (unsigned long long)sum.live_blocks,
+                       (unsigned long long)t->live.n, (unsigned long long)sum.requested,
+                       (unsigned long long)sum.allocated, (unsigned long long)sum.reserved);
+  size_t free_blocks = 0;
+  for (ab_tnode_t *n = ab_tree_first(&t->segs); n; n = ab_tree_next(n)) {
+    seg_t *seg = AB_CONTAINER_OF(n, seg_t, node);
+    for (blk_t *b = seg->first; b; b = b->next) {
+      if (b->state == B_FREE) free_blocks++;
+      if (b->next && b->state != B_ALLOCATED && b->next->state == b->state)
+        return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: neighbours at 0x%llx and 0x%llx are not merged",
+                           (unsigned long long)b->addr, (unsigned long long)b->next->addr);
+      if (seg->kind != SEG_SMALL && (b->bytes % AB_GRANULE_BYTES || (b->addr - seg->base) % AB_GRANULE_BYTES))
+        return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: block 0x%llx of %llu bytes is off the granules",
+                           (unsigned long long)b->addr, (unsigned long long)b->bytes);
+    }
+  }
+  if (free_blocks != t->small.size + t->ppool.size + t->spool.size)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: %zu free blocks, %zu in the pools", free_blocks,
+                       t->small.size + t->ppool.size + t->spool.size);
+  if (ab_tree_check(&t->small) || ab_tree_check(&t->ppool) || ab_tree_check(&t->spool) || ab_tree_check(&t->segs))
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: a pool's tree is broken");
+  return AB_OK;
+}
+
+static void stitching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
+  stitching_t *t = (stitching_t *)s;
+  fn(ctx, "stitch.count", (int64_t)t->stitches);
+  fn(ctx, "stitch.bytes", (int64_t)t->stitched_bytes);
+}
+
+static void stitching_destroy(ab_strategy_t *s) {
+  stitching_t *t = (stitching_t *)s;
+  ab_tnode_t *n;
+  while ((n = ab_tree_first(&t->segs)) != NULL) {
+    seg_t *seg = AB_CONTAINER_OF(n, seg_t, node);
+    if (seg->kind != SEG_SMALL)
+      for (blk_t *b = seg->first; b; b = b->next)
+        if (b->state != B_UNMAPPED)
+          for (uint64_t u = 0; u < b->bytes; u += AB_GRANULE_BYTES) ab_device_unmap(s->dev, b->addr + u, AB_GRANULE_BYTES);
+    drop_segment(t, seg);
+  }
+  ab_map_free(&t->live);
+  free(t);
+}
+
+const ab_strategy_ops_t ab_stitching_ops = {
+    .name = "stitching",
+    .create = stitching_create,
+    .destroy = stitching_destroy,
+    .alloc = stitching_alloc,
+    .free = stitching_free,
+    .empty_cache = stitching_empty_cache,
+    .walk = stitching_walk,
+    .check = stitching_check,
+    .memory_stats = stitching_memory_stats,
+};
