@@ -9,6 +9,7 @@
 #include "caching.h"
 #include "oracle.h"
 #include "overlap.h"
+#include "planned.h"
 #include "pooled.h"
 #include "raw.h"
 #include "stitching.h"
@@ -45,6 +46,11 @@ static const ab_strategy_entry_t registry[] = {
      "  frag_limit:SIZE     stitch only for requests of at least this (GMLake's fragLimit, default 512MiB)\n"
      "  reuse_limit:X       a free stitched block serves requests down to 1/X of its size (reuseLimit, 10)\n"
      "  defrag_level:0|1    0: stitch before new memory; 1: only when out of memory (defragLevel, 0)\n",
+     false},
+    {"planned", &ab_planned_ops, NULL,
+     "STAlloc: the profiled steps planned at fixed offsets of one region, the rest online in it",
+     "  profile_steps:N   training steps profiled and planned (default 2)\n"
+     "  profile_share:F   without steps, the share of the allocations profiled (default 0.25)\n",
      false},
     {"oracle", &ab_oracle_ops, NULL,
      "clairvoyant: the whole run placed offline in one region (greedy by size, best fit); the limit",
