@@ -1,0 +1,191 @@
+/* limit_test.c: the distance to the limit. The offline packer (dsa.h) never puts two
+ * lifetimes that meet in time at overlapping addresses and reaches the bound where it is
+ * known; the engine hands a planning strategy the lifetimes of its stream (lifetimes.h);
+ * and on the bench's training workloads and the recorded CNN run, `oracle` holds within 5%
+ * of the peak requested bytes while `planned` and `stitching` hold less than `caching`. */
+#include <time.h>
+
+#include "device_open.h"
+#include "dsa.h"
+#include "engine.h"
+#include "lifetimes.h"
+#include "registry.h"
+#include "rng.h"
+#include "workload.h"
+
+#include "check.h"
+
+#define CNN_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+
+static uint64_t seen_end(const ab_lifetime_t *a, unsigned stream) { return a->stream == stream ? a->end : a->end_other; }
+
+/* Every pair that meets in time is apart in address; returns the pairs checked. */
+static size_t check_apart(const ab_lifetime_t *lt, size_t n, const uint64_t *off, uint64_t align) {
+  size_t pairs = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      if (!(lt[i].start < seen_end(&lt[j], lt[i].stream) && lt[j].start < seen_end(&lt[i], lt[j].stream))) continue;
+      pairs++;
+      uint64_t si = (lt[i].bytes + align - 1) & ~(align - 1), sj = (lt[j].bytes + align - 1) & ~(align - 1);
+      CHECK_MSG(off[i] + si <= off[j] || off[j] + sj <= off[i],
+                "lifetimes %zu [%llu, %llu) and %zu [%llu, %llu) meet in time and overlap at %llu+%llu, %llu+%llu", i,
+                (unsigned long long)lt[i].start, (unsigned long long)lt[i].end, j, (unsigned long long)lt[j].start,
+                (unsigned long long)lt[j].end, (unsigned long long)off[i], (unsigned long long)si,
+                (unsigned long long)off[j], (unsigned long long)sj);
+    }
+  return pairs;
+}
+
+static void packer_keeps_meeting_lifetimes_apart(void) {
+  enum { N = 600 };
+  static ab_lifetime_t lt[N];
+  static uint64_t off[N];
+  ab_rng_t rng = ab_rng_seed(11);
+  for (size_t i = 0; i < N; i++) {
+    uint64_t start = 2 * i, len = 1 + ab_rng_next(&rng) % 200;
+    bool never = ab_rng_next(&rng) % 50 == 0;
+    uint64_t end = never ? UINT64_MAX : start + 2 * len + 1;
+    uint64_t other = never ? UINT64_MAX : end + ab_rng_next(&rng) % 100;
+    lt[i] = (ab_lifetime_t){1 + ab_rng_next(&rng) % 100000, start, end, other, 0, (uint16_t)(ab_rng_next(&rng) % 3)};
+  }
+  uint64_t peak = 0;
+  REQUIRE(ab_dsa_place(lt, N, 512, off, &peak) == AB_OK);
+  CHECK(check_apart(lt, N, off, 512) > 1000);
+  uint64_t bound = ab_dsa_live_peak(lt, N, 512);
+  CHECK_MSG(peak >= bound && bound > 0, "peak %llu, bound %llu", (unsigned long long)peak, (unsigned long long)bound);
+  for (size_t i = 0; i < N; i++) CHECK(off[i] % 512 == 0 && off[i] + lt[i].bytes <= peak);
+}
+
+/* Where first fit in time order fails, greedy by size reaches the bound: first fit puts B
+ * above A, and C (as big as both) finds A's hole too small and goes above B (4096 bytes);
+ * the bound is B and C together (3072). */
+static void packer_reaches_the_bound(void) {
+  const ab_lifetime_t lt[] = {
+      {1024, 0, 2, 2, 0, 0}, /* A */
+      {1024, 1, 4, 4, 0, 0}, /* B */
+      {2048, 3, 6, 6, 0, 0}, /* C */
+  };
+  uint64_t off[3], peak;
+  REQUIRE(ab_dsa_place(lt, 3, 512, off, &peak) == AB_OK);
+  CHECK_EQ(ab_dsa_live_peak(lt, 3, 512), 3072);
+  CHECK_EQ(peak, 3072);
+  check_apart(lt, 3, off, 512);
+}
+
+/* Lifetimes as the engine hands them: ids in order, a FREE NOW or COMPLETE ends one, a later
+ * SYNC is when other streams may reuse it, STEP markers count. */
+static void lifetimes_follow_the_stream(void) {
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  ab_events_init(&es);
+  uint32_t a = ab_events_alloc(&es, 100, 0, AB_TAG_OTHER); /* 0 */
+  ab_events_step(&es);                                      /* 1 */
+  uint32_t b = ab_events_alloc(&es, 200, 1, AB_TAG_OTHER); /* 2 */
+  ab_events_free_id(&es, a);                                /* 3 */
+  ab_events_free_phase(&es, b, AB_FREE_REQUEST);            /* 4 */
+  ab_events_free_phase(&es, b, AB_FREE_COMPLETE);           /* 5 */
+  ab_events_sync(&es, 0);                                   /* 6 */
+  uint32_t c = ab_events_alloc(&es, 300, 0, AB_TAG_OTHER); /* 7 */
+  REQUIRE_MSG(ab_events_finish(&es, &diag) == AB_OK, "%s", diag.msg);
+  ab_lifetime_t *lt;
+  size_t n;
+  REQUIRE(ab_lifetimes_build(&es, &lt, &n) == AB_OK);
+  REQUIRE(n == 3);
+  CHECK(lt[a].bytes == 100 && lt[a].start == 0 && lt[a].end == 3 && lt[a].end_other == 6 && lt[a].step == 0);
+  CHECK(lt[b].bytes == 200 && lt[b].start == 2 && lt[b].end == 5 && lt[b].end_other == 6 && lt[b].step == 1);
+  CHECK(lt[b].stream == 1);
+  CHECK(lt[c].start == 7 && lt[c].end == UINT64_MAX && lt[c].end_other == UINT64_MAX);
+  free(lt);
+  ab_events_free(&es);
+}
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The oracle plans a stream of a million events; the time is printed for the record. */
+static void plans_a_million_events(void) {
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_workload_build("random:ops=1000000", 42, &es, &diag) == AB_OK, "%s", diag.msg);
+  ab_lifetime_t *lt;
+  size_t n;
+  REQUIRE(ab_lifetimes_build(&es, &lt, &n) == AB_OK);
+  uint64_t *off = malloc(n * sizeof *off), peak = 0;
+  REQUIRE(off != NULL);
+  double t0 = seconds();
+  clock_t c0 = clock();
+  REQUIRE(ab_dsa_place(lt, n, 512, off, &peak) == AB_OK);
+  double dt = seconds() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+  uint64_t bound = ab_dsa_live_peak(lt, n, 512);
+  printf("  planned %zu allocations of %zu events in %.2f s (%.2f s of CPU): peak %.4f x the most live\n", n, es.n,
+         dt, cpu, (double)peak / (double)bound);
+  CHECK(peak >= bound);
+  free(off);
+  free(lt);
+  ab_events_free(&es);
+}
+
+typedef struct peaks_s {
+  int64_t requested, reserved;
+  bool ok;
+} peaks_t;
+
+static peaks_t replay(const ab_events_t *es, const char *strategy) {
+  peaks_t p = {0, 0, false};
+  ab_device_config_t cfg = {0};
+  ab_diag_t diag = {""};
+  ab_device_t *dev = NULL;
+  ab_strategy_t *s = NULL;
+  ab_run_t run;
+  if (ab_device_open("sim", &cfg, &dev, &diag) == AB_OK && ab_strategy_create(strategy, dev, NULL, &s, &diag) == AB_OK &&
+      ab_run_prepare(&run, es) == AB_OK) {
+    ab_run_opts_t ro = ab_run_defaults();
+    ro.verify = true;
+    ab_status st = ab_engine_replay(es, s, &ro, &run);
+    CHECK_MSG(st == AB_OK && run.status == AB_RUN_OK, "%s: %s", strategy, run.message);
+    p = (peaks_t){run.stats.requested_bytes.peak, run.stats.reserved_bytes.peak, run.status == AB_RUN_OK};
+    ab_run_release(&run);
+  } else {
+    CHECK_MSG(false, "%s: %s", strategy, diag.msg);
+  }
+  ab_strategy_destroy(s);
+  if (dev) CHECK_MSG(ab_device_close(dev, &diag) == AB_OK, "%s: %s", strategy, diag.msg);
+  return p;
+}
+
+static void distance_to_the_limit(void) {
+  static const char *workloads[] = {"dynamic-shapes", "cnn-dynamic", "replay:" CNN_TRACE};
+  for (size_t w = 0; w < sizeof workloads / sizeof workloads[0]; w++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    if (ab_workload_build(workloads[w], 42, &es, &diag) != AB_OK) {
+      printf("  %s: not here (%s)\n", workloads[w], diag.msg);
+      continue;
+    }
+    peaks_t caching = replay(&es, "caching"), oracle = replay(&es, "oracle"), planned = replay(&es, "planned"),
+            stitching = replay(&es, "stitching");
+    double req = (double)oracle.requested;
+    printf("  %s: peak reserved / peak requested: oracle %.4f, planned %.4f, stitching %.4f, caching %.4f\n",
+           workloads[w], (double)oracle.reserved / req, (double)planned.reserved / req, (double)stitching.reserved / req,
+           (double)caching.reserved / req);
+    CHECK_MSG(oracle.ok && (double)oracle.reserved <= 1.05 * req, "%s: oracle holds %lld for %lld requested",
+              workloads[w], (long long)oracle.reserved, (long long)oracle.requested);
+    CHECK_MSG(planned.ok && planned.reserved < caching.reserved, "%s: planned %lld, caching %lld", workloads[w],
+              (long long)planned.reserved, (long long)caching.reserved);
+    CHECK_MSG(stitching.ok && stitching.reserved < caching.reserved, "%s: stitching %lld, caching %lld", workloads[w],
+              (long long)stitching.reserved, (long long)caching.reserved);
+    ab_events_free(&es);
+  }
+}
+
+static const ab_test_t tests[] = {
+    {"packer_keeps_meeting_lifetimes_apart", packer_keeps_meeting_lifetimes_apart},
+    {"packer_reaches_the_bound", packer_reaches_the_bound},
+    {"lifetimes_follow_the_stream", lifetimes_follow_the_stream},
+    {"plans_a_million_events", plans_a_million_events},
+    {"distance_to_the_limit", distance_to_the_limit},
+};
+AB_TEST_MAIN(tests)
