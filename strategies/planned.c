@@ -1,14 +1,13 @@
-/* planned.c: STAlloc's approach (Huang et al., "STAlloc: Enhancing Memory Efficiency in
- * Large-Scale Model Training with Spatio-Temporal Planning", EuroSys'26, arXiv 2507.16274;
- * its code: infinigence/STAlloc): plan the allocations a profile has seen at fixed offsets
- * of one static region, serve the rest online.
+/* planned.c: STAlloc's approach (EuroSys'26, arXiv 2507.16274; its code: infinigence/STAlloc,
+ * reference/peers.md §5.2): plan the allocations a profile has seen at fixed offsets of one
+ * static region, serve the rest online.
  *
  * Policy:
- *   1. Profile (the paper's trace mode, §4.1): the allocations of the first profile_steps
+ *   1. Profile (STAlloc's Trace mode, Allocator/trace.cpp): the allocations of the first profile_steps
  *      training steps, with what came before the first step; a stream without steps gives
  *      its first profile_share of the allocations. Lifetimes that outlast the profile are
  *      static to the planner: it sees no free after the profile (Note [Plans]).
- *   2. Plan (the synthesizer, §4.2): the profiled allocations are placed offline in one
+ *   2. Plan (its Synthesizer): the profiled allocations are placed offline in one
  *      region by the spatio-temporal packer of dsa.h, 512-byte aligned.
  *   3. Serve (the static allocator, Allocator/StaticAllocator.hpp): a profiled call gets its
  *      planned offset; in a later step, the j-th call gets the offset of the j-th call of

@@ -2,7 +2,7 @@
  * Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", ASPLOS'24;
  * its code: glake, GMLake/src/CUDACachingAllocator.cpp), on the device layer's VMM calls.
  *
- * Policy (the paper's §4, the code's names in brackets):
+ * Policy (reference/peers.md §5.1; the code's names in brackets):
  *   1. Requests of at most 1 MiB are PyTorch's small pool, unchanged: 512-byte rounding,
  *      2 MiB cudaMalloc segments, split while 512 bytes remain [kSmallSize, kSmallBuffer].
  *   2. Larger requests round up to the 2 MiB granule [kGranularity]. New memory is a
