@@ -187,7 +187,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 int ab_cmd_matrix(int argc, char **argv) {
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "matrix");
+  ab_cli_defaults(&o, "allocbench matrix");
   ab_diag_t diag = {""};
   matrix_args_t a;
   memset(&a, 0, sizeof a);

@@ -187,7 +187,7 @@ int ab_cmd_replay(int argc, char **argv) {
                                            {"export-snapshot", required_argument, 0, OPT_EXPORT_SNAPSHOT},
                                            {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "replay");
+  ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
   replay_args_t a = {{-1}, false, NULL, NULL};
   char **args;

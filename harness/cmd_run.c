@@ -98,7 +98,7 @@ int ab_cmd_run(int argc, char **argv) {
       AB_CLI_COMMON_LONGOPTS, {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'}, {0, 0, 0, 0}};
   run_args_t a = {NULL, NULL};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "run");
+  ab_cli_defaults(&o, "allocbench run");
   ab_diag_t diag = {""};
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;

@@ -34,7 +34,7 @@ static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 
 static ab_cli_opts_t opts(const char *workload, const char *strategy) {
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "test");
+  ab_cli_defaults(&o, "allocbench test");
   o.workload = workload;
   o.strategy = strategy;
   o.device = ab_test_device;

@@ -3,17 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *ab_tag_name(ab_tag_t tag) {
-  switch (tag) {
-#define AB_TAG_CASE(name, text) \
-  case name: return text;
-    AB_TAGS(AB_TAG_CASE)
-#undef AB_TAG_CASE
-    case AB_TAG_COUNT: break;
-  }
-  return "?";
-}
-
 void ab_events_init(ab_events_t *es) { memset(es, 0, sizeof *es); }
 
 void ab_events_free(ab_events_t *es) {

@@ -54,25 +54,18 @@ typedef enum ab_free_phase_e {
 } ab_free_phase_t;
 
 /* What a buffer is, so results can be broken down by it. */
-#define AB_TAGS(X)                                 \
-  X(AB_TAG_OTHER, "other")                         \
-  X(AB_TAG_PARAM, "parameter")                     \
-  X(AB_TAG_GRAD, "gradient")                       \
-  X(AB_TAG_OPTIM, "optimizer")                     \
-  X(AB_TAG_ACT, "activation")                      \
-  X(AB_TAG_TEMP, "temporary")                      \
-  X(AB_TAG_WORKSPACE, "workspace")                 \
-  X(AB_TAG_COMM, "communication")                  \
-  X(AB_TAG_INPUT, "input")
-
 typedef enum ab_tag_e {
-#define AB_TAG_ENUM(name, text) name,
-  AB_TAGS(AB_TAG_ENUM)
-#undef AB_TAG_ENUM
+  AB_TAG_OTHER,
+  AB_TAG_PARAM,     /* parameter */
+  AB_TAG_GRAD,      /* gradient */
+  AB_TAG_OPTIM,     /* optimizer state */
+  AB_TAG_ACT,       /* activation */
+  AB_TAG_TEMP,      /* temporary */
+  AB_TAG_WORKSPACE,
+  AB_TAG_COMM,      /* communication */
+  AB_TAG_INPUT,
   AB_TAG_COUNT
 } ab_tag_t;
-
-const char *ab_tag_name(ab_tag_t tag);
 
 typedef struct ab_event_s {
   uint8_t kind;    /* ab_event_kind_t */
