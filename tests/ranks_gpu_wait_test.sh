@@ -41,17 +41,20 @@ rank() {
   pids+=("$last_pid")
 }
 
+# Ends PID within LIMIT seconds? Sets $rc (999: it did not) and $took (seconds).
 ends_within() {
-  local pid=$1 limit=$2 i
+  local pid=$1 limit=$2 i t0
+  t0=$(date +%s.%N)
   rc=999
   for i in $(seq 1 $((limit * 10))); do
     if ! kill -0 "$pid" 2>/dev/null; then
       wait "$pid"
       rc=$?
-      return
+      break
     fi
     sleep 0.1
   done
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
 
 # Both complete, rank 0 writing both rows and the combined one, NCCL's bytes on each.
@@ -68,7 +71,7 @@ for s in caching expandable; do
   csv=$work/${s}0.results/summary.csv
   [ "$(wc -l <"$csv" 2>/dev/null)" = 4 ] || fail "$s: summary.csv: $(cat "$csv" 2>&1)"
   for r in 0 1; do
-    awk -F, -v r="rank=$r\"" 'index($1, r) && $NF > 0 { ok = 1 } END { exit !ok }' "$csv" ||
+    awk -F, -v r="rank=$r\"" 'index($0, r) && $NF > 0 { ok = 1 } END { exit !ok }' "$csv" ||
       fail "$s: rank $r's row has no nccl_bytes: $(cat "$csv" 2>&1)"
   done
   grep -q 'rank 1 of 2 done; rank 0 writes the results' "$work/${s}1.err" || fail "$s: rank 1 said: $(cat "$work/${s}1.err")"
@@ -94,18 +97,22 @@ pair term
 kill -TERM "$r0" "$r1"
 ends_within "$r0" 5
 rc0=$rc
+echo "  SIGTERM mid-run: rank 0 ended in $took s"
 ends_within "$r1" 5
 [ "$rc0" -eq 143 ] && [ "$rc" -eq 143 ] || fail "SIGTERM mid-run: the ranks exited $rc0 and $rc"
 for r in 0 1; do
   tail -n 1 "$work/term$r.err" | grep -q "interrupted (SIGTERM) .*; nothing recorded" ||
     fail "rank $r after SIGTERM: $(tail -n 3 "$work/term$r.err")"
+  echo "  rank $r after SIGTERM: $(tail -n 1 "$work/term$r.err")"
 done
 [ -e "$work/term0.results/summary.csv" ] && fail "SIGTERM mid-run: rank 0 recorded results"
 
 pair killed AB_COLLECTIVE_TIMEOUT=5
 kill -KILL "$r1"
 ends_within "$r0" 30
+echo "  rank 1 killed mid-run: rank 0 ended in $took s"
 [ "$rc" -eq 1 ] || fail "rank 1 killed: rank 0 exited $rc: $(tail -n 3 "$work/killed0.err")"
 grep -q "rank 1" "$work/killed0.err" || fail "rank 1 killed: rank 0 does not name it: $(tail -n 3 "$work/killed0.err")"
+echo "  rank 0 after rank 1 was killed: $(grep -v ' NCCL INFO ' "$work/killed0.err" | tail -n 1)"
 
 finish ranks_gpu_wait_test

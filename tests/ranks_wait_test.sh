@@ -62,7 +62,7 @@ ends_within() {
     fi
     sleep 0.05
   done
-  took=$(echo "$(date +%s.%N) - $t0" | bc)
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 }
 
 # expect NAME RC SAYS: the rank NAME exited RC, its last line on stderr says SAYS (and, after
