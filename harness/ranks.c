@@ -4,8 +4,9 @@
  *    the ranks'; the strategy and -c are tried on a simulated card.
  * 2. Each rank of this process builds its stream; the streams are checked (full buffers,
  *    the same collectives everywhere) and their collectives digested.
- * 3. The communicators: on cuda, NCCL is loaded and ncclCommInitAll makes one per thread;
- *    a launched rank meets the others first (rendezvous.h), then ncclCommInitRank.
+ * 3. The communicators: on cuda, NCCL is loaded and one NCCL group makes one per thread;
+ *    a launched rank meets the others first (rendezvous.h), then joins its own. Every wait
+ *    is bounded (Note [Bounded waits], kernels/kernels.h).
  * 4. Each rank runs through ab_cli_run_one, as a single run does, on its own device, with
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.

@@ -5,11 +5,11 @@
  * Two ways to run:
  *   --ranks N    N threads of this process. Rank r runs on the r-th GPU from the one --device
  *                names (cuda: cuda:0 to cuda:N-1; cuda:K: from cuda:K), with NCCL
- *                communicators from ncclCommInitAll; or each rank on a simulated card of its
+ *                communicators made together in one NCCL group; or each rank on a simulated card of its
  *                own (--device sim[:PROFILE]), where collectives move nothing (the card has
  *                no memory to move) but the ranks keep the same lockstep as on GPUs.
  *   --ranks env  one rank per process, started by a launcher (rendezvous.h): rank RANK of
- *                WORLD_SIZE on cuda:LOCAL_RANK, its communicator from ncclCommInitRank with
+ *                WORLD_SIZE on cuda:LOCAL_RANK, its communicator from ncclCommInitRankConfig with
  *                the id rank 0 handed out. Rank 0 writes every rank's rows.
  * --ranks 1 runs the same path with one rank (a communicator of one GPU).
  *
