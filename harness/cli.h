@@ -7,7 +7,7 @@
  * not a failure: it exits 0.
  *
  * Stopping: the commands that run catch SIGINT and SIGTERM (ab_cli_catch_stop). The run in
- * progress (or the budget search, ab_cli_search_opts) stops within 64k events, frees what
+ * progress (or the budget search, ab_cli_search_opts) stops within 1024 events, frees what
  * it holds and is not recorded (a result of part of a stream would mislead); what earlier
  * runs appended stays, whole rows only (table.h); the command says where, and exits 128 +
  * the signal. A second signal kills at once.
