@@ -66,7 +66,11 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 's': o->strategy = arg; break;
     case 'c': o->conf = arg; break;
     case 'D': o->device = arg; break;
-    case 'o': o->out_dir = arg; break;
+    case 'o':
+      /* An empty DIR would put DIR/summary.csv at the root. */
+      if (arg[0] == '\0') *st = ab_diag_set(diag, AB_ERR_INVALID, "--out '': an empty path (expected a directory)");
+      o->out_dir = arg;
+      break;
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;

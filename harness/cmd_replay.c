@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "adaptor_trace.h"
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "results.h"
 #include "snapshot.h"
 #include "strategy.h"
@@ -153,6 +155,21 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
   return AB_EXIT_OK;
 }
 
+/* The export paths, refused before the run where writing them would harm something
+ * (Note [Writing where the user points]) or where both name one file. */
+static ab_status check_exports(const char *trace_path, const char *snapshot_path, ab_diag_t *diag) {
+  if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
+  if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
+  struct stat a, b;
+  bool same = trace_path && snapshot_path &&
+              (strcmp(trace_path, snapshot_path) == 0 ||
+               (stat(trace_path, &a) == 0 && stat(snapshot_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino));
+  if (same)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--export-trace '%s' and --export-snapshot '%s' name the same file", trace_path,
+                       snapshot_path);
+  return AB_OK;
+}
+
 /* ---- the command -------------------------------------------------------------------------- */
 
 /* replay's own options. */
@@ -204,6 +221,11 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_events_t es;
   ab_trace_info_t info;
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  /* Before the run, not after it: the trace now counts as an input (output.h). */
+  if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
   if (info_only) {
     rc = print_info(&o, path, &es, &info);
     ab_events_free(&es);

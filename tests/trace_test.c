@@ -731,7 +731,13 @@ static void round_trip(const ab_events_t *es, const ab_trace_info_t *in, const c
     CHECK_MSG(at == g->base + g->bytes, "%s: segment %zu is not tiled", strategy, i);
   }
 
-  const char *csv = tmp_path("rt.csv"), *pickle = tmp_path("rt.pickle");
+  /* Named per round trip: a file read back is an input of this process, never written again
+   * (output.h). */
+  static int trip;
+  char csv_name[64], pickle_name[64];
+  snprintf(csv_name, sizeof csv_name, "rt%d_%s.csv", trip, strategy);
+  snprintf(pickle_name, sizeof pickle_name, "rt%d_%s.pickle", trip++, strategy);
+  const char *csv = tmp_path(csv_name), *pickle = tmp_path(pickle_name);
   CHECK(ab_trace_write_csv(csv, &log, in->stream_values, in->nstreams, &d) == AB_OK);
   CHECK(ab_snapshot_write(pickle, &log, in->stream_values, in->nstreams, "", &d) == AB_OK);
   const char *paths[] = {csv, pickle};

@@ -557,10 +557,9 @@ static void emit_le(ab_pkw_t *w, uint64_t v, size_t n) {
 
 ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag) {
   memset(w, 0, sizeof *w);
-  w->path = path;
   ab_map_init(&w->names);
-  w->f = fopen(path, "wb");
-  if (w->f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  AB_TRY(ab_output_open(&w->out, path, diag));
+  w->f = w->out.f;
   setvbuf(w->f, NULL, _IOFBF, 1 << 20);
   emit_op(w, OP_PROTO);
   emit_op(w, 4);
@@ -569,15 +568,9 @@ ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag) {
 
 ab_status ab_pkw_close(ab_pkw_t *w, ab_diag_t *diag) {
   emit_op(w, OP_STOP);
-  bool bad = ferror(w->f) != 0;
-  int saved = errno;
-  if (fclose(w->f) != 0) bad = true;
   ab_map_free(&w->names);
-  if (bad) {
-    remove(w->path);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", w->path, strerror(saved ? saved : errno));
-  }
-  return AB_OK;
+  w->f = NULL;
+  return ab_output_commit(&w->out, diag);
 }
 
 void ab_pkw_none(ab_pkw_t *w) { emit_op(w, OP_NONE); }

@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "hashmap.h"
+#include "output.h"
 #include "status.h"
 
 typedef enum ab_pk_type_e {
@@ -105,16 +106,18 @@ bool ab_pk_str_is(const ab_pk_t *v, const char *s);
 /* ---- writing ------------------------------------------------------------------------ */
 
 typedef struct ab_pkw_s {
-  FILE *f;
-  const char *path;
+  ab_output_t out; /* the file (output.h) */
+  FILE *f;         /* out.f */
   ab_map_t names;  /* address of a name given to ab_pkw_name -> memo index + 1 */
   uint32_t nmemo;
   bool failed;     /* host memory ran out (the file is still valid, only larger) */
 } ab_pkw_t;
 
-/* Creates path and writes the protocol header. AB_ERR_IO naming the path on failure. */
+/* Opens path as output.h does and writes the protocol header. AB_ERR_INVALID for a path
+ * refused, AB_ERR_IO naming the path on failure. */
 ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag);
-/* Writes STOP and closes; AB_ERR_IO if any write failed. The file is removed on failure. */
+/* Writes STOP and closes; AB_ERR_IO if any write failed, and then what was there before
+ * stays (output.h). */
 ab_status ab_pkw_close(ab_pkw_t *w, ab_diag_t *diag);
 
 void ab_pkw_none(ab_pkw_t *w);
