@@ -154,6 +154,17 @@ ab_status ab_cli_open_device(const ab_cli_opts_t *o, ab_device_t **out, ab_diag_
 
 volatile sig_atomic_t ab_cli_stop = 0;
 
+ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
+  ab_build_opts_t b = {&ab_cli_stop, 0};
+  return ab_workload_build_with(spec, o->seed, &b, es, diag);
+}
+
+int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {
+  if (ab_cli_stop) return ab_cli_interrupted(o, 0, 1);
+  /* Bad arguments, a missing trace, a workload too big for the host: the user's to change. */
+  return st == AB_ERR_INTERNAL ? ab_cli_fail(o, diag->msg) : ab_cli_usage_error(o, diag->msg);
+}
+
 static void ask_to_stop(int sig) { ab_cli_stop = sig; }
 
 void ab_cli_catch_stop(void) {
@@ -466,7 +477,8 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
     return ab_cli_usage_error(o, diag.msg);
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
-  if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  ab_status built = ab_cli_build(o, o->workload, es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
   if (st == AB_OK && (search->lo > total || search->hi > total))
