@@ -772,6 +772,42 @@ static void csv_streams_keep_order_and_phases(void) {
   ab_events_free(&es);
 }
 
+/* Sizes whose sums pass 64 bits: the figures are capped and say so, never wrapped
+ * (trace_builder.c, Note [Figures past 64 bits]). */
+static void csv_sums_past_64_bits_saturate(void) {
+  static const char csv[] =
+      "action,addr,size,stream,time_us\n"
+      "alloc,4096,18446744073709551615,0,1\n"
+      "alloc,8192,18446744073709551615,0,2\n"
+      "segment_alloc,4096,18446744073709551615,0,3\n"
+      "segment_alloc,1048576,9223372036854775808,0,4\n"
+      "segment_free,1048576,9223372036854775808,0,5\n";
+  const char *path = write_file("huge.csv", csv, sizeof csv - 1);
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK(in.saturated);
+  CHECK_EQ(in.peak_requested, UINT64_MAX);
+  CHECK_EQ(in.reserved_start, 0);
+  CHECK_EQ(in.reserved_peak, UINT64_MAX);
+  CHECK_EQ(in.reserved_end, UINT64_MAX);
+  CHECK_EQ(in.segments_peak, 2);
+  ab_events_free(&es);
+  /* Below 2^64 the figures are exact, and not marked. */
+  static const char fits[] =
+      "action,addr,size,stream,time_us\n"
+      "alloc,4096,9223372036854775807,0,1\n"
+      "segment_alloc,4096,9223372036854775808,0,2\n"
+      "segment_alloc,8192,9223372036854775807,0,3\n";
+  path = write_file("fits.csv", fits, sizeof fits - 1);
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK(!in.saturated);
+  CHECK_EQ(in.peak_requested, INT64_MAX);
+  CHECK_EQ(in.reserved_peak, UINT64_MAX);
+  ab_events_free(&es);
+}
+
 static void csv_errors_name_the_line(void) {
   static const struct {
     const char *text, *want;
@@ -1005,6 +1041,7 @@ static const ab_test_t tests[] = {
     {"snapshot_late_start_creates_what_existed", snapshot_late_start_creates_what_existed},
     {"csv_streams_keep_order_and_phases", csv_streams_keep_order_and_phases},
     {"csv_errors_name_the_line", csv_errors_name_the_line},
+    {"csv_sums_past_64_bits_saturate", csv_sums_past_64_bits_saturate},
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
     {"adaptor_records_in_pytorch_order", adaptor_records_in_pytorch_order},
     {"adaptor_round_trip_through_both_formats", adaptor_round_trip_through_both_formats},

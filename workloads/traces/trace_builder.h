@@ -69,6 +69,8 @@ typedef struct ab_trace_info_s {
   uint64_t segments_start, segments_peak, segments_end; /* live cudaMalloc'd segments */
   uint64_t device_allocs;    /* segment_alloc and segment_map events: PyTorch's num_device_alloc */
   uint64_t device_frees;     /* segment_free and segment_unmap events */
+  bool saturated;            /* a byte figure passed 2^64 - 1 and is shown as that
+                              * (trace_builder.c, Note [Figures past 64 bits]) */
 } ab_trace_info_t;
 
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
