@@ -67,7 +67,7 @@ static void csv_cell(FILE *f, const char *s) {
 static void csv_header(const ab_table_t *t, FILE *f) {
   for (size_t c = 0; c < t->ncols; c++) {
     if (c) fputc(',', f);
-    fputs(t->cols[c].name, f);
+    csv_cell(f, t->cols[c].name); /* names may come from a trace (--info's actions) */
   }
   fputc('\n', f);
 }

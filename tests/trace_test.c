@@ -808,6 +808,27 @@ static void csv_sums_past_64_bits_saturate(void) {
   ab_events_free(&es);
 }
 
+/* A CSV trace or RMM log with nothing to replay is refused, as an empty snapshot is: a run
+ * of no events would report "ok". */
+static void traces_with_nothing_to_replay_refused(void) {
+  static const struct {
+    const char *name, *text;
+  } cases[] = {
+      {"header.csv", "action,addr,size,stream,time_us\n"},
+      {"segments.csv", "action,addr,size,stream,time_us\nsegment_alloc,4096,100,0,1\nsnapshot,0,0,0,2\n"},
+      {"header.log", "Thread,Time,Action,Pointer,Size,Stream\n"},
+      {"failures.log", "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate failure,(nil),100,0x0\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *path = write_file(cases[i].name, cases[i].text, strlen(cases[i].text));
+    ab_events_t es;
+    ab_diag_t d = {""};
+    CHECK_MSG(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID, "%s loaded", cases[i].name);
+    CHECK_STR_CONTAINS(d.msg, "nothing to replay");
+    CHECK_STR_CONTAINS(d.msg, cases[i].name);
+  }
+}
+
 static void csv_errors_name_the_line(void) {
   static const struct {
     const char *text, *want;
@@ -1042,6 +1063,7 @@ static const ab_test_t tests[] = {
     {"csv_streams_keep_order_and_phases", csv_streams_keep_order_and_phases},
     {"csv_errors_name_the_line", csv_errors_name_the_line},
     {"csv_sums_past_64_bits_saturate", csv_sums_past_64_bits_saturate},
+    {"traces_with_nothing_to_replay_refused", traces_with_nothing_to_replay_refused},
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
     {"adaptor_records_in_pytorch_order", adaptor_records_in_pytorch_order},
     {"adaptor_round_trip_through_both_formats", adaptor_round_trip_through_both_formats},
