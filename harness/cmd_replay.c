@@ -80,6 +80,11 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   char values[256] = "";
   for (unsigned i = 0; i < in->nstreams; i++) {
     size_t used = strlen(values);
+    /* Room for the next value and the mark of what does not fit. */
+    if (used + 21 + 16 > sizeof values) {
+      snprintf(values + used, sizeof values - used, " ... (%u more)", in->nstreams - i);
+      break;
+    }
     snprintf(values + used, sizeof values - used, "%s%" PRIu64, i ? " " : "", in->stream_values[i]);
   }
   cell(&r, "stream_values", false, "%s", values);

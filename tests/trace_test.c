@@ -808,6 +808,48 @@ static void csv_sums_past_64_bits_saturate(void) {
   ab_events_free(&es);
 }
 
+/* Programs with hundreds of side streams replay; past the device's AB_MAX_STREAMS the trace
+ * is refused, naming the line. */
+static void many_streams(void) {
+  char *csv = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&csv, &len);
+  REQUIRE(f != NULL);
+  fputs("action,addr,size,stream,time_us\n", f);
+  for (int i = 0; i <= AB_MAX_STREAMS; i++) fprintf(f, "alloc,%d,100,%d,%d\n", 4096 * (i + 1), 5000 - i, i);
+  fclose(f);
+  /* All but the last line: AB_MAX_STREAMS streams, ranked by value. */
+  size_t upto = (size_t)(strrchr(csv, 'a') - csv);
+  const char *path = write_file("streams.csv", csv, upto);
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK_EQ(in.nstreams, AB_MAX_STREAMS);
+  CHECK_EQ(in.stream_values[0], 5000 - (AB_MAX_STREAMS - 1));
+  CHECK_EQ(in.stream_values[AB_MAX_STREAMS - 1], 5000);
+  CHECK_EQ(es.ev[0].stream, AB_MAX_STREAMS - 1); /* the first line's stream has the largest value */
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(ab_device_open("sim", NULL, &dev, &d) == AB_OK);
+  REQUIRE(ab_strategy_create("caching", dev, "", &s, &d) == AB_OK);
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  ab_run_opts_t ro = ab_run_defaults();
+  CHECK(ab_engine_replay(&es, s, &ro, &run) == AB_OK);
+  CHECK_MSG(run.status == AB_RUN_OK, "%s", run.message);
+  ab_run_release(&run);
+  ab_strategy_destroy(s);
+  CHECK(ab_device_close(dev, &d) == AB_OK);
+  ab_events_free(&es);
+  path = write_file("too_many_streams.csv", csv, len);
+  CHECK(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID);
+  char want[64];
+  snprintf(want, sizeof want, ":%d: more than %d streams", AB_MAX_STREAMS + 2, AB_MAX_STREAMS);
+  CHECK_STR_CONTAINS(d.msg, want);
+  free(csv);
+}
+
 /* A CSV trace or RMM log with nothing to replay is refused, as an empty snapshot is: a run
  * of no events would report "ok". */
 static void traces_with_nothing_to_replay_refused(void) {
@@ -1064,6 +1106,7 @@ static const ab_test_t tests[] = {
     {"csv_errors_name_the_line", csv_errors_name_the_line},
     {"csv_sums_past_64_bits_saturate", csv_sums_past_64_bits_saturate},
     {"traces_with_nothing_to_replay_refused", traces_with_nothing_to_replay_refused},
+    {"many_streams", many_streams},
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
     {"adaptor_records_in_pytorch_order", adaptor_records_in_pytorch_order},
     {"adaptor_round_trip_through_both_formats", adaptor_round_trip_through_both_formats},

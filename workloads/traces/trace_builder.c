@@ -25,9 +25,12 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
   b->path = path;
   b->byte_pos = byte_pos;
   b->info.device = -1;
+  ab_map_init(&b->stream_of);
+  b->max_stream = -1;
 }
 
 void ab_trace_builder_discard(ab_trace_builder_t *b) {
+  ab_map_free(&b->stream_of);
   free(b->recs);
   free(b->held);
   b->recs = b->held = NULL;
@@ -57,15 +60,23 @@ void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len)
   in->actions[in->nactions++].count = 1;
 }
 
-/* The provisional index of a raw stream value (order of first use). */
+/* The provisional index of a raw stream value (order of first use), by a hash map: a trace
+ * of many streams costs no scan of them per record. */
 static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
-  for (unsigned i = 0; i < b->nstreams; i++)
-    if (b->streams[i] == raw) return *out = (uint16_t)i, AB_OK;
+  uint64_t idx = 0;
+  if (raw == UINT64_MAX ? b->max_stream >= 0 : ab_map_get(&b->stream_of, raw + 1, &idx)) {
+    *out = (uint16_t)(raw == UINT64_MAX ? (uint64_t)b->max_stream : idx - 1);
+    return AB_OK;
+  }
   if (b->nstreams == AB_TRACE_MAX_STREAMS) {
     char at[300];
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: more than %d streams", where(b, pos, at, sizeof at),
                        AB_TRACE_MAX_STREAMS);
   }
+  if (raw == UINT64_MAX)
+    b->max_stream = (int)b->nstreams;
+  else if (ab_map_put(&b->stream_of, raw + 1, (uint64_t)b->nstreams + 1) != AB_OK)
+    b->failed = true;
   b->streams[b->nstreams] = raw;
   *out = (uint16_t)b->nstreams++;
   return AB_OK;
