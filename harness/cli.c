@@ -67,7 +67,11 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 's': o->strategy = arg; break;
     case 'c': o->conf = arg; break;
     case 'D': o->device = arg; break;
-    case 'o': o->out_dir = arg; break;
+    case 'o':
+      /* An empty DIR would put DIR/summary.csv at the root. */
+      if (arg[0] == '\0') *st = ab_diag_set(diag, AB_ERR_INVALID, "--out '': an empty path (expected a directory)");
+      o->out_dir = arg;
+      break;
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;
@@ -166,6 +170,17 @@ void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind
 }
 
 volatile sig_atomic_t ab_cli_stop = 0;
+
+ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
+  ab_build_opts_t b = {&ab_cli_stop, 0};
+  return ab_workload_build_with(spec, o->seed, &b, es, diag);
+}
+
+int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {
+  if (ab_cli_stop) return ab_cli_interrupted(o, 0, 1);
+  /* Bad arguments, a missing trace, a workload too big for the host: the user's to change. */
+  return st == AB_ERR_INTERNAL ? ab_cli_fail(o, diag->msg) : ab_cli_usage_error(o, diag->msg);
+}
 
 static void ask_to_stop(int sig) { ab_cli_stop = sig; }
 
@@ -465,7 +480,8 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
     return ab_cli_usage_error(o, diag.msg);
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
-  if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  ab_status built = ab_cli_build(o, o->workload, es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
   if (st == AB_OK && (search->lo > total || search->hi > total))

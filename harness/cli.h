@@ -111,6 +111,11 @@ void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind
 extern volatile sig_atomic_t ab_cli_stop;
 /* Makes SIGINT and SIGTERM set ab_cli_stop instead of ending the process, once each. */
 void ab_cli_catch_stop(void);
+/* Builds the workload spec with the run's seed, stopping at ab_cli_stop (workload.h). */
+ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+/* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
+ * failed (out of host memory), with its line. */
+int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag);
 /* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
  * and returns the exit status for the signal (128 + its number). */
 int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);

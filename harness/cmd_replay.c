@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "adaptor_trace.h"
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "registry.h"
 #include "results.h"
 #include "snapshot.h"
@@ -79,6 +81,11 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   char values[256] = "";
   for (unsigned i = 0; i < in->nstreams; i++) {
     size_t used = strlen(values);
+    /* Room for the next value and the mark of what does not fit. */
+    if (used + 21 + 16 > sizeof values) {
+      snprintf(values + used, sizeof values - used, " ... (%u more)", in->nstreams - i);
+      break;
+    }
     snprintf(values + used, sizeof values - used, "%s%" PRIu64, i ? " " : "", in->stream_values[i]);
   }
   cell(&r, "stream_values", false, "%s", values);
@@ -102,6 +109,9 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   ab_table_init(&t, r.cols, r.n);
   const char *cells[INFO_MAX_COLS];
   for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
+  if (in->saturated)
+    fprintf(stderr, "allocbench %s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
+            o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
   if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
   ab_table_free(&t);
@@ -152,6 +162,21 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
       return ab_cli_fail(o, diag.msg);
   }
   return AB_EXIT_OK;
+}
+
+/* The export paths, refused before the run where writing them would harm something
+ * (Note [Writing where the user points]) or where both name one file. */
+static ab_status check_exports(const char *trace_path, const char *snapshot_path, ab_diag_t *diag) {
+  if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
+  if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
+  struct stat a, b;
+  bool same = trace_path && snapshot_path &&
+              (strcmp(trace_path, snapshot_path) == 0 ||
+               (stat(trace_path, &a) == 0 && stat(snapshot_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino));
+  if (same)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--export-trace '%s' and --export-snapshot '%s' name the same file", trace_path,
+                       snapshot_path);
+  return AB_OK;
 }
 
 /* ---- the command -------------------------------------------------------------------------- */
@@ -205,6 +230,11 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_events_t es;
   ab_trace_info_t info;
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  /* Before the run, not after it: the trace now counts as an input (output.h). */
+  if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
   if (info_only) {
     rc = print_info(&o, path, &es, &info);
     ab_events_free(&es);

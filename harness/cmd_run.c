@@ -149,7 +149,8 @@ int ab_cmd_run(int argc, char **argv) {
     return run_ranks(&o, &ro);
   }
   ab_events_t es;
-  if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {
     ab_events_free(&es);

@@ -272,6 +272,11 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
+  if (out_dir && out_dir[0] == '\0') {
+    fprintf(stderr, "allocbench_micro: --out '': an empty path (expected a directory)\n");
+    rc = 2;
+    goto done;
+  }
   if (out_dir) {
     /* The library writes the file; the directory must exist first. */
     if (ab_mkdirs(out_dir, &diag) != AB_OK) {

@@ -352,6 +352,24 @@ static char *slurp(const char *path) {
   return buf;
 }
 
+/* Column names that come from a trace (replay --info's action names) are quoted like cells. */
+static void csv_header_names_quoted(void) {
+  static const ab_col_t named[] = {{"free,requested", true}, {"say \"hi\"", true}, {"plain", true}};
+  ab_table_t t;
+  ab_table_init(&t, named, 3);
+  const char *row[] = {"1", "2", "3"};
+  REQUIRE(ab_table_add(&t, row) == AB_OK);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  REQUIRE(mem != NULL);
+  ab_table_write_csv(&t, mem, true);
+  fclose(mem);
+  CHECK_MSG(strcmp(buf, "\"free,requested\",\"say \"\"hi\"\"\",plain\n1,2,3\n") == 0, "%s", buf);
+  free(buf);
+  ab_table_free(&t);
+}
+
 static void results_append_safely(void) {
   char dir[] = "/tmp/ab_engine_test_XXXXXX";
   REQUIRE(mkdtemp(dir) != NULL);
@@ -402,6 +420,7 @@ static void results_append_safely(void) {
 }
 
 static const ab_test_t tests[] = {
+    {"csv_header_names_quoted", csv_header_names_quoted},
     {"replay_counts_and_timeline", replay_counts_and_timeline},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},

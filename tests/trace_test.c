@@ -2,6 +2,7 @@
  * snapshots (the fixture, malformed ones, memory that existed before the trace), the CSV
  * trace, RMM logs, and the trace adaptor's round trip through both export formats. */
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adaptor_trace.h"
@@ -324,6 +325,162 @@ static void snapshot_corrupt_bytes_never_crash(void) {
   ab_input_free(&in);
 }
 
+/* ---- snapshots: work linear in the file (pickle.h, Note [Dict lookups]; snapshot.c, Note
+ * [Reading in linear time]) --------------------------------------------------------------- */
+
+typedef struct bytes_s {
+  char *p;
+  size_t n, cap;
+} bytes_t;
+
+static void put(bytes_t *b, const void *data, size_t len) {
+  if (b->n + len > b->cap) {
+    b->cap = (b->n + len) * 2;
+    b->p = realloc(b->p, b->cap);
+    if (b->p == NULL) abort();
+  }
+  memcpy(b->p + b->n, data, len);
+  b->n += len;
+}
+static void op(bytes_t *b, unsigned char c) { put(b, &c, 1); }
+static void op_u32(bytes_t *b, unsigned char c, uint32_t v) {
+  unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+  op(b, c);
+  put(b, le, 4);
+}
+static void str(bytes_t *b, const char *s) {
+  op(b, 0x8c); /* SHORT_BINUNICODE */
+  op(b, (unsigned char)strlen(s));
+  put(b, s, strlen(s));
+}
+#define LONG_BINPUT 0x72
+#define LONG_BINGET 0x6a
+
+/* A snapshot whose `entries` trace entries are one memoised dict: free_completed of one
+ * address, then `junk` more entries under one junk key, after the keys a reader looks up;
+ * the lookups of the absent 'stream' pass them all. In the reader before indexes, each
+ * lookup scanned the dict from its end. */
+static bytes_t shared_dict_snapshot(uint32_t junk, uint32_t entries) {
+  bytes_t b = {NULL, 0, 0};
+  put(&b, "\x80\x04}(", 4); /* PROTO 4, EMPTY_DICT, MARK */
+  str(&b, "device_traces");
+  put(&b, "](](", 4); /* the list of devices, device 0's entries */
+  put(&b, "}q\x00(", 4); /* EMPTY_DICT, BINPUT 0, MARK */
+  str(&b, "action");
+  str(&b, "free_completed");
+  str(&b, "addr");
+  op_u32(&b, 'J', 4096); /* BININT */
+  str(&b, "size");
+  op_u32(&b, 'J', 512);
+  str(&b, "junk");
+  put(&b, "q\x01N" "q\x02", 5); /* BINPUT 1, None, BINPUT 2 */
+  for (uint32_t i = 1; i < junk; i++) put(&b, "h\x01h\x02", 4); /* BINGET 1, BINGET 2: 4 bytes an entry */
+  op(&b, 'u'); /* SETITEMS: the dict */
+  for (uint32_t i = 1; i < entries; i++) put(&b, "h\x00", 2);
+  put(&b, "eeu.", 4); /* APPENDS, APPENDS, SETITEMS, STOP */
+  return b;
+}
+
+/* CPU time, so that a busy machine does not fail the test. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void snapshot_shared_dict_reads_in_linear_time(void) {
+  /* About 1 MB: 200 000 junk entries (4 bytes each), 100 000 references to the dict. */
+  bytes_t b = shared_dict_snapshot(200000, 100000);
+  ab_input_t in = {b.p, b.n};
+  ab_events_t es;
+  ab_trace_info_t info;
+  ab_diag_t d = {""};
+  double t0 = now_s();
+  ab_status st = ab_trace_parse("crafted", &in, NULL, &es, &info, &d);
+  double secs = now_s() - t0;
+  REQUIRE_MSG(st == AB_OK, "%s", d.msg);
+  printf("  a %.2f MB snapshot, one dict of 200 000 entries shared by 100 000 trace entries: read in %.3f s of CPU\n",
+         (double)b.n / 1e6, secs);
+  CHECK_EQ(info.records, 100000);
+  CHECK_EQ(info.preexisting, 1); /* the address freed first existed before the trace */
+  CHECK_EQ(es.ignored, 99999);   /* and every later free of it matches nothing */
+  CHECK_MSG(secs < 1.0, "%.2f s: lookups still scale with the dict", secs);
+  ab_events_free(&es);
+  free(b.p);
+}
+
+/* The last value of a repeated key wins, in an indexed dict as in a scanned one. */
+static void pickle_indexed_dict_keeps_the_last_value(void) {
+  bytes_t b = {NULL, 0, 0};
+  put(&b, "\x80\x04}(", 4);
+  for (uint32_t i = 0; i < 3 * AB_PK_SCAN_ENTRIES; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%u", i % AB_PK_SCAN_ENTRIES); /* each key three times */
+    str(&b, key);
+    op_u32(&b, 'J', i);
+  }
+  str(&b, "a key longer than the index holds, looked up by a scan, with room to spare: 0123456789");
+  op_u32(&b, 'J', 77);
+  put(&b, "u.", 2);
+  ab_pickle_t pk;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(parse(b.p, b.n, &pk, &d) == AB_OK, "%s", d.msg);
+  CHECK(pk.root.v.seq->index != NULL);
+  for (uint32_t k = 0; k < AB_PK_SCAN_ENTRIES; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%u", k);
+    const ab_pk_t *v = ab_pk_get(&pk.root, key);
+    CHECK_MSG(v && v->v.i == (int64_t)(2 * AB_PK_SCAN_ENTRIES + k), "%s", key);
+  }
+  const ab_pk_t *long_key =
+      ab_pk_get(&pk.root, "a key longer than the index holds, looked up by a scan, with room to spare: 0123456789");
+  CHECK(long_key && long_key->v.i == 77);
+  CHECK(ab_pk_get(&pk.root, "k") == NULL && ab_pk_get(&pk.root, "k16") == NULL && ab_pk_get(&pk.root, "") == NULL);
+  ab_pickle_free(&pk);
+  free(b.p);
+}
+
+/* Segments that all name one list of blocks: refused once the items visited pass the file's
+ * bytes, before the records built from them fill the memory. */
+static void snapshot_shared_blocks_are_refused(void) {
+  bytes_t b = {NULL, 0, 0};
+  put(&b, "\x80\x04}(", 4);
+  str(&b, "segments");
+  op(&b, ']');
+  op(&b, '(');
+  op(&b, '}');
+  op_u32(&b, LONG_BINPUT, 0);
+  op(&b, '(');
+  str(&b, "address");
+  op_u32(&b, 'J', 1 << 20);
+  str(&b, "total_size");
+  op_u32(&b, 'J', 1 << 30);
+  str(&b, "blocks");
+  op(&b, ']');
+  op(&b, '(');
+  op(&b, '}');
+  op_u32(&b, LONG_BINPUT, 1);
+  op(&b, '(');
+  str(&b, "size");
+  op_u32(&b, 'J', 4096);
+  str(&b, "state");
+  str(&b, "inactive");
+  op(&b, 'u');
+  for (int i = 1; i < 20000; i++) op_u32(&b, LONG_BINGET, 1);
+  op(&b, 'e'); /* APPENDS: the blocks */
+  op(&b, 'u'); /* SETITEMS: the segment */
+  for (int i = 1; i < 20000; i++) op_u32(&b, LONG_BINGET, 0);
+  put(&b, "eu.", 3);
+  ab_input_t in = {b.p, b.n};
+  ab_events_t es;
+  ab_diag_t d = {""};
+  double t0 = now_s();
+  CHECK(ab_trace_parse("shared", &in, NULL, &es, NULL, &d) == AB_ERR_INVALID);
+  CHECK_MSG(strstr(d.msg, "shared: byte ") == d.msg && strstr(d.msg, "more items than"), "%s", d.msg);
+  CHECK_MSG(now_s() - t0 < 1.0, "%.2f s to refuse", now_s() - t0);
+  free(b.p);
+}
+
 /* ---- snapshots: structure ---------------------------------------------------------------- */
 
 /* Writes a snapshot-shaped pickle: the caller's body between the outer dict's MARK and
@@ -616,6 +773,105 @@ static void csv_streams_keep_order_and_phases(void) {
   ab_events_free(&es);
 }
 
+/* Sizes whose sums pass 64 bits: the figures are capped and say so, never wrapped
+ * (trace_builder.c, Note [Figures past 64 bits]). */
+static void csv_sums_past_64_bits_saturate(void) {
+  static const char csv[] =
+      "action,addr,size,stream,time_us\n"
+      "alloc,4096,18446744073709551615,0,1\n"
+      "alloc,8192,18446744073709551615,0,2\n"
+      "segment_alloc,4096,18446744073709551615,0,3\n"
+      "segment_alloc,1048576,9223372036854775808,0,4\n"
+      "segment_free,1048576,9223372036854775808,0,5\n";
+  const char *path = write_file("huge.csv", csv, sizeof csv - 1);
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK(in.saturated);
+  CHECK_EQ(in.peak_requested, UINT64_MAX);
+  CHECK_EQ(in.reserved_start, 0);
+  CHECK_EQ(in.reserved_peak, UINT64_MAX);
+  CHECK_EQ(in.reserved_end, UINT64_MAX);
+  CHECK_EQ(in.segments_peak, 2);
+  ab_events_free(&es);
+  /* Below 2^64 the figures are exact, and not marked. */
+  static const char fits[] =
+      "action,addr,size,stream,time_us\n"
+      "alloc,4096,9223372036854775807,0,1\n"
+      "segment_alloc,4096,9223372036854775808,0,2\n"
+      "segment_alloc,8192,9223372036854775807,0,3\n";
+  path = write_file("fits.csv", fits, sizeof fits - 1);
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK(!in.saturated);
+  CHECK_EQ(in.peak_requested, INT64_MAX);
+  CHECK_EQ(in.reserved_peak, UINT64_MAX);
+  ab_events_free(&es);
+}
+
+/* Programs with hundreds of side streams replay; past the device's AB_MAX_STREAMS the trace
+ * is refused, naming the line. */
+static void many_streams(void) {
+  char *csv = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&csv, &len);
+  REQUIRE(f != NULL);
+  fputs("action,addr,size,stream,time_us\n", f);
+  for (int i = 0; i <= AB_MAX_STREAMS; i++) fprintf(f, "alloc,%d,100,%d,%d\n", 4096 * (i + 1), 5000 - i, i);
+  fclose(f);
+  /* All but the last line: AB_MAX_STREAMS streams, ranked by value. */
+  size_t upto = (size_t)(strrchr(csv, 'a') - csv);
+  const char *path = write_file("streams.csv", csv, upto);
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK_EQ(in.nstreams, AB_MAX_STREAMS);
+  CHECK_EQ(in.stream_values[0], 5000 - (AB_MAX_STREAMS - 1));
+  CHECK_EQ(in.stream_values[AB_MAX_STREAMS - 1], 5000);
+  CHECK_EQ(es.ev[0].stream, AB_MAX_STREAMS - 1); /* the first line's stream has the largest value */
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(ab_device_open("sim", NULL, &dev, &d) == AB_OK);
+  REQUIRE(ab_strategy_create("caching", dev, "", &s, &d) == AB_OK);
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  ab_run_opts_t ro = ab_run_defaults();
+  CHECK(ab_engine_replay(&es, s, &ro, &run) == AB_OK);
+  CHECK_MSG(run.status == AB_RUN_OK, "%s", run.message);
+  ab_run_release(&run);
+  ab_strategy_destroy(s);
+  CHECK(ab_device_close(dev, &d) == AB_OK);
+  ab_events_free(&es);
+  path = write_file("too_many_streams.csv", csv, len);
+  CHECK(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID);
+  char want[64];
+  snprintf(want, sizeof want, ":%d: more than %d streams", AB_MAX_STREAMS + 2, AB_MAX_STREAMS);
+  CHECK_STR_CONTAINS(d.msg, want);
+  free(csv);
+}
+
+/* A CSV trace or RMM log with nothing to replay is refused, as an empty snapshot is: a run
+ * of no events would report "ok". */
+static void traces_with_nothing_to_replay_refused(void) {
+  static const struct {
+    const char *name, *text;
+  } cases[] = {
+      {"header.csv", "action,addr,size,stream,time_us\n"},
+      {"segments.csv", "action,addr,size,stream,time_us\nsegment_alloc,4096,100,0,1\nsnapshot,0,0,0,2\n"},
+      {"header.log", "Thread,Time,Action,Pointer,Size,Stream\n"},
+      {"failures.log", "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate failure,(nil),100,0x0\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *path = write_file(cases[i].name, cases[i].text, strlen(cases[i].text));
+    ab_events_t es;
+    ab_diag_t d = {""};
+    CHECK_MSG(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID, "%s loaded", cases[i].name);
+    CHECK_STR_CONTAINS(d.msg, "nothing to replay");
+    CHECK_STR_CONTAINS(d.msg, cases[i].name);
+  }
+}
+
 static void csv_errors_name_the_line(void) {
   static const struct {
     const char *text, *want;
@@ -732,7 +988,13 @@ static void round_trip(const ab_events_t *es, const ab_trace_info_t *in, const c
     CHECK_MSG(at == g->base + g->bytes, "%s: segment %zu is not tiled", strategy, i);
   }
 
-  const char *csv = tmp_path("rt.csv"), *pickle = tmp_path("rt.pickle");
+  /* Named per round trip: a file read back is an input of this process, never written again
+   * (output.h). */
+  static int trip;
+  char csv_name[64], pickle_name[64];
+  snprintf(csv_name, sizeof csv_name, "rt%d_%s.csv", trip, strategy);
+  snprintf(pickle_name, sizeof pickle_name, "rt%d_%s.pickle", trip++, strategy);
+  const char *csv = tmp_path(csv_name), *pickle = tmp_path(pickle_name);
   CHECK(ab_trace_write_csv(csv, &log, in->stream_values, in->nstreams, &d) == AB_OK);
   CHECK(ab_snapshot_write(pickle, &log, in->stream_values, in->nstreams, "", &d) == AB_OK);
   const char *paths[] = {csv, pickle};
@@ -837,9 +1099,15 @@ static const ab_test_t tests[] = {
     {"snapshot_truncated_anywhere_is_refused", snapshot_truncated_anywhere_is_refused},
     {"snapshot_corrupt_bytes_never_crash", snapshot_corrupt_bytes_never_crash},
     {"snapshot_structure_errors_say_where", snapshot_structure_errors_say_where},
+    {"snapshot_shared_dict_reads_in_linear_time", snapshot_shared_dict_reads_in_linear_time},
+    {"pickle_indexed_dict_keeps_the_last_value", pickle_indexed_dict_keeps_the_last_value},
+    {"snapshot_shared_blocks_are_refused", snapshot_shared_blocks_are_refused},
     {"snapshot_late_start_creates_what_existed", snapshot_late_start_creates_what_existed},
     {"csv_streams_keep_order_and_phases", csv_streams_keep_order_and_phases},
     {"csv_errors_name_the_line", csv_errors_name_the_line},
+    {"csv_sums_past_64_bits_saturate", csv_sums_past_64_bits_saturate},
+    {"traces_with_nothing_to_replay_refused", traces_with_nothing_to_replay_refused},
+    {"many_streams", many_streams},
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
     {"adaptor_records_in_pytorch_order", adaptor_records_in_pytorch_order},
     {"adaptor_round_trip_through_both_formats", adaptor_round_trip_through_both_formats},

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <pthread.h>
 
 #ifdef AB_HAVE_ZLIB
 #include <zlib.h>
@@ -13,9 +15,44 @@
 
 #define MAX_BYTES (8ULL << 30)
 
+/* ---- the inputs read, so that no output overwrites one (output.h) ---------------------- */
+
+#define MAX_REMEMBERED 256
+
+static struct {
+  pthread_mutex_t lock;
+  struct { dev_t dev; ino_t ino; } files[MAX_REMEMBERED];
+  size_t n;
+} inputs = {PTHREAD_MUTEX_INITIALIZER, {{0, 0}}, 0};
+
+static void remember(const struct stat *sb) {
+  pthread_mutex_lock(&inputs.lock);
+  bool known = false;
+  for (size_t i = 0; i < inputs.n && !known; i++) known = inputs.files[i].dev == sb->st_dev && inputs.files[i].ino == sb->st_ino;
+  /* Past the table's room an earlier one is forgotten: a process reads a few traces, not hundreds. */
+  if (!known) {
+    size_t slot = inputs.n < MAX_REMEMBERED ? inputs.n++ : (size_t)(sb->st_ino % MAX_REMEMBERED);
+    inputs.files[slot].dev = sb->st_dev;
+    inputs.files[slot].ino = sb->st_ino;
+  }
+  pthread_mutex_unlock(&inputs.lock);
+}
+
+bool ab_input_is_input(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return false;
+  pthread_mutex_lock(&inputs.lock);
+  bool found = false;
+  for (size_t i = 0; i < inputs.n && !found; i++) found = inputs.files[i].dev == sb.st_dev && inputs.files[i].ino == sb.st_ino;
+  pthread_mutex_unlock(&inputs.lock);
+  return found;
+}
+
 static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) remember(&sb);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap + 1);
   while (buf) {

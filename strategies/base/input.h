@@ -4,6 +4,7 @@
 #ifndef AB_INPUT_H
 #define AB_INPUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "status.h"
@@ -13,12 +14,17 @@ typedef struct ab_input_s {
   size_t len;
 } ab_input_t;
 
-/* Reads path into in. Refuses files over 8 GiB once decompressed. */
+/* Reads path into in. Refuses files over 8 GiB once decompressed. The file is remembered
+ * as an input of this process (ab_input_is_input). */
 ab_status ab_input_read(const char *path, ab_input_t *in, ab_diag_t *diag);
 /* Takes bytes already in memory as ab_input_read takes a file's contents: copied into in,
  * gunzipped when they are gzip; `name` stands for the path in errors. For readers of bytes
  * that come from no file (tests, fuzzing). */
 ab_status ab_input_from_memory(const char *name, const void *data, size_t len, ab_input_t *in, ab_diag_t *diag);
 void ab_input_free(ab_input_t *in);
+/* True when path (followed through links) is a file this process has read with
+ * ab_input_read: the same device and inode, whatever the name. Outputs refuse it (output.h).
+ * Thread-safe. */
+bool ab_input_is_input(const char *path);
 
 #endif

@@ -18,8 +18,9 @@
  *   EMPTY_CACHE                     the program asked for torch.cuda.empty_cache()
  *
  * The builder functions append to a growing stream. A host allocation failure is sticky:
- * the stream remembers it and ab_events_finish reports it, so generators need not check
- * every call. ab_events_finish also validates the stream (every FREE names a live id of
+ * the stream remembers it (failed) and ab_events_finish reports it, so generators need not
+ * check every call; they check `failed` once per step and stop there. The same happens
+ * when the builder's stop flag is raised or its size limit would be passed (max_bytes). ab_events_finish also validates the stream (every FREE names a live id of
  * the right phase, kernels name live buffers large enough for their shapes), so the engine
  * never checks in its hot loop.
  *
@@ -29,6 +30,7 @@
 #ifndef AB_EVENTS_H
 #define AB_EVENTS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,7 +110,23 @@ typedef struct ab_events_s {
   uint64_t ignored;     /* trace records that could not be replayed (see the importer) */
   uint64_t suggested_budget; /* bytes the workload is meant to run under (the CLI applies it
                               * when no --budget is given); 0: none */
+  /* Limits on building, set after ab_events_init by whoever builds (workload.h): */
+  const volatile sig_atomic_t *stop; /* may be NULL; once *stop is set, building fails (halted
+                                      * STOPPED; checked every 4096 events) */
+  uint64_t max_bytes;   /* 0: none; building fails (halted OVER_LIMIT) once the arrays would
+                         * hold more (ab_events_bytes) */
+  uint8_t halted;       /* why building failed: ab_events_halt_t */
 } ab_events_t;
+
+/* Why a stream's building failed (ab_events_t.failed). */
+typedef enum ab_events_halt_e {
+  AB_EVENTS_OUT_OF_MEMORY = 0, /* a host allocation failed */
+  AB_EVENTS_STOPPED,           /* *stop was set */
+  AB_EVENTS_OVER_LIMIT,        /* max_bytes would have been passed */
+} ab_events_halt_t;
+
+/* Host bytes of a stream's arrays: events, kernels and segment decisions as allocated. */
+uint64_t ab_events_bytes(const ab_events_t *es);
 
 void ab_events_init(ab_events_t *es);
 void ab_events_free(ab_events_t *es);

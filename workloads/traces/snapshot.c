@@ -17,10 +17,31 @@ typedef struct loc_s {
   long j;          /* -1: absent */
 } loc_t;
 
+/* Note [Reading in linear time]
+ * Memo references let a pickle name one list many times (every segment's `blocks` the same
+ * list of a million blocks), so a reader that walks what it finds could do work, and build
+ * records, out of all proportion to the file. Each item a reader visits costs it one unit
+ * of a budget of the file's size: a snapshot without shared lists never runs out, since
+ * every item it holds took at least one byte of the file; one that runs out is refused.
+ * Dict lookups are logarithmic (pickle.h, Note [Dict lookups]), so the whole read is
+ * O(n log n) in the file's size. */
 typedef struct reader_s {
   const char *path;
   ab_diag_t *diag;
+  uint64_t visits_left; /* Note [Reading in linear time] */
+  uint64_t file_bytes;
 } reader_t;
+
+static ab_status visit(reader_t *r, const ab_pk_t *v) {
+  if (r->visits_left > 0) {
+    r->visits_left--;
+    return AB_OK;
+  }
+  return ab_diag_set(r->diag, AB_ERR_INVALID,
+                     "%s: byte %llu: more items than %llu bytes can hold: the snapshot names shared lists over and "
+                     "over (memo references), which PyTorch never writes",
+                     r->path, (unsigned long long)v->pos, (unsigned long long)r->file_bytes);
+}
 
 static const char *loc_str(const loc_t *at, const char *key, char *buf, size_t size) {
   char i[32] = "", j[32] = "", sub[64] = "", k[64] = "";
@@ -74,10 +95,11 @@ static ab_status bool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return AB_OK;
 }
 
-static ab_status read_entries(const reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
+static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
   const ab_pk_seq_t *seq = trace->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) {
     const ab_pk_t *e = &seq->items[i];
+    AB_TRY(visit(r, e));
     loc_t at = {"device_traces", dev, NULL, (long)i};
     AB_TRY(expect(r, e, AB_PK_DICT, &at));
     const ab_pk_t *action = ab_pk_get(e, "action");
@@ -100,11 +122,12 @@ static ab_status read_entries(const reader_t *r, const ab_pk_t *trace, long dev,
 }
 
 /* The segments of the device read: the state at the end. */
-static ab_status read_segments(const reader_t *r, const ab_pk_t *segments, long dev, ab_trace_builder_t *b) {
+static ab_status read_segments(reader_t *r, const ab_pk_t *segments, long dev, ab_trace_builder_t *b) {
   uint64_t reserved = 0, nsegs = 0;
   const ab_pk_seq_t *seq = segments->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) {
     const ab_pk_t *s = &seq->items[i];
+    AB_TRY(visit(r, s));
     loc_t at = {"segments", (long)i, NULL, -1};
     AB_TRY(expect(r, s, AB_PK_DICT, &at));
     uint64_t device = 0, address = 0, total = 0, stream = 0;
@@ -123,6 +146,7 @@ static ab_status read_segments(const reader_t *r, const ab_pk_t *segments, long 
     uint64_t addr = address; /* old snapshots give no block addresses: blocks tile the segment */
     for (uint32_t j = 0; j < blocks->v.seq->n; j++) {
       const ab_pk_t *blk = &blocks->v.seq->items[j];
+      AB_TRY(visit(r, blk));
       loc_t bat = {"segments", (long)i, "blocks", (long)j};
       AB_TRY(expect(r, blk, AB_PK_DICT, &bat));
       uint64_t size = 0, requested = 0;
@@ -212,7 +236,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, s
   return AB_OK;
 }
 
-static ab_status read_tree(const reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
+static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
   if (root->type != AB_PK_DICT)
     return ab_diag_set(r->diag, AB_ERR_INVALID,
                        "%s: byte %llu: not a PyTorch memory snapshot: expected a dict with device_traces and "
@@ -265,7 +289,7 @@ static ab_status read_tree(const reader_t *r, const ab_pk_t *root, int device, a
 ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_pickle_t pk;
   AB_TRY(ab_pickle_parse(path, in->data, in->len, &pk, diag));
-  reader_t r = {path, diag};
+  reader_t r = {path, diag, in->len, in->len};
   ab_status st = read_tree(&r, &pk.root, device, b);
   ab_pickle_free(&pk);
   return st;

@@ -40,6 +40,12 @@ ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_
     st = ab_trace_builder_finish(&b, diag);
   else
     ab_trace_builder_discard(&b);
+  /* A run of no events would report "ok" about nothing. */
+  if (st == AB_OK && out->n == 0)
+    st = ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s: nothing to replay: %llu record%s, none an allocation (expected alloc records, or an RMM "
+                     "log's allocate)",
+                     path, (unsigned long long)b.info.records, b.info.records == 1 ? "" : "s");
   if (st != AB_OK) {
     ab_events_free(out);
     return st;

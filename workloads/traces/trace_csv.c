@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "output.h"
+
 const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
 
 /* Parses a whole decimal number field [p, end). */
@@ -68,22 +70,16 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
 
 ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                              unsigned nstreams, ab_diag_t *diag) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  FILE *f = out.f;
   setvbuf(f, NULL, _IOFBF, 1 << 20);
   fprintf(f, "%s\n", ab_trace_csv_header);
-  for (size_t i = 0; i < log->n; i++) {
+  for (size_t i = 0; i < log->n && !ferror(f); i++) {
     const ab_trace_rec_t *r = &log->recs[i];
     uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
     fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
             r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
   }
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0) bad = true;
-  if (bad) {
-    int saved = errno;
-    remove(path);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(saved));
-  }
-  return AB_OK;
+  return ab_output_commit(&out, diag);
 }
