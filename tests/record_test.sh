@@ -80,6 +80,13 @@ for f in job.rank0.pickle job.rank1.pickle job.rank2.pickle job.pickle; do wrote
 record --max-entries 3 -o "$work/me.pickle" -- python3 "$job" exit 0
 grep -qF "wrote $work/me.pickle (at exit): 3 events," "$work/err" || fail "--max-entries 3: $(cat "$work/err")"
 
+# The settings the snapshot's structured allocator_settings leave out come from the conf string
+# it keeps: a memory fraction is the job's cap, which tune needs.
+PYTORCH_CUDA_ALLOC_CONF="max_non_split_rounding_mb:64, per_process_memory_fraction:0.5" \
+  record -o "$work/conf.pickle" -- python3 "$job" exit 0
+grep -qF "settings: max_non_split_rounding_mb:64,per_process_memory_fraction:0.5" "$work/err" ||
+  fail "the recorded conf string's settings: $(cat "$work/err")"
+
 # A program that never uses CUDA: nothing written, and record says why.
 record -o "$work/none.pickle" -- python3 "$job" nocuda
 [ $rc -eq 0 ] || fail "nocuda exited $rc"
