@@ -10,6 +10,8 @@ ab=${1:?usage: record_test.sh ALLOCBENCH}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 command -v python3 >/dev/null || { echo "record_test: no python3: skipped"; exit 77; }
+# The interpreter itself: a wrapper on PATH (pyenv) can take seconds a start.
+py=$(python3 -c 'import sys; print(sys.executable)')
 job=$here/record/job.py
 export PYTHONPATH=$here/record
 export TMPDIR=$work/tmp # where record keeps its private folder, which must be gone afterwards
@@ -35,17 +37,17 @@ wrote() {
 }
 
 # The program's exit status, and the snapshot at its exit.
-record -o "$work/a/job.pickle" -- python3 "$job" exit 3
+record -o "$work/a/job.pickle" -- "$py" "$job" exit 3
 [ $rc -eq 3 ] || fail "exit 3 came back as $rc: $(cat "$work/err")"
 wrote "$work/a/job.pickle" "at exit"
 grep -qF "allocbench record: next: allocbench tune -w replay:$work/a/job.pickle" "$work/err" || fail "no next step: $(cat "$work/err")"
 [ ! -s "$work/out" ] || fail "record wrote on stdout: $(cat "$work/out")"
 # The same from another folder, with a relative -o: the snapshot lands where -o said.
-(cd "$work" && "$ab" record -o rel/job.pickle -- python3 "$job" exit 0 >/dev/null 2>"$work/err") || fail "a relative -o failed"
+(cd "$work" && "$ab" record -o rel/job.pickle -- "$py" "$job" exit 0 >/dev/null 2>"$work/err") || fail "a relative -o failed"
 [ -s "$work/rel/job.pickle" ] || fail "-o rel/job.pickle was not written relative to the current folder"
 
 # An uncaught OutOfMemoryError: the snapshot, with the OOM in it, and Python's own report.
-record -o "$work/oom/job.pickle" -- python3 "$job" oom
+record -o "$work/oom/job.pickle" -- "$py" "$job" oom
 [ $rc -eq 1 ] || fail "the uncaught OOM exited $rc"
 summary="17 events, 5 allocations, peak requested 8.07 MiB, peak reserved 16.00 MiB in 5 device allocations, 1 OOM in the trace, settings: default" wrote "$work/oom/job.pickle" "on an uncaught OutOfMemoryError"
 grep -q "^torch.cuda.OutOfMemoryError: CUDA out of memory" "$work/err" || fail "Python's traceback is gone: $(cat "$work/err")"
@@ -54,7 +56,7 @@ grep -q "^torch.cuda.OutOfMemoryError: CUDA out of memory" "$work/err" || fail "
 set -m # job control: a background job keeps SIGINT instead of starting with it ignored
 for sig in TERM INT; do
   rm -f "$work/ready"
-  "$ab" record -o "$work/sig/$sig.pickle" -- python3 "$job" wait "$work/ready" >"$work/out" 2>"$work/err" &
+  "$ab" record -o "$work/sig/$sig.pickle" -- "$py" "$job" wait "$work/ready" >"$work/out" 2>"$work/err" &
   pid=$!
   for _ in $(seq 1 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
   [ -e "$work/ready" ] || fail "SIG$sig: the program never got going: $(cat "$work/err")"
@@ -69,26 +71,26 @@ set +m
 
 # torchrun: each rank its own file, the rank in its name (RANK, else LOCAL_RANK); a further
 # process without a rank gets the plain name, and one more the pid in its name.
-record -o "$work/ranks/job.pickle" -- sh -c "RANK=0 python3 '$job' exit 0 & RANK=1 python3 '$job' exit 0 &
-  LOCAL_RANK=2 python3 '$job' exit 0 & python3 '$job' exit 0 & python3 '$job' exit 0 & wait"
+record -o "$work/ranks/job.pickle" -- sh -c "RANK=0 '$py' '$job' exit 0 & RANK=1 '$py' '$job' exit 0 &
+  LOCAL_RANK=2 '$py' '$job' exit 0 & '$py' '$job' exit 0 & '$py' '$job' exit 0 & wait"
 [ $rc -eq 0 ] || fail "the ranks' job exited $rc"
 for f in job.rank0.pickle job.rank1.pickle job.rank2.pickle job.pickle; do wrote "$work/ranks/$f" "at exit"; done
 [ "$(find "$work/ranks" -name 'job.pid*.pickle' | wc -l)" -eq 1 ] || fail "the second unranked process: $(ls "$work/ranks")"
 [ "$(grep -c 'allocbench record: wrote' "$work/err")" -eq 5 ] || fail "not 5 files summarised: $(cat "$work/err")"
 
 # --max-entries keeps the last N events.
-record --max-entries 3 -o "$work/me.pickle" -- python3 "$job" exit 0
+record --max-entries 3 -o "$work/me.pickle" -- "$py" "$job" exit 0
 grep -qF "wrote $work/me.pickle (at exit): 3 events," "$work/err" || fail "--max-entries 3: $(cat "$work/err")"
 
 # The settings the snapshot's structured allocator_settings leave out come from the conf string
 # it keeps: a memory fraction is the job's cap, which tune needs.
 PYTORCH_CUDA_ALLOC_CONF="max_non_split_rounding_mb:64, per_process_memory_fraction:0.5" \
-  record -o "$work/conf.pickle" -- python3 "$job" exit 0
+  record -o "$work/conf.pickle" -- "$py" "$job" exit 0
 grep -qF "settings: max_non_split_rounding_mb:64,per_process_memory_fraction:0.5" "$work/err" ||
   fail "the recorded conf string's settings: $(cat "$work/err")"
 
 # A program that never uses CUDA: nothing written, and record says why.
-record -o "$work/none.pickle" -- python3 "$job" nocuda
+record -o "$work/none.pickle" -- "$py" "$job" nocuda
 [ $rc -eq 0 ] || fail "nocuda exited $rc"
 [ ! -e "$work/none.pickle" ] || fail "a snapshot of a program that never used CUDA"
 grep -q "no snapshot was written" "$work/err" && grep -q "never used CUDA" "$work/err" || fail "nocuda: $(cat "$work/err")"
@@ -98,13 +100,13 @@ record -o "$work/none.pickle" -- sh -c 'exit 4'
 # Outside record the hook does nothing: torch is not even imported.
 hook=$(dirname "$ab")/allocbench_record
 [ -f "$hook/sitecustomize.py" ] || fail "the build did not put the hook beside the binary"
-imported=$(PYTHONPATH=$hook:$PYTHONPATH python3 -c 'import sys; print("torch" in sys.modules)')
+imported=$(PYTHONPATH=$hook:$PYTHONPATH "$py" -c 'import sys; print("torch" in sys.modules)')
 [ "$imported" = False ] || fail "the hook imported torch outside record: $imported"
 
 # The program's own sitecustomize still runs, and recording goes on.
 mkdir -p "$work/user"
 echo 'import os; open(os.environ["USER_MARK"], "w").close()' >"$work/user/sitecustomize.py"
-USER_MARK=$work/mark PYTHONPATH=$work/user:$PYTHONPATH record -o "$work/chain.pickle" -- python3 "$job" exit 0
+USER_MARK=$work/mark PYTHONPATH=$work/user:$PYTHONPATH record -o "$work/chain.pickle" -- "$py" "$job" exit 0
 [ -e "$work/mark" ] || fail "the program's sitecustomize did not run"
 wrote "$work/chain.pickle" "at exit"
 
@@ -121,7 +123,7 @@ refused() {
 refused 127 "cannot run 'no-such-program-here': not found on PATH" -o "$work/bad.pickle" -- no-such-program-here
 refused 127 "cannot run '$work/nothing': no such file" -o "$work/bad.pickle" -- "$work/nothing"
 refused 126 "cannot run '$work': Permission denied" -o "$work/bad.pickle" -- "$work"
-refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" python3 "$job" exit 0
+refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" "$py" "$job" exit 0
 refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
 refused 2 "--max-entries '0': expected at least 1 event" --max-entries 0 -- true
 refused 2 "--max-entries 'x'" --max-entries x -- true
