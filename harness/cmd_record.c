@@ -299,8 +299,8 @@ static void report(const char *state, bool quiet) {
   }
   if (f) fclose(f);
   if (written == 0) {
-    fprintf(stderr, "allocbench record: no snapshot was written: no Python process of the program initialised CUDA%s\n",
-            nnotes ? "; the hook said:" : "");
+    fprintf(stderr, "allocbench record: no snapshot was written%s\n",
+            nnotes ? "; the start-up hook said:" : ": no Python process of the program started the hook (is it a Python program?)");
     for (size_t i = 0; i < nnotes; i++) fprintf(stderr, "  %s\n", notes[i]);
   } else if (!quiet) {
     fprintf(stderr, "allocbench record: next: allocbench tune -w replay:%s\n", first);

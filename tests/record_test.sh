@@ -96,6 +96,7 @@ record -o "$work/none.pickle" -- "$py" "$job" nocuda
 grep -q "no snapshot was written" "$work/err" && grep -q "never used CUDA" "$work/err" || fail "nocuda: $(cat "$work/err")"
 record -o "$work/none.pickle" -- sh -c 'exit 4'
 [ $rc -eq 4 ] || fail "sh -c 'exit 4' came back as $rc"
+grep -q "no Python process of the program started the hook" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
 
 # Outside record the hook does nothing: torch is not even imported.
 hook=$(dirname "$ab")/allocbench_record
