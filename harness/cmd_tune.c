@@ -110,6 +110,12 @@ typedef struct tune_view_s {
   const ab_tune_result_t *winner, *recorded; /* may be NULL */
 } tune_view_t;
 
+/* Appends one clause to a note. */
+static void clause(char *out, size_t size, const char *text) {
+  size_t used = strlen(out);
+  snprintf(out + used, size - used, "%s%s", used ? "; " : "", text);
+}
+
 /* What qualifies a result, in words; "" when nothing does. */
 static void note_of(const tune_view_t *v, const ab_tune_result_t *r, char *out, size_t size) {
   out[0] = '\0';
@@ -117,15 +123,14 @@ static void note_of(const tune_view_t *v, const ab_tune_result_t *r, char *out, 
     snprintf(out, size, "error: %s", r->message);
     return;
   }
-  char *p = out;
-  const char *sep = "";
-#define NOTE(...) (p += snprintf(p, size - (size_t)(p - out), "%s", sep), p += snprintf(p, size - (size_t)(p - out), __VA_ARGS__), sep = "; ")
-  if (r->cand.family == AB_TUNE_REFERENCE) NOTE("reference: not a PyTorch setting; its limit is a budget");
-  if (r->status == AB_RUN_OOM) NOTE(v->cap ? "out of memory under the cap" : "out of memory on the card");
-  if (!r->search.passed) NOTE("no cap up to the card's total sufficed");
-  if (r->search.upper_bound)
-    NOTE("upper bound: the traced program survived %" PRIu64 " OOMs", v->es->trace_ooms);
-#undef NOTE
+  if (r->cand.family == AB_TUNE_REFERENCE) clause(out, size, "reference: not a PyTorch setting; its limit is a budget");
+  if (r->status == AB_RUN_OOM) clause(out, size, v->cap ? "out of memory under the cap" : "out of memory on the card");
+  if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
+  if (r->search.upper_bound) {
+    char bound[96];
+    snprintf(bound, sizeof bound, "upper bound: the traced program survived %" PRIu64 " OOMs", v->es->trace_ooms);
+    clause(out, size, bound);
+  }
 }
 
 static ab_status add_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r) {
@@ -143,7 +148,7 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, const ab_tune_resu
   SET(recommended, "%d", r == v->winner);
   SET(recorded, "%d", r->cand.recorded);
   SET(status, "%s", ab_run_status_name(r->status));
-  SET(oom_kind, "%s", r->status == AB_RUN_OOM ? ab_oom_kind_name(r->search.oom.kind) : "none");
+  SET(oom_kind, "%s", ab_oom_kind_name(r->oom_kind));
   SET(peak_requested_bytes, "%" PRIu64, r->search.peak_requested);
   SET(peak_allocated_bytes, "%" PRId64, r->stats.allocated_bytes.peak);
   SET(peak_reserved_bytes, "%" PRId64, r->stats.reserved_bytes.peak);

@@ -13,11 +13,13 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The search's unbudgeted probe is the run, when there is no cap. */
-static void keep_unbudgeted(void *ctx, uint64_t budget, const ab_run_t *run) {
+/* The run's figures; as the search's on_probe, its unbudgeted probe is the run, when there
+ * is no cap. */
+static void keep_run(void *ctx, uint64_t budget, const ab_run_t *run) {
   ab_tune_result_t *r = ctx;
   if (budget != 0) return;
   r->status = run->status;
+  r->oom_kind = run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE;
   r->stats = run->stats;
 }
 
@@ -38,12 +40,9 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   r->status = AB_RUN_INTERRUPTED; /* until a run says otherwise */
   if (o->cap) {
     st = ab_bisect_probe(es, &b, o->cap, NULL, run, NULL, NULL, &diag);
-    if (st == AB_OK) {
-      r->status = run->status;
-      r->stats = run->stats;
-    }
+    if (st == AB_OK) keep_run(r, 0, run);
   } else {
-    b.on_probe = keep_unbudgeted;
+    b.on_probe = keep_run;
     b.on_probe_ctx = r;
   }
   bool stopped = o->cap && r->status == AB_RUN_INTERRUPTED;

@@ -40,6 +40,7 @@ typedef struct ab_tune_result_s {
   size_t order;              /* its place in the grid: ties go to the earlier (simpler) one */
   ab_run_status_t status;    /* of the run: ok, oom (under the cap, or on the card), error, interrupted */
   char message[AB_DIAG_BYTES]; /* the error, when status is error */
+  ab_oom_kind_t oom_kind;    /* of the run's OOM; none when it completed */
   ab_stats_t stats;          /* of the run, at its end or its OOM */
   ab_bisect_result_t search; /* the smallest budget */
   double wall_s;             /* host time of the run and the search */

@@ -122,6 +122,7 @@ check reserved "$work/cap/tune.csv" || fail "tune --cap ranks wrongly"
 check column "$work/cap/tune.csv" conf | grep -q '^garbage_collection_threshold:0.6$' || fail "--cap: no garbage_collection_threshold"
 [ "$(check column "$work/cap/tune.csv" cap_bytes)" = "$("$py" -c 'print(int(1.22 * 2**30))')" ] || fail "--cap: the runs' cap"
 [ "$(check column "$work/cap/tune.csv" status | tr '\n' ' ')" = "ok oom " ] || fail "--cap 1.22GiB should leave some runs out of memory"
+grep -q ',oom,none,' "$work/cap/tune.csv" && fail "a run out of memory under the cap without its kind"
 
 # A recorded trace: its memory fraction is the cap, and stays in the line to paste; the
 # recorded conf is a row of its own; OOMs the program survived are warned about.
