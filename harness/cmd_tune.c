@@ -336,6 +336,53 @@ static ab_status run_stage(const ab_events_t *es, const ab_tune_list_t *list, si
   return ab_tune_run(es, list->c + first, list->n - first, first, opts, r + first, diag);
 }
 
+/* The results ranked: appended to DIR/tune.csv, printed, with the line to paste. */
+static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s, const ab_events_t *es,
+                  ab_tune_result_t *r, size_t n, double t0) {
+  ab_tune_rank(r, n, a->objective);
+  tune_view_t v = {es, s->device, a->objective, s->cap, s->total, NULL, NULL};
+  for (size_t i = 0; i < n; i++) {
+    bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && r[i].status == AB_RUN_OK &&
+                    (a->objective != AB_TUNE_BUDGET || r[i].search.passed);
+    if (v.winner == NULL && eligible) v.winner = &r[i];
+    if (v.recorded == NULL && r[i].cand.recorded) v.recorded = &r[i];
+  }
+  ab_table_t rows, shown;
+  ab_table_init(&rows, tune_cols, NCOLS);
+  ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
+  ab_status st = AB_OK;
+  for (size_t i = 0; i < n && st == AB_OK; i++) {
+    st = add_row(&rows, &v, &r[i]);
+    if (st == AB_OK) st = add_display_row(&shown, &v, &r[i]);
+  }
+  ab_diag_t io = {""};
+  int rc = AB_EXIT_OK;
+  if (st != AB_OK)
+    rc = ab_cli_fail(o, "out of host memory");
+  else if (ab_cli_append(o, &rows, "tune.csv", &io) != AB_OK)
+    rc = ab_cli_fail(o, io.msg);
+  if (rc == AB_EXIT_OK) {
+    if (o->format == AB_FORMAT_TABLE) {
+      printf("%s on %s, %zu configurations ranked by %s%s\n\n", es->source, s->device, n,
+             a->objective == AB_TUNE_BUDGET ? "the smallest cap" : "peak reserved", s->cap ? ", under the cap" : "");
+      static const char *const all[] = {"rank", "strategy", "conf", "peak reserved", "smallest cap", "device allocs", ""};
+      ab_cli_print(o, &shown, all, sizeof all / sizeof all[0]);
+      putchar('\n');
+    } else {
+      ab_cli_print(o, &rows, NULL, 0);
+    }
+    /* csv and json keep stdout to the rows; the line to paste then goes with the progress. */
+    print_winner(o->format == AB_FORMAT_TABLE ? stdout : stderr, &v, s->fraction, a->cap > 0, n);
+    if (!o->quiet)
+      fprintf(stderr, "allocbench tune: %zu configurations in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
+              now_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN), s->jobs == 1 ? "" : "s",
+              o->out_dir);
+  }
+  ab_table_free(&shown);
+  ab_table_free(&rows);
+  return rc;
+}
+
 int ab_cmd_tune(int argc, char **argv) {
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS,
                                            {"objective", required_argument, 0, OPT_OBJECTIVE},
@@ -357,7 +404,6 @@ int ab_cmd_tune(int argc, char **argv) {
     ab_events_free(&es);
     return rc;
   }
-  rc = AB_EXIT_OK;
   if (es.trace_ooms && !o.quiet)
     fprintf(stderr,
             "allocbench tune: warning: the traced program caught %" PRIu64 " OOMs and went on (it changed course "
@@ -367,22 +413,19 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_tune_list_t list;
   ab_tune_list_init(&list);
   ab_tune_result_t *r = NULL;
-  ab_table_t rows, shown;
-  ab_table_init(&rows, tune_cols, NCOLS);
-  ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
   ab_cli_catch_stop();
   progress_t prog = {&o, 0, 0};
   ab_tune_opts_t opts = {.device = o.device, .dev = o.dev, .cap = s.cap, .check = o.check, .jobs = s.jobs,
                          .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
   double t0 = now_s();
-  size_t best[AB_TUNE_FAMILIES], first = 0;
+  size_t best[AB_TUNE_FAMILIES];
   ab_status st = ab_tune_grid_first(&list, s.recorded, largest_request(&es), s.cap > 0, &diag);
-  /* Stage 2 adds at most a few combinations: room for the whole grid once. */
-  if (st == AB_OK && (r = calloc(2 * list.n, sizeof *r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
+  /* Stage 2 adds a few combinations at most: room for the whole grid once more. */
+  size_t first = list.n;
+  if (st == AB_OK && (r = calloc(2 * first, sizeof *r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
   if (st == AB_OK) st = run_stage(&es, &list, 0, &opts, &prog, r, &diag);
   if (st == AB_OK && !ab_cli_stop) {
-    first = list.n;
-    ab_tune_best_of_families(r, list.n, a.objective, best);
+    ab_tune_best_of_families(r, first, a.objective, best);
     st = ab_tune_grid_combine(&list, best, s.cap > 0, &diag);
     if (st == AB_OK && list.n > 2 * first) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "the grid's second stage outgrew its room");
     if (st == AB_OK) st = run_stage(&es, &list, first, &opts, &prog, r, &diag);
@@ -394,43 +437,8 @@ int ab_cmd_tune(int argc, char **argv) {
             ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 128 + ab_cli_stop;
   } else {
-    ab_tune_rank(r, list.n, a.objective);
-    tune_view_t v = {&es, s.device, a.objective, s.cap, s.total, NULL, NULL};
-    for (size_t i = 0; i < list.n; i++) {
-      bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && r[i].status == AB_RUN_OK &&
-                      (a.objective != AB_TUNE_BUDGET || r[i].search.passed);
-      if (v.winner == NULL && eligible) v.winner = &r[i];
-      if (v.recorded == NULL && r[i].cand.recorded) v.recorded = &r[i];
-    }
-    for (size_t i = 0; i < list.n && st == AB_OK; i++) {
-      st = add_row(&rows, &v, &r[i]);
-      if (st == AB_OK) st = add_display_row(&shown, &v, &r[i]);
-    }
-    ab_diag_t io = {""};
-    if (st != AB_OK)
-      rc = ab_cli_fail(&o, "out of host memory");
-    else if (ab_cli_append(&o, &rows, "tune.csv", &io) != AB_OK)
-      rc = ab_cli_fail(&o, io.msg);
-    if (rc == AB_EXIT_OK) {
-      if (o.format == AB_FORMAT_TABLE) {
-        printf("%s on %s, %zu configurations ranked by %s%s\n\n", es.source, s.device, list.n,
-               a.objective == AB_TUNE_BUDGET ? "the smallest cap" : "peak reserved", s.cap ? ", under the cap" : "");
-        static const char *const all[] = {"rank", "strategy", "conf", "peak reserved", "smallest cap", "device allocs", ""};
-        ab_cli_print(&o, &shown, all, sizeof all / sizeof all[0]);
-        putchar('\n');
-      } else {
-        ab_cli_print(&o, &rows, NULL, 0);
-      }
-      /* csv and json keep stdout to the rows; the line to paste then goes with the progress. */
-      print_winner(o.format == AB_FORMAT_TABLE ? stdout : stderr, &v, s.fraction, a.cap > 0, list.n);
-      if (!o.quiet)
-        fprintf(stderr, "allocbench tune: %zu configurations in %.1f s on %u thread%s; all of them in %s/tune.csv\n",
-                list.n, now_s() - t0, s.jobs ? s.jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
-                s.jobs == 1 ? "" : "s", o.out_dir);
-    }
+    rc = report(&o, &a, &s, &es, r, list.n, t0);
   }
-  ab_table_free(&shown);
-  ab_table_free(&rows);
   free(r);
   ab_tune_list_free(&list);
   ab_events_free(&es);
