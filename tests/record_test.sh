@@ -2,9 +2,10 @@
 # record_test.sh ALLOCBENCH: `allocbench record` on a stand-in torch (tests/record/torch, the
 # calls the start-up hook makes and a small allocator; tests/record/job.py drives it). The
 # program's exit status is passed through; the snapshot is written at exit, on an uncaught
-# OutOfMemoryError and on SIGTERM and SIGINT (the status then a death by the signal), one file
-# per rank under torchrun's variables; the summary of each file is printed; the hook does
-# nothing outside record and runs the program's own sitecustomize; bad commands are refused.
+# OutOfMemoryError and on SIGTERM and SIGINT (the status then a death by the signal, unless
+# the program catches KeyboardInterrupt), one file per rank under torchrun's variables; the
+# summary of each file is printed; the hook does nothing outside record and runs the
+# program's own sitecustomize; bad commands are refused.
 set -u
 ab=${1:?usage: record_test.sh ALLOCBENCH}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -67,6 +68,16 @@ for sig in TERM INT; do
   [ $rc -eq $want ] || fail "after SIG$sig record exited $rc, expected $want"
   wrote "$work/sig/$sig.pickle" "on SIG$sig"
 done
+# A program that catches KeyboardInterrupt still does: the snapshot is taken, and it goes on.
+rm -f "$work/ready"
+"$ab" record -o "$work/sig/catch.pickle" -- "$py" "$job" catch "$work/ready" >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ $rc -eq 5 ] || fail "the program that catches KeyboardInterrupt exited $rc, not its own 5: $(cat "$work/err")"
+wrote "$work/sig/catch.pickle" "on SIGINT"
 set +m
 
 # torchrun: each rank its own file, the rank in its name (RANK, else LOCAL_RANK); a further

@@ -10,8 +10,9 @@ environment, and only there:
      never uses CUDA (torchrun's launcher, a tool) records nothing and writes nothing.
   2. The snapshot is dumped once, at the first of: the interpreter's exit; an uncaught
      torch.OutOfMemoryError (from sys.excepthook, while the memory is still held); SIGTERM or
-     SIGINT, after which the signal's default action is taken again, so that the process
-     still dies of the signal and its parent sees that.
+     SIGINT, after which the signal does what it would have done: SIGTERM's default action,
+     SIGINT's KeyboardInterrupt; so that the process still dies of the signal unless the
+     program catches it, and its parent sees that.
   3. The file is written under a temporary name and renamed, so that no reader ever sees half
      of it. Its name is AB_RECORD_OUT with the rank inserted under torchrun (RANK, else
      LOCAL_RANK: job.rank1.pickle), and with the pid for any further process of the job that
@@ -142,17 +143,27 @@ def _start():
 
     import signal
 
+    previous = {}
+
     def on_signal(signum, frame):
         # A second signal while the snapshot is being written waits for it to be whole.
         if rec.dumping:
             return
         rec.dump("on " + signal.Signals(signum).name)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        # Then what the signal would have done: Python's own handler (SIGINT raises
+        # KeyboardInterrupt, which the program may catch; uncaught, Python dies of SIGINT), or
+        # the default action, a death by the signal.
+        handler = previous[signum]
+        signal.signal(signum, handler)
+        if callable(handler):
+            handler(signum, frame)
+        else:
+            os.kill(os.getpid(), signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         # A signal the job was started ignoring stays ignored, as Python itself leaves it.
-        if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+        previous[sig] = signal.getsignal(sig)
+        if previous[sig] not in (signal.SIG_IGN, None):
             signal.signal(sig, on_signal)
 
 

@@ -4,6 +4,7 @@ usage: job.py MODE [ARG]
   exit N     allocates and frees, then exits with status N
   oom        allocates, then asks for more than the card has, uncaught
   wait FILE  allocates, creates FILE, then sleeps until a signal ends it
+  catch FILE as wait, but catches KeyboardInterrupt and exits with status 5
   nocuda     imports torch and never uses CUDA
 Each allocates 5 blocks and frees 2 of them (3 live at the end)."""
 
@@ -31,5 +32,12 @@ elif mode == "wait":
     allocate()
     open(sys.argv[2], "w").close()
     time.sleep(60)
+elif mode == "catch":
+    allocate()
+    open(sys.argv[2], "w").close()
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        sys.exit(5)
 elif mode == "nocuda":
     print(torch.__version__)
