@@ -18,6 +18,8 @@ static const struct {
     {"compare", ab_cmd_compare, "strategies side by side: peak reserved, smallest budget, fragmentation, latency"},
     {"matrix", ab_cmd_matrix, "run every strategy on every workload of a list, with a summary table"},
     {"replay", ab_cmd_replay, "replay a recorded trace (PyTorch snapshot, CSV, RMM log) through a strategy; --info"},
+    {"record", ab_cmd_record, "run a PyTorch program unchanged and record its allocator's history (a snapshot)"},
+    {"tune", ab_cmd_tune, "the PYTORCH_CUDA_ALLOC_CONF that suits a recorded job, ranked, with the line to paste"},
 };
 
 static void usage(FILE *f) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "caching_conf.h"
 #include "pickle.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
@@ -181,6 +182,24 @@ static void conf_add(char *out, size_t size, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The settings PyTorch's structured allocator_settings leave out (max_non_split_rounding_mb,
+ * large_segment_size_mb, per_process_memory_fraction), from the conf string it last read,
+ * which the snapshot keeps beside them; a string the caching strategy does not take adds
+ * nothing. */
+static void conf_string_extras(const ab_pk_t *raw, char *out, size_t size) {
+  if (raw == NULL || raw->type != AB_PK_STR) return;
+  char text[1024];
+  snprintf(text, sizeof text, "%.*s", (int)raw->len, raw->v.s);
+  ab_caching_conf_t c;
+  ab_caching_conf_defaults(&c);
+  if (ab_caching_conf_apply(&c, "PYTORCH_CUDA_ALLOC_CONF", text, NULL) != AB_OK) return;
+  if (c.large_segment_size != (20ULL << 20))
+    conf_add(out, size, "large_segment_size_mb:%llu", (unsigned long long)(c.large_segment_size >> 20));
+  if (c.max_non_split_rounding != c.large_segment_size)
+    conf_add(out, size, "max_non_split_rounding_mb:%llu", (unsigned long long)(c.max_non_split_rounding >> 20));
+  if (c.memory_fraction < 1.0) conf_add(out, size, "per_process_memory_fraction:%.17g", c.memory_fraction);
+}
+
 /* The recorded settings as a PYTORCH_CUDA_ALLOC_CONF string of what differs from the
  * defaults; the recorded string itself when the snapshot has no structured settings. */
 static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, size_t size) {
@@ -192,6 +211,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, s
     if (raw && raw->type == AB_PK_STR) snprintf(out, size, "%.*s", (int)raw->len, raw->v.s);
     return AB_OK;
   }
+  conf_string_extras(raw, out, size);
   uint64_t max_split = 0;
   AB_TRY(int_field(r, s, "max_split_size", &at, false, true, &max_split));
   if ((int64_t)max_split > 0) conf_add(out, size, "max_split_size_mb:%llu", (unsigned long long)(max_split >> 20));
