@@ -190,11 +190,18 @@ kill -KILL "$r0"
 ends_within "$r1" 3
 expect kill01 1 "the connection to rank 0 (127.0.0.1:$port) closed"
 
-# Ranks as threads: SIGTERM mid-run stops them at their next collective.
+# Ranks as threads: SIGTERM mid-run stops them at their next collective. The streams are built
+# before the ranks run (and a signal then stops the building instead), so the signal comes
+# after twice the time a plain run of the workload takes, building included: the run with
+# --check replays far longer than that.
+t0=$(date +%s.%N)
+"$ab" run -w zero:steps=1000,layers=4 -s caching --device sim --quiet --no-timeline --out "$work/plain.results" \
+  >/dev/null 2>&1 || fail "a plain run of the workload exited $?"
+settle=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { s = 2 * (b - a); print (s < 1 ? 1 : s) }')
 "$ab" run "${long[@]}" --device sim --ranks 2 --out "$work/threads.results" >"$work/threads.out" 2>"$work/threads.err" &
 pid=$!
 pids+=("$pid")
-sleep 1
+sleep "$settle"
 kill -TERM "$pid"
 ends_within "$pid" 2
 expect threads 143 "interrupted (SIGTERM) while rank "
