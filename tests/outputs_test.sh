@@ -32,6 +32,10 @@ no_temps() {
   [ -z "$left" ] || fail "$1: temporary files left: $left"
 }
 
+# The names of the run's files under --out.
+replay --out "$work/names" >/dev/null || fail "a plain run failed"
+timeline=$(basename "$(ls "$work"/names/timeline_*.csv)")
+
 # 1. A device node: /dev/full's numbers, made here so that the machine's own is never at stake.
 if [ "$(id -u)" = 0 ] && mknod "$work/full" c 1 7 2>/dev/null; then
   is_full() { [ -c "$work/full" ] && [ "$(stat -c %t,%T "$work/full")" = 1,7 ]; }
@@ -48,8 +52,6 @@ if [ "$(id -u)" = 0 ] && mknod "$work/full" c 1 7 2>/dev/null; then
   survives "summary.csv linked to the device node" [ -L "$work/dev_out/summary.csv" ]
   survives "the device node behind summary.csv" is_full
   rm "$work/dev_out/summary.csv"
-  replay --out "$work/tl_name" >/dev/null || fail "a run to learn the timeline's name failed"
-  timeline=$(basename "$(ls "$work"/tl_name/timeline_*.csv)")
   ln -s "$work/full" "$work/dev_out/$timeline"
   replay --out "$work/dev_out" >/dev/null 2>"$work/err" && fail "a timeline linked to a full device: exited 0"
   survives "the timeline linked to the device node" [ -L "$work/dev_out/$timeline" ]
@@ -95,6 +97,21 @@ for opt in --export-trace --export-snapshot; do
   survives "the link given to $opt" [ -L "$work/link" ]
   survives "the file behind the link given to $opt" cmp -s "$work/precious" "$work/precious.orig"
 done
+# --out whose summary.csv and timeline are links to the user's files: with no room to write,
+# both links and both files stay as they were.
+mkdir "$work/link_out"
+cp "$work/names/summary.csv" "$work/user_summary"
+echo "the user's timeline" >"$work/user_timeline"
+cp "$work/user_summary" "$work/user_summary.orig"
+cp "$work/user_timeline" "$work/user_timeline.orig"
+ln -s "$work/user_summary" "$work/link_out/summary.csv"
+ln -s "$work/user_timeline" "$work/link_out/$timeline"
+(ulimit -f 0 && trap '' XFSZ && "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/link_out" >/dev/null 2>&1) &&
+  fail "--out with no room to write exited 0"
+survives "summary.csv linked to the user's file" [ -L "$work/link_out/summary.csv" ]
+survives "the timeline linked to the user's file" [ -L "$work/link_out/$timeline" ]
+survives "the user's file behind summary.csv" cmp -s "$work/user_summary" "$work/user_summary.orig"
+survives "the user's file behind the timeline" cmp -s "$work/user_timeline" "$work/user_timeline.orig"
 # Written when nothing fails: through the link, onto the file, the link kept.
 replay --out "$work/res" --export-trace "$work/link" >/dev/null || fail "--export-trace through a link failed"
 [ -L "$work/link" ] && head -n 1 "$work/precious" | grep -qx 'action,addr,size,stream,time_us' ||
