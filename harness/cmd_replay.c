@@ -23,7 +23,8 @@
 
 static const char help_head[] =
     "usage: allocbench replay TRACE [-s STRATEGY] [-c CONF] [--device auto|sim[:PROFILE]|cuda] [--budget SIZE]\n"
-    "                         [--trace-device N] [--export-trace FILE.csv] [--export-snapshot FILE.pickle]\n"
+    "                         [--trace-device N] [--max-inflated SIZE] [--export-trace FILE.csv]\n"
+    "                         [--export-snapshot FILE.pickle]\n"
     "                         [--out DIR] [--format table|csv|json]\n"
     "       allocbench replay --info TRACE [--trace-device N] [--format table|csv|json]\n\n"
     "Replays a recorded trace through a strategy, prints the result and appends it to DIR/summary.csv,\n"
@@ -34,6 +35,8 @@ static const char help_head[] =
     "      --info              print what the trace holds (events, actions, streams, recorded settings,\n"
     "                          peaks, segments) and replay nothing\n"
     "      --trace-device N    snapshots: the device whose trace to read (default: the first with entries)\n"
+    "      --max-inflated SIZE a gzipped trace may inflate to SIZE (default: 100 times its size, at least\n"
+    "                          64MiB; traces inflate some 10 times, a crafted file to gigabytes)\n"
     "      --export-trace F    write the run as a CSV trace, with the strategy's own segment decisions\n"
     "      --export-snapshot F write the run as a PyTorch memory snapshot: its trace, and its segments at\n"
     "                          the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot F`\n"
@@ -42,7 +45,7 @@ static const char help_head[] =
     "                          settings as its conf when that strategy exists, else raw)\n"
     "  -c, --conf CONF         the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n";
 
-enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT };
+enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT, OPT_MAX_INFLATED };
 
 /* ---- --info ------------------------------------------------------------------------------ */
 
@@ -194,6 +197,11 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
     case OPT_INFO: a->info_only = true; return true;
     case OPT_EXPORT_TRACE: a->export_trace = arg; return true;
     case OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
+    case OPT_MAX_INFLATED:
+      *st = ab_parse_size("--max-inflated", arg, &a->topts.max_inflated, diag);
+      if (*st == AB_OK && a->topts.max_inflated == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-inflated '%s': must be more than 0 bytes", arg);
+      return true;
     case OPT_TRACE_DEVICE: {
       uint64_t d = 0;
       *st = ab_parse_u64("--trace-device", arg, 1023, &d, diag);
@@ -210,11 +218,12 @@ int ab_cmd_replay(int argc, char **argv) {
                                            {"trace-device", required_argument, 0, OPT_TRACE_DEVICE},
                                            {"export-trace", required_argument, 0, OPT_EXPORT_TRACE},
                                            {"export-snapshot", required_argument, 0, OPT_EXPORT_SNAPSHOT},
+                                           {"max-inflated", required_argument, 0, OPT_MAX_INFLATED},
                                            {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1}, false, NULL, NULL};
+  replay_args_t a = {{-1, 0}, false, NULL, NULL};
   char **args;
   size_t nargs;
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 1, &args, &nargs);

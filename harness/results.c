@@ -2,11 +2,15 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "units.h"
+#include "workload.h"
 
 #define SUMMARY_COL(name, numeric) {#name, numeric},
 #define SUMMARY_PEAK_COL(gauge, doc) {"peak_" #gauge, 1},
@@ -92,6 +96,36 @@ void ab_results_file_part(const char *in, char *out, size_t size) {
   out[n] = '\0';
 }
 
+/* The trace a workload spec names, or NULL for a generator's (or a stream of a test's). */
+static const char *trace_of(const char *workload) {
+  if (strncmp(workload, "replay:", 7) == 0) return workload + 7;
+  char name[64];
+  size_t len = strcspn(workload, ":");
+  if (len < sizeof name) {
+    memcpy(name, workload, len);
+    name[len] = '\0';
+    if (ab_workload_find(name)) return NULL;
+  }
+  /* `replay TRACE` runs under the path itself. */
+  struct stat sb;
+  return stat(workload, &sb) == 0 ? workload : NULL;
+}
+
+void ab_results_workload_part(const char *workload, char *out, size_t size) {
+  const char *trace = trace_of(workload);
+  if (trace == NULL) {
+    ab_results_file_part(workload, out, size);
+    return;
+  }
+  char full[PATH_MAX];
+  if (realpath(trace, full) == NULL) snprintf(full, sizeof full, "%s", trace);
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = full; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  char name[128];
+  ab_results_file_part(trace, name, sizeof name);
+  snprintf(out, size, "%s-%08x", name, (unsigned)(h >> 32));
+}
+
 static const ab_col_t timeline_cols[] = {
     {"event", true},          {"step", true},           {"requested", true},     {"allocated", true},
     {"reserved", true},       {"peak_requested", true}, {"peak_allocated", true}, {"peak_reserved", true},
@@ -99,7 +133,7 @@ static const ab_col_t timeline_cols[] = {
 
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
   char w[128], s[64], path[4096];
-  ab_results_file_part(d->workload, w, sizeof w);
+  ab_results_workload_part(d->workload, w, sizeof w);
   ab_results_file_part(d->strategy, s, sizeof s);
   snprintf(path, sizeof path, "%s/timeline_%s_%s.csv", dir, w, s);
   ab_table_t t;

@@ -108,11 +108,16 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *desc, const ab_
 ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es,
                                  const ab_run_t *run, const ab_bisect_result_t *res);
 
-/* Writes DIR/timeline_<workload>_<strategy>.csv (names made file-safe) atomically. */
+/* Writes DIR/timeline_<workload>_<strategy>.csv (ab_results_workload_part) atomically. */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
 
 /* Makes a string safe as part of a file name: keeps letters, digits, '-', '.' and '_',
  * turns runs of anything else into one '_'; a path keeps only its last component. */
 void ab_results_file_part(const char *in, char *out, size_t size);
+/* A workload's part of the names of its timeline and segment map: ab_results_file_part of
+ * a generator's spec; for a trace (replay:PATH, or the path `replay` was given), its file
+ * name and 8 hex digits of its full path, so that traces of one name in different folders
+ * keep files of their own in one --out ("cnn.pickle.gz-1f2e3d4c"). */
+void ab_results_workload_part(const char *workload, char *out, size_t size);
 
 #endif

@@ -145,4 +145,10 @@ if command -v python3 >/dev/null; then
     fail "JSON does not parse: $(cat "$work/json")"
 fi
 
+# Expandable segments reserve more than the card on each stream: past the simulated address
+# space (two streams of a 100 TiB card) that is an OOM, as the driver's, not an error.
+"$ab" run -w random:ops=2000,streams=2 -s expandable --device sim:100TiB --quiet --no-timeline --out "$out" >"$work/va" 2>"$work/err" ||
+  fail "expandable past the address space exited $?: $(cat "$work/err")"
+grep -q '^status *oom$' "$work/va" || fail "expandable past the address space: $(grep status "$work/va")"
+
 finish cli_test

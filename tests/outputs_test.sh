@@ -32,6 +32,10 @@ no_temps() {
   [ -z "$left" ] || fail "$1: temporary files left: $left"
 }
 
+# The names of the run's files under --out.
+replay --out "$work/names" >/dev/null || fail "a plain run failed"
+timeline=$(basename "$(ls "$work"/names/timeline_*.csv)")
+
 # 1. A device node: /dev/full's numbers, made here so that the machine's own is never at stake.
 if [ "$(id -u)" = 0 ] && mknod "$work/full" c 1 7 2>/dev/null; then
   is_full() { [ -c "$work/full" ] && [ "$(stat -c %t,%T "$work/full")" = 1,7 ]; }
@@ -47,10 +51,10 @@ if [ "$(id -u)" = 0 ] && mknod "$work/full" c 1 7 2>/dev/null; then
   replay --out "$work/dev_out" --no-timeline >/dev/null 2>"$work/err" && fail "summary.csv linked to a full device: exited 0"
   survives "summary.csv linked to the device node" [ -L "$work/dev_out/summary.csv" ]
   survives "the device node behind summary.csv" is_full
-  ln -s "$work/full" "$work/dev_out/timeline_in.csv_raw.csv"
   rm "$work/dev_out/summary.csv"
+  ln -s "$work/full" "$work/dev_out/$timeline"
   replay --out "$work/dev_out" >/dev/null 2>"$work/err" && fail "a timeline linked to a full device: exited 0"
-  survives "the timeline linked to the device node" [ -L "$work/dev_out/timeline_in.csv_raw.csv" ]
+  survives "the timeline linked to the device node" [ -L "$work/dev_out/$timeline" ]
   survives "the device node behind the timeline" is_full
   no_temps "device node"
 else
@@ -93,6 +97,21 @@ for opt in --export-trace --export-snapshot; do
   survives "the link given to $opt" [ -L "$work/link" ]
   survives "the file behind the link given to $opt" cmp -s "$work/precious" "$work/precious.orig"
 done
+# --out whose summary.csv and timeline are links to the user's files: with no room to write,
+# both links and both files stay as they were.
+mkdir "$work/link_out"
+cp "$work/names/summary.csv" "$work/user_summary"
+echo "the user's timeline" >"$work/user_timeline"
+cp "$work/user_summary" "$work/user_summary.orig"
+cp "$work/user_timeline" "$work/user_timeline.orig"
+ln -s "$work/user_summary" "$work/link_out/summary.csv"
+ln -s "$work/user_timeline" "$work/link_out/$timeline"
+(ulimit -f 0 && trap '' XFSZ && "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/link_out" >/dev/null 2>&1) &&
+  fail "--out with no room to write exited 0"
+survives "summary.csv linked to the user's file" [ -L "$work/link_out/summary.csv" ]
+survives "the timeline linked to the user's file" [ -L "$work/link_out/$timeline" ]
+survives "the user's file behind summary.csv" cmp -s "$work/user_summary" "$work/user_summary.orig"
+survives "the user's file behind the timeline" cmp -s "$work/user_timeline" "$work/user_timeline.orig"
 # Written when nothing fails: through the link, onto the file, the link kept.
 replay --out "$work/res" --export-trace "$work/link" >/dev/null || fail "--export-trace through a link failed"
 [ -L "$work/link" ] && head -n 1 "$work/precious" | grep -qx 'action,addr,size,stream,time_us' ||
@@ -121,20 +140,16 @@ cp "$trace" "$work/in_res/summary.csv"
 cmp -s "$work/in_res/summary.csv" "$work/in.orig" || fail "the trace named summary.csv changed"
 [ "$(ls "$work/in_res")" = summary.csv ] || fail "the trace named summary.csv was moved aside: $(ls "$work/in_res")"
 
-# 5. Empty paths are refused; nothing is written at the root.
-[ -e /summary.csv ] && root_had=1 || root_had=0
-for args in "--out|" "--export-trace|" "--export-snapshot|"; do
-  opt=${args%|}
-  replay "$opt" "" >"$work/out" 2>"$work/err"
+# 5. Empty paths are refused, as the options are read. (With an unknown strategy too, so that
+# an allocbench that took the empty path writes nothing at the root: it stops at the strategy.)
+for opt in --out --export-trace --export-snapshot; do
+  "$ab" replay "$trace" -s nosuch --device sim "$opt" "" >"$work/out" 2>"$work/err"
   rc=$?
   [ $rc = 2 ] || fail "$opt '' exited $rc"
-  [ "$(wc -l <"$work/err")" = 1 ] && grep -q "empty path" "$work/err" || fail "$opt '': $(cat "$work/err")"
+  [ "$(wc -l <"$work/err")" = 1 ] && grep -qF -- "$opt '': an empty path" "$work/err" || fail "$opt '': $(cat "$work/err")"
 done
-"$ab" run -w random:ops=1000 -s raw --device sim --quiet --out "" >/dev/null 2>&1 && fail "run --out '' exited 0"
-if [ $root_had = 0 ] && [ -e /summary.csv ]; then
-  fail "--out '' wrote /summary.csv"
-  rm -f /summary.csv /timeline_in.csv_raw.csv /timeline_random_ops_1000_raw.csv # this test's own
-fi
+"$ab" run -w random:ops=1000 -s nosuch --device sim --out "" >/dev/null 2>"$work/err"
+grep -q "an empty path" "$work/err" || fail "run --out '': $(cat "$work/err")"
 
 # 6. A failed append leaves summary.csv as it was: the file is padded to just under the size
 # limit, so that the row is cut part way.
@@ -171,5 +186,15 @@ touch "$work/stale/$name.tmp.$dead" "$work/stale/$name.tmp.$live"
 [ -e "$work/stale/$name.tmp.$dead" ] && fail "a dead run's temporary file stayed"
 [ -e "$work/stale/$name.tmp.$live" ] || fail "a running process's temporary file was removed"
 kill $live
+
+# 9. Two traces of one name from different folders keep a timeline each in one --out; the
+# same trace reached by another path keeps its one.
+mkdir "$work/a" "$work/b" "$work/two"
+cp "$trace" "$work/a/t.csv"
+head -n 5 "$trace" >"$work/b/t.csv"
+for t in "$work/a/t.csv" "$work/b/t.csv" "$work/a/../a/t.csv"; do
+  "$ab" replay "$t" -s raw --device sim --quiet --out "$work/two" >/dev/null || fail "replay $t failed"
+done
+[ "$(ls "$work"/two/timeline_t.csv-*_raw.csv | wc -l)" = 2 ] || fail "timelines of two traces named t.csv: $(ls "$work/two")"
 
 finish outputs_test

@@ -4,6 +4,9 @@
 #include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef AB_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 #include "adaptor_trace.h"
 #include "check.h"
@@ -618,7 +621,7 @@ static void snapshot_structure_errors_say_where(void) {
   /* A device that is not in the snapshot. */
   ab_events_t es;
   ab_diag_t d = {""};
-  ab_trace_opts_t opts = {3};
+  ab_trace_opts_t opts = {3, 0};
   const char *path = write_pickle("dev.pickle", body_list_for_dict);
   CHECK(ab_trace_load(path, &opts, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "no device 3: the snapshot traces 1 device (0 to 0)");
@@ -807,6 +810,50 @@ static void csv_sums_past_64_bits_saturate(void) {
   CHECK_EQ(in.peak_requested, INT64_MAX);
   CHECK_EQ(in.reserved_peak, UINT64_MAX);
   ab_events_free(&es);
+}
+
+/* A gzip file that inflates far past what traces do is refused before it fills the memory;
+ * a cap raised for it lets it through (input.h). */
+static void gzip_bomb_refused_unless_allowed(void) {
+#ifdef AB_HAVE_ZLIB
+  /* A valid CSV trace: one allocation, then 100 MB of blank lines, which inflate 1000 times. */
+  size_t plain_len = 100u << 20;
+  char *plain = malloc(plain_len);
+  REQUIRE(plain != NULL);
+  memset(plain, '\n', plain_len);
+  static const char head[] = "action,addr,size,stream,time_us\nalloc,4096,100,0,0\n";
+  memcpy(plain, head, sizeof head - 1);
+  uLongf gz_len = compressBound((uLong)plain_len) + 64;
+  unsigned char *gz = malloc(gz_len);
+  REQUIRE(gz != NULL);
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  z.next_in = (Bytef *)plain;
+  z.avail_in = (uInt)plain_len;
+  z.next_out = gz;
+  z.avail_out = (uInt)gz_len;
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  size_t len = z.total_out;
+  deflateEnd(&z);
+  free(plain);
+  const char *path = write_file("bomb.csv.gz", gz, len);
+  free(gz);
+  ab_events_t es;
+  ab_diag_t d = {""};
+  CHECK(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "inflate past 67108864");
+  CHECK_STR_CONTAINS(d.msg, "--max-inflated");
+  ab_trace_opts_t roomy = {-1, 200u << 20};
+  REQUIRE_MSG(ab_trace_load(path, &roomy, &es, NULL, &d) == AB_OK, "%s", d.msg);
+  CHECK_EQ(es.nids, 1);
+  ab_events_free(&es);
+  ab_trace_opts_t tight = {-1, 1u << 20};
+  CHECK(ab_trace_load(path, &tight, &es, NULL, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "past the 1048576 bytes allowed");
+#else
+  SKIP("no zlib in this build");
+#endif
 }
 
 /* Programs with hundreds of side streams replay; past the device's AB_MAX_STREAMS the trace
@@ -1108,6 +1155,7 @@ static const ab_test_t tests[] = {
     {"csv_sums_past_64_bits_saturate", csv_sums_past_64_bits_saturate},
     {"traces_with_nothing_to_replay_refused", traces_with_nothing_to_replay_refused},
     {"many_streams", many_streams},
+    {"gzip_bomb_refused_unless_allowed", gzip_bomb_refused_unless_allowed},
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
     {"adaptor_records_in_pytorch_order", adaptor_records_in_pytorch_order},
     {"adaptor_round_trip_through_both_formats", adaptor_round_trip_through_both_formats},

@@ -141,6 +141,11 @@ static void test_repeated_keys_refused(void) {
     CHECK_MSG(ab_workload_build(twice[i], 42, &es, &diag) == AB_ERR_INVALID, "%s accepted", twice[i]);
     CHECK_STR_CONTAINS(diag.msg, "given again (first at position 1)");
   }
+  /* Arguments refused while the size is estimated are named where the user wrote them. */
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  CHECK(ab_workload_build("dynamic-shapes:steps=1000,bogus=1", 42, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "'steps=1000,bogus=1': at position 12: unknown key 'bogus'");
 }
 
 /* The estimate made before generating (Note [A workload's size before it is generated]) is

@@ -123,6 +123,19 @@ static counts_t extend_counts(counts_t c1, counts_t c2, double p, double x) {
                     extend_line(c1.ids, c2.ids, p, x)};
 }
 
+/* A probe refused its arguments: the error names positions in the probe's text, so the
+ * user's own are given to the generator, which refuses them where they stand, at once (a
+ * stream that may hold nothing stops at its first event). A probe's other errors stand. */
+static ab_status probe_refused(const scaling_t *sc, const char *args, uint64_t seed, ab_status st, ab_diag_t *diag) {
+  ab_events_t es;
+  ab_events_init(&es);
+  es.max_bytes = 1;
+  ab_diag_t own = {""};
+  if (sc->w->generate(args, seed, &es, &own) == AB_ERR_INVALID) st = ab_diag_set(diag, AB_ERR_INVALID, "%s", own.msg);
+  ab_events_free(&es);
+  return st;
+}
+
 static ab_status estimate(const scaling_t *sc, uint64_t seed, ab_workload_size_t *out, ab_diag_t *diag) {
   counts_t c;
   if (sc->n == 0) {
@@ -199,6 +212,20 @@ static const ab_workload_t *lookup(const char *spec, const char **args, ab_diag_
   return NULL;
 }
 
+/* The Note's check, before generating: arguments given twice, and the estimate. */
+static ab_status check_fits(const char *spec, const ab_workload_t *w, const char *args, uint64_t seed, uint64_t host_bytes,
+                            ab_diag_t *diag) {
+  scaling_t sc;
+  ab_workload_size_t size;
+  AB_TRY(find_scaling(w, args, &sc, diag));
+  /* With no key past its probes the stream is as small as they are: the limit on the stream
+   * as it is built suffices. */
+  if (sc.n == 0) return AB_OK;
+  ab_status st = estimate(&sc, seed, &size, diag);
+  if (st != AB_OK) return st == AB_ERR_INVALID ? probe_refused(&sc, args, seed, st, diag) : st;
+  return check_size(spec, &sc, &size, host_bytes, diag);
+}
+
 ab_status ab_workload_estimate(const char *spec, uint64_t seed, ab_workload_size_t *out, ab_diag_t *diag) {
   memset(out, 0, sizeof *out);
   const char *args;
@@ -207,7 +234,8 @@ ab_status ab_workload_estimate(const char *spec, uint64_t seed, ab_workload_size
   if (w->scale == NULL) return ab_diag_set(diag, AB_ERR_INVALID, "-w %s: a trace is read, not estimated", spec);
   scaling_t sc;
   AB_TRY(find_scaling(w, args, &sc, diag));
-  return estimate(&sc, seed, out, diag);
+  ab_status st = estimate(&sc, seed, out, diag);
+  return st == AB_ERR_INVALID ? probe_refused(&sc, args, seed, st, diag) : st;
 }
 
 ab_status ab_workload_build_with(const char *spec, uint64_t seed, const ab_build_opts_t *opts, ab_events_t *out,
@@ -219,14 +247,7 @@ ab_status ab_workload_build_with(const char *spec, uint64_t seed, const ab_build
   const ab_workload_t *w = lookup(spec, &args, diag);
   if (w == NULL) return AB_ERR_INVALID;
   uint64_t host_bytes = opts->host_bytes ? opts->host_bytes : ab_host_memory_available();
-  if (w->scale) {
-    scaling_t sc;
-    ab_workload_size_t size;
-    AB_TRY(find_scaling(w, args, &sc, diag));
-    /* With no key past its probes the stream is as small as they are: the limit below suffices. */
-    if (sc.n > 0) AB_TRY(estimate(&sc, seed, &size, diag));
-    if (sc.n > 0) AB_TRY(check_size(spec, &sc, &size, host_bytes, diag));
-  }
+  if (w->scale) AB_TRY(check_fits(spec, w, args, seed, host_bytes, diag));
   out->stop = opts->stop;
   out->max_bytes = host_bytes == UINT64_MAX ? 0 : host_bytes;
   ab_status st = w->generate(args, seed, out, diag);

@@ -99,7 +99,9 @@ ab_status ab_sim_va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *o
     *out = start;
     return AB_OK;
   }
-  return ab_diag_set(&s->dev.diag, AB_ERR_INTERNAL, "sim device: virtual address space exhausted");
+  /* The driver answers CUDA_ERROR_OUT_OF_MEMORY here too: a run out of address space ran out
+   * of memory (expandable segments reserve more than the card on every stream). */
+  return ab_diag_set(&s->dev.diag, AB_ERR_OOM, "sim device: virtual address space exhausted");
 }
 
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
