@@ -346,3 +346,16 @@ ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
   summarise(b);
   return AB_OK;
 }
+
+bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out) {
+  if (p == end) return false;
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9') return false;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}

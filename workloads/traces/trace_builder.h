@@ -94,6 +94,10 @@ typedef struct ab_trace_builder_s {
   uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
 } ab_trace_builder_t;
 
+/* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
+ * or passes 2^64 - 1. */
+bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out);
+
 /* Starts building into es (initialised); path and byte_pos say how errors name positions. */
 void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);
 /* Counts one record under its action's name as recorded. */

@@ -9,20 +9,6 @@
 
 const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
 
-/* Parses a whole decimal number field [p, end). */
-static bool parse_field(const char *p, const char *end, uint64_t *out) {
-  if (p == end) return false;
-  uint64_t v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
 ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
   static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
   b->info.format = "allocbench-csv";
@@ -51,7 +37,7 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
     uint64_t num[4];
     for (size_t i = 1; i < 5 && st == AB_OK; i++) {
       const char *fend = i < 4 ? f[i + 1] - 1 : stop;
-      if (!parse_field(f[i], fend, &num[i - 1]))
+      if (!ab_trace_parse_dec(f[i], fend, &num[i - 1]))
         st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s': expected a whole number, got '%.*s'", path, line,
                          names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
     }
