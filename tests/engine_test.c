@@ -17,22 +17,12 @@
 #include "workload.h"
 
 #include "check.h"
+#include "world.h"
 
 /* Opens a sim device with a budget and a strategy on it. */
 static bool setup(const char *strategy, const char *conf, uint64_t budget, ab_device_t **dev, ab_strategy_t **s) {
   ab_device_config_t cfg = {.budget_bytes = budget};
-  ab_diag_t diag = {""};
-  if (ab_device_open("sim", &cfg, dev, &diag) != AB_OK || ab_strategy_create(strategy, *dev, conf, s, &diag) != AB_OK) {
-    fprintf(stderr, "  setup: %s\n", diag.msg);
-    return false;
-  }
-  return true;
-}
-
-static void teardown(ab_device_t *dev, ab_strategy_t *s) {
-  ab_strategy_destroy(s);
-  ab_diag_t diag = {""};
-  CHECK_MSG(ab_device_close(dev, &diag) == AB_OK, "%s", diag.msg);
+  return ab_test_world_open(dev, s, "sim", &cfg, strategy, conf);
 }
 
 static void replay_counts_and_timeline(void) {
@@ -85,7 +75,7 @@ static void replay_counts_and_timeline(void) {
   CHECK_EQ(run.events_done, es.n);
   CHECK_EQ(run.alloc_ns.count, 3);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -116,7 +106,7 @@ static void oom_capacity(void) {
   CHECK_EQ(run.stats.num_ooms, 1);
   CHECK_EQ(dev->held_bytes, 0); /* drained after the OOM */
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -141,7 +131,7 @@ static void oom_fragmentation(void) {
   CHECK(run.oom.kind == AB_OOM_FRAGMENTATION);
   CHECK_EQ(run.stats.num_alloc_retries, 1);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -197,7 +187,7 @@ static void continue_after_oom(void) {
   CHECK_EQ(run.events_done, 1);
   CHECK_EQ(run.passed_over, 0);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -227,7 +217,7 @@ static void stop_on_request(void) {
   CHECK(run.status == AB_RUN_OK);
   CHECK_EQ(run.events_done, es.n);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
