@@ -55,7 +55,7 @@ static bool world_open(world_t *w, const char *strategy, const ab_device_config_
     CHECK_MSG(false, "%s: cannot open %s: %s", strategy, ab_test_device, diag.msg);
     return false;
   }
-  if (ab_strategy_create(strategy, w->dev, NULL, &w->s, &diag) != AB_OK) {
+  if (ab_strategy_create(strategy, w->dev, ab_test_conf_for(strategy), &w->s, &diag) != AB_OK) {
     CHECK_MSG(false, "%s: create: %s", strategy, diag.msg);
     ab_device_close(w->dev, NULL);
     return false;
@@ -135,12 +135,11 @@ static void world_close(world_t *w) {
   free(w->slots);
 }
 
-/* Calls fn once per strategy that users can pick. */
+/* Calls fn once per strategy that users can pick (or the one --strategy names). */
 static void each_strategy(void (*fn)(const char *name)) {
-  size_t n;
-  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
-  for (size_t i = 0; i < n; i++)
-    if (!all[i].hidden) fn(all[i].name);
+  const char *names[64];
+  size_t n = ab_test_strategies(names, 64);
+  for (size_t i = 0; i < n; i++) fn(names[i]);
 }
 
 static bool want_device(void) {
