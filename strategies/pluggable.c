@@ -11,10 +11,12 @@
  *   2. Requested and allocated bytes are the sizes asked for: the library's rounding is hidden
  *      from PyTorch too. A request during which a CUDA call ran out of memory and that still
  *      succeeded counts as a retry.
- *   3. A NULL from alloc is an OOM when a CUDA call ran out of memory during it, or when the
- *      library was given a cap (memory_fraction below 1) it may be keeping. Any other NULL, a
- *      pointer outside the memory the library holds, or a CUDA call it got wrong or that the
- *      card does not provide fails the run with one line naming the library.
+ *   3. A NULL from alloc is an OOM when the library ran out of memory one way or another: a
+ *      CUDA call ran out during it, the device has no room for the request, the library
+ *      holds memory it is not handing out (its own pool is spent), or it was given a cap
+ *      (memory_fraction below 1). A NULL otherwise, a pointer outside the memory the library
+ *      holds, or a CUDA call it got wrong or that the card does not provide fails the run
+ *      with one line naming the library.
  *   4. Hooks named with -c: init(device_count) once loaded; memory_fraction(F, device) when a
  *      cap is given (per_process_memory_fraction:F, PyTorch's setMemoryFraction); reset() is
  *      empty_cache (PyTorch's emptyCache); record_stream(ptr, stream), see 5.
@@ -182,6 +184,14 @@ ab_status ab_pluggable_create(const char *argument, ab_device_t *dev, const char
 
 /* ---- allocation -------------------------------------------------------------------------------- */
 
+/* Policy 3: whether a NULL for a request of bytes is the library running out of memory. */
+static bool ran_out(pluggable_t *p, uint64_t bytes) {
+  const ab_stats_t *st = &p->base.stats;
+  uint64_t room = 0, total = 0;
+  return p->card.oom || p->capped || st->reserved_bytes.current > st->allocated_bytes.current ||
+         (ab_device_mem_info(p->base.dev, &room, &total) == AB_OK && bytes > room);
+}
+
 static ab_status pluggable_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   pluggable_t *p = (pluggable_t *)s;
   if (bytes > BYTES_MASK) {
@@ -194,13 +204,14 @@ static ab_status pluggable_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stre
   AB_TRY(leave(p, prev));
   unsigned long long n = bytes;
   if (ptr == NULL) {
-    if (p->card.oom || p->capped) {
+    if (ran_out(p, bytes)) {
       s->stats.num_ooms++;
       return AB_ERR_OOM;
     }
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID,
-                       "pluggable: %s: %s(%llu) returned NULL, and no CUDA call it made ran out of memory", p->path,
-                       p->alloc_name, n);
+                       "pluggable: %s: %s(%llu) returned NULL without running out of memory (none of its CUDA calls "
+                       "did, the device had room, it held none spare)",
+                       p->path, p->alloc_name, n);
   }
   ab_dptr_t a = (ab_dptr_t)(uintptr_t)ptr;
   if (!ab_card_holds(&p->card, a, bytes))

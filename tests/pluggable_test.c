@@ -251,6 +251,26 @@ static void async_calls_use_the_pool(void) {
   }
 }
 
+/* A library may run out without a CUDA call failing: its own pool spent, or no room on the
+ * device by cudaMemGetInfo. Its NULL is an OOM. */
+static void oom_without_a_failed_call(void) {
+  world_t w;
+  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("arena", ":arena_alloc:arena_free"), NULL, 0, 0), "%s", w.diag.msg);
+  ab_dptr_t p[3];
+  for (int i = 0; i < 2; i++) CHECK(ab_strategy_alloc(w.s, 3 << 20, 0, &p[i]) == AB_OK);
+  CHECK(ab_strategy_alloc(w.s, 3 << 20, 0, &p[2]) == AB_ERR_OOM);
+  CHECK_EQ(stats_of(&w).num_ooms, 1);
+  CHECK_EQ(w.dev->calls.failed, 0);
+  for (int i = 0; i < 2; i++) CHECK(ab_strategy_free(w.s, p[i], 3 << 20, 0) == AB_OK);
+  world_close(&w);
+
+  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("arena", ":room_alloc:room_free"), NULL, 1ULL << 30, 0), "%s", w.diag.msg);
+  CHECK(ab_strategy_alloc(w.s, 2ULL << 30, 0, &p[0]) == AB_ERR_OOM);
+  CHECK_EQ(stats_of(&w).num_ooms, 1);
+  CHECK_EQ(w.dev->calls.malloc, 0);
+  world_close(&w);
+}
+
 /* ---- hooks ------------------------------------------------------------------------------------ */
 
 #define POOL_HOOKS "init:pool_init,reset:pool_reset,memory_fraction:pool_memory_fraction"
@@ -332,7 +352,7 @@ static void misuse_fails_the_call(void) {
   static const struct {
     const char *fns, *says;
   } cases[] = {
-      {":null_alloc:my_free", "null_alloc(1048576) returned NULL, and no CUDA call it made ran out of memory"},
+      {":null_alloc:my_free", "null_alloc(1048576) returned NULL without running out of memory"},
       {":bogus_alloc:my_free", "bogus_alloc(1048576) returned 0x1000, which is not inside device memory the library holds"},
       {":copy_alloc:my_free", "it called cudaMemcpy, which the simulated card does not provide"},
       {":attribute_alloc:my_free", "it called cudaDeviceGetAttribute(attribute 16), which the simulated card does not provide"},
@@ -411,6 +431,7 @@ static const ab_test_t tests[] = {
     {"a_block_over_two_mappings", a_block_over_two_mappings},
     {"vmm_oom_is_an_oom", vmm_oom_is_an_oom},
     {"async_calls_use_the_pool", async_calls_use_the_pool},
+    {"oom_without_a_failed_call", oom_without_a_failed_call},
     {"pool_hooks", pool_hooks},
     {"record_stream_frees_early", record_stream_frees_early},
     {"misuse_fails_the_call", misuse_fails_the_call},
