@@ -2,7 +2,7 @@
  * cudaMalloc per request, one cudaFree per free, nothing kept. allocbench's raw strategy, as
  * a library:
  *
- *   allocbench run -w transformer -s pluggable:build/plugins/libmalloc_each.so --device sim
+ *   allocbench run -w dynamic-shapes -s pluggable:build/plugins/libmalloc_each.so --device sim
  *
  * It includes no CUDA header and may be linked with no CUDA library: the two calls are
  * declared here, with cudaError_t as the int it is, and cudaStream_t as a pointer. */

@@ -2,22 +2,24 @@
  * loads it:
  *
  *   torch.cuda.memory.CUDAPluggableAllocator("libsmall_pool.so", "my_malloc", "my_free")
- *   allocbench run -w transformer -s pluggable:build/plugins/libsmall_pool.so -c reset:pool_reset
+ *   allocbench run -w dynamic-shapes -s pluggable:build/plugins/libsmall_pool.so -c reset:pool_reset
  *
  * Policy:
- *   1. A request is rounded up to a power of two from 512 bytes to 1 MiB (small), or to a
- *      multiple of 2 MiB above (large). A rounded size on a stream is a class; a block freed
- *      on its stream serves the next request of its class there at once.
+ *   1. A request is rounded up to a power of two from 512 bytes to 1 MiB (small), or above
+ *      to a multiple of 2 MiB and then to one of four steps per power of two (large: at most
+ *      a quarter more). Blocks serve the stream they were made for; one freed there is
+ *      reusable there at once.
  *   2. Small blocks are slots of 2 MiB slabs, one cudaMalloc each, cut into equal slots of one
- *      class for one stream; a large block is a cudaMalloc of its own. Nothing is split or
- *      merged: a block only ever returns to its class.
+ *      size; a small request takes a free slot of its size. A large block is a cudaMalloc of
+ *      its own; a large request takes the smallest cached block that fits it with at most
+ *      half its size to spare. Nothing is split or merged.
  *   3. When cudaMalloc runs out of memory, or the memory fraction would be passed, the pool
  *      releases every cached large block and every slab with no slot in use, and tries once
  *      more. pool_reset (PyTorch's empty_cache) releases the same.
  *   4. pool_record_stream marks a block used on another stream: when it is freed it waits on
  *      a pending list until the pool next needs memory, when a cudaStreamSynchronize of that
  *      stream makes it reusable.
- * The bookkeeping is on the host: a node per block, free lists per stream and class, and a
+ * The bookkeeping is on the host: a node per block, free lists per stream and size, and a
  * table from address to node for the frees. One lock serialises the calls, as PyTorch may
  * allocate from several threads.
  *
@@ -140,8 +142,14 @@ static block_t *table_take(uintptr_t p) {
 
 /* ---- classes --------------------------------------------------------------------------- */
 
+static size_t round_up(size_t bytes, size_t step) { return (bytes + step - 1) / step * step; }
+
 static size_t round_size(size_t bytes) {
-  if (bytes > SLAB_BYTES / 2) return (bytes + SLAB_BYTES - 1) / SLAB_BYTES * SLAB_BYTES;
+  if (bytes > SLAB_BYTES / 2) {
+    size_t n = round_up(bytes, SLAB_BYTES), power = SLAB_BYTES;
+    while (power * 2 <= n) power *= 2;
+    return power >= 4 * SLAB_BYTES ? round_up(n, power / 4) : n;
+  }
   size_t s = MIN_BLOCK;
   while (s < bytes) s *= 2;
   return s;
@@ -178,13 +186,14 @@ static block_t *take_free(lists_t *l, size_t size) {
     }
     return b;
   }
+  /* The smallest cached block that fits, wasting at most half the request. */
+  block_t **best = NULL;
   for (block_t **at = &l->large; *at; at = &(*at)->next)
-    if ((*at)->size == size) {
-      block_t *b = *at;
-      *at = b->next;
-      return b;
-    }
-  return NULL;
+    if ((*at)->size >= size && (*at)->size <= size + size / 2 && (best == NULL || (*at)->size < (*best)->size)) best = at;
+  if (best == NULL) return NULL;
+  block_t *b = *best;
+  *best = b->next;
+  return b;
 }
 
 /* ---- the device ------------------------------------------------------------------------ */
