@@ -102,11 +102,31 @@ static bool cuda_name(const char *name) {
 /* Whether [off, off + n) lies in a file of size bytes. */
 static bool within(uint64_t off, uint64_t n, size_t size) { return off <= size && n <= size - off; }
 
-/* The first CUDA function the ELF image imports (undefined, not weak) that the shim does not
- * export, into out; "" when there is none or the image is not one this reads (dlopen judges
- * those). */
-static void unknown_import(const unsigned char *img, size_t size, char *out, size_t out_size) {
-  out[0] = '\0';
+/* What is wrong with one CUDA function the library imports, into why; false when nothing:
+ * the shim exports it and the library would reach the shim's (a CUDA runtime loaded with the
+ * program itself, as in a build that links it dynamically, would come first), or the shim
+ * does not export it and the device is a GPU, where the library's own libcudart.so serves it. */
+static bool import_wrong(const char *name, bool simulated, const char *path, char *why, size_t size) {
+  void *own = dlsym(shim_handle, name);
+  if (own == NULL) {
+    if (simulated) snprintf(why, size, "pluggable: %s calls %s, which the simulated card does not provide", path, name);
+    return simulated;
+  }
+  void *first = dlsym(RTLD_DEFAULT, name);
+  Dl_info info;
+  if (first == own) return false;
+  snprintf(why, size, "pluggable: %s: its %s would reach %s, not allocbench's device (a CUDA library loaded ahead: "
+           "a build that links the CUDA runtime dynamically, or LD_PRELOAD)",
+           path, name, first && dladdr(first, &info) && info.dli_fname ? info.dli_fname : "another library");
+  return true;
+}
+
+/* Checks the CUDA functions the ELF image imports (undefined, not weak) with import_wrong;
+ * the first wrong one is said in why ("" when none, or when the image is not one this reads:
+ * dlopen judges those). */
+static void check_imports(const unsigned char *img, size_t size, bool simulated, const char *path, char *why,
+                          size_t why_size) {
+  why[0] = '\0';
   Elf64_Ehdr eh;
   if (size < sizeof eh) return;
   memcpy(&eh, img, sizeof eh);
@@ -128,10 +148,7 @@ static void unknown_import(const unsigned char *img, size_t size, char *out, siz
       if (sym.st_shndx != SHN_UNDEF || ELF64_ST_BIND(sym.st_info) == STB_WEAK || sym.st_name >= strs.sh_size) continue;
       const char *name = names + sym.st_name;
       if (memchr(name, '\0', strs.sh_size - sym.st_name) == NULL || !cuda_name(name)) continue;
-      if (dlsym(shim_handle, name) == NULL) {
-        snprintf(out, out_size, "%s", name);
-        return;
-      }
+      if (import_wrong(name, simulated, path, why, why_size)) return;
     }
   }
 }
@@ -185,12 +202,10 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
   unsigned char *img = NULL;
   size_t size = 0;
   AB_TRY(read_file(path, &img, &size, diag));
-  char unknown[128] = "";
-  if (simulated) unknown_import(img, size, unknown, sizeof unknown);
+  char wrong[AB_DIAG_BYTES];
+  check_imports(img, size, simulated, path, wrong, sizeof wrong);
   free(img);
-  if (unknown[0])
-    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s calls %s, which the simulated card does not provide", path,
-                       unknown);
+  if (wrong[0]) return ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
 
   p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (p->handle == NULL) {

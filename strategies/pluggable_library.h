@@ -13,8 +13,9 @@
  * state.
  *
  * Every failure is one line in diag naming the library: no such file, not a shared object,
- * a CUDA call the simulated card does not provide (read from its imports before it is
- * loaded), a missing function. Thread-safety: any thread may open and close libraries.
+ * a CUDA call the simulated card does not provide or that would not reach the shim (read
+ * from its imports before it is loaded), a missing function. Thread-safety: any thread may
+ * open and close libraries.
  */
 #ifndef AB_PLUGGABLE_LIBRARY_H
 #define AB_PLUGGABLE_LIBRARY_H
@@ -44,7 +45,7 @@ typedef struct ab_plugin_s {
 /* The shim, loaded into the process once: *use receives its ab_shim_use. */
 ab_status ab_plugin_shim(ab_shim_use_fn *use, ab_diag_t *diag);
 
-/* Loads the library at path and finds the named functions. simulated: refuse a library
+/* Loads the library at path and finds the named functions. simulated: also refuse a library
  * that imports a CUDA function the shim does not export. Constructors of the library run
  * here, so the caller has its card in use. */
 ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names_t *names, bool simulated,

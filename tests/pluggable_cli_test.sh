@@ -120,6 +120,12 @@ for cmd in oom compare matrix; do
   refuse "pluggable: cannot load $src/README.md" $cmd -w random -s "raw,pluggable:$src/README.md" --device sim
 done
 refuse "--cap: $p has no memory cap" oom -w random -s "$p" --device sim --cap
+# A CUDA runtime loaded with the program would take the library's calls: refused, not run on
+# the real runtime. (Not under AddressSanitizer, whose runtime must come first.)
+cudart=$(ldd "$plugins/libmalloc_each_cudart.so" 2>/dev/null | awk '/libcudart/ { print $3 }')
+if [ -n "$cudart" ] && ! ldd "$ab" | grep -q libasan; then
+  LD_PRELOAD=$cudart refuse "its cudaMalloc would reach $cudart, not allocbench's device" run -w random -s "$p" --device sim
+fi
 
 # A library that fails during the run: the run's error, one line, exit 1.
 "$ab" run -w random -s "pluggable:$test_plugins/libmisbehaving.so:null_alloc:my_free" --device sim -q \
