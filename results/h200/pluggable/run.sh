@@ -11,7 +11,8 @@
 # and it needs of it only allocbench, plugins/ and tests/conformance_test. OUT (default $OUT,
 # else results/latest/pluggable) receives summary.csv, oom.csv, the timelines and segment
 # maps, budget.csv, the logs, machine.txt, and verdict.txt (one line per check, PASS or FAIL).
-# Exits 1 when a check failed.
+# Exits 1 when a check failed. Each step has a time limit, so that the whole stays under ten
+# minutes.
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-results/latest/pluggable}}
@@ -43,7 +44,7 @@ check() { # check NAME COMMAND...: runs it, records PASS or FAIL (SKIP: a compar
 
 # 1. The matrix workloads, each with its smallest budget, the plugins beside raw and caching.
 t0=$(date +%s)
-check matrix timeout 420 "$ab" matrix --device "$device" -s "raw,caching,$each,$pool" -c '' -c '' -c '' -c "$hooks" \
+check matrix timeout 360 "$ab" matrix --device "$device" -s "raw,caching,$each,$pool" -c '' -c '' -c '' -c "$hooks" \
   --out "$out" >"$out/matrix.txt" 2>"$out/matrix.log"
 echo "matrix: $(($(date +%s) - t0)) s" >>"$out/machine.txt"
 
@@ -69,7 +70,7 @@ check malloc_each_is_raw same_as_raw "$out/summary.csv"
 for s in raw "$each" "$pool"; do
   c=
   [ "$s" = "$pool" ] && c=$hooks
-  "$ab" run -w dynamic-shapes --device "$device" --budget 20GiB -s "$s" -c "$c" --no-kernels --format csv --no-timeline \
+  timeout 60 "$ab" run -w dynamic-shapes --device "$device" --budget 20GiB -s "$s" -c "$c" --no-kernels --format csv --no-timeline \
     --out "$out/budget" 2>>"$out/budget.log"
 done | awk 'NR == 1 || !/^workload,/' >"$out/budget.csv"
 check budget_oom_as_raw python3 - "$out/budget.csv" "$each" <<'EOF'
@@ -82,8 +83,8 @@ sys.exit(0 if ok else 1)
 EOF
 
 # 3. The conformance suite, on the GPU, through each plugin.
-check conformance_malloc_each "$build/tests/conformance_test" --device="$device" --strategy="$each" >"$out/conformance.log" 2>&1
-check conformance_small_pool "$build/tests/conformance_test" --device="$device" --strategy="$pool" --conf="$hooks" \
+check conformance_malloc_each timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$each" >"$out/conformance.log" 2>&1
+check conformance_small_pool timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$pool" --conf="$hooks" \
   >>"$out/conformance.log" 2>&1
 
 cat "$verdict"
