@@ -55,8 +55,9 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *out) {
 }
 
 /* The runtime the library linked (found among the loaded objects: the plugin brought it), or
- * the driver; NULL when there is none. Kept once found: neither is ever unloaded while the
- * plugin that brought it is loaded. */
+ * the driver; NULL when there is none. Kept once found: dlopen counts a reference, so the
+ * library stays loaded after the plugin that brought it is unloaded, and the next plugin
+ * finds it again. */
 static void *real_library(int lib) {
   static _Atomic(void *) found[2];
   void *h = atomic_load(&found[lib]);
