@@ -67,7 +67,11 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 's': o->strategy = arg; break;
     case 'c': o->conf = arg; break;
     case 'D': o->device = arg; break;
-    case 'o': o->out_dir = arg; break;
+    case 'o':
+      /* An empty DIR would put DIR/summary.csv at the root. */
+      if (arg[0] == '\0') *st = ab_diag_set(diag, AB_ERR_INVALID, "--out '': an empty path (expected a directory)");
+      o->out_dir = arg;
+      break;
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;
@@ -96,13 +100,31 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
   return true;
 }
 
+/* The short forms of AB_CLI_COMMON_SHORTOPTS whose long options the table lists: a command
+ * without -w takes no -w either. */
+static void short_options(const struct option *longopts, char *out) {
+  size_t n = 0;
+  for (const char *c = AB_CLI_COMMON_SHORTOPTS; *c; c++) {
+    if (*c == ':') continue;
+    for (const struct option *l = longopts; l->name; l++)
+      if (l->val == *c) {
+        out[n++] = *c;
+        if (l->has_arg == required_argument) out[n++] = ':';
+        break;
+      }
+  }
+  out[n] = '\0';
+}
+
 int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
                  const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs) {
   ab_diag_t diag = {""};
+  char shortopts[2 * sizeof AB_CLI_COMMON_SHORTOPTS];
+  short_options(longopts, shortopts);
   int opt;
   optind = 1;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, AB_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     ab_status st = AB_OK;
     if (opt == 'h') {
       fputs(help_head, stdout);
@@ -111,7 +133,7 @@ int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *l
       return AB_EXIT_OK;
     }
     if (opt == '?' || opt == ':') {
-      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench %s --help)", argv[optind - 1], o->cmd);
+      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see %s --help)", argv[optind - 1], o->cmd);
       return ab_cli_usage_error(o, diag.msg);
     }
     if (!(own && own(ctx, opt, optarg, &st, &diag)) && !ab_cli_common_option(opt, optarg, o, &st, &diag))
@@ -129,25 +151,36 @@ int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *l
 }
 
 int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg) {
-  fprintf(stderr, "allocbench %s: %s\n", o->cmd, msg);
+  fprintf(stderr, "%s: %s\n", o->cmd, msg);
   return AB_EXIT_USAGE;
 }
 
 int ab_cli_fail(const ab_cli_opts_t *o, const char *msg) {
-  fprintf(stderr, "allocbench %s: %s\n", o->cmd, msg);
+  fprintf(stderr, "%s: %s\n", o->cmd, msg);
   return AB_EXIT_FAIL;
 }
 
 void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind) {
   static bool said = false; /* once per process, not once per run */
   if (strcmp(o->device, "auto") == 0 && !o->quiet && !said) {
-    fprintf(stderr, "allocbench %s: --device auto: using %s%s\n", o->cmd, name,
+    fprintf(stderr, "%s: --device auto: using %s%s\n", o->cmd, name,
             kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
     said = true;
   }
 }
 
 volatile sig_atomic_t ab_cli_stop = 0;
+
+ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
+  ab_build_opts_t b = {&ab_cli_stop, 0};
+  return ab_workload_build_with(spec, o->seed, &b, es, diag);
+}
+
+int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {
+  if (ab_cli_stop) return ab_cli_interrupted(o, 0, 1);
+  /* Bad arguments, a missing trace, a workload too big for the host: the user's to change. */
+  return st == AB_ERR_INTERNAL ? ab_cli_fail(o, diag->msg) : ab_cli_usage_error(o, diag->msg);
+}
 
 static void ask_to_stop(int sig) { ab_cli_stop = sig; }
 
@@ -163,7 +196,7 @@ void ab_cli_catch_stop(void) {
 
 int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned) {
   fprintf(stderr,
-          "allocbench %s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv; what was in progress was "
+          "%s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv; what was in progress was "
           "stopped and not recorded\n",
           o->cmd, ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT", recorded, planned, o->out_dir);
   return 128 + (ab_cli_stop ? ab_cli_stop : SIGINT);
@@ -213,7 +246,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     o = &suggested;
     char b[32];
     if (!o->quiet)
-      fprintf(stderr, "allocbench %s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
@@ -230,7 +263,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   free(plan);
   if (st != AB_OK) return st;
   ab_cli_note_device(o, w.dev->name, w.dev->kind);
-  if (diag->msg[0] && !o->quiet) fprintf(stderr, "allocbench %s: note: %s\n", o->cmd, diag->msg);
+  if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
   diag->msg[0] = '\0';
   char label[160];
   snprintf(label, sizeof label, "%s on %s", strategy, es->source);
@@ -325,7 +358,7 @@ ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char 
   snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
   AB_TRY(ab_table_append_csv(t, path, moved, sizeof moved, diag));
   if (moved[0] && !o->quiet)
-    fprintf(stderr, "allocbench %s: %s had other columns; it was moved to %s\n", o->cmd, path, moved);
+    fprintf(stderr, "%s: %s had other columns; it was moved to %s\n", o->cmd, path, moved);
   return AB_OK;
 }
 
@@ -447,7 +480,8 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
     return ab_cli_usage_error(o, diag.msg);
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
-  if (ab_workload_build(o->workload, o->seed, es, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  ab_status built = ab_cli_build(o, o->workload, es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
   if (st == AB_OK && (search->lo > total || search->hi > total))

@@ -1,12 +1,13 @@
 /* cli.h: what the subcommands of `allocbench` share: the options that name a run, their
  * parsing, progress on a terminal, and running one strategy over one event stream.
  *
- * Errors on the command line are printed as one line, "allocbench CMD: MESSAGE", and the
- * command exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a
- * result, not a failure: it exits 0.
+ * Errors on the command line are printed as one line, "allocbench CMD: MESSAGE" (the command
+ * as ab_cli_defaults names it; allocbench_micro parses its options here too), and the command
+ * exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a result,
+ * not a failure: it exits 0.
  *
  * Stopping: the commands that run catch SIGINT and SIGTERM (ab_cli_catch_stop). The run in
- * progress (or the budget search, ab_cli_search_opts) stops within 64k events, frees what
+ * progress (or the budget search, ab_cli_search_opts) stops within 1024 events, frees what
  * it holds and is not recorded (a result of part of a stream would mislead); what earlier
  * runs appended stays, whole rows only (table.h); the command says where, and exits 128 +
  * the signal. A second signal kills at once.
@@ -45,7 +46,7 @@ typedef struct ab_cli_hooks_s {
 } ab_cli_hooks_t;
 
 typedef struct ab_cli_opts_s {
-  const char *cmd;        /* "run", for messages */
+  const char *cmd;        /* "allocbench run": the command as its messages name it */
   const char *workload;   /* -w NAME[:ARGS] */
   const char *strategy;   /* -s NAME (or a comma list where the command takes several) */
   const char *conf;       /* -c CONF */
@@ -78,7 +79,7 @@ typedef struct ab_cli_opts_s {
 #define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
 
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline and
- * kernels on. */
+ * kernels on. cmd names the command in messages ("allocbench run", "allocbench_micro"). */
 void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
 
 /* A command's own options: called for each option that is not a common one; returns true
@@ -86,10 +87,11 @@ void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
 typedef bool (*ab_cli_own_fn)(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag);
 
 /* Parses a command line: the common options into o and the command's own through own
- * (longopts lists both; own may be NULL). -h prints help_head, extra_help (may be NULL) and
- * the common options. At most max_args positional arguments are taken, into *args and
- * *nargs. Returns -1 when the command goes on, else the exit code (help printed, or one line
- * saying what was wrong). */
+ * (longopts lists both; own may be NULL). A command takes only the options its table lists,
+ * the short forms of the common ones (AB_CLI_COMMON_SHORTOPTS) included. -h prints
+ * help_head, extra_help (may be NULL) and the common options. At most max_args positional
+ * arguments are taken, into *args and *nargs. Returns -1 when the command goes on, else the
+ * exit code (help printed, or one line saying what was wrong). */
 int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
                  const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
@@ -97,9 +99,9 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
 /* The help lines of the common options. */
 extern const char ab_cli_common_help[];
 
-/* Prints "allocbench CMD: MESSAGE" and returns AB_EXIT_USAGE. */
+/* Prints "CMD: MESSAGE" (CMD: "allocbench run", ...) and returns AB_EXIT_USAGE. */
 int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
-/* Prints "allocbench CMD: MESSAGE" and returns AB_EXIT_FAIL. */
+/* Prints "CMD: MESSAGE" and returns AB_EXIT_FAIL. */
 int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 
 /* Says on stderr, once per process, which device `--device auto` chose. */
@@ -109,6 +111,11 @@ void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind
 extern volatile sig_atomic_t ab_cli_stop;
 /* Makes SIGINT and SIGTERM set ab_cli_stop instead of ending the process, once each. */
 void ab_cli_catch_stop(void);
+/* Builds the workload spec with the run's seed, stopping at ab_cli_stop (workload.h). */
+ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+/* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
+ * failed (out of host memory), with its line. */
+int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag);
 /* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
  * and returns the exit status for the signal (128 + its number). */
 int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);

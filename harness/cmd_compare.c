@@ -29,7 +29,7 @@ static const char *const table_cols[] = {"strategy",     "conf",         "peak_r
 
 int ab_cmd_compare(int argc, char **argv) {
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "compare");
+  ab_cli_defaults(&o, "allocbench compare");
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;

@@ -53,7 +53,18 @@ static const char help_head[] =
     "  -c, --conf CONF       the strategies' options: once for all those of -s, or once per strategy\n"
     "      --quick           a short run of each workload (fewer steps or ops, the same pattern)\n";
 
-/* The workload spec to run: NAME:QUICK,ARGS with --quick (the user's arguments win). */
+/* Whether the arguments args (KEY=VALUE,...) give key. */
+static bool gives(const char *args, const char *key, size_t key_len) {
+  for (const char *p = args; *p;) {
+    size_t item = strcspn(p, ",");
+    if (item > key_len && strncmp(p, key, key_len) == 0 && p[key_len] == '=') return true;
+    p += item + (p[item] == ',');
+  }
+  return false;
+}
+
+/* The workload spec to run: with --quick, NAME:QUICK,ARGS, less the quick arguments the user
+ * gave (theirs win; a key may not be given twice). */
 static void spec_of(const char *given, bool quick, char *out, size_t size) {
   const char *colon = strchr(given, ':');
   size_t len = colon ? (size_t)(colon - given) : strlen(given);
@@ -64,10 +75,16 @@ static void spec_of(const char *given, bool quick, char *out, size_t size) {
     snprintf(out, size, "%s", given);
     return;
   }
-  if (colon && colon[1])
-    snprintf(out, size, "%s:%s,%s", name, w->quick_args, colon + 1);
-  else
-    snprintf(out, size, "%s:%s", name, w->quick_args);
+  const char *args = colon ? colon + 1 : "";
+  size_t used = (size_t)snprintf(out, size, "%s:", name);
+  for (const char *q = w->quick_args; *q && used < size;) {
+    size_t item = strcspn(q, ","), key = strcspn(q, "=");
+    if (!gives(args, q, key < item ? key : item))
+      used += (size_t)snprintf(out + used, size - used, "%s%.*s", out[used - 1] == ':' ? "" : ",", (int)item, q);
+    q += item + (q[item] == ',');
+  }
+  if (*args && used < size) snprintf(out + used, size - used, "%s%s", out[used - 1] == ':' ? "" : ",", args);
+  if (out[strlen(out) - 1] == ':') out[strlen(out) - 1] = '\0';
 }
 
 static bool in_registry(const char *spec) {
@@ -187,7 +204,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 int ab_cmd_matrix(int argc, char **argv) {
   static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "matrix");
+  ab_cli_defaults(&o, "allocbench matrix");
   ab_diag_t diag = {""};
   matrix_args_t a;
   memset(&a, 0, sizeof a);
@@ -229,9 +246,11 @@ int ab_cmd_matrix(int argc, char **argv) {
   for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
     char spec[4200];
     spec_of(given[i], quick, spec, sizeof spec);
-    ab_status st = ab_workload_build(spec, o.seed, &streams[nw], &diag);
+    ab_status st = ab_cli_build(&o, spec, &streams[nw], &diag);
     if (st == AB_OK) {
       nw++;
+    } else if (ab_cli_stop) {
+      rc = ab_cli_interrupted(&o, 0, 0);
     } else if (defaults && strncmp(spec, "replay:", 7) == 0) {
       if (!o.quiet) fprintf(stderr, "allocbench matrix: passing over the recorded trace: %s\n", diag.msg);
     } else {

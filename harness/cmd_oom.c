@@ -32,7 +32,7 @@ static const char *const table_cols[] = {"strategy",         "conf",          "m
 
 int ab_cmd_oom(int argc, char **argv) {
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "oom");
+  ab_cli_defaults(&o, "allocbench oom");
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;

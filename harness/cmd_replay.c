@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "adaptor_trace.h"
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "registry.h"
 #include "results.h"
 #include "snapshot.h"
@@ -21,7 +23,8 @@
 
 static const char help_head[] =
     "usage: allocbench replay TRACE [-s STRATEGY] [-c CONF] [--device auto|sim[:PROFILE]|cuda] [--budget SIZE]\n"
-    "                         [--trace-device N] [--export-trace FILE.csv] [--export-snapshot FILE.pickle]\n"
+    "                         [--trace-device N] [--max-inflated SIZE] [--export-trace FILE.csv]\n"
+    "                         [--export-snapshot FILE.pickle]\n"
     "                         [--out DIR] [--format table|csv|json]\n"
     "       allocbench replay --info TRACE [--trace-device N] [--format table|csv|json]\n\n"
     "Replays a recorded trace through a strategy, prints the result and appends it to DIR/summary.csv,\n"
@@ -32,6 +35,8 @@ static const char help_head[] =
     "      --info              print what the trace holds (events, actions, streams, recorded settings,\n"
     "                          peaks, segments) and replay nothing\n"
     "      --trace-device N    snapshots: the device whose trace to read (default: the first with entries)\n"
+    "      --max-inflated SIZE a gzipped trace may inflate to SIZE (default: 100 times its size, at least\n"
+    "                          64MiB; traces inflate some 10 times, a crafted file to gigabytes)\n"
     "      --export-trace F    write the run as a CSV trace, with the strategy's own segment decisions\n"
     "      --export-snapshot F write the run as a PyTorch memory snapshot: its trace, and its segments at\n"
     "                          the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot F`\n"
@@ -40,7 +45,7 @@ static const char help_head[] =
     "                          settings as its conf when that strategy exists, else raw)\n"
     "  -c, --conf CONF         the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n";
 
-enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT };
+enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT, OPT_MAX_INFLATED };
 
 /* ---- --info ------------------------------------------------------------------------------ */
 
@@ -79,6 +84,11 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   char values[256] = "";
   for (unsigned i = 0; i < in->nstreams; i++) {
     size_t used = strlen(values);
+    /* Room for the next value and the mark of what does not fit. */
+    if (used + 21 + 16 > sizeof values) {
+      snprintf(values + used, sizeof values - used, " ... (%u more)", in->nstreams - i);
+      break;
+    }
     snprintf(values + used, sizeof values - used, "%s%" PRIu64, i ? " " : "", in->stream_values[i]);
   }
   cell(&r, "stream_values", false, "%s", values);
@@ -102,6 +112,9 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   ab_table_init(&t, r.cols, r.n);
   const char *cells[INFO_MAX_COLS];
   for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
+  if (in->saturated)
+    fprintf(stderr, "allocbench %s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
+            o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
   if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
   ab_table_free(&t);
@@ -154,6 +167,21 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
   return AB_EXIT_OK;
 }
 
+/* The export paths, refused before the run where writing them would harm something
+ * (Note [Writing where the user points]) or where both name one file. */
+static ab_status check_exports(const char *trace_path, const char *snapshot_path, ab_diag_t *diag) {
+  if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
+  if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
+  struct stat a, b;
+  bool same = trace_path && snapshot_path &&
+              (strcmp(trace_path, snapshot_path) == 0 ||
+               (stat(trace_path, &a) == 0 && stat(snapshot_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino));
+  if (same)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--export-trace '%s' and --export-snapshot '%s' name the same file", trace_path,
+                       snapshot_path);
+  return AB_OK;
+}
+
 /* ---- the command -------------------------------------------------------------------------- */
 
 /* replay's own options. */
@@ -169,6 +197,11 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
     case OPT_INFO: a->info_only = true; return true;
     case OPT_EXPORT_TRACE: a->export_trace = arg; return true;
     case OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
+    case OPT_MAX_INFLATED:
+      *st = ab_parse_size("--max-inflated", arg, &a->topts.max_inflated, diag);
+      if (*st == AB_OK && a->topts.max_inflated == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-inflated '%s': must be more than 0 bytes", arg);
+      return true;
     case OPT_TRACE_DEVICE: {
       uint64_t d = 0;
       *st = ab_parse_u64("--trace-device", arg, 1023, &d, diag);
@@ -185,11 +218,12 @@ int ab_cmd_replay(int argc, char **argv) {
                                            {"trace-device", required_argument, 0, OPT_TRACE_DEVICE},
                                            {"export-trace", required_argument, 0, OPT_EXPORT_TRACE},
                                            {"export-snapshot", required_argument, 0, OPT_EXPORT_SNAPSHOT},
+                                           {"max-inflated", required_argument, 0, OPT_MAX_INFLATED},
                                            {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "replay");
+  ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1}, false, NULL, NULL};
+  replay_args_t a = {{-1, 0}, false, NULL, NULL};
   char **args;
   size_t nargs;
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 1, &args, &nargs);
@@ -205,6 +239,11 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_events_t es;
   ab_trace_info_t info;
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  /* Before the run, not after it: the trace now counts as an input (output.h). */
+  if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
   if (info_only) {
     rc = print_info(&o, path, &es, &info);
     ab_events_free(&es);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -30,11 +31,22 @@ static const char help_head[] =
     "      --ranks env       this process is one rank of a job a launcher started (torchrun):\n"
     "                        RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; rank 0 writes the rows\n"
     "      --nccl PATH       NCCL's library (default: AB_NCCL_LIBRARY, else searched: the CUDA toolkit,\n"
-    "                        the loader's path, PyTorch's site-packages/nvidia/nccl/lib)\n";
+    "                        the loader's path, PyTorch's site-packages/nvidia/nccl/lib)\n"
+    "      --collective-timeout S  with --ranks: give up after S seconds at one collective (waiting for\n"
+    "                        the other ranks, or for it to complete on the GPU); default AB_COLLECTIVE_TIMEOUT,\n"
+    "                        else 300. Meeting and making NCCL's communicators: AB_RENDEZVOUS_TIMEOUT, else 300\n";
 
 /* The columns the text table shows for several ranks. */
 static const char *const rank_cols[] = {"workload",    "status",      "peak_allocated_bytes", "peak_reserved_bytes",
                                         "num_device_alloc", "num_ooms", "step_ms_p50",          "nccl_bytes"};
+
+/* A watchdog's end of a wait nothing else can end (Note [Bounded waits]): nothing has been
+ * recorded yet, so the process can go at once. */
+static void give_up_now(int code, const char *why) {
+  fprintf(stderr, "allocbench run: %s; nothing recorded\n", why);
+  fflush(stderr);
+  _exit(code);
+}
 
 /* `run --ranks`: the ranks' rows and the combined one, printed and appended. */
 static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
@@ -46,8 +58,9 @@ static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
   if (results == NULL) return ab_cli_fail(o, "out of host memory");
   ab_status st = ab_ranks_run(o, ro, &summary, results, &n, &diag);
   int rc = AB_EXIT_OK;
-  if (ab_cli_stop) { /* the ranks' runs stopped part way: nothing to record */
-    rc = ab_cli_interrupted(o, 0, 1);
+  if (ab_cli_stop) { /* the ranks stopped part way: nothing to record; say what they waited for */
+    fprintf(stderr, "allocbench run: %s; nothing recorded\n", diag.msg[0] ? diag.msg : "interrupted");
+    rc = 128 + ab_cli_stop;
   } else if (summary.nrows == 0) {
     if (st != AB_OK)
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
@@ -78,9 +91,9 @@ static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
   return rc;
 }
 
-/* run's own options: --ranks and --nccl. */
+/* run's own options: --ranks, --nccl and --collective-timeout. */
 typedef struct run_args_s {
-  const char *ranks, *nccl;
+  const char *ranks, *nccl, *collective_timeout;
 } run_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -89,16 +102,18 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   (void)diag;
   if (opt == 'R') a->ranks = arg;
   else if (opt == 'L') a->nccl = arg;
+  else if (opt == 'W') a->collective_timeout = arg;
   else return false;
   return true;
 }
 
 int ab_cmd_run(int argc, char **argv) {
   static const struct option longopts[] = {
-      AB_CLI_COMMON_LONGOPTS, {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'}, {0, 0, 0, 0}};
-  run_args_t a = {NULL, NULL};
+      AB_CLI_COMMON_LONGOPTS,         {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'},
+      {"collective-timeout", required_argument, 0, 'W'}, {0, 0, 0, 0}};
+  run_args_t a = {NULL, NULL, NULL};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "run");
+  ab_cli_defaults(&o, "allocbench run");
   ab_diag_t diag = {""};
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
@@ -108,8 +123,19 @@ int ab_cmd_run(int argc, char **argv) {
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (nccl && ranks == NULL) return ab_cli_usage_error(&o, "--nccl: only runs of several ranks (--ranks) use NCCL");
+  if (a.collective_timeout && ranks == NULL)
+    return ab_cli_usage_error(&o, "--collective-timeout: only runs of several ranks (--ranks) have collectives");
   if (ranks) {
-    ab_ranks_opts_t ro = {0, NULL, nccl ? nccl : getenv("AB_NCCL_LIBRARY")};
+    ab_ranks_opts_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.nccl = nccl ? nccl : getenv("AB_NCCL_LIBRARY");
+    if (ab_waits_from_env(&ro.waits, &diag) != AB_OK ||
+        (a.collective_timeout &&
+         ab_parse_seconds("--collective-timeout", a.collective_timeout, &ro.waits.collective_s, &diag) != AB_OK))
+      return ab_cli_usage_error(&o, diag.msg);
+    ro.waits.stop = &ab_cli_stop;
+    ro.waits.give_up = give_up_now;
+    ro.say = o.quiet ? NULL : stderr;
     ab_launch_t launch;
     uint64_t n = 0;
     if (strcmp(ranks, "env") == 0) {
@@ -123,7 +149,8 @@ int ab_cmd_run(int argc, char **argv) {
     return run_ranks(&o, &ro);
   }
   ab_events_t es;
-  if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {
     ab_events_free(&es);

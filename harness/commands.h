@@ -9,5 +9,7 @@ int ab_cmd_oom(int argc, char **argv);
 int ab_cmd_compare(int argc, char **argv);
 int ab_cmd_matrix(int argc, char **argv);
 int ab_cmd_replay(int argc, char **argv);
+int ab_cmd_record(int argc, char **argv);
+int ab_cmd_tune(int argc, char **argv);
 
 #endif

@@ -304,10 +304,189 @@ static void count_oom(const ab_events_t *es, ab_run_t *run, size_t i, uint64_t *
   run->last_oom_event = i;
 }
 
-ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
-  ab_run_opts_t defaults = ab_run_defaults();
-  if (opts == NULL) opts = &defaults;
-  /* Reset results; keep the scratch. */
+/* ---- the replay loop ------------------------------------------------------------------- */
+
+/* One replay: what the event handlers read and update. */
+typedef struct replay_s {
+  const ab_events_t *es;
+  ab_strategy_t *s;
+  ab_device_t *dev;          /* s->dev */
+  const ab_run_opts_t *opts;
+  ab_run_t *run;
+  ab_kernels_t *kx;          /* the kernels context; NULL without one */
+  ab_verify_t *v;            /* the verifier with opts.verify, else NULL */
+  bool launch;               /* KERNEL events are launched */
+  uint64_t limit;            /* the memory the run could have (Note [OOM kinds]) */
+  uint64_t live_requested;   /* bytes requested by the live allocations */
+  uint64_t streak;           /* allocations in a row that ended in OOM so far */
+  size_t until;              /* the next event to pass over (continue_on_oom), or the end */
+  loop_clock_t c;
+  ab_status st;              /* the error when a handler returns FAILED */
+  char stop_why[512];        /* why another rank stopped the run */
+} replay_t;
+
+/* What an event handler tells the loop. */
+typedef enum next_e {
+  NEXT,          /* go on to the next event */
+  OOM,           /* the allocation failed: the replay ends at this event */
+  STOPPED,       /* another rank failed: the replay stops before this event */
+  STOPPED_AFTER, /* ... after this event, a collective that ran */
+  INTERRUPTED,   /* opts.stop was set: the replay stops after this event */
+  FAILED,        /* r->st is the error */
+} next_t;
+
+static next_t failed(replay_t *r, ab_status st) {
+  r->st = st;
+  return FAILED;
+}
+
+/* The handlers, one per event kind. Each is called from the loop alone, so the compiler
+ * inlines it there: the loop pays no call per event. */
+
+/* ALLOC at event i, timed. An OOM ends the replay, or with continue_on_oom is counted and
+ * its id's later events are passed over. */
+static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
+  ab_device_t *dev = r->dev;
+  ab_run_t *run = r->run;
+  uint64_t m0 = dev->modeled_ns, t0 = r->opts->time_calls ? now_ns() : 0;
+  ab_dptr_t p = 0;
+  ab_status st = ab_strategy_alloc(r->s, e->bytes, e->stream, &p);
+  if (r->opts->time_calls) {
+    uint64_t dt = now_ns() - t0;
+    r->c.outside_ns += dt;
+    ab_hist_add(&run->alloc_ns, dt + (dev->modeled_ns - m0));
+  }
+  if (st == AB_ERR_OOM) {
+    if (!r->opts->continue_on_oom) return OOM;
+    if (run->ooms == 0) {
+      describe_oom(r->es, r->s, run, i, r->live_requested, r->limit);
+      if (index_references(r->es, run) != AB_OK) {
+        snprintf(dev->diag.msg, sizeof dev->diag.msg, "out of host memory going on after an OOM");
+        return failed(r, AB_ERR_INTERNAL);
+      }
+    }
+    count_oom(r->es, run, i, &r->streak);
+    mark_dead(run, e->id, &r->until);
+    return NEXT;
+  }
+  if (st != AB_OK) return failed(r, st);
+  run->ptr[e->id] = p;
+  run->stream_of[e->id] = e->stream;
+  r->live_requested += e->bytes;
+  if (r->v) {
+    uint64_t t1 = now_ns();
+    st = ab_verify_alloc(r->v, e->id, p, e->bytes, e->stream, &dev->diag);
+    r->c.outside_ns += now_ns() - t1;
+    if (st != AB_OK) return failed(r, st);
+  }
+  return NEXT;
+}
+
+/* FREE, in its phase, timed; the buffer is verified and its stream joined with the others
+ * that used it (Note [Buffers on other streams]) before its memory goes back. */
+static next_t replay_free(replay_t *r, const ab_event_t *e) {
+  ab_device_t *dev = r->dev;
+  ab_run_t *run = r->run;
+  ab_status st;
+  if (r->v && e->aux != AB_FREE_REQUEST) {
+    uint64_t t1 = now_ns();
+    st = ab_verify_free(r->v, e->id, &dev->diag);
+    r->c.outside_ns += now_ns() - t1;
+    if (st != AB_OK) return failed(r, st);
+  }
+  if (r->launch && e->aux != AB_FREE_REQUEST && run->foreign[e->id]) {
+    st = join_users(r->kx, run, e->id);
+    if (st != AB_OK) return failed(r, st);
+  }
+  uint64_t m0 = dev->modeled_ns, t0 = r->opts->time_calls ? now_ns() : 0;
+  ab_dptr_t p = run->ptr[e->id];
+  st = AB_OK;
+  switch ((ab_free_phase_t)e->aux) {
+    case AB_FREE_NOW:
+      st = ab_strategy_free(r->s, p, e->bytes, e->stream);
+      run->ptr[e->id] = 0;
+      r->live_requested -= e->bytes;
+      break;
+    case AB_FREE_REQUEST:
+      st = ab_strategy_free_request(r->s, p, e->bytes, e->stream);
+      run->requested[e->id] = 1;
+      break;
+    case AB_FREE_COMPLETE: /* the memory was in use until now */
+      st = ab_strategy_free_complete(r->s, p, e->bytes, e->stream);
+      run->ptr[e->id] = 0;
+      run->requested[e->id] = 0;
+      r->live_requested -= e->bytes;
+      break;
+  }
+  if (r->opts->time_calls) {
+    uint64_t dt = now_ns() - t0;
+    r->c.outside_ns += dt;
+    ab_hist_add(&run->free_ns, dt + (dev->modeled_ns - m0));
+  }
+  return st == AB_OK ? NEXT : failed(r, st);
+}
+
+/* KERNEL: launched on its live buffers where kernels run, else counted as skipped; a
+ * collective of several ranks goes in lockstep with the others (Note [Ranks in lockstep]). */
+static next_t replay_kernel(replay_t *r, const ab_event_t *e) {
+  const ab_run_opts_t *opts = r->opts;
+  ab_run_t *run = r->run;
+  const ab_kernel_t *k = &r->es->kernels[e->id];
+  bool lockstep = opts->lockstep && (k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER);
+  uint64_t t0 = now_ns();
+  ab_status st = AB_OK;
+  if (lockstep && !opts->lockstep(opts->lockstep_ctx, AB_LOCKSTEP_ENTER, r->stop_why, sizeof r->stop_why))
+    return STOPPED;
+  if (r->launch) {
+    ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
+    for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
+    st = join_producers(r->kx, run, k, e->stream);
+    if (st == AB_OK) st = ab_kernels_launch(r->kx, k, buf, e->stream);
+    if (st == AB_OK && r->v) st = ab_verify_wrote(r->v, k, e->stream);
+  }
+  /* The other ranks hear of a failed launch before this one stops. */
+  bool go = !lockstep || opts->lockstep(opts->lockstep_ctx, st == AB_OK ? AB_LOCKSTEP_LAUNCHED : AB_LOCKSTEP_FAILED,
+                                        r->stop_why, sizeof r->stop_why);
+  r->c.outside_ns += now_ns() - t0;
+  if (st != AB_OK) return failed(r, st);
+  if (r->launch) run->kernels_launched++;
+  else run->kernels_skipped++;
+  return go ? NEXT : STOPPED_AFTER;
+}
+
+/* STEP at event i: a timeline sample and a step mark. */
+static next_t replay_step(replay_t *r, size_t i, const ab_event_t *e) {
+  if (r->opts->timeline) sample(r->run, r->s, i, e->id);
+  uint64_t t0 = now_ns();
+  ab_status st = mark_step(r->run, r->kx, &r->c, r->dev);
+  if (r->kx) r->c.outside_ns += now_ns() - t0;
+  return st == AB_OK ? NEXT : failed(r, st);
+}
+
+static next_t replay_sync(replay_t *r) {
+  uint64_t t0 = now_ns();
+  ab_status st = ab_strategy_synchronize(r->s);
+  r->c.outside_ns += now_ns() - t0;
+  return st == AB_OK ? NEXT : failed(r, st);
+}
+
+static next_t replay_empty_cache(replay_t *r) {
+  uint64_t t0 = now_ns();
+  ab_status st = ab_strategy_empty_cache(r->s);
+  r->c.outside_ns += now_ns() - t0;
+  return st == AB_OK ? NEXT : failed(r, st);
+}
+
+/* With opts.check, after every event. */
+static next_t check_invariants(replay_t *r) {
+  ab_diag_t why = {""};
+  if (ab_strategy_check(r->s, &why) == AB_OK) return NEXT;
+  snprintf(r->dev->diag.msg, sizeof r->dev->diag.msg, "invariant broken: %s", why.msg);
+  return failed(r, AB_ERR_INTERNAL);
+}
+
+/* Resets the results of run, keeping its scratch. */
+static void reset_results(ab_run_t *run) {
   memset(run->ptr, 0, (run->nids ? run->nids : 1) * sizeof *run->ptr);
   memset(run->requested, 0, run->nids ? run->nids : 1);
   memset(run->foreign, 0, (run->nids ? run->nids : 1) * sizeof *run->foreign);
@@ -327,242 +506,142 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   run->comm_bytes = 0;
   run->ooms = run->oom_streak = run->passed_over = 0;
   run->last_oom_event = 0;
+}
+
+/* Opens what the replay needs: the kernels (and cuBLAS's workspace) first, so that the
+ * memory limit counts them, then the verifier. On failure nothing is left open and run says
+ * why. */
+static ab_status open_replay(replay_t *r, ab_verify_t *verify) {
+  const ab_run_opts_t *opts = r->opts;
+  ab_device_t *dev = r->dev;
+  ab_status st = AB_OK;
+  if ((opts->kernels && r->es->nkernels > 0) || opts->verify) st = ab_kernels_open(dev, &r->kx, &dev->diag);
+  if (st != AB_OK) return fail(r->run, r->s, st, 0, "opening the kernels");
+  if (r->kx && opts->comm) ab_kernels_set_comm(r->kx, opts->comm);
+  if (opts->verify) {
+    st = ab_verify_init(verify, r->es->nids, r->kx, &dev->diag);
+    if (st != AB_OK) {
+      ab_kernels_close(r->kx, NULL);
+      return fail(r->run, r->s, st, 0, "verify");
+    }
+    r->v = verify;
+  }
+  r->launch = r->kx && opts->kernels;
+  return AB_OK;
+}
+
+/* Closes what open_replay opened; a failure to close the kernels is the replay's error when
+ * it had none. */
+static ab_status close_replay(replay_t *r, ab_status st) {
+  if (r->opts->comm) r->run->comm_bytes = ab_comm_bytes(r->opts->comm);
+  if (r->v) ab_verify_release(r->v);
+  ab_diag_t why = {""};
+  ab_status cst = ab_kernels_close(r->kx, &why);
+  if (cst != AB_OK && st == AB_OK) {
+    snprintf(r->dev->diag.msg, sizeof r->dev->diag.msg, "%s", why.msg);
+    st = fail(r->run, r->s, cst, r->es->n, "closing the kernels");
+  }
+  return st;
+}
+
+/* Ends a replay that stopped at event i as `next` says: the loop's times, the run's status
+ * and statistics, and what is left live freed. */
+static ab_status end_replay(replay_t *r, next_t next, size_t i) {
+  const ab_events_t *es = r->es;
+  ab_strategy_t *s = r->s;
+  ab_run_t *run = r->run;
+  ab_status st = next == FAILED ? r->st : end_loop(run, r->opts, r->kx, &r->c, r->dev, next == INTERRUPTED ? i + 1 : i);
+  if (st != AB_OK) {
+    run->loop_s = (double)(now_ns() - r->c.t0) * 1e-9;
+    run->events_done = i;
+    fail(run, s, st, i, "replay");
+    /* No verify here: the failing event may have left the check half-way. */
+    drain(es, s, run, NULL);
+    return st;
+  }
+  switch (next) {
+    case NEXT: /* the end of the stream */
+      if (r->opts->timeline) sample(run, s, es->n, es->nsteps);
+      final_stats(run, s);
+      if (r->opts->at_end) r->opts->at_end(r->opts->at_end_ctx, s, run);
+      break;
+    case OOM:
+      run->status = AB_RUN_OOM;
+      final_stats(run, s);
+      describe_oom(es, s, run, i, r->live_requested, r->limit);
+      count_oom(es, run, i, &r->streak);
+      if (r->opts->on_oom) r->opts->on_oom(r->opts->on_oom_ctx, s, run);
+      break;
+    case STOPPED:
+      run->status = AB_RUN_STOPPED;
+      snprintf(run->message, sizeof run->message, "stopped before event %zu: %s", i, r->stop_why);
+      final_stats(run, s);
+      break;
+    case INTERRUPTED:
+      run->status = AB_RUN_INTERRUPTED;
+      final_stats(run, s);
+      break;
+    case STOPPED_AFTER: /* made STOPPED by the loop */
+    case FAILED: break; /* handled above */
+  }
+  return drain(es, s, run, r->v);
+}
+
+ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
+  ab_run_opts_t defaults = ab_run_defaults();
+  if (opts == NULL) opts = &defaults;
+  reset_results(run);
   if (run->nids < es->nids || run->captimeline < (size_t)es->nsteps + 1 || run->capstep_ms < es->nsteps)
     return fail(run, s, AB_ERR_INTERNAL, 0, "run not prepared for this stream");
   if (opts->continue_on_oom && opts->lockstep) {
     snprintf(s->dev->diag.msg, sizeof s->dev->diag.msg, "a passed-over collective would leave the other ranks waiting");
     return fail(run, s, AB_ERR_INVALID, 0, "continue_on_oom with ranks");
   }
-
-  ab_device_t *dev = s->dev;
-  /* Kernels (and cuBLAS's workspace) first, so that the memory limit below counts them. */
-  ab_kernels_t *kx = NULL;
-  ab_status st = AB_OK;
-  if ((opts->kernels && es->nkernels > 0) || opts->verify) st = ab_kernels_open(dev, &kx, &dev->diag);
-  if (st != AB_OK) return fail(run, s, st, 0, "opening the kernels");
-  if (kx && opts->comm) ab_kernels_set_comm(kx, opts->comm);
-  ab_verify_t verify, *v = NULL;
-  if (opts->verify) {
-    st = ab_verify_init(&verify, es->nids, kx, &dev->diag);
-    if (st != AB_OK) {
-      ab_kernels_close(kx, NULL);
-      return fail(run, s, st, 0, "verify");
-    }
-    v = &verify;
-  }
-  bool launch = kx && opts->kernels;
+  replay_t r = {.es = es, .s = s, .dev = s->dev, .opts = opts, .run = run, .until = es->n};
+  ab_verify_t verify;
+  ab_status st = open_replay(&r, &verify);
+  if (st != AB_OK) return st;
   uint64_t free_at_start = 0, total = 0;
-  st = ab_device_mem_info(dev, &free_at_start, &total);
-  if (st != AB_OK) {
-    fail(run, s, st, 0, "mem_info");
-    goto release;
-  }
-  uint64_t limit = free_at_start + dev->held_bytes;
-  uint64_t live_requested = 0;
-  const ab_event_t *ev = es->ev;
+  st = ab_device_mem_info(r.dev, &free_at_start, &total);
+  if (st != AB_OK) return close_replay(&r, fail(run, s, st, 0, "mem_info"));
+  r.limit = free_at_start + r.dev->held_bytes;
 
-  loop_clock_t c = {now_ns(), dev->modeled_ns, 0, 0, false};
-  char stop_why[512] = "";
-  uint64_t streak = 0;
-  size_t i = 0, until = es->n; /* the next event to pass over (continue_on_oom), or the end */
+  const ab_event_t *ev = es->ev;
+  r.c = (loop_clock_t){now_ns(), r.dev->modeled_ns, 0, 0, false};
+  next_t next = NEXT;
+  size_t i = 0;
 events:
-  for (; i < until; i++) {
+  for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
     switch ((ab_event_kind_t)e->kind) {
-      case AB_EV_ALLOC: {
-        uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
-        ab_dptr_t p = 0;
-        st = ab_strategy_alloc(s, e->bytes, e->stream, &p);
-        if (opts->time_calls) {
-          uint64_t dt = now_ns() - t0;
-          c.outside_ns += dt;
-          ab_hist_add(&run->alloc_ns, dt + (dev->modeled_ns - m0));
-        }
-        if (st == AB_ERR_OOM) {
-          if (!opts->continue_on_oom) goto oom;
-          if (run->ooms == 0) {
-            describe_oom(es, s, run, i, live_requested, limit);
-            if (index_references(es, run) != AB_OK) {
-              snprintf(dev->diag.msg, sizeof dev->diag.msg, "out of host memory going on after an OOM");
-              st = AB_ERR_INTERNAL;
-              goto error;
-            }
-          }
-          count_oom(es, run, i, &streak);
-          mark_dead(run, e->id, &until);
-          st = AB_OK;
-          break;
-        }
-        if (st != AB_OK) goto error;
-        run->ptr[e->id] = p;
-        run->stream_of[e->id] = e->stream;
-        live_requested += e->bytes;
-        if (v) {
-          uint64_t t1 = now_ns();
-          st = ab_verify_alloc(v, e->id, p, e->bytes, e->stream, &dev->diag);
-          c.outside_ns += now_ns() - t1;
-          if (st != AB_OK) goto error;
-        }
-        break;
-      }
-      case AB_EV_FREE: {
-        if (v && e->aux != AB_FREE_REQUEST) {
-          uint64_t t1 = now_ns();
-          st = ab_verify_free(v, e->id, &dev->diag);
-          c.outside_ns += now_ns() - t1;
-          if (st != AB_OK) goto error;
-        }
-        if (launch && e->aux != AB_FREE_REQUEST && run->foreign[e->id]) {
-          st = join_users(kx, run, e->id);
-          if (st != AB_OK) goto error;
-        }
-        uint64_t m0 = dev->modeled_ns, t0 = opts->time_calls ? now_ns() : 0;
-        ab_dptr_t p = run->ptr[e->id];
-        switch ((ab_free_phase_t)e->aux) {
-          case AB_FREE_NOW:
-            st = ab_strategy_free(s, p, e->bytes, e->stream);
-            run->ptr[e->id] = 0;
-            live_requested -= e->bytes;
-            break;
-          case AB_FREE_REQUEST:
-            st = ab_strategy_free_request(s, p, e->bytes, e->stream);
-            run->requested[e->id] = 1;
-            break;
-          case AB_FREE_COMPLETE: /* the memory was in use until now */
-            st = ab_strategy_free_complete(s, p, e->bytes, e->stream);
-            run->ptr[e->id] = 0;
-            run->requested[e->id] = 0;
-            live_requested -= e->bytes;
-            break;
-        }
-        if (opts->time_calls) {
-          uint64_t dt = now_ns() - t0;
-          c.outside_ns += dt;
-          ab_hist_add(&run->free_ns, dt + (dev->modeled_ns - m0));
-        }
-        if (st != AB_OK) goto error;
-        break;
-      }
-      case AB_EV_KERNEL: {
-        const ab_kernel_t *k = &es->kernels[e->id];
-        bool lockstep = opts->lockstep && (k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER);
-        uint64_t t0 = now_ns();
-        st = AB_OK;
-        if (lockstep && !opts->lockstep(opts->lockstep_ctx, AB_LOCKSTEP_ENTER, stop_why, sizeof stop_why)) goto stopped;
-        if (launch) {
-          ab_dptr_t buf[AB_KERNEL_MAX_BUFS] = {0};
-          for (unsigned b = 0; b < k->nbuf; b++) buf[b] = run->ptr[k->buf[b]];
-          st = join_producers(kx, run, k, e->stream);
-          if (st == AB_OK) st = ab_kernels_launch(kx, k, buf, e->stream);
-          if (st == AB_OK && v) st = ab_verify_wrote(v, k, e->stream);
-        }
-        /* The other ranks hear of a failed launch before this one stops. */
-        bool go = !lockstep || opts->lockstep(opts->lockstep_ctx, st == AB_OK ? AB_LOCKSTEP_LAUNCHED : AB_LOCKSTEP_FAILED,
-                                              stop_why, sizeof stop_why);
-        c.outside_ns += now_ns() - t0;
-        if (st != AB_OK) goto error;
-        if (launch) run->kernels_launched++;
-        else run->kernels_skipped++;
-        if (!go) {
-          i++; /* this collective ran; the replay stops after it */
-          goto stopped;
-        }
-        break;
-      }
-      case AB_EV_STEP: {
-        if (opts->timeline) sample(run, s, i, e->id);
-        uint64_t t0 = now_ns();
-        st = mark_step(run, kx, &c, dev);
-        if (kx) c.outside_ns += now_ns() - t0;
-        if (st != AB_OK) goto error;
-        break;
-      }
-      case AB_EV_SYNC: {
-        uint64_t t0 = now_ns();
-        st = ab_strategy_synchronize(s);
-        c.outside_ns += now_ns() - t0;
-        if (st != AB_OK) goto error;
-        break;
-      }
-      case AB_EV_EMPTY_CACHE: {
-        uint64_t t0 = now_ns();
-        st = ab_strategy_empty_cache(s);
-        c.outside_ns += now_ns() - t0;
-        if (st != AB_OK) goto error;
-        break;
-      }
+      case AB_EV_ALLOC: next = replay_alloc(&r, i, e); break;
+      case AB_EV_FREE: next = replay_free(&r, e); break;
+      case AB_EV_KERNEL: next = replay_kernel(&r, e); break;
+      case AB_EV_STEP: next = replay_step(&r, i, e); break;
+      case AB_EV_SYNC: next = replay_sync(&r); break;
+      case AB_EV_EMPTY_CACHE: next = replay_empty_cache(&r); break;
     }
-    if (opts->check) {
-      ab_diag_t why = {""};
-      if (ab_strategy_check(s, &why) != AB_OK) {
-        snprintf(dev->diag.msg, sizeof dev->diag.msg, "invariant broken: %s", why.msg);
-        st = AB_ERR_INTERNAL;
-        goto error;
+    if (next != NEXT) break;
+    if (opts->check && (next = check_invariants(&r)) != NEXT) break;
+    /* A stop is looked for every 1024 events (one volatile read), so that a run whose events
+     * are slow (--check, kernels on a GPU) still ends within moments of a signal. */
+    if ((i & 0x3FF) == 0x3FF) {
+      if ((i & 0xFFFF) == 0xFFFF && opts->progress) opts->progress(opts->progress_ctx, i + 1, es->n);
+      if (opts->stop && *opts->stop) {
+        next = INTERRUPTED;
+        break;
       }
-    }
-    if ((i & 0xFFFF) == 0xFFFF) {
-      if (opts->progress) opts->progress(opts->progress_ctx, i + 1, es->n);
-      if (opts->stop && *opts->stop) goto interrupted;
     }
   }
-  if (i < es->n) { /* event i refers to an id whose allocation failed */
+  if (next == NEXT && i < es->n) { /* event i refers to an id whose allocation failed */
     run->passed_over++;
     if (ev[i].kind == AB_EV_KERNEL) run->kernels_skipped++;
-    until = next_pass_over(run, ++i, es->n);
+    r.until = next_pass_over(run, ++i, es->n);
     goto events;
   }
-  st = end_loop(run, opts, kx, &c, dev, i);
-  if (st != AB_OK) goto error;
-  if (opts->timeline) sample(run, s, es->n, es->nsteps);
-  final_stats(run, s);
-  if (opts->at_end) opts->at_end(opts->at_end_ctx, s, run);
-  st = drain(es, s, run, v);
-  goto release;
-
-oom:
-  st = end_loop(run, opts, kx, &c, dev, i);
-  if (st != AB_OK) goto error;
-  run->status = AB_RUN_OOM;
-  final_stats(run, s);
-  describe_oom(es, s, run, i, live_requested, limit);
-  count_oom(es, run, i, &streak);
-  if (opts->on_oom) opts->on_oom(opts->on_oom_ctx, s, run);
-  st = drain(es, s, run, v);
-  goto release;
-
-stopped:
-  st = end_loop(run, opts, kx, &c, dev, i);
-  if (st != AB_OK) goto error;
-  run->status = AB_RUN_STOPPED;
-  snprintf(run->message, sizeof run->message, "stopped before event %zu: %s", i, stop_why);
-  final_stats(run, s);
-  st = drain(es, s, run, v);
-  goto release;
-
-interrupted:
-  st = end_loop(run, opts, kx, &c, dev, i + 1);
-  if (st != AB_OK) goto error;
-  run->status = AB_RUN_INTERRUPTED;
-  final_stats(run, s);
-  st = drain(es, s, run, v);
-  goto release;
-
-error:
-  run->loop_s = (double)(now_ns() - c.t0) * 1e-9;
-  run->events_done = i;
-  fail(run, s, st, i, "replay");
-  /* No verify here: the failing event may have left the check half-way. */
-  drain(es, s, run, NULL);
-release:
-  if (opts->comm) run->comm_bytes = ab_comm_bytes(opts->comm);
-  if (v) ab_verify_release(v);
-  {
-    ab_diag_t why = {""};
-    ab_status cst = ab_kernels_close(kx, &why);
-    if (cst != AB_OK && st == AB_OK) {
-      snprintf(dev->diag.msg, sizeof dev->diag.msg, "%s", why.msg);
-      st = fail(run, s, cst, es->n, "closing the kernels");
-    }
+  if (next == STOPPED_AFTER) { /* the collective ran; the replay stops after it */
+    next = STOPPED;
+    i++;
   }
-  return st;
+  return close_replay(&r, end_replay(&r, next, i));
 }

@@ -40,7 +40,7 @@
  * references, built at the first OOM. One rank only: a passed-over collective would leave
  * the other ranks waiting, so it is refused with opts.lockstep.
  *
- * Stopping (opts.stop): about every 64k events the replay looks at *stop, and when it is
+ * Stopping (opts.stop): every 1024 events the replay looks at *stop, and when it is
  * set, frees what is live and ends with status interrupted (a signal handler sets it).
  *
  * Statuses: ab_engine_replay returns AB_OK when the stream ran to its end, to an OOM or to a

@@ -67,7 +67,6 @@ void ab_gb_set_counter(ab_gb_state_t *st, const char *name, double value, unsign
 void ab_gb_set_items_processed(ab_gb_state_t *st, int64_t items);
 /* Marks the run failed with a message; the caller leaves its loop at once. */
 void ab_gb_skip_with_error(ab_gb_state_t *st, const char *msg);
-void ab_gb_set_label(ab_gb_state_t *st, const char *label);
 
 /* ---- registration ------------------------------------------------------------------- */
 

@@ -63,8 +63,6 @@ void ab_gb_set_items_processed(ab_gb_state_t *st, int64_t items) { state_of(st).
 
 void ab_gb_skip_with_error(ab_gb_state_t *st, const char *msg) { state_of(st).SkipWithError(msg); }
 
-void ab_gb_set_label(ab_gb_state_t *st, const char *label) { state_of(st).SetLabel(label); }
-
 ab_gb_bench_t *ab_gb_register(const char *name, ab_gb_fn fn, void *ctx) {
   Builder *b = benchmark::RegisterBenchmark(
       name, [fn, ctx](benchmark::State &st) { fn(reinterpret_cast<ab_gb_state_t *>(&st), ctx); });

@@ -26,6 +26,11 @@
  * of the ranks' threads per collective (microseconds), or two round trips to rank 0's
  * process (rendezvous.h).
  *
+ * Every wait at a barrier is bounded (Note [Bounded waits], kernels/kernels.h): a rank that
+ * waited waits.collective_s for the others, or was interrupted (*waits.stop), gives up with
+ * AB_VERDICT_FAIL, naming the collective and the ranks it waited for, and the others are
+ * told to stop and abort.
+ *
  * Implementations: ranks as threads of one process (ab_group_threads, here) and ranks as
  * processes joined over TCP (rendezvous.h). Every rank must make the same collectives in the
  * same order; ranks.h checks the streams before they run.
@@ -41,6 +46,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "kernels.h"
 
 /* What a rank hands in when its run ends. */
 typedef struct ab_rank_result_s {
@@ -55,14 +61,30 @@ typedef struct ab_rank_result_s {
 
 typedef struct ab_group_s ab_group_t;
 
+/* What a rank does after a barrier. */
+typedef enum ab_verdict_e {
+  AB_VERDICT_GO,    /* every rank is here: go on */
+  AB_VERDICT_STOP,  /* stop before launching: every collective launched so far was launched
+                     * by every rank, so nothing is left unmatched on a device */
+  AB_VERDICT_ABORT, /* stop and abort the communicator: a device may hold a collective some
+                     * rank never launched (a launch failed, a rank vanished or gave up) */
+  AB_VERDICT_FAIL,  /* this rank gave up waiting (deadline or signal): abort, and its run
+                     * fails with why */
+} ab_verdict_t;
+
 typedef struct ab_group_ops_s {
-  /* Rank `rank` is at a collective (Note [Ranks in lockstep]). True: go on; false: stop,
+  /* Rank `rank` is at a collective (Note [Ranks in lockstep]); what names it in messages
+   * ("collective 12 of 40 (allgather of 8 MiB per rank, event 3456)"). Anything but GO comes
    * with the reason in why. */
-  bool (*arrive)(ab_group_t *g, unsigned rank, ab_lockstep_t phase, char *why, size_t size);
-  /* Rank `rank` has ended, with res (copied). */
+  ab_verdict_t (*arrive)(ab_group_t *g, unsigned rank, ab_lockstep_t phase, const char *what, char *why, size_t size);
+  /* Rank `rank` has ended, with res (copied). It does not wait for the others: a rank's
+   * communicator must be free to be torn down while its peers still collect results
+   * (ab_comm_destroy waits for every rank's). */
   void (*leave)(ab_group_t *g, unsigned rank, const ab_rank_result_t *res);
-  /* Every rank's result, in rank order, into all[0..size). *have is false where another
-   * process collects them (a rank other than 0 of a job over TCP). */
+  /* Every rank's result, in rank order, into all[0..size), waiting (boundedly) for those
+   * still running. *have is false where another process collects them (a rank other than 0
+   * of a job over TCP); there AB_ERR_IO says that rank 0 went away before it had this
+   * rank's result. */
   ab_status (*results)(ab_group_t *g, ab_rank_result_t *all, bool *have, ab_diag_t *diag);
   void (*destroy)(ab_group_t *g);
 } ab_group_ops_t;
@@ -72,8 +94,12 @@ struct ab_group_s {
   unsigned size; /* ranks in the group */
 };
 
-/* A group of `size` ranks, each a thread of this process. */
-ab_status ab_group_threads(unsigned size, ab_group_t **out, ab_diag_t *diag);
+/* A group of `size` ranks, each a thread of this process; w is copied. */
+ab_status ab_group_threads(unsigned size, const ab_waits_t *w, ab_group_t **out, ab_diag_t *diag);
+
+/* "rank 1", "ranks 1 and 3", "ranks 1, 3 and 4", ... of the ranks r < n with pick[r] set,
+ * into buf (a long list is cut, with the count). */
+void ab_rank_list(const bool *pick, unsigned n, char *buf, size_t size);
 
 /* Why the others stop when this rank leaves: "rank 1 ran out of memory at event 812
  * (capacity)", "rank 0 failed: ...", "rank 2 reached the end of its stream". */

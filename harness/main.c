@@ -1,4 +1,6 @@
 /* main.c: `allocbench`, the command. Dispatches to the subcommands of commands.h. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +18,8 @@ static const struct {
     {"compare", ab_cmd_compare, "strategies side by side: peak reserved, smallest budget, fragmentation, latency"},
     {"matrix", ab_cmd_matrix, "run every strategy on every workload of a list, with a summary table"},
     {"replay", ab_cmd_replay, "replay a recorded trace (PyTorch snapshot, CSV, RMM log) through a strategy; --info"},
+    {"record", ab_cmd_record, "run a PyTorch program unchanged and record its allocator's history (a snapshot)"},
+    {"tune", ab_cmd_tune, "the PYTORCH_CUDA_ALLOC_CONF that suits a recorded job, ranked, with the line to paste"},
 };
 
 static void usage(FILE *f) {
@@ -27,6 +31,17 @@ static void usage(FILE *f) {
   fprintf(f, "\n`allocbench COMMAND --help` describes each command.\n");
 }
 
+/* A result may exist only on stdout (--format csv > file): a write that failed there fails
+ * the command, with a line, even when everything else went well. */
+static int close_stdout(const char *cmd, int rc) {
+  bool failed = ferror(stdout) != 0;
+  errno = 0;
+  if (fclose(stdout) != 0) failed = true;
+  if (!failed) return rc;
+  fprintf(stderr, "allocbench %s: writing to stdout failed%s%s\n", cmd, errno ? ": " : "", errno ? strerror(errno) : "");
+  return rc ? rc : AB_EXIT_FAIL;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -34,10 +49,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
-    return AB_EXIT_OK;
+    return close_stdout("--help", AB_EXIT_OK);
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i].name) == 0) return close_stdout(argv[1], commands[i].fn(argc - 1, argv + 1));
   fprintf(stderr, "allocbench: unknown command '%s' (expected one of", argv[1]);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(stderr, " %s", commands[i].name);
   fprintf(stderr, "; see allocbench --help)\n");

@@ -13,14 +13,18 @@
  * sim host time plus the modelled time of the device calls, as summary.csv's latencies
  * count it. Each benchmark call opens its own device and strategy, untimed.
  *
- * Options of its own come first and are taken out of argv; what is left must be Google
- * Benchmark's --benchmark_* flags. With --out DIR the JSON goes to DIR/micro.json and is
+ * The command line: Google Benchmark's flags (its --benchmark_* namespace, and --help, which
+ * prints usage() before the library's flags) go to the library; the rest is parsed by the
+ * parser of every allocbench command (ab_cli_parse, cli.h) against the table in main, so a
+ * bad option reads as it does there. With --out DIR the JSON goes to DIR/micro.json and is
  * converted to DIR/micro.csv (gbench_csv.h).
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "device_open.h"
 #include "engine.h"
 #include "gbench.h"
@@ -170,21 +174,20 @@ static void trace_name(const char *path, char *out, size_t size) {
   }
 }
 
-/* Takes --NAME VALUE or --NAME=VALUE at argv[*i]; true if it was that option. */
-static bool take_option(int argc, char **argv, int *i, const char *name, const char **value) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return false;
-  if (argv[*i][n] == '=') {
-    *value = argv[*i] + n + 1;
-    return true;
-  }
-  if (argv[*i][n] != '\0') return false;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "allocbench_micro: %s needs a value\n", name);
-    exit(2);
-  }
-  *value = argv[++*i];
+/* The options of its own beyond the common ones (cli.h). */
+enum { OPT_TRACE = 256 };
+
+static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  (void)diag;
+  *st = AB_OK;
+  if (opt != OPT_TRACE) return false;
+  *(const char **)ctx = arg;
   return true;
+}
+
+/* True for an argument of Google Benchmark's (see the top of this file). */
+static bool library_arg(const char *arg) {
+  return strncmp(arg, "--benchmark_", 12) == 0 || strcmp(arg, "--help") == 0;
 }
 
 /* Registers the benchmarks of every listed strategy; cases has room for three per entry. */
@@ -225,38 +228,59 @@ static void register_all(const char *device, const ab_events_t *random_es, const
 }
 
 int main(int argc, char **argv) {
-  const char *device = getenv("AB_DEVICE");
-  const char *out_dir = NULL, *trace = DEFAULT_TRACE;
-  if (device == NULL || *device == '\0') device = "sim";
+  static const struct option longopts[] = {{"device", required_argument, 0, 'D'},
+                                           {"out", required_argument, 0, 'o'},
+                                           {"trace", required_argument, 0, OPT_TRACE},
+                                           {0, 0, 0, 0}};
+  ab_cli_opts_t o;
+  ab_cli_defaults(&o, "allocbench_micro");
+  o.device = getenv("AB_DEVICE");
+  if (o.device == NULL || *o.device == '\0') o.device = "sim";
+  o.out_dir = NULL; /* no --out: the console only */
+  const char *trace = DEFAULT_TRACE;
   ab_diag_t diag = {""};
   int rc = 0;
   ab_events_t random_es, trace_es;
   bool have_random = false, have_trace = false;
   micro_case_t *cases = NULL;
   char json_arg[4200];
-  /* Split argv: our options here, the rest for the library (and its leftovers, errors). */
-  char **gargv = calloc((size_t)argc + 3, sizeof *gargv);
-  if (gargv == NULL) return 1;
-  int gargc = 0;
-  gargv[gargc++] = argv[0];
-  for (int i = 1; i < argc; i++) {
-    if (take_option(argc, argv, &i, "--device", &device) || take_option(argc, argv, &i, "--out", &out_dir) ||
-        take_option(argc, argv, &i, "--trace", &trace))
-      continue;
-    gargv[gargc++] = argv[i];
+  /* argv split in two, the program's name first in each: the library's (with room for the
+   * two flags --out adds) and ours. */
+  char **gargv = calloc((size_t)argc + 3, sizeof *gargv), **ours = calloc((size_t)argc + 1, sizeof *ours);
+  if (gargv == NULL || ours == NULL) {
+    free(gargv);
+    free(ours);
+    return AB_EXIT_FAIL;
   }
+  int gargc = 0, nours = 0;
+  gargv[gargc++] = ours[nours++] = argv[0];
+  for (int i = 1; i < argc; i++) {
+    if (library_arg(argv[i]))
+      gargv[gargc++] = argv[i];
+    else
+      ours[nours++] = argv[i];
+  }
+  /* No -h in the table: --help is the library's. */
+  rc = ab_cli_parse(nours, ours, &o, longopts, NULL, NULL, own_option, &trace, 0, NULL, NULL);
+  if (rc >= 0) goto done;
+  rc = 0;
+  const char *out_dir = o.out_dir, *device = o.device;
   for (int i = 1; i < gargc && out_dir; i++) {
     if (strncmp(gargv[i], "--benchmark_out", 15) == 0) {
-      fprintf(stderr, "allocbench_micro: --out writes DIR/micro.json itself; drop '%s'\n", gargv[i]);
-      rc = 2;
+      snprintf(diag.msg, sizeof diag.msg, "--out writes DIR/micro.json itself; drop '%s'", gargv[i]);
+      rc = ab_cli_usage_error(&o, diag.msg);
       goto done;
     }
+  }
+  if (out_dir && out_dir[0] == '\0') {
+    fprintf(stderr, "allocbench_micro: --out '': an empty path (expected a directory)\n");
+    rc = 2;
+    goto done;
   }
   if (out_dir) {
     /* The library writes the file; the directory must exist first. */
     if (ab_mkdirs(out_dir, &diag) != AB_OK) {
-      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-      rc = 1;
+      rc = ab_cli_fail(&o, diag.msg);
       goto done;
     }
     snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);
@@ -265,8 +289,8 @@ int main(int argc, char **argv) {
   }
   ab_gb_init(&gargc, gargv, usage);
   if (gargc > 1) {
-    fprintf(stderr, "allocbench_micro: unknown option '%s' (see allocbench_micro --help)\n", gargv[1]);
-    rc = 2;
+    snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see allocbench_micro --help)", gargv[1]);
+    rc = ab_cli_usage_error(&o, diag.msg);
     goto done;
   }
 
@@ -274,18 +298,16 @@ int main(int argc, char **argv) {
   ab_device_t *dev = NULL;
   ab_device_config_t cfg = {.cost_model = true};
   if (ab_device_open(device, &cfg, &dev, &diag) != AB_OK) {
-    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-    rc = 2;
+    rc = ab_cli_usage_error(&o, diag.msg);
     goto done;
   }
   ab_gb_add_context("device", dev->name);
-  fprintf(stderr, "allocbench_micro: device %s%s\n", dev->name,
+  fprintf(stderr, "%s: device %s%s\n", o.cmd, dev->name,
           dev->kind == AB_DEVICE_SIM ? " (time: host plus modelled device time)" : " (time: CUDA events)");
   ab_device_close(dev, NULL);
 
   if (ab_workload_build(RANDOM_SPEC, 42, &random_es, &diag) != AB_OK) {
-    fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-    rc = 1;
+    rc = ab_cli_fail(&o, diag.msg);
     goto done;
   }
   have_random = true;
@@ -298,7 +320,7 @@ int main(int argc, char **argv) {
       trace_name(trace, trace_label, sizeof trace_label);
       ab_gb_add_context("trace", trace);
     } else {
-      fprintf(stderr, "allocbench_micro: no replay benchmarks: %s\n", diag.msg);
+      fprintf(stderr, "%s: no replay benchmarks: %s\n", o.cmd, diag.msg);
     }
   }
 
@@ -306,7 +328,7 @@ int main(int argc, char **argv) {
   ab_strategy_registry(&ns);
   cases = calloc(ns * 3, sizeof *cases);
   if (cases == NULL) {
-    rc = 1;
+    rc = ab_cli_fail(&o, "out of host memory");
     goto done;
   }
   int failures = 0;
@@ -314,22 +336,19 @@ int main(int argc, char **argv) {
   size_t ran = ab_gb_run();
   ab_gb_shutdown();
   if (ran == 0) {
-    fprintf(stderr, "allocbench_micro: no benchmark matched the filter\n");
-    rc = 1;
+    rc = ab_cli_fail(&o, "no benchmark matched the filter");
   } else if (failures) {
-    fprintf(stderr, "allocbench_micro: %d benchmark(s) failed (the error column says why)\n", failures);
-    rc = 1;
+    snprintf(diag.msg, sizeof diag.msg, "%d benchmark(s) failed (the error column says why)", failures);
+    rc = ab_cli_fail(&o, diag.msg);
   }
   if (out_dir && ran > 0) {
     char json[4200], csv[4200];
     snprintf(json, sizeof json, "%s/micro.json", out_dir);
     snprintf(csv, sizeof csv, "%s/micro.csv", out_dir);
-    if (ab_gbench_csv_convert(json, csv, &diag) != AB_OK) {
-      fprintf(stderr, "allocbench_micro: %s\n", diag.msg);
-      rc = 1;
-    } else {
-      fprintf(stderr, "allocbench_micro: results in %s and %s\n", json, csv);
-    }
+    if (ab_gbench_csv_convert(json, csv, &diag) != AB_OK)
+      rc = ab_cli_fail(&o, diag.msg);
+    else
+      fprintf(stderr, "%s: results in %s and %s\n", o.cmd, json, csv);
   }
 
 done:
@@ -337,5 +356,6 @@ done:
   if (have_trace) ab_events_free(&trace_es);
   if (have_random) ab_events_free(&random_es);
   free(gargv);
+  free(ours);
   return rc;
 }

@@ -117,7 +117,7 @@ ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *wor
   if (path && path_size) path[0] = '\0';
   if (!m->captured || m->walk_status != AB_OK) return AB_OK;
   char w[128], s[64], file[4096];
-  ab_results_file_part(workload, w, sizeof w);
+  ab_results_workload_part(workload, w, sizeof w);
   ab_results_file_part(strategy, s, sizeof s);
   snprintf(file, sizeof file, "%s/oommap_%s_%s.csv", dir, w, s);
   ab_table_t t;

@@ -4,8 +4,9 @@
  *    the ranks'; the strategy and -c are tried on a simulated card.
  * 2. Each rank of this process builds its stream; the streams are checked (full buffers,
  *    the same collectives everywhere) and their collectives digested.
- * 3. The communicators: on cuda, NCCL is loaded and ncclCommInitAll makes one per thread;
- *    a launched rank meets the others first (rendezvous.h), then ncclCommInitRank.
+ * 3. The communicators: on cuda, NCCL is loaded and one NCCL group makes one per thread;
+ *    a launched rank meets the others first (rendezvous.h), then joins its own. Every wait
+ *    is bounded (Note [Bounded waits], kernels/kernels.h).
  * 4. Each rank runs through ab_cli_run_one, as a single run does, on its own device, with
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.
@@ -29,6 +30,12 @@
 
 typedef struct rank_s {
   unsigned rank;            /* in the world */
+  size_t *collectives;      /* the events of the stream's collectives, in order */
+  unsigned ncollectives;
+  unsigned at;              /* the collective it is at, 1-based */
+  bool failed;              /* it gave up a wait (Note [Bounded waits]) */
+  char fail_why[512];
+  ab_waits_t waits;
   ab_cli_opts_t o;          /* this rank's options: its device, its faults, quiet */
   char device[32];          /* its device spec */
   ab_events_t es;
@@ -87,6 +94,20 @@ static ab_status try_strategy(const ab_cli_opts_t *o, const char *device, ab_dia
 
 static bool collective(const ab_kernel_t *k) { return k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER; }
 
+/* The events of es's collectives, in order, for naming them in messages. */
+static ab_status list_collectives(rank_t *x, ab_diag_t *diag) {
+  const ab_events_t *es = &x->es;
+  size_t n = 0;
+  for (size_t i = 0; i < es->n; i++)
+    if (es->ev[i].kind == AB_EV_KERNEL && collective(&es->kernels[es->ev[i].id])) n++;
+  x->collectives = malloc((n ? n : 1) * sizeof *x->collectives);
+  if (x->collectives == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t i = 0, k = 0; i < es->n; i++)
+    if (es->ev[i].kind == AB_EV_KERNEL && collective(&es->kernels[es->ev[i].id])) x->collectives[k++] = i;
+  x->ncollectives = (unsigned)n;
+  return AB_OK;
+}
+
 /* The digest is FNV-1a over the collectives' kinds and sizes, in order. */
 ab_status ab_ranks_check_stream(const ab_events_t *es, unsigned world, uint64_t *digest, ab_diag_t *diag) {
   uint64_t *bytes = calloc(es->nids ? es->nids : 1, sizeof *bytes);
@@ -137,18 +158,46 @@ static ab_status rank_device(const char *spec, const ab_ranks_opts_t *r, unsigne
 
 /* ---- a rank's run ------------------------------------------------------------------------------ */
 
+/* "collective 12 of 40 (allgather of 8388608 bytes per rank, event 3456)". */
+static void describe(const rank_t *rk, char *what, size_t size) {
+  if (rk->at == 0 || rk->at > rk->ncollectives) {
+    snprintf(what, size, "collective %u", rk->at);
+    return;
+  }
+  size_t i = rk->collectives[rk->at - 1];
+  const ab_kernel_t *k = &rk->es.kernels[rk->es.ev[i].id];
+  snprintf(what, size, "collective %u of %u (%s of %llu bytes per rank, event %zu)", rk->at, rk->ncollectives,
+           ab_kernel_name((ab_kernel_op_t)k->op), (unsigned long long)k->n, i);
+}
+
 static bool lockstep(void *ctx, ab_lockstep_t phase, char *why, size_t size) {
   rank_t *rk = ctx;
-  bool go = rk->group->ops->arrive(rk->group, rk->rank, phase, why, size);
-  /* A stop after the launch: every rank aborts, ending a collective no peer will match. */
-  if (!go && phase != AB_LOCKSTEP_ENTER && rk->comm) {
+  if (phase == AB_LOCKSTEP_ENTER) rk->at++;
+  char what[192];
+  describe(rk, what, sizeof what);
+  const ab_waits_t *w = &rk->waits;
+  int sig = w->stop ? (int)*w->stop : 0;
+  ab_verdict_t v;
+  if (sig && phase == AB_LOCKSTEP_ENTER) { /* a signal: no more collectives */
+    snprintf(why, size, "interrupted (%s) while rank %u was at %s", ab_signal_name(sig), rk->rank, what);
+    v = AB_VERDICT_FAIL;
+  } else {
+    v = rk->group->ops->arrive(rk->group, rk->rank, phase, what, why, size);
+  }
+  if (v == AB_VERDICT_GO) return true;
+  /* Some device may hold a collective no peer will match: abort ends it. */
+  if (v != AB_VERDICT_STOP && rk->comm) {
     ab_diag_t d = {""};
-    if (ab_comm_abort(rk->comm, &d) != AB_OK) {
+    if (ab_comm_abort(rk->comm, why, &d) != AB_OK) {
       size_t n = strlen(why);
       snprintf(why + n, size - n, "; aborting the communicator: %s", d.msg);
     }
   }
-  return go;
+  if (v == AB_VERDICT_FAIL) {
+    rk->failed = true;
+    snprintf(rk->fail_why, sizeof rk->fail_why, "%s", why);
+  }
+  return false;
 }
 
 static void add_to_replay(void *ctx, ab_run_opts_t *ro) {
@@ -165,6 +214,13 @@ static void *rank_main(void *arg) {
   ab_table_init(&row, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
   res->status = ab_cli_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, &diag);
+  if (rk->failed && res->status == AB_OK) { /* it gave up a wait: its run failed */
+    res->status = AB_ERR_IO;
+    snprintf(diag.msg, sizeof diag.msg, "%s", rk->fail_why);
+    rk->run.status = AB_RUN_ERROR;
+    rk->run.error = AB_ERR_IO;
+    snprintf(rk->run.message, sizeof rk->run.message, "%s", rk->fail_why);
+  }
   res->run = rk->run;
   res->run.ptr = NULL;
   res->run.requested = NULL;
@@ -246,6 +302,29 @@ static ab_status rows(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank
   return ab_ranks_combine(summary, o, results, n);
 }
 
+/* A signal stopped the job: diag says what this process was waiting for when it came. A
+ * wait that gave up said so itself (a barrier, the rendezvous, NCCL's making); else the
+ * watchdog that aborted a communicator did; else the rank was between waits. */
+static ab_status interrupted(const rank_t *rk, unsigned local, ab_comm_t **comms, ab_status st, int sig,
+                             ab_diag_t *diag) {
+  /* The first wait given up: a rank's (a barrier), a communicator's, or the setup's. */
+  for (unsigned i = 0; i < local; i++)
+    if (rk[i].failed) return ab_diag_set(diag, AB_ERR_IO, "%s", rk[i].fail_why);
+  for (unsigned i = 0; comms && i < local; i++) {
+    char why[AB_DIAG_BYTES] = "";
+    if (comms[i]) ab_comm_aborted(comms[i], why, sizeof why);
+    if (why[0]) return ab_diag_set(diag, AB_ERR_IO, "%s", why);
+  }
+  if (st != AB_OK && strncmp(diag->msg, "interrupted", 11) == 0) return AB_ERR_IO;
+  if (st != AB_OK) {
+    char was[AB_DIAG_BYTES];
+    snprintf(was, sizeof was, "%s", diag->msg);
+    return ab_diag_set(diag, AB_ERR_IO, "interrupted (%s): %s", ab_signal_name(sig), was);
+  }
+  return ab_diag_set(diag, AB_ERR_IO, "interrupted (%s) while rank %u ran, between collectives", ab_signal_name(sig),
+                     rk[0].rank);
+}
+
 /* 128 bytes for a clique on the simulated card, where nothing but the rendezvous reads them. */
 static void sim_id(ab_comm_id_t *id) {
   struct timespec ts;
@@ -291,7 +370,7 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
     rank_t *x = &rk[i];
     x->strategy = o->strategy;
     st = rank_spec(o->workload, world, x->rank, spec, sizeof spec, diag);
-    if (st == AB_OK) st = ab_workload_build(spec, o->seed, &x->es, diag);
+    if (st == AB_OK) st = ab_cli_build(o, spec, &x->es, diag);
     uint64_t d = 0;
     if (st == AB_OK) st = ab_ranks_check_stream(&x->es, world, &d, diag);
     if (st == AB_OK && i > 0 && d != digest)
@@ -299,6 +378,8 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
     digest = d;
     if (st == AB_OK && ab_run_prepare(&x->run, &x->es) != AB_OK)
       st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    if (st == AB_OK) st = list_collectives(x, diag);
+    x->waits = r->waits;
     x->o = *o;
     x->o.device = x->device;
     x->o.quiet = true; /* no progress lines from several threads */
@@ -320,12 +401,18 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
       else
         sim_id(&id);
     }
-    if (st == AB_OK) st = ab_rendezvous(r->launch, digest, &id, &group, diag);
-    if (st == AB_OK && cuda) st = ab_comm_init_rank(ordinals[0], world, first, &id, &comms[0], diag);
+    if (st == AB_OK) st = ab_rendezvous(r->launch, &r->waits, r->say, digest, &id, &group, diag);
+    if (st == AB_OK && cuda) st = ab_comm_init_rank(ordinals[0], world, first, &id, &r->waits, &comms[0], diag);
   } else if (st == AB_OK) {
-    st = ab_group_threads(world, &group, diag);
-    if (st == AB_OK && cuda) st = ab_comm_init_all(local, ordinals, comms, diag);
+    st = ab_group_threads(world, &r->waits, &group, diag);
+    if (st == AB_OK && cuda) st = ab_comm_init_all(local, ordinals, &r->waits, comms, diag);
     if (st != AB_OK && cuda) ab_diag_prefix(diag, "--ranks %u on cuda: ", world);
+  }
+  /* Met, but no communicator: the other ranks hear of it now rather than at their deadline. */
+  for (unsigned i = 0; st != AB_OK && group && i < local; i++) {
+    rk[i].result.status = st;
+    snprintf(rk[i].result.diag, sizeof rk[i].result.diag, "%s", diag->msg);
+    group->ops->leave(group, rk[i].rank, &rk[i].result);
   }
 
   /* The ranks. */
@@ -356,6 +443,9 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
   }
   bool have = false;
   if (st == AB_OK) st = group->ops->results(group, all, &have, diag);
+  /* A rank lost before it reported is named by its spec all the same. */
+  for (unsigned i = 0; st == AB_OK && have && i < world; i++)
+    if (all[i].workload[0] == '\0') st = rank_spec(o->workload, world, i, all[i].workload, sizeof all[i].workload, diag);
   if (st == AB_OK && have) {
     st = rows(summary, o, all, world);
     if (results) memcpy(results, all, world * sizeof *all);
@@ -368,6 +458,8 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
     if (known[i].status != AB_OK || known[i].run.status == AB_RUN_ERROR)
       st = ab_diag_set(diag, known[i].status != AB_OK ? known[i].status : known[i].run.error, "rank %u: %s",
                        have ? i : first + i, known[i].status != AB_OK ? known[i].diag : known[i].run.message);
+  int sig = r->waits.stop ? (int)*r->waits.stop : 0;
+  if (sig && rk) st = interrupted(rk, local, comms, st, sig, diag);
 
   for (unsigned i = 0; comms && i < local; i++) {
     ab_diag_t d = {""};
@@ -377,6 +469,7 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
   for (unsigned i = 0; rk && i < local; i++) {
     ab_run_release(&rk[i].run);
     ab_events_free(&rk[i].es);
+    free(rk[i].collectives);
   }
   free(rk);
   free(ordinals);

@@ -5,11 +5,11 @@
  * Two ways to run:
  *   --ranks N    N threads of this process. Rank r runs on the r-th GPU from the one --device
  *                names (cuda: cuda:0 to cuda:N-1; cuda:K: from cuda:K), with NCCL
- *                communicators from ncclCommInitAll; or each rank on a simulated card of its
+ *                communicators made together in one NCCL group; or each rank on a simulated card of its
  *                own (--device sim[:PROFILE]), where collectives move nothing (the card has
  *                no memory to move) but the ranks keep the same lockstep as on GPUs.
  *   --ranks env  one rank per process, started by a launcher (rendezvous.h): rank RANK of
- *                WORLD_SIZE on cuda:LOCAL_RANK, its communicator from ncclCommInitRank with
+ *                WORLD_SIZE on cuda:LOCAL_RANK, its communicator from ncclCommInitRankConfig with
  *                the id rank 0 handed out. Rank 0 writes every rank's rows.
  * --ranks 1 runs the same path with one rank (a communicator of one GPU).
  *
@@ -26,7 +26,10 @@
  * One rank failing (Note [Ranks in lockstep], group.h): its own row says what happened (oom,
  * with where and the kind; or error); the other ranks stop at their next collective, with
  * status stopped. An OOM is a result: the command exits 0, as for one rank; an error exits
- * non-zero.
+ * non-zero. A rank that waited longer than r->waits allows (Note [Bounded waits],
+ * kernels/kernels.h) fails with AB_ERR_IO, naming the collective and the ranks it waited for.
+ * When *r->waits.stop is set (a signal), the ranks stop at their next wait or collective and
+ * ab_ranks_run returns AB_ERR_IO with diag saying what this process waited for.
  *
  * Results: one summary row per rank, its workload column its own spec (ending in
  * world=N,rank=r), then the combined row (ab_ranks_combine). NCCL's device memory is in
@@ -46,6 +49,8 @@ typedef struct ab_ranks_opts_s {
   unsigned n;                /* --ranks N: ranks as threads; 0 with launch */
   const ab_launch_t *launch; /* --ranks env: this process's place; NULL with n */
   const char *nccl;          /* NCCL's path (--nccl, AB_NCCL_LIBRARY); NULL: search */
+  ab_waits_t waits;          /* every wait's bound, and the stop flag (Note [Bounded waits]) */
+  FILE *say;                 /* where the rendezvous says what it waits for; NULL: quiet */
 } ab_ranks_opts_t;
 
 /* Runs o->workload (zero) as the ranks of r, o->strategy on each rank, and adds the rows,

@@ -2,24 +2,34 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "units.h"
+#include "workload.h"
 
-const ab_col_t ab_summary_cols[] = {
-#define AB_SUMMARY_COL(name, numeric) {#name, numeric},
-    AB_SUMMARY_COLUMNS(AB_SUMMARY_COL)
-#undef AB_SUMMARY_COL
-};
+#define SUMMARY_COL(name, numeric) {#name, numeric},
+#define SUMMARY_PEAK_COL(gauge, doc) {"peak_" #gauge, 1},
+#define SUMMARY_COUNTER_COL(counter, doc) {#counter, 1},
+const ab_col_t ab_summary_cols[] = {AB_SUMMARY_COLUMNS(SUMMARY_COL, SUMMARY_PEAK_COL, SUMMARY_COUNTER_COL)};
+#undef SUMMARY_COL
+#undef SUMMARY_PEAK_COL
+#undef SUMMARY_COUNTER_COL
 const size_t ab_summary_ncols = sizeof ab_summary_cols / sizeof ab_summary_cols[0];
 
 /* One cell per column, formatted. */
 typedef struct summary_cells_s {
-#define AB_SUMMARY_FIELD(name, numeric) char name[96];
-  AB_SUMMARY_COLUMNS(AB_SUMMARY_FIELD)
-#undef AB_SUMMARY_FIELD
+#define SUMMARY_FIELD(name, numeric) char name[96];
+#define SUMMARY_PEAK_FIELD(gauge, doc) char peak_##gauge[96];
+#define SUMMARY_COUNTER_FIELD(counter, doc) char counter[96];
+  AB_SUMMARY_COLUMNS(SUMMARY_FIELD, SUMMARY_PEAK_FIELD, SUMMARY_COUNTER_FIELD)
+#undef SUMMARY_FIELD
+#undef SUMMARY_PEAK_FIELD
+#undef SUMMARY_COUNTER_FIELD
 } summary_cells_t;
 
 #define CELL(field, ...) snprintf(c.field, sizeof c.field, __VA_ARGS__)
@@ -38,17 +48,16 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(status, "%s", ab_run_status_name(run->status));
   CELL(oom_kind, "%s", ab_oom_kind_name(run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE));
   CELL(oom_event, "%lld", run->status == AB_RUN_OOM ? (long long)run->oom.event : -1LL);
-  CELL(peak_requested_bytes, "%" PRId64, st->requested_bytes.peak);
-  CELL(peak_allocated_bytes, "%" PRId64, st->allocated_bytes.peak);
-  CELL(peak_reserved_bytes, "%" PRId64, st->reserved_bytes.peak);
+#define PEAK_CELL(gauge, doc) CELL(peak_##gauge, "%" PRId64, st->gauge.peak);
+  AB_STAT_GAUGES(PEAK_CELL)
+#undef PEAK_CELL
   double frag = st->reserved_bytes.peak > 0
                     ? 100.0 * (1.0 - (double)st->allocated_bytes.peak / (double)st->reserved_bytes.peak)
                     : 0.0;
   CELL(frag_pct, "%.3f", frag);
-  CELL(num_device_alloc, "%" PRIu64, st->num_device_alloc);
-  CELL(num_device_free, "%" PRIu64, st->num_device_free);
-  CELL(num_alloc_retries, "%" PRIu64, st->num_alloc_retries);
-  CELL(num_ooms, "%" PRIu64, st->num_ooms);
+#define COUNTER_CELL(counter, doc) CELL(counter, "%" PRIu64, st->counter);
+  AB_STAT_COUNTERS(COUNTER_CELL)
+#undef COUNTER_CELL
   CELL(alloc_ns_p50, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.50));
   CELL(alloc_ns_p99, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.99));
   CELL(free_ns_p50, "%" PRIu64, ab_hist_quantile(&run->free_ns, 0.50));
@@ -58,11 +67,13 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(kernel_ms_total, "%.3f", run->kernel_ms);
   CELL(harness_ns_per_event, "%.1f", run->events_done ? (double)run->harness_ns / (double)run->events_done : 0.0);
   CELL(nccl_bytes, "%" PRIu64, run->comm_bytes);
-  const char *cells[] = {
-#define AB_SUMMARY_PTR(name, numeric) c.name,
-      AB_SUMMARY_COLUMNS(AB_SUMMARY_PTR)
-#undef AB_SUMMARY_PTR
-  };
+#define SUMMARY_CELL(name, numeric) c.name,
+#define SUMMARY_PEAK_CELL(gauge, doc) c.peak_##gauge,
+#define SUMMARY_COUNTER_CELL(counter, doc) c.counter,
+  const char *cells[] = {AB_SUMMARY_COLUMNS(SUMMARY_CELL, SUMMARY_PEAK_CELL, SUMMARY_COUNTER_CELL)};
+#undef SUMMARY_CELL
+#undef SUMMARY_PEAK_CELL
+#undef SUMMARY_COUNTER_CELL
   return ab_table_add(t, cells);
 }
 
@@ -85,6 +96,36 @@ void ab_results_file_part(const char *in, char *out, size_t size) {
   out[n] = '\0';
 }
 
+/* The trace a workload spec names, or NULL for a generator's (or a stream of a test's). */
+static const char *trace_of(const char *workload) {
+  if (strncmp(workload, "replay:", 7) == 0) return workload + 7;
+  char name[64];
+  size_t len = strcspn(workload, ":");
+  if (len < sizeof name) {
+    memcpy(name, workload, len);
+    name[len] = '\0';
+    if (ab_workload_find(name)) return NULL;
+  }
+  /* `replay TRACE` runs under the path itself. */
+  struct stat sb;
+  return stat(workload, &sb) == 0 ? workload : NULL;
+}
+
+void ab_results_workload_part(const char *workload, char *out, size_t size) {
+  const char *trace = trace_of(workload);
+  if (trace == NULL) {
+    ab_results_file_part(workload, out, size);
+    return;
+  }
+  char full[PATH_MAX];
+  if (realpath(trace, full) == NULL) snprintf(full, sizeof full, "%s", trace);
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = full; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  char name[128];
+  ab_results_file_part(trace, name, sizeof name);
+  snprintf(out, size, "%s-%08x", name, (unsigned)(h >> 32));
+}
+
 static const ab_col_t timeline_cols[] = {
     {"event", true},          {"step", true},           {"requested", true},     {"allocated", true},
     {"reserved", true},       {"peak_requested", true}, {"peak_allocated", true}, {"peak_reserved", true},
@@ -92,7 +133,7 @@ static const ab_col_t timeline_cols[] = {
 
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
   char w[128], s[64], path[4096];
-  ab_results_file_part(d->workload, w, sizeof w);
+  ab_results_workload_part(d->workload, w, sizeof w);
   ab_results_file_part(d->strategy, s, sizeof s);
   snprintf(path, sizeof path, "%s/timeline_%s_%s.csv", dir, w, s);
   ab_table_t t;

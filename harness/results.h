@@ -4,9 +4,10 @@
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
  *   status (ok | oom | error | stopped: another rank failed first, ranks.h),
  *   oom_kind (none | fragmentation | capacity), oom_event (-1: none)
- *   peak_requested_bytes, peak_allocated_bytes, peak_reserved_bytes   PyTorch's names
+ *   peak_<gauge>      the peak of each gauge of stats.h (peak_requested_bytes, ...), PyTorch's
+ *                     names
  *   frag_pct = 100 * (1 - peak allocated / peak reserved)
- *   num_device_alloc, num_device_free, num_alloc_retries, num_ooms
+ *   <counter>         each counter of stats.h (num_device_alloc, ...)
  *   alloc_ns_p50, alloc_ns_p99, free_ns_p50   per-call latency, host time (+ modelled device
  *                                             time on the simulated card)
  *   wall_s            the replay loop's host time; events_per_s  events / wall_s
@@ -52,16 +53,18 @@
 
 #include "bisect.h"
 #include "engine.h"
+#include "stats.h"
 #include "table.h"
 
-/* name, numeric */
-#define AB_SUMMARY_COLUMNS(X)                                                      \
-  X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(budget_bytes, 1) X(seed, 1) \
-  X(events, 1) X(status, 0) X(oom_kind, 0) X(oom_event, 1) X(peak_requested_bytes, 1) \
-  X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(frag_pct, 1)               \
-  X(num_device_alloc, 1) X(num_device_free, 1) X(num_alloc_retries, 1) X(num_ooms, 1) \
-  X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1) X(wall_s, 1) X(events_per_s, 1)  \
-  X(step_ms_p50, 1) X(kernel_ms_total, 1) X(harness_ns_per_event, 1) X(nccl_bytes, 1)
+/* The columns in order: COL(name, numeric) for the run's own, and for the statistics of
+ * stats.h, from its lists: PEAK(gauge, doc) for the column peak_<gauge> of each gauge, and
+ * COUNTER(counter, doc) for each counter. */
+#define AB_SUMMARY_COLUMNS(COL, PEAK, COUNTER)                                                 \
+  COL(workload, 0) COL(strategy, 0) COL(conf, 0) COL(device, 0) COL(budget_bytes, 1) COL(seed, 1) \
+  COL(events, 1) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_GAUGES(PEAK)          \
+  COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
+  COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
+  COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;
@@ -105,11 +108,16 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *desc, const ab_
 ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es,
                                  const ab_run_t *run, const ab_bisect_result_t *res);
 
-/* Writes DIR/timeline_<workload>_<strategy>.csv (names made file-safe) atomically. */
+/* Writes DIR/timeline_<workload>_<strategy>.csv (ab_results_workload_part) atomically. */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
 
 /* Makes a string safe as part of a file name: keeps letters, digits, '-', '.' and '_',
  * turns runs of anything else into one '_'; a path keeps only its last component. */
 void ab_results_file_part(const char *in, char *out, size_t size);
+/* A workload's part of the names of its timeline and segment map: ab_results_file_part of
+ * a generator's spec; for a trace (replay:PATH, or the path `replay` was given), its file
+ * name and 8 hex digits of its full path, so that traces of one name in different folders
+ * keep files of their own in one --out ("cnn.pickle.gz-1f2e3d4c"). */
+void ab_results_workload_part(const char *workload, char *out, size_t size);
 
 #endif

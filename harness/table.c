@@ -9,6 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "input.h"
+#include "output.h"
+
 void ab_table_init(ab_table_t *t, const ab_col_t *cols, size_t ncols) {
   memset(t, 0, sizeof *t);
   t->cols = cols;
@@ -64,7 +67,7 @@ static void csv_cell(FILE *f, const char *s) {
 static void csv_header(const ab_table_t *t, FILE *f) {
   for (size_t c = 0; c < t->ncols; c++) {
     if (c) fputc(',', f);
-    fputs(t->cols[c].name, f);
+    csv_cell(f, t->cols[c].name); /* names may come from a trace (--info's actions) */
   }
   fputc('\n', f);
 }
@@ -184,6 +187,29 @@ static ab_status write_all(int fd, const char *buf, size_t len, const char *path
   return AB_OK;
 }
 
+/* Appends buf to a file of `size` bytes; a write cut short (a full disk, a file size limit)
+ * is cut back to `size`, so that a failed append leaves the file as it was. */
+static ab_status append_or_restore(int fd, off_t size, const char *buf, size_t len, const char *path, ab_diag_t *diag) {
+  ab_status st = write_all(fd, buf, len, path, diag);
+  if (st == AB_OK) return AB_OK;
+  if (ftruncate(fd, size) != 0)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed, and the partial row could not be removed: %s", path,
+                       strerror(errno));
+  return st;
+}
+
+/* A device, a FIFO or /dev/stdout: the header and the rows written straight to it
+ * (Note [Writing where the user points], output.h); nothing to inspect, move or cut. */
+static ab_status append_special(const char *path, const char *header, size_t hlen, const char *body, size_t blen,
+                                ab_diag_t *diag) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  ab_status st = write_all(fd, header, hlen, path, diag);
+  if (st == AB_OK) st = write_all(fd, body, blen, path, diag);
+  close(fd);
+  return st;
+}
+
 /* Renders the table (with or without its header) into a malloc'd buffer. */
 static char *render(const ab_table_t *t, bool header, size_t *len) {
   char *buf = NULL;
@@ -237,6 +263,8 @@ static ab_status inspect(int fd, const char *header, bool *same, const char *pat
 ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved_to, size_t moved_size,
                               ab_diag_t *diag) {
   if (moved_to && moved_size) moved_to[0] = '\0';
+  if (ab_input_is_input(path))
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: is an input of this run; refusing to write over it", path);
   AB_TRY(parent_dir(path, diag));
   size_t hlen, blen;
   char *header = NULL, *body = NULL;
@@ -248,6 +276,10 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
   int fd = -1;
   if (header == NULL || body == NULL) {
     st = AB_ERR_INTERNAL;
+    goto done;
+  }
+  if (ab_output_is_special(path)) {
+    st = append_special(path, header, hlen, body, blen, diag);
     goto done;
   }
   for (int attempt = 0;; attempt++) {
@@ -312,10 +344,10 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
       }
       memcpy(both, header, hlen);
       memcpy(both + hlen, body, blen);
-      st = write_all(fd, both, hlen + blen, path, diag);
+      st = append_or_restore(fd, 0, both, hlen + blen, path, diag);
       free(both);
     } else {
-      st = write_all(fd, body, blen, path, diag);
+      st = append_or_restore(fd, sb.st_size, body, blen, path, diag);
     }
     break;
   }
@@ -328,19 +360,8 @@ done:
 
 ab_status ab_table_write_file(const ab_table_t *t, const char *path, ab_diag_t *diag) {
   AB_TRY(parent_dir(path, diag));
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-  ab_table_write_csv(t, f, true);
-  if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
-    fclose(f);
-    unlink(tmp);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-  }
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-  }
-  return AB_OK;
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  ab_table_write_csv(t, out.f, true);
+  return ab_output_commit(&out, diag);
 }

@@ -4,9 +4,13 @@
  * Every results file of allocbench (summary.csv, oom.csv, timelines, segment maps) is a
  * table with a fixed header. Appending (ab_table_append_csv) takes an exclusive lock on the
  * file, cuts off an unterminated last line left by a process that died mid-write, checks
- * the header, and writes the new rows with one write(2); a file with another header (from
- * an older allocbench) is moved aside to NAME.<time> first and the new one started.
- * Whole files (ab_table_write_file) are written to a temporary name and renamed into place.
+ * the header, and writes the new rows with one write(2), cut back to the file's former size
+ * if the write fails part way (a full disk); a file with another header (from an older
+ * allocbench) is moved aside to NAME.<time> first and the new one started. A device, a
+ * FIFO or /dev/stdout gets the header and rows written straight to it, and a file this run
+ * reads as input is refused (output.h, Note [Writing where the user points]).
+ * Whole files (ab_table_write_file) are written as output.h writes every file: to a
+ * temporary name renamed into place.
  *
  * Cells are copied into the table. Not thread-safe.
  */

@@ -7,10 +7,13 @@
  * the usual Python prefixes. It is never unloaded. */
 #include <dlfcn.h>
 #include <glob.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <time.h>
 
 #include "kernels_internal.h"
 
@@ -24,6 +27,12 @@ static_assert(sizeof(ncclResult_t) == sizeof(ab_nccl_result_t) && ncclSuccess ==
               "ncclResult_t");
 static_assert(sizeof(ncclDataType_t) == sizeof(int) && ncclUint8 == AB_NCCL_UINT8, "ncclDataType_t");
 static_assert(sizeof(ncclRedOp_t) == sizeof(int) && ncclSum == AB_NCCL_SUM, "ncclRedOp_t");
+static_assert(ncclInProgress == AB_NCCL_IN_PROGRESS, "ncclInProgress");
+static_assert(offsetof(ncclConfig_t, size) == offsetof(ab_nccl_config_t, size) &&
+                  offsetof(ncclConfig_t, magic) == offsetof(ab_nccl_config_t, magic) &&
+                  offsetof(ncclConfig_t, version) == offsetof(ab_nccl_config_t, version) &&
+                  offsetof(ncclConfig_t, blocking) == offsetof(ab_nccl_config_t, blocking),
+              "ncclConfig_t");
 #endif
 
 #define SONAME "libnccl.so.2"
@@ -55,7 +64,7 @@ static bool load_from(const char *path, char *why, size_t size) {
   memset(&got, 0, sizeof got);
 #define AB_NCCL_LOAD(name, ret, params)                                      \
   if ((got.name = (ret(*) params)dlsym(lib, #name)) == NULL) {               \
-    snprintf(why, size, "%s has no %s (NCCL 2.13 or later is needed)", path, #name); \
+    snprintf(why, size, "%s has no %s (NCCL 2.14 or later is needed)", path, #name); \
     dlclose(lib);                                                            \
     return false;                                                            \
   }
@@ -133,11 +142,162 @@ static ab_status free_bytes(size_t *out, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* ---- waits (Note [Bounded waits]) ------------------------------------------------------------ */
+
+#define WATCH_MS 50 /* the watchdog's period */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void nap_ms(double ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
+  nanosleep(&ts, NULL);
+}
+
+static int stop_signal(const ab_waits_t *w) { return w->stop ? (int)*w->stop : 0; }
+
+/* Polls h until its last call has completed (ncclCommGetAsyncError): AB_OK, NCCL's error, or
+ * AB_ERR_IO once *w->stop is set or limit_s (named limit_name) has passed; `what` says what
+ * was waited for ("rank 1 of 2 waited for ..."). The caller aborts h when this fails. */
+static ab_status wait_ready(const ab_nccl_t *a, ab_nccl_comm_t h, const char *call, const ab_waits_t *w, double limit_s,
+                            const char *limit_name, const char *what, ab_diag_t *diag) {
+  double deadline = now_s() + limit_s;
+  for (unsigned polls = 0;; polls++) {
+    ab_nccl_result_t async = AB_NCCL_SUCCESS;
+    ab_nccl_result_t r = a->ncclCommGetAsyncError(h, &async);
+    if (r != AB_NCCL_SUCCESS) return ab_nccl_status(a, r, h, "ncclCommGetAsyncError", __FILE__, __LINE__, diag);
+    if (async == AB_NCCL_SUCCESS) return AB_OK;
+    if (async != AB_NCCL_IN_PROGRESS) return ab_nccl_status(a, async, h, call, __FILE__, __LINE__, diag);
+    int sig = stop_signal(w);
+    if (sig) return ab_diag_set(diag, AB_ERR_IO, "interrupted (%s) while %s", ab_signal_name(sig), what);
+    if (now_s() >= deadline)
+      return ab_diag_set(diag, AB_ERR_IO, "%s: %g s passed (%s)", what, limit_s, limit_name);
+    /* Most calls finish within microseconds; a communicator's making takes seconds. */
+    nap_ms(polls < 100 ? 0.05 : 5);
+  }
+}
+
+/* Aborts c once, keeping why; under c->lock. NCCL frees the communicator even when the call
+ * fails, so it is aborted either way. */
+static ab_nccl_result_t abort_locked(ab_comm_t *c, const char *why) {
+  if (c->aborted) return AB_NCCL_SUCCESS;
+  c->aborted = true;
+  c->pending = false;
+  snprintf(c->why, sizeof c->why, "%s", why);
+  ab_nccl_result_t r = c->nccl->ncclCommAbort(c->handle);
+  return r == AB_NCCL_IN_PROGRESS ? AB_NCCL_SUCCESS : r; /* NCCL finishes it in the background */
+}
+
+/* The teardown cannot be interrupted: at a signal or past its deadline only the process's
+ * end ends it (waits.give_up). */
+static void watch_teardown(ab_comm_t *c) {
+  int sig = stop_signal(&c->waits);
+  double waited = now_s() - c->teardown_since;
+  if (c->waits.give_up == NULL || (!sig && waited < c->waits.collective_s)) return;
+  char why[AB_DIAG_BYTES];
+  if (sig)
+    snprintf(why, sizeof why,
+             "interrupted (%s) while rank %u of %u waited for the other ranks to let go of NCCL's communicator "
+             "(ncclCommDestroy on cuda:%d)",
+             ab_signal_name(sig), c->rank, c->size, c->ordinal);
+  else
+    snprintf(why, sizeof why,
+             "rank %u of %u waited %g s for the other ranks to let go of NCCL's communicator (ncclCommDestroy on "
+             "cuda:%d; AB_COLLECTIVE_TIMEOUT)",
+             c->rank, c->size, c->waits.collective_s, c->ordinal);
+  pthread_mutex_unlock(&c->lock);
+  c->waits.give_up(sig ? 128 + sig : 1, why);
+  pthread_mutex_lock(&c->lock);
+}
+
+/* One look of the watchdog, under c->lock: NCCL's errors, a signal, and the oldest unfinished
+ * collective against its deadline; any of them aborts the communicator. */
+static void watch_once(ab_comm_t *c) {
+  if (c->tearing_down) {
+    watch_teardown(c);
+    return;
+  }
+  if (c->aborted) return;
+  char why[AB_DIAG_BYTES];
+  int sig = stop_signal(&c->waits);
+  if (sig) {
+    if (c->pending)
+      snprintf(why, sizeof why, "interrupted (%s) while rank %u of %u waited for %s to complete on cuda:%d",
+               ab_signal_name(sig), c->rank, c->size, c->pending_what, c->ordinal);
+    else
+      snprintf(why, sizeof why, "interrupted (%s) while rank %u of %u ran on cuda:%d", ab_signal_name(sig), c->rank,
+               c->size, c->ordinal);
+    abort_locked(c, why);
+    return;
+  }
+  ab_nccl_result_t async = AB_NCCL_SUCCESS;
+  ab_nccl_result_t r = c->nccl->ncclCommGetAsyncError(c->handle, &async);
+  if (r != AB_NCCL_SUCCESS || (async != AB_NCCL_SUCCESS && async != AB_NCCL_IN_PROGRESS)) {
+    snprintf(why, sizeof why, "NCCL reported an error on rank %u of %u (cuda:%d): %s", c->rank, c->size, c->ordinal,
+             c->nccl->ncclGetErrorString(r != AB_NCCL_SUCCESS ? r : async));
+    abort_locked(c, why);
+    return;
+  }
+  if (!c->pending) return;
+  cudaError_t q = cudaEventQuery(c->last);
+  (void)cudaGetLastError(); /* not ready is no error of anyone else's */
+  if (q == cudaSuccess) {
+    c->pending = false;
+  } else if (q != cudaErrorNotReady) {
+    snprintf(why, sizeof why, "rank %u of %u: cudaEventQuery after %s on cuda:%d failed: %s", c->rank, c->size,
+             c->pending_what, c->ordinal, cudaGetErrorString(q));
+    abort_locked(c, why);
+  } else if (now_s() - c->pending_since > c->waits.collective_s) {
+    snprintf(why, sizeof why,
+             "rank %u of %u waited %g s for %s to complete on cuda:%d (AB_COLLECTIVE_TIMEOUT): another rank stopped "
+             "taking part",
+             c->rank, c->size, c->waits.collective_s, c->pending_what, c->ordinal);
+    abort_locked(c, why);
+  }
+}
+
+static void *watch(void *arg) {
+  ab_comm_t *c = (ab_comm_t *)arg;
+  /* The event queries need the communicator's device current in this thread. */
+  cudaError_t e = cudaSetDevice(c->ordinal);
+  pthread_mutex_lock(&c->lock);
+  if (e != cudaSuccess) {
+    char why[AB_DIAG_BYTES];
+    snprintf(why, sizeof why, "rank %u's watchdog: cudaSetDevice(%d) failed: %s", c->rank, c->ordinal,
+             cudaGetErrorString(e));
+    abort_locked(c, why);
+  }
+  while (!c->dog_quit) {
+    watch_once(c);
+    pthread_mutex_unlock(&c->lock);
+    nap_ms(WATCH_MS);
+    pthread_mutex_lock(&c->lock);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+/* ---- making and freeing --------------------------------------------------------------------- */
+
+static ab_nccl_config_t non_blocking(void) {
+  ab_nccl_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.size = sizeof cfg;
+  cfg.magic = AB_NCCL_CONFIG_MAGIC;
+  cfg.version = AB_NCCL_CONFIG_VERSION;
+  cfg.blocking = 0;
+  return cfg;
+}
+
+/* Wraps a made communicator and starts its watchdog; on failure h is aborted. */
 static ab_status wrap(const ab_nccl_t *a, ab_nccl_comm_t h, unsigned rank, unsigned size, int ordinal, uint64_t bytes,
-                      ab_comm_t **out, ab_diag_t *diag) {
+                      const ab_waits_t *w, ab_comm_t **out, ab_diag_t *diag) {
   ab_comm_t *c = (ab_comm_t *)calloc(1, sizeof *c);
   if (c == NULL) {
-    (void)a->ncclCommDestroy(h); /* the error being reported is the host's memory */
+    (void)a->ncclCommAbort(h); /* the error being reported is the host's memory */
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
   c->nccl = a;
@@ -146,12 +306,21 @@ static ab_status wrap(const ab_nccl_t *a, ab_nccl_comm_t h, unsigned rank, unsig
   c->size = size;
   c->ordinal = ordinal;
   c->bytes = bytes;
+  c->waits = *w;
   ab_map_init(&c->measured);
+  pthread_mutex_init(&c->lock, NULL);
+  if (pthread_create(&c->dog, NULL, watch, c) != 0) {
+    (void)a->ncclCommAbort(h);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "cannot start the watchdog thread of rank %u", rank);
+  }
+  c->dog_started = true;
   *out = c;
   return AB_OK;
 }
 
-ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_diag_t *diag) {
+ab_status ab_comm_init_all(unsigned n, const int *ordinals, const ab_waits_t *w, ab_comm_t **out, ab_diag_t *diag) {
   const ab_nccl_t *a = ab_nccl(diag);
   if (a == NULL) return AB_ERR_CUDA;
   int count = 0, saved = 0;
@@ -160,6 +329,8 @@ ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_
     if (ordinals[i] < 0 || ordinals[i] >= count)
       return ab_diag_set(diag, AB_ERR_INVALID, "GPU %d: only %d GPU(s) present", ordinals[i], count);
   AB_CUDA_TRY(diag, cudaGetDevice(&saved));
+  ab_nccl_id_t id;
+  AB_NCCL_TRY(a, (ab_nccl_comm_t)NULL, diag, ncclGetUniqueId, &id);
   size_t *before = (size_t *)calloc(2 * (size_t)n, sizeof *before), *after = before + n;
   ab_nccl_comm_t *h = (ab_nccl_comm_t *)calloc(n, sizeof *h);
   ab_status st = before && h ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
@@ -169,22 +340,43 @@ ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_
     AB_CUDA_CHECKED(st, diag, cudaSetDevice(ordinals[i]));
     if (st == AB_OK) st = free_bytes(&before[i], diag);
   }
-  ab_nccl_result_t r = AB_NCCL_SUCCESS;
-  if (st == AB_OK && (r = a->ncclCommInitAll(h, (int)n, ordinals)) != AB_NCCL_SUCCESS)
-    st = ab_nccl_status(a, r, NULL, "ncclCommInitAll", __FILE__, __LINE__, diag);
-  bool made = st == AB_OK;
+  /* One group makes them all (a rank's making waits for the others'); the group must end
+   * whatever happened inside it. */
+  ab_nccl_result_t r = st == AB_OK ? a->ncclGroupStart() : AB_NCCL_SUCCESS;
+  if (r != AB_NCCL_SUCCESS) st = ab_nccl_status(a, r, NULL, "ncclGroupStart", __FILE__, __LINE__, diag);
+  bool grouped = st == AB_OK;
+  for (unsigned i = 0; i < n && st == AB_OK; i++) {
+    ab_nccl_config_t cfg = non_blocking();
+    AB_CUDA_CHECKED(st, diag, cudaSetDevice(ordinals[i]));
+    if (st == AB_OK) r = a->ncclCommInitRankConfig(&h[i], (int)n, id, (int)i, &cfg);
+    if (st == AB_OK && r != AB_NCCL_SUCCESS && r != AB_NCCL_IN_PROGRESS)
+      st = ab_nccl_status(a, r, NULL, "ncclCommInitRankConfig", __FILE__, __LINE__, diag);
+  }
+  if (grouped && (r = a->ncclGroupEnd()) != AB_NCCL_SUCCESS && r != AB_NCCL_IN_PROGRESS && st == AB_OK)
+    st = ab_nccl_status(a, r, NULL, "ncclGroupEnd", __FILE__, __LINE__, diag);
+  for (unsigned i = 0; i < n && st == AB_OK; i++) {
+    char what[160];
+    snprintf(what, sizeof what, "rank %u of %u waited for NCCL's communicator on cuda:%d", i, n, ordinals[i]);
+    st = wait_ready(a, h[i], "ncclCommInitRankConfig", w, w->meet_s, "AB_RENDEZVOUS_TIMEOUT", what, diag);
+  }
   for (unsigned i = 0; i < n && st == AB_OK; i++) {
     AB_CUDA_CHECKED(st, diag, cudaSetDevice(ordinals[i]));
     if (st == AB_OK) st = free_bytes(&after[i], diag);
   }
   unsigned wrapped = 0;
-  for (; wrapped < n && st == AB_OK; wrapped++) {
+  while (st == AB_OK && wrapped < n) {
     uint64_t took = before[wrapped] > after[wrapped] ? before[wrapped] - after[wrapped] : 0;
-    st = wrap(a, h[wrapped], wrapped, n, ordinals[wrapped], took, &out[wrapped], diag);
+    st = wrap(a, h[wrapped], wrapped, n, ordinals[wrapped], took, w, &out[wrapped], diag);
+    h[wrapped] = NULL; /* wrapped, or aborted by wrap */
+    if (st == AB_OK) wrapped++;
   }
-  if (st != AB_OK) {
-    for (unsigned i = 0; i < wrapped; i++) ab_comm_destroy(out[i], NULL);
-    for (unsigned i = wrapped; made && i < n; i++) (void)a->ncclCommDestroy(h[i]); /* the first error stands */
+  if (st != AB_OK) { /* the first error stands; what was made is aborted */
+    for (unsigned i = 0; i < wrapped; i++) {
+      ab_comm_abort(out[i], diag->msg, NULL);
+      ab_comm_destroy(out[i], NULL);
+    }
+    for (unsigned i = 0; h && i < n; i++)
+      if (h[i]) (void)a->ncclCommAbort(h[i]);
   }
   (void)cudaSetDevice(saved);
   free(before);
@@ -192,8 +384,8 @@ ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_
   return st;
 }
 
-ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, ab_comm_t **out,
-                            ab_diag_t *diag) {
+ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, const ab_waits_t *w,
+                            ab_comm_t **out, ab_diag_t *diag) {
   const ab_nccl_t *a = ab_nccl(diag);
   if (a == NULL) return AB_ERR_CUDA;
   int count = 0;
@@ -206,69 +398,136 @@ ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const a
   ab_nccl_id_t nid;
   memcpy(nid.internal, id->bytes, AB_COMM_ID_BYTES);
   ab_nccl_comm_t h = NULL;
-  AB_NCCL_TRY(a, (ab_nccl_comm_t)NULL, diag, ncclCommInitRank, &h, (int)nranks, nid, (int)rank);
-  ab_status st = free_bytes(&after, diag);
+  ab_nccl_config_t cfg = non_blocking();
+  ab_nccl_result_t r = a->ncclCommInitRankConfig(&h, (int)nranks, nid, (int)rank, &cfg);
+  ab_status st = AB_OK;
+  if (r != AB_NCCL_SUCCESS && r != AB_NCCL_IN_PROGRESS)
+    st = ab_nccl_status(a, r, NULL, "ncclCommInitRankConfig", __FILE__, __LINE__, diag);
+  if (st == AB_OK) {
+    char what[192];
+    snprintf(what, sizeof what, "rank %u of %u waited for the other ranks to join NCCL's communicator on cuda:%d", rank,
+             nranks, ordinal);
+    st = wait_ready(a, h, "ncclCommInitRankConfig", w, w->meet_s, "AB_RENDEZVOUS_TIMEOUT", what, diag);
+  }
+  if (st == AB_OK) st = free_bytes(&after, diag);
   if (st != AB_OK) {
-    (void)a->ncclCommDestroy(h); /* the first error stands */
+    if (h) (void)a->ncclCommAbort(h); /* the first error stands */
     return st;
   }
-  return wrap(a, h, rank, nranks, ordinal, before > after ? before - after : 0, out, diag);
+  return wrap(a, h, rank, nranks, ordinal, before > after ? before - after : 0, w, out, diag);
 }
 
 unsigned ab_comm_rank(const ab_comm_t *c) { return c->rank; }
 unsigned ab_comm_size(const ab_comm_t *c) { return c->size; }
 uint64_t ab_comm_bytes(const ab_comm_t *c) { return c->bytes; }
 
-ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag) {
-  if (c->aborted) return AB_OK;
-  c->aborted = true; /* NCCL frees the communicator even when the call fails */
-  AB_NCCL_TRY(c->nccl, (ab_nccl_comm_t)NULL, diag, ncclCommAbort, c->handle);
+ab_status ab_comm_abort(ab_comm_t *c, const char *why, ab_diag_t *diag) {
+  pthread_mutex_lock(&c->lock);
+  ab_nccl_result_t r = abort_locked(c, why && why[0] ? why : "aborted");
+  pthread_mutex_unlock(&c->lock);
+  if (r != AB_NCCL_SUCCESS) return ab_nccl_status(c->nccl, r, NULL, "ncclCommAbort", __FILE__, __LINE__, diag);
   return AB_OK;
+}
+
+void ab_comm_aborted(ab_comm_t *c, char *why, size_t size) {
+  pthread_mutex_lock(&c->lock);
+  snprintf(why, size, "%s", c->aborted ? c->why : "");
+  pthread_mutex_unlock(&c->lock);
 }
 
 ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {
   if (c == NULL) return AB_OK;
-  ab_nccl_result_t r = c->aborted ? AB_NCCL_SUCCESS : c->nccl->ncclCommDestroy(c->handle);
+  /* The watchdog stays, to end the process if the teardown outlasts a signal or its
+   * deadline; it makes no NCCL call meanwhile, so the lock is not held across the call. */
+  pthread_mutex_lock(&c->lock);
+  c->tearing_down = true;
+  c->teardown_since = now_s();
+  bool aborted = c->aborted;
+  pthread_mutex_unlock(&c->lock);
+  ab_nccl_result_t r = aborted ? AB_NCCL_SUCCESS : c->nccl->ncclCommDestroy(c->handle);
+  if (r == AB_NCCL_IN_PROGRESS) r = AB_NCCL_SUCCESS; /* NCCL finishes it in the background */
+  if (c->dog_started) {
+    pthread_mutex_lock(&c->lock);
+    c->dog_quit = true;
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->dog, NULL);
+  }
   ab_status st =
       r == AB_NCCL_SUCCESS ? AB_OK : ab_nccl_status(c->nccl, r, NULL, "ncclCommDestroy", __FILE__, __LINE__, diag);
   if (c->last) {
     AB_CUDA_CHECKED(st, diag, cudaSetDevice(c->ordinal));
     AB_CUDA_CHECKED(st, diag, cudaEventDestroy(c->last));
   }
+  pthread_mutex_destroy(&c->lock);
   ab_map_free(&c->measured);
   free(c);
   return st;
 }
 
-ab_status ab_collective_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s) {
-  ab_comm_t *c = kx->comm;
-  ab_diag_t *diag = &kx->dev->diag;
-  if (k->n == 0) return AB_OK;
-  char *b0 = (char *)(uintptr_t)buf[0], *b1 = (char *)(uintptr_t)buf[1];
-  bool in_place = buf[0] == buf[1];
+/* ---- collectives ---------------------------------------------------------------------------- */
+
+/* Launches k on c (under c->lock; see ab_collective_launch). A launch that fails part way
+ * aborts c: some rank's device may already hold its half of the collective. */
+static ab_status launch_locked(ab_comm_t *c, const ab_kernel_t *k, char *b0, char *b1, cudaStream_t s, ab_diag_t *diag) {
+  if (c->aborted)
+    return ab_diag_set(diag, AB_ERR_IO, "NCCL's communicator on cuda:%d was aborted: %s", c->ordinal, c->why);
+  bool in_place = b0 == b1;
   size_t part = (size_t)c->rank * k->n; /* this rank's part of the full buffer */
   bool gather = k->op == AB_K_ALLGATHER;
   uint64_t key = k->n << 1 | (gather ? 0u : 1u);
   bool measure = !ab_map_get(&c->measured, key, NULL);
   size_t before = 0, after = 0;
+  char what[128];
+  snprintf(what, sizeof what, "collective %llu (%s of %llu bytes per rank)", (unsigned long long)c->launched + 1,
+           ab_kernel_name((ab_kernel_op_t)k->op), (unsigned long long)k->n);
   /* Collectives run on the device in the order they were launched, whatever their streams,
    * so that every rank's GPU meets them in the same order (as one NCCL stream per process
    * group does in PyTorch). */
   if (c->last == NULL) AB_CUDA_TRY(diag, cudaEventCreateWithFlags(&c->last, cudaEventDisableTiming));
   else if (c->last_stream != s) AB_CUDA_TRY(diag, cudaStreamWaitEvent(s, c->last, 0));
   if (measure) AB_TRY(free_bytes(&before, diag));
+  ab_nccl_result_t r;
   if (gather) /* buf: shard, full */
-    AB_NCCL_TRY(c->nccl, c->handle, diag, ncclAllGather, in_place ? b1 + part : b0, b1, k->n, AB_NCCL_UINT8, c->handle,
-                s);
+    r = c->nccl->ncclAllGather(in_place ? b1 + part : b0, b1, k->n, AB_NCCL_UINT8, c->handle, s);
   else /* buf: full, shard */
-    AB_NCCL_TRY(c->nccl, c->handle, diag, ncclReduceScatter, b0, in_place ? b0 + part : b1, k->n, AB_NCCL_UINT8,
-                AB_NCCL_SUM, c->handle, s);
+    r = c->nccl->ncclReduceScatter(b0, in_place ? b0 + part : b1, k->n, AB_NCCL_UINT8, AB_NCCL_SUM, c->handle, s);
+  const char *call = gather ? "ncclAllGather" : "ncclReduceScatter";
+  ab_status st = AB_OK;
+  if (r != AB_NCCL_SUCCESS && r != AB_NCCL_IN_PROGRESS) st = ab_nccl_status(c->nccl, r, c->handle, call, __FILE__, __LINE__, diag);
+  /* In progress: NCCL is still connecting the ranks (at their first collectives), which needs
+   * every rank's launch. */
+  if (st == AB_OK && r == AB_NCCL_IN_PROGRESS) {
+    char waiting[256];
+    snprintf(waiting, sizeof waiting, "rank %u of %u launched %s on cuda:%d (NCCL connects the ranks)", c->rank,
+             c->size, what, c->ordinal);
+    st = wait_ready(c->nccl, c->handle, call, &c->waits, c->waits.collective_s, "AB_COLLECTIVE_TIMEOUT", waiting, diag);
+  }
+  if (st != AB_OK) {
+    abort_locked(c, diag->msg);
+    return st;
+  }
   AB_CUDA_TRY(diag, cudaEventRecord(c->last, s));
   c->last_stream = s;
+  c->launched++;
+  if (!c->pending) {
+    c->pending = true;
+    c->pending_since = now_s();
+    snprintf(c->pending_what, sizeof c->pending_what, "%s", what);
+  }
   if (measure) {
     AB_TRY(free_bytes(&after, diag));
     if (before > after) c->bytes += before - after;
     if (ab_map_put(&c->measured, key, 1) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
   return AB_OK;
+}
+
+ab_status ab_collective_launch(ab_kernels_t *kx, const ab_kernel_t *k, const ab_dptr_t *buf, cudaStream_t s) {
+  ab_comm_t *c = kx->comm;
+  if (k->n == 0) return AB_OK;
+  pthread_mutex_lock(&c->lock);
+  ab_status st =
+      launch_locked(c, k, (char *)(uintptr_t)buf[0], (char *)(uintptr_t)buf[1], s, &kx->dev->diag);
+  pthread_mutex_unlock(&c->lock);
+  return st;
 }

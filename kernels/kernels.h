@@ -40,6 +40,7 @@
 #ifndef AB_KERNELS_H
 #define AB_KERNELS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,9 +95,10 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  *
  * Note [Collectives]
  * A communicator is one rank's membership of an NCCL clique: rank r of N, on one GPU.
- * Several ranks in one process get theirs from ab_comm_init_all (ncclCommInitAll, one per
- * GPU); a rank in its own process gets its own from ab_comm_init_rank with the unique id
- * rank 0 made (ab_comm_unique_id) and the launcher handed round (harness/rendezvous.h).
+ * Several ranks in one process get theirs from ab_comm_init_all (one per GPU, made together
+ * in one NCCL group); a rank in its own process gets its own from ab_comm_init_rank with the
+ * unique id rank 0 made (ab_comm_unique_id) and the launcher handed round
+ * (harness/rendezvous.h). Every communicator is non-blocking (Note [Bounded waits]).
  * With a communicator set on a kernels context, each allgather and reduce_scatter KERNEL
  * event runs as ncclAllGather / ncclReduceScatter of its n bytes per rank on the event's
  * stream: the shard buffer holds n bytes, the full buffer N x n, rank r's part at r x n.
@@ -108,7 +110,7 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * full buffers against N beforehand (the events carry no world size) and keeps the ranks
  * in lockstep (harness/ranks.h): every rank launches the same collectives in the same
  * order, which NCCL needs.
- * NCCL is loaded at run time (nccl_check.h) and NCCL 2.13 or later is needed. Before NCCL
+ * NCCL is loaded at run time (nccl_check.h) and NCCL 2.14 or later is needed. Before NCCL
  * first initialises, ab_comm_load sets NCCL_NVLS_ENABLE=0 in the environment unless it is
  * set already: NVLink multicast (NVLS) stays off, and allocbench never creates multicast
  * objects itself.
@@ -116,8 +118,52 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * creation and around the first collective of each kind and size (NCCL connects ranks
  * lazily, at their first collective); each difference counts when free memory went down.
  * The strategies' budget does not include it.
- * Thread-safety: a communicator is used by one thread at a time; ab_comm_load and
- * ab_comm_unique_id may be called from any thread. */
+ * Thread-safety: a communicator is used by one thread at a time, besides its watchdog
+ * (Note [Bounded waits]); ab_comm_load and ab_comm_unique_id may be called from any thread.
+ *
+ * Note [Bounded waits]
+ * Ranks wait for each other in four places: the rendezvous (harness/rendezvous.h), the
+ * lockstep barriers (harness/group.h), NCCL's making and tearing down of communicators, and
+ * a collective on the device, which ends only once every rank has launched it. A rank whose
+ * peer died, hangs or was stopped would wait in any of them for ever, and a launcher's
+ * SIGTERM would not end it. So no wait blocks without bound:
+ *   - the host waits (sockets, condition variables) poll in slices of at most 100 ms, and
+ *     give up at their deadline or as soon as *stop is set (a signal's number), saying what
+ *     they waited for: which ranks, which collective, which address;
+ *   - communicators are non-blocking (ncclConfig_t.blocking = 0): their making and each
+ *     launch return at once, and the caller polls ncclCommGetAsyncError against the same
+ *     deadline and *stop, aborting the communicator when it gives up;
+ *   - a collective on the device is watched by the communicator's watchdog thread (as
+ *     PyTorch's ProcessGroupNCCL watches its work): every 50 ms it polls the event recorded
+ *     after the last collective (cudaEventQuery) and ncclCommGetAsyncError, and calls
+ *     ncclCommAbort when NCCL reports an error, when *stop is set, or when the oldest
+ *     unfinished collective has run longer than collective_s. The abort ends the collective's
+ *     kernels, so whatever call of the rank's thread waited for the device (a cudaFree, a
+ *     synchronisation) returns, and the rank's next launch fails, naming why;
+ *   - ncclCommDestroy waits inside NCCL until the other ranks' communicators have let go of
+ *     this one's proxy (NCCL's proxy thread serves its peers until they close). Nothing can
+ *     interrupt that call, so while it runs the watchdog calls waits.give_up when *stop is
+ *     set or collective_s has passed; the harness's give_up says why and ends the process
+ *     (nothing has been recorded yet: rank 0 writes the rows after the teardown).
+ * NCCL calls and the watchdog's abort are serialised by the communicator's lock, so the
+ * abort never runs inside another NCCL call on the same communicator. */
+
+/* How long the ranks wait for each other, and what ends a wait early (Note [Bounded waits]). */
+typedef struct ab_waits_s {
+  double meet_s;       /* the rendezvous and the making of communicators (AB_RENDEZVOUS_TIMEOUT) */
+  double collective_s; /* one barrier, one collective on the device, the teardown (AB_COLLECTIVE_TIMEOUT) */
+  const volatile sig_atomic_t *stop; /* nonzero: give up now (the signal's number); may be NULL */
+  /* Called by a watchdog when a wait it cannot interrupt (ncclCommDestroy) must end: code is
+   * 128 + the signal, or 1 at the deadline. Expected not to return; NULL: wait on. */
+  void (*give_up)(int code, const char *why);
+} ab_waits_t;
+
+#define AB_WAIT_SLICE_MS 100 /* the longest a host wait sleeps before looking at stop */
+
+/* "SIGTERM", "SIGINT", or "signal N", for the messages of a wait given up. */
+static inline const char *ab_signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
 
 typedef struct ab_comm_s ab_comm_t;
 
@@ -136,22 +182,28 @@ ab_status ab_comm_load(const char *path, ab_diag_t *diag);
 const char *ab_comm_library(int *version);
 /* A new unique id for a clique (ncclGetUniqueId). */
 ab_status ab_comm_unique_id(ab_comm_id_t *id, ab_diag_t *diag);
-/* One communicator per GPU, rank i on GPU ordinals[i], into out[0..n) (ncclCommInitAll).
- * AB_ERR_INVALID for an ordinal that names no GPU. The current device is left as it was. */
-ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_diag_t *diag);
-/* This process's rank of nranks, on GPU ordinal, in the clique of id (ncclCommInitRank);
- * returns once every rank has joined. Leaves ordinal the current device. */
-ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, ab_comm_t **out,
-                            ab_diag_t *diag);
+/* One communicator per GPU, rank i on GPU ordinals[i], into out[0..n) (a new id and
+ * ncclCommInitRankConfig for each, in one group). AB_ERR_INVALID for an ordinal that names
+ * no GPU; AB_ERR_IO when they were not made within w->meet_s or *w->stop was set (the diag
+ * says which). The current device is left as it was. w is copied. */
+ab_status ab_comm_init_all(unsigned n, const int *ordinals, const ab_waits_t *w, ab_comm_t **out, ab_diag_t *diag);
+/* This process's rank of nranks, on GPU ordinal, in the clique of id
+ * (ncclCommInitRankConfig); returns once every rank has joined, or with AB_ERR_IO as above.
+ * Leaves ordinal the current device. w is copied. */
+ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, const ab_waits_t *w,
+                            ab_comm_t **out, ab_diag_t *diag);
 unsigned ab_comm_rank(const ab_comm_t *c);
 unsigned ab_comm_size(const ab_comm_t *c);
 /* Device memory the communicator has taken so far (see the note). */
 uint64_t ab_comm_bytes(const ab_comm_t *c);
 /* Ends what the communicator has in flight on the device (ncclCommAbort): for a collective
- * this rank launched and another rank never will. The communicator can no longer be used;
- * ab_comm_destroy still frees it. */
-ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag);
-/* Frees the communicator (ncclCommDestroy, unless it was aborted). NULL is a no-op. */
+ * this rank launched and another rank never will. why says what happened, for the errors
+ * that follow. The communicator can no longer be used; ab_comm_destroy still frees it. */
+ab_status ab_comm_abort(ab_comm_t *c, const char *why, ab_diag_t *diag);
+/* Why the communicator was aborted (by ab_comm_abort or its watchdog); "" while it is not. */
+void ab_comm_aborted(ab_comm_t *c, char *why, size_t size);
+/* Frees the communicator (ncclCommDestroy, unless it was aborted). NULL is a no-op. Every
+ * rank's communicator must be on its way to this call, or aborted: NCCL waits for them. */
 ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag);
 
 /* The collectives launched on kx run on c from now on; NULL: the one-GPU copy. */

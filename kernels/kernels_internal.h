@@ -6,6 +6,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 /* The C headers of allocbench declare C functions. */
 extern "C" {
@@ -51,7 +52,19 @@ struct ab_comm_s {
   ab_map_t measured;    /* collectives already measured: n << 1 | (op is reduce_scatter) */
   cudaEvent_t last;     /* recorded after each collective; NULL before the first */
   cudaStream_t last_stream; /* where the last collective ran */
+  ab_waits_t waits;     /* Note [Bounded waits] */
+  /* Shared with the watchdog, under lock (which also serialises every NCCL call on handle). */
+  pthread_mutex_t lock;
+  pthread_t dog;        /* the watchdog thread */
+  bool dog_started, dog_quit;
   bool aborted;
+  char why[AB_DIAG_BYTES]; /* why it was aborted */
+  uint64_t launched;    /* collectives launched */
+  bool pending;         /* launched ones not yet seen complete on the device */
+  double pending_since; /* when the oldest of them was launched (ab_comm_now_s) */
+  char pending_what[128]; /* and which it was */
+  bool tearing_down;    /* in ncclCommDestroy, which only give_up can end */
+  double teardown_since;
 };
 
 /* Threads per block of the elementwise and pattern kernels; the grid is capped, and the

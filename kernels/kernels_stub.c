@@ -82,14 +82,14 @@ ab_status ab_comm_unique_id(ab_comm_id_t *id, ab_diag_t *diag) {
   return no_cuda(diag);
 }
 
-ab_status ab_comm_init_all(unsigned n, const int *ordinals, ab_comm_t **out, ab_diag_t *diag) {
-  (void)n, (void)ordinals, (void)out;
+ab_status ab_comm_init_all(unsigned n, const int *ordinals, const ab_waits_t *w, ab_comm_t **out, ab_diag_t *diag) {
+  (void)n, (void)ordinals, (void)w, (void)out;
   return no_cuda(diag);
 }
 
-ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, ab_comm_t **out,
-                            ab_diag_t *diag) {
-  (void)ordinal, (void)nranks, (void)rank, (void)id, (void)out;
+ab_status ab_comm_init_rank(int ordinal, unsigned nranks, unsigned rank, const ab_comm_id_t *id, const ab_waits_t *w,
+                            ab_comm_t **out, ab_diag_t *diag) {
+  (void)ordinal, (void)nranks, (void)rank, (void)id, (void)w, (void)out;
   return no_cuda(diag);
 }
 
@@ -109,9 +109,14 @@ uint64_t ab_comm_bytes(const ab_comm_t *c) {
   return 0;
 }
 
-ab_status ab_comm_abort(ab_comm_t *c, ab_diag_t *diag) {
-  (void)c;
+ab_status ab_comm_abort(ab_comm_t *c, const char *why, ab_diag_t *diag) {
+  (void)c, (void)why;
   return no_cuda(diag);
+}
+
+void ab_comm_aborted(ab_comm_t *c, char *why, size_t size) {
+  (void)c;
+  if (size) why[0] = '\0';
 }
 
 ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {

@@ -30,8 +30,20 @@ typedef int ab_nccl_result_t;                  /* ncclResult_t */
 #define AB_NCCL_SUCCESS 0
 #define AB_NCCL_INVALID_ARGUMENT 4
 #define AB_NCCL_INVALID_USAGE 5
+#define AB_NCCL_IN_PROGRESS 7 /* ncclInProgress: a non-blocking call still running */
 #define AB_NCCL_UINT8 1 /* ncclUint8: collectives move bytes */
 #define AB_NCCL_SUM 0   /* ncclSum */
+
+/* ncclConfig_t as NCCL 2.14 defined it: NCCL reads the fields a config's version names and
+ * takes its defaults for the rest, so this prefix serves every later NCCL. */
+typedef struct ab_nccl_config_s {
+  size_t size;          /* sizeof this struct */
+  unsigned int magic;   /* AB_NCCL_CONFIG_MAGIC */
+  unsigned int version; /* AB_NCCL_CONFIG_VERSION */
+  int blocking;         /* 0: calls return ncclInProgress and complete in the background */
+} ab_nccl_config_t;
+#define AB_NCCL_CONFIG_MAGIC 0xcafebeefu
+#define AB_NCCL_CONFIG_VERSION 21400u /* NCCL_VERSION(2, 14, 0) */
 
 /* name, return type, parameters: every call allocbench makes. */
 #define AB_NCCL_FUNCS(X)                                                                            \
@@ -39,8 +51,11 @@ typedef int ab_nccl_result_t;                  /* ncclResult_t */
   X(ncclGetErrorString, const char *, (ab_nccl_result_t result))                                     \
   X(ncclGetLastError, const char *, (ab_nccl_comm_t comm))                                           \
   X(ncclGetUniqueId, ab_nccl_result_t, (ab_nccl_id_t * id))                                          \
-  X(ncclCommInitAll, ab_nccl_result_t, (ab_nccl_comm_t * comms, int ndev, const int *devlist))      \
-  X(ncclCommInitRank, ab_nccl_result_t, (ab_nccl_comm_t * comm, int nranks, ab_nccl_id_t id, int rank)) \
+  X(ncclCommInitRankConfig, ab_nccl_result_t,                                                        \
+    (ab_nccl_comm_t * comm, int nranks, ab_nccl_id_t id, int rank, ab_nccl_config_t *config))       \
+  X(ncclCommGetAsyncError, ab_nccl_result_t, (ab_nccl_comm_t comm, ab_nccl_result_t * async_error)) \
+  X(ncclGroupStart, ab_nccl_result_t, (void))                                                       \
+  X(ncclGroupEnd, ab_nccl_result_t, (void))                                                         \
   X(ncclCommDestroy, ab_nccl_result_t, (ab_nccl_comm_t comm))                                        \
   X(ncclCommAbort, ab_nccl_result_t, (ab_nccl_comm_t comm))                                          \
   X(ncclAllGather, ab_nccl_result_t,                                                                 \

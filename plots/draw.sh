@@ -46,6 +46,10 @@ first_timeline=$(ls "$dir"/timeline_"$timeline_workload"_*.csv 2>/dev/null | hea
 have "${first_timeline:-$dir/timeline_${timeline_workload}_STRATEGY.csv}" "memory over time on $timeline_workload" &&
   draw "timeline_$timeline_workload" timeline.gp "$dir" "$timeline_workload"
 have "$dir/summary.csv" "allocation latency" && draw latency latency.gp "$dir/summary.csv"
+# ZeRO per rank, one GPU against several: results of `run --ranks` (summary.csv) beside those
+# of `run --ranks 1` (one_gpu.csv).
+[ -s "$dir/one_gpu.csv" ] && have "$dir/summary.csv" "ZeRO per rank" &&
+  draw zero_ranks zero_ranks.gp "$dir/summary.csv" "$dir/one_gpu.csv"
 have "$dir/oom.csv" "smallest budget per strategy" && draw min_budget min_budget.gp "$dir/oom.csv"
 have "$dir/micro.csv" "micro-benchmarks" && draw micro micro.gp "$dir/micro.csv"
 # The memory map at the fragmenter's OOM (the failing probe of its budget search): the map

@@ -20,6 +20,8 @@
  *   6. The two halves of a free: free_request is PyTorch's free() of a block recorded on other
  *      streams (it stays active, out of the cache); free_complete is free_block [5].
  * Every pool statistic of torch.cuda.memory_stats() is kept [6], and ab_stats_t with it.
+ * This file is the decisions; caching_inspect.c looks inside (the segment walk, the checks,
+ * memory_stats, the OOM message [8]), through the structs of caching_internal.h.
  *
  * Note [Cap and pages]: PyTorch checks total_allocated + alloc_size > cap before asking the
  * device, also in expandable mode, where what it then maps is the request less the free tail,
@@ -42,84 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caching_conf.h"
-#include "hashmap.h"
-#include "tree.h"
-#include "units.h"
+#include "caching_internal.h"
 
-#define MIN_BLOCK 512ULL                   /* kMinBlockSize */
-#define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */
-#define SMALL_BUFFER (2ULL << 20)          /* kSmallBuffer: small segment, small page */
-#define MIN_LARGE_ALLOC (10ULL << 20)      /* kMinLargeAlloc */
-#define ROUND_LARGE (2ULL << 20)           /* kRoundLarge */
-#define ONE_EB (1ULL << 60)                /* requests this big fail before the allocator */
-#define SLAB_BLOCKS 1024
-
-enum { SMALL, LARGE };
-
-/* A block struct's state. */
-enum {
-  B_SPARE,     /* unused, in the spare list */
-  B_FREE,      /* cached and mapped, in its pool's free set */
-  B_ALLOCATED, /* handed out */
-  B_PENDING,   /* freed by the user, still in use by other streams (active) */
-  B_UNMAPPED,  /* expandable address space without memory, in the unmapped set */
-};
-
-typedef struct xseg_s {
-  ab_dptr_t base;   /* the reserved address range */
-  uint64_t bytes;
-  uint64_t page;    /* bytes of one mapped page */
-  uint64_t *mapped; /* one bit per page */
-  unsigned stream;
-  int pool;
-} xseg_t;
-
-typedef struct block_s {
-  ab_tnode_t node;             /* in its pool's free set (B_FREE) or unmapped set (B_UNMAPPED) */
-  struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
-  xseg_t *xs;                  /* the expandable segment, or NULL */
-  ab_dptr_t ptr;
-  uint64_t size;
-  uint64_t requested;          /* bytes asked for, while active */
-  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
-  uint16_t stream;
-  uint8_t state;
-  uint8_t pool;
-} block_t;
-
-#define BLOCK(n) AB_CONTAINER_OF(n, block_t, node)
-
-typedef struct pool_s {
-  ab_tree_t blocks;   /* free mapped blocks by (stream, size, address) */
-  ab_tree_t unmapped; /* unmapped expandable blocks by (stream, address) */
-  int64_t gc_calls;   /* get_free_block calls while GC is on */
-} pool_t;
-
-/* ---- statistics: torch.cuda.memory_stats(), PyTorch's DeviceStats ---------------------- */
-
-#define STAT_ARRAYS(X)                                                                        \
-  X(allocation) X(segment) X(active) X(inactive_split) X(allocated_bytes) X(reserved_bytes) \
-  X(active_bytes) X(inactive_split_bytes) X(requested_bytes)
-#define STAT_SINGLES(X) X(oversize_allocations) X(oversize_segments)
-#define STAT_COUNTERS(X) X(num_alloc_retries) X(num_ooms) X(num_sync_all_streams) X(num_device_alloc) X(num_device_free)
-
-typedef struct tstat_s {
-  int64_t current, peak, freed; /* allocated (the sum of increases) is current + freed */
-} tstat_t;
-
-typedef struct tstats_s {
-#define ARRAY_FIELD(name) tstat_t name[3]; /* all, small_pool, large_pool */
-  STAT_ARRAYS(ARRAY_FIELD)
-#undef ARRAY_FIELD
-#define SINGLE_FIELD(name) tstat_t name;
-  STAT_SINGLES(SINGLE_FIELD)
-#undef SINGLE_FIELD
-#define COUNTER_FIELD(name) uint64_t name;
-  STAT_COUNTERS(COUNTER_FIELD)
-#undef COUNTER_FIELD
-  int64_t max_split_size; /* at creation; -1: unlimited */
-} tstats_t;
+/* ---- statistics: the updates of PyTorch's DeviceStats ----------------------------------- */
 
 static inline void inc(tstat_t *s, uint64_t v) {
   s->current += (int64_t)v;
@@ -140,31 +67,6 @@ static inline void dec_pool(tstat_t a[3], int pool, uint64_t v) {
   dec(&a[0], v);
   dec(&a[1 + pool], v);
 }
-
-typedef struct caching_s {
-  ab_strategy_t base;
-  ab_caching_conf_t conf;
-  pool_t pools[2];
-  ab_map_t live;             /* address -> block, for allocated and pending blocks */
-  ab_map_t early;            /* Note [Early completion]: early_key(address, size) -> count */
-  ab_map_t segs;             /* cudaMalloc'd segments: base -> bytes */
-  xseg_t **xsegs;            /* expandable segments */
-  size_t nxsegs, capxsegs;
-  size_t npending;           /* blocks between free_request and free_complete */
-  uint64_t total;            /* total_allocated_memory: segment and mapped bytes */
-  uint64_t cap;              /* allowed_memory_maximum when has_cap */
-  bool has_cap;
-  bool settings_changed;     /* oversize statistics follow max_split_size at each event */
-  tstats_t st;
-  block_t *spare;            /* unused block structs, linked by next */
-  size_t nspare;
-  block_t **slabs;
-  size_t nslabs, capslabs;
-  block_t **scratch;         /* block lists of release_blocks, the walk and the checks */
-  size_t capscratch;
-} caching_t;
-
-static caching_t *of(ab_strategy_t *s) { return (caching_t *)(void *)s; }
 
 /* One key for an (address, size) pair; two pairs meet with probability 2^-64. */
 static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
@@ -309,47 +211,6 @@ static void block_drop(caching_t *c, block_t *b) {
   b->next = c->spare;
   c->spare = b;
   c->nspare++;
-}
-
-static ab_status scratch_need(caching_t *c, size_t n) {
-  if (n <= c->capscratch) return AB_OK;
-  size_t cap = c->capscratch ? c->capscratch : 256;
-  while (cap < n) cap *= 2;
-  block_t **grown = realloc(c->scratch, cap * sizeof *grown);
-  if (grown == NULL) return AB_ERR_INTERNAL;
-  c->scratch = grown;
-  c->capscratch = cap;
-  return AB_OK;
-}
-
-/* ---- sizes [1] ----------------------------------------------------------------------------- */
-
-static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
-static bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
-
-static uint64_t divisions_for(const caching_t *c, uint64_t size) {
-  unsigned log = log2_floor(size), i = log > 20 ? log - 20 : 0;
-  if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
-  return c->conf.divisions[i];
-}
-
-static uint64_t round_size(const caching_t *c, uint64_t size) {
-  if (size < MIN_BLOCK) return MIN_BLOCK;
-  uint64_t d = divisions_for(c, size);
-  if (d > 1 && size > MIN_BLOCK * d) {
-    if (pow2(size)) return size;
-    uint64_t floor = 1ULL << log2_floor(size), step = floor >> log2_floor(d);
-    if (step == 0) return floor << 1;
-    uint64_t down = size & ~(step - 1);
-    return down == size ? size : down + step;
-  }
-  return (size + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
-}
-
-static uint64_t allocation_size(const caching_t *c, uint64_t size) {
-  if (size <= SMALL_SIZE) return SMALL_BUFFER;
-  if (size < MIN_LARGE_ALLOC) return c->conf.large_segment_size;
-  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
 }
 
 /* ---- what a malloc is looking for (AllocParams) -------------------------------------------- */
@@ -740,7 +601,7 @@ static ab_status free_block(caching_t *c, block_t *b);
  * expandable blocks. */
 static ab_status release_blocks(caching_t *c, int pool) {
   pool_t *pl = &c->pools[pool];
-  AB_TRY(scratch_need(c, pl->blocks.size));
+  AB_TRY(ab_caching_scratch_need(c, pl->blocks.size));
   AB_TRY(reserve_blocks(c, 2 * pl->blocks.size));
   size_t nx = 0;
   for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n;) {
@@ -765,7 +626,7 @@ static ab_status release_cached(caching_t *c) {
   c->st.num_sync_all_streams++;
   if (c->npending) {
     AB_TRY(ab_device_synchronize(c->base.dev));
-    AB_TRY(scratch_need(c, c->npending));
+    AB_TRY(ab_caching_scratch_need(c, c->npending));
     size_t n = 0;
     for (size_t i = 0; i < c->live.cap; i++) {
       block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
@@ -1064,232 +925,6 @@ static void caching_destroy(ab_strategy_t *s) {
   free(c);
 }
 
-/* ---- looking inside: the walk, the checks, the statistics, the OOM message ----------------- */
-
-static int by_address(const void *a, const void *b) {
-  ab_dptr_t x = (*(block_t *const *)a)->ptr, y = (*(block_t *const *)b)->ptr;
-  return (x > y) - (x < y);
-}
-
-/* Every block in use (mapped ones only when `mapped_only`), by address, into scratch. */
-static ab_status gather(caching_t *c, bool mapped_only, size_t *n) {
-  AB_TRY(scratch_need(c, c->nslabs * SLAB_BLOCKS));
-  *n = 0;
-  for (size_t i = 0; i < c->nslabs; i++)
-    for (size_t j = 0; j < SLAB_BLOCKS; j++) {
-      block_t *b = &c->slabs[i][j];
-      if (b->state != B_SPARE && !(mapped_only && b->state == B_UNMAPPED)) c->scratch[(*n)++] = b;
-    }
-  qsort(c->scratch, *n, sizeof *c->scratch, by_address);
-  return AB_OK;
-}
-
-static ab_block_state_t block_state(const block_t *b) {
-  switch (b->state) {
-    case B_ALLOCATED: return AB_BLOCK_ALLOCATED;
-    case B_PENDING: return AB_BLOCK_PENDING_FREE;
-    case B_UNMAPPED: return AB_BLOCK_UNMAPPED;
-    default: return AB_BLOCK_FREE;
-  }
-}
-
-/* One segment per cudaMalloc, and per contiguous mapped run of an expandable segment, as
- * PyTorch's snapshot lists them. */
-static ab_status caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
-  caching_t *c = of(s);
-  size_t n;
-  AB_TRY(gather(c, true, &n));
-  ab_block_info_t *info = malloc((n ? n : 1) * sizeof *info);
-  if (info == NULL) return AB_ERR_INTERNAL;
-  for (size_t i = 0; i < n;) {
-    block_t *head = c->scratch[i];
-    size_t j = i;
-    uint64_t bytes = 0;
-    do {
-      block_t *b = c->scratch[j];
-      bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
-      info[j] = (ab_block_info_t){b->ptr, b->size, active ? b->requested : 0, block_state(b)};
-      bytes += b->size;
-      j++;
-    } while (j < n && c->scratch[j - 1]->next == c->scratch[j]);
-    ab_segment_info_t seg = {head->ptr, bytes, head->stream, head->pool == SMALL ? "small" : "large", head->xs != NULL,
-                             &info[i], j - i};
-    if (fn(ctx, &seg)) break;
-    i = j;
-  }
-  free(info);
-  return AB_OK;
-}
-
-#define FAIL(...) return ab_diag_set(diag, AB_ERR_INTERNAL, "caching: " __VA_ARGS__)
-
-static ab_status check_sets(caching_t *c, size_t *nfree, size_t *nunmapped, ab_diag_t *diag) {
-  *nfree = *nunmapped = 0;
-  for (int p = 0; p < 2; p++) {
-    pool_t *pl = &c->pools[p];
-    if (ab_tree_check(&pl->blocks) || ab_tree_check(&pl->unmapped)) FAIL("pool %d: a free set is out of order", p);
-    for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n))
-      if (BLOCK(n)->state != B_FREE || BLOCK(n)->pool != p) FAIL("pool %d: a free-set block is not free there", p);
-    for (ab_tnode_t *n = ab_tree_first(&pl->unmapped); n; n = ab_tree_next(n))
-      if (BLOCK(n)->state != B_UNMAPPED || BLOCK(n)->pool != p) FAIL("pool %d: an unmapped-set block is mapped", p);
-    *nfree += pl->blocks.size;
-    *nunmapped += pl->unmapped.size;
-  }
-  return AB_OK;
-}
-
-static ab_status caching_check(ab_strategy_t *s, ab_diag_t *diag) {
-  caching_t *c = of(s);
-  size_t nfree, nunmapped, n;
-  AB_TRY(check_sets(c, &nfree, &nunmapped, diag));
-  AB_TRY(gather(c, false, &n));
-  enum {
-#define ARRAY_INDEX(name) I_##name,
-    STAT_ARRAYS(ARRAY_INDEX)
-#undef ARRAY_INDEX
-        NARRAYS
-  };
-  int64_t sums[NARRAYS][2] = {{0}}; /* per pool */
-  int64_t oversize_alloc = 0, oversize_seg = 0;
-  size_t counts[5] = {0};
-  uint64_t ms = c->conf.max_split_size;
-  for (size_t i = 0; i < n; i++) {
-    block_t *b = c->scratch[i];
-    counts[b->state]++;
-    if (b->prev && (b->prev->next != b || b->prev->ptr + b->prev->size != b->ptr || b->prev->xs != b->xs ||
-                    b->prev->stream != b->stream || b->prev->pool != b->pool))
-      FAIL("block 0x%llx does not continue its segment", (unsigned long long)b->ptr);
-    if (b->next && b->next->prev != b) FAIL("block 0x%llx: broken links", (unsigned long long)b->ptr);
-    if (b->state == B_FREE && b->next && b->next->state == B_FREE)
-      FAIL("free blocks 0x%llx and 0x%llx were not merged", (unsigned long long)b->ptr, (unsigned long long)b->next->ptr);
-    int p = b->pool;
-    bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
-    if (b->state == B_ALLOCATED) {
-      sums[I_allocation][p]++;
-      sums[I_allocated_bytes][p] += (int64_t)b->size;
-      if (b->size >= ms) oversize_alloc++;
-    }
-    if (active) {
-      sums[I_active][p]++;
-      sums[I_active_bytes][p] += (int64_t)b->size;
-      sums[I_requested_bytes][p] += (int64_t)b->requested;
-      uint64_t v;
-      if (!ab_map_get(&c->live, b->ptr, &v) || (block_t *)(uintptr_t)v != b)
-        FAIL("active block 0x%llx is not in the live map", (unsigned long long)b->ptr);
-    }
-    if (b->state != B_UNMAPPED) sums[I_reserved_bytes][p] += (int64_t)b->size;
-    if (b->state == B_FREE && !b->xs && (b->prev || b->next)) {
-      sums[I_inactive_split][p]++;
-      sums[I_inactive_split_bytes][p] += (int64_t)b->size;
-    }
-    if (!b->xs && !b->prev) {
-      uint64_t seg = 0, recorded;
-      for (const block_t *r = b; r; r = r->next) seg += r->size;
-      if (!ab_map_get(&c->segs, b->ptr, &recorded) || recorded != seg)
-        FAIL("segment 0x%llx: its blocks do not tile it", (unsigned long long)b->ptr);
-      sums[I_segment][p]++;
-      if (seg >= ms) oversize_seg++;
-    }
-  }
-  if (counts[B_FREE] != nfree || counts[B_UNMAPPED] != nunmapped) FAIL("a cached block is missing from its set");
-  if (counts[B_ALLOCATED] + counts[B_PENDING] != c->live.n || counts[B_PENDING] != c->npending)
-    FAIL("the live map disagrees with the blocks");
-  if ((size_t)(sums[I_segment][0] + sums[I_segment][1]) != c->segs.n) FAIL("a segment has no blocks");
-  for (size_t k = 0; k < c->nxsegs; k++) {
-    const xseg_t *xs = c->xsegs[k];
-    uint64_t pages = 0, mapped = 0;
-    for (uint64_t w = 0; w < (xs->bytes / xs->page + 63) / 64; w++) pages += (uint64_t)__builtin_popcountll(xs->mapped[w]);
-    for (size_t i = 0; i < n; i++)
-      if (c->scratch[i]->xs == xs && c->scratch[i]->state != B_UNMAPPED) mapped += c->scratch[i]->size;
-    if (mapped != pages * xs->page) FAIL("expandable segment 0x%llx: blocks and pages disagree", (unsigned long long)xs->base);
-  }
-#define ARRAY_OF(name) c->st.name,
-  const tstat_t *arrays[NARRAYS] = {STAT_ARRAYS(ARRAY_OF)};
-#undef ARRAY_OF
-#define NAME_OF(name) #name,
-  static const char *const names[NARRAYS] = {STAT_ARRAYS(NAME_OF)};
-#undef NAME_OF
-  for (int k = 0; k < NARRAYS; k++) {
-    for (int p = 0; p < 2; p++)
-      if (arrays[k][1 + p].current != sums[k][p])
-        FAIL("%s.%s.current is %lld, the blocks say %lld", names[k], p == SMALL ? "small_pool" : "large_pool",
-             (long long)arrays[k][1 + p].current, (long long)sums[k][p]);
-    if (arrays[k][0].current != arrays[k][1].current + arrays[k][2].current) FAIL("%s.all is not the sum of its pools", names[k]);
-  }
-  if (!c->settings_changed &&
-      (c->st.oversize_allocations.current != oversize_alloc || c->st.oversize_segments.current != oversize_seg))
-    FAIL("oversize statistics disagree with the blocks");
-  if ((int64_t)c->total != c->st.reserved_bytes[0].current) FAIL("total_allocated_memory is not reserved_bytes.all");
-  if (s->stats.requested_bytes.current != c->st.requested_bytes[0].current ||
-      s->stats.allocated_bytes.current != c->st.allocated_bytes[0].current ||
-      s->stats.reserved_bytes.current != c->st.reserved_bytes[0].current)
-    FAIL("ab_stats_t disagrees with the pool statistics");
-  return AB_OK;
-}
-
-#undef FAIL
-
-static void emit_stat(ab_stat_fn fn, void *ctx, const char *prefix, const tstat_t *t) {
-  char name[96];
-  snprintf(name, sizeof name, "%s.current", prefix);
-  fn(ctx, name, t->current);
-  snprintf(name, sizeof name, "%s.peak", prefix);
-  fn(ctx, name, t->peak);
-  snprintf(name, sizeof name, "%s.allocated", prefix);
-  fn(ctx, name, t->current + t->freed);
-  snprintf(name, sizeof name, "%s.freed", prefix);
-  fn(ctx, name, t->freed);
-}
-
-/* torch.cuda.memory_stats(), flattened with PyTorch's names. */
-static void caching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
-  caching_t *c = of(s);
-  static const char *const pools[3] = {"all", "small_pool", "large_pool"};
-  char prefix[64];
-#define EMIT_ARRAY(name)                                           \
-  for (int p = 0; p < 3; p++) {                                    \
-    snprintf(prefix, sizeof prefix, "%s.%s", #name, pools[p]);     \
-    emit_stat(fn, ctx, prefix, &c->st.name[p]);                    \
-  }
-  STAT_ARRAYS(EMIT_ARRAY)
-#undef EMIT_ARRAY
-#define EMIT_SINGLE(name) emit_stat(fn, ctx, #name, &c->st.name);
-  STAT_SINGLES(EMIT_SINGLE)
-#undef EMIT_SINGLE
-#define EMIT_COUNTER(name) fn(ctx, #name, (int64_t)c->st.name);
-  STAT_COUNTERS(EMIT_COUNTER)
-#undef EMIT_COUNTER
-  fn(ctx, "max_split_size", c->st.max_split_size);
-}
-
-/* The OOM message of PyTorch's malloc [8]. */
-static void caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
-  caching_t *c = of(s);
-  (void)stream;
-  if (bytes >= ONE_EB) {
-    snprintf(buf, size, "CUDA out of memory. Tried to allocate more than 1EB memory.");
-    return;
-  }
-  uint64_t free_bytes = 0, total = s->dev->total_bytes;
-  ab_device_mem_info(s->dev, &free_bytes, &total);
-  char want[32], cap_s[32], total_s[32], free_s[32], alloc_s[32], unalloc_s[32], allowed[64] = "";
-  ab_format_bytes_torch(allocation_size(c, round_size(c, bytes)), want, sizeof want);
-  if (c->has_cap) snprintf(allowed, sizeof allowed, "%s allowed; ", ab_format_bytes_torch(c->cap, cap_s, sizeof cap_s));
-  int64_t allocated = c->st.allocated_bytes[0].current, reserved = c->st.reserved_bytes[0].current;
-  int gpu = 0;
-  sscanf(s->dev->name, "cuda:%d", &gpu);
-  snprintf(buf, size,
-           "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %sOf the "
-           "allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. If reserved but "
-           "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-           "fragmentation.  See documentation for Memory Management  "
-           "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
-           want, gpu, ab_format_bytes_torch(total, total_s, sizeof total_s),
-           ab_format_bytes_torch(free_bytes, free_s, sizeof free_s), allowed,
-           ab_format_bytes_torch((uint64_t)allocated, alloc_s, sizeof alloc_s),
-           ab_format_bytes_torch((uint64_t)(reserved - allocated), unalloc_s, sizeof unalloc_s));
-}
-
 const ab_strategy_ops_t ab_caching_ops = {
     .name = "caching",
     .create = caching_create,
@@ -1299,10 +934,10 @@ const ab_strategy_ops_t ab_caching_ops = {
     .free_request = caching_free_request,
     .free_complete = caching_free_complete,
     .empty_cache = caching_empty_cache,
-    .walk = caching_walk,
-    .check = caching_check,
-    .memory_stats = caching_memory_stats,
-    .describe_oom = caching_describe_oom,
+    .walk = ab_caching_walk,
+    .check = ab_caching_check,
+    .memory_stats = ab_caching_memory_stats,
+    .describe_oom = ab_caching_describe_oom,
 };
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */

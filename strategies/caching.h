@@ -1,5 +1,6 @@
-/* caching.h: the caching strategy (caching.c), PyTorch 2.11's CUDACachingAllocator, and
- * what it offers beyond the strategy vtable.
+/* caching.h: the caching strategy (caching.c, its decisions; caching_inspect.c, looking
+ * inside it), PyTorch 2.11's CUDACachingAllocator, and what it offers beyond the strategy
+ * vtable.
  *
  * Registry entries: `caching` (PYTORCH_CUDA_ALLOC_CONF from -c, caching_conf.h),
  * `split-limited` (max_split_size_mb:128 first) and `expandable` (expandable_segments:True

@@ -30,6 +30,7 @@
  */
 #include "pluggable.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,9 +1,5 @@
 #include "stats.h"
 
-#include <string.h>
-
-void ab_stats_reset(ab_stats_t *s) { memset(s, 0, sizeof *s); }
-
 void ab_stats_reset_peaks(ab_stats_t *s) {
 #define RESET_PEAK(name, doc) s->name.peak = s->name.current;
   AB_STAT_GAUGES(RESET_PEAK)
@@ -32,21 +28,4 @@ ab_status ab_stats_check(const ab_stats_t *s, ab_diag_t *diag) {
     return ab_diag_set(diag, AB_ERR_INTERNAL, "stats: %llu device frees after %llu device allocations",
                        (unsigned long long)s->num_device_free, (unsigned long long)s->num_device_alloc);
   return AB_OK;
-}
-
-void ab_stats_write_json(FILE *f, const ab_stats_t *s) {
-  const char *sep = "";
-  fputc('{', f);
-#define JSON_GAUGE(name, doc)                                                               \
-  fprintf(f, "%s\"" #name ".current\": %lld, \"" #name ".peak\": %lld", sep,               \
-          (long long)s->name.current, (long long)s->name.peak);                            \
-  sep = ", ";
-  AB_STAT_GAUGES(JSON_GAUGE)
-#undef JSON_GAUGE
-#define JSON_COUNTER(name, doc)                                                       \
-  fprintf(f, "%s\"" #name "\": %llu", sep, (unsigned long long)s->name);             \
-  sep = ", ";
-  AB_STAT_COUNTERS(JSON_COUNTER)
-#undef JSON_COUNTER
-  fputc('}', f);
 }

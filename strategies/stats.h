@@ -10,8 +10,9 @@
  *                    (cudaMalloc, cudaMallocAsync, a map of expandable memory / their frees);
  *   num_alloc_retries  allocations that released cached memory and tried again;
  *   num_ooms         allocations that ended in out-of-memory.
- * Gauges keep current and peak; counters only grow. The struct, reset, merge, CSV header
- * and JSON all come from the two lists below, so adding a statistic is one line.
+ * Gauges keep current and peak; counters only grow. The struct, the peaks' reset, merge,
+ * the checks and summary.csv's columns (results.h) all come from the two lists below, so
+ * adding a statistic is one line.
  *
  * The strategy owns its ab_stats_t (in ab_strategy_t) and updates it on every call;
  * readers copy it. Strategies with richer statistics export them by name through the
@@ -21,7 +22,6 @@
 #define AB_STATS_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "status.h"
 
@@ -57,8 +57,6 @@ static inline void ab_gauge_add(ab_gauge_t *g, int64_t delta) {
 
 static inline void ab_gauge_sub(ab_gauge_t *g, int64_t delta) { g->current -= delta; }
 
-/* Sets every gauge and counter to zero. */
-void ab_stats_reset(ab_stats_t *s);
 /* Sets each peak to its current value (torch.cuda.reset_peak_memory_stats). */
 void ab_stats_reset_peaks(ab_stats_t *s);
 /* Adds src into dst: currents, peaks and counters are summed (the combined figure of
@@ -70,7 +68,5 @@ void ab_stats_merge(ab_stats_t *dst, const ab_stats_t *src);
  * AB_ERR_INTERNAL with the first broken rule in diag; ab_strategy_check runs it before each
  * strategy's own checks. */
 ab_status ab_stats_check(const ab_stats_t *s, ab_diag_t *diag);
-/* Writes a JSON object with "<gauge>.current", "<gauge>.peak" and each counter. */
-void ab_stats_write_json(FILE *f, const ab_stats_t *s);
 
 #endif

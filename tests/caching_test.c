@@ -12,6 +12,7 @@
 #include "units.h"
 
 #include "check.h"
+#include "world.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)
@@ -44,15 +45,7 @@ static world_t *open_world(const char *strategy, const char *conf, uint64_t budg
   world_t *w = calloc(1, sizeof *w);
   ab_device_config_t cfg = {0};
   cfg.budget_bytes = budget;
-  ab_diag_t d = {""};
-  if (w == NULL || ab_device_open("sim:h200", &cfg, &w->dev, &d) != AB_OK) {
-    CHECK_MSG(false, "cannot open sim:h200: %s", d.msg);
-    free(w);
-    return NULL;
-  }
-  if (ab_strategy_create(strategy, w->dev, conf, &w->s, &d) != AB_OK) {
-    CHECK_MSG(false, "%s -c '%s': %s", strategy, conf ? conf : "", d.msg);
-    ab_device_close(w->dev, NULL);
+  if (w == NULL || !ab_test_world_open(&w->dev, &w->s, "sim:h200", &cfg, strategy, conf)) {
     free(w);
     return NULL;
   }
@@ -61,9 +54,7 @@ static world_t *open_world(const char *strategy, const char *conf, uint64_t budg
 }
 
 static void close_world(world_t *w) {
-  ab_strategy_destroy(w->s);
-  ab_diag_t d = {""};
-  CHECK_MSG(ab_device_close(w->dev, &d) == AB_OK, "%s", d.msg);
+  ab_test_world_close(w->dev, w->s);
   free(w);
 }
 

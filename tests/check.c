@@ -1,6 +1,9 @@
 #include "check.h"
 
 #include <stdarg.h>
+#include <unistd.h>
+
+static char tmpdir[64]; /* the temporary folder, once made */
 
 #include "registry.h"
 
@@ -20,6 +23,29 @@ bool ab_check_report(const char *file, int line, const char *expr, const char *f
   ab_check_failures++;
   return false;
 }
+
+const char *ab_test_tmp_path(const char *name) {
+  static char path[8][256];
+  static int next;
+  if (tmpdir[0] == '\0') {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ab_test.XXXXXX");
+    if (mkdtemp(tmpdir) == NULL) abort();
+  }
+  char *p = path[next++ % 8];
+  snprintf(p, 256, "%s/%s", tmpdir, name);
+  return p;
+}
+
+const char *ab_test_write_file(const char *name, const void *data, size_t len) {
+  const char *path = ab_test_tmp_path(name);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) abort();
+  fwrite(data, 1, len, f);
+  fclose(f);
+  return path;
+}
+
+bool ab_test_readable(const char *path) { return access(path, R_OK) == 0; }
 
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   const char *filter = NULL;
@@ -44,6 +70,14 @@ int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
     if (ab_check_skipped && !bad) skipped++;
     ran++;
     printf("%-4s %s\n", bad ? "FAIL" : ab_check_skipped ? "SKIP" : "ok", tests[i].name);
+  }
+  if (tmpdir[0]) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) {
+      fprintf(stderr, "  could not remove %s\n", tmpdir);
+      failed++;
+    }
   }
   printf("%d tests, %d failed, %d skipped\n", ran, failed, skipped);
   if (failed) return 1;

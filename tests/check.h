@@ -6,6 +6,9 @@
  * contains its first argument; --device=SPEC sets ab_test_device for suites that run on
  * either device. It exits 0 (all passed), 1 (a failure) or AB_TEST_SKIP (nothing could
  * run here, e.g. no GPU), which CTest reports as skipped.
+ *
+ * Files a test writes go to a folder of the binary's own under /tmp (ab_test_tmp_path),
+ * removed when the tests have run; failing to remove it is a failure.
  */
 #ifndef AB_CHECK_H
 #define AB_CHECK_H
@@ -79,6 +82,14 @@ bool ab_check_report(const char *file, int line, const char *expr, const char *f
     ab_check_skipped = true;            \
     return;                             \
   } while (0)
+
+/* The path of a file called name in the binary's temporary folder, made on first use. The
+ * result stays valid for the next seven calls. */
+const char *ab_test_tmp_path(const char *name);
+/* Writes len bytes to ab_test_tmp_path(name) and returns that path. */
+const char *ab_test_write_file(const char *name, const void *data, size_t len);
+/* True when path can be read (a fixture that may be absent). */
+bool ab_test_readable(const char *path);
 
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n);
 

@@ -25,6 +25,20 @@ refuse "--faults" run -w random -s raw --device sim --faults rate=2
 refuse "fault injection works on the simulated device only" run -w random -s raw --device cuda --faults nth=1
 refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
 refuse "unknown command 'frobnicate'" frobnicate
+refuse "'layers' given again (first at position 1)" run -w dynamic-shapes:layers=12,layers=13 -s raw --device sim
+refuse "batch x seq x vocab" run -w mixed-precision:batch=1048576,seq=1048576,vocab=4194304 -s raw --device sim
+
+# A workload too large for host memory is refused before it is generated, naming what to
+# lower: beyond any machine's allocation ids; beyond a 1 GB address space (not under
+# AddressSanitizer, which needs terabytes of address space of its own).
+start=$(date +%s%N)
+refuse "lower steps or layers" run -w dynamic-shapes:steps=1000000,layers=1024 -s raw --device sim
+if ! ldd "$ab" 2>/dev/null | grep -q libasan; then
+  (failures=0 && ulimit -v 1000000 && refuse "available: lower steps" run -w cnn-dynamic:steps=100000 -s raw --device sim &&
+    [ $failures = 0 ]) || fail "cnn-dynamic:steps=100000 under a 1 GB address space"
+fi
+took_ms=$((($(date +%s%N) - start) / 1000000))
+[ $took_ms -lt 3000 ] || fail "refusing the workloads too large took $took_ms ms: they were generated"
 
 # The budget search and the comparison refuse the same way, before anything runs.
 for cmd in oom compare; do
@@ -130,5 +144,11 @@ if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r[0]["strategy"]=="async" and r[0]["status"]=="ok"' "$work/json" ||
     fail "JSON does not parse: $(cat "$work/json")"
 fi
+
+# Expandable segments reserve more than the card on each stream: past the simulated address
+# space (two streams of a 100 TiB card) that is an OOM, as the driver's, not an error.
+"$ab" run -w random:ops=2000,streams=2 -s expandable --device sim:100TiB --quiet --no-timeline --out "$out" >"$work/va" 2>"$work/err" ||
+  fail "expandable past the address space exited $?: $(cat "$work/err")"
+grep -q '^status *oom$' "$work/va" || fail "expandable past the address space: $(grep status "$work/va")"
 
 finish cli_test

@@ -17,6 +17,7 @@
 #include "units.h"
 
 #include "check.h"
+#include "world.h"
 
 /* ---- an interval set of live blocks ------------------------------------------------------ */
 
@@ -50,16 +51,7 @@ typedef struct world_s {
 static bool world_open(world_t *w, const char *strategy, const ab_device_config_t *cfg, size_t nslots) {
   memset(w, 0, sizeof *w);
   w->strategy = strategy;
-  ab_diag_t diag = {""};
-  if (ab_device_open(ab_test_device, cfg, &w->dev, &diag) != AB_OK) {
-    CHECK_MSG(false, "%s: cannot open %s: %s", strategy, ab_test_device, diag.msg);
-    return false;
-  }
-  if (ab_strategy_create(strategy, w->dev, ab_test_conf_for(strategy), &w->s, &diag) != AB_OK) {
-    CHECK_MSG(false, "%s: create: %s", strategy, diag.msg);
-    ab_device_close(w->dev, NULL);
-    return false;
-  }
+  if (!ab_test_world_open(&w->dev, &w->s, ab_test_device, cfg, strategy, ab_test_conf_for(strategy))) return false;
   ab_tree_init(&w->live, cmp_live);
   w->slots = calloc(nslots, sizeof *w->slots);
   w->nslots = nslots;
@@ -128,10 +120,7 @@ static void world_close(world_t *w) {
             "%s: after freeing everything and emptying the cache: %lld requested, %lld allocated, %lld reserved",
             w->strategy, (long long)st.requested_bytes.current, (long long)st.allocated_bytes.current,
             (long long)st.reserved_bytes.current);
-  ab_strategy_destroy(w->s);
-  CHECK_EQ(w->dev->held_bytes, 0);
-  ab_diag_t diag = {""};
-  CHECK_MSG(ab_device_close(w->dev, &diag) == AB_OK, "%s: %s", w->strategy, diag.msg);
+  ab_test_world_close(w->dev, w->s);
   free(w->slots);
 }
 

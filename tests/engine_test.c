@@ -17,22 +17,12 @@
 #include "workload.h"
 
 #include "check.h"
+#include "world.h"
 
 /* Opens a sim device with a budget and a strategy on it. */
 static bool setup(const char *strategy, const char *conf, uint64_t budget, ab_device_t **dev, ab_strategy_t **s) {
   ab_device_config_t cfg = {.budget_bytes = budget};
-  ab_diag_t diag = {""};
-  if (ab_device_open("sim", &cfg, dev, &diag) != AB_OK || ab_strategy_create(strategy, *dev, conf, s, &diag) != AB_OK) {
-    fprintf(stderr, "  setup: %s\n", diag.msg);
-    return false;
-  }
-  return true;
-}
-
-static void teardown(ab_device_t *dev, ab_strategy_t *s) {
-  ab_strategy_destroy(s);
-  ab_diag_t diag = {""};
-  CHECK_MSG(ab_device_close(dev, &diag) == AB_OK, "%s", diag.msg);
+  return ab_test_world_open(dev, s, "sim", &cfg, strategy, conf);
 }
 
 static void replay_counts_and_timeline(void) {
@@ -85,7 +75,7 @@ static void replay_counts_and_timeline(void) {
   CHECK_EQ(run.events_done, es.n);
   CHECK_EQ(run.alloc_ns.count, 3);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -116,7 +106,7 @@ static void oom_capacity(void) {
   CHECK_EQ(run.stats.num_ooms, 1);
   CHECK_EQ(dev->held_bytes, 0); /* drained after the OOM */
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -141,7 +131,7 @@ static void oom_fragmentation(void) {
   CHECK(run.oom.kind == AB_OOM_FRAGMENTATION);
   CHECK_EQ(run.stats.num_alloc_retries, 1);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -197,11 +187,11 @@ static void continue_after_oom(void) {
   CHECK_EQ(run.events_done, 1);
   CHECK_EQ(run.passed_over, 0);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
-/* A stop request ends the replay at the next look (every 64k events), with what was live
+/* A stop request ends the replay at the next look (every 1024 events), with what was live
  * freed; without one the same run goes to the end. */
 static void stop_on_request(void) {
   ab_events_t es;
@@ -217,7 +207,7 @@ static void stop_on_request(void) {
   ro.stop = &stop;
   REQUIRE(ab_engine_replay(&es, s, &ro, &run) == AB_OK);
   CHECK(run.status == AB_RUN_INTERRUPTED);
-  CHECK_EQ(run.events_done, 65536);
+  CHECK_EQ(run.events_done, 1024);
   ab_stats_t after;
   ab_strategy_stats(s, &after);
   CHECK_EQ(after.allocated_bytes.current, 0); /* what was live is freed */
@@ -227,7 +217,7 @@ static void stop_on_request(void) {
   CHECK(run.status == AB_RUN_OK);
   CHECK_EQ(run.events_done, es.n);
   ab_run_release(&run);
-  teardown(dev, s);
+  ab_test_world_close(dev, s);
   ab_events_free(&es);
 }
 
@@ -352,6 +342,24 @@ static char *slurp(const char *path) {
   return buf;
 }
 
+/* Column names that come from a trace (replay --info's action names) are quoted like cells. */
+static void csv_header_names_quoted(void) {
+  static const ab_col_t named[] = {{"free,requested", true}, {"say \"hi\"", true}, {"plain", true}};
+  ab_table_t t;
+  ab_table_init(&t, named, 3);
+  const char *row[] = {"1", "2", "3"};
+  REQUIRE(ab_table_add(&t, row) == AB_OK);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  REQUIRE(mem != NULL);
+  ab_table_write_csv(&t, mem, true);
+  fclose(mem);
+  CHECK_MSG(strcmp(buf, "\"free,requested\",\"say \"\"hi\"\"\",plain\n1,2,3\n") == 0, "%s", buf);
+  free(buf);
+  ab_table_free(&t);
+}
+
 static void results_append_safely(void) {
   char dir[] = "/tmp/ab_engine_test_XXXXXX";
   REQUIRE(mkdtemp(dir) != NULL);
@@ -402,6 +410,7 @@ static void results_append_safely(void) {
 }
 
 static const ab_test_t tests[] = {
+    {"csv_header_names_quoted", csv_header_names_quoted},
     {"replay_counts_and_timeline", replay_counts_and_timeline},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},

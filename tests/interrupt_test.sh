@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # interrupt_test.sh ALLOCBENCH: results survive a stop. SIGINT or SIGTERM stops `allocbench
-# matrix` and `allocbench run` within moments, with the exit status of the signal and a line
-# saying how many runs were recorded and where; the rows match it. SIGKILL at any moment of
+# matrix` and `allocbench run` within moments (while generating a workload too), with the
+# exit status of the signal and a line saying how many runs were recorded and where; the
+# rows match it. SIGKILL at any moment of
 # a matrix leaves every CSV parseable: a header, then rows of its column count, each ending
 # in a newline (no half rows).
 set -u
@@ -112,6 +113,21 @@ rc=$?
 said="interrupted (SIGINT): 0 of 1 runs recorded in $out/summary.csv; what was in progress was stopped and not recorded"
 grep -qF "$said" "$work/err" || fail "run after SIGINT: $(cat "$work/err")"
 [ "$(wc -l <"$out/summary.csv")" -eq 2 ] || fail "the interrupted run changed summary.csv: $(cat "$out/summary.csv")"
+
+# SIGTERM while the workload is still being generated (some 15 s of it): the run stops within
+# moments, not once the generation is done.
+"$ab" run --device sim -w dynamic-shapes:steps=2000,layers=48 -s raw --out "$out" >"$work/out" 2>"$work/err" &
+pid=$!
+pids+=("$pid")
+sleep 1
+start=$(date +%s%N)
+kill -TERM "$pid"
+wait_exit "$pid"
+rc=$?
+took_ms=$((($(date +%s%N) - start) / 1000000))
+[ $rc -eq 143 ] || fail "run after SIGTERM while generating exited $rc: $(cat "$work/err")"
+[ $took_ms -lt 2000 ] || fail "SIGTERM while generating took $took_ms ms to stop the run"
+grep -qF "interrupted (SIGTERM): 0 of 1 runs recorded" "$work/err" || fail "SIGTERM while generating: $(cat "$work/err")"
 
 # SIGKILL at moments spread over a matrix of short runs, whose rows and timelines are written
 # all the time: every CSV parses after each kill, and the next matrix appends to them.

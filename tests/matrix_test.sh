@@ -32,7 +32,7 @@ grep -q '^random:ops=3000,raw,,[^,]*,[0-9][0-9]*,[0-9][0-9]*,' "$work/a/oom.csv"
 # workload,strategy,conf,device,budget_bytes,seed,events: the events of 20000 and 500 ops, plus steps.
 grep -q '^random:ops=20000,raw,,[^,]*,0,42,200[0-9][0-9],' "$work/q/summary.csv" ||
   fail "--quick did not shorten random: $(cat "$work/q/summary.csv")"
-grep -q '^"random:ops=20000,ops=500",raw,,[^,]*,0,42,50[0-9],' "$work/q/summary.csv" ||
+grep -q '^random:ops=500,raw,,[^,]*,0,42,50[0-9],' "$work/q/summary.csv" ||
   fail "the user's ops did not win: $(cat "$work/q/summary.csv")"
 head -n 1 "$work/out" | grep -q '^workload,strategy,conf,device,' || fail "--format csv printed no header"
 

@@ -47,7 +47,8 @@ refuse() {
   [ $rc -eq "$want" ] || fail "$* exited $rc, expected $want"
   grep -qF -- "$says" "$work/err" || fail "$*: stderr does not say '$says': $(cat "$work/err")"
 }
-refuse 2 "unknown option '--frobnicate'" --frobnicate
+refuse 2 "bad option '--frobnicate'" --frobnicate
+refuse 2 "bad option '--budget'" --budget 1GiB
 refuse 2 "--device 'tpu'" --device tpu
 refuse 2 "--out writes DIR/micro.json itself" --out "$work/x" --benchmark_out=x.json
 refuse 1 "no benchmark matched" "${quick[@]}" --benchmark_filter=nosuchbenchmark

@@ -76,4 +76,32 @@ cut -d, -f1-18 "$work/all/summary.csv" >"$d/summary.csv"
 
 "$plots/draw.sh" "$work/nonexistent" >/dev/null 2>&1 && fail "draw.sh accepted a missing directory"
 
+# ZeRO per rank: rank 0's rows of `run --ranks 2` and of `run --ranks 1`, told by their device.
+d=$work/zero
+mkdir -p "$d"
+head="workload,strategy,conf,device,budget_bytes,seed,events,status,oom_kind,oom_event,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,frag_pct,num_device_alloc,num_device_free,num_alloc_retries,num_ooms,alloc_ns_p50,alloc_ns_p99,free_ns_p50,wall_s,events_per_s,step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes"
+{
+  echo "$head"
+  for st in 1 2 3; do
+    for s in caching expandable; do
+      for r in 0 1; do
+        echo "\"zero:stage=$st,world=2,rank=$r\",$s,,cuda:$r NVIDIA H200,0,42,100,ok,none,-1,8e9,8.4e9,9.8e9,13,112,0,0,0,200,60000,230,0.4,9e4,21.4,160,97,903872512"
+      done
+      echo "\"zero:stage=$st,world=2,rank=all\",$s,,2 x NVIDIA H200,0,42,200,ok,none,-1,16e9,16.8e9,19.6e9,13,224,0,0,0,200,60000,230,0.4,9e4,21.4,320,97,1807745024"
+    done
+  done
+} >"$d/summary.csv"
+{
+  echo "$head"
+  for st in 1 2 3; do
+    for s in caching expandable; do
+      echo "\"zero:stage=$st,world=1,rank=0\",$s,,cuda:0 NVIDIA H200,0,42,100,ok,none,-1,9e9,9.5e9,11.9e9,19,114,0,0,0,200,60000,230,0.3,9e4,21.9,160,97,608174080"
+    done
+  done
+} >"$d/one_gpu.csv"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on ZeRO ranks exited $?: $(cat "$work/err")"
+head -c 8 "$d/zero_ranks.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "zero_ranks.png is not a PNG: $(cat "$work/out")"
+grep -q '<svg' "$d/zero_ranks.svg" 2>/dev/null || fail "zero_ranks.svg is not an SVG"
+[ -s "$work/err" ] && fail "gnuplot complained on ZeRO ranks: $(cat "$work/err")"
+
 finish plots_test

@@ -6,8 +6,7 @@
 #include "pooled.c"
 
 #include "check.h"
-#include "device_open.h"
-#include "registry.h"
+#include "world.h"
 
 typedef struct world_s {
   ab_device_t *dev;
@@ -22,11 +21,7 @@ typedef struct world_s {
 static bool world_open(world_t *w) {
   ab_diag_t d = {""};
   memset(w, 0, sizeof *w);
-  if (ab_device_open("sim", NULL, &w->dev, &d) != AB_OK ||
-      ab_strategy_create("pooled", w->dev, "initial_pool:4MiB,chunk:1MiB", &w->s, &d) != AB_OK) {
-    CHECK_MSG(false, "%s", d.msg);
-    return false;
-  }
+  if (!ab_test_world_open(&w->dev, &w->s, "sim", NULL, "pooled", "initial_pool:4MiB,chunk:1MiB")) return false;
   w->p = (pooled_t *)w->s;
   static const uint64_t sizes[6] = {1000, 1024, 700, 3 << 20, 3 << 20, 100 << 10};
   for (int i = 0; i < 6; i++) {
@@ -42,9 +37,7 @@ static bool world_open(world_t *w) {
 static void world_close(world_t *w) {
   for (int i = 0; i < 6; i++)
     if (w->bytes[i]) CHECK(ab_strategy_free(w->s, w->live[i], w->bytes[i], 0) == AB_OK);
-  ab_strategy_destroy(w->s);
-  ab_diag_t d = {""};
-  CHECK_MSG(ab_device_close(w->dev, &d) == AB_OK, "%s", d.msg);
+  ab_test_world_close(w->dev, w->s);
 }
 
 /* The check must fail saying `says`. */

@@ -7,7 +7,7 @@ ab=${1:?usage: ranks_cli_test.sh PATH_TO_ALLOCBENCH}
 source "$(dirname "$0")/lib.sh"
 small=zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128
 # The launcher's variables come only from the cases below.
-unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT
 
 # refuse (lib.sh): VAR=VALUE before it reaches allocbench.
 
@@ -23,6 +23,9 @@ refuse "--nccl: only runs of several ranks" run -w zero -s raw --device sim --nc
 refuse "unknown key 'bogus'" run -w zero -s pooled -c bogus:1 --device sim --ranks 2
 refuse "fault injection works on the simulated device only" run -w zero -s raw --device cuda --ranks 2 --faults nth=1
 refuse "WORLD_SIZE is not set" run -w zero -s raw --device sim --ranks env
+refuse "--collective-timeout='0': expected seconds" run -w zero -s raw --device sim --ranks 2 --collective-timeout 0
+refuse "--collective-timeout: only runs of several ranks" run -w zero -s raw --device sim --collective-timeout 5
+AB_COLLECTIVE_TIMEOUT=soon refuse "AB_COLLECTIVE_TIMEOUT='soon': expected seconds" run -w zero -s raw --device sim --ranks 2
 RANK=2 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1 refuse "RANK='2': expected a whole number from 0 to 1" run -w zero -s raw --device sim --ranks env
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=99999 refuse "MASTER_PORT='99999'" run -w zero -s raw --device sim --ranks env
 RANK=0 WORLD_SIZE=2 MASTER_PORT=1 refuse "MASTER_ADDR is not set" run -w zero -s raw --device sim --ranks env

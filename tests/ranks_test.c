@@ -32,9 +32,23 @@
 
 static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 
+/* Waits long enough never to end a healthy test, short enough to end a hung one first. */
+static ab_waits_t test_waits(void) {
+  ab_waits_t w = {60, 60, NULL, NULL};
+  return w;
+}
+
+static ab_ranks_opts_t ranks_of(unsigned n) {
+  ab_ranks_opts_t r;
+  memset(&r, 0, sizeof r);
+  r.n = n;
+  r.waits = test_waits();
+  return r;
+}
+
 static ab_cli_opts_t opts(const char *workload, const char *strategy) {
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "test");
+  ab_cli_defaults(&o, "allocbench test");
   o.workload = workload;
   o.strategy = strategy;
   o.device = ab_test_device;
@@ -55,7 +69,7 @@ static bool ends_with(const char *s, const char *end) {
 
 /* One run of n ranks; the results go to res (n of them). */
 static ab_status run_ranks(const ab_cli_opts_t *o, unsigned n, ab_table_t *t, ab_rank_result_t *res, ab_diag_t *diag) {
-  ab_ranks_opts_t r = {n, NULL, NULL};
+  ab_ranks_opts_t r = ranks_of(n);
   unsigned got = 0;
   ab_table_init(t, ab_summary_cols, ab_summary_ncols);
   alarm(HANG_GUARD_S);
@@ -242,7 +256,7 @@ static void bad_arguments(void) {
     o.device = "sim";
     o.faults_rank = cases[i].faults_rank;
     if (o.faults_rank >= 0) o.dev.faults.fail_nth = 1;
-    ab_ranks_opts_t r = {cases[i].n, NULL, NULL};
+    ab_ranks_opts_t r = ranks_of(cases[i].n);
     ab_table_t t;
     ab_table_init(&t, ab_summary_cols, ab_summary_ncols);
     ab_diag_t diag = {""};
@@ -255,7 +269,7 @@ static void bad_arguments(void) {
   ab_cli_opts_t o = opts(SMALL, "pooled");
   o.device = "sim";
   o.conf = "bogus:1";
-  ab_ranks_opts_t r = {2, NULL, NULL};
+  ab_ranks_opts_t r = ranks_of(2);
   ab_table_t t;
   ab_table_init(&t, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
@@ -272,10 +286,37 @@ typedef struct member_s {
   unsigned leave_after;  /* collectives before it leaves with an OOM; 0: never */
   unsigned fail_launch;  /* the collective (1-based) whose launch fails; 0: none */
   unsigned collectives;  /* how many it may make */
+  unsigned stall_at;     /* the collective (1-based) before which it sleeps stall_ms; 0: none */
+  unsigned stall_ms;
   unsigned entered, launched; /* how far it got */
   bool stopped_at_launch;
+  ab_verdict_t verdict;  /* the last barrier's */
   char why[512];
 } member_t;
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sets *flag to SIGTERM after ms, from a thread of its own (as a signal handler would). */
+typedef struct later_s {
+  volatile sig_atomic_t *flag;
+  unsigned ms;
+} later_t;
+
+static void *set_later(void *arg) {
+  later_t *l = arg;
+  sleep_ms(l->ms);
+  *l->flag = SIGTERM;
+  return NULL;
+}
 
 static void *member_main(void *arg) {
   member_t *m = arg;
@@ -287,13 +328,16 @@ static void *member_main(void *arg) {
       res.run.oom.event = 1234;
       break;
     }
-    if (!m->g->ops->arrive(m->g, m->rank, AB_LOCKSTEP_ENTER, m->why, sizeof m->why)) {
+    if (c == m->stall_at) sleep_ms(m->stall_ms);
+    m->verdict = m->g->ops->arrive(m->g, m->rank, AB_LOCKSTEP_ENTER, "collective X", m->why, sizeof m->why);
+    if (m->verdict != AB_VERDICT_GO) {
       res.run.status = AB_RUN_STOPPED;
       break;
     }
     m->entered = c;
     ab_lockstep_t phase = c == m->fail_launch ? AB_LOCKSTEP_FAILED : AB_LOCKSTEP_LAUNCHED;
-    if (!m->g->ops->arrive(m->g, m->rank, phase, m->why, sizeof m->why)) {
+    m->verdict = m->g->ops->arrive(m->g, m->rank, phase, "collective X", m->why, sizeof m->why);
+    if (m->verdict != AB_VERDICT_GO) {
       m->stopped_at_launch = true;
       res.run.status = AB_RUN_STOPPED;
       break;
@@ -305,11 +349,11 @@ static void *member_main(void *arg) {
   return NULL;
 }
 
-/* Runs n members; returns false if the group could not be made. */
-static bool run_members(member_t *m, unsigned n) {
+/* Runs n members with waits w; returns false if the group could not be made. */
+static bool run_members_with(member_t *m, unsigned n, const ab_waits_t *w) {
   ab_group_t *g = NULL;
   ab_diag_t diag = {""};
-  if (ab_group_threads(n, &g, &diag) != AB_OK) return false;
+  if (ab_group_threads(n, w, &g, &diag) != AB_OK) return false;
   pthread_t th[8];
   alarm(HANG_GUARD_S);
   for (unsigned i = 0; i < n; i++) {
@@ -325,6 +369,11 @@ static bool run_members(member_t *m, unsigned n) {
   for (unsigned i = 0; i < n && have; i++) CHECK_EQ(all[i].events, i);
   g->ops->destroy(g);
   return true;
+}
+
+static bool run_members(member_t *m, unsigned n) {
+  ab_waits_t w = test_waits();
+  return run_members_with(m, n, &w);
 }
 
 static void thread_group(void) {
@@ -357,6 +406,57 @@ static void thread_group(void) {
     CHECK(m[i].stopped_at_launch);
     CHECK_STR_CONTAINS(m[i].why, "rank 1 could not launch a collective");
   }
+}
+
+/* A rank that does not come within the collective timeout: the others give up, naming it
+ * and the collective; one that comes late hears that they did. A stop ends the wait at once. */
+static void thread_group_waits(void) {
+  if (on_cuda()) SKIP("runs with --device=sim");
+  enum { N = 3, K = 20 };
+  member_t m[N];
+  ab_waits_t w = test_waits();
+  w.collective_s = 0.3;
+  memset(m, 0, sizeof m);
+  for (unsigned i = 0; i < N; i++) m[i].collectives = K;
+  m[2].stall_at = 5;
+  m[2].stall_ms = 1500;
+  double t0 = now_s();
+  REQUIRE(run_members_with(m, N, &w));
+  CHECK(now_s() - t0 < 1.4 + 1.5);
+  /* The first to give up says whom it waited for; the other hears that it gave up. */
+  unsigned first = m[0].verdict == AB_VERDICT_FAIL ? 0 : 1;
+  CHECK_EQ(m[first].verdict, AB_VERDICT_FAIL);
+  CHECK_STR_CONTAINS(m[first].why, "waited 0.3 s at collective X for rank 2 (AB_COLLECTIVE_TIMEOUT)");
+  CHECK(m[1 - first].verdict == AB_VERDICT_FAIL || m[1 - first].verdict == AB_VERDICT_ABORT);
+  for (unsigned i = 0; i < 2; i++) CHECK_EQ(m[i].launched, 4);
+  CHECK_EQ(m[2].verdict, AB_VERDICT_ABORT);
+  CHECK_STR_CONTAINS(m[2].why, "gave up waiting at collective X");
+  /* SIGTERM while ranks 0 and 1 wait for rank 2: they stop within a slice. */
+  volatile sig_atomic_t stop = 0;
+  w.collective_s = 60;
+  w.stop = &stop;
+  memset(m, 0, sizeof m);
+  for (unsigned i = 0; i < N; i++) m[i].collectives = K;
+  m[2].stall_at = 3;
+  m[2].stall_ms = 1500;
+  later_t l = {&stop, 300};
+  pthread_t th;
+  pthread_create(&th, NULL, set_later, &l);
+  t0 = now_s();
+  REQUIRE(run_members_with(m, N, &w));
+  pthread_join(th, NULL);
+  first = m[0].verdict == AB_VERDICT_FAIL ? 0 : 1;
+  CHECK_EQ(m[first].verdict, AB_VERDICT_FAIL);
+  CHECK_STR_CONTAINS(m[first].why, "interrupted (SIGTERM) while rank ");
+  CHECK_STR_CONTAINS(m[first].why, "waited at collective X for rank 2");
+  CHECK(m[1 - first].verdict == AB_VERDICT_FAIL || m[1 - first].verdict == AB_VERDICT_ABORT);
+  CHECK(now_s() - t0 < 2.0); /* rank 2's stall (1.5 s) ends it; the others were done at 0.3 */
+  char list[64];
+  bool pick[6] = {false, true, false, true, true, false};
+  ab_rank_list(pick, 6, list, sizeof list);
+  CHECK_MSG(strcmp(list, "ranks 1, 3 and 4") == 0, "%s", list);
+  ab_rank_list(pick, 2, list, sizeof list);
+  CHECK_MSG(strcmp(list, "rank 1") == 0, "%s", list);
 }
 
 /* ---- the launcher's environment --------------------------------------------------------------------- */
@@ -447,7 +547,8 @@ static int tcp_member(const ab_launch_t *l, uint64_t digest, ab_comm_id_t *id, u
                       unsigned leave_after, ab_group_t **out, char *why, size_t size) {
   ab_diag_t diag = {""};
   ab_group_t *g = NULL;
-  if (ab_rendezvous(l, digest, id, &g, &diag) != AB_OK) {
+  ab_waits_t w = test_waits();
+  if (ab_rendezvous(l, &w, NULL, digest, id, &g, &diag) != AB_OK) {
     snprintf(why, size, "%s", diag.msg);
     return -1;
   }
@@ -461,8 +562,8 @@ static int tcp_member(const ab_launch_t *l, uint64_t digest, ab_comm_id_t *id, u
       res.run.oom.event = 77;
       break;
     }
-    if (!g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, why, size) ||
-        !g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, why, size)) {
+    if (g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, "collective X", why, size) != AB_VERDICT_GO ||
+        g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, "collective X", why, size) != AB_VERDICT_GO) {
       res.run.status = AB_RUN_STOPPED;
       break;
     }
@@ -548,7 +649,8 @@ static void tcp_mismatch(void) {
     ab_comm_id_t id;
     ab_group_t *g = NULL;
     ab_diag_t diag = {""};
-    ab_status st = ab_rendezvous(&l, 43, &id, &g, &diag);
+    ab_waits_t w = test_waits();
+    ab_status st = ab_rendezvous(&l, &w, NULL, 43, &id, &g, &diag);
     _exit(st == AB_ERR_INVALID && strstr(diag.msg, "rank 1's stream makes other collectives") ? 0 : 1);
   }
   ab_launch_t l = launch_of(0, 2, port);
@@ -556,8 +658,9 @@ static void tcp_mismatch(void) {
   memset(&id, 0, sizeof id);
   ab_group_t *g = NULL;
   ab_diag_t diag = {""};
+  ab_waits_t w = test_waits();
   alarm(HANG_GUARD_S);
-  CHECK(ab_rendezvous(&l, 42, &id, &g, &diag) == AB_ERR_INVALID);
+  CHECK(ab_rendezvous(&l, &w, NULL, 42, &id, &g, &diag) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(diag.msg, "rank 1's stream makes other collectives than rank 0's");
   int status = 0;
   waitpid(kid, &status, 0);
@@ -565,8 +668,8 @@ static void tcp_mismatch(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   /* Nobody at the address: a clear error once the timeout has passed. */
   l = launch_of(1, 2, free_port());
-  l.timeout_s = 0.3;
-  CHECK(ab_rendezvous(&l, 42, &id, &g, &diag) == AB_ERR_IO);
+  w.meet_s = 0.3;
+  CHECK(ab_rendezvous(&l, &w, NULL, 42, &id, &g, &diag) == AB_ERR_IO);
   CHECK_STR_CONTAINS(diag.msg, "could not reach rank 0 at 127.0.0.1:");
 }
 
@@ -657,7 +760,7 @@ static void *gpu_rank_main(void *arg) {
     if (!meet(g)) break;
     if (ab_kernels_launch(kx, &k, buf, 0) != AB_OK) GPU_FAIL(g, "rank %u round %d: %s", g->rank, round, dev->diag.msg);
     if (!meet(g)) { /* a launch failed: what the others launched is never matched */
-      ab_comm_abort(g->comm, NULL);
+      ab_comm_abort(g->comm, "a launch failed", NULL);
       break;
     }
     if (gather) {
@@ -705,7 +808,8 @@ static void collectives_on_gpus(void) {
   int ordinals[8];
   ab_comm_t *comms[8];
   for (unsigned i = 0; i < n; i++) ordinals[i] = (int)i;
-  REQUIRE_MSG(ab_comm_init_all(n, ordinals, comms, &diag) == AB_OK, "%s", diag.msg);
+  ab_waits_t w = test_waits();
+  REQUIRE_MSG(ab_comm_init_all(n, ordinals, &w, comms, &diag) == AB_OK, "%s", diag.msg);
   gpu_rank_t g[8];
   pthread_t th[8];
   pthread_barrier_t meeting;
@@ -742,7 +846,8 @@ static void ranks_on_gpus(void) {
       ab_table_t t;
       ab_rank_result_t res[8];
       ab_diag_t diag = {""};
-      ab_ranks_opts_t r = {ranks, NULL, getenv("AB_NCCL_LIBRARY")};
+      ab_ranks_opts_t r = ranks_of(ranks);
+      r.nccl = getenv("AB_NCCL_LIBRARY");
       unsigned got = 0;
       ab_table_init(&t, ab_summary_cols, ab_summary_ncols);
       alarm(HANG_GUARD_S);
@@ -772,6 +877,7 @@ static const ab_test_t tests[] = {
     {"stream_check", stream_check},
     {"bad_arguments", bad_arguments},
     {"thread_group", thread_group},
+    {"thread_group_waits", thread_group_waits},
     {"launch_env", launch_env},
     {"tcp_rendezvous", tcp_rendezvous},
     {"tcp_mismatch", tcp_mismatch},

@@ -134,6 +134,12 @@ static void virtual_memory(void) {
   CHECK(ab_device_unmap(d, base, 2 * G) == AB_ERR_INVALID);
   CHECK(ab_device_map(d, (ab_dptr_t)1 << 40, G) == AB_ERR_INVALID); /* outside any reservation */
   CHECK(ab_device_va_release(d, base, 1ULL << 36) == AB_OK);
+  /* Address space runs out as memory does: an OOM, as the driver's, not an error. */
+  ab_dptr_t most;
+  REQUIRE(ab_device_va_reserve(d, 100ULL << 40, &most) == AB_OK);
+  CHECK(ab_device_va_reserve(d, 100ULL << 40, &base) == AB_ERR_OOM);
+  CHECK_STR_CONTAINS(d->diag.msg, "address space");
+  CHECK(ab_device_va_release(d, most, 100ULL << 40) == AB_OK);
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }
 

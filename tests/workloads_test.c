@@ -118,13 +118,105 @@ static void test_steps_and_kernels(void) {
 static void test_bad_arguments(void) {
   static const char *const bad[] = {"dynamic-shapes:layers=2,bogus=1", "cnn-dynamic:side_min=100",
                                     "zero:rank=8", "mixed-precision:heads=5", "fragmenter:pairs=0",
-                                    "dynamic-shapes:seq_min=900,seq_max=100"};
+                                    "dynamic-shapes:seq_min=900,seq_max=100",
+                                    /* products that would wrap past 2^64 (Note [Sizes that fit in 64 bits]) */
+                                    "mixed-precision:batch=1048576,seq=1048576,vocab=4194304",
+                                    "zero:batch=1048576,seq=1048576,flash=false", "dynamic-shapes:workspace=16EiB",
+                                    "random:max_live=16777216,min=1TiB,max=1TiB"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ab_events_t es;
     ab_diag_t diag = {""};
     CHECK_MSG(ab_workload_build(bad[i], 42, &es, &diag) == AB_ERR_INVALID, "%s accepted", bad[i]);
     CHECK_STR_CONTAINS(diag.msg, "position");
   }
+}
+
+/* A repeated key is refused by position, in every workload that takes key=value arguments. */
+static void test_repeated_keys_refused(void) {
+  static const char *const twice[] = {"dynamic-shapes:layers=12,layers=13", "random:ops=10,max=1MiB,ops=20",
+                                      "fragmenter:pairs=2,pairs=2"};
+  for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    CHECK_MSG(ab_workload_build(twice[i], 42, &es, &diag) == AB_ERR_INVALID, "%s accepted", twice[i]);
+    CHECK_STR_CONTAINS(diag.msg, "given again (first at position 1)");
+  }
+  /* Arguments refused while the size is estimated are named where the user wrote them. */
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  CHECK(ab_workload_build("dynamic-shapes:steps=1000,bogus=1", 42, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "'steps=1000,bogus=1': at position 12: unknown key 'bogus'");
+}
+
+/* The estimate made before generating (Note [A workload's size before it is generated]) is
+ * within a quarter of what the generator makes, at sizes far from the probes'. */
+static void test_estimate_is_close(void) {
+  static const char *const specs[] = {
+      "dynamic-shapes:steps=12,layers=9,d_model=256,heads=4,vocab=1000",
+      "dynamic-shapes:steps=7,layers=5,precision=fp16,checkpoint=true,d_model=128,heads=2,vocab=500",
+      "mixed-precision:steps=9,layers=6,d_model=256,heads=4,vocab=1000,batch=2,seq=64",
+      "zero:steps=5,layers=7,stage=3,d_model=256,heads=4,vocab=1000,batch=2,seq=64",
+      "zero:steps=4,layers=6,stage=2,d_model=256,heads=4,vocab=1000,batch=2,seq=64",
+      "cnn-dynamic:steps=9,batch=2,side_max=256",
+      "random:ops=50000",
+      "fragmenter:steps=40,pairs=9",
+  };
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    ab_workload_size_t est;
+    ab_diag_t diag = {""};
+    REQUIRE_MSG(ab_workload_estimate(specs[i], 42, &est, &diag) == AB_OK, "%s: %s", specs[i], diag.msg);
+    ab_events_t es;
+    if (!build(specs[i], 42, &es)) continue;
+    double events = (double)es.n, kernels = (double)es.nkernels, ids = (double)es.nids;
+    CHECK_MSG(fabs(est.events - events) <= 0.25 * events, "%s: estimated %.0f events, made %.0f", specs[i], est.events, events);
+    CHECK_MSG(fabs(est.kernels - kernels) <= 0.25 * kernels + 1, "%s: estimated %.0f kernels, made %.0f", specs[i], est.kernels,
+              kernels);
+    CHECK_MSG(fabs(est.ids - ids) <= 0.25 * ids, "%s: estimated %.0f allocations, made %.0f", specs[i], est.ids, ids);
+    ab_events_free(&es);
+  }
+}
+
+/* A workload that will not fit in the host memory it may take is refused before it is
+ * generated, naming its scaling keys; within it, it is built. */
+static void test_too_big_refused_before_generating(void) {
+  ab_build_opts_t small = {NULL, 64ULL << 20};
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  double t0 = now_s();
+  CHECK(ab_workload_build_with("dynamic-shapes:steps=1000000,layers=1024", 42, &small, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "lower steps or layers");
+  CHECK(ab_workload_build_with("cnn-dynamic:steps=100000", 42, &small, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "lower steps");
+  CHECK(ab_workload_build_with("random:ops=4294967296", 42, &small, &es, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "lower ops");
+  CHECK_MSG(now_s() - t0 < 2.0, "refusing took %.1f s: the workloads were generated", now_s() - t0);
+  REQUIRE_MSG(ab_workload_build_with("cnn-dynamic:steps=3,batch=2", 42, &small, &es, &diag) == AB_OK, "%s", diag.msg);
+  CHECK(ab_events_bytes(&es) <= small.host_bytes);
+  ab_events_free(&es);
+}
+
+/* The stop flag ends generation early, and a stream that outgrows its limit stops there: the
+ * generators end at their next step instead of running on. */
+static void test_generation_stops(void) {
+  static volatile sig_atomic_t stop = 1;
+  ab_build_opts_t stopped = {&stop, 0};
+  ab_events_t es;
+  ab_diag_t diag = {""};
+  double t0 = now_s();
+  CHECK(ab_workload_build_with("random:ops=100000000", 42, &stopped, &es, &diag) == AB_ERR_INTERNAL);
+  CHECK_STR_CONTAINS(diag.msg, "stopped");
+  CHECK(ab_workload_build_with("dynamic-shapes:steps=100000", 42, &stopped, &es, &diag) == AB_ERR_INTERNAL);
+  CHECK_MSG(now_s() - t0 < 2.0, "stopping took %.1f s", now_s() - t0);
+  /* Past the estimate's check (one step fits), the limit still holds while generating. */
+  ab_events_init(&es);
+  es.max_bytes = 1 << 20;
+  const ab_workload_t *w = ab_workload_find("random");
+  t0 = now_s();
+  CHECK(w->generate("ops=100000000", 42, &es, &diag) == AB_OK);
+  CHECK(es.failed && es.halted == AB_EVENTS_OVER_LIMIT && ab_events_bytes(&es) <= es.max_bytes);
+  CHECK_MSG(now_s() - t0 < 2.0, "the generator ran on for %.1f s after its stream failed", now_s() - t0);
+  CHECK(ab_events_finish(&es, &diag) == AB_ERR_INVALID);
+  ab_events_free(&es);
 }
 
 /* ---- calibration ---------------------------------------------------------------------------- */
@@ -340,6 +432,10 @@ static void test_fragmenter_outcome(void) {
 }
 
 static const ab_test_t tests[] = {
+    {"repeated_keys_refused", test_repeated_keys_refused},
+    {"estimate_is_close", test_estimate_is_close},
+    {"too_big_refused_before_generating", test_too_big_refused_before_generating},
+    {"generation_stops", test_generation_stops},
     {"determinism", test_determinism},
     {"steps_and_kernels", test_steps_and_kernels},
     {"bad_arguments", test_bad_arguments},

@@ -425,7 +425,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
   uint64_t nsides = (a.side_max - a.side_min) / a.side_step + 1;
 
   create_params(&n);
-  for (uint64_t i = 0; i < a.steps; i++) {
+  for (uint64_t i = 0; i < a.steps && !out->failed; i++) { /* a failed stream stops here (events.h) */
     ab_events_step(out);
     n.side = a.side_min + ab_rng_range(&rng, 0, nsides - 1) * a.side_step;
     uint32_t images = ab_tape_new(&tape, a.batch * 3 * n.side * n.side * 4, AB_TAG_INPUT);
@@ -469,4 +469,5 @@ const ab_workload_t ab_workload_cnn_dynamic = {
                    "                 0.25, 65536)\n",
     .quick_args = "steps=6",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"steps", 1}, {NULL, 0}},
 };

@@ -92,7 +92,7 @@ static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
                         "need seq_max <= tokens_max (a step holds at least one sequence)");
   a->cfg.autocast = a->precision != 0;
   a->cfg.compute = a->precision == 0 ? AB_F32 : a->precision == 1 ? AB_BF16 : AB_F16;
-  return AB_OK;
+  return ab_transformer_check_step(&p, &a->cfg, a->tokens_max, a->seq_max, "tokens_max,seq_max", diag);
 }
 
 static uint64_t draw_seq(const args_t *a, ab_rng_t *rng) {
@@ -122,7 +122,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
   ab_rng_t rng = ab_rng_seed(seed);
 
   ab_transformer_create_params(&m, AB_F32);
-  for (uint64_t i = 0; i < a.steps; i++) {
+  for (uint64_t i = 0; i < a.steps && !out->failed; i++) { /* a failed stream stops here (events.h) */
     ab_events_step(out);
     uint64_t T = draw_seq(&a, &rng);
     uint64_t budget = ab_rng_range(&rng, a.tokens_min, a.tokens_max);
@@ -158,4 +158,5 @@ const ab_workload_t ab_workload_dynamic_shapes = {
     "  init_scale=X   fp16: GradScaler's initial scale (default 65536)\n",
     .quick_args = "steps=8",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };

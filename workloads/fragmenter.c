@@ -53,7 +53,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
   ab_tape_t t;
   ab_tape_init(&t, out, 0);
   uint32_t live[2 * MAX_PAIRS];
-  for (uint64_t s = 0; s < steps; s++) {
+  for (uint64_t s = 0; s < steps && !out->failed; s++) { /* a failed stream stops here (events.h) */
     ab_events_step(out);
     ab_tape_drop(&t, ab_tape_new(&t, 2 * pairs * block, AB_TAG_TEMP));
     for (uint64_t i = 0; i < 2 * pairs; i++) {
@@ -79,4 +79,5 @@ const ab_workload_t ab_workload_fragmenter = {
                    "  budget=SIZE    the budget it is meant for, used by `run` when no --budget is given\n"
                    "                 (default (2 pairs + 1) blocks: 288MiB)\n",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"steps", 1}, {"pairs", 1}, {NULL, 0}},
 };

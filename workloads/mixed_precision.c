@@ -63,7 +63,7 @@ static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
                       diag));
   a->cfg.compute = a->dtype == 0 ? AB_F16 : AB_BF16;
   a->cfg.autocast = false;
-  return AB_OK;
+  return ab_transformer_check_step(&p, &a->cfg, a->batch * a->seq, a->seq, "batch,seq", diag);
 }
 
 static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
@@ -100,7 +100,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
     master[p] = ab_tape_new(&tape, m.numel[p] * 4, AB_TAG_OPTIM);
     ab_tape_unary(&tape, AB_K_CAST, m.weight[p], master[p], m.numel[p], dt, AB_F32);
   }
-  for (uint64_t i = 0; i < a.steps; i++) {
+  for (uint64_t i = 0; i < a.steps && !out->failed; i++) { /* a failed stream stops here (events.h) */
     ab_events_step(out);
     ab_transformer_step_t step;
     ab_transformer_forward_backward(&m, a.batch, a.seq, &scaler, &step);
@@ -144,4 +144,5 @@ const ab_workload_t ab_workload_mixed_precision = {
     "  init_scale=X   the initial loss scale (default 65536)\n",
     .quick_args = "steps=5",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };

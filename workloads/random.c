@@ -40,13 +40,17 @@ static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_
   AB_TRY(ab_kv_finish(&p, "ops, max_live, dist, min, max, median, sigma, step_ops, streams", diag));
   if (min == 0 || min > max || max > (1ULL << 40))
     return ab_kv_errorf(&p, ab_kv_get(&p, "min"), diag, "need 0 < min <= max <= 1TiB");
+  /* The live bytes must not wrap (transformer.h, Note [Sizes that fit in 64 bits]). */
+  if ((double)max_live * (double)max > 0x1p62)
+    return ab_kv_errorf(&p, ab_kv_get(&p, "max_live") ? ab_kv_get(&p, "max_live") : ab_kv_get(&p, "max"), diag,
+                        "max_live x max would hold %.3g bytes live, more than 2^62", (double)max_live * (double)max);
   uint64_t lo = (min + AB_KiB - 1) / AB_KiB, hi = max / AB_KiB > lo ? max / AB_KiB : lo;
 
   uint32_t *live = malloc(max_live * sizeof *live);
   if (live == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   ab_rng_t rng = ab_rng_seed(seed);
   size_t nlive = 0;
-  for (uint64_t op = 0; op < ops; op++) {
+  for (uint64_t op = 0; op < ops && !out->failed; op++) { /* a failed stream stops here (events.h) */
     if (op % step_ops == 0) ab_events_step(out);
     uint64_t r = ab_rng_next(&rng);
     if (nlive == 0 || (nlive < max_live && (r & 1) == 0)) {
@@ -86,4 +90,5 @@ const ab_workload_t ab_workload_random = {
                    "  streams=N      streams the allocations are spread over (default 1)\n",
     .quick_args = "ops=20000",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"ops", 4096}, {NULL, 0}},
 };

@@ -1,5 +1,6 @@
 #include "transformer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,11 +43,47 @@ ab_status ab_transformer_parse(ab_kvlist_t *p, ab_transformer_cfg_t *cfg, ab_dia
   AB_TRY(ab_kv_get_bool(p, "flash", &cfg->flash, diag));
   AB_TRY(ab_kv_get_bool(p, "checkpoint", &cfg->checkpoint, diag));
   AB_TRY(ab_kv_get_size(p, "workspace", &cfg->workspace_bytes, diag));
+  if (cfg->workspace_bytes > (1ULL << 40)) return ab_kv_errorf(p, ab_kv_get(p, "workspace"), diag, "need workspace <= 1TiB");
   if (cfg->d_model % cfg->heads != 0)
     return ab_kv_errorf(p, ab_kv_get(p, "heads") ? ab_kv_get(p, "heads") : ab_kv_get(p, "d_model"), diag,
                         "heads (%llu) must divide d_model (%llu)", (unsigned long long)cfg->heads,
                         (unsigned long long)cfg->d_model);
   return AB_OK;
+}
+
+/* The first of the keys (comma-separated) that was given. */
+static ab_kv_t *first_given(ab_kvlist_t *p, const char *keys) {
+  char key[32];
+  for (const char *k = keys; *k;) {
+    size_t len = strcspn(k, ",");
+    snprintf(key, sizeof key, "%.*s", (int)len, k);
+    ab_kv_t *item = ab_kv_get(p, key);
+    if (item) return item;
+    k += len + (k[len] == ',');
+  }
+  return NULL;
+}
+
+ab_status ab_transformer_check_step(ab_kvlist_t *p, const ab_transformer_cfg_t *cfg, uint64_t tokens, uint64_t seq,
+                                    const char *tokens_keys, ab_diag_t *diag) {
+  /* In doubles: the point is that the integers may wrap. */
+  double d = (double)cfg->d_model, widest = (double)cfg->vocab;
+  const char *width = "vocab";
+  if ((double)cfg->ffn_mult * d > widest) widest = (double)cfg->ffn_mult * d, width = "ffn x d_model";
+  if (!cfg->flash && (double)cfg->heads * (double)seq > widest) widest = (double)cfg->heads * (double)seq, width = "heads x seq";
+  if (3 * d > widest) widest = 3 * d, width = "3 x d_model";
+  double elements = (double)tokens * widest;
+  if (elements <= (double)AB_MAX_TENSOR_ELEMENTS) return AB_OK;
+  char keys[128], product[128];
+  snprintf(keys, sizeof keys, "%s,vocab,ffn,d_model,heads", tokens_keys);
+  size_t n = 0;
+  for (const char *k = tokens_keys; *k && n + 4 < sizeof product; k++) {
+    if (*k == ',') n += (size_t)snprintf(product + n, sizeof product - n, " x ");
+    else product[n++] = *k;
+  }
+  product[n] = '\0';
+  return ab_kv_errorf(p, first_given(p, keys), diag, "a step's tensor would hold %.3g elements (%s x %s), more than 2^46",
+                      elements, product, width);
 }
 
 unsigned ab_transformer_modules(const ab_transformer_t *m) { return (unsigned)m->cfg.layers + 2; }

@@ -118,6 +118,18 @@ struct ab_transformer_s {
   "  checkpoint=BOOL  activation checkpointing per block (default false)\n"             \
   "  workspace=SIZE cuBLAS workspace (default 32MiB, PyTorch's on sm_90)\n"
 ab_status ab_transformer_parse(ab_kvlist_t *p, ab_transformer_cfg_t *cfg, ab_diag_t *diag);
+/* Note [Sizes that fit in 64 bits]
+ * A step's tensors are products of the arguments (batch x seq x vocab for the logits, with
+ * heads x seq more per token without flash attention), and with the largest values each key
+ * allows they pass 2^64 and wrap to nonsense (an ALLOC of 0 bytes). No tensor of a step may
+ * hold more than AB_MAX_TENSOR_ELEMENTS elements (2^46: 256 TiB in fp32, past any device,
+ * and far enough below 2^64 that the sums of a step's tensors do not wrap either); past it
+ * the arguments are refused, naming the ones that multiply. */
+#define AB_MAX_TENSOR_ELEMENTS (1ULL << 46)
+/* Checks a step of `tokens` tokens (the product of tokens_keys, given for the message) in
+ * sequences of `seq` against the Note; the item blamed is the first of blame_keys given. */
+ab_status ab_transformer_check_step(ab_kvlist_t *p, const ab_transformer_cfg_t *cfg, uint64_t tokens, uint64_t seq,
+                                    const char *tokens_keys, ab_diag_t *diag);
 /* The defaults: gpu_measurements.md's transformer (d_model 1024, 12 layers, 16 heads,
  * vocabulary 32000, FFN 4x, flash attention, 32 MiB workspace) in fp32. */
 ab_transformer_cfg_t ab_transformer_defaults(void);

@@ -152,7 +152,7 @@ static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
   if (!a->overlap_set) a->overlap = a->stage == 3;
   a->cfg.compute = a->dtype == 0 ? AB_F16 : AB_BF16;
   a->cfg.autocast = false;
-  return AB_OK;
+  return ab_transformer_check_step(&p, &a->cfg, a->batch * a->seq, a->seq, "batch,seq", diag);
 }
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -481,7 +481,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
     z.grad_part = ab_tape_new(&tape, z.part * z.hb, AB_TAG_GRAD);
     make_ipg(&z);
   }
-  for (uint64_t i = 0; i < a.steps; i++) {
+  for (uint64_t i = 0; i < a.steps && !out->failed; i++) { /* a failed stream stops here (events.h) */
     ab_events_step(out);
     z.pos = 0;
     ab_transformer_step_t step;
@@ -522,4 +522,5 @@ const ab_workload_t ab_workload_zero = {
     "  grad_max=X, grad_sigma=X, init_scale=X  fp16 loss scaling (autograd.h; default 6, 0.25, 65536)\n",
     .quick_args = "steps=4",
     .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };

@@ -200,6 +200,16 @@ ab_status ab_kv_parse(const char *what, const char *text, char sep, ab_kvlist_t 
   return AB_OK;
 }
 
+ab_status ab_kv_unique(const ab_kvlist_t *list, ab_diag_t *diag) {
+  for (size_t i = 0; i < list->n; i++)
+    for (size_t j = 0; j < i; j++) {
+      const ab_kv_t *a = &list->items[j], *b = &list->items[i];
+      if (a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0)
+        return ab_kv_errorf(list, b, diag, "'%.*s' given again (first at position %zu)", (int)b->key_len, b->key, a->pos);
+    }
+  return AB_OK;
+}
+
 ab_kv_t *ab_kv_get(ab_kvlist_t *list, const char *key) {
   ab_kv_t *found = NULL;
   size_t len = strlen(key);

@@ -90,6 +90,10 @@ ab_status ab_kv_value(const ab_kvlist_t *list, const ab_kv_t *item, char *buf, s
 ab_status ab_kv_errorf(const ab_kvlist_t *list, const ab_kv_t *item, ab_diag_t *diag,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Refuses a key given twice, naming both positions: for lists where a repeat can only be a
+ * mistake (a workload's arguments; a strategy's -c lets a later key win over its preset). */
+ab_status ab_kv_unique(const ab_kvlist_t *list, ab_diag_t *diag);
+
 /* Fails on the first item no getter asked for, listing the known keys. */
 ab_status ab_kv_finish(const ab_kvlist_t *list, const char *known, ab_diag_t *diag);
 

@@ -54,7 +54,9 @@ typedef struct ab_device_s ab_device_t;
 #define AB_H200_TOTAL_BYTES 150109880320ULL
 /* The VMM granule of every current NVIDIA GPU (minimum and recommended on the H200). */
 #define AB_GRANULE_BYTES (2ULL << 20)
-#define AB_MAX_STREAMS 64
+/* Streams a run may use (PyTorch programs with many side streams exist; CUDA streams are
+ * created on first use, so the room costs a pointer each). */
+#define AB_MAX_STREAMS 1024
 
 typedef enum ab_device_kind_e { AB_DEVICE_SIM, AB_DEVICE_CUDA } ab_device_kind_t;
 

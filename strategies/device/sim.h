@@ -1,6 +1,7 @@
 /* sim.h: the simulated card behind device.h.
  *
- * What it models (each choice is documented where it is made, in sim.c):
+ * What it models (each choice is documented where it is made: in sim.c, the pool in
+ * sim_pool.c, the cost model in sim_cost.c):
  * - capacity: the profile's total, less the CUDA context a fresh process holds;
  * - addresses: a virtual address space handed out top-down, best fit by size, as the driver
  *   mostly does; 512-byte aligned, 2 MiB aligned from 2 MiB up; never dereferenced; or the

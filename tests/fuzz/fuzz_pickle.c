@@ -1,6 +1,7 @@
 /* fuzz_pickle.c: the pickle machine (workloads/traces/pickle.h): any bytes parse or are refused with
  * a message naming a byte inside the input; a parsed tree can be walked from its root, every
- * string read in full, without reading outside the input or the arena. */
+ * string read in full, without reading outside the input or the arena; a dict's lookups find
+ * what a scan of it finds. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -10,6 +11,31 @@
 #define MAX_DEPTH 64
 
 static volatile unsigned sink;
+
+/* The entry a scan finds for key: the last one, as Python keeps. */
+static const ab_pk_t *scan(const ab_pk_seq_t *seq, const ab_pk_t *key) {
+  for (uint32_t i = seq->n; i >= 2; i -= 2) {
+    const ab_pk_t *k = &seq->items[i - 2];
+    if (k->type == AB_PK_STR && k->len == key->len && memcmp(k->v.s, key->v.s, k->len) == 0) return &seq->items[i - 1];
+  }
+  return NULL;
+}
+
+/* A dict's lookups (indexed when it is large: pickle.h, Note [Dict lookups]) find what a scan
+ * finds, for a few of its own str keys. */
+static void check_lookups(const ab_pk_seq_t *seq) {
+  char key[AB_PK_INDEX_KEY_BYTES + 2];
+  for (uint32_t i = 0, tried = 0; i < seq->n && tried < 4; i += 2) {
+    const ab_pk_t *k = &seq->items[i];
+    if (k->type != AB_PK_STR || k->len >= sizeof key || memchr(k->v.s, 0, k->len)) continue;
+    memcpy(key, k->v.s, k->len);
+    key[k->len] = '\0';
+    ab_pk_t dict = {.type = AB_PK_DICT};
+    dict.v.seq = (ab_pk_seq_t *)(uintptr_t)seq;
+    if (ab_pk_get(&dict, key) != scan(seq, k)) ab_fuzz_fail("the lookup of '%s' finds another entry than a scan", key);
+    tried++;
+  }
+}
 
 static void visit(const ab_pk_t *v, int depth, size_t *budget) {
   if (depth > MAX_DEPTH || *budget == 0) return;
@@ -29,7 +55,7 @@ static void visit(const ab_pk_t *v, int depth, size_t *budget) {
       const ab_pk_seq_t *seq = v->v.seq;
       if (seq->n > seq->cap) ab_fuzz_fail("a container holds %u values in room for %u", seq->n, seq->cap);
       if (v->type == AB_PK_DICT && seq->n % 2) ab_fuzz_fail("a dict with an odd number of values");
-      if (v->type == AB_PK_DICT) sink = ab_pk_get(v, "action") != NULL;
+      if (v->type == AB_PK_DICT) check_lookups(seq);
       sink = (unsigned)ab_pk_len(v);
       for (uint32_t i = 0; i < seq->n; i++) visit(&seq->items[i], depth + 1, budget);
       break;

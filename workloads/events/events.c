@@ -3,17 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *ab_tag_name(ab_tag_t tag) {
-  switch (tag) {
-#define AB_TAG_CASE(name, text) \
-  case name: return text;
-    AB_TAGS(AB_TAG_CASE)
-#undef AB_TAG_CASE
-    case AB_TAG_COUNT: break;
-  }
-  return "?";
-}
-
 void ab_events_init(ab_events_t *es) { memset(es, 0, sizeof *es); }
 
 void ab_events_free(ab_events_t *es) {
@@ -23,10 +12,32 @@ void ab_events_free(ab_events_t *es) {
   ab_events_init(es);
 }
 
+uint64_t ab_events_bytes(const ab_events_t *es) {
+  return (uint64_t)es->cap * sizeof *es->ev + (uint64_t)es->capkernels * sizeof *es->kernels +
+         (uint64_t)es->capsegs * sizeof *es->segs;
+}
+
+static void halt(ab_events_t *es, ab_events_halt_t why) {
+  es->failed = true;
+  es->halted = (uint8_t)why;
+}
+
+/* Whether an array may grow by `more` bytes within max_bytes; halts the stream if not. */
+static bool may_grow(ab_events_t *es, size_t more) {
+  if (es->max_bytes == 0 || ab_events_bytes(es) + more <= es->max_bytes) return true;
+  halt(es, AB_EVENTS_OVER_LIMIT);
+  return false;
+}
+
 static ab_event_t *push(ab_events_t *es) {
   if (es->failed) return NULL;
+  if (es->stop && (es->n & 4095) == 0 && *es->stop) {
+    halt(es, AB_EVENTS_STOPPED);
+    return NULL;
+  }
   if (es->n == es->cap) {
     size_t cap = es->cap ? es->cap * 2 : 1024;
+    if (!may_grow(es, (cap - es->cap) * sizeof *es->ev)) return NULL;
     ab_event_t *grown = realloc(es->ev, cap * sizeof *grown);
     if (grown == NULL) {
       es->failed = true;
@@ -73,6 +84,7 @@ void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream) {
   if (es->failed) return;
   if (es->nkernels == es->capkernels) {
     size_t cap = es->capkernels ? es->capkernels * 2 : 256;
+    if (!may_grow(es, (cap - es->capkernels) * sizeof *es->kernels)) return;
     ab_kernel_t *grown = realloc(es->kernels, cap * sizeof *grown);
     if (grown == NULL) {
       es->failed = true;
@@ -126,6 +138,7 @@ void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned strea
   if (es->failed) return;
   if (es->nsegs == es->capsegs) {
     size_t cap = es->capsegs ? es->capsegs * 2 : 256;
+    if (!may_grow(es, (cap - es->capsegs) * sizeof *es->segs)) return;
     ab_seg_event_t *grown = realloc(es->segs, cap * sizeof *grown);
     if (grown == NULL) {
       es->failed = true;
@@ -161,6 +174,10 @@ enum { ID_UNBORN, ID_LIVE, ID_REQUESTED, ID_DEAD };
 
 ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
   if (es->finished) return AB_OK;
+  if (es->failed && es->halted == AB_EVENTS_STOPPED) return ab_diag_set(diag, AB_ERR_INTERNAL, "stopped while building the event stream");
+  if (es->failed && es->halted == AB_EVENTS_OVER_LIMIT)
+    return ab_diag_set(diag, AB_ERR_INVALID, "the event stream grew past the %.1f GiB of host memory it may take",
+                       (double)es->max_bytes / (double)(1ULL << 30));
   if (es->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory while building the event stream");
   uint8_t *state = calloc(es->nids ? es->nids : 1, 1);
   uint16_t *stream = calloc(es->nids ? es->nids : 1, sizeof *stream);

@@ -18,8 +18,9 @@
  *   EMPTY_CACHE                     the program asked for torch.cuda.empty_cache()
  *
  * The builder functions append to a growing stream. A host allocation failure is sticky:
- * the stream remembers it and ab_events_finish reports it, so generators need not check
- * every call. ab_events_finish also validates the stream (every FREE names a live id of
+ * the stream remembers it (failed) and ab_events_finish reports it, so generators need not
+ * check every call; they check `failed` once per step and stop there. The same happens
+ * when the builder's stop flag is raised or its size limit would be passed (max_bytes). ab_events_finish also validates the stream (every FREE names a live id of
  * the right phase, kernels name live buffers large enough for their shapes), so the engine
  * never checks in its hot loop.
  *
@@ -29,6 +30,7 @@
 #ifndef AB_EVENTS_H
 #define AB_EVENTS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,25 +56,18 @@ typedef enum ab_free_phase_e {
 } ab_free_phase_t;
 
 /* What a buffer is, so results can be broken down by it. */
-#define AB_TAGS(X)                                 \
-  X(AB_TAG_OTHER, "other")                         \
-  X(AB_TAG_PARAM, "parameter")                     \
-  X(AB_TAG_GRAD, "gradient")                       \
-  X(AB_TAG_OPTIM, "optimizer")                     \
-  X(AB_TAG_ACT, "activation")                      \
-  X(AB_TAG_TEMP, "temporary")                      \
-  X(AB_TAG_WORKSPACE, "workspace")                 \
-  X(AB_TAG_COMM, "communication")                  \
-  X(AB_TAG_INPUT, "input")
-
 typedef enum ab_tag_e {
-#define AB_TAG_ENUM(name, text) name,
-  AB_TAGS(AB_TAG_ENUM)
-#undef AB_TAG_ENUM
+  AB_TAG_OTHER,
+  AB_TAG_PARAM,     /* parameter */
+  AB_TAG_GRAD,      /* gradient */
+  AB_TAG_OPTIM,     /* optimizer state */
+  AB_TAG_ACT,       /* activation */
+  AB_TAG_TEMP,      /* temporary */
+  AB_TAG_WORKSPACE,
+  AB_TAG_COMM,      /* communication */
+  AB_TAG_INPUT,
   AB_TAG_COUNT
 } ab_tag_t;
-
-const char *ab_tag_name(ab_tag_t tag);
 
 typedef struct ab_event_s {
   uint8_t kind;    /* ab_event_kind_t */
@@ -115,7 +110,23 @@ typedef struct ab_events_s {
   uint64_t ignored;     /* trace records that could not be replayed (see the importer) */
   uint64_t suggested_budget; /* bytes the workload is meant to run under (the CLI applies it
                               * when no --budget is given); 0: none */
+  /* Limits on building, set after ab_events_init by whoever builds (workload.h): */
+  const volatile sig_atomic_t *stop; /* may be NULL; once *stop is set, building fails (halted
+                                      * STOPPED; checked every 4096 events) */
+  uint64_t max_bytes;   /* 0: none; building fails (halted OVER_LIMIT) once the arrays would
+                         * hold more (ab_events_bytes) */
+  uint8_t halted;       /* why building failed: ab_events_halt_t */
 } ab_events_t;
+
+/* Why a stream's building failed (ab_events_t.failed). */
+typedef enum ab_events_halt_e {
+  AB_EVENTS_OUT_OF_MEMORY = 0, /* a host allocation failed */
+  AB_EVENTS_STOPPED,           /* *stop was set */
+  AB_EVENTS_OVER_LIMIT,        /* max_bytes would have been passed */
+} ab_events_halt_t;
+
+/* Host bytes of a stream's arrays: events, kernels and segment decisions as allocated. */
+uint64_t ab_events_bytes(const ab_events_t *es);
 
 void ab_events_init(ab_events_t *es);
 void ab_events_free(ab_events_t *es);

@@ -99,6 +99,8 @@ typedef struct vm_s {
   ab_pk_t *memo;   /* type 0: an unset slot */
   size_t capmemo;
   size_t memo_count; /* slots set: MEMOIZE's next index, as Python's len(memo) */
+  ab_pk_seq_t **dicts; /* every dict made, indexed when parsing ends (Note [Dict lookups]) */
+  size_t ndicts, capdicts;
   ab_pk_arena_t *arena;
   ab_diag_t *diag;
 } vm_t;
@@ -192,18 +194,30 @@ static ab_status push_int(vm_t *vm, int64_t i) {
   return push(vm, v);
 }
 
+static ab_status remember_dict(vm_t *vm, ab_pk_seq_t *seq) {
+  if (vm->ndicts == vm->capdicts) {
+    size_t cap = vm->capdicts ? vm->capdicts * 2 : 64;
+    ab_pk_seq_t **grown = realloc(vm->dicts, cap * sizeof *grown);
+    if (grown == NULL) return out_of_memory(vm);
+    vm->dicts = grown;
+    vm->capdicts = cap;
+  }
+  vm->dicts[vm->ndicts++] = seq;
+  return AB_OK;
+}
+
 /* A new empty container holding room for n values. */
 static ab_status container(vm_t *vm, ab_pk_type_t type, size_t n, ab_pk_t *out) {
   if (n > UINT32_MAX) return fail(vm, "%s: more than 2^32 items", current_op(vm));
   *out = scalar(vm, type);
   ab_pk_seq_t *seq = arena_alloc(vm->arena, sizeof *seq);
   if (seq == NULL) return out_of_memory(vm);
-  seq->n = 0;
+  memset(seq, 0, sizeof *seq);
   seq->cap = (uint32_t)n;
   seq->items = n ? arena_alloc(vm->arena, n * sizeof *seq->items) : NULL;
   if (n && seq->items == NULL) return out_of_memory(vm);
   out->v.seq = seq;
-  return AB_OK;
+  return type == AB_PK_DICT ? remember_dict(vm, seq) : AB_OK;
 }
 
 /* Appends k values to a container, growing it geometrically inside the arena. */
@@ -466,6 +480,59 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
 #undef ARG
 }
 
+/* ---- the dicts' indexes (Note [Dict lookups]) ------------------------------------------------ */
+
+typedef struct key_ref_s {
+  const char *s;
+  uint32_t len;
+  uint32_t entry; /* the entry's number in its dict */
+} key_ref_t;
+
+/* Orders keys by length, then bytes: any total order serves a binary search, and this one
+ * compares lengths first, which is cheap. */
+static int key_order(const char *a, size_t alen, const char *b, size_t blen) {
+  if (alen != blen) return alen < blen ? -1 : 1;
+  return memcmp(a, b, alen);
+}
+
+static int by_key_then_entry(const void *x, const void *y) {
+  const key_ref_t *a = x, *b = y;
+  int c = key_order(a->s, a->len, b->s, b->len);
+  if (c) return c;
+  return (a->entry > b->entry) - (a->entry < b->entry);
+}
+
+static bool indexable(const ab_pk_t *key) { return key->type == AB_PK_STR && key->len <= AB_PK_INDEX_KEY_BYTES; }
+
+/* Indexes one dict, with scratch room for its entries. */
+static ab_status index_dict(vm_t *vm, ab_pk_seq_t *seq, key_ref_t *scratch) {
+  uint32_t n = 0;
+  for (uint32_t e = 0; e < seq->n / 2; e++) {
+    const ab_pk_t *key = &seq->items[2 * e];
+    if (indexable(key)) scratch[n++] = (key_ref_t){key->v.s, key->len, e};
+  }
+  qsort(scratch, n, sizeof *scratch, by_key_then_entry);
+  seq->index = n ? arena_alloc(vm->arena, n * sizeof *seq->index) : NULL;
+  if (n && seq->index == NULL) return out_of_memory(vm);
+  for (uint32_t i = 0; i < n; i++) seq->index[i] = scratch[i].entry;
+  seq->nindex = n;
+  return AB_OK;
+}
+
+static ab_status index_dicts(vm_t *vm) {
+  size_t most = 0;
+  for (size_t i = 0; i < vm->ndicts; i++)
+    if (vm->dicts[i]->n / 2 > most) most = vm->dicts[i]->n / 2;
+  if (most <= AB_PK_SCAN_ENTRIES) return AB_OK;
+  key_ref_t *scratch = malloc(most * sizeof *scratch);
+  if (scratch == NULL) return out_of_memory(vm);
+  ab_status st = AB_OK;
+  for (size_t i = 0; i < vm->ndicts && st == AB_OK; i++)
+    if (vm->dicts[i]->n / 2 > AB_PK_SCAN_ENTRIES) st = index_dict(vm, vm->dicts[i], scratch);
+  free(scratch);
+  return st;
+}
+
 ab_status ab_pickle_parse(const char *path, const char *data, size_t len, ab_pickle_t *out, ab_diag_t *diag) {
   memset(out, 0, sizeof *out);
   vm_t vm;
@@ -485,6 +552,8 @@ ab_status ab_pickle_parse(const char *path, const char *data, size_t len, ab_pic
     }
     st = step(&vm, out, &done);
   }
+  if (st == AB_OK) st = index_dicts(&vm);
+  free(vm.dicts);
   free(vm.stack);
   free(vm.marks);
   free(vm.memo);
@@ -528,9 +597,23 @@ bool ab_pk_str_is(const ab_pk_t *v, const char *s) {
 const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key) {
   if (dict == NULL || dict->type != AB_PK_DICT) return NULL;
   const ab_pk_seq_t *seq = dict->v.seq;
-  for (uint32_t i = seq->n; i >= 2; i -= 2)
-    if (ab_pk_str_is(&seq->items[i - 2], key)) return &seq->items[i - 1];
-  return NULL;
+  size_t len = strlen(key);
+  if (seq->index == NULL || len > AB_PK_INDEX_KEY_BYTES) {
+    for (uint32_t i = seq->n; i >= 2; i -= 2)
+      if (ab_pk_str_is(&seq->items[i - 2], key)) return &seq->items[i - 1];
+    return NULL;
+  }
+  /* The last entry of the key: the first one past it, less one. */
+  uint32_t lo = 0, hi = seq->nindex;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    const ab_pk_t *k = &seq->items[2 * seq->index[mid]];
+    if (key_order(k->v.s, k->len, key, len) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return NULL;
+  const ab_pk_t *k = &seq->items[2 * seq->index[lo - 1]];
+  return key_order(k->v.s, k->len, key, len) == 0 ? k + 1 : NULL;
 }
 
 size_t ab_pk_len(const ab_pk_t *v) {
@@ -557,10 +640,9 @@ static void emit_le(ab_pkw_t *w, uint64_t v, size_t n) {
 
 ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag) {
   memset(w, 0, sizeof *w);
-  w->path = path;
   ab_map_init(&w->names);
-  w->f = fopen(path, "wb");
-  if (w->f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  AB_TRY(ab_output_open(&w->out, path, diag));
+  w->f = w->out.f;
   setvbuf(w->f, NULL, _IOFBF, 1 << 20);
   emit_op(w, OP_PROTO);
   emit_op(w, 4);
@@ -569,15 +651,9 @@ ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag) {
 
 ab_status ab_pkw_close(ab_pkw_t *w, ab_diag_t *diag) {
   emit_op(w, OP_STOP);
-  bool bad = ferror(w->f) != 0;
-  int saved = errno;
-  if (fclose(w->f) != 0) bad = true;
   ab_map_free(&w->names);
-  if (bad) {
-    remove(w->path);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", w->path, strerror(saved ? saved : errno));
-  }
-  return AB_OK;
+  w->f = NULL;
+  return ab_output_commit(&w->out, diag);
 }
 
 void ab_pkw_none(ab_pkw_t *w) { emit_op(w, OP_NONE); }

@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "hashmap.h"
+#include "output.h"
 #include "status.h"
 
 typedef enum ab_pk_type_e {
@@ -74,9 +75,11 @@ typedef struct ab_pk_s {
 } ab_pk_t;
 
 struct ab_pk_seq_s {
-  ab_pk_t *items; /* LIST, TUPLE: the items; DICT: key, value, key, value, ... */
-  uint32_t n;     /* values held (two per dict entry) */
+  ab_pk_t *items;  /* LIST, TUPLE: the items; DICT: key, value, key, value, ... */
+  uint32_t n;      /* values held (two per dict entry) */
   uint32_t cap;
+  uint32_t *index; /* DICT: Note [Dict lookups]; NULL for a small dict and anything else */
+  uint32_t nindex; /* entries in index */
 };
 
 typedef struct ab_pk_arena_s ab_pk_arena_t;
@@ -94,8 +97,20 @@ void ab_pickle_free(ab_pickle_t *p);
 
 /* Python's name of a value's type ("dict", "list", "str", ...). */
 const char *ab_pk_type_name(const ab_pk_t *v);
+/* Note [Dict lookups]
+ * A dict may be shared by memo references among many values (every trace entry, say), so a
+ * lookup that scanned it would make reading quadratic in a crafted file: a dict of 200 000
+ * junk keys shared by 100 000 entries. When parsing ends, each dict of more than
+ * AB_PK_SCAN_ENTRIES entries gets an index: its entries with str keys of at most
+ * AB_PK_INDEX_KEY_BYTES bytes, sorted by key, then by position. A lookup is a binary search
+ * there (a longer key, which no reader asks for, is looked for by a scan); a small dict is
+ * scanned. Building the indexes costs O(n log n) over the dicts' entries, each of which took
+ * bytes of the input. */
+#define AB_PK_SCAN_ENTRIES 16
+#define AB_PK_INDEX_KEY_BYTES 64
+
 /* The value under a str key of a dict (the last one, as Python keeps); NULL when v is no
- * dict or the key is absent. */
+ * dict or the key is absent. Logarithmic in the dict's size (Note [Dict lookups]). */
 const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key);
 /* Items of a list or tuple, entries of a dict; 0 for anything else. */
 size_t ab_pk_len(const ab_pk_t *v);
@@ -105,16 +120,18 @@ bool ab_pk_str_is(const ab_pk_t *v, const char *s);
 /* ---- writing ------------------------------------------------------------------------ */
 
 typedef struct ab_pkw_s {
-  FILE *f;
-  const char *path;
+  ab_output_t out; /* the file (output.h) */
+  FILE *f;         /* out.f */
   ab_map_t names;  /* address of a name given to ab_pkw_name -> memo index + 1 */
   uint32_t nmemo;
   bool failed;     /* host memory ran out (the file is still valid, only larger) */
 } ab_pkw_t;
 
-/* Creates path and writes the protocol header. AB_ERR_IO naming the path on failure. */
+/* Opens path as output.h does and writes the protocol header. AB_ERR_INVALID for a path
+ * refused, AB_ERR_IO naming the path on failure. */
 ab_status ab_pkw_open(ab_pkw_t *w, const char *path, ab_diag_t *diag);
-/* Writes STOP and closes; AB_ERR_IO if any write failed. The file is removed on failure. */
+/* Writes STOP and closes; AB_ERR_IO if any write failed, and then what was there before
+ * stays (output.h). */
 ab_status ab_pkw_close(ab_pkw_t *w, ab_diag_t *diag);
 
 void ab_pkw_none(ab_pkw_t *w);

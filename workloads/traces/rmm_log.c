@@ -29,19 +29,6 @@ static bool parse_hex(const char *p, const char *end, uint64_t *out) {
   return true;
 }
 
-static bool parse_dec(const char *p, const char *end, uint64_t *out) {
-  if (p == end) return false;
-  uint64_t v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
 static bool field_is(const char *p, const char *end, const char *s) {
   size_t n = strlen(s);
   return (size_t)(end - p) == n && memcmp(p, s, n) == 0;
@@ -75,7 +62,7 @@ ab_status ab_rmm_log_read(const char *path, const ab_input_t *in, ab_trace_build
     if (!field_is(f[3], fend[3], "(nil)") && !(fend[3] - f[3] > 2 && f[3][0] == '0' && f[3][1] == 'x' && parse_hex(f[3], fend[3], &ptr)))
       return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'Pointer': expected a pointer (0x7f0a12345600 or (nil)), got '%.*s'",
                          path, line, (int)(fend[3] - f[3] > 40 ? 40 : fend[3] - f[3]), f[3]);
-    if (!parse_dec(f[4], fend[4], &size))
+    if (!ab_trace_parse_dec(f[4], fend[4], &size))
       return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'Size': expected a whole number, got '%.*s'", path, line,
                          (int)(fend[4] - f[4] > 40 ? 40 : fend[4] - f[4]), f[4]);
     if (!parse_hex(f[5], fend[5], &stream))

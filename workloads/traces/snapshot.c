@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "caching_conf.h"
 #include "pickle.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
@@ -17,10 +18,31 @@ typedef struct loc_s {
   long j;          /* -1: absent */
 } loc_t;
 
+/* Note [Reading in linear time]
+ * Memo references let a pickle name one list many times (every segment's `blocks` the same
+ * list of a million blocks), so a reader that walks what it finds could do work, and build
+ * records, out of all proportion to the file. Each item a reader visits costs it one unit
+ * of a budget of the file's size: a snapshot without shared lists never runs out, since
+ * every item it holds took at least one byte of the file; one that runs out is refused.
+ * Dict lookups are logarithmic (pickle.h, Note [Dict lookups]), so the whole read is
+ * O(n log n) in the file's size. */
 typedef struct reader_s {
   const char *path;
   ab_diag_t *diag;
+  uint64_t visits_left; /* Note [Reading in linear time] */
+  uint64_t file_bytes;
 } reader_t;
+
+static ab_status visit(reader_t *r, const ab_pk_t *v) {
+  if (r->visits_left > 0) {
+    r->visits_left--;
+    return AB_OK;
+  }
+  return ab_diag_set(r->diag, AB_ERR_INVALID,
+                     "%s: byte %llu: more items than %llu bytes can hold: the snapshot names shared lists over and "
+                     "over (memo references), which PyTorch never writes",
+                     r->path, (unsigned long long)v->pos, (unsigned long long)r->file_bytes);
+}
 
 static const char *loc_str(const loc_t *at, const char *key, char *buf, size_t size) {
   char i[32] = "", j[32] = "", sub[64] = "", k[64] = "";
@@ -74,10 +96,11 @@ static ab_status bool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return AB_OK;
 }
 
-static ab_status read_entries(const reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
+static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
   const ab_pk_seq_t *seq = trace->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) {
     const ab_pk_t *e = &seq->items[i];
+    AB_TRY(visit(r, e));
     loc_t at = {"device_traces", dev, NULL, (long)i};
     AB_TRY(expect(r, e, AB_PK_DICT, &at));
     const ab_pk_t *action = ab_pk_get(e, "action");
@@ -100,11 +123,12 @@ static ab_status read_entries(const reader_t *r, const ab_pk_t *trace, long dev,
 }
 
 /* The segments of the device read: the state at the end. */
-static ab_status read_segments(const reader_t *r, const ab_pk_t *segments, long dev, ab_trace_builder_t *b) {
+static ab_status read_segments(reader_t *r, const ab_pk_t *segments, long dev, ab_trace_builder_t *b) {
   uint64_t reserved = 0, nsegs = 0;
   const ab_pk_seq_t *seq = segments->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) {
     const ab_pk_t *s = &seq->items[i];
+    AB_TRY(visit(r, s));
     loc_t at = {"segments", (long)i, NULL, -1};
     AB_TRY(expect(r, s, AB_PK_DICT, &at));
     uint64_t device = 0, address = 0, total = 0, stream = 0;
@@ -123,6 +147,7 @@ static ab_status read_segments(const reader_t *r, const ab_pk_t *segments, long 
     uint64_t addr = address; /* old snapshots give no block addresses: blocks tile the segment */
     for (uint32_t j = 0; j < blocks->v.seq->n; j++) {
       const ab_pk_t *blk = &blocks->v.seq->items[j];
+      AB_TRY(visit(r, blk));
       loc_t bat = {"segments", (long)i, "blocks", (long)j};
       AB_TRY(expect(r, blk, AB_PK_DICT, &bat));
       uint64_t size = 0, requested = 0;
@@ -157,6 +182,24 @@ static void conf_add(char *out, size_t size, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The settings PyTorch's structured allocator_settings leave out (max_non_split_rounding_mb,
+ * large_segment_size_mb, per_process_memory_fraction), from the conf string it last read,
+ * which the snapshot keeps beside them; a string the caching strategy does not take adds
+ * nothing. */
+static void conf_string_extras(const ab_pk_t *raw, char *out, size_t size) {
+  if (raw == NULL || raw->type != AB_PK_STR) return;
+  char text[1024];
+  snprintf(text, sizeof text, "%.*s", (int)raw->len, raw->v.s);
+  ab_caching_conf_t c;
+  ab_caching_conf_defaults(&c);
+  if (ab_caching_conf_apply(&c, "PYTORCH_CUDA_ALLOC_CONF", text, NULL) != AB_OK) return;
+  if (c.large_segment_size != (20ULL << 20))
+    conf_add(out, size, "large_segment_size_mb:%llu", (unsigned long long)(c.large_segment_size >> 20));
+  if (c.max_non_split_rounding != c.large_segment_size)
+    conf_add(out, size, "max_non_split_rounding_mb:%llu", (unsigned long long)(c.max_non_split_rounding >> 20));
+  if (c.memory_fraction < 1.0) conf_add(out, size, "per_process_memory_fraction:%.17g", c.memory_fraction);
+}
+
 /* The recorded settings as a PYTORCH_CUDA_ALLOC_CONF string of what differs from the
  * defaults; the recorded string itself when the snapshot has no structured settings. */
 static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, size_t size) {
@@ -168,6 +211,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, s
     if (raw && raw->type == AB_PK_STR) snprintf(out, size, "%.*s", (int)raw->len, raw->v.s);
     return AB_OK;
   }
+  conf_string_extras(raw, out, size);
   uint64_t max_split = 0;
   AB_TRY(int_field(r, s, "max_split_size", &at, false, true, &max_split));
   if ((int64_t)max_split > 0) conf_add(out, size, "max_split_size_mb:%llu", (unsigned long long)(max_split >> 20));
@@ -212,7 +256,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, s
   return AB_OK;
 }
 
-static ab_status read_tree(const reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
+static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
   if (root->type != AB_PK_DICT)
     return ab_diag_set(r->diag, AB_ERR_INVALID,
                        "%s: byte %llu: not a PyTorch memory snapshot: expected a dict with device_traces and "
@@ -265,7 +309,7 @@ static ab_status read_tree(const reader_t *r, const ab_pk_t *root, int device, a
 ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_pickle_t pk;
   AB_TRY(ab_pickle_parse(path, in->data, in->len, &pk, diag));
-  reader_t r = {path, diag};
+  reader_t r = {path, diag, in->len, in->len};
   ab_status st = read_tree(&r, &pk.root, device, b);
   ab_pickle_free(&pk);
   return st;

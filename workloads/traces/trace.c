@@ -16,7 +16,7 @@ static bool starts_line(const ab_input_t *in, const char *header) {
 
 ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
                          ab_trace_info_t *info, ab_diag_t *diag) {
-  static const ab_trace_opts_t defaults = {-1};
+  static const ab_trace_opts_t defaults = {-1, 0};
   if (opts == NULL) opts = &defaults;
   ab_events_init(out);
   ab_trace_builder_t b;
@@ -40,6 +40,12 @@ ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_
     st = ab_trace_builder_finish(&b, diag);
   else
     ab_trace_builder_discard(&b);
+  /* A run of no events would report "ok" about nothing. */
+  if (st == AB_OK && out->n == 0)
+    st = ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s: nothing to replay: %llu record%s, none an allocation (expected alloc records, or an RMM "
+                     "log's allocate)",
+                     path, (unsigned long long)b.info.records, b.info.records == 1 ? "" : "s");
   if (st != AB_OK) {
     ab_events_free(out);
     return st;
@@ -53,7 +59,7 @@ ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events
                         ab_diag_t *diag) {
   ab_events_init(out);
   ab_input_t in;
-  AB_TRY(ab_input_read(path, &in, diag));
+  AB_TRY(ab_input_read_capped(path, opts ? opts->max_inflated : 0, &in, diag));
   ab_status st = ab_trace_parse(path, &in, opts, out, info, diag);
   ab_input_free(&in);
   return st;

@@ -19,7 +19,8 @@
 #include "trace_builder.h"
 
 typedef struct ab_trace_opts_s {
-  int device; /* snapshots: the device whose trace to read; -1: the first with entries */
+  int device;            /* snapshots: the device whose trace to read; -1: the first with entries */
+  uint64_t max_inflated; /* gzip: the most it may inflate to, bytes; 0: input.h's default */
 } ab_trace_opts_t;
 
 /* Reads the trace at path into out (initialised here; released on failure) and, when info

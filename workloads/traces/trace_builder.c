@@ -25,9 +25,12 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
   b->path = path;
   b->byte_pos = byte_pos;
   b->info.device = -1;
+  ab_map_init(&b->stream_of);
+  b->max_stream = -1;
 }
 
 void ab_trace_builder_discard(ab_trace_builder_t *b) {
+  ab_map_free(&b->stream_of);
   free(b->recs);
   free(b->held);
   b->recs = b->held = NULL;
@@ -57,15 +60,23 @@ void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len)
   in->actions[in->nactions++].count = 1;
 }
 
-/* The provisional index of a raw stream value (order of first use). */
+/* The provisional index of a raw stream value (order of first use), by a hash map: a trace
+ * of many streams costs no scan of them per record. */
 static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
-  for (unsigned i = 0; i < b->nstreams; i++)
-    if (b->streams[i] == raw) return *out = (uint16_t)i, AB_OK;
+  uint64_t idx = 0;
+  if (raw == UINT64_MAX ? b->max_stream >= 0 : ab_map_get(&b->stream_of, raw + 1, &idx)) {
+    *out = (uint16_t)(raw == UINT64_MAX ? (uint64_t)b->max_stream : idx - 1);
+    return AB_OK;
+  }
   if (b->nstreams == AB_TRACE_MAX_STREAMS) {
     char at[300];
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: more than %d streams", where(b, pos, at, sizeof at),
                        AB_TRACE_MAX_STREAMS);
   }
+  if (raw == UINT64_MAX)
+    b->max_stream = (int)b->nstreams;
+  else if (ab_map_put(&b->stream_of, raw + 1, (uint64_t)b->nstreams + 1) != AB_OK)
+    b->failed = true;
   b->streams[b->nstreams] = raw;
   *out = (uint16_t)b->nstreams++;
   return AB_OK;
@@ -249,26 +260,44 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   return st;
 }
 
+/* Note [Figures past 64 bits]
+ * A trace's sizes are 64-bit numbers as recorded, so a crafted one can make sums that pass
+ * 2^64 (peak requested bytes over many huge allocations) or 2^63 (reserved bytes as a
+ * signed running sum). The sums are kept in 128 bits, where no trace of 2^32 records can
+ * overflow them, and a figure that does not fit in 64 bits is reported as UINT64_MAX, with
+ * info.saturated set so that whoever shows it can say so. */
+__extension__ typedef unsigned __int128 u128;
+__extension__ typedef __int128 i128;
+
+static uint64_t capped(i128 v, bool *saturated) {
+  if (v < 0) v = 0; /* a start the trace's end state does not explain: nothing reserved */
+  if (v <= (i128)UINT64_MAX) return (uint64_t)v;
+  *saturated = true;
+  return UINT64_MAX;
+}
+
 /* The info's figures that come from the finished stream. */
 static void summarise(ab_trace_builder_t *b) {
   const ab_events_t *es = b->es;
   ab_trace_info_t *in = &b->info;
-  uint64_t cur = 0;
+  u128 cur = 0, peak = 0;
   for (size_t i = 0; i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
     if (e->kind == AB_EV_ALLOC) {
       cur += e->bytes;
-      if (cur > in->peak_requested) in->peak_requested = cur;
+      if (cur > peak) peak = cur;
     } else if (e->kind == AB_EV_FREE && e->aux != AB_FREE_REQUEST) {
       cur -= e->bytes;
     }
   }
+  in->peak_requested = capped((i128)peak, &in->saturated);
   /* Reserved bytes and segments relative to the start, then the start itself. */
-  int64_t res = 0, res_min = 0, res_max = 0, segs = 0, segs_min = 0, segs_max = 0;
+  i128 res = 0, res_min = 0, res_max = 0;
+  int64_t segs = 0, segs_min = 0, segs_max = 0;
   for (size_t i = 0; i < es->nsegs; i++) {
     const ab_seg_event_t *g = &es->segs[i];
     bool up = g->action == AB_TR_SEGMENT_ALLOC || g->action == AB_TR_SEGMENT_MAP;
-    res += up ? (int64_t)g->bytes : -(int64_t)g->bytes;
+    res += up ? (i128)g->bytes : -(i128)g->bytes;
     if (g->action == AB_TR_SEGMENT_ALLOC) segs++;
     if (g->action == AB_TR_SEGMENT_FREE) segs--;
     if (up) in->device_allocs++;
@@ -278,14 +307,15 @@ static void summarise(ab_trace_builder_t *b) {
     if (segs < segs_min) segs_min = segs;
     if (segs > segs_max) segs_max = segs;
   }
-  int64_t res0 = -res_min, segs0 = -segs_min;
+  i128 res0 = -res_min;
+  int64_t segs0 = -segs_min;
   if (in->end_state) {
-    if ((int64_t)b->end_reserved - res > res0) res0 = (int64_t)b->end_reserved - res;
+    if ((i128)b->end_reserved - res > res0) res0 = (i128)b->end_reserved - res;
     if ((int64_t)b->end_segments - segs > segs0) segs0 = (int64_t)b->end_segments - segs;
   }
-  in->reserved_start = (uint64_t)res0;
-  in->reserved_peak = (uint64_t)(res0 + res_max);
-  in->reserved_end = (uint64_t)(res0 + res);
+  in->reserved_start = capped(res0, &in->saturated);
+  in->reserved_peak = capped(res0 + res_max, &in->saturated);
+  in->reserved_end = capped(res0 + res, &in->saturated);
   in->segments_start = (uint64_t)segs0;
   in->segments_peak = (uint64_t)(segs0 + segs_max);
   in->segments_end = (uint64_t)(segs0 + segs);
@@ -315,4 +345,17 @@ ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
   }
   summarise(b);
   return AB_OK;
+}
+
+bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out) {
+  if (p == end) return false;
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9') return false;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
 }

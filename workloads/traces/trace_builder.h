@@ -44,8 +44,9 @@
 
 #include "adaptor_trace.h"
 #include "events.h"
+#include "hashmap.h"
 
-#define AB_TRACE_MAX_STREAMS 64
+#define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16
 
 /* What a trace holds, as recorded; filled by the readers and the builder. */
@@ -69,6 +70,8 @@ typedef struct ab_trace_info_s {
   uint64_t segments_start, segments_peak, segments_end; /* live cudaMalloc'd segments */
   uint64_t device_allocs;    /* segment_alloc and segment_map events: PyTorch's num_device_alloc */
   uint64_t device_frees;     /* segment_free and segment_unmap events */
+  bool saturated;            /* a byte figure passed 2^64 - 1 and is shown as that
+                              * (trace_builder.c, Note [Figures past 64 bits]) */
 } ab_trace_info_t;
 
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
@@ -84,10 +87,16 @@ typedef struct ab_trace_builder_s {
   size_t nheld, capheld;
   uint64_t streams[AB_TRACE_MAX_STREAMS]; /* raw stream values, in order of first use */
   unsigned nstreams;
+  ab_map_t stream_of;         /* raw stream value + 1 -> its index + 1 (a value of UINT64_MAX: max_stream) */
+  int max_stream;             /* the index of the stream UINT64_MAX, -1 before it is seen */
   bool failed;                /* host memory ran out */
   uint64_t end_reserved;      /* with info.end_state: reserved bytes at the end */
   uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
 } ab_trace_builder_t;
+
+/* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
+ * or passes 2^64 - 1. */
+bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out);
 
 /* Starts building into es (initialised); path and byte_pos say how errors name positions. */
 void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);

@@ -5,21 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
+#include "output.h"
 
-/* Parses a whole decimal number field [p, end). */
-static bool parse_field(const char *p, const char *end, uint64_t *out) {
-  if (p == end) return false;
-  uint64_t v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
+const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
 
 ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
   static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
@@ -49,7 +37,7 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
     uint64_t num[4];
     for (size_t i = 1; i < 5 && st == AB_OK; i++) {
       const char *fend = i < 4 ? f[i + 1] - 1 : stop;
-      if (!parse_field(f[i], fend, &num[i - 1]))
+      if (!ab_trace_parse_dec(f[i], fend, &num[i - 1]))
         st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s': expected a whole number, got '%.*s'", path, line,
                          names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
     }
@@ -68,22 +56,16 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
 
 ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                              unsigned nstreams, ab_diag_t *diag) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  FILE *f = out.f;
   setvbuf(f, NULL, _IOFBF, 1 << 20);
   fprintf(f, "%s\n", ab_trace_csv_header);
-  for (size_t i = 0; i < log->n; i++) {
+  for (size_t i = 0; i < log->n && !ferror(f); i++) {
     const ab_trace_rec_t *r = &log->recs[i];
     uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
     fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
             r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
   }
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0) bad = true;
-  if (bad) {
-    int saved = errno;
-    remove(path);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", path, strerror(saved));
-  }
-  return AB_OK;
+  return ab_output_commit(&out, diag);
 }

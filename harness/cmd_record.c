@@ -1,0 +1,378 @@
+/* cmd_record.c: `allocbench record`: a PyTorch program run unchanged, its allocator's history
+ * recorded as the memory snapshot that `replay` and `tune` read.
+ *
+ * Note [Recording a job]
+ * The program is not edited. A start-up hook (harness/record/sitecustomize.py, which the build
+ * copies beside this binary into allocbench_record/) goes first on its PYTHONPATH, so every
+ * Python process of the job runs it (torchrun's workers too), and AB_RECORD_OUT tells the hook
+ * that it is recording, and where to; the hook's own header says what it does. It names each
+ * file it wrote, and why it wrote none, one line each, in a manifest in a private folder
+ * (AB_RECORD_STATE) that lives as long as this command. When the program has ended, each file
+ * named there is read back with the trace reader (trace.h) and summarised in one line.
+ *
+ * Signals: SIGINT and SIGTERM sent to this command are forwarded to the program, whose hook
+ * dumps and then dies of the signal. A Ctrl-C on the terminal reaches the whole foreground
+ * process group, the program included, so that one is not forwarded a second time (a program
+ * may take a second Ctrl-C as "stop now"). The program's exit status is this command's, 128 + N
+ * for a death by signal N, so that a script or a scheduler sees the job's own outcome; a command
+ * that cannot be started exits 127 (not found) or 126, as a shell does.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "table.h"
+#include "trace.h"
+#include "units.h"
+
+#define HOOK_DIR "allocbench_record" /* beside the binary; CMakeLists.txt copies the hook there */
+#define EXIT_CANNOT_RUN 126
+#define EXIT_NOT_FOUND 127
+
+static const char help_head[] =
+    "usage: allocbench record [-o FILE] [--max-entries N] -- COMMAND [ARGS...]\n\n"
+    "Runs a PyTorch program unchanged and records its allocator's history: a start-up hook on the\n"
+    "program's PYTHONPATH switches on torch.cuda.memory._record_memory_history as the program first\n"
+    "uses CUDA, and dumps the snapshot (torch.cuda.memory._dump_snapshot) when it exits, on an\n"
+    "uncaught torch.OutOfMemoryError (while the memory is still held) and on SIGTERM or SIGINT.\n"
+    "Under torchrun each rank writes its own file, the rank in its name (FILE.rankN.pickle).\n"
+    "Then it says on stderr where it wrote and what each file holds, and exits with the program's\n"
+    "exit status (128 + N when a signal N ended it). Read the snapshot with\n"
+    "`allocbench tune -w replay:FILE` (the best PYTORCH_CUDA_ALLOC_CONF for the job) or\n"
+    "`allocbench replay FILE`.\n\n"
+    "  -o, --output FILE     where the snapshot goes (default snapshot.pickle)\n"
+    "      --max-entries N   keep only the last N events of the history (default: all of them)\n"
+    "  -q, --quiet           say nothing on stderr unless something goes wrong\n"
+    "  -h, --help            this help\n";
+
+enum { OPT_OUTPUT = 'o', OPT_MAX_ENTRIES = 256 };
+
+typedef struct record_args_s {
+  const char *output;
+  uint64_t max_entries; /* 0: PyTorch's default, all of them */
+} record_args_t;
+
+static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
+  record_args_t *a = ctx;
+  switch (opt) {
+    case OPT_OUTPUT: a->output = arg; return true;
+    case OPT_MAX_ENTRIES:
+      *st = ab_parse_u64("--max-entries", arg, INT64_MAX, &a->max_entries, diag);
+      if (*st == AB_OK && a->max_entries == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-entries '%s': expected at least 1 event", arg);
+      return true;
+    case 'w':
+    case 's':
+    case 'c': /* the run commands' short options, which the parser knows */
+      *st = ab_diag_set(diag, AB_ERR_INVALID, "bad option '-%c' (see allocbench record --help)", opt);
+      return true;
+    default: return false;
+  }
+}
+
+/* The common parser knows the run commands' short options (-w -s -c -q -h); record's -o FILE
+ * reaches it under its long name. Values of options are left alone. Returns a copy of argv
+ * (its strings argv's, or *spelled, which the caller frees). */
+static char **long_output(int argc, char **argv, char **spelled) {
+  char **copy = malloc(((size_t)argc + 1) * sizeof *copy);
+  *spelled = NULL;
+  if (copy == NULL) return NULL;
+  for (int i = 0; i < argc; i++) {
+    copy[i] = argv[i];
+    if (i == 0) continue;
+    if (strcmp(argv[i], "-o") == 0) {
+      copy[i] = "--output";
+      i++;
+      if (i < argc) copy[i] = argv[i];
+    } else if (strncmp(argv[i], "-o", 2) == 0 && *spelled == NULL) {
+      size_t len = strlen(argv[i]) + sizeof "--output=";
+      if ((*spelled = malloc(len)) == NULL) break;
+      snprintf(*spelled, len, "--output=%s", argv[i] + 2);
+      copy[i] = *spelled;
+    } else if (strcmp(argv[i], "--output") == 0 || strcmp(argv[i], "--max-entries") == 0) {
+      i++;
+      if (i < argc) copy[i] = argv[i];
+    }
+  }
+  copy[argc] = NULL;
+  return copy;
+}
+
+/* The absolute path of the snapshot, its folder made and writable: a job of hours should not
+ * run for nothing. */
+static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t *diag) {
+  size_t len = strlen(arg);
+  if (len == 0) return ab_diag_set(diag, AB_ERR_INVALID, "-o '': expected a file name");
+  if (strpbrk(arg, "\t\n")) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': a file name without tabs or newlines", arg);
+  if (arg[len - 1] == '/') return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
+  char cwd[PATH_MAX] = "";
+  if (arg[0] != '/' && getcwd(cwd, sizeof cwd) == NULL)
+    return ab_diag_set(diag, AB_ERR_IO, "-o '%s': cannot tell the current folder: %s", arg, strerror(errno));
+  int n = snprintf(out, size, "%s%s%s", cwd, cwd[0] ? "/" : "", arg);
+  if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': the path is too long", arg);
+  struct stat sb;
+  if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", out);
+  *strrchr(dir, '/') = '\0';
+  if (dir[0] == '\0') snprintf(dir, sizeof dir, "/");
+  AB_TRY(ab_mkdirs(dir, diag));
+  if (access(dir, W_OK | X_OK) != 0)
+    return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': cannot write in %s: %s", arg, dir, strerror(errno));
+  return AB_OK;
+}
+
+/* The folder of the start-up hook, beside this binary. */
+static ab_status hook_dir(char *dir, size_t size, ab_diag_t *diag) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ab_diag_set(diag, AB_ERR_IO, "cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
+  exe[n] = '\0';
+  *strrchr(exe, '/') = '\0';
+  snprintf(dir, size, "%s/%s", exe, HOOK_DIR);
+  char file[PATH_MAX + 32];
+  snprintf(file, sizeof file, "%s/sitecustomize.py", dir);
+  if (access(file, R_OK) != 0)
+    return ab_diag_set(diag, AB_ERR_IO,
+                       "the start-up hook %s is missing (the build copies harness/record/sitecustomize.py there: "
+                       "run make)",
+                       file);
+  return AB_OK;
+}
+
+/* The program's environment: the hook first on its path, and what the hook reads. */
+static ab_status hook_environment(const char *hook, const char *out, const char *state, uint64_t max_entries,
+                                  ab_diag_t *diag) {
+  const char *old = getenv("PYTHONPATH");
+  size_t len = strlen(hook) + (old ? strlen(old) + 1 : 0) + 1;
+  char *path = malloc(len);
+  if (path == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  snprintf(path, len, "%s%s%s", hook, old && *old ? ":" : "", old ? old : "");
+  char entries[32];
+  snprintf(entries, sizeof entries, "%" PRIu64, max_entries);
+  int bad = setenv("PYTHONPATH", path, 1) | setenv("AB_RECORD_OUT", out, 1) | setenv("AB_RECORD_STATE", state, 1);
+  /* Set even when it is 0, so that a record inside a recorded job does not inherit the outer one's. */
+  bad |= setenv("AB_RECORD_MAX_ENTRIES", max_entries ? entries : "", 1);
+  free(path);
+  return bad ? ab_diag_set(diag, AB_ERR_INTERNAL, "cannot set the environment: %s", strerror(errno)) : AB_OK;
+}
+
+/* ---- running the program ------------------------------------------------------------------ */
+
+static volatile sig_atomic_t child_pid = 0;
+
+static void forward(int sig, siginfo_t *info, void *uctx) {
+  (void)uctx;
+  /* si_code <= 0: sent by a process to this one alone; from the terminal it is SI_KERNEL and
+   * went to the program as well (Note [Recording a job]). */
+  if (child_pid > 0 && info->si_code <= 0) kill((pid_t)child_pid, sig);
+}
+
+static const int forwarded[] = {SIGINT, SIGTERM};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+/* Runs cmd and waits for it; *status is its exit status as this command returns it. On
+ * failure to start it, *status is 126 or 127 and diag says why. */
+static ab_status run_program(char **cmd, int *status, ab_diag_t *diag) {
+  struct sigaction old[NFORWARDED], sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigset_t block, saved;
+  sigemptyset(&block);
+  for (size_t i = 0; i < NFORWARDED; i++) sigaddset(&block, forwarded[i]);
+  /* Until the program's pid is known, a signal waits, and is then forwarded. */
+  sigprocmask(SIG_BLOCK, &block, &saved);
+  for (size_t i = 0; i < NFORWARDED; i++) {
+    sigaction(forwarded[i], NULL, &old[i]);
+    /* A signal the command was started ignoring stays ignored, for the program too. */
+    if (old[i].sa_handler != SIG_IGN) sigaction(forwarded[i], &sa, NULL);
+  }
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    for (size_t i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &old[i], NULL);
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    *status = EXIT_CANNOT_RUN;
+    return ab_diag_set(diag, AB_ERR_IO, "cannot start '%s': %s", cmd[0], strerror(errno));
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (size_t i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &old[i], NULL);
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    execvp(cmd[0], cmd);
+    int err = errno; /* the exec failed: tell the parent why */
+    if (write(pipefd[1], &err, sizeof err) != (ssize_t)sizeof err) _exit(EXIT_CANNOT_RUN);
+    _exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
+  }
+  int fork_errno = errno;
+  if (pid > 0) child_pid = pid;
+  sigprocmask(SIG_SETMASK, &saved, NULL);
+  close(pipefd[1]);
+  if (pid < 0) {
+    close(pipefd[0]);
+    *status = EXIT_CANNOT_RUN;
+    return ab_diag_set(diag, AB_ERR_IO, "cannot start '%s': %s", cmd[0], strerror(fork_errno));
+  }
+  int exec_errno = 0;
+  ssize_t got;
+  while ((got = read(pipefd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(pipefd[0]);
+  /* Wait without reaping, so that the pid cannot be reused while a signal may still be
+   * forwarded to it; then stop forwarding, and reap. */
+  siginfo_t info;
+  while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+  }
+  child_pid = 0;
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  for (size_t i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &old[i], NULL);
+  if (got == (ssize_t)sizeof exec_errno) {
+    *status = exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+    const char *why = exec_errno != ENOENT ? strerror(exec_errno) : strchr(cmd[0], '/') ? "no such file" : "not found on PATH";
+    return ab_diag_set(diag, AB_ERR_INVALID, "cannot run '%s': %s", cmd[0], why);
+  }
+  *status = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+  return AB_OK;
+}
+
+/* ---- what was written ---------------------------------------------------------------------- */
+
+/* One line on a snapshot, from what `replay --info` reads of it. */
+static void summarise(const char *path, const char *why) {
+  ab_events_t es;
+  ab_trace_info_t info;
+  ab_diag_t diag = {""};
+  if (ab_trace_load(path, NULL, &es, &info, &diag) != AB_OK) {
+    fprintf(stderr, "allocbench record: wrote %s (%s), which does not read back: %s\n", path, why, diag.msg);
+    return;
+  }
+  char requested[32], reserved[32], ooms[64] = "";
+  if (es.trace_ooms)
+    snprintf(ooms, sizeof ooms, ", %" PRIu64 " OOM%s in the trace", es.trace_ooms, es.trace_ooms == 1 ? "" : "s");
+  fprintf(stderr,
+          "allocbench record: wrote %s (%s): %" PRIu64 " events, %" PRIu32 " allocations, peak requested %s, "
+          "peak reserved %s in %" PRIu64 " device allocations%s, settings: %s\n",
+          path, why, info.records, es.nids, ab_format_bytes(info.peak_requested, requested, sizeof requested),
+          ab_format_bytes(info.reserved_peak, reserved, sizeof reserved), info.device_allocs, ooms,
+          es.settings[0] ? es.settings : "default");
+  ab_events_free(&es);
+}
+
+/* Reads the hook's manifest: summarises each file written, or says why none was. */
+static void report(const char *state, bool quiet) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/manifest", state);
+  FILE *f = fopen(path, "r");
+  char line[2 * PATH_MAX], first[PATH_MAX] = "";
+  char notes[4][512];
+  size_t nnotes = 0, written = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    char *kind = line, *rest = strchr(line, '\t');
+    if (rest == NULL) continue;
+    *rest++ = '\0';
+    char *file = strchr(rest, '\t');
+    if (strcmp(kind, "wrote") == 0 && file) {
+      *file++ = '\0';
+      if (!quiet) summarise(file, rest);
+      if (written++ == 0) snprintf(first, sizeof first, "%s", file);
+    } else if (strcmp(kind, "note") == 0 && nnotes < 4) {
+      bool seen = false;
+      for (size_t i = 0; i < nnotes; i++) seen |= strcmp(notes[i], rest) == 0;
+      if (!seen) snprintf(notes[nnotes++], sizeof notes[0], "%s", rest);
+    }
+  }
+  if (f) fclose(f);
+  if (written == 0) {
+    fprintf(stderr, "allocbench record: no snapshot was written%s\n",
+            nnotes ? "; the start-up hook said:" : ": no Python process of the program started the hook (is it a Python program?)");
+    for (size_t i = 0; i < nnotes; i++) fprintf(stderr, "  %s\n", notes[i]);
+  } else if (!quiet) {
+    fprintf(stderr, "allocbench record: next: allocbench tune -w replay:%s\n", first);
+  }
+}
+
+static void remove_state(const char *state) {
+  DIR *d = opendir(state);
+  if (d == NULL) return;
+  struct dirent *e;
+  char path[PATH_MAX + 300];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", state, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(state);
+}
+
+int ab_cmd_record(int argc, char **argv) {
+  static const struct option longopts[] = {{"output", required_argument, 0, OPT_OUTPUT},
+                                           {"max-entries", required_argument, 0, OPT_MAX_ENTRIES},
+                                           {"quiet", no_argument, 0, 'q'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  ab_cli_opts_t o;
+  ab_cli_defaults(&o, "record");
+  /* The options end at "--"; the program and its arguments follow it untouched. */
+  int dd = 1;
+  while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
+  record_args_t a = {"snapshot.pickle", 0};
+  char *spelled;
+  char **opts = long_output(dd, argv, &spelled);
+  if (opts == NULL) return ab_cli_fail(&o, "out of host memory");
+  /* Without "--", the program's words are taken as arguments here, to be refused below. */
+  int rc = ab_cli_parse(dd, opts, &o, longopts, help_head, NULL, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
+  free(opts);
+  if (rc >= 0) {
+    free(spelled);
+    return rc;
+  }
+  if (dd >= argc - 1) {
+    free(spelled);
+    return ab_cli_usage_error(&o, dd == argc ? "expected -- COMMAND [ARGS...]: the program to run, after --"
+                                             : "expected the program to run after --");
+  }
+  ab_diag_t diag = {""};
+  char out[PATH_MAX];
+  ab_status st = output_path(a.output, out, sizeof out, &diag);
+  free(spelled);
+  if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
+  char hook[PATH_MAX];
+  if (hook_dir(hook, sizeof hook, &diag) != AB_OK) return ab_cli_fail(&o, diag.msg);
+
+  const char *tmp = getenv("TMPDIR");
+  char state[PATH_MAX];
+  snprintf(state, sizeof state, "%s/allocbench-record.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (mkdtemp(state) == NULL) {
+    snprintf(diag.msg, sizeof diag.msg, "cannot make a private folder %s: %s", state, strerror(errno));
+    return ab_cli_fail(&o, diag.msg);
+  }
+  if (hook_environment(hook, out, state, a.max_entries, &diag) != AB_OK) {
+    remove_state(state);
+    return ab_cli_fail(&o, diag.msg);
+  }
+  int status;
+  if (run_program(argv + dd + 1, &status, &diag) != AB_OK) {
+    ab_cli_fail(&o, diag.msg);
+  } else {
+    report(state, o.quiet);
+  }
+  remove_state(state);
+  return status;
+}

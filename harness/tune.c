@@ -1,0 +1,147 @@
+#include "tune.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The run's figures; as the search's on_probe, its unbudgeted probe is the run, when there
+ * is no cap. */
+static void keep_run(void *ctx, uint64_t budget, const ab_run_t *run) {
+  ab_tune_result_t *r = ctx;
+  if (budget != 0) return;
+  r->status = run->status;
+  r->oom_kind = run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE;
+  r->stats = run->stats;
+}
+
+/* One configuration: its run, then its search, into r; run is the worker's, prepared. */
+static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *run, ab_tune_result_t *r) {
+  double t0 = now_s();
+  ab_bisect_opts_t b;
+  memset(&b, 0, sizeof b);
+  b.strategy = r->cand.strategy;
+  b.conf = r->cand.conf;
+  b.device = o->device;
+  b.dev = o->dev;
+  b.check = o->check;
+  b.cap = r->cand.family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
+  b.stop = o->stop;
+  ab_diag_t diag = {""};
+  ab_status st = AB_OK;
+  r->status = AB_RUN_INTERRUPTED; /* until a run says otherwise */
+  if (o->cap) {
+    st = ab_bisect_probe(es, &b, o->cap, NULL, run, NULL, NULL, &diag);
+    if (st == AB_OK) keep_run(r, 0, run);
+  } else {
+    b.on_probe = keep_run;
+    b.on_probe_ctx = r;
+  }
+  bool stopped = o->cap && r->status == AB_RUN_INTERRUPTED;
+  if (st == AB_OK && !stopped) st = ab_bisect_search(es, &b, run, &r->search, &diag);
+  if (st == AB_OK && r->search.interrupted) r->status = AB_RUN_INTERRUPTED;
+  if (st != AB_OK) {
+    r->status = AB_RUN_ERROR;
+    snprintf(r->message, sizeof r->message, "%s", diag.msg);
+  }
+  r->wall_s = now_s() - t0;
+}
+
+typedef struct pool_s {
+  const ab_events_t *es;
+  const ab_tune_opts_t *o;
+  ab_tune_result_t *r;
+  size_t n;
+  pthread_mutex_t lock;
+  size_t next, done; /* under lock */
+  size_t workers;    /* that prepared their run */
+} pool_t;
+
+static void *worker(void *arg) {
+  pool_t *p = arg;
+  ab_run_t run;
+  if (ab_run_prepare(&run, p->es) != AB_OK) return NULL;
+  pthread_mutex_lock(&p->lock);
+  p->workers++;
+  for (;;) {
+    bool stopped = p->o->stop && *p->o->stop;
+    size_t i = p->next < p->n && !stopped ? p->next++ : p->n;
+    if (i == p->n) break;
+    pthread_mutex_unlock(&p->lock);
+    tune_one(p->es, p->o, &run, &p->r[i]);
+    pthread_mutex_lock(&p->lock);
+    p->done++;
+    if (p->o->on_done) p->o->on_done(p->o->on_done_ctx, &p->r[i], p->done, p->n);
+  }
+  pthread_mutex_unlock(&p->lock);
+  ab_run_release(&run);
+  return NULL;
+}
+
+ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
+                      const ab_tune_opts_t *o, ab_tune_result_t *r, ab_diag_t *diag) {
+  for (size_t i = 0; i < n; i++) {
+    memset(&r[i], 0, sizeof r[i]);
+    r[i].cand = cands[i];
+    r[i].order = first_order + i;
+    r[i].status = AB_RUN_INTERRUPTED; /* until it runs */
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t jobs = o->jobs ? o->jobs : cores > 0 ? (size_t)cores : 1;
+  if (jobs > n) jobs = n;
+  pool_t p = {es, o, r, n, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+  pthread_t *threads = calloc(jobs ? jobs : 1, sizeof *threads);
+  if (threads == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  /* This thread is a worker too, so that the runs go on if no thread can be started. */
+  size_t started = 0;
+  for (size_t i = 1; i < jobs; i++)
+    if (pthread_create(&threads[started], NULL, worker, &p) == 0) started++;
+  worker(&p);
+  for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  free(threads);
+  pthread_mutex_destroy(&p.lock);
+  if (n > 0 && p.workers == 0) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
+  return AB_OK;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
+
+int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective) {
+  int ok = cmp_u64(a->status != AB_RUN_OK, b->status != AB_RUN_OK);
+  /* No budget found ranks after every budget. */
+  int budget = cmp_u64(a->search.passed ? a->search.min_budget : UINT64_MAX,
+                       b->search.passed ? b->search.min_budget : UINT64_MAX);
+  int reserved = cmp_u64((uint64_t)a->stats.reserved_bytes.peak, (uint64_t)b->stats.reserved_bytes.peak);
+  int keys[3] = {ok, reserved, budget};
+  if (objective == AB_TUNE_BUDGET) keys[0] = budget, keys[1] = ok, keys[2] = reserved;
+  for (int i = 0; i < 3; i++)
+    if (keys[i]) return keys[i];
+  return cmp_u64(a->order, b->order);
+}
+
+static int by_rank(const void *a, const void *b, void *objective) {
+  return ab_tune_compare(a, b, *(const ab_tune_objective_t *)objective);
+}
+
+void ab_tune_rank(ab_tune_result_t *r, size_t n, ab_tune_objective_t objective) {
+  qsort_r(r, n, sizeof *r, by_rank, &objective);
+  for (size_t i = 0; i < n; i++) r[i].rank = i + 1;
+}
+
+void ab_tune_best_of_families(const ab_tune_result_t *r, size_t n, ab_tune_objective_t objective,
+                              size_t best[AB_TUNE_FAMILIES]) {
+  for (int f = 0; f < AB_TUNE_FAMILIES; f++) best[f] = SIZE_MAX;
+  for (size_t i = 0; i < n; i++) {
+    size_t *b = &best[r[i].cand.family];
+    if (r[i].status != AB_RUN_OK) continue;
+    if (*b == SIZE_MAX || ab_tune_compare(&r[i], &r[*b], objective) < 0) *b = i;
+  }
+}

@@ -1,0 +1,80 @@
+/* tune.h: the runs behind `allocbench tune`: each configuration of a grid (tune_grid.h) over
+ * one event stream, spread over threads, and their ranking.
+ *
+ * For each configuration, one run (peak reserved, device allocations), under the job's memory
+ * cap when there is one, and the search of the smallest budget (bisect.h): in cap mode for
+ * the caching configurations (PyTorch's set_per_process_memory_fraction, as the user would
+ * bisect it), in budget mode (a card of that size) for the reference strategies, which have
+ * no cap. Without a cap the run is the search's own unbudgeted probe, not a second replay.
+ *
+ * Threads: each worker prepares one ab_run_t and takes the next configuration until none is
+ * left; every run opens its own device and strategy through the pipeline (pipeline.h), and the
+ * events are only read, so nothing else is shared (events.h). A configuration whose runs fail
+ * with an error (not an OOM, which is a result) says so in its result; the others go on.
+ * On a real GPU the runs would share its memory, so the caller asks for one worker there.
+ *
+ * Stopping: with *stop set, the run in progress stops within 64k events and no further
+ * configuration starts; the results of those stopped say interrupted.
+ */
+#ifndef AB_TUNE_H
+#define AB_TUNE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bisect.h"
+#include "device.h"
+#include "engine.h"
+#include "events.h"
+#include "tune_grid.h"
+
+typedef enum ab_tune_objective_e {
+  AB_TUNE_RESERVED, /* the lowest peak reserved bytes of the run */
+  AB_TUNE_BUDGET,   /* the smallest cap (or budget) the stream runs under */
+} ab_tune_objective_t;
+
+typedef struct ab_tune_result_s {
+  ab_tune_candidate_t cand;
+  size_t order;              /* its place in the grid: ties go to the earlier (simpler) one */
+  ab_run_status_t status;    /* of the run: ok, oom (under the cap, or on the card), error, interrupted */
+  char message[AB_DIAG_BYTES]; /* the error, when status is error */
+  ab_oom_kind_t oom_kind;    /* of the run's OOM; none when it completed */
+  ab_stats_t stats;          /* of the run, at its end or its OOM */
+  ab_bisect_result_t search; /* the smallest budget */
+  double wall_s;             /* host time of the run and the search */
+  size_t rank;               /* 1-based, set by ab_tune_rank */
+} ab_tune_result_t;
+
+typedef struct ab_tune_opts_s {
+  const char *device;        /* a device spec (device_open.h) */
+  ab_device_config_t dev;    /* the cost model; budgets are set per run */
+  uint64_t cap;              /* the job's memory cap in bytes; 0: none */
+  bool check;                /* the strategy's invariant checks after every event */
+  unsigned jobs;             /* worker threads; 0: one per core online */
+  const volatile sig_atomic_t *stop; /* may be NULL */
+  /* Called as each configuration is done, one call at a time; may be NULL. */
+  void (*on_done)(void *ctx, const ab_tune_result_t *r, size_t done, size_t total);
+  void *on_done_ctx;
+} ab_tune_opts_t;
+
+/* Fills each r[i].cand (from cands), order and results. AB_OK once every configuration has
+ * its result (errors included); AB_ERR_INTERNAL when not even one worker could start. */
+ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
+                      const ab_tune_opts_t *o, ab_tune_result_t *r, ab_diag_t *diag);
+
+/* <0 when a ranks before b by the objective: runs that completed first, then the objective's
+ * figure, then the other figure; where both tie, the earlier in the grid, the simpler setting
+ * (a setting is recommended only for the memory it saves). */
+int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective);
+
+/* Sorts r by ab_tune_compare and numbers the ranks from 1. */
+void ab_tune_rank(ab_tune_result_t *r, size_t n, ab_tune_objective_t objective);
+
+/* The index in r of the best-ranked result of each family that ran to its end (SIZE_MAX for
+ * none), for the second stage of the grid; r need not be sorted. */
+void ab_tune_best_of_families(const ab_tune_result_t *r, size_t n, ab_tune_objective_t objective,
+                              size_t best[AB_TUNE_FAMILIES]);
+
+#endif

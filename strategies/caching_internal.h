@@ -1,0 +1,172 @@
+/* caching_internal.h: what the two files of the caching strategy share: its structs and
+ * PyTorch's constants, for caching.c (the decisions) and caching_inspect.c (looking inside:
+ * the segment walk, the invariant checks, memory_stats, the OOM message). No other file
+ * includes it; the rest of allocbench sees caching.h.
+ *
+ * The names are file-local in spirit (block_t, caching_t, ...): the two files are one module.
+ * caching.c owns every field; caching_inspect.c only reads them, except the scratch list.
+ * Not thread-safe, as the strategy.
+ */
+#ifndef AB_CACHING_INTERNAL_H
+#define AB_CACHING_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "caching.h"
+#include "caching_conf.h"
+#include "hashmap.h"
+#include "tree.h"
+
+#define MIN_BLOCK 512ULL                   /* kMinBlockSize */
+#define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */
+#define SMALL_BUFFER (2ULL << 20)          /* kSmallBuffer: small segment, small page */
+#define MIN_LARGE_ALLOC (10ULL << 20)      /* kMinLargeAlloc */
+#define ROUND_LARGE (2ULL << 20)           /* kRoundLarge */
+#define ONE_EB (1ULL << 60)                /* requests this big fail before the allocator */
+#define SLAB_BLOCKS 1024
+
+enum { SMALL, LARGE };
+
+/* A block struct's state. */
+enum {
+  B_SPARE,     /* unused, in the spare list */
+  B_FREE,      /* cached and mapped, in its pool's free set */
+  B_ALLOCATED, /* handed out */
+  B_PENDING,   /* freed by the user, still in use by other streams (active) */
+  B_UNMAPPED,  /* expandable address space without memory, in the unmapped set */
+};
+
+typedef struct xseg_s {
+  ab_dptr_t base;   /* the reserved address range */
+  uint64_t bytes;
+  uint64_t page;    /* bytes of one mapped page */
+  uint64_t *mapped; /* one bit per page */
+  unsigned stream;
+  int pool;
+} xseg_t;
+
+typedef struct block_s {
+  ab_tnode_t node;             /* in its pool's free set (B_FREE) or unmapped set (B_UNMAPPED) */
+  struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
+  xseg_t *xs;                  /* the expandable segment, or NULL */
+  ab_dptr_t ptr;
+  uint64_t size;
+  uint64_t requested;          /* bytes asked for, while active */
+  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
+  uint16_t stream;
+  uint8_t state;
+  uint8_t pool;
+} block_t;
+
+#define BLOCK(n) AB_CONTAINER_OF(n, block_t, node)
+
+typedef struct pool_s {
+  ab_tree_t blocks;   /* free mapped blocks by (stream, size, address) */
+  ab_tree_t unmapped; /* unmapped expandable blocks by (stream, address) */
+  int64_t gc_calls;   /* get_free_block calls while GC is on */
+} pool_t;
+
+/* ---- statistics: torch.cuda.memory_stats(), PyTorch's DeviceStats ---------------------- */
+
+/* Kept by caching.c (inc and dec at each decision), read by caching_inspect.c. */
+
+#define STAT_ARRAYS(X)                                                                        \
+  X(allocation) X(segment) X(active) X(inactive_split) X(allocated_bytes) X(reserved_bytes) \
+  X(active_bytes) X(inactive_split_bytes) X(requested_bytes)
+#define STAT_SINGLES(X) X(oversize_allocations) X(oversize_segments)
+#define STAT_COUNTERS(X) X(num_alloc_retries) X(num_ooms) X(num_sync_all_streams) X(num_device_alloc) X(num_device_free)
+
+typedef struct tstat_s {
+  int64_t current, peak, freed; /* allocated (the sum of increases) is current + freed */
+} tstat_t;
+
+typedef struct tstats_s {
+#define ARRAY_FIELD(name) tstat_t name[3]; /* all, small_pool, large_pool */
+  STAT_ARRAYS(ARRAY_FIELD)
+#undef ARRAY_FIELD
+#define SINGLE_FIELD(name) tstat_t name;
+  STAT_SINGLES(SINGLE_FIELD)
+#undef SINGLE_FIELD
+#define COUNTER_FIELD(name) uint64_t name;
+  STAT_COUNTERS(COUNTER_FIELD)
+#undef COUNTER_FIELD
+  int64_t max_split_size; /* at creation; -1: unlimited */
+} tstats_t;
+
+typedef struct caching_s {
+  ab_strategy_t base;
+  ab_caching_conf_t conf;
+  pool_t pools[2];
+  ab_map_t live;             /* address -> block, for allocated and pending blocks */
+  ab_map_t early;            /* Note [Early completion]: early_key(address, size) -> count */
+  ab_map_t segs;             /* cudaMalloc'd segments: base -> bytes */
+  xseg_t **xsegs;            /* expandable segments */
+  size_t nxsegs, capxsegs;
+  size_t npending;           /* blocks between free_request and free_complete */
+  uint64_t total;            /* total_allocated_memory: segment and mapped bytes */
+  uint64_t cap;              /* allowed_memory_maximum when has_cap */
+  bool has_cap;
+  bool settings_changed;     /* oversize statistics follow max_split_size at each event */
+  tstats_t st;
+  block_t *spare;            /* unused block structs, linked by next */
+  size_t nspare;
+  block_t **slabs;
+  size_t nslabs, capslabs;
+  block_t **scratch;         /* block lists of release_blocks, the walk and the checks */
+  size_t capscratch;
+} caching_t;
+
+static inline caching_t *of(ab_strategy_t *s) { return (caching_t *)(void *)s; }
+
+/* ---- what both files use, inline: the decisions call it on every request ------------------ */
+
+/* Grows the scratch list to hold n blocks. AB_ERR_INTERNAL: out of host memory. */
+static inline ab_status ab_caching_scratch_need(caching_t *c, size_t n) {
+  if (n <= c->capscratch) return AB_OK;
+  size_t cap = c->capscratch ? c->capscratch : 256;
+  while (cap < n) cap *= 2;
+  block_t **grown = realloc(c->scratch, cap * sizeof *grown);
+  if (grown == NULL) return AB_ERR_INTERNAL;
+  c->scratch = grown;
+  c->capscratch = cap;
+  return AB_OK;
+}
+
+/* Sizes [1]: a request rounded (round_size), and the segment it would get (allocation_size). */
+static inline unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+static inline bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static inline uint64_t divisions_for(const caching_t *c, uint64_t size) {
+  unsigned log = log2_floor(size), i = log > 20 ? log - 20 : 0;
+  if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
+  return c->conf.divisions[i];
+}
+
+static inline uint64_t round_size(const caching_t *c, uint64_t size) {
+  if (size < MIN_BLOCK) return MIN_BLOCK;
+  uint64_t d = divisions_for(c, size);
+  if (d > 1 && size > MIN_BLOCK * d) {
+    if (pow2(size)) return size;
+    uint64_t floor = 1ULL << log2_floor(size), step = floor >> log2_floor(d);
+    if (step == 0) return floor << 1;
+    uint64_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+  }
+  return (size + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
+}
+
+static inline uint64_t allocation_size(const caching_t *c, uint64_t size) {
+  if (size <= SMALL_SIZE) return SMALL_BUFFER;
+  if (size < MIN_LARGE_ALLOC) return c->conf.large_segment_size;
+  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+}
+
+/* caching_inspect.c: the vtable's walk, check, memory_stats and describe_oom (strategy.h). */
+ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
+ab_status ab_caching_check(ab_strategy_t *s, ab_diag_t *diag);
+void ab_caching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
+void ab_caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+
+#endif

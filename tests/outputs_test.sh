@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# outputs_test.sh ALLOCBENCH: every output option pointed at what allocbench did not create
+# (a device node, a FIFO, a link to a file, the input trace itself) leaves it as it was
+# when the write fails; empty paths are refused; a failed append to summary.csv leaves the
+# file as it was; a full stdout fails the command (output.h, Note [Writing where the user
+# points]). Device nodes need root, as CI runs the tests; elsewhere that part is skipped.
+set -u
+ab=$1
+. "$(dirname "$0")/lib.sh"
+
+# A CSV trace of 3000 allocations and frees: its export is about 150 KB.
+trace=$work/in.csv
+awk 'BEGIN { print "action,addr,size,stream,time_us";
+             for (i = 1; i <= 3000; i++) { printf "alloc,%d,1000,0,%d\n", 4096 * i, 2 * i;
+                                           printf "free_completed,%d,1000,0,%d\n", 4096 * i, 2 * i + 1 } }' >"$trace"
+cp "$trace" "$work/in.orig"
+replay() { "$ab" replay "$trace" -s raw --device sim --quiet "$@"; }
+
+# A file size limit of 64 KiB makes writes fail past it, as a full disk does (SIGXFSZ ignored,
+# so that the write returns its error instead of killing the process).
+limited() { (ulimit -f 64 && trap '' XFSZ && "$@"); }
+
+# survives WHAT CHECK: CHECK (a test expression) must still hold after a failed write.
+survives() {
+  local what=$1
+  shift
+  "$@" || fail "$what did not survive"
+}
+no_temps() {
+  local left
+  left=$(find "$work" -name '*.tmp.*' | head -n 3)
+  [ -z "$left" ] || fail "$1: temporary files left: $left"
+}
+
+# The names of the run's files under --out.
+replay --out "$work/names" >/dev/null || fail "a plain run failed"
+timeline=$(basename "$(ls "$work"/names/timeline_*.csv)")
+
+# 1. A device node: /dev/full's numbers, made here so that the machine's own is never at stake.
+if [ "$(id -u)" = 0 ] && mknod "$work/full" c 1 7 2>/dev/null; then
+  is_full() { [ -c "$work/full" ] && [ "$(stat -c %t,%T "$work/full")" = 1,7 ]; }
+  for opt in --export-trace --export-snapshot; do
+    replay --out "$work/res" $opt "$work/full" >/dev/null 2>"$work/err" && fail "$opt to a full device exited 0"
+    grep -q "No space left" "$work/err" || fail "$opt to a full device: $(cat "$work/err")"
+    survives "the device node given to $opt" is_full
+  done
+  replay --out "$work/full" >/dev/null 2>&1 && fail "--out a device node exited 0"
+  survives "the device node given to --out" is_full
+  mkdir "$work/dev_out"
+  ln -s "$work/full" "$work/dev_out/summary.csv"
+  replay --out "$work/dev_out" --no-timeline >/dev/null 2>"$work/err" && fail "summary.csv linked to a full device: exited 0"
+  survives "summary.csv linked to the device node" [ -L "$work/dev_out/summary.csv" ]
+  survives "the device node behind summary.csv" is_full
+  rm "$work/dev_out/summary.csv"
+  ln -s "$work/full" "$work/dev_out/$timeline"
+  replay --out "$work/dev_out" >/dev/null 2>"$work/err" && fail "a timeline linked to a full device: exited 0"
+  survives "the timeline linked to the device node" [ -L "$work/dev_out/$timeline" ]
+  survives "the device node behind the timeline" is_full
+  no_temps "device node"
+else
+  echo "skipped: device nodes (needs root)"
+fi
+
+# 2. A FIFO: written straight through (a reader gets the export), never replaced; a reader
+# that goes away fails the write (SIGPIPE or EPIPE) and the FIFO stays.
+mkfifo "$work/fifo"
+cat "$work/fifo" >"$work/from_fifo" &
+replay --out "$work/res" --export-trace "$work/fifo" >/dev/null || fail "--export-trace to a FIFO with a reader failed"
+wait
+head -n 1 "$work/from_fifo" | grep -qx 'action,addr,size,stream,time_us' || fail "the FIFO's reader got no CSV trace"
+for opt in --export-trace --export-snapshot; do
+  head -c 10 "$work/fifo" >/dev/null &
+  replay --out "$work/res" $opt "$work/fifo" >/dev/null 2>&1 && fail "$opt to a FIFO closed early exited 0"
+  wait
+  survives "the FIFO given to $opt" [ -p "$work/fifo" ]
+done
+replay --out "$work/fifo" >/dev/null 2>&1 && fail "--out a FIFO exited 0"
+survives "the FIFO given to --out" [ -p "$work/fifo" ]
+mkdir "$work/fifo_out"
+mkfifo "$work/fifo_out/summary.csv"
+cat "$work/fifo_out/summary.csv" >"$work/from_fifo" &
+replay --out "$work/fifo_out" --no-timeline >/dev/null || fail "summary.csv as a FIFO with a reader failed"
+wait
+survives "summary.csv as a FIFO" [ -p "$work/fifo_out/summary.csv" ]
+[ "$(wc -l <"$work/from_fifo")" = 2 ] || fail "the FIFO's reader got $(wc -l <"$work/from_fifo") lines, expected header and row"
+no_temps "FIFO"
+
+# 3. A link to a regular file: the write fails past the size limit; the link stays a link and
+# the file keeps its content.
+echo "the user's own file" >"$work/precious"
+cp "$work/precious" "$work/precious.orig"
+ln -s precious "$work/link"
+for opt in --export-trace --export-snapshot; do
+  limited "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/res" $opt "$work/link" >/dev/null 2>"$work/err" &&
+    fail "$opt past the file size limit exited 0"
+  grep -q "$work/link" "$work/err" || fail "$opt: the error does not name the path: $(cat "$work/err")"
+  survives "the link given to $opt" [ -L "$work/link" ]
+  survives "the file behind the link given to $opt" cmp -s "$work/precious" "$work/precious.orig"
+done
+# --out whose summary.csv and timeline are links to the user's files: with no room to write,
+# both links and both files stay as they were.
+mkdir "$work/link_out"
+cp "$work/names/summary.csv" "$work/user_summary"
+echo "the user's timeline" >"$work/user_timeline"
+cp "$work/user_summary" "$work/user_summary.orig"
+cp "$work/user_timeline" "$work/user_timeline.orig"
+ln -s "$work/user_summary" "$work/link_out/summary.csv"
+ln -s "$work/user_timeline" "$work/link_out/$timeline"
+(ulimit -f 0 && trap '' XFSZ && "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/link_out" >/dev/null 2>&1) &&
+  fail "--out with no room to write exited 0"
+survives "summary.csv linked to the user's file" [ -L "$work/link_out/summary.csv" ]
+survives "the timeline linked to the user's file" [ -L "$work/link_out/$timeline" ]
+survives "the user's file behind summary.csv" cmp -s "$work/user_summary" "$work/user_summary.orig"
+survives "the user's file behind the timeline" cmp -s "$work/user_timeline" "$work/user_timeline.orig"
+# Written when nothing fails: through the link, onto the file, the link kept.
+replay --out "$work/res" --export-trace "$work/link" >/dev/null || fail "--export-trace through a link failed"
+[ -L "$work/link" ] && head -n 1 "$work/precious" | grep -qx 'action,addr,size,stream,time_us' ||
+  fail "--export-trace through a link: the link was replaced or the file not written"
+no_temps "link"
+
+# 4. The input named as the output, by its name, through a link and through a hard link:
+# refused before the run, the trace unchanged.
+ln -s in.csv "$work/in_link"
+ln "$trace" "$work/in_hard"
+for target in "$trace" "$work/in_link" "$work/in_hard"; do
+  for opt in --export-trace --export-snapshot; do
+    replay --out "$work/res" $opt "$target" >"$work/out" 2>"$work/err"
+    rc=$?
+    [ $rc = 2 ] || fail "$opt $target (the input): exited $rc"
+    grep -q "is an input of this run" "$work/err" || fail "$opt $target: $(cat "$work/err")"
+    [ -s "$work/out" ] && fail "$opt $target: ran anyway"
+  done
+done
+cmp -s "$trace" "$work/in.orig" || fail "the input trace changed"
+# A trace kept in the results folder under summary.csv's name is not appended to.
+mkdir "$work/in_res"
+cp "$trace" "$work/in_res/summary.csv"
+"$ab" replay "$work/in_res/summary.csv" -s raw --device sim --quiet --out "$work/in_res" --no-timeline >/dev/null 2>"$work/err" &&
+  fail "a run whose summary.csv is its trace exited 0"
+cmp -s "$work/in_res/summary.csv" "$work/in.orig" || fail "the trace named summary.csv changed"
+[ "$(ls "$work/in_res")" = summary.csv ] || fail "the trace named summary.csv was moved aside: $(ls "$work/in_res")"
+
+# 5. Empty paths are refused, as the options are read. (With an unknown strategy too, so that
+# an allocbench that took the empty path writes nothing at the root: it stops at the strategy.)
+for opt in --out --export-trace --export-snapshot; do
+  "$ab" replay "$trace" -s nosuch --device sim "$opt" "" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ $rc = 2 ] || fail "$opt '' exited $rc"
+  [ "$(wc -l <"$work/err")" = 1 ] && grep -qF -- "$opt '': an empty path" "$work/err" || fail "$opt '': $(cat "$work/err")"
+done
+"$ab" run -w random:ops=1000 -s nosuch --device sim --out "" >/dev/null 2>"$work/err"
+grep -q "an empty path" "$work/err" || fail "run --out '': $(cat "$work/err")"
+
+# 6. A failed append leaves summary.csv as it was: the file is padded to just under the size
+# limit, so that the row is cut part way.
+mkdir "$work/full_disk"
+replay --out "$work/full_disk" --no-timeline >/dev/null || fail "the first run failed"
+pad=$((64 * 1024 - 60 - $(stat -c %s "$work/full_disk/summary.csv")))
+head -c $pad /dev/zero | tr '\0' x >>"$work/full_disk/summary.csv"
+echo >>"$work/full_disk/summary.csv"
+cp "$work/full_disk/summary.csv" "$work/summary.before"
+limited "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/full_disk" --no-timeline >/dev/null 2>"$work/err" &&
+  fail "an append past the size limit exited 0"
+grep -q "summary.csv" "$work/err" || fail "the failed append does not name summary.csv: $(cat "$work/err")"
+cmp -s "$work/full_disk/summary.csv" "$work/summary.before" || fail "a failed append changed summary.csv"
+
+# 7. A full stdout fails the command with a line.
+for args in "replay --info --format csv $trace" "run -w random:ops=1000 -s raw --device sim --quiet --out $work/res" "list"; do
+  "$ab" $args >/dev/full 2>"$work/err"
+  rc=$?
+  [ $rc != 0 ] || fail "$args > /dev/full exited 0"
+  grep -q "stdout" "$work/err" || fail "$args > /dev/full: no line about stdout: $(cat "$work/err")"
+done
+
+# 8. Temporary files left by killed runs go when the same file is next written; those of a
+# process still running stay.
+mkdir "$work/stale"
+true &
+dead=$!
+wait $dead
+sleep 60 &
+live=$!
+name=timeline_random_ops_1000_raw.csv
+touch "$work/stale/$name.tmp.$dead" "$work/stale/$name.tmp.$live"
+"$ab" run -w random:ops=1000 -s raw --device sim --quiet --out "$work/stale" >/dev/null || fail "the run after a killed one failed"
+[ -e "$work/stale/$name.tmp.$dead" ] && fail "a dead run's temporary file stayed"
+[ -e "$work/stale/$name.tmp.$live" ] || fail "a running process's temporary file was removed"
+kill $live
+
+# 9. Two traces of one name from different folders keep a timeline each in one --out; the
+# same trace reached by another path keeps its one.
+mkdir "$work/a" "$work/b" "$work/two"
+cp "$trace" "$work/a/t.csv"
+head -n 5 "$trace" >"$work/b/t.csv"
+for t in "$work/a/t.csv" "$work/b/t.csv" "$work/a/../a/t.csv"; do
+  "$ab" replay "$t" -s raw --device sim --quiet --out "$work/two" >/dev/null || fail "replay $t failed"
+done
+[ "$(ls "$work"/two/timeline_t.csv-*_raw.csv | wc -l)" = 2 ] || fail "timelines of two traces named t.csv: $(ls "$work/two")"
+
+finish outputs_test

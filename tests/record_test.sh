@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# record_test.sh ALLOCBENCH: `allocbench record` on a stand-in torch (tests/record/torch, the
+# calls the start-up hook makes and a small allocator; tests/record/job.py drives it). The
+# program's exit status is passed through; the snapshot is written at exit, on an uncaught
+# OutOfMemoryError and on SIGTERM and SIGINT (the status then a death by the signal, unless
+# the program catches KeyboardInterrupt), one file per rank under torchrun's variables; the
+# summary of each file is printed; the hook does nothing outside record and runs the
+# program's own sitecustomize; bad commands are refused.
+set -u
+ab=${1:?usage: record_test.sh ALLOCBENCH}
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+command -v python3 >/dev/null || { echo "record_test: no python3: skipped"; exit 77; }
+# The interpreter itself: a wrapper on PATH (pyenv) can take seconds a start.
+py=$(python3 -c 'import sys; print(sys.executable)')
+job=$here/record/job.py
+export PYTHONPATH=$here/record
+export TMPDIR=$work/tmp # where record keeps its private folder, which must be gone afterwards
+mkdir -p "$TMPDIR"
+unset RANK LOCAL_RANK PYTORCH_CUDA_ALLOC_CONF
+# What job.py allocates: 5 blocks (16 trace events, 16 MiB of segments), 2 of them freed.
+summary="16 events, 5 allocations, peak requested 8.07 MiB, peak reserved 16.00 MiB in 5 device allocations, settings: default"
+
+# record ARGS...: runs allocbench record, output in $work/out and $work/err, status in $rc.
+record() {
+  "$ab" record "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+}
+
+# wrote FILE WHY: the file is a snapshot the trace reader takes, summarised on stderr.
+wrote() {
+  local file=$1 why=$2
+  [ -s "$file" ] || { fail "$file was not written: $(cat "$work/err")"; return; }
+  grep -qF "allocbench record: wrote $file ($why): $summary" "$work/err" || fail "no summary of $file ($why): $(cat "$work/err")"
+  "$ab" replay --info "$file" --format csv >"$work/info" 2>&1 || fail "replay --info $file: $(cat "$work/info")"
+  [ -z "$(ls "$TMPDIR")" ] || fail "record left its private folder: $(ls "$TMPDIR")"
+  [ -z "$(find "$(dirname "$file")" -name '*.tmp.*')" ] || fail "a temporary snapshot was left beside $file"
+}
+
+# The program's exit status, and the snapshot at its exit.
+record -o "$work/a/job.pickle" -- "$py" "$job" exit 3
+[ $rc -eq 3 ] || fail "exit 3 came back as $rc: $(cat "$work/err")"
+wrote "$work/a/job.pickle" "at exit"
+grep -qF "allocbench record: next: allocbench tune -w replay:$work/a/job.pickle" "$work/err" || fail "no next step: $(cat "$work/err")"
+[ ! -s "$work/out" ] || fail "record wrote on stdout: $(cat "$work/out")"
+# The same from another folder, with a relative -o: the snapshot lands where -o said.
+(cd "$work" && "$ab" record -o rel/job.pickle -- "$py" "$job" exit 0 >/dev/null 2>"$work/err") || fail "a relative -o failed"
+[ -s "$work/rel/job.pickle" ] || fail "-o rel/job.pickle was not written relative to the current folder"
+
+# An uncaught OutOfMemoryError: the snapshot, with the OOM in it, and Python's own report.
+record -o "$work/oom/job.pickle" -- "$py" "$job" oom
+[ $rc -eq 1 ] || fail "the uncaught OOM exited $rc"
+summary="17 events, 5 allocations, peak requested 8.07 MiB, peak reserved 16.00 MiB in 5 device allocations, 1 OOM in the trace, settings: default" wrote "$work/oom/job.pickle" "on an uncaught OutOfMemoryError"
+grep -q "^torch.cuda.OutOfMemoryError: CUDA out of memory" "$work/err" || fail "Python's traceback is gone: $(cat "$work/err")"
+
+# SIGTERM and SIGINT to record reach the program, which dumps and dies of the signal.
+set -m # job control: a background job keeps SIGINT instead of starting with it ignored
+for sig in TERM INT; do
+  rm -f "$work/ready"
+  "$ab" record -o "$work/sig/$sig.pickle" -- "$py" "$job" wait "$work/ready" >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
+  [ -e "$work/ready" ] || fail "SIG$sig: the program never got going: $(cat "$work/err")"
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  want=$((128 + $(kill -l "$sig")))
+  [ $rc -eq $want ] || fail "after SIG$sig record exited $rc, expected $want"
+  wrote "$work/sig/$sig.pickle" "on SIG$sig"
+done
+# A program that catches KeyboardInterrupt still does: the snapshot is taken, and it goes on.
+rm -f "$work/ready"
+"$ab" record -o "$work/sig/catch.pickle" -- "$py" "$job" catch "$work/ready" >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ $rc -eq 5 ] || fail "the program that catches KeyboardInterrupt exited $rc, not its own 5: $(cat "$work/err")"
+wrote "$work/sig/catch.pickle" "on SIGINT"
+set +m
+
+# torchrun: each rank its own file, the rank in its name (RANK, else LOCAL_RANK); a further
+# process without a rank gets the plain name, and one more the pid in its name.
+record -o "$work/ranks/job.pickle" -- sh -c "RANK=0 '$py' '$job' exit 0 & RANK=1 '$py' '$job' exit 0 &
+  LOCAL_RANK=2 '$py' '$job' exit 0 & '$py' '$job' exit 0 & '$py' '$job' exit 0 & wait"
+[ $rc -eq 0 ] || fail "the ranks' job exited $rc"
+for f in job.rank0.pickle job.rank1.pickle job.rank2.pickle job.pickle; do wrote "$work/ranks/$f" "at exit"; done
+[ "$(find "$work/ranks" -name 'job.pid*.pickle' | wc -l)" -eq 1 ] || fail "the second unranked process: $(ls "$work/ranks")"
+[ "$(grep -c 'allocbench record: wrote' "$work/err")" -eq 5 ] || fail "not 5 files summarised: $(cat "$work/err")"
+
+# --max-entries keeps the last N events.
+record --max-entries 3 -o "$work/me.pickle" -- "$py" "$job" exit 0
+grep -qF "wrote $work/me.pickle (at exit): 3 events," "$work/err" || fail "--max-entries 3: $(cat "$work/err")"
+
+# The settings the snapshot's structured allocator_settings leave out come from the conf string
+# it keeps: a memory fraction is the job's cap, which tune needs.
+PYTORCH_CUDA_ALLOC_CONF="max_non_split_rounding_mb:64, per_process_memory_fraction:0.5" \
+  record -o "$work/conf.pickle" -- "$py" "$job" exit 0
+grep -qF "settings: max_non_split_rounding_mb:64,per_process_memory_fraction:0.5" "$work/err" ||
+  fail "the recorded conf string's settings: $(cat "$work/err")"
+
+# A program that never uses CUDA: nothing written, and record says why.
+record -o "$work/none.pickle" -- "$py" "$job" nocuda
+[ $rc -eq 0 ] || fail "nocuda exited $rc"
+[ ! -e "$work/none.pickle" ] || fail "a snapshot of a program that never used CUDA"
+grep -q "no snapshot was written" "$work/err" && grep -q "never used CUDA" "$work/err" || fail "nocuda: $(cat "$work/err")"
+record -o "$work/none.pickle" -- sh -c 'exit 4'
+[ $rc -eq 4 ] || fail "sh -c 'exit 4' came back as $rc"
+grep -q "no Python process of the program started the hook" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
+
+# Outside record the hook does nothing: torch is not even imported.
+hook=$(dirname "$ab")/allocbench_record
+[ -f "$hook/sitecustomize.py" ] || fail "the build did not put the hook beside the binary"
+imported=$(PYTHONPATH=$hook:$PYTHONPATH "$py" -c 'import sys; print("torch" in sys.modules)')
+[ "$imported" = False ] || fail "the hook imported torch outside record: $imported"
+
+# The program's own sitecustomize still runs, and recording goes on.
+mkdir -p "$work/user"
+echo 'import os; open(os.environ["USER_MARK"], "w").close()' >"$work/user/sitecustomize.py"
+USER_MARK=$work/mark PYTHONPATH=$work/user:$PYTHONPATH record -o "$work/chain.pickle" -- "$py" "$job" exit 0
+[ -e "$work/mark" ] || fail "the program's sitecustomize did not run"
+wrote "$work/chain.pickle" "at exit"
+
+# Bad input: one line, a non-zero exit, nothing run.
+refused() {
+  local want=$1 says=$2
+  shift 2
+  record "$@"
+  [ $rc -eq "$want" ] || fail "record $*: exited $rc, expected $want"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "record $*: $(wc -l <"$work/err") lines on stderr: $(cat "$work/err")"
+  grep -qF -- "$says" "$work/err" || fail "record $*: stderr does not say '$says': $(cat "$work/err")"
+  [ ! -s "$work/out" ] || fail "record $*: wrote on stdout"
+}
+refused 127 "cannot run 'no-such-program-here': not found on PATH" -o "$work/bad.pickle" -- no-such-program-here
+refused 127 "cannot run '$work/nothing': no such file" -o "$work/bad.pickle" -- "$work/nothing"
+refused 126 "cannot run '$work': Permission denied" -o "$work/bad.pickle" -- "$work"
+refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" "$py" "$job" exit 0
+refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
+refused 2 "--max-entries '0': expected at least 1 event" --max-entries 0 -- true
+refused 2 "--max-entries 'x'" --max-entries x -- true
+refused 2 "-o '': expected a file name" -o '' -- true
+refused 2 "-o '$work/': expected a file, not a folder" -o "$work/" -- true
+refused 2 "bad option '-w'" -w random -- true
+[ ! -e "$work/bad.pickle" ] || fail "a refused record wrote a snapshot"
+
+finish record_test
