@@ -143,7 +143,7 @@ int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *r
 /* -s a,b,c with the -c options given: none, one for every strategy, or one per strategy in
  * order (a conf may hold commas, so each -c is one conf). */
 typedef struct ab_cli_strategies_s {
-  char name[AB_CLI_MAX_STRATEGIES][64];
+  char name[AB_CLI_MAX_STRATEGIES][1024]; /* room for pluggable:PATH */
   const char *conf[AB_CLI_MAX_STRATEGIES]; /* NULL: none; not owned */
   size_t n;
 } ab_cli_strategies_t;

@@ -66,6 +66,12 @@ int ab_cmd_list(int argc, char **argv) {
     if (strategies[i].preset) printf("  %-14s   preset: %s\n", "", strategies[i].preset);
     if (verbose && strategies[i].conf_help) printf("%s", strategies[i].conf_help);
   }
+  size_t nf;
+  const ab_strategy_family_t *families = ab_strategy_families(&nf);
+  for (size_t i = 0; i < nf; i++) {
+    printf("  %s:%s\n  %-14s %s\n", families[i].entry.name, families[i].argument, "", families[i].entry.summary);
+    if (verbose) printf("%s", families[i].entry.conf_help);
+  }
   printf("\nworkloads (-w NAME or NAME:KEY=VALUE,...):\n");
   for (size_t i = 0; i < nw; i++) {
     printf("  %-14s %s\n", workloads[i]->name, workloads[i]->summary);

@@ -225,6 +225,11 @@ int ab_cmd_matrix(int argc, char **argv) {
     for (size_t i = 0; i < n && list.n < AB_CLI_MAX_STRATEGIES; i++)
       if (!entries[i].hidden) snprintf(list.name[list.n++], sizeof list.name[0], "%s", entries[i].name);
   }
+  /* Each strategy is made once with its -c before anything runs, so a bad conf or library
+   * stops the command before the first row. */
+  ab_bisect_opts_t unsearched = {0};
+  uint64_t total;
+  if (ab_cli_check_strategies(&o, &unsearched, &list, &total, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   size_t nstrat = list.n;
   const char **given = a.given;
   size_t ngiven = a.ngiven;

@@ -10,6 +10,7 @@
 #include "oracle.h"
 #include "overlap.h"
 #include "planned.h"
+#include "pluggable.h"
 #include "pooled.h"
 #include "raw.h"
 #include "stitching.h"
@@ -59,9 +60,41 @@ static const ab_strategy_entry_t registry[] = {
      "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true},
 };
 
+static const ab_strategy_family_t families[] = {
+    {{"pluggable", &ab_pluggable_ops, NULL,
+      "a library PyTorch's CUDAPluggableAllocator loads, its CUDA calls on the run's device",
+      "  PATH: the library; ALLOC_FN, FREE_FN: its functions (default my_malloc, my_free)\n"
+      "  init:FN             void FN(int device_count), called once it is loaded\n"
+      "  reset:FN            void FN(void), PyTorch's empty_cache\n"
+      "  memory_fraction:FN  void FN(double fraction, int device), given a cap (--cap)\n"
+      "  record_stream:FN    void FN(void *ptr, cudaStream_t stream), for blocks freed while another\n"
+      "                      stream uses them (they are then freed at once, as PyTorch does)\n",
+      false},
+     "PATH[:ALLOC_FN:FREE_FN]", ab_pluggable_create},
+};
+
 const ab_strategy_entry_t *ab_strategy_registry(size_t *count) {
   *count = sizeof registry / sizeof registry[0];
   return registry;
+}
+
+const ab_strategy_family_t *ab_strategy_families(size_t *count) {
+  *count = sizeof families / sizeof families[0];
+  return families;
+}
+
+/* The family of a name NAME:ARGUMENT, with *argument pointing into name; NULL for others. */
+static const ab_strategy_family_t *family_of(const char *name, const char **argument) {
+  const char *colon = strchr(name, ':');
+  if (colon == NULL) return NULL;
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+    size_t n = strlen(families[i].entry.name);
+    if ((size_t)(colon - name) == n && strncmp(name, families[i].entry.name, n) == 0) {
+      *argument = colon + 1;
+      return &families[i];
+    }
+  }
+  return NULL;
 }
 
 const ab_strategy_entry_t *ab_strategy_find(const char *name) {
@@ -69,7 +102,9 @@ const ab_strategy_entry_t *ab_strategy_find(const char *name) {
   const ab_strategy_entry_t *all = ab_strategy_registry(&n);
   for (size_t i = 0; i < n; i++)
     if (strcmp(all[i].name, name) == 0) return &all[i];
-  return NULL;
+  const char *argument;
+  const ab_strategy_family_t *f = family_of(name, &argument);
+  return f ? &f->entry : NULL;
 }
 
 ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag) {
@@ -82,6 +117,10 @@ ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, 
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", all[i].name);
   }
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, ", %s:%s", families[i].entry.name, families[i].argument);
+  }
   return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': unknown strategy (expected one of %s)", name, names);
 }
 
@@ -91,6 +130,9 @@ ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *con
   const ab_strategy_entry_t *e;
   AB_TRY(ab_strategy_lookup(name, &e, diag));
   if (conf == NULL) conf = "";
+  const char *argument;
+  const ab_strategy_family_t *f = family_of(name, &argument);
+  if (f) return f->create(argument, dev, conf, out, diag);
   if (e->preset == NULL || *e->preset == '\0') return e->ops->create(dev, conf, out, diag);
   /* The preset comes first so that the user's keys override it. */
   size_t len = strlen(e->preset) + 1 + strlen(conf) + 1;

@@ -17,9 +17,21 @@ typedef struct ab_strategy_entry_s {
   bool hidden;                /* for tests only: not listed, not in the bench matrix */
 } ab_strategy_entry_t;
 
+/* A family of strategies named NAME:ARGUMENT, one strategy per argument (pluggable:PATH). They
+ * are not among the entries above, which anything can make by name alone; ab_strategy_find,
+ * ab_strategy_lookup and ab_strategy_create take their names like any other. */
+typedef struct ab_strategy_family_s {
+  ab_strategy_entry_t entry; /* name: the part before the first colon; preset unused */
+  const char *argument;      /* how the argument reads, for help ("PATH[:ALLOC_FN:FREE_FN]") */
+  ab_status (*create)(const char *argument, ab_device_t *dev, const char *conf, ab_strategy_t **out,
+                      ab_diag_t *diag);
+} ab_strategy_family_t;
+
 /* All entries, hidden ones included; *count receives their number. */
 const ab_strategy_entry_t *ab_strategy_registry(size_t *count);
-/* The entry called name, or NULL. */
+/* The families; *count receives their number. */
+const ab_strategy_family_t *ab_strategy_families(size_t *count);
+/* The entry called name (for NAME:ARGUMENT, its family's), or NULL. */
 const ab_strategy_entry_t *ab_strategy_find(const char *name);
 /* The same, with an error naming the known strategies when there is none. */
 ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag);

@@ -5,6 +5,11 @@
 
 static char tmpdir[64]; /* the temporary folder, once made */
 
+#include "registry.h"
+
+static const char *ab_test_strategy; /* --strategy=NAME; NULL: every strategy users can pick */
+static const char *ab_test_conf;     /* --conf=CONF; NULL: none */
+
 bool ab_check_report(const char *file, int line, const char *expr, const char *fmt, ...) {
   fprintf(stderr, "  %s:%d: CHECK(%s) failed", file, line, expr);
   if (fmt) {
@@ -47,6 +52,10 @@ int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--device=", 9) == 0)
       ab_test_device = argv[i] + 9;
+    else if (strncmp(argv[i], "--strategy=", 11) == 0)
+      ab_test_strategy = argv[i] + 11;
+    else if (strncmp(argv[i], "--conf=", 7) == 0)
+      ab_test_conf = argv[i] + 7;
     else
       filter = argv[i];
   }
@@ -74,4 +83,20 @@ int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   if (failed) return 1;
   if (ran > 0 && skipped == ran) return AB_TEST_SKIP;
   return 0;
+}
+
+size_t ab_test_strategies(const char **names, size_t max) {
+  if (ab_test_strategy) {
+    names[0] = ab_test_strategy;
+    return max > 0;
+  }
+  size_t n, k = 0;
+  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  for (size_t i = 0; i < n && k < max; i++)
+    if (!all[i].hidden) names[k++] = all[i].name;
+  return k;
+}
+
+const char *ab_test_conf_for(const char *strategy) {
+  return ab_test_strategy && strcmp(strategy, ab_test_strategy) == 0 ? ab_test_conf : NULL;
 }

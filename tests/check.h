@@ -93,6 +93,13 @@ bool ab_test_readable(const char *path);
 
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n);
 
+/* For the suites that run every strategy: --strategy=NAME runs that one instead (any name
+ * the registry takes, pluggable:PATH included) and --conf=CONF is the conf they give it.
+ * The strategies to run, at most max: --strategy's, else every one users can pick. */
+size_t ab_test_strategies(const char **names, size_t max);
+/* The conf to give strategy: --conf for --strategy's, none for any other. */
+const char *ab_test_conf_for(const char *strategy);
+
 #define AB_TEST_MAIN(table)                                              \
   int ab_check_failures = 0;                                             \
   bool ab_check_skipped = false;                                         \

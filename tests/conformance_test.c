@@ -51,7 +51,7 @@ typedef struct world_s {
 static bool world_open(world_t *w, const char *strategy, const ab_device_config_t *cfg, size_t nslots) {
   memset(w, 0, sizeof *w);
   w->strategy = strategy;
-  if (!ab_test_world_open(&w->dev, &w->s, ab_test_device, cfg, strategy, NULL)) return false;
+  if (!ab_test_world_open(&w->dev, &w->s, ab_test_device, cfg, strategy, ab_test_conf_for(strategy))) return false;
   ab_tree_init(&w->live, cmp_live);
   w->slots = calloc(nslots, sizeof *w->slots);
   w->nslots = nslots;
@@ -124,12 +124,11 @@ static void world_close(world_t *w) {
   free(w->slots);
 }
 
-/* Calls fn once per strategy that users can pick. */
+/* Calls fn once per strategy that users can pick (or the one --strategy names). */
 static void each_strategy(void (*fn)(const char *name)) {
-  size_t n;
-  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
-  for (size_t i = 0; i < n; i++)
-    if (!all[i].hidden) fn(all[i].name);
+  const char *names[64];
+  size_t n = ab_test_strategies(names, 64);
+  for (size_t i = 0; i < n; i++) fn(names[i]);
 }
 
 static bool want_device(void) {

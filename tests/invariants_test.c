@@ -27,7 +27,8 @@ static ab_run_status_t replay_checked(const char *strategy, const char *spec, co
     snprintf(msg, size, "%s", diag.msg);
     return out;
   }
-  if (ab_device_open("sim", cfg, &dev, &diag) == AB_OK && ab_strategy_create(strategy, dev, NULL, &s, &diag) == AB_OK &&
+  if (ab_device_open("sim", cfg, &dev, &diag) == AB_OK &&
+      ab_strategy_create(strategy, dev, ab_test_conf_for(strategy), &s, &diag) == AB_OK &&
       ab_run_prepare(&run, &es) == AB_OK) {
     ab_run_opts_t ro = ab_run_defaults();
     ro.check = true;
@@ -60,15 +61,14 @@ static void checked_after_every_event(void) {
       {"random:ops=6000,dist=lognormal,max_live=300", {.budget_bytes = 96ULL << 20}, true},
       {"random:ops=6000,max_live=200", {.faults = {.fail_rate = 0.05, .fail_seed = 3}}, true},
   };
-  size_t n;
-  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  const char *names[64];
+  size_t n = ab_test_strategies(names, 64);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     for (size_t i = 0; i < n; i++) {
-      if (all[i].hidden) continue;
       char msg[1024];
-      ab_run_status_t st = replay_checked(all[i].name, cases[c].spec, &cases[c].cfg, cases[c].go_on, msg, sizeof msg);
-      CHECK_MSG(st == AB_RUN_OK || (st == AB_RUN_OOM && !cases[c].go_on), "%s on %s: %s: %s", all[i].name,
-                cases[c].spec, ab_run_status_name(st), msg);
+      ab_run_status_t st = replay_checked(names[i], cases[c].spec, &cases[c].cfg, cases[c].go_on, msg, sizeof msg);
+      CHECK_MSG(st == AB_RUN_OK || (st == AB_RUN_OOM && !cases[c].go_on), "%s on %s: %s: %s", names[i], cases[c].spec,
+                ab_run_status_name(st), msg);
     }
   }
 }
@@ -85,23 +85,23 @@ static void overlap_caught(void) {
 
 /* Strategies whose checks also hold their device allocations against their count. */
 static bool counts_device_calls(const char *name) {
-  return strcmp(name, "raw") == 0 || strcmp(name, "pooled") == 0 || strcmp(name, "async") == 0;
+  return strcmp(name, "raw") == 0 || strcmp(name, "pooled") == 0 || strcmp(name, "async") == 0 ||
+         strncmp(name, "pluggable:", 10) == 0;
 }
 
 /* Each strategy's check compares its statistics with the sums over its blocks: moving a
  * gauge breaks it, and so does counting more device frees than allocations (for some, any
  * device call that was not made). */
 static void wrong_stats_caught(void) {
-  size_t n;
-  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  const char *names[64];
+  size_t n = ab_test_strategies(names, 64);
   for (size_t i = 0; i < n; i++) {
-    if (all[i].hidden) continue;
-    const char *name = all[i].name;
+    const char *name = names[i];
     ab_device_t *dev;
     ab_strategy_t *s;
     ab_diag_t d = {""};
     REQUIRE(ab_device_open("sim", NULL, &dev, &d) == AB_OK);
-    REQUIRE_MSG(ab_strategy_create(name, dev, NULL, &s, &d) == AB_OK, "%s: %s", name, d.msg);
+    REQUIRE_MSG(ab_strategy_create(name, dev, ab_test_conf_for(name), &s, &d) == AB_OK, "%s: %s", name, d.msg);
     static const uint64_t sizes[] = {512, 5000, 3 << 20, 40 << 20};
     ab_dptr_t p[4];
     for (int k = 0; k < 4; k++) CHECK(ab_strategy_alloc(s, sizes[k], (unsigned)k % 2, &p[k]) == AB_OK);

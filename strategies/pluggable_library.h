@@ -1,0 +1,57 @@
+/* pluggable_library.h: a library made for PyTorch's CUDAPluggableAllocator, loaded for the
+ * pluggable strategy (pluggable_library.c), with the CUDA shim loaded before it (Note [The
+ * CUDA shim], pluggable_shim.h).
+ *
+ * The functions are PyTorch's: alloc(size, device, stream) and free(ptr, size, device,
+ * stream), and the optional hooks its loader knows: init(device_count), reset() (PyTorch's
+ * emptyCache), memory_fraction(fraction, device) and record_stream(ptr, stream). A function
+ * counts only when the library itself defines it (not libc's free, found through its
+ * dependencies).
+ *
+ * One run at a time may use a library: its globals are one allocator's state. A library is
+ * loaded afresh for each run when nothing else holds it, so each run starts from a clean
+ * state.
+ *
+ * Every failure is one line in diag naming the library: no such file, not a shared object,
+ * a CUDA call the simulated card does not provide or that would not reach the shim (read
+ * from its imports before it is loaded), a missing function. Thread-safety: any thread may
+ * open and close libraries.
+ */
+#ifndef AB_PLUGGABLE_LIBRARY_H
+#define AB_PLUGGABLE_LIBRARY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "pluggable_shim.h"
+#include "status.h"
+
+/* The names of the functions to use; NULL for a hook not wanted. */
+typedef struct ab_plugin_names_s {
+  const char *alloc, *free;                              /* required */
+  const char *init, *reset, *memory_fraction, *record_stream; /* optional */
+} ab_plugin_names_t;
+
+typedef struct ab_plugin_s {
+  void *handle;
+  void *(*alloc)(ssize_t bytes, int device, void *stream);
+  void (*free)(void *p, ssize_t bytes, int device, void *stream);
+  void (*init)(int device_count);              /* NULL when not named */
+  void (*reset)(void);                         /* NULL when not named */
+  void (*memory_fraction)(double fraction, int device); /* NULL when not named */
+  void (*record_stream)(void *p, void *stream); /* NULL when not named */
+} ab_plugin_t;
+
+/* The shim, loaded into the process once: *use receives its ab_shim_use. */
+ab_status ab_plugin_shim(ab_shim_use_fn *use, ab_diag_t *diag);
+
+/* Loads the library at path and finds the named functions. simulated: also refuse a library
+ * that imports a CUDA function the shim does not export. Constructors of the library run
+ * here, so the caller has its card in use. */
+ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names_t *names, bool simulated,
+                         ab_diag_t *diag);
+
+/* Unloads it (its destructors run: the caller has its card in use). */
+void ab_plugin_close(ab_plugin_t *p);
+
+#endif
