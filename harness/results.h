@@ -21,6 +21,9 @@
  *                     calls, kernel launches, lockstep waits and --verify checks, per event
  *   nccl_bytes        device memory NCCL's communicator took, outside the strategy and its
  *                     budget (kernels.h, Note [Collectives]); 0 without one
+ *   peak_<device gauge>  the peak of each device gauge of stats.h: peak_footprint_bytes, the
+ *                     device memory the run's device calls really took at most (cudaMemGetInfo
+ *                     on cuda, the driver model on sim), beside the strategy's peak_reserved
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
  * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
  * ranks, the slowest rank's times). Columns are only ever added at the end.
@@ -58,13 +61,14 @@
 
 /* The columns in order: COL(name, numeric) for the run's own, and for the statistics of
  * stats.h, from its lists: PEAK(gauge, doc) for the column peak_<gauge> of each gauge, and
- * COUNTER(counter, doc) for each counter. */
+ * COUNTER(counter, doc) for each counter. The device's gauges came later and sit at the end,
+ * where columns are added. */
 #define AB_SUMMARY_COLUMNS(COL, PEAK, COUNTER)                                                 \
   COL(workload, 0) COL(strategy, 0) COL(conf, 0) COL(device, 0) COL(budget_bytes, 1) COL(seed, 1) \
-  COL(events, 1) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_GAUGES(PEAK)          \
+  COL(events, 1) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_STRATEGY_GAUGES(PEAK) \
   COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
   COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
-  COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1)
+  COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;

@@ -10,8 +10,13 @@
  *                    (cudaMalloc, cudaMallocAsync, a map of expandable memory / their frees);
  *   num_alloc_retries  allocations that released cached memory and tried again;
  *   num_ooms         allocations that ended in out-of-memory.
+ * and one the device keeps, not the strategy:
+ *   footprint_bytes  device memory the strategy's device calls really took: what cudaMalloc's
+ *                    rounding and packing and the stream-ordered pool hold (device.h; on
+ *                    cuda measured with cudaMemGetInfo, on sim modelled). reserved_bytes is
+ *                    the strategy's own count; this is what the card lost.
  * Gauges keep current and peak; counters only grow. The struct, the peaks' reset, merge,
- * the checks and summary.csv's columns (results.h) all come from the two lists below, so
+ * the checks and summary.csv's columns (results.h) all come from the lists below, so
  * adding a statistic is one line.
  *
  * The strategy owns its ab_stats_t (in ab_strategy_t) and updates it on every call;
@@ -25,10 +30,16 @@
 
 #include "status.h"
 
-#define AB_STAT_GAUGES(X)                                                          \
+#define AB_STAT_STRATEGY_GAUGES(X)                                                 \
   X(requested_bytes, "bytes requested by live allocations")                      \
   X(allocated_bytes, "bytes handed out, after rounding and splitting")           \
   X(reserved_bytes, "bytes held from the device")
+
+/* Read from the device by ab_strategy_stats; strategies leave them alone. */
+#define AB_STAT_DEVICE_GAUGES(X)                                                   \
+  X(footprint_bytes, "device memory the device calls took, as the device measures it")
+
+#define AB_STAT_GAUGES(X) AB_STAT_STRATEGY_GAUGES(X) AB_STAT_DEVICE_GAUGES(X)
 
 #define AB_STAT_COUNTERS(X)                                                        \
   X(num_device_alloc, "successful device allocation calls")                      \

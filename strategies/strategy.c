@@ -65,11 +65,15 @@ ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, 
 
 void ab_strategy_reset_peaks(ab_strategy_t *s) {
   ab_stats_reset_peaks(&s->stats);
+  ab_device_footprint_reset_peak(s->dev);
   if (s->ops->reset_peaks) s->ops->reset_peaks(s);
 }
 
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out) {
   if (s->ops->refresh_stats) s->ops->refresh_stats(s);
+  /* After refresh_stats, so that a wrapper copying its inner strategy's stats still reports
+   * the device's figure. */
+  s->stats.footprint_bytes = (ab_gauge_t){(int64_t)s->dev->footprint_bytes, (int64_t)s->dev->footprint_peak};
   *out = s->stats;
 }
 

@@ -158,10 +158,11 @@ ab_status ab_strategy_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
 /* Runs the invariant checks: the rules every strategy's statistics follow (ab_stats_check),
  * then the strategy's own (its check operation, when it has one). */
 ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag);
-/* Copies the statistics, refreshed from the device where needed. */
+/* Copies the statistics, refreshed from the device where needed; footprint_bytes is always
+ * the device's (stats.h). */
 void ab_strategy_stats(ab_strategy_t *s, ab_stats_t *out);
-/* Sets each peak to its current value (torch.cuda.reset_peak_memory_stats), so that the next
- * peaks are those of what follows. */
+/* Sets each peak to its current value (torch.cuda.reset_peak_memory_stats), the device's
+ * footprint peak included, so that the next peaks are those of what follows. */
 void ab_strategy_reset_peaks(ab_strategy_t *s);
 /* One statistic of the strategy's memory_stats by its flattened name ("segment.all.peak");
  * false when the strategy keeps no such statistic. */

@@ -143,34 +143,38 @@ static void virtual_memory(void) {
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }
 
+/* The pool backs its range in chunks of 32 MiB (sim_cost.c, Note [Driver footprint]). */
+#define POOL_CHUNK (32ULL << 20)
+
 static void stream_ordered_pool(void) {
-  ab_device_t *d = open_sim("sim", 64 << 20);
+  ab_device_t *d = open_sim("sim", 2 * POOL_CHUNK);
   REQUIRE(d);
   REQUIRE(ab_device_pool_configure(d, 0) == AB_OK); /* CUDA's default threshold */
   ab_dptr_t small[8], big;
   for (int i = 0; i < 8; i++) REQUIRE(ab_device_malloc_async(d, 100 * 1024, 0, &small[i]) == AB_OK);
   uint64_t cur, peak;
   REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
-  CHECK_EQ(cur, AB_GRANULE_BYTES); /* eight small ones share one page */
+  CHECK_EQ(cur, POOL_CHUNK); /* eight small ones share one chunk */
   REQUIRE(ab_device_malloc_async(d, 5 << 20, 1, &big) == AB_OK);
   REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
-  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES); /* 5 MiB takes three whole pages */
+  CHECK_EQ(cur, POOL_CHUNK); /* and 5 MiB is placed beside them, whatever its size */
   CHECK_EQ(d->held_bytes, cur);
+  CHECK_EQ(d->footprint_bytes, cur);
   CHECK(ab_device_free_async(d, big, 5 << 20, 1) == AB_OK);
   CHECK(ab_device_free_async(d, big, 5 << 20, 1) == AB_ERR_INVALID);
-  /* Freed pages serve another stream's request without growing the pool. */
-  REQUIRE(ab_device_malloc_async(d, 6 << 20, 2, &big) == AB_OK);
+  /* 40 MiB reaches into a second chunk, on another stream. */
+  REQUIRE(ab_device_malloc_async(d, 40 << 20, 2, &big) == AB_OK);
   REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
-  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES);
+  CHECK_EQ(cur, 2 * POOL_CHUNK);
   CHECK(ab_device_malloc_async(d, 64 << 20, 0, &small[0]) == AB_ERR_OOM); /* the budget holds */
-  CHECK(ab_device_free_async(d, big, 6 << 20, 2) == AB_OK);
+  CHECK(ab_device_free_async(d, big, 40 << 20, 2) == AB_OK);
   for (int i = 1; i < 8; i++) CHECK(ab_device_free_async(d, small[i], 100 * 1024, 0) == AB_OK);
   REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
-  CHECK_EQ(cur, 4 * AB_GRANULE_BYTES); /* kept until a synchronisation */
+  CHECK_EQ(cur, 2 * POOL_CHUNK); /* kept until a synchronisation */
   CHECK(ab_device_synchronize(d) == AB_OK);
   REQUIRE(ab_device_pool_reserved(d, &cur, &peak) == AB_OK);
-  CHECK_EQ(cur, AB_GRANULE_BYTES); /* small[0] still holds its page */
-  CHECK_EQ(peak, 4 * AB_GRANULE_BYTES);
+  CHECK_EQ(cur, POOL_CHUNK); /* small[0] still holds its chunk */
+  CHECK_EQ(peak, 2 * POOL_CHUNK);
   CHECK(ab_device_free_async(d, small[0], 100 * 1024, 0) == AB_OK);
   CHECK(ab_device_pool_trim(d, 0) == AB_OK);
   CHECK_EQ(d->held_bytes, 0);
@@ -183,7 +187,7 @@ static void stream_ordered_pool(void) {
   REQUIRE(ab_device_malloc_async(d, 9 << 20, 0, &big) == AB_OK);
   CHECK(ab_device_free_async(d, big, 9 << 20, 0) == AB_OK);
   CHECK(ab_device_synchronize(d) == AB_OK);
-  CHECK_EQ(d->held_bytes, 5 * AB_GRANULE_BYTES);
+  CHECK_EQ(d->held_bytes, POOL_CHUNK);
   CHECK(ab_device_pool_trim(d, 0) == AB_OK);
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }

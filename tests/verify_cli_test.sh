@@ -24,8 +24,9 @@ grep -q '^status *error$' "$out/stdout" || fail "overlap --verify: the row does 
 "$ab" list | grep -q overlap && fail "overlap is listed"
 "$ab" list --strategies | grep -q overlap && fail "overlap is in the strategy names"
 
-# The timing columns come before nccl_bytes, which closes the header, and every row has them.
-head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes$' ||
+# The timing columns come before nccl_bytes and peak_footprint_bytes, which close the header, and
+# every row has them.
+head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes,peak_footprint_bytes$' ||
   fail "summary.csv header: $(head -n 1 "$out/summary.csv")"
 awk -F, 'NR > 1 && $(NF-3) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "step_ms_p50 not numeric"
 

@@ -8,7 +8,14 @@
  * The stream-ordered pool grows inside the driver, so its reserve is read back after each
  * allocation and counted in held_bytes; with a budget, an allocation that made the reserve
  * cross it is undone and reported as OOM (the pool is also created with the budget as its
- * maxSize, which the driver honours only roughly). */
+ * maxSize, which the driver honours only roughly).
+ *
+ * The footprint (device.h) is measured: cudaMemGetInfo before and after each cudaMalloc,
+ * cudaFree, map and unmap, the fall in free bytes added (the driver packs and rounds
+ * requests into 2 MiB pages: sim_cost.c, Note [Driver footprint]); and the pool's reserve as
+ * it is read back. Memory taken between the calls (kernels' modules, cuBLAS, NCCL) is not
+ * the strategy's and is left out. Each cudaMemGetInfo costs about 4 us on the H200, so the
+ * calls it brackets (40 us and more) are timed a little slower. */
 #include "cuda_device.h"
 
 #include <cudaTypedefs.h>
@@ -128,13 +135,33 @@ static cudaStream_t stream_of(cuda_dev_t *c, unsigned stream, ab_status *st) {
   return c->streams[stream];
 }
 
+/* ---- the footprint ---------------------------------------------------------------------- */
+
+static ab_status free_bytes_now(ab_device_t *d, uint64_t *out) {
+  size_t f = 0, t = 0;
+  AB_CUDA_TRY(&d->diag, cudaMemGetInfo(&f, &t));
+  *out = f;
+  return AB_OK;
+}
+
+/* Adds what the card lost since `before` (free bytes then) to the footprint. */
+static ab_status footprint_since(ab_device_t *d, uint64_t before) {
+  uint64_t after = 0;
+  AB_TRY(free_bytes_now(d, &after));
+  ab_device_footprint_add(d, (int64_t)before - (int64_t)after);
+  return AB_OK;
+}
+
 /* ---- plain allocation ------------------------------------------------------------------ */
 
 static ab_status cuda_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   cuda_dev_t *c = cuda_of(d);
   void *p = NULL;
+  uint64_t before = 0;
+  AB_TRY(free_bytes_now(d, &before));
   AB_CUDA_TRY(&d->diag, cudaMalloc(&p, bytes));
-  ab_status st = ab_map_put(&c->live, (uint64_t)(uintptr_t)p, bytes);
+  ab_status st = footprint_since(d, before);
+  if (st == AB_OK) st = ab_map_put(&c->live, (uint64_t)(uintptr_t)p, bytes);
   if (st != AB_OK) {
     (void)cudaFree(p);
     return st;
@@ -149,9 +176,11 @@ static ab_status cuda_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   if (!ab_map_get(&c->live, p, &had) || had != bytes)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "cuda device: free of 0x%llx (%llu bytes), which is not a live allocation of that size",
                        (unsigned long long)p, (unsigned long long)bytes);
+  uint64_t before = 0;
+  AB_TRY(free_bytes_now(d, &before));
   AB_CUDA_TRY(&d->diag, cudaFree((void *)(uintptr_t)p));
   ab_map_take(&c->live, p, NULL);
-  return AB_OK;
+  return footprint_since(d, before);
 }
 
 /* ---- virtual memory -------------------------------------------------------------------- */
@@ -191,6 +220,8 @@ static ab_status cuda_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = c->ordinal;
   CUmemGenericAllocationHandle h;
+  uint64_t before = 0;
+  AB_TRY(free_bytes_now(d, &before));
   CU_TRY(c, c->vmm.create(&h, bytes, &prop, 0));
   CUresult r = c->vmm.map((CUdeviceptr)at, bytes, 0, h, 0);
   if (r == CUDA_SUCCESS) {
@@ -205,7 +236,8 @@ static ab_status cuda_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   size_t i = c->nspare ? c->spare_maps[--c->nspare] : c->nmaps++;
   c->maps[i].handle = h;
   c->maps[i].bytes = bytes;
-  return ab_map_put(&c->mappings, at, i);
+  AB_TRY(ab_map_put(&c->mappings, at, i));
+  return footprint_since(d, before);
 }
 
 static ab_status cuda_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
@@ -219,6 +251,8 @@ static ab_status cuda_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
                          (unsigned long long)at, (unsigned long long)bytes);
     p += c->maps[i].bytes;
   }
+  uint64_t before = 0;
+  AB_TRY(free_bytes_now(d, &before));
   for (ab_dptr_t p = at, end = at + bytes; p < end;) {
     uint64_t i;
     ab_map_take(&c->mappings, p, &i);
@@ -227,7 +261,7 @@ static ab_status cuda_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
     p += c->maps[i].bytes;
     c->spare_maps[c->nspare++] = (size_t)i;
   }
-  return AB_OK;
+  return footprint_since(d, before);
 }
 
 /* ---- the stream-ordered pool ------------------------------------------------------------ */
@@ -251,6 +285,7 @@ static ab_status pool_account(cuda_dev_t *c) {
   cuuint64_t reserved = 0;
   AB_CUDA_TRY(&c->dev.diag, cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
   ab_device_hold(&c->dev, (int64_t)reserved - (int64_t)c->pool_held);
+  ab_device_footprint_add(&c->dev, (int64_t)reserved - (int64_t)c->pool_held);
   c->pool_held = reserved;
   return AB_OK;
 }

@@ -20,6 +20,13 @@ void ab_device_hold(ab_device_t *d, int64_t delta) {
   if (d->held_bytes > d->held_peak) d->held_peak = d->held_bytes;
 }
 
+void ab_device_footprint_add(ab_device_t *d, int64_t delta) {
+  d->footprint_bytes = delta < 0 && (uint64_t)-delta > d->footprint_bytes ? 0 : (uint64_t)((int64_t)d->footprint_bytes + delta);
+  if (d->footprint_bytes > d->footprint_peak) d->footprint_peak = d->footprint_bytes;
+}
+
+void ab_device_footprint_reset_peak(ab_device_t *d) { d->footprint_peak = d->footprint_bytes; }
+
 /* Counts a call and its failure. */
 static ab_status counted(ab_device_t *d, ab_status st) {
   if (st != AB_OK) d->calls.failed++;

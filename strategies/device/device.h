@@ -30,6 +30,14 @@
  * it. Streams are small indices (0 is the default stream); the device creates the real
  * streams on first use.
  *
+ * The footprint: the device memory the calls of the run really took, beside what the strategy
+ * counts as reserved. cudaMalloc rounds and packs its requests, and the stream-ordered pool
+ * holds more than is live, so a strategy's reserved bytes are not what the card lost. On
+ * cuda it is measured: the fall of cudaMemGetInfo's free bytes across each malloc, free, map
+ * and unmap, plus the pool's reserve as the driver reports it. On sim it is the driver's
+ * rounding and packing as sim_cost.c models them (Note [Driver footprint]). held_bytes stays
+ * the budget's count: what was asked of the device, not what it took.
+ *
  * The timer measures what happens between two points of a stream, for benchmarks: on cuda
  * with a pair of CUDA events (what the GPU saw between the two records, as RMM's
  * cuda_event_timer does); on sim as the engine counts a call, host time plus the modelled
@@ -103,6 +111,8 @@ struct ab_device_s {
   uint64_t granule_bytes;   /* VMM granule; map and unmap work in multiples of it */
   uint64_t held_bytes;      /* malloc'd + mapped + pool reserve, now */
   uint64_t held_peak;       /* highest held_bytes */
+  uint64_t footprint_bytes; /* device memory the calls took, now (see above) */
+  uint64_t footprint_peak;  /* highest footprint_bytes since open or ab_device_footprint_reset_peak */
   uint64_t modeled_ns;      /* sim: modelled time of all calls so far; cuda: 0 */
   ab_device_calls_t calls;  /* calls that reached the implementation */
   uint64_t timer_host_ns;   /* host clock at the last timer start (timers without a GPU clock) */
@@ -173,5 +183,11 @@ ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds)
 bool ab_device_budget_allows(const ab_device_t *d, uint64_t extra);
 /* For implementations: adjusts held_bytes and its peak. */
 void ab_device_hold(ab_device_t *d, int64_t delta);
+/* For implementations: adjusts footprint_bytes and its peak (never below 0: on cuda a free
+ * can give back memory that something outside the device took in between: NCCL, another rank's
+ * process on the same GPU). */
+void ab_device_footprint_add(ab_device_t *d, int64_t delta);
+/* Starts footprint_peak again from footprint_bytes (a strategy's reset_peaks). */
+void ab_device_footprint_reset_peak(ab_device_t *d);
 
 #endif

@@ -56,6 +56,14 @@ static int key_resv(const void *key, const ab_tnode_t *n) {
   return (k > b) - (k < b);
 }
 
+/* Addresses from the card's space; running out of them is running out of memory. */
+static ab_status va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
+  ab_status st = ab_sim_va_alloc(&s->va, bytes, align, out);
+  if (st == AB_ERR_OOM) ab_diag_set(&s->dev.diag, AB_ERR_OOM, "sim device: virtual address space exhausted");
+  return st;
+}
+
+/* cudaMalloc hands out 512-byte granules for small sizes and 2 MiB pages from 2 MiB up. */
 static uint64_t va_align_for(uint64_t bytes) { return bytes >= AB_GRANULE_BYTES ? AB_GRANULE_BYTES : 512; }
 static uint64_t va_size_for(uint64_t bytes) {
   uint64_t a = va_align_for(bytes);
@@ -71,11 +79,17 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (ab_sim_fault_fires(s) || !ab_sim_card_has_room(s, bytes)) return AB_ERR_OOM;
   ab_dptr_t p;
   const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
-  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && ab_sim_va_take(s, h->addr, va_size_for(bytes)))
+  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && ab_sim_va_take(&s->va, h->addr, va_size_for(bytes)))
     p = h->addr;
   else
-    AB_TRY(ab_sim_va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
-  if (ab_map_put(&s->live, p, bytes) != AB_OK) return AB_ERR_INTERNAL;
+    AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
+  int64_t pages = 0;
+  if (ab_map_put(&s->live, p, bytes) != AB_OK || ab_sim_touched_add(&s->malloc_pages, p, bytes, &pages) != AB_OK) {
+    ab_map_take(&s->live, p, NULL);
+    ab_sim_va_free(&s->va, p, va_size_for(bytes));
+    return AB_ERR_INTERNAL;
+  }
+  ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
   *out = p;
   return AB_OK;
 }
@@ -92,7 +106,10 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
                        (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)had);
   CHARGE(s, ab_sim_cost_ns(AB_SIM_CALL_FREE, bytes));
   ab_map_take(&s->live, p, NULL);
-  return ab_sim_va_free(s, p, va_size_for(bytes));
+  int64_t pages = 0;
+  ab_sim_touched_remove(&s->malloc_pages, p, bytes, &pages);
+  ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
+  return ab_sim_va_free(&s->va, p, va_size_for(bytes));
 }
 
 /* ---- virtual memory -------------------------------------------------------------------- */
@@ -110,7 +127,7 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
     free(r);
     return AB_ERR_INTERNAL;
   }
-  ab_status st = ab_sim_va_alloc(s, bytes, AB_GRANULE_BYTES, &r->base);
+  ab_status st = va_alloc(s, bytes, AB_GRANULE_BYTES, &r->base);
   if (st != AB_OK) {
     free(r->mapped);
     free(r);
@@ -141,7 +158,7 @@ static ab_status sim_va_release(ab_device_t *d, ab_dptr_t base, uint64_t bytes) 
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: release of reservation 0x%llx with %llu bytes still mapped",
                        (unsigned long long)base, (unsigned long long)r->mapped_bytes);
   ab_tree_remove(&s->resvs, &r->node);
-  ab_status st = ab_sim_va_free(s, r->base, r->bytes);
+  ab_status st = ab_sim_va_free(&s->va, r->base, r->bytes);
   free(r->mapped);
   free(r);
   return st;
@@ -177,6 +194,7 @@ static ab_status sim_map(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   if (ab_map_put(&s->extents, at, bytes) != AB_OK) return AB_ERR_INTERNAL;
   for (uint64_t g = g0; g < g0 + ng; g++) r->mapped[g / 64] |= 1ULL << (g % 64);
   r->mapped_bytes += bytes;
+  ab_device_footprint_add(d, (int64_t)bytes); /* physical memory is created in whole granules */
   return AB_OK;
 }
 
@@ -203,6 +221,7 @@ static ab_status sim_unmap(ab_device_t *d, ab_dptr_t at, uint64_t bytes) {
   }
   for (uint64_t g = g0; g < g0 + ng; g++) r->mapped[g / 64] &= ~(1ULL << (g % 64));
   r->mapped_bytes -= bytes;
+  ab_device_footprint_add(d, -(int64_t)bytes);
   return AB_OK;
 }
 
@@ -236,7 +255,7 @@ static void *sim_stream_handle(ab_device_t *d, unsigned stream) {
 
 uint64_t ab_sim_live_count(const ab_device_t *d) {
   const sim_t *s = (const sim_t *)(const void *)d;
-  return s->live.n + s->pool.large.n + s->pool.small_live.n;
+  return s->live.n + s->pool.live.n;
 }
 
 static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
@@ -261,10 +280,11 @@ static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
     free(r);
     n = next;
   }
-  ab_sim_va_free_all(s);
+  ab_sim_pool_free(&s->pool);
+  ab_sim_va_free_all(&s->va);
+  ab_sim_touched_free(&s->malloc_pages);
   ab_map_free(&s->live);
   ab_map_free(&s->extents);
-  ab_sim_pool_free(&s->pool);
   free(s->plan);
   free(s);
   return st;
@@ -307,6 +327,7 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   s->usable_bytes = total_bytes - AB_SIM_CONTEXT_BYTES;
   ab_tree_init(&s->resvs, cmp_resv);
   ab_map_init(&s->live);
+  ab_sim_touched_init(&s->malloc_pages, AB_GRANULE_BYTES);
   ab_map_init(&s->extents);
   ab_sim_pool_init(&s->pool);
   s->faults = cfg->faults;
@@ -321,7 +342,8 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
-  if (ab_sim_va_init(s, VA_BASE, VA_END - VA_BASE) != AB_OK) {
+  if (ab_sim_va_init(&s->va, VA_BASE, VA_END - VA_BASE) != AB_OK) {
+    ab_sim_touched_free(&s->malloc_pages);
     free(s->plan);
     free(s);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");

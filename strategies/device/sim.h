@@ -10,10 +10,13 @@
  *   double free, a foreign pointer, a wrong size or a leak at close is an error;
  * - virtual memory on 2 MiB granules: map and unmap only inside a reservation, only whole
  *   unmapped / mapped granules;
- * - the stream-ordered pool: cudaMallocAsync's pool as a set of 2 MiB physical pages that
- *   can be remapped anywhere, so it suffers no external fragmentation between pages;
- *   requests over 1 MiB take whole pages, smaller ones share pages; the pool keeps what it
- *   holds across synchronisations up to its release threshold;
+ * - the stream-ordered pool: cudaMallocAsync's pool as one range of addresses where requests
+ *   of every size are placed side by side, backed in 32 MiB chunks that can be remapped
+ *   anywhere; the pool keeps what it holds across synchronisations up to its release
+ *   threshold;
+ * - the footprint (device.h): the 2 MiB pages live malloc'd allocations touch, mapped
+ *   granules and the pool's chunks, as measured on the H200 (sim_cost.c, Note [Driver
+ *   footprint]);
  * - fault injection (ab_faults_t) and a cost model of every call
  *   (reference/gpu_measurements.md), added to modeled_ns.
  */

@@ -37,26 +37,58 @@ typedef enum ab_sim_call_e {
 /* The host time in ns of one call of `bytes` (ignored where the cost does not depend on it). */
 double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes);
 
-/* ---- the stream-ordered pool (sim_pool.c says how it works) --------------------------------- */
+/* ---- the address space (sim_vaspace.c) ---------------------------------------------------- */
 
-typedef struct small_page_s {
-  ab_dptr_t va;
-  uint64_t bump; /* next free offset */
-  uint64_t live; /* live allocations in the page */
-} small_page_t;
+/* A space of addresses: free ranges by address and by (size, address). The card has one,
+ * and the stream-ordered pool one of its own inside it. */
+typedef struct vaspace_s {
+  ab_tree_t by_addr, by_size;
+  struct va_range_s *spare; /* unused range nodes */
+} vaspace_t;
+
+/* Starts the space as one free range [base, base + bytes). AB_ERR_INTERNAL: out of host
+ * memory. */
+ab_status ab_sim_va_init(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
+/* Releases every range, free or not. */
+void ab_sim_va_free_all(vaspace_t *v);
+/* Carves `bytes` aligned to `align` (a power of two) from the smallest free range that holds
+ * them, at its top. AB_ERR_OOM when none does (the driver's answer too), AB_ERR_INTERNAL when
+ * host memory ran out. */
+ab_status ab_sim_va_alloc(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out);
+/* Returns a range to the space, merged with free neighbours. */
+ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
+/* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free
+ * (or host memory ran out). */
+bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
+
+/* ---- pages touched (sim_cost.c, Note [Driver footprint]) ---------------------------------- */
+
+/* Live allocations per page of a fixed size: the pages any of them touches are the ones
+ * the driver backs. */
+typedef struct touched_s {
+  uint64_t page_bytes; /* a power of two */
+  ab_map_t live;       /* page number -> live allocations touching it */
+  uint64_t pages;      /* pages with at least one */
+} touched_t;
+
+void ab_sim_touched_init(touched_t *t, uint64_t page_bytes);
+void ab_sim_touched_free(touched_t *t);
+/* Counts [at, at + bytes) in (add) or out; the change in pages touched goes to *delta_pages.
+ * AB_ERR_INTERNAL: out of host memory (nothing changed). */
+ab_status ab_sim_touched_add(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages);
+void ab_sim_touched_remove(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages);
+
+/* ---- the stream-ordered pool (sim_pool.c says how it works) --------------------------------- */
 
 typedef struct pool_s {
   uint64_t release_threshold; /* bytes kept across synchronisations (CUDA's default: 0) */
-  uint64_t pages;             /* pages held */
-  uint64_t pages_used;        /* pages backing live allocations, and the open small page */
+  ab_dptr_t base;             /* its address range, taken from the card's at first use; 0: none */
+  uint64_t bytes;
+  vaspace_t va;               /* the free addresses of that range */
+  touched_t chunks;           /* its chunks touched by live allocations */
+  uint64_t held;              /* chunks held (backed by memory); at least chunks.pages */
   uint64_t peak_bytes;
-  small_page_t *small;        /* pages that hold small allocations */
-  size_t nsmall, capsmall;
-  size_t open;                /* index of the open small page, or SIZE_MAX */
-  size_t *spare_small;        /* indices of small pages with nothing live */
-  size_t nspare;
-  ab_map_t large;             /* address -> bytes */
-  ab_map_t small_live;        /* address -> page index << 21 | bytes */
+  ab_map_t live;              /* address -> bytes */
 } pool_t;
 
 /* Sets up an empty pool, and frees what it holds on the host. */
@@ -76,9 +108,9 @@ ab_status ab_sim_pool_reserved(ab_device_t *d, uint64_t *current, uint64_t *peak
 typedef struct sim_s {
   ab_device_t dev; /* first: the device.h view */
   uint64_t usable_bytes; /* total less the context */
-  ab_tree_t va_by_addr, va_by_size;
-  struct va_range_s *spare_ranges; /* unused range nodes (sim_vaspace.c) */
+  vaspace_t va;     /* the card's addresses */
   ab_map_t live;    /* malloc'd address -> bytes */
+  touched_t malloc_pages; /* the 2 MiB pages live malloc'd allocations touch */
   ab_tree_t resvs;  /* reservations by base */
   ab_map_t extents; /* mapped address -> bytes of that map call (one physical allocation) */
   pool_t pool;
@@ -113,21 +145,5 @@ static inline bool ab_sim_fault_fires(sim_t *s) {
 static inline bool ab_sim_card_has_room(const sim_t *s, uint64_t bytes) {
   return bytes <= s->usable_bytes && s->dev.held_bytes <= s->usable_bytes - bytes;
 }
-
-/* ---- the address space (sim_vaspace.c) ---- */
-
-/* Starts the address space as one free range [base, base + bytes). AB_ERR_INTERNAL: out of
- * host memory. */
-ab_status ab_sim_va_init(sim_t *s, ab_dptr_t base, uint64_t bytes);
-/* Releases every range, free or not, at close. */
-void ab_sim_va_free_all(sim_t *s);
-/* Carves `bytes` aligned to `align` (a power of two) from the smallest free range of the
- * address space that holds them, at its top. */
-ab_status ab_sim_va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *out);
-/* Returns a range to the address space, merged with free neighbours. */
-ab_status ab_sim_va_free(sim_t *s, ab_dptr_t base, uint64_t bytes);
-/* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free
- * (or host memory ran out). */
-bool ab_sim_va_take(sim_t *s, ab_dptr_t base, uint64_t bytes);
 
 #endif

@@ -1,7 +1,7 @@
-/* sim_vaspace.c: the simulated card's virtual address space (sim_internal.h): free ranges
- * kept by address and by size, handed out top-down, best fit by size, as the driver mostly
- * does. The card (sim.c) and the stream-ordered pool (sim_pool.c) both take their addresses
- * here. */
+/* sim_vaspace.c: the simulated card's address spaces (vaspace_t, sim_internal.h): free
+ * ranges kept by address and by size, handed out top-down, best fit by size, as the driver
+ * mostly does. The card (sim.c) takes its addresses from one, the stream-ordered pool
+ * (sim_pool.c) from one of its own inside it. */
 #include <stdlib.h>
 
 #include "sim_internal.h"
@@ -10,7 +10,7 @@ typedef struct va_range_s {
   ab_tnode_t by_addr, by_size;
   ab_dptr_t base;
   uint64_t bytes;
-  struct va_range_s *next_spare; /* free list of unused nodes */
+  struct va_range_s *next_spare; /* list of unused nodes */
 } va_range_t;
 
 typedef struct size_key_s {
@@ -41,10 +41,10 @@ static int key_addr(const void *key, const ab_tnode_t *n) {
   return (k > b) - (k < b);
 }
 
-static va_range_t *range_new(sim_t *s, ab_dptr_t base, uint64_t bytes) {
-  va_range_t *r = s->spare_ranges;
+static va_range_t *range_new(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
+  va_range_t *r = v->spare;
   if (r)
-    s->spare_ranges = r->next_spare;
+    v->spare = r->next_spare;
   else if ((r = malloc(sizeof *r)) == NULL)
     return NULL;
   r->base = base;
@@ -52,123 +52,121 @@ static va_range_t *range_new(sim_t *s, ab_dptr_t base, uint64_t bytes) {
   return r;
 }
 
-static void range_insert(sim_t *s, va_range_t *r) {
-  ab_tree_insert(&s->va_by_addr, &r->by_addr);
-  ab_tree_insert(&s->va_by_size, &r->by_size);
+static void range_insert(vaspace_t *v, va_range_t *r) {
+  ab_tree_insert(&v->by_addr, &r->by_addr);
+  ab_tree_insert(&v->by_size, &r->by_size);
 }
 
-static void range_remove(sim_t *s, va_range_t *r) {
-  ab_tree_remove(&s->va_by_addr, &r->by_addr);
-  ab_tree_remove(&s->va_by_size, &r->by_size);
+static void range_remove(vaspace_t *v, va_range_t *r) {
+  ab_tree_remove(&v->by_addr, &r->by_addr);
+  ab_tree_remove(&v->by_size, &r->by_size);
 }
 
-static void range_drop(sim_t *s, va_range_t *r) {
-  range_remove(s, r);
-  r->next_spare = s->spare_ranges;
-  s->spare_ranges = r;
+static void range_drop(vaspace_t *v, va_range_t *r) {
+  range_remove(v, r);
+  r->next_spare = v->spare;
+  v->spare = r;
 }
 
 /* Changes a range's size and, maybe, its base, where that keeps its order among the ranges
  * by address (a piece carved from its top, a neighbour merged into it): only its place by
  * size moves, which halves the tree work of every device call. */
-static void range_resize(sim_t *s, va_range_t *r, ab_dptr_t base, uint64_t bytes) {
-  ab_tree_remove(&s->va_by_size, &r->by_size);
+static void range_resize(vaspace_t *v, va_range_t *r, ab_dptr_t base, uint64_t bytes) {
+  ab_tree_remove(&v->by_size, &r->by_size);
   r->base = base;
   r->bytes = bytes;
-  ab_tree_insert(&s->va_by_size, &r->by_size);
+  ab_tree_insert(&v->by_size, &r->by_size);
 }
 
 /* Carves `bytes` aligned to `align` (a power of two) from the smallest free range that
  * holds them, at its top. */
-ab_status ab_sim_va_alloc(sim_t *s, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
+ab_status ab_sim_va_alloc(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
   size_key_t key = {bytes, 0};
-  for (ab_tnode_t *n = ab_tree_lower_bound(&s->va_by_size, &key, key_size); n; n = ab_tree_next(n)) {
+  for (ab_tnode_t *n = ab_tree_lower_bound(&v->by_size, &key, key_size); n; n = ab_tree_next(n)) {
     va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_size);
     ab_dptr_t top = r->base + r->bytes, start = (top - bytes) & ~(align - 1);
     if (start < r->base) continue;
     /* The piece above the aligned start, if any, becomes its own range. */
     if (start + bytes < top) {
-      va_range_t *hi = range_new(s, start + bytes, top - start - bytes);
+      va_range_t *hi = range_new(v, start + bytes, top - start - bytes);
       if (hi == NULL) return AB_ERR_INTERNAL;
-      range_insert(s, hi);
+      range_insert(v, hi);
     }
     if (start > r->base)
-      range_resize(s, r, r->base, start - r->base);
+      range_resize(v, r, r->base, start - r->base);
     else
-      range_drop(s, r);
+      range_drop(v, r);
     *out = start;
     return AB_OK;
   }
   /* The driver answers CUDA_ERROR_OUT_OF_MEMORY here too: a run out of address space ran out
    * of memory (expandable segments reserve more than the card on every stream). */
-  return ab_diag_set(&s->dev.diag, AB_ERR_OOM, "sim device: virtual address space exhausted");
+  return AB_ERR_OOM;
 }
 
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
-bool ab_sim_va_take(sim_t *s, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *n = ab_tree_floor(&s->va_by_addr, &base, key_addr);
+bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
+  ab_tnode_t *n = ab_tree_floor(&v->by_addr, &base, key_addr);
   if (n == NULL) return false;
   va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_addr);
   ab_dptr_t top = r->base + r->bytes;
   if (base + bytes < base || base + bytes > top) return false;
   if (base + bytes < top) {
-    va_range_t *hi = range_new(s, base + bytes, top - base - bytes);
+    va_range_t *hi = range_new(v, base + bytes, top - base - bytes);
     if (hi == NULL) return false;
-    range_insert(s, hi);
+    range_insert(v, hi);
   }
-  range_remove(s, r);
+  range_remove(v, r);
   if (base > r->base) {
     r->bytes = base - r->base;
-    range_insert(s, r);
+    range_insert(v, r);
   } else {
-    r->next_spare = s->spare_ranges;
-    s->spare_ranges = r;
+    r->next_spare = v->spare;
+    v->spare = r;
   }
   return true;
 }
 
 /* Returns a range to the free set, merged with free neighbours. */
-ab_status ab_sim_va_free(sim_t *s, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *pn = ab_tree_floor(&s->va_by_addr, &base, key_addr);
+ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
+  ab_tnode_t *pn = ab_tree_floor(&v->by_addr, &base, key_addr);
   va_range_t *prev = pn ? AB_CONTAINER_OF(pn, va_range_t, by_addr) : NULL;
-  ab_tnode_t *nn = pn ? ab_tree_next(pn) : ab_tree_first(&s->va_by_addr);
+  ab_tnode_t *nn = pn ? ab_tree_next(pn) : ab_tree_first(&v->by_addr);
   va_range_t *next = nn ? AB_CONTAINER_OF(nn, va_range_t, by_addr) : NULL;
   if (prev && prev->base + prev->bytes == base) {
     uint64_t merged = prev->bytes + bytes;
     if (next && prev->base + merged == next->base) {
       merged += next->bytes;
-      range_drop(s, next);
+      range_drop(v, next);
     }
-    range_resize(s, prev, prev->base, merged);
+    range_resize(v, prev, prev->base, merged);
     return AB_OK;
   }
   if (next && base + bytes == next->base) {
-    range_resize(s, next, base, next->bytes + bytes);
+    range_resize(v, next, base, next->bytes + bytes);
     return AB_OK;
   }
-  va_range_t *r = range_new(s, base, bytes);
+  va_range_t *r = range_new(v, base, bytes);
   if (r == NULL) return AB_ERR_INTERNAL;
-  range_insert(s, r);
+  range_insert(v, r);
   return AB_OK;
 }
 
-/* cudaMalloc hands out 512-byte granules for small sizes and 2 MiB pages from 2 MiB up. */
-
-ab_status ab_sim_va_init(sim_t *s, ab_dptr_t base, uint64_t bytes) {
-  ab_tree_init(&s->va_by_addr, cmp_addr);
-  ab_tree_init(&s->va_by_size, cmp_size);
-  va_range_t *all = range_new(s, base, bytes);
+ab_status ab_sim_va_init(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
+  ab_tree_init(&v->by_addr, cmp_addr);
+  ab_tree_init(&v->by_size, cmp_size);
+  va_range_t *all = range_new(v, base, bytes);
   if (all == NULL) return AB_ERR_INTERNAL;
-  range_insert(s, all);
+  range_insert(v, all);
   return AB_OK;
 }
 
-void ab_sim_va_free_all(sim_t *s) {
+void ab_sim_va_free_all(vaspace_t *v) {
   ab_tnode_t *n;
-  while ((n = ab_tree_first(&s->va_by_addr)) != NULL) range_drop(s, AB_CONTAINER_OF(n, va_range_t, by_addr));
-  while (s->spare_ranges) {
-    va_range_t *r = s->spare_ranges;
-    s->spare_ranges = r->next_spare;
+  while ((n = ab_tree_first(&v->by_addr)) != NULL) range_drop(v, AB_CONTAINER_OF(n, va_range_t, by_addr));
+  while (v->spare) {
+    va_range_t *r = v->spare;
+    v->spare = r->next_spare;
     free(r);
   }
 }
