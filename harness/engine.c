@@ -478,6 +478,13 @@ static next_t replay_empty_cache(replay_t *r) {
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
+static next_t replay_pool(replay_t *r, const ab_event_t *e) {
+  uint64_t t0 = now_ns();
+  ab_status st = ab_strategy_pool(r->s, (ab_pool_op_t)e->aux, e->id, e->stream, (unsigned)e->bytes);
+  r->c.outside_ns += now_ns() - t0;
+  return st == AB_OK ? NEXT : failed(r, st);
+}
+
 /* With opts.check, after every event. */
 static next_t check_invariants(replay_t *r) {
   ab_diag_t why = {""};
@@ -625,6 +632,7 @@ events:
       case AB_EV_STEP: next = replay_step(&r, i, e); break;
       case AB_EV_SYNC: next = replay_sync(&r); break;
       case AB_EV_EMPTY_CACHE: next = replay_empty_cache(&r); break;
+      case AB_EV_POOL: next = replay_pool(&r, e); break;
     }
     if (next != NEXT) break;
     if (opts->check && (next = check_invariants(&r)) != NEXT) break;

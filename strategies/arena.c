@@ -196,7 +196,7 @@ ab_status ab_arena_walk(const ab_arena_t *a, ab_dptr_t base, const ab_map_t *liv
           break; /* the check of the walk reports what does not tile */
         }
       }
-      ab_segment_info_t seg = {base, a->bytes, 0, pool, expandable, blocks, nb};
+      ab_segment_info_t seg = {base, a->bytes, 0, pool, expandable, blocks, nb, 0};
       int stop = fn(ctx, &seg);
       i = j - 1;
       if (stop) break;
@@ -204,7 +204,7 @@ ab_status ab_arena_walk(const ab_arena_t *a, ab_dptr_t base, const ab_map_t *liv
     }
     uint64_t req = e[i].val >> 1;
     ab_block_info_t b = {e[i].addr, req, req, AB_BLOCK_ALLOCATED};
-    ab_segment_info_t seg = {e[i].addr, req, 0, "device", false, &b, 1};
+    ab_segment_info_t seg = {e[i].addr, req, 0, "device", false, &b, 1, 0};
     if (fn(ctx, &seg)) break;
   }
   free(e);

@@ -1,5 +1,5 @@
 /* caching.c: PyTorch 2.11's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp),
- * decision for decision, on one device, default pools, no CUDA graphs.
+ * decision for decision, on one device, with its private pools (CUDA graphs, MemPools).
  *
  * Policy (reference/pytorch_caching_allocator.md; sections in brackets):
  *   1. A request is rounded up to 512 B, or to a power-of-two division [1.2]; rounded sizes up
@@ -19,6 +19,13 @@
  *      free pages are unmapped only by empty_cache and the last retry [4].
  *   6. The two halves of a free: free_request is PyTorch's free() of a block recorded on other
  *      streams (it stays active, out of the cache); free_complete is free_block [5].
+ *   7. Private pools (Note [Private pools] in strategy.h) [2.1]: while a context is open, the
+ *      allocations it takes go to its pool's own small and large free lists and segments, which
+ *      nothing else searches; a pool released by its last user gives its whole free segments
+ *      back at the next empty_cache or last retry. With no new segment for a default-pool
+ *      request, pools made with use_on_oom are searched before anything is released; no_split
+ *      pools never split. While any context is open the last retry (release everything) is
+ *      skipped and empty_cache leaves the default pool alone.
  * Every pool statistic of torch.cuda.memory_stats() is kept [6], and ab_stats_t with it.
  * This file is the decisions; caching_inspect.c looks inside (the segment walk, the checks,
  * memory_stats, the OOM message [8]), through the structs of caching_internal.h.
@@ -31,6 +38,14 @@
  * a cuMemCreate OOM fails it in PyTorch (the call's pages are released, the ladder goes on to
  * release and retry, or to OOM). So decisions are PyTorch's on a card whose memory ends at the
  * cap, and differ only where PyTorch itself went over it.
+ *
+ * Note [Captures]: PyTorch records no CUDA event while a context is open (captures_underway),
+ * so a block freed across streams then is deferred: it becomes reusable only once no context
+ * is open, at the next malloc (process_events) or synchronisation. Here the caller's
+ * free_complete of such a block, when it comes while a context is open, marks it ready, and the
+ * first malloc after the last context ends frees it. graph_capture_record_stream_reuse lets
+ * PyTorch free such a block inside the capture once the graph proves it safe: then the caller's
+ * free_complete frees it at once.
  *
  * Note [Early completion]: empty_cache and the last retry synchronise every stream, which
  * completes frees still waiting for other streams (free_block of each). The caller's
@@ -58,14 +73,15 @@ static inline void dec(tstat_t *s, uint64_t v) {
   s->freed += (int64_t)v;
 }
 
+/* pool is a free list's index: its KIND is the statistics' small or large pool, whoever owns it. */
 static inline void inc_pool(tstat_t a[3], int pool, uint64_t v) {
   inc(&a[0], v);
-  inc(&a[1 + pool], v);
+  inc(&a[1 + KIND(pool)], v);
 }
 
 static inline void dec_pool(tstat_t a[3], int pool, uint64_t v) {
   dec(&a[0], v);
-  dec(&a[1 + pool], v);
+  dec(&a[1 + KIND(pool)], v);
 }
 
 /* One key for an (address, size) pair; two pairs meet with probability 2^-64. */
@@ -201,7 +217,7 @@ static block_t *block_new(caching_t *c, ab_dptr_t ptr, uint64_t size, unsigned s
   b->ptr = ptr;
   b->size = size;
   b->stream = (uint16_t)stream;
-  b->pool = (uint8_t)pool;
+  b->pool = (uint16_t)pool;
   b->xs = xs;
   return b;
 }
@@ -297,6 +313,7 @@ static ab_status release_block(caching_t *c, block_t *b) {
   device_free_counted(c);
   ab_strategy_segment(&c->base, AB_TR_SEGMENT_FREE, b->ptr, b->size, b->stream);
   ab_map_take(&c->segs, b->ptr, NULL);
+  if (OWNER(b->pool)) c->priv[OWNER(b->pool)].malloc_count--;
   reserved_down(c, b->pool, b->size);
   dec_pool(c->st.segment, b->pool, 1);
   if (b->size >= c->conf.max_split_size) dec(&c->st.oversize_segments, 1);
@@ -486,6 +503,7 @@ static ab_status unmap_block(caching_t *c, block_t *b) {
   try_merge(c, b, b->next);
   insert_unmapped(c, b);
   reserved_down(c, b->pool, bytes);
+  if (OWNER(b->pool)) c->priv[OWNER(b->pool)].malloc_count--;
   device_free_counted(c);
   ab_strategy_segment(&c->base, AB_TR_SEGMENT_UNMAP, start, bytes, b->stream);
   return AB_OK;
@@ -516,7 +534,11 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
     c->base.stats.num_alloc_retries++;
   }
   if (c->has_cap && (p->alloc_size > c->cap || c->total > c->cap - p->alloc_size)) return AB_ERR_OOM;
-  if (p->expandable) return allocate_expandable(c, p);
+  if (p->expandable) {
+    AB_TRY(allocate_expandable(c, p));
+    if (OWNER(p->pool)) c->priv[OWNER(p->pool)].malloc_count++;
+    return AB_OK;
+  }
   ab_dptr_t ptr;
   AB_TRY(ab_device_malloc(c->base.dev, p->alloc_size, &ptr));
   if (ab_map_put(&c->segs, ptr, p->alloc_size) != AB_OK) {
@@ -524,6 +546,7 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
     return AB_ERR_INTERNAL;
   }
   reserved_up(c, p->pool, p->alloc_size);
+  if (OWNER(p->pool)) c->priv[OWNER(p->pool)].malloc_count++;
   inc_pool(c->st.segment, p->pool, 1);
   if (p->alloc_size >= c->conf.max_split_size) inc(&c->st.oversize_segments, 1);
   device_alloc_counted(c);
@@ -620,37 +643,61 @@ static ab_status release_blocks(caching_t *c, int pool) {
   return AB_OK;
 }
 
-/* release_cached_blocks (torch.cuda.empty_cache) [3.2]: synchronise every stream, which
- * completes the frees still waiting (Note [Early completion]), then release. */
-static ab_status release_cached(caching_t *c) {
+/* synchronize_and_free_events: every stream is waited for, which completes the frees still
+ * waiting (Note [Early completion]) of pool `owner`'s blocks, or of all when owner is -1. */
+static ab_status sync_and_free(caching_t *c, int owner) {
   c->st.num_sync_all_streams++;
-  if (c->npending) {
-    AB_TRY(ab_device_synchronize(c->base.dev));
-    AB_TRY(ab_caching_scratch_need(c, c->npending));
-    size_t n = 0;
-    for (size_t i = 0; i < c->live.cap; i++) {
-      block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
-      if (c->live.keys[i] && b->state == B_PENDING) c->scratch[n++] = b;
-    }
-    for (size_t i = 0; i < n; i++) {
-      block_t *b = c->scratch[i];
+  if (c->npending == 0) return AB_OK;
+  AB_TRY(ab_device_synchronize(c->base.dev));
+  AB_TRY(ab_caching_scratch_need(c, c->npending));
+  size_t n = 0;
+  for (size_t i = 0; i < c->live.cap; i++) {
+    block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
+    if (c->live.keys[i] && b->state == B_PENDING && (owner < 0 || (int)OWNER(b->pool) == owner)) c->scratch[n++] = b;
+  }
+  for (size_t i = 0; i < n; i++) {
+    block_t *b = c->scratch[i];
+    if (b->deferred == DEFER_READY) { /* its caller's free_complete came already */
+      c->nready--;
+    } else {
       uint64_t key = early_key(b->ptr, b->requested), count = 0;
       ab_map_get(&c->early, key, &count);
       if (ab_map_put(&c->early, key, count + 1) != AB_OK) return AB_ERR_INTERNAL;
-      ab_map_take(&c->live, b->ptr, NULL);
-      c->npending--;
-      AB_TRY(free_block(c, b));
     }
+    b->deferred = DEFER_NONE;
+    ab_map_take(&c->live, b->ptr, NULL);
+    c->npending--;
+    AB_TRY(free_block(c, b));
   }
-  AB_TRY(release_blocks(c, LARGE));
-  return release_blocks(c, SMALL);
+  return AB_OK;
+}
+
+/* release_cached_blocks (torch.cuda.empty_cache) [3.2]: for the default pool (pool 0), when no
+ * capture is open, synchronise every stream and release the default pool; then release the
+ * released private pools (only `pool` when it is one), erasing those left with no memory. */
+static ab_status release_cached(caching_t *c, unsigned pool) {
+  if (pool == 0 && c->ncaptures == 0) {
+    AB_TRY(sync_and_free(c, -1));
+    AB_TRY(release_blocks(c, LARGE));
+    AB_TRY(release_blocks(c, SMALL));
+  }
+  for (unsigned n = 1; n <= c->npriv; n++) {
+    ppool_t *pp = &c->priv[n];
+    if (!pp->exists || !pp->freeable || (pool != 0 && n != pool)) continue;
+    if (pool != 0) AB_TRY(sync_and_free(c, (int)n));
+    AB_TRY(release_blocks(c, 2 * (int)n + SMALL));
+    AB_TRY(release_blocks(c, 2 * (int)n + LARGE));
+    if (pp->malloc_count == 0) pp->exists = pp->freeable = false;
+  }
+  return AB_OK;
 }
 
 /* ---- handing out and taking back [2.3-2.5] -------------------------------------------------- */
 
 static bool should_split(const caching_t *c, const block_t *b, const params_t *p) {
+  if (OWNER(b->pool) && c->priv[OWNER(b->pool)].no_split) return false;
   uint64_t remaining = b->size - p->size;
-  if (b->pool == SMALL || p->expandable) return remaining >= MIN_BLOCK;
+  if (KIND(b->pool) == SMALL || p->expandable) return remaining >= MIN_BLOCK;
   return p->size < c->conf.max_split_size && remaining > SMALL_SIZE;
 }
 
@@ -760,6 +807,53 @@ static ab_status free_block(caching_t *c, block_t *b) {
 
 /* ---- the vtable ----------------------------------------------------------------------------- */
 
+/* get_pool: the free lists a request goes to: those of the latest open context that takes its
+ * stream (captures_underway, searched newest first), else the default pool's. */
+static int pool_for(const caching_t *c, uint64_t size, unsigned stream) {
+  int kind = size <= SMALL_SIZE ? SMALL : LARGE;
+  for (size_t i = c->ncaptures; i-- > 0;)
+    if (c->captures[i].all_streams || c->captures[i].stream == stream) return 2 * (int)c->captures[i].pool + kind;
+  return kind;
+}
+
+/* try_mempool_fallback: a request of the default pool that got no new segment may take a free
+ * block of a pool made with use_on_oom, before anything is released; never a new segment
+ * there, never expandable growth. */
+static bool mempool_fallback(caching_t *c, params_t *p) {
+  if (OWNER(p->pool)) return false;
+  for (unsigned n = 1; n <= c->npriv; n++) {
+    const ppool_t *pp = &c->priv[n];
+    if (!pp->exists || !pp->use_on_oom || pp->use_count <= 0) continue;
+    params_t q = *p;
+    q.pool = 2 * (int)n + KIND(p->pool);
+    q.expandable = false;
+    if (get_free_block(c, &q)) {
+      *p = q;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* process_events' part in a replay: the frees deferred by a capture that has ended. */
+static ab_status free_ready(caching_t *c) {
+  AB_TRY(ab_caching_scratch_need(c, c->nready));
+  size_t n = 0;
+  for (size_t i = 0; i < c->live.cap && n < c->nready; i++) {
+    block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
+    if (c->live.keys[i] && b->state == B_PENDING && b->deferred == DEFER_READY) c->scratch[n++] = b;
+  }
+  c->nready = 0;
+  for (size_t i = 0; i < n; i++) {
+    block_t *b = c->scratch[i];
+    b->deferred = DEFER_NONE;
+    ab_map_take(&c->live, b->ptr, NULL);
+    c->npending--;
+    AB_TRY(free_block(c, b));
+  }
+  return AB_OK;
+}
+
 static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   caching_t *c = of(s);
   if (bytes >= ONE_EB) {
@@ -767,9 +861,10 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
     return AB_ERR_OOM;
   }
   AB_TRY(reserve_blocks(c, 64));
+  if (c->nready && c->ncaptures == 0) AB_TRY(free_ready(c));
   params_t p;
   p.size = round_size(c, bytes);
-  p.pool = p.size <= SMALL_SIZE ? SMALL : LARGE;
+  p.pool = pool_for(c, p.size, stream);
   p.alloc_size = allocation_size(c, p.size);
   p.stream = stream;
   p.expandable = c->conf.expandable;
@@ -778,13 +873,15 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   if (!get_free_block(c, &p)) {
     if (gc_on(c)) AB_TRY(garbage_collect(c));
     ab_status st = alloc_block(c, &p, false);
+    if (st == AB_ERR_OOM && mempool_fallback(c, &p)) st = AB_OK;
     if (st == AB_ERR_OOM) {
       bool released;
       AB_TRY(release_available(c, &p, &released));
       if (released) st = alloc_block(c, &p, false);
     }
-    if (st == AB_ERR_OOM) {
-      AB_TRY(release_cached(c));
+    /* The last retry releases everything, which no open capture allows. */
+    if (st == AB_ERR_OOM && c->ncaptures == 0) {
+      AB_TRY(release_cached(c, 0));
       st = alloc_block(c, &p, true);
     }
     if (st == AB_ERR_OOM) {
@@ -828,6 +925,8 @@ static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t 
   AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b));
   user_free(c, b);
   b->state = B_PENDING;
+  /* Note [Captures]: no event can be recorded while a capture is open. */
+  b->deferred = c->ncaptures && !c->conf.capture_reuse ? DEFER_WAITING : DEFER_NONE;
   c->npending++;
   return AB_OK;
 }
@@ -844,6 +943,12 @@ static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t
   }
   block_t *b = NULL;
   AB_TRY(lookup(c, "free_complete", ptr, bytes, stream, B_PENDING, &b));
+  if (b->deferred == DEFER_WAITING && c->ncaptures) { /* Note [Captures] */
+    b->deferred = DEFER_READY;
+    c->nready++;
+    return AB_OK;
+  }
+  b->deferred = DEFER_NONE;
   ab_map_take(&c->live, ptr, NULL);
   c->npending--;
   return free_block(c, b);
@@ -852,7 +957,91 @@ static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t
 static ab_status caching_empty_cache(ab_strategy_t *s) {
   caching_t *c = of(s);
   AB_TRY(reserve_blocks(c, 64));
-  return release_cached(c);
+  return release_cached(c, 0);
+}
+
+/* Room for private pool n: its entry and its two free lists. */
+static ab_status pool_room(caching_t *c, unsigned n) {
+  if (c->pools && n <= c->npriv) return AB_OK;
+  size_t had = c->pools ? c->npriv + 1 : 0;
+  if (n >= (1u << 15)) return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID, "caching: pool %u: at most 32767 pools", n);
+  ppool_t *priv = realloc(c->priv, (n + 1) * sizeof *priv);
+  if (priv == NULL) return AB_ERR_INTERNAL;
+  c->priv = priv;
+  memset(&priv[had], 0, (n + 1 - had) * sizeof *priv);
+  pool_t *pools = realloc(c->pools, 2 * (n + 1) * sizeof *pools);
+  if (pools == NULL) return AB_ERR_INTERNAL;
+  c->pools = pools; /* the sets' nodes point at each other, never at their set: moving is safe */
+  for (size_t i = c->npools; i < 2 * (size_t)(n + 1); i++) {
+    memset(&pools[i], 0, sizeof pools[i]);
+    ab_tree_init(&pools[i].blocks, cmp_free);
+    ab_tree_init(&pools[i].unmapped, cmp_unmapped);
+  }
+  c->npools = 2 * (size_t)(n + 1);
+  c->npriv = n;
+  return AB_OK;
+}
+
+/* create_or_incref_pool */
+static ab_status pool_incref(caching_t *c, unsigned n) {
+  AB_TRY(pool_room(c, n));
+  ppool_t *pp = &c->priv[n];
+  if (!pp->exists) {
+    memset(pp, 0, sizeof *pp);
+    pp->exists = true;
+    pp->use_count = 1;
+    return AB_OK;
+  }
+  if (pp->use_count <= 0)
+    return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID, "caching: pool %u was released: it takes no new user", n);
+  pp->use_count++;
+  return AB_OK;
+}
+
+/* Note [Private pools] (strategy.h), as DeviceCachingAllocator's createOrIncrefPool,
+ * beginAllocateToPool, endAllocateToPool, releasePool and emptyCache(pool). */
+static ab_status caching_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned n, unsigned stream, unsigned flags) {
+  caching_t *c = of(s);
+  ab_diag_t *diag = &s->dev->diag;
+  AB_TRY(reserve_blocks(c, 64));
+  bool known = n <= c->npriv && c->priv[n].exists;
+  switch (op) {
+    case AB_POOL_CREATE:
+      AB_TRY(pool_incref(c, n));
+      if (flags & AB_POOL_USE_ON_OOM) c->priv[n].use_on_oom = true;
+      if (flags & AB_POOL_NO_SPLIT) c->priv[n].no_split = true;
+      return AB_OK;
+    case AB_POOL_BEGIN:
+      for (size_t i = 0; i < c->ncaptures; i++)
+        if (c->captures[i].pool == n) return ab_diag_set(diag, AB_ERR_INVALID, "caching: pool %u: already allocating to it", n);
+      AB_TRY(pool_incref(c, n));
+      if (c->ncaptures == c->capcaptures) {
+        size_t cap = c->capcaptures ? 2 * c->capcaptures : 4;
+        capture_t *grown = realloc(c->captures, cap * sizeof *grown);
+        if (grown == NULL) return AB_ERR_INTERNAL;
+        c->captures = grown;
+        c->capcaptures = cap;
+      }
+      c->captures[c->ncaptures++] = (capture_t){n, stream, (flags & AB_POOL_ALL_STREAMS) != 0};
+      return AB_OK;
+    case AB_POOL_END:
+      for (size_t i = 0; i < c->ncaptures; i++)
+        if (c->captures[i].pool == n) {
+          memmove(&c->captures[i], &c->captures[i + 1], (c->ncaptures - i - 1) * sizeof *c->captures);
+          c->ncaptures--;
+          return AB_OK;
+        }
+      return ab_diag_set(diag, AB_ERR_INVALID, "caching: pool %u: end of allocating to it, which had not begun", n);
+    case AB_POOL_RELEASE:
+      if (!known || c->priv[n].use_count <= 0)
+        return ab_diag_set(diag, AB_ERR_INVALID, "caching: release of pool %u, which has no user", n);
+      if (--c->priv[n].use_count == 0) c->priv[n].freeable = true;
+      return AB_OK;
+    case AB_POOL_EMPTY:
+      return known ? release_cached(c, n) : AB_OK;
+    case AB_POOL_OPS: break;
+  }
+  return ab_diag_set(diag, AB_ERR_INVALID, "caching: unknown pool call %u", (unsigned)op);
 }
 
 /* Checks the expandable-page rule the device imposes. */
@@ -877,10 +1066,6 @@ static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_
   c->base.ops = &ab_caching_ops;
   c->base.dev = dev;
   c->conf = cf;
-  for (int i = 0; i < 2; i++) {
-    ab_tree_init(&c->pools[i].blocks, cmp_free);
-    ab_tree_init(&c->pools[i].unmapped, cmp_unmapped);
-  }
   ab_map_init(&c->live);
   ab_map_init(&c->early);
   ab_map_init(&c->segs);
@@ -893,7 +1078,7 @@ static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_
     c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
   }
   c->st.max_split_size = cf.max_split_size == UINT64_MAX ? -1 : (int64_t)cf.max_split_size;
-  if (reserve_blocks(c, 64) != AB_OK) {
+  if (reserve_blocks(c, 64) != AB_OK || pool_room(c, 0) != AB_OK) {
     caching_destroy(&c->base);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
@@ -919,6 +1104,9 @@ static void caching_destroy(ab_strategy_t *s) {
   free(c->slabs);
   free(c->xsegs);
   free(c->scratch);
+  free(c->pools);
+  free(c->priv);
+  free(c->captures);
   ab_map_free(&c->live);
   ab_map_free(&c->early);
   ab_map_free(&c->segs);
@@ -938,6 +1126,7 @@ const ab_strategy_ops_t ab_caching_ops = {
     .check = ab_caching_check,
     .memory_stats = ab_caching_memory_stats,
     .describe_oom = ab_caching_describe_oom,
+    .pool = caching_pool,
 };
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */

@@ -270,9 +270,13 @@ static ab_status pass_cuda(parse_t *p) {
         return fail(p, i + 2, "backend:cudaMallocAsync is PyTorch's other allocator, the stream-ordered one: run it as the async strategy (-s async)");
       if (!is(p, i + 2, "native")) return fail(p, i + 2, "Unknown allocator backend, options are native and cudaMallocAsync");
       i += 2;
+    } else if (is(p, i, "graph_capture_record_stream_reuse")) {
+      AB_TRY(need(p, i + 1, key));
+      AB_TRY(to_bool(p, i + 2, key, &b));
+      p->c->capture_reuse = b;
+      i += 2;
     } else if (is(p, i, "release_lock_on_cudamalloc") || is(p, i, "release_lock_on_hipmalloc") ||
-               is(p, i, "pinned_use_cuda_host_register") || is(p, i, "pinned_use_hip_host_register") ||
-               is(p, i, "graph_capture_record_stream_reuse")) {
+               is(p, i, "pinned_use_cuda_host_register") || is(p, i, "pinned_use_hip_host_register")) {
       AB_TRY(need(p, i + 1, key));
       AB_TRY(to_bool(p, i + 2, key, &b));
       ignore(p, key);

@@ -18,7 +18,7 @@
  * must be exactly True or False, and separators between items are not checked (PyTorch
  * ignores the result of that check). A later key overrides an earlier one; the list form of
  * roundup_power2_divisions edits the table in place. Keys that do not touch device memory
- * (host-side pinned_*, release_lock_on_cudamalloc, graph capture) are accepted and named in
+ * (host-side pinned_*, release_lock_on_cudamalloc) are accepted and named in
  * `ignored`. backend:cudaMallocAsync is refused with a pointer to the async strategy.
  *
  * Every parse starts, as PyTorch's does, by resetting max_split_size, the divisions table and
@@ -44,6 +44,8 @@ typedef struct ab_caching_conf_s {
   double gc_threshold;             /* garbage_collection_threshold; 0: off */
   double memory_fraction;          /* per_process_memory_fraction; 1: no cap */
   bool expandable;                 /* expandable_segments */
+  bool capture_reuse;              /* graph_capture_record_stream_reuse: a block freed across
+                                    * streams during a capture may be reused in it */
   char ignored[256];               /* keys accepted without effect, "a, b"; "" when none */
 } ab_caching_conf_t;
 

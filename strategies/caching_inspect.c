@@ -55,8 +55,8 @@ ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
       bytes += b->size;
       j++;
     } while (j < n && c->scratch[j - 1]->next == c->scratch[j]);
-    ab_segment_info_t seg = {head->ptr, bytes, head->stream, head->pool == SMALL ? "small" : "large", head->xs != NULL,
-                             &info[i], j - i};
+    ab_segment_info_t seg = {head->ptr,     bytes,    head->stream, KIND(head->pool) == SMALL ? "small" : "large",
+                             head->xs != NULL, &info[i], j - i,        OWNER(head->pool)};
     if (fn(ctx, &seg)) break;
     i = j;
   }
@@ -68,7 +68,7 @@ ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
 
 static ab_status check_sets(caching_t *c, size_t *nfree, size_t *nunmapped, ab_diag_t *diag) {
   *nfree = *nunmapped = 0;
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < (int)c->npools; p++) {
     pool_t *pl = &c->pools[p];
     if (ab_tree_check(&pl->blocks) || ab_tree_check(&pl->unmapped)) FAIL("pool %d: a free set is out of order", p);
     for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n))
@@ -105,7 +105,9 @@ ab_status ab_caching_check(ab_strategy_t *s, ab_diag_t *diag) {
     if (b->next && b->next->prev != b) FAIL("block 0x%llx: broken links", (unsigned long long)b->ptr);
     if (b->state == B_FREE && b->next && b->next->state == B_FREE)
       FAIL("free blocks 0x%llx and 0x%llx were not merged", (unsigned long long)b->ptr, (unsigned long long)b->next->ptr);
-    int p = b->pool;
+    int p = KIND(b->pool);
+    if (OWNER(b->pool) && (OWNER(b->pool) > c->npriv || !c->priv[OWNER(b->pool)].exists))
+      FAIL("block 0x%llx belongs to pool %u, which does not exist", (unsigned long long)b->ptr, OWNER(b->pool));
     bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
     if (b->state == B_ALLOCATED) {
       sums[I_allocation][p]++;
@@ -218,17 +220,25 @@ void ab_caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
   char want[32], cap_s[32], total_s[32], free_s[32], alloc_s[32], unalloc_s[32], allowed[64] = "";
   ab_format_bytes_torch(allocation_size(c, round_size(c, bytes)), want, sizeof want);
   if (c->has_cap) snprintf(allowed, sizeof allowed, "%s allowed; ", ab_format_bytes_torch(c->cap, cap_s, sizeof cap_s));
-  int64_t allocated = c->st.allocated_bytes[0].current, reserved = c->st.reserved_bytes[0].current;
+  /* PyTorch counts the free cached blocks of every private pool as allocated (sic). */
+  uint64_t priv = 0;
+  for (size_t p = 2; p < c->npools; p++)
+    for (ab_tnode_t *n = ab_tree_first(&c->pools[p].blocks); n; n = ab_tree_next(n)) priv += BLOCK(n)->size;
+  char priv_s[32], priv_msg[96] = "";
+  if (priv)
+    snprintf(priv_msg, sizeof priv_msg, "with %s allocated in private pools (e.g., CUDA Graphs), ",
+             ab_format_bytes_torch(priv, priv_s, sizeof priv_s));
+  int64_t allocated = c->st.allocated_bytes[0].current + (int64_t)priv, reserved = c->st.reserved_bytes[0].current;
   int gpu = 0;
   sscanf(s->dev->name, "cuda:%d", &gpu);
   snprintf(buf, size,
            "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %sOf the "
-           "allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. If reserved but "
+           "allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. If reserved but "
            "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
            "fragmentation.  See documentation for Memory Management  "
            "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
            want, gpu, ab_format_bytes_torch(total, total_s, sizeof total_s),
            ab_format_bytes_torch(free_bytes, free_s, sizeof free_s), allowed,
-           ab_format_bytes_torch((uint64_t)allocated, alloc_s, sizeof alloc_s),
+           ab_format_bytes_torch((uint64_t)allocated, alloc_s, sizeof alloc_s), priv_msg,
            ab_format_bytes_torch((uint64_t)(reserved - allocated), unalloc_s, sizeof unalloc_s));
 }

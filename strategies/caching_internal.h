@@ -27,7 +27,11 @@
 #define ONE_EB (1ULL << 60)                /* requests this big fail before the allocator */
 #define SLAB_BLOCKS 1024
 
+/* The free lists: pools[2 n + SMALL] and pools[2 n + LARGE] belong to private pool n (n >= 1;
+ * Note [Private pools] in strategy.h), pools[SMALL] and pools[LARGE] to the default pool. */
 enum { SMALL, LARGE };
+#define KIND(pool) ((pool) & 1)     /* SMALL or LARGE: the statistics' pool of a free list */
+#define OWNER(pool) ((pool) >> 1)   /* the private pool of a free list; 0: the default pool */
 
 /* A block struct's state. */
 enum {
@@ -56,9 +60,13 @@ typedef struct block_s {
   uint64_t requested;          /* bytes asked for, while active */
   int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
   uint16_t stream;
+  uint16_t pool;               /* its free lists: an index of caching_t.pools */
   uint8_t state;
-  uint8_t pool;
+  uint8_t deferred;            /* B_PENDING: freed across streams during a capture (DEFER_*) */
 } block_t;
+
+/* A pending block freed during a capture waits for the capture to end (Note [Captures]). */
+enum { DEFER_NONE, DEFER_WAITING, DEFER_READY };
 
 #define BLOCK(n) AB_CONTAINER_OF(n, block_t, node)
 
@@ -67,6 +75,23 @@ typedef struct pool_s {
   ab_tree_t unmapped; /* unmapped expandable blocks by (stream, address) */
   int64_t gc_calls;   /* get_free_block calls while GC is on */
 } pool_t;
+
+/* A private pool, PyTorch's PrivatePool. */
+typedef struct ppool_s {
+  bool exists;          /* created and not yet erased */
+  bool freeable;        /* no user left: its whole free segments go at the next release */
+  bool use_on_oom;      /* searched before the default pool releases (MemPool(use_on_oom=True)) */
+  bool no_split;        /* never splits a block (MemPool(no_split=True)) */
+  int64_t use_count;    /* users: MemPools, graphs, open contexts */
+  int64_t malloc_count; /* its segments and mapped ranges not given back (cudaMalloc_count) */
+} ppool_t;
+
+/* An open context of beginAllocateToPool (captures_underway). */
+typedef struct capture_s {
+  unsigned pool;
+  unsigned stream;
+  bool all_streams;
+} capture_t;
 
 /* ---- statistics: torch.cuda.memory_stats(), PyTorch's DeviceStats ---------------------- */
 
@@ -98,7 +123,13 @@ typedef struct tstats_s {
 typedef struct caching_s {
   ab_strategy_t base;
   ab_caching_conf_t conf;
-  pool_t pools[2];
+  pool_t *pools;             /* free lists: 2 per pool, default first */
+  size_t npools;             /* entries of pools: 2 (npriv + 1) */
+  ppool_t *priv;             /* private pools by number; priv[0] unused */
+  unsigned npriv;            /* highest pool number with an entry */
+  capture_t *captures;       /* captures_underway, oldest first */
+  size_t ncaptures, capcaptures;
+  size_t nready;             /* DEFER_READY blocks: freed once no capture is open */
   ab_map_t live;             /* address -> block, for allocated and pending blocks */
   ab_map_t early;            /* Note [Early completion]: early_key(address, size) -> count */
   ab_map_t segs;             /* cudaMalloc'd segments: base -> bytes */

@@ -638,7 +638,7 @@ static bool tile_held(walk_t *w, ab_dptr_t from, ab_dptr_t to) {
 
 static int emit(walk_t *w, ab_dptr_t base, uint64_t bytes, unsigned stream, const char *pool, bool expandable,
                 ab_segment_fn fn, void *ctx) {
-  ab_segment_info_t seg = {base, bytes, stream, pool, expandable, w->out, w->n};
+  ab_segment_info_t seg = {base, bytes, stream, pool, expandable, w->out, w->n, 0};
   return fn(ctx, &seg);
 }
 

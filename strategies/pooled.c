@@ -259,7 +259,7 @@ static ab_status pooled_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
       bool used = (c->in_use[i / 64] >> (i % 64)) & 1;
       blocks[i] = (ab_block_info_t){c->base + i * c->block, c->block, 0, used ? AB_BLOCK_ALLOCATED : AB_BLOCK_FREE};
     }
-    ab_segment_info_t seg = {c->base, c->bytes, 0, c->initial ? "initial" : "chunk", false, blocks, c->nblocks};
+    ab_segment_info_t seg = {c->base, c->bytes, 0, c->initial ? "initial" : "chunk", false, blocks, c->nblocks, 0};
     if (fn(ctx, &seg)) break;
   }
   free(blocks);

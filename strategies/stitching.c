@@ -486,7 +486,7 @@ static ab_status stitching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
       blocks[nb++] = (ab_block_info_t){b->addr, b->bytes, b->state == B_ALLOCATED ? b->requested : 0, state};
     }
     ab_segment_info_t info = {seg->base, seg->kind == SEG_SMALL ? seg->va_bytes : seg->mapped, seg->stream,
-                              pool_name(seg), seg->kind != SEG_SMALL, blocks, nb};
+                              pool_name(seg), seg->kind != SEG_SMALL, blocks, nb, 0};
     if (fn(ctx, &info)) break;
   }
   free(blocks);

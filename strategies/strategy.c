@@ -63,6 +63,13 @@ ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, 
   return s->ops->plan ? s->ops->plan(s, lt, n, diag) : AB_OK;
 }
 
+ab_status ab_strategy_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags) {
+  if (pool == 0 || (unsigned)op >= AB_POOL_OPS || (flags & ~AB_POOL_FLAGS))
+    return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "pool call %u on pool %u with flags %u is not valid", (unsigned)op,
+                       pool, flags);
+  return s->ops->pool ? s->ops->pool(s, op, pool, stream, flags) : AB_OK;
+}
+
 void ab_strategy_reset_peaks(ab_strategy_t *s) {
   ab_stats_reset_peaks(&s->stats);
   ab_device_footprint_reset_peak(s->dev);
@@ -134,7 +141,7 @@ ab_status ab_strategy_walk_map(const ab_map_t *live, const char *pool,
     ab_map_get(live, addrs[i], &val);
     decode(val, &bytes, &stream);
     ab_block_info_t block = {addrs[i], bytes, bytes, AB_BLOCK_ALLOCATED};
-    ab_segment_info_t seg = {addrs[i], bytes, stream, pool, false, &block, 1};
+    ab_segment_info_t seg = {addrs[i], bytes, stream, pool, false, &block, 1, 0};
     if (fn(ctx, &seg)) break;
   }
   free(addrs);

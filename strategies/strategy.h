@@ -78,6 +78,7 @@ typedef struct ab_segment_info_s {
   bool expandable;       /* grows by mapping (PyTorch's is_expandable) */
   const ab_block_info_t *blocks; /* in address order, tiling the segment */
   size_t nblocks;
+  unsigned private_pool; /* the private pool it belongs to (Note [Private pools]); 0: the default */
 } ab_segment_info_t;
 
 /* Called once per segment, in address order; a nonzero return stops the walk. */
@@ -101,6 +102,38 @@ typedef struct ab_lifetime_s {
   uint32_t step;      /* STEP events before start (0: before the first step) */
   uint16_t stream;
 } ab_lifetime_t;
+
+/* Note [Private pools]: PyTorch routes the allocations of a CUDA graph capture
+ * (torch.cuda.graph(g, pool=...), graph trees under torch.compile(mode="reduce-overhead")) and of
+ * torch.cuda.use_mem_pool(MemPool) to a private pool with its own free lists and segments, and
+ * keeps that pool's segments out of every other allocation's reach until the pool is released.
+ * The event stream says so with pool events (events.h), which reach a strategy as these calls,
+ * named by a pool number (1, 2, ...; 0 is the default pool), PyTorch's calls on the
+ * CUDACachingAllocator:
+ *   CREATE   createOrIncrefPool: a MemPool is made (flags: USE_ON_OOM, NO_SPLIT), or a pool
+ *            gains one more user; a pool never created is created by its first BEGIN
+ *   BEGIN    beginAllocateToPool: allocations on `stream` (ALL_STREAMS: on every stream, as
+ *            use_mem_pool's thread filter in a one-thread replay) go to the pool until its END;
+ *            the pool gains a user; contexts nest, the latest matching one wins
+ *   END      endAllocateToPool
+ *   RELEASE  releasePool: a user lets go (a graph is destroyed, a MemPool deleted); with no user
+ *            left, the pool's whole free segments go back at the next empty_cache or retry
+ *   EMPTY    emptyCache(pool): the released pool's whole free segments go back now (MemPool's
+ *            destructor)
+ * A strategy without the operation serves everything from where it always does. */
+typedef enum ab_pool_op_e {
+  AB_POOL_CREATE = 0,
+  AB_POOL_BEGIN,
+  AB_POOL_END,
+  AB_POOL_RELEASE,
+  AB_POOL_EMPTY,
+  AB_POOL_OPS
+} ab_pool_op_t;
+
+#define AB_POOL_USE_ON_OOM 1u  /* CREATE: searched for a free block before the default pool releases */
+#define AB_POOL_NO_SPLIT 2u    /* CREATE: blocks are never split (MemPool(no_split=True)) */
+#define AB_POOL_ALL_STREAMS 4u /* BEGIN: every stream's allocations, not only the event's stream */
+#define AB_POOL_FLAGS 7u
 
 struct ab_strategy_ops_s {
   const char *name;
@@ -130,6 +163,9 @@ struct ab_strategy_ops_s {
   /* The run ahead, before any alloc of it (Note [Plans]); lt is the caller's and lives only
    * for the call. NULL: the strategy serves every call online. */
   ab_status (*plan)(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
+  /* Note [Private pools]: one pool call; pool >= 1, flags as the op says. NULL: the
+   * strategy has no private pools and every allocation is served as usual. */
+  ab_status (*pool)(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags);
 };
 
 /* Calls fn on every segment decision of s from now on; NULL stops it. One observer at a time. */
@@ -167,6 +203,9 @@ void ab_strategy_reset_peaks(ab_strategy_t *s);
 /* One statistic of the strategy's memory_stats by its flattened name ("segment.all.peak");
  * false when the strategy keeps no such statistic. */
 bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value);
+/* A pool call (Note [Private pools]); AB_OK at once when the strategy has no pools.
+ * AB_ERR_INVALID for pool 0, an unknown op or flags, or a call the pool's state refuses. */
+ab_status ab_strategy_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags);
 /* Hands the strategy the run ahead (Note [Plans]); AB_OK at once when it does not plan. */
 ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
 /* True when the strategy has a plan operation (the caller may skip building lifetimes). */

@@ -1,6 +1,8 @@
 /* caching_conf_test.c: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it
  * (strategies/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
  * (reference/pytorch_caching_allocator.md sections 1.3, 9.1 G and H, 12). */
+#include <string.h>
+
 #include "caching_conf.h"
 
 #include "check.h"
@@ -50,7 +52,9 @@ static void test_allocator_settings_accepted(void) {
                                "pinned_num_register_threads:8,graph_capture_record_stream_reuse:True");
   CHECK_STR_CONTAINS(c.ignored, "release_lock_on_cudamalloc");
   CHECK_STR_CONTAINS(c.ignored, "pinned_num_register_threads");
-  CHECK_STR_CONTAINS(c.ignored, "graph_capture_record_stream_reuse");
+  CHECK(strstr(c.ignored, "graph_capture_record_stream_reuse") == NULL); /* it changes decisions in captures */
+  CHECK(c.capture_reuse);
+  CHECK(!parsed("graph_capture_record_stream_reuse:False").capture_reuse);
   CHECK(parsed("backend:native").max_split_size == UINT64_MAX);
 }
 

@@ -155,7 +155,7 @@ static ab_status fake_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   (void)s;
   for (size_t i = 0; i < fake_nsegs; i++) {
     const fake_seg_t *f = &fake_segs[i];
-    ab_segment_info_t seg = {f->base, f->bytes, 0, "fake", false, f->blocks, f->nblocks};
+    ab_segment_info_t seg = {f->base, f->bytes, 0, "fake", false, f->blocks, f->nblocks, 0};
     if (fn(ctx, &seg)) break;
   }
   return AB_OK;

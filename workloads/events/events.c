@@ -134,6 +134,19 @@ void ab_events_empty_cache(ab_events_t *es) {
   if (e) e->kind = AB_EV_EMPTY_CACHE;
 }
 
+void ab_events_pool(ab_events_t *es, ab_pool_op_t op, uint32_t pool, unsigned stream, unsigned flags) {
+  ab_event_t *e = push(es);
+  if (e) {
+    e->kind = AB_EV_POOL;
+    e->aux = (uint8_t)op;
+    e->id = pool;
+    e->stream = (uint16_t)stream;
+    e->bytes = flags;
+    if (op == AB_POOL_BEGIN && !(flags & AB_POOL_ALL_STREAMS)) note_stream(es, stream);
+    if (pool > es->npools) es->npools = pool;
+  }
+}
+
 void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes) {
   if (es->failed) return;
   if (es->nsegs == es->capsegs) {
@@ -233,6 +246,11 @@ ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
       case AB_EV_STEP:
       case AB_EV_SYNC:
       case AB_EV_EMPTY_CACHE:
+        break;
+      case AB_EV_POOL:
+        if (e->id == 0 || e->aux >= AB_POOL_OPS || (e->bytes & ~(uint64_t)AB_POOL_FLAGS))
+          st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: POOL call %u on pool %u with flags %llu is not valid", i,
+                           e->aux, e->id, (unsigned long long)e->bytes);
         break;
       default:
         st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: unknown kind %u", i, e->kind);

@@ -16,6 +16,10 @@
  *   STEP  {n}                       a training step begins (timeline samples are taken here)
  *   SYNC                            the program synchronised the device
  *   EMPTY_CACHE                     the program asked for torch.cuda.empty_cache()
+ *   POOL  {id = pool, aux = op, stream, bytes = flags}
+ *                                   a private pool call (Note [Private pools], strategy.h):
+ *                                   "these allocations go to pool P" (BEGIN .. END), a pool
+ *                                   made, released or emptied; pools are numbered from 1
  *
  * The builder functions append to a growing stream. A host allocation failure is sticky:
  * the stream remembers it (failed) and ab_events_finish reports it, so generators need not
@@ -38,6 +42,7 @@
 #include "device.h"
 #include "kernel_desc.h"
 #include "status.h"
+#include "strategy.h" /* the pool calls (Note [Private pools]) */
 #include "trace_actions.h"
 
 typedef enum ab_event_kind_e {
@@ -47,6 +52,7 @@ typedef enum ab_event_kind_e {
   AB_EV_STEP,
   AB_EV_SYNC,
   AB_EV_EMPTY_CACHE,
+  AB_EV_POOL,
 } ab_event_kind_t;
 
 typedef enum ab_free_phase_e {
@@ -100,6 +106,9 @@ typedef struct ab_events_s {
   uint32_t nids;        /* ids handed out: ALLOC events */
   uint32_t nsteps;      /* STEP events */
   uint16_t nstreams;    /* highest stream index used, plus one */
+  uint32_t npools;      /* highest private pool number used (POOL events), 0: none */
+  char approximate[160]; /* why the stream only approximates what was recorded (a trace
+                          * whose pools could not all be told); "" when it does not */
   ab_seg_event_t *segs; /* recorded segment decisions of a trace; none for generators */
   size_t nsegs, capsegs;
   bool failed;          /* a host allocation failed while building */
@@ -143,6 +152,8 @@ void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream);
 void ab_events_step(ab_events_t *es);
 void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
+/* Appends POOL: op on pool (>= 1) with flags (strategy.h); stream is BEGIN's stream. */
+void ab_events_pool(ab_events_t *es, ab_pool_op_t op, uint32_t pool, unsigned stream, unsigned flags);
 /* Records a segment decision of the traced allocator, before the next event. */
 void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
 
