@@ -173,7 +173,10 @@ volatile sig_atomic_t ab_cli_stop = 0;
 
 ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
   ab_build_opts_t b = {&ab_cli_stop, 0};
-  return ab_workload_build_with(spec, o->seed, &b, es, diag);
+  ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
+  /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
+  if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
+  return st;
 }
 
 int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {

@@ -267,7 +267,7 @@ static void summarise(const char *path, const char *why) {
   fprintf(stderr,
           "allocbench record: wrote %s (%s): %" PRIu64 " events, %" PRIu32 " allocations, peak requested %s, "
           "peak reserved %s in %" PRIu64 " device allocations%s, settings: %s\n",
-          path, why, info.records, es.nids, ab_format_bytes(info.peak_requested, requested, sizeof requested),
+          path, why, info.records, es.nids - (info.final_oom ? 1 : 0), ab_format_bytes(info.peak_requested, requested, sizeof requested),
           ab_format_bytes(info.reserved_peak, reserved, sizeof reserved), info.device_allocs, ooms,
           es.settings[0] ? es.settings : "default");
   ab_events_free(&es);

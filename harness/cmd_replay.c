@@ -103,6 +103,24 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   cell(&r, "peak_reserved_bytes", true, "%" PRIu64, in->reserved_peak);
   cell(&r, "reserved_end_bytes", true, "%" PRIu64, in->reserved_end);
   cell(&r, "ooms_survived", true, "%" PRIu64, es->trace_ooms);
+  cell(&r, "ends_in_oom", true, "%d", in->final_oom ? 1 : 0);
+  /* Note [Pools of a trace]: each pool as recorded, with the allocations replayed in it. */
+  cell(&r, "private_pools", true, "%u", in->npools - 1);
+  char pools[512] = "";
+  for (unsigned i = 0; i < in->npools; i++) {
+    size_t used = strlen(pools);
+    if (used + 64 > sizeof pools) {
+      snprintf(pools + used, sizeof pools - used, " ... (%u more)", in->npools - i);
+      break;
+    }
+    snprintf(pools + used, sizeof pools - used, "%s(%" PRId64 ",%" PRId64 "):%" PRIu64, i ? " " : "",
+             in->pools[i].id[0], in->pools[i].id[1], in->pools[i].allocs);
+  }
+  cell(&r, "pool_allocs", false, "%s", pools);
+  cell(&r, "pool_allocs_inferred", true, "%" PRIu64, in->pool_inferred);
+  cell(&r, "pool_allocs_unknown", true, "%" PRIu64, in->pool_unknown);
+  cell(&r, "empty_caches", true, "%" PRIu64, in->empty_caches);
+  cell(&r, "approximate", false, "%s", es->approximate[0] ? es->approximate : "no");
   cell(&r, "preexisting_allocs", true, "%" PRIu64, in->preexisting);
   cell(&r, "ignored_records", true, "%" PRIu64, es->ignored);
   cell(&r, "replay_events", true, "%zu", es->n);
@@ -112,6 +130,7 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   ab_table_init(&t, r.cols, r.n);
   const char *cells[INFO_MAX_COLS];
   for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
+  if (es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, path, es->approximate);
   if (in->saturated)
     fprintf(stderr, "allocbench %s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
             o->cmd, path, UINT64_MAX);
@@ -250,6 +269,7 @@ int ab_cmd_replay(int argc, char **argv) {
     return rc;
   }
 
+  if (es.approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o.cmd, path, es.approximate);
   if (o.strategy == NULL) o.strategy = ab_strategy_find("caching") ? "caching" : "raw";
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) {
     o.conf = es.settings;

@@ -45,6 +45,10 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(budget_bytes, "%" PRIu64, d->budget_bytes);
   CELL(seed, "%" PRIu64, d->seed);
   CELL(events, "%zu", es->n);
+  if (es->approximate[0]) /* the reason in short: the whole line went to stderr */
+    CELL(approximate, "the pools of %" PRIu64 " allocations cannot be told", es->unknown_pools);
+  else
+    CELL(approximate, "no");
   CELL(status, "%s", ab_run_status_name(run->status));
   CELL(oom_kind, "%s", ab_oom_kind_name(run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE));
   CELL(oom_event, "%lld", run->status == AB_RUN_OOM ? (long long)run->oom.event : -1LL);

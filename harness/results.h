@@ -2,6 +2,8 @@
  *
  * summary.csv gets one row per run (README.md documents every column):
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
+ *   approximate       "no", or why the figures cannot be exact: a snapshot whose pools could
+ *                     not all be told (trace_builder.h, Note [Pools of a trace])
  *   status (ok | oom | error | stopped: another rank failed first, ranks.h),
  *   oom_kind (none | fragmentation | capacity), oom_event (-1: none)
  *   peak_<gauge>      the peak of each gauge of stats.h (peak_requested_bytes, ...), PyTorch's
@@ -65,7 +67,7 @@
  * where columns are added. */
 #define AB_SUMMARY_COLUMNS(COL, PEAK, COUNTER)                                                 \
   COL(workload, 0) COL(strategy, 0) COL(conf, 0) COL(device, 0) COL(budget_bytes, 1) COL(seed, 1) \
-  COL(events, 1) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_STRATEGY_GAUGES(PEAK) \
+  COL(events, 1) COL(approximate, 0) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_STRATEGY_GAUGES(PEAK) \
   COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
   COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
   COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)

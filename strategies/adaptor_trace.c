@@ -185,6 +185,10 @@ static void trace_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream
   ab_strategy_describe_oom(((trace_adaptor_t *)s)->up, bytes, stream, buf, size);
 }
 
+static ab_status trace_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags) {
+  return ab_strategy_pool(((trace_adaptor_t *)s)->up, op, pool, stream, flags);
+}
+
 static ab_status trace_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {
   return ab_strategy_plan(((trace_adaptor_t *)s)->up, lt, n, diag);
 }
@@ -204,6 +208,7 @@ static const ab_strategy_ops_t trace_ops = {
     .memory_stats = trace_memory_stats,
     .describe_oom = trace_describe_oom,
     .plan = trace_plan,
+    .pool = trace_pool,
 };
 
 /* ---- the capture ------------------------------------------------------------------------ */

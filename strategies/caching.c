@@ -416,7 +416,7 @@ static ab_status find_expandable_block(caching_t *c, const params_t *p, block_t 
   }
   /* ExpandableSegment: address space for 1 1/8 of the card, in whole pages. */
   ab_device_t *dev = c->base.dev;
-  uint64_t page = p->pool == SMALL ? SMALL_BUFFER : c->conf.large_segment_size;
+  uint64_t page = KIND(p->pool) == SMALL ? SMALL_BUFFER : c->conf.large_segment_size;
   uint64_t pages = (dev->total_bytes + dev->total_bytes / 8 + page - 1) / page;
   if (c->nxsegs == c->capxsegs) {
     size_t cap = c->capxsegs ? 2 * c->capxsegs : 4;

@@ -72,7 +72,7 @@ done
 out="$work/results"
 "$ab" run -w random:ops=3000 -s raw --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" || fail "run exited $?"
 [ "$(wc -l <"$work/csv")" -eq 2 ] || fail "--format csv printed $(wc -l <"$work/csv") lines"
-head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,seed,events,status,oom_kind,oom_event,peak_requested_bytes' ||
+head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,seed,events,approximate,status,oom_kind,oom_event,peak_requested_bytes' ||
   fail "unexpected header: $(head -n 1 "$work/csv")"
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"

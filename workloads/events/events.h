@@ -109,6 +109,7 @@ typedef struct ab_events_s {
   uint32_t npools;      /* highest private pool number used (POOL events), 0: none */
   char approximate[160]; /* why the stream only approximates what was recorded (a trace
                           * whose pools could not all be told); "" when it does not */
+  uint64_t unknown_pools; /* with approximate: allocations whose pool could not be told */
   ab_seg_event_t *segs; /* recorded segment decisions of a trace; none for generators */
   size_t nsegs, capsegs;
   bool failed;          /* a host allocation failed while building */

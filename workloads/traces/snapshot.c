@@ -96,6 +96,24 @@ static ab_status bool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return AB_OK;
 }
 
+/* A pool id, PyTorch's MempoolId_t: a tuple (or list) of two ints, as the index of its pool
+ * in the builder (Note [Pools of a trace]); *out is AB_TRACE_POOL_INFER when d has no `key`. */
+static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, ab_trace_builder_t *b,
+                            int *out) {
+  const ab_pk_t *v = ab_pk_get(d, key);
+  *out = AB_TRACE_POOL_INFER;
+  if (v == NULL) return AB_OK;
+  if ((v->type != AB_PK_TUPLE && v->type != AB_PK_LIST) || ab_pk_len(v) != 2)
+    return wrong(r, v, at, key, "a pair of ints (a memory pool id)");
+  int64_t id[2];
+  for (int k = 0; k < 2; k++) {
+    const ab_pk_t *x = &v->v.seq->items[k];
+    if (x->type != AB_PK_INT || x->width != AB_PK_INT64) return wrong(r, x, at, key, "a pair of ints of 64 bits");
+    id[k] = x->v.i;
+  }
+  return ab_trace_builder_pool(b, id[0], id[1], v->pos, out, r->diag);
+}
+
 static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
   const ab_pk_seq_t *seq = trace->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) {
@@ -109,15 +127,18 @@ static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_tr
     ab_trace_builder_count(b, action->v.s, action->len);
     ab_trace_action_t act = ab_trace_action_of(action->v.s, action->len);
     uint64_t addr = 0, size = 0, stream = 0;
+    int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
     if (act == AB_TR_OOM) {
       AB_TRY(int_field(r, e, "device_free", &at, false, false, &addr));
       AB_TRY(int_field(r, e, "size", &at, false, false, &size));
+      AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
     } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
       AB_TRY(int_field(r, e, "addr", &at, true, false, &addr));
       AB_TRY(int_field(r, e, "size", &at, true, false, &size));
       AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
+      AB_TRY(pool_field(r, e, "pool_id", &at, b, &pool));
     }
-    AB_TRY(ab_trace_builder_add(b, act, addr, size, stream, e->pos, r->diag));
+    AB_TRY(ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, e->pos, r->diag));
   }
   return AB_OK;
 }
@@ -139,6 +160,9 @@ static ab_status read_segments(reader_t *r, const ab_pk_t *segments, long dev, a
     AB_TRY(int_field(r, s, "total_size", &at, true, false, &total));
     AB_TRY(int_field(r, s, "stream", &at, false, true, &stream));
     AB_TRY(bool_field(r, s, "is_expandable", &at, &expandable));
+    int pool;
+    AB_TRY(pool_field(r, s, "segment_pool_id", &at, b, &pool));
+    ab_trace_builder_dump_segment(b, address, total, pool == AB_TRACE_POOL_INFER ? 0 : pool);
     reserved += total;
     nsegs += !expandable;
     const ab_pk_t *blocks = ab_pk_get(s, "blocks");
@@ -202,7 +226,7 @@ static void conf_string_extras(const ab_pk_t *raw, char *out, size_t size) {
 
 /* The recorded settings as a PYTORCH_CUDA_ALLOC_CONF string of what differs from the
  * defaults; the recorded string itself when the snapshot has no structured settings. */
-static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, size_t size) {
+static ab_status read_settings(const reader_t *r, const ab_pk_t *s, ab_trace_builder_t *b, char *out, size_t size) {
   loc_t at = {"allocator_settings", -1, NULL, -1};
   AB_TRY(expect(r, s, AB_PK_DICT, &at));
   out[0] = '\0';
@@ -212,6 +236,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, char *out, s
     return AB_OK;
   }
   conf_string_extras(raw, out, size);
+  b->pytorch = true; /* structured settings: PyTorch wrote it, not an export of another allocator */
   uint64_t max_split = 0;
   AB_TRY(int_field(r, s, "max_split_size", &at, false, true, &max_split));
   if ((int64_t)max_split > 0) conf_add(out, size, "max_split_size_mb:%llu", (unsigned long long)(max_split >> 20));
@@ -297,7 +322,7 @@ static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, ab_trac
   if ((size_t)dev < ndev) AB_TRY(read_entries(r, &traces->v.seq->items[dev], dev, b));
   if (segments) AB_TRY(read_segments(r, segments, dev, b));
   const ab_pk_t *settings = ab_pk_get(root, "allocator_settings");
-  if (settings) AB_TRY(read_settings(r, settings, b->es->settings, sizeof b->es->settings));
+  if (settings) AB_TRY(read_settings(r, settings, b, b->es->settings, sizeof b->es->settings));
   if (b->info.records == 0 && b->nheld == 0)
     return ab_diag_set(r->diag, AB_ERR_INVALID,
                        "%s: the snapshot holds nothing to replay on device %ld: no trace entries and no allocated "

@@ -27,7 +27,7 @@ ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_
     st = ab_diag_set(diag, AB_ERR_INVALID, "%s: empty file (expected a trace)", path);
   else if (pickle)
     st = ab_snapshot_read(path, in, opts->device, &b, diag);
-  else if (starts_line(in, ab_trace_csv_header))
+  else if (starts_line(in, ab_trace_csv_header) || starts_line(in, ab_trace_csv_header_pooled))
     st = ab_trace_csv_read(path, in, &b, diag);
   else if (starts_line(in, ab_rmm_log_header))
     st = ab_rmm_log_read(path, in, &b, diag);

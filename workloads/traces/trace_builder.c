@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caching_conf.h"
 #include "hashmap.h"
+
+/* A record's pool once inferred and it could not be told (Note [Pools of a trace]). */
+#define POOL_UNKNOWN (-2)
 
 struct ab_trace_rec_in_s {
   uint64_t addr, size;
@@ -15,6 +19,13 @@ struct ab_trace_rec_in_s {
   uint8_t action;  /* ab_trace_action_t */
   uint8_t pending; /* held blocks: the free was requested, not completed */
   uint16_t stream; /* provisional index (order of first use) */
+  int16_t pool;    /* index of info.pools, AB_TRACE_POOL_INFER or POOL_UNKNOWN */
+};
+
+/* A segment of the end state. */
+struct ab_trace_dumpseg_s {
+  uint64_t addr, bytes;
+  int pool;
 };
 
 /* ---- the builder ----------------------------------------------------------------------- */
@@ -25,6 +36,7 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
   b->path = path;
   b->byte_pos = byte_pos;
   b->info.device = -1;
+  b->info.npools = 1; /* the default pool, (0, 0) */
   ab_map_init(&b->stream_of);
   b->max_stream = -1;
 }
@@ -33,8 +45,10 @@ void ab_trace_builder_discard(ab_trace_builder_t *b) {
   ab_map_free(&b->stream_of);
   free(b->recs);
   free(b->held);
+  free(b->dump);
   b->recs = b->held = NULL;
-  b->nrecs = b->nheld = 0;
+  b->dump = NULL;
+  b->nrecs = b->nheld = b->ndump = 0;
 }
 
 /* "PATH:LINE" or "PATH: byte N", for messages. */
@@ -97,18 +111,53 @@ static void push_rec(ab_trace_builder_t *b, ab_trace_rec_in_t **items, size_t *n
   (*items)[(*n)++] = *r;
 }
 
-ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
-                               uint64_t stream, size_t pos, ab_diag_t *diag) {
-  ab_trace_rec_in_t r = {addr, size, pos, (uint8_t)action, 0, 0};
-  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_OOM)
-    AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
+                                      uint64_t stream, int pool, size_t pos, ab_diag_t *diag) {
+  ab_trace_rec_in_t r = {addr, size, pos, (uint8_t)action, 0, 0, (int16_t)pool};
+  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT) AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  b->infer |= pool == AB_TRACE_POOL_INFER;
   push_rec(b, &b->recs, &b->nrecs, &b->caprecs, &r);
   return AB_OK;
 }
 
+ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
+                               uint64_t stream, size_t pos, ab_diag_t *diag) {
+  return ab_trace_builder_add_pooled(b, action, addr, size, stream, 0, pos, diag);
+}
+
+ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1, size_t pos, int *out, ab_diag_t *diag) {
+  ab_trace_info_t *in = &b->info;
+  for (unsigned i = 0; i < in->npools; i++)
+    if (in->pools[i].id[0] == id0 && in->pools[i].id[1] == id1) return *out = (int)i, AB_OK;
+  if (in->npools == AB_TRACE_MAX_POOLS) {
+    char at[300];
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: more than %d memory pools", where(b, pos, at, sizeof at),
+                       AB_TRACE_MAX_POOLS - 1);
+  }
+  in->pools[in->npools].id[0] = id0;
+  in->pools[in->npools].id[1] = id1;
+  *out = (int)in->npools++;
+  return AB_OK;
+}
+
+void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_t bytes, int pool) {
+  if (b->ndump == b->capdump) {
+    size_t cap = b->capdump ? 2 * b->capdump : 64;
+    struct ab_trace_dumpseg_s *grown = realloc(b->dump, cap * sizeof *grown);
+    if (grown == NULL) {
+      b->failed = true;
+      return;
+    }
+    b->dump = grown;
+    b->capdump = cap;
+  }
+  b->dump[b->ndump++] = (struct ab_trace_dumpseg_s){addr, bytes, pool};
+  if (pool >= 0 && (unsigned)pool < b->info.npools) b->info.pools[pool].segments++;
+}
+
 ab_status ab_trace_builder_held(ab_trace_builder_t *b, uint64_t addr, uint64_t requested, uint64_t stream,
                                 bool pending, size_t pos, ab_diag_t *diag) {
-  ab_trace_rec_in_t r = {addr, requested, pos, AB_TR_ALLOC, pending, 0};
+  ab_trace_rec_in_t r = {addr, requested, pos, AB_TR_ALLOC, pending, 0, AB_TRACE_POOL_INFER};
   if (addr == 0 || requested == 0) return AB_OK; /* nothing a replay could allocate */
   AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
   push_rec(b, &b->held, &b->nheld, &b->capheld, &r);
@@ -174,10 +223,203 @@ static ab_status find_preexisting(ab_trace_builder_t *b, ab_trace_rec_in_t **out
   return b->failed ? AB_ERR_INTERNAL : AB_OK;
 }
 
+/* ---- pools (Note [Pools of a trace]) ------------------------------------------------------ */
+
+/* Address ranges freed after the record at hand: sorted, disjoint, merged. */
+typedef struct ranges_s {
+  uint64_t (*r)[2];
+  size_t n, cap;
+} ranges_t;
+
+/* The first range ending after addr. */
+static size_t ranges_at(const ranges_t *g, uint64_t addr) {
+  size_t lo = 0, hi = g->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (g->r[mid][1] <= addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static bool ranges_hold(const ranges_t *g, uint64_t addr) {
+  size_t i = ranges_at(g, addr);
+  return i < g->n && g->r[i][0] <= addr;
+}
+
+static bool ranges_add(ranges_t *g, uint64_t from, uint64_t to) {
+  if (to <= from) return true;
+  size_t i = ranges_at(g, from), j = i;
+  while (j < g->n && g->r[j][0] <= to) { /* absorb the ranges it touches */
+    if (g->r[j][0] < from) from = g->r[j][0];
+    if (g->r[j][1] > to) to = g->r[j][1];
+    j++;
+  }
+  if (i == j) {
+    if (g->n == g->cap) {
+      size_t cap = g->cap ? 2 * g->cap : 64;
+      uint64_t(*grown)[2] = realloc(g->r, cap * sizeof *grown);
+      if (grown == NULL) return false;
+      g->r = grown;
+      g->cap = cap;
+    }
+    memmove(&g->r[i + 1], &g->r[i], (g->n - i) * sizeof *g->r);
+    g->n++;
+  } else if (j > i + 1) {
+    memmove(&g->r[i + 1], &g->r[j], (g->n - j) * sizeof *g->r);
+    g->n -= j - i - 1;
+  }
+  g->r[i][0] = from;
+  g->r[i][1] = to;
+  return true;
+}
+
+static int seg_by_addr(const void *x, const void *y) {
+  const struct ab_trace_dumpseg_s *a = x, *b = y;
+  return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/* The pool of the dump's segment holding addr, or POOL_UNKNOWN. */
+static int dump_pool(const ab_trace_builder_t *b, uint64_t addr) {
+  size_t lo = 0, hi = b->ndump;
+  while (lo < hi) { /* the last segment starting at or below addr */
+    size_t mid = (lo + hi) / 2;
+    if (b->dump[mid].addr <= addr) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return POOL_UNKNOWN;
+  const struct ab_trace_dumpseg_s *d = &b->dump[lo - 1];
+  return addr - d->addr < d->bytes && d->pool >= 0 ? d->pool : POOL_UNKNOWN;
+}
+
+/* Rule 1 of Note [Pools of a trace], from the end backwards. */
+static void infer_pools(ab_trace_builder_t *b) {
+  if (!b->infer && b->nheld == 0) return;
+  qsort(b->dump, b->ndump, sizeof *b->dump, seg_by_addr);
+  for (size_t i = 0; i < b->nheld; i++)
+    if (b->held[i].pool == AB_TRACE_POOL_INFER) b->held[i].pool = (int16_t)dump_pool(b, b->held[i].addr);
+  ranges_t gone = {NULL, 0, 0};
+  for (size_t i = b->nrecs; i-- > 0 && !b->failed;) {
+    ab_trace_rec_in_t *r = &b->recs[i];
+    if ((r->action == AB_TR_SEGMENT_FREE || r->action == AB_TR_SEGMENT_UNMAP) && !ranges_add(&gone, r->addr, r->addr + r->size))
+      b->failed = true;
+    if (r->pool == AB_TRACE_POOL_INFER)
+      r->pool = (int16_t)(ranges_hold(&gone, r->addr) ? POOL_UNKNOWN : dump_pool(b, r->addr));
+  }
+  free(gone.r);
+  /* A private pool's segments serve the streams it allocates on: memory of another stream
+   * was the default pool's, whatever became of it. */
+  uint8_t priv[AB_TRACE_MAX_STREAMS] = {0};
+  for (size_t i = 0; i < b->nrecs; i++)
+    if (b->recs[i].action == AB_TR_ALLOC && b->recs[i].pool > 0) priv[b->recs[i].stream] = 1;
+  for (size_t i = 0; i < b->nheld; i++)
+    if (b->held[i].pool > 0) priv[b->held[i].stream] = 1;
+  for (size_t i = 0; i < b->nrecs; i++)
+    if (b->recs[i].pool == POOL_UNKNOWN && !priv[b->recs[i].stream]) b->recs[i].pool = 0;
+  /* Contexts are runs: an allocation between two of pool P on its stream, with no other
+   * allocation of that stream between, was made in P's context. */
+  int16_t *before = malloc((b->nrecs ? b->nrecs : 1) * sizeof *before);
+  int16_t last[AB_TRACE_MAX_STREAMS];
+  if (before == NULL) {
+    b->failed = true;
+    return;
+  }
+  for (unsigned k = 0; k < AB_TRACE_MAX_STREAMS; k++) last[k] = POOL_UNKNOWN;
+  for (size_t i = 0; i < b->nrecs; i++)
+    if (b->recs[i].action == AB_TR_ALLOC) {
+      before[i] = last[b->recs[i].stream];
+      if (b->recs[i].pool != POOL_UNKNOWN) last[b->recs[i].stream] = b->recs[i].pool;
+    }
+  for (unsigned k = 0; k < AB_TRACE_MAX_STREAMS; k++) last[k] = POOL_UNKNOWN;
+  for (size_t i = b->nrecs; i-- > 0;) {
+    ab_trace_rec_in_t *r = &b->recs[i];
+    if (r->action != AB_TR_ALLOC) continue;
+    int16_t after = last[r->stream];
+    if (r->pool != POOL_UNKNOWN) last[r->stream] = r->pool;
+    else if (after > 0 && before[i] == after) r->pool = (int16_t)(-3 - after); /* by context, resolved below */
+  }
+  for (size_t i = 0; i < b->nrecs; i++)
+    if (b->recs[i].pool <= -3) b->recs[i].pool = (int16_t)(-3 - b->recs[i].pool);
+  free(before);
+}
+
+/* The pool an allocation is replayed in, counted in the info. */
+static int pool_of(ab_trace_builder_t *b, const ab_trace_rec_in_t *r) {
+  ab_trace_info_t *in = &b->info;
+  int pool = r->pool;
+  if (pool == POOL_UNKNOWN) in->pool_unknown++;
+  else if (b->infer) in->pool_inferred++;
+  if (pool < 0 || (unsigned)pool >= in->npools) pool = 0;
+  in->pools[pool].allocs++;
+  return pool;
+}
+
+/* What the events say of pools as they are built: the pool allocations go to now (0: the
+ * default), and the pools made. */
+typedef struct routing_s {
+  int cur;
+  bool made[AB_TRACE_MAX_POOLS];
+} routing_t;
+
+static void route_end(ab_events_t *es, routing_t *rt) {
+  if (rt->cur == 0) return;
+  ab_events_pool(es, AB_POOL_END, (uint32_t)rt->cur, 0, 0);
+  ab_events_pool(es, AB_POOL_RELEASE, (uint32_t)rt->cur, 0, 0);
+  rt->cur = 0;
+}
+
+static void route_to(ab_events_t *es, routing_t *rt, int pool) {
+  if (pool == rt->cur) return;
+  route_end(es, rt);
+  if (pool == 0) return;
+  if (!rt->made[pool]) ab_events_pool(es, AB_POOL_CREATE, (uint32_t)pool, 0, 0);
+  rt->made[pool] = true;
+  ab_events_pool(es, AB_POOL_BEGIN, (uint32_t)pool, 0, AB_POOL_ALL_STREAMS);
+  rt->cur = pool;
+}
+
+/* The rules of PyTorch's allocator read into its records hold for its snapshots; a CSV trace
+ * may come from any allocator (allocbench's exports of raw free a segment at every free). */
+static bool pytorch(const ab_trace_builder_t *b) { return b->pytorch; }
+
+/* Rule 3 of Note [Pools of a trace]: marks the first record of each run of segment releases
+ * that was the program's empty_cache. */
+static uint8_t *find_empty_caches(ab_trace_builder_t *b) {
+  uint8_t *mark = calloc(b->nrecs ? b->nrecs : 1, 1);
+  if (mark == NULL || !pytorch(b)) return mark; /* other allocators free segments as they please */
+  ab_caching_conf_t conf;
+  ab_caching_conf_defaults(&conf);
+  bool malloc_frees = false; /* can a private pool's malloc free segments? */
+  bool pressed = false;
+  if (ab_caching_conf_apply(&conf, "settings", b->es->settings, NULL) == AB_OK) {
+    malloc_frees = conf.gc_threshold > 0 || conf.max_split_size != UINT64_MAX;
+    pressed |= conf.memory_fraction < 1.0;
+  }
+  /* A malloc releases segments only after a new one was refused: under a cap, or with the
+   * card full, which a run that never ran out of memory shows nowhere else. */
+  for (size_t i = 0; i < b->nrecs && !pressed; i++) pressed = b->recs[i].action == AB_TR_OOM;
+  for (size_t i = 0; i < b->nrecs;) {
+    uint8_t a = b->recs[i].action;
+    if (a != AB_TR_SEGMENT_FREE && a != AB_TR_SEGMENT_UNMAP) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < b->nrecs && (b->recs[j].action == AB_TR_SEGMENT_FREE || b->recs[j].action == AB_TR_SEGMENT_UNMAP)) j++;
+    const ab_trace_rec_in_t *next = j < b->nrecs ? &b->recs[j] : NULL;
+    bool in_malloc = next && (next->action == AB_TR_SEGMENT_ALLOC || next->action == AB_TR_SEGMENT_MAP || next->action == AB_TR_OOM);
+    if (in_malloc && next->action != AB_TR_OOM && ((next->pool > 0 && !malloc_frees) || !pressed)) in_malloc = false;
+    mark[i] = !in_malloc;
+    b->info.empty_caches += !in_malloc;
+    i = j;
+  }
+  return mark;
+}
+
 /* Live ids in pass 2: id + 1, with REQUESTED once its free was requested. */
 #define REQUESTED (1ULL << 63)
 
-static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec_in_t *r, ab_diag_t *diag) {
+static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, const ab_trace_rec_in_t *r, ab_diag_t *diag) {
   ab_events_t *es = b->es;
   uint64_t v;
   switch ((ab_trace_action_t)r->action) {
@@ -186,6 +428,7 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec
         es->ignored++;
         return AB_OK;
       }
+      route_to(es, rt, pool_of(b, r));
       if (ab_map_get(live, r->addr, NULL)) {
         char at[300];
         return ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
@@ -200,6 +443,7 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec
         es->ignored++;
         return AB_OK;
       }
+      route_end(es, rt); /* a capture would defer it (Note [Captures], caching.c); the trace says when it ended */
       ab_events_free_phase(es, (uint32_t)(v - 1), AB_FREE_REQUEST);
       if (ab_map_put(live, r->addr, v | REQUESTED) != AB_OK) es->failed = true;
       return AB_OK;
@@ -214,8 +458,10 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec
         ab_events_free_phase(es, id, AB_FREE_NOW);
       else if (last && last->kind == AB_EV_FREE && last->id == id && last->aux == AB_FREE_REQUEST)
         last->aux = AB_FREE_NOW; /* nothing happened in between: one plain free */
-      else
+      else {
+        route_end(es, rt);
         ab_events_free_phase(es, id, AB_FREE_COMPLETE);
+      }
       return AB_OK;
     }
     case AB_TR_SEGMENT_ALLOC:
@@ -226,7 +472,11 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, const ab_trace_rec
       return AB_OK;
     }
     case AB_TR_OOM:
-      es->trace_ooms++;
+      es->trace_ooms++; /* every OOM the program met, the last one too */
+      if (r->pending && r->size) { /* Note [A trace that ends in an OOM] */
+        b->info.final_oom = true;
+        ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
+      }
       return AB_OK;
     case AB_TR_SNAPSHOT:
     case AB_TR_OTHER:
@@ -240,13 +490,18 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_events_t *es = b->es;
   ab_trace_rec_in_t *pre = NULL;
   size_t npre = 0;
+  infer_pools(b);
   ab_status st = find_preexisting(b, &pre, &npre);
   ab_map_t live;
   ab_map_init(&live);
+  routing_t rt;
+  memset(&rt, 0, sizeof rt);
   for (size_t i = 0; i < npre && st == AB_OK; i++) {
+    route_to(es, &rt, pool_of(b, &pre[i]));
     uint32_t id = ab_events_alloc(es, pre[i].size, pre[i].stream, AB_TAG_OTHER);
     uint64_t v = (uint64_t)id + 1;
     if (pre[i].pending) {
+      route_end(es, &rt);
       ab_events_free_phase(es, id, AB_FREE_REQUEST);
       v |= REQUESTED;
     }
@@ -254,8 +509,33 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   }
   b->info.preexisting = npre;
   free(pre);
-  for (size_t i = 0; i < b->nrecs && st == AB_OK; i++) st = apply(b, &live, &b->recs[i], diag);
+  uint8_t *empty = find_empty_caches(b);
+  if (empty == NULL) st = AB_ERR_INTERNAL;
+  /* Note [A trace that ends in an OOM]: the last oom, when no alloc follows it. */
+  for (size_t i = b->nrecs; i-- > 0 && st == AB_OK && pytorch(b);) {
+    if (b->recs[i].action == AB_TR_ALLOC) break;
+    if (b->recs[i].action == AB_TR_OOM) {
+      b->recs[i].pending = 1;
+      break;
+    }
+  }
+  for (size_t i = 0; i < b->nrecs && st == AB_OK; i++) {
+    if (empty[i]) {
+      route_end(es, &rt);
+      ab_events_empty_cache(es);
+    }
+    st = apply(b, &live, &rt, &b->recs[i], diag);
+  }
+  route_end(es, &rt);
+  free(empty);
   ab_map_free(&live);
+  if (st == AB_OK && b->info.pool_unknown && b->info.npools > 1) {
+    es->unknown_pools = b->info.pool_unknown;
+    snprintf(es->approximate, sizeof es->approximate,
+             "the pools of %" PRIu64 " allocations cannot be told (their segments were freed before the snapshot); "
+             "they were replayed in the default pool",
+             b->info.pool_unknown);
+  }
   if (st == AB_ERR_INTERNAL) ab_diag_set(diag, st, "%s: out of host memory while reading the trace", b->path);
   return st;
 }
@@ -283,6 +563,7 @@ static void summarise(ab_trace_builder_t *b) {
   u128 cur = 0, peak = 0;
   for (size_t i = 0; i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
+    if (e->kind == AB_EV_ALLOC && in->final_oom && e->id == es->nids - 1) continue; /* the request PyTorch refused */
     if (e->kind == AB_EV_ALLOC) {
       cur += e->bytes;
       if (cur > peak) peak = cur;

@@ -30,6 +30,44 @@
  *      of an address whose block is already freed, a second free_requested, an alloc of
  *      zero bytes or at address 0.
  * An alloc at an address that is still live is an error (the trace contradicts itself).
+ *
+ * Note [Pools of a trace]
+ * Allocations made in a CUDA graph capture or under use_mem_pool go to private pools (Note
+ * [Private pools], strategy.h). A record may name its pool (the CSV trace's pool column, a
+ * snapshot entry's pool_id from PyTorch releases after 2.11); a 2.11 snapshot's entries do not,
+ * but its `segments` name the pool of each segment alive at the dump (segment_pool_id). Then:
+ *   1. A record's pool is that of the dump's segment its address falls in, if that memory
+ *      lived on from the record to the dump: no segment_free or segment_unmap covers the
+ *      address after the record. Otherwise it cannot be told (a segment freed before the
+ *      dump, a MemPool deleted with its memory): the record is replayed in the default pool
+ *      and counted in info.pool_unknown. An address on a stream no private pool is seen to
+ *      allocate on is the default pool's: a pool's segments serve only its own streams (a
+ *      pool that left nothing at all in the snapshot cannot be seen, on any stream). And an
+ *      allocation between two of pool P on its stream (none of another pool between) was
+ *      made in P's context: contexts are runs.
+ *   2. The events say "these allocations go to pool P" around each run of allocations of P
+ *      (the pool made at its first use, then BEGIN on every stream, END and RELEASE after the
+ *      run, before any other allocation or any two-halved free), as use_mem_pool does.
+ *      Pools are never released: a trace does not say when a graph or MemPool died.
+ *   3. (Snapshots PyTorch wrote: their records are its allocator's.) A run of segment_free or
+ *      segment_unmap records that no allocation follows with a new
+ *      segment is the program's torch.cuda.empty_cache() (torch.cuda.graph calls it before
+ *      each capture): it becomes an EMPTY_CACHE event. So is a run that a new segment of a
+ *      private pool follows, when neither garbage collection nor max_split_size is set (the
+ *      only ways a malloc of a private pool frees segments), and any run of a snapshot whose
+ *      settings set no memory fraction and that never ran out of memory (a malloc releases
+ *      only after a new segment was refused: under a cap or on a full card). A program that
+ *      called set_per_process_memory_fraction() is not told apart in a snapshot that does
+ *      not show an OOM: record its cap as per_process_memory_fraction in the conf.
+ * A replay is approximate (ab_events_t.approximate says why) when private pools were seen and
+ * some allocation's pool could not be told.
+ *
+ * Note [A trace that ends in an OOM]
+ * PyTorch records an `oom` entry, not an alloc, for the request it could not serve. When no
+ * alloc follows the last `oom` of a snapshot PyTorch wrote (the program ended there, frees of its unwinding
+ * aside), that request is replayed: an ALLOC of the recorded (rounded) size on its stream,
+ * where the OOM was, so that a replay runs out of memory where PyTorch did, or shows that it
+ * would not. Every `oom` entry counts in ab_events_t.trace_ooms, the OOMs the program met.
  * The recorded segment decisions get the same treatment in the info: the reserved bytes
  * and segments at the start are those the end state implies (a snapshot's `segments`
  * total less what the trace added), or, without an end state, what the trace frees
@@ -48,6 +86,8 @@
 
 #define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16
+#define AB_TRACE_MAX_POOLS 64 /* pools a trace may name, the default included */
+#define AB_TRACE_POOL_INFER (-1) /* a record whose pool the builder infers (Note [Pools of a trace]) */
 
 /* What a trace holds, as recorded; filled by the readers and the builder. */
 typedef struct ab_trace_info_s {
@@ -72,6 +112,17 @@ typedef struct ab_trace_info_s {
   uint64_t device_frees;     /* segment_free and segment_unmap events */
   bool saturated;            /* a byte figure passed 2^64 - 1 and is shown as that
                               * (trace_builder.c, Note [Figures past 64 bits]) */
+  /* Note [Pools of a trace] */
+  unsigned npools;           /* pools named, the default (pools[0]) included */
+  struct {
+    int64_t id[2];           /* as recorded: PyTorch's MempoolId_t; (0, N) for the CSV's N */
+    uint64_t allocs;         /* allocations replayed in it */
+    uint64_t segments;       /* its segments alive at the dump (snapshots) */
+  } pools[AB_TRACE_MAX_POOLS];
+  uint64_t pool_inferred;    /* allocations whose pool came from the segment they fall in */
+  uint64_t pool_unknown;     /* allocations whose pool could not be told (in pools[0]) */
+  uint64_t empty_caches;     /* torch.cuda.empty_cache() calls recognised in the records */
+  bool final_oom;            /* Note [A trace that ends in an OOM]: its request is replayed */
 } ab_trace_info_t;
 
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
@@ -92,6 +143,11 @@ typedef struct ab_trace_builder_s {
   bool failed;                /* host memory ran out */
   uint64_t end_reserved;      /* with info.end_state: reserved bytes at the end */
   uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
+  struct ab_trace_dumpseg_s *dump; /* the end state's segments and their pools */
+  size_t ndump, capdump;
+  bool infer;                 /* some record's pool is to be inferred */
+  bool pytorch;               /* the records are PyTorch's allocator's (a snapshot with its
+                               * structured allocator_settings), whose rules the builder reads in */
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
@@ -102,9 +158,18 @@ bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out);
 void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);
 /* Counts one record under its action's name as recorded. */
 void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len);
-/* Adds one record at pos (a line or a byte offset). Errors: more than AB_TRACE_MAX_STREAMS. */
+/* Adds one record at pos (a line or a byte offset), in the default pool. Errors: more than
+ * AB_TRACE_MAX_STREAMS. */
 ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
                                uint64_t stream, size_t pos, ab_diag_t *diag);
+/* The same in pool `pool` (ab_trace_builder_pool), or AB_TRACE_POOL_INFER. */
+ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
+                                      uint64_t stream, int pool, size_t pos, ab_diag_t *diag);
+/* The index of the pool recorded as (id0, id1), 0 for (0, 0), registered at its first use.
+ * Errors: more than AB_TRACE_MAX_POOLS pools, naming pos. */
+ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1, size_t pos, int *out, ab_diag_t *diag);
+/* A segment of the end state (snapshots): [addr, addr + bytes) in pool `pool`. */
+void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_t bytes, int pool);
 /* The end state (snapshots): a block live at the end, of `requested` bytes; pending when its
  * free was requested and not completed. */
 ab_status ab_trace_builder_held(ab_trace_builder_t *b, uint64_t addr, uint64_t requested, uint64_t stream,

@@ -8,11 +8,15 @@
 #include "output.h"
 
 const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
+const char ab_trace_csv_header_pooled[] = "action,addr,size,stream,time_us,pool";
 
 ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
-  static const char *const names[] = {"action", "addr", "size", "stream", "time_us"};
+  static const char *const names[] = {"action", "addr", "size", "stream", "time_us", "pool"};
   b->info.format = "allocbench-csv";
   const char *p = in->data, *end = in->data + in->len;
+  size_t hn = strlen(ab_trace_csv_header_pooled);
+  /* The pool column is optional (Note [Pools of a trace]): without it, the default pool. */
+  size_t want = (size_t)(end - p) >= hn && memcmp(p, ab_trace_csv_header_pooled, hn) == 0 ? 6 : 5;
   size_t line = 0;
   ab_status st = AB_OK;
   while (p < end && st == AB_OK) {
@@ -24,19 +28,19 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
       p = eol + 1;
       continue;
     }
-    const char *f[6];
+    const char *f[7];
     size_t nf = 0;
     f[nf++] = p;
-    for (const char *q = p; q < stop && nf < 6; q++)
+    for (const char *q = p; q < stop && nf < 7; q++)
       if (*q == ',') f[nf++] = q + 1;
-    if (nf != 5) {
-      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: expected 5 columns (%s), got %zu", path, line, ab_trace_csv_header,
-                       nf > 5 ? (size_t)6 : nf);
+    if (nf != want) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: expected %zu columns (%s), got %zu", path, line, want,
+                       want == 6 ? ab_trace_csv_header_pooled : ab_trace_csv_header, nf > want ? want + 1 : nf);
       break;
     }
-    uint64_t num[4];
-    for (size_t i = 1; i < 5 && st == AB_OK; i++) {
-      const char *fend = i < 4 ? f[i + 1] - 1 : stop;
+    uint64_t num[5];
+    for (size_t i = 1; i < want && st == AB_OK; i++) {
+      const char *fend = i < want - 1 ? f[i + 1] - 1 : stop;
       if (!ab_trace_parse_dec(f[i], fend, &num[i - 1]))
         st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s': expected a whole number, got '%.*s'", path, line,
                          names[i], (int)(fend - f[i] > 40 ? 40 : fend - f[i]), f[i]);
@@ -48,7 +52,14 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
       break;
     }
     ab_trace_builder_count(b, f[0], alen);
-    st = ab_trace_builder_add(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], line, diag);
+    int pool = 0;
+    if (want == 6 && num[4] > INT64_MAX) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'pool': expected a pool number below 2^63", path, line);
+      break;
+    }
+    if (want == 6 && num[4]) st = ab_trace_builder_pool(b, 0, (int64_t)num[4], line, &pool, diag);
+    if (st == AB_OK)
+      st = ab_trace_builder_add_pooled(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], pool, line, diag);
     p = eol + 1;
   }
   return st;

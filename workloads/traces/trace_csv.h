@@ -1,6 +1,7 @@
 /* trace_csv.h: allocbench's CSV trace, header `action,addr,size,stream,time_us` (the format
  * of the fixtures' *.trace.csv.gz and of --export-trace), one record per line with the
- * actions of PyTorch's device_traces (trace_builder.h). */
+ * actions of PyTorch's device_traces (trace_builder.h); with a sixth column `pool`, each
+ * record's pool: 0 the default pool, N the private pool N (Note [Pools of a trace]). */
 #ifndef AB_TRACE_CSV_H
 #define AB_TRACE_CSV_H
 
@@ -12,6 +13,7 @@
 
 /* The header line that starts the format. */
 extern const char ab_trace_csv_header[];
+extern const char ab_trace_csv_header_pooled[]; /* the same with the pool column */
 
 /* Reads a CSV trace (its first line is the header, checked by the caller) into b. Errors name
  * the line. */

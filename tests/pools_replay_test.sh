@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# pools_replay_test.sh ALLOCBENCH DATA_DIR: the recordings of PyTorch programs whose memory
+# lives in private pools (DATA_DIR/pytorch-2.11-h200/pools, results/h200/pools/programs.py)
+# replayed under caching on a simulated H200, against the statistics PyTorch itself kept
+# (NAME.json): peak reserved and device allocations exactly, peak allocated within 0.1%, and
+# an OOM where PyTorch ran out. Then what --info says of their pools, and the approximate
+# column and stderr line of a snapshot whose pools cannot all be told.
+# Python reads PyTorch's JSON here only. Exits 77 (skipped) without python3 or the data.
+set -u
+ab=$1
+fx=$2/pytorch-2.11-h200/pools
+command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+[ -r "$fx/graph_pool.pickle.gz" ] || { echo "skipped: no recordings in $fx"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# 1. Each recording replays as PyTorch ran it (the conf is the one the snapshot recorded; the
+#    segments get the recorded addresses, so that ties between equal free blocks break as they
+#    did on the card: README, --recorded-addresses).
+for name in graph_pool compiled compiled_expandable mempool_oom gc07split128; do
+  "$ab" replay "$fx/$name.pickle.gz" --device sim:h200 --recorded-addresses --format csv --out "$tmp/out" >"$tmp/$name.csv" 2>"$tmp/$name.err" ||
+    { fail "$name: replay exited $?: $(cat "$tmp/$name.err")"; continue; }
+  python3 - "$fx/$name.json" "$tmp/$name.csv" <<'PY' || fail "$name: the replay is not what PyTorch did"
+import csv, json, sys
+want = json.load(open(sys.argv[1]))
+st = want["stats"]
+row = list(csv.DictReader(open(sys.argv[2])))[0]
+bad = []
+status = "oom" if want["oom"] else "ok"
+if row["status"] != status:
+    bad.append("status %s, PyTorch %s" % (row["status"], status))
+for col, key in (("peak_reserved_bytes", "reserved_bytes.all.peak"), ("num_device_alloc", "num_device_alloc")):
+    if int(row[col]) != st[key]:
+        bad.append("%s %s, PyTorch %s" % (col, row[col], st[key]))
+got, ref = int(row["peak_allocated_bytes"]), st["allocated_bytes.all.peak"]
+if abs(got - ref) > ref / 1000:
+    bad.append("peak_allocated_bytes %d, PyTorch %d" % (got, ref))
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+PY
+done
+
+# 2. --info lists the pools: the graphs' shared pool, and the default pool, with allocations.
+"$ab" replay --info "$fx/graph_pool.pickle.gz" >"$tmp/info.txt" 2>"$tmp/info.err" || fail "--info exited $?"
+pools=$(awk '$1 == "private_pools" { print $2 }' "$tmp/info.txt")
+[ "$pools" = 1 ] || fail "graph_pool: private_pools '$pools', want the one shared pool"
+grep -q '^pool_allocs .*(0,0):[1-9][0-9]* (0,1):[1-9]' "$tmp/info.txt" || fail "graph_pool: pool_allocs: $(grep '^pool_allocs ' "$tmp/info.txt")"
+grep -q '^approximate  *no$' "$tmp/info.txt" || fail "graph_pool: every pool can be told, yet: $(grep '^approximate' "$tmp/info.txt")"
+
+# 3. A MemPool deleted before the dump: its allocations cannot be told, and every output says
+#    so (the --info line, the result row's column, a line on stderr).
+"$ab" replay --info "$fx/mempool_gone.pickle.gz" >"$tmp/gone.txt" 2>"$tmp/gone.err" || fail "--info exited $?"
+unknown=$(awk '$1 == "pool_allocs_unknown" { print $2 }' "$tmp/gone.txt")
+[ "${unknown:-0}" -gt 0 ] || fail "mempool_gone: no allocation of unknown pool"
+grep -q "approximate: the pools of $unknown allocations cannot be told" "$tmp/gone.err" || fail "mempool_gone: no stderr line: $(cat "$tmp/gone.err")"
+"$ab" replay "$fx/mempool_gone.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" >"$tmp/gone.csv" 2>"$tmp/gone_run.err" || fail "replay exited $?"
+python3 - "$tmp/gone.csv" "$unknown" <<'PY' || fail "mempool_gone: the result row does not say it is approximate"
+import csv, sys
+row = list(csv.DictReader(open(sys.argv[1])))[0]
+sys.exit(0 if ("the pools of %s allocations" % sys.argv[2]) in row.get("approximate", "") else 1)
+PY
+grep -q "approximate" "$tmp/gone_run.err" || fail "mempool_gone: replay printed no approximate line on stderr"
+# 4. The CSV trace's pool column: a block freed in pool 1 cannot serve the default pool, so the
+#    same records with the column make one more segment than without it.
+printf 'action,addr,size,stream,time_us,pool\nalloc,1000000000,4194304,0,1,1\nfree_requested,1000000000,4194304,0,2,1\nfree_completed,1000000000,4194304,0,3,1\nalloc,2000000000,4194304,0,4,0\n' >"$tmp/pooled.csv"
+sed '1s/,pool$//; 2,$s/,[0-9]*$//' "$tmp/pooled.csv" >"$tmp/plain.csv"
+for f in pooled plain; do
+  "$ab" replay "$tmp/$f.csv" -s caching --device sim:h200 --format csv --out "$tmp/out" >"$tmp/$f.out" 2>/dev/null || fail "$f.csv: replay exited $?"
+done
+allocs() { python3 -c 'import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[0]["num_device_alloc"])' "$1"; }
+[ "$(allocs "$tmp/pooled.out")" = 2 ] && [ "$(allocs "$tmp/plain.out")" = 1 ] ||
+  fail "device allocations with the pool column $(allocs "$tmp/pooled.out"), without $(allocs "$tmp/plain.out"); want 2 and 1"
+"$ab" replay --info "$tmp/pooled.csv" >"$tmp/pinfo.txt" 2>/dev/null || fail "--info on pooled.csv exited $?"
+grep -q '^private_pools  *1$' "$tmp/pinfo.txt" || fail "pooled.csv: $(grep private_pools "$tmp/pinfo.txt")"
+printf 'action,addr,size,stream,time_us,pool\nalloc,1000000000,4194304,0,1,x\n' >"$tmp/bad.csv"
+"$ab" replay --info "$tmp/bad.csv" >/dev/null 2>"$tmp/bad.err" && fail "a pool that is not a number was taken"
+grep -q "bad.csv:2: column 'pool': expected a whole number" "$tmp/bad.err" || fail "bad pool: $(cat "$tmp/bad.err")"
+
+[ "$failures" -eq 0 ] && echo "pools_replay_test: all passed"
+exit $((failures > 0))
