@@ -3,7 +3,8 @@
  *
  * 1. The workloads are built first, all of them, so bad input is refused before anything
  *    runs. The default list is the bench list below, restricted to the workloads this build
- *    has; a missing trace file is passed over with a note.
+ *    has; its recorded trace ships with the repository (tests/data), so one that cannot be
+ *    read is an error like any other.
  * 2. Each pair runs on a fresh device (ab_cli_run_one); its row is appended to
  *    DIR/summary.csv at once, so an interrupted matrix keeps what it measured, and its
  *    timeline is written.
@@ -31,11 +32,11 @@
 #include "workload.h"
 
 #define MAX_WORKLOADS 64
-#define FIXTURE_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define RECORDED_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 
 /* The bench list, in the order of the figures. */
 static const char *const bench_list[] = {
-    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" FIXTURE_TRACE,
+    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" RECORDED_TRACE,
 };
 
 static const char help_head[] =
@@ -247,15 +248,12 @@ int ab_cmd_matrix(int argc, char **argv) {
     char spec[4200];
     spec_of(given[i], quick, spec, sizeof spec);
     ab_status st = ab_cli_build(&o, spec, &streams[nw], &diag);
-    if (st == AB_OK) {
+    if (st == AB_OK)
       nw++;
-    } else if (ab_cli_stop) {
+    else if (ab_cli_stop)
       rc = ab_cli_interrupted(&o, 0, 0);
-    } else if (defaults && strncmp(spec, "replay:", 7) == 0) {
-      if (!o.quiet) fprintf(stderr, "allocbench matrix: passing over the recorded trace: %s\n", diag.msg);
-    } else {
+    else
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
-    }
   }
   if (rc == AB_EXIT_OK && nw == 0) rc = ab_cli_usage_error(&o, "no workload to run");
 

@@ -223,7 +223,7 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1, 0}, false, NULL, NULL};
+  replay_args_t a = {{-1, 0, false}, false, NULL, NULL};
   char **args;
   size_t nargs;
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 1, &args, &nargs);
@@ -238,6 +238,7 @@ int ab_cmd_replay(int argc, char **argv) {
 
   ab_events_t es;
   ab_trace_info_t info;
+  topts.decisions_only = info_only; /* a trace of decisions alone can be described */
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   /* Before the run, not after it: the trace now counts as an input (output.h). */
   if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {

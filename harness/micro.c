@@ -8,7 +8,7 @@
  *   random/STRATEGY/ops:N        RMM's random_allocations: the `random` workload's sequence
  *                                (the reference one of gpu_measurements.md) replayed through
  *                                the engine, what is left live freed at the end;
- *   replay/STRATEGY/TRACE        a recorded trace (the fixture's, by default), likewise.
+ *   replay/STRATEGY/TRACE        a recorded trace (the one in tests/data, by default), likewise.
  * The time of an iteration comes from the device timer (device.h): CUDA events on cuda; on
  * sim host time plus the modelled time of the device calls, as summary.csv's latencies
  * count it. Each benchmark call opens its own device and strategy, untimed.
@@ -37,7 +37,7 @@
 #include "units.h"
 #include "workload.h"
 
-#define DEFAULT_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define DEFAULT_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 #define RANDOM_SPEC "random"
 #define RANDOM_OPS 200000 /* the random workload's default */
 

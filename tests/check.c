@@ -45,8 +45,6 @@ const char *ab_test_write_file(const char *name, const void *data, size_t len) {
   return path;
 }
 
-bool ab_test_readable(const char *path) { return access(path, R_OK) == 0; }
-
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   const char *filter = NULL;
   for (int i = 1; i < argc; i++) {

@@ -88,8 +88,6 @@ bool ab_check_report(const char *file, int line, const char *expr, const char *f
 const char *ab_test_tmp_path(const char *name);
 /* Writes len bytes to ab_test_tmp_path(name) and returns that path. */
 const char *ab_test_write_file(const char *name, const void *data, size_t len);
-/* True when path can be read (a fixture that may be absent). */
-bool ab_test_readable(const char *path);
 
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n);
 
