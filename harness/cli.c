@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "oommap.h"
+#include "output.h"
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
@@ -67,11 +68,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 's': o->strategy = arg; break;
     case 'c': o->conf = arg; break;
     case 'D': o->device = arg; break;
-    case 'o':
-      /* An empty DIR would put DIR/summary.csv at the root. */
-      if (arg[0] == '\0') *st = ab_diag_set(diag, AB_ERR_INVALID, "--out '': an empty path (expected a directory)");
-      o->out_dir = arg;
-      break;
+    case 'o': o->out_dir = arg; break; /* checked before any work (ab_cli_check_out) */
     case 'T': o->timeline = false; break;
     case 'K': o->check = true; break;
     case 'N': o->kernels = false; break;
@@ -473,6 +470,7 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
   if (o->faults_rank >= 0) return ab_cli_usage_error(o, "--faults rank=R: only a run of several ranks (run --ranks) has ranks");
+  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   char a[32], b[32];
   if (search->lo && search->hi && search->lo > search->hi) {
     snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),

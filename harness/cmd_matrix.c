@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "oommap.h"
+#include "output.h"
 #include "registry.h"
 #include "results.h"
 #include "strategy.h"
@@ -211,6 +212,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
+  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   rc = AB_EXIT_OK;
   ab_cli_catch_stop();
 

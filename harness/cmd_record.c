@@ -32,6 +32,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "table.h"
 #include "trace.h"
 #include "units.h"
@@ -128,7 +129,7 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
   snprintf(dir, sizeof dir, "%s", out);
   *strrchr(dir, '/') = '\0';
   if (dir[0] == '\0') snprintf(dir, sizeof dir, "/");
-  AB_TRY(ab_mkdirs(dir, diag));
+  AB_TRY(ab_output_mkdirs(dir, diag));
   if (access(dir, W_OK | X_OK) != 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': cannot write in %s: %s", arg, dir, strerror(errno));
   return AB_OK;

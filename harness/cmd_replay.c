@@ -234,6 +234,8 @@ int ab_cmd_replay(int argc, char **argv) {
   bool info_only = a.info_only;
   const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
   const char *path = args[0];
+  /* --info writes nothing. */
+  if (!info_only && ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_cli_catch_stop();
 
   ab_events_t es;

@@ -11,6 +11,7 @@
 #include "caching_conf.h"
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "pipeline.h"
 #include "table.h"
 #include "tune.h"
@@ -397,6 +398,7 @@ int ab_cmd_tune(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (o.workload == NULL) return ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
   ab_diag_t diag = {""};
+  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_events_t es;
   if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   setup_t s;

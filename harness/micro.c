@@ -29,6 +29,7 @@
 #include "engine.h"
 #include "gbench.h"
 #include "gbench_csv.h"
+#include "output.h"
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
@@ -272,15 +273,10 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  if (out_dir && out_dir[0] == '\0') {
-    fprintf(stderr, "allocbench_micro: --out '': an empty path (expected a directory)\n");
-    rc = 2;
-    goto done;
-  }
   if (out_dir) {
-    /* The library writes the file; the directory must exist first. */
-    if (ab_mkdirs(out_dir, &diag) != AB_OK) {
-      rc = ab_cli_fail(&o, diag.msg);
+    /* The library writes the file; the folder must exist first. */
+    if (ab_output_check_dir("--out", out_dir, &diag) != AB_OK || ab_output_mkdirs(out_dir, &diag) != AB_OK) {
+      rc = ab_cli_usage_error(&o, diag.msg);
       goto done;
     }
     snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);

@@ -56,6 +56,42 @@ for cmd in oom compare; do
   refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --cap -c '' -c chunk:4MiB
 done
 
+# A results folder that cannot be written is refused before any work: one line naming it,
+# nothing on stdout, the file in its way untouched.
+: >"$work/afile"
+trace=$(cd "$(dirname "$0")" && pwd)/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+# refuse_out OUT SAYS ARGS...
+refuse_out() {
+  local out=$1 says=$2
+  shift 2
+  "$ab" "$@" --device sim --out "$out" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* --out $out exited $rc"; fi
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$* --out $out: not one line on stderr: $(cat "$work/err")"
+  grep -qF -- "--out '$out': $says" "$work/err" || fail "$* --out $out: stderr does not say '$says': $(cat "$work/err")"
+  [ -s "$work/out" ] && fail "$* --out $out: wrote to stdout"
+  [ -f "$work/afile" ] && [ ! -s "$work/afile" ] || fail "$* --out $out: the file in the way changed"
+}
+for out in "$work/afile" "$work/afile/sub"; do
+  refuse_out "$out" "$work/afile is not a directory" run -w random:ops=2000 -s caching
+  refuse_out "$out" "$work/afile is not a directory" oom -w random:ops=2000 -s raw
+  refuse_out "$out" "$work/afile is not a directory" compare -w random:ops=2000 -s raw,pooled
+  refuse_out "$out" "$work/afile is not a directory" matrix --quick -w fragmenter
+  refuse_out "$out" "$work/afile is not a directory" replay "$trace"
+  refuse_out "$out" "$work/afile is not a directory" run -w zero:steps=1,layers=1 -s raw --ranks 2
+  refuse_out "$out" "$work/afile is not a directory" tune -w random:ops=2000
+done
+refuse_out "" "an empty path" run -w random:ops=2000 -s raw
+if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
+  mkdir "$work/readonly" && chmod 555 "$work/readonly"
+  refuse_out "$work/readonly" "cannot write there: Permission denied" run -w random:ops=2000 -s raw
+fi
+# The check leaves nothing behind when a later input is refused.
+"$ab" run -w nosuch -s raw --device sim --out "$work/new/deeper" >/dev/null 2>&1
+[ -e "$work/new" ] && fail "a refused run left its --out folder behind"
+# replay --info writes nothing, so it does not need a folder.
+"$ab" replay --info "$trace" --out "$work/afile" >/dev/null || fail "replay --info checked --out"
+
 # Help on every command, and the list.
 for cmd in list run oom compare; do
   "$ab" $cmd --help >"$work/out" 2>&1 || fail "$cmd --help exited $?"
