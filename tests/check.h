@@ -8,7 +8,9 @@
  * run here, e.g. no GPU), which CTest reports as skipped.
  *
  * Files a test writes go to a folder of the binary's own under /tmp (ab_test_tmp_path),
- * removed when the tests have run; failing to remove it is a failure.
+ * which is also its working folder, so that a default output path (results/latest) never
+ * reaches the source tree; it is removed when the tests have run, and failing to remove it
+ * is a failure.
  */
 #ifndef AB_CHECK_H
 #define AB_CHECK_H
