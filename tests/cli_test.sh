@@ -13,6 +13,7 @@ refuse "--device 'tpu'" run -w random -s raw --device tpu
 refuse "--budget '-3GB'" run -w random -s raw --device sim --budget -3GB
 refuse "unknown unit 'XB'" run -w random -s raw --device sim --budget 12XB
 refuse "--budget '0'" run -w random -s raw --device sim --budget 0
+refuse "--budget '1.5': at position 2: a fractional size needs a unit" run -w random -s raw --device sim --budget 1.5
 refuse "--budget 200.00 GiB is more than the device's" run -w random -s raw --device sim --budget 200GiB
 refuse "--seed 'abc'" run -w random -s raw --device sim --seed abc
 refuse "chunk" run -w random -s pooled -c chunk:abc --device sim
