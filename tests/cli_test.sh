@@ -25,6 +25,7 @@ refuse "--format 'xml'" run -w random -s raw --device sim --format xml
 refuse "--faults" run -w random -s raw --device sim --faults rate=2
 refuse "fault injection works on the simulated device only" run -w random -s raw --device cuda --faults nth=1
 refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
+refuse "$work: is a directory (expected a file)" run -w "replay:$work" -s raw --device sim
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "'layers' given again (first at position 1)" run -w dynamic-shapes:layers=12,layers=13 -s raw --device sim
 refuse "batch x seq x vocab" run -w mixed-precision:batch=1048576,seq=1048576,vocab=4194304 -s raw --device sim

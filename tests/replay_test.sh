@@ -168,6 +168,8 @@ expect_error() {
 }
 : > "$tmp/empty"
 expect_error "$tmp/empty" "empty file"
+mkdir "$tmp/folder"
+expect_error "$tmp/folder" "is a directory \(expected a file\)"
 printf '\x80\x04\xff' > "$tmp/opcode.pickle"
 expect_error "$tmp/opcode.pickle" "byte 2: not a pickle opcode: 0xff"
 printf '\x80\x02c__builtin__\nset\n.' > "$tmp/global.pickle"
