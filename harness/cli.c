@@ -393,7 +393,10 @@ ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t
   ab_world_t device;
   for (size_t i = 0; i < list->n; i++) {
     ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
-    AB_TRY(ab_bisect_check(&b, &device, diag));
+    ab_status st = ab_bisect_check(&b, &device, diag);
+    /* With several strategies, which one's conf was refused. */
+    if (st != AB_OK && list->n > 1) ab_diag_prefix(diag, "%s: ", list->name[i]);
+    if (st != AB_OK) return st;
   }
   *total = device.total_bytes;
   if (list->n) ab_cli_note_device(o, device.device, device.kind);

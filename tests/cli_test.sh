@@ -42,6 +42,14 @@ fi
 took_ms=$((($(date +%s%N) - start) / 1000000))
 [ $took_ms -lt 3000 ] || fail "refusing the workloads too large took $took_ms ms: they were generated"
 
+# A refused conf is one line, even where --device auto would name its device, and quotes
+# what the user typed, not the preset in front of it.
+refuse "-c 'bogus:1': at position 1: Unrecognized key 'bogus'" run -w random -s caching -c bogus:1
+refuse "-c 'max_split_size_mb:abc': at position 19:" run -w random -s split-limited -c max_split_size_mb:abc
+refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expandable -c max_split_size_mb:128 -c bogus:1
+refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
+refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
+
 # The budget search and the comparison refuse the same way, before anything runs.
 for cmd in oom compare; do
   refuse "--lo 1.86 GiB is above --hi 953.67 MiB" $cmd -w random -s raw --device sim --lo 2GB --hi 1GB
