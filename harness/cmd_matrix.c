@@ -40,20 +40,15 @@ static const char *const bench_list[] = {
     "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" RECORDED_TRACE,
 };
 
-static const char help_head[] =
-    "usage: allocbench matrix [-w WORKLOAD]... [-s STRATEGY,...] [--quick] [--device auto|sim[:PROFILE]|cuda]\n"
-    "                         [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench matrix", AB_CMD_MATRIX, NULL,
     "Runs every strategy on every workload, appends one row per pair to DIR/summary.csv, writes\n"
     "each pair's timeline, searches each pair's smallest budget (DIR/oom.csv, with the segment\n"
     "map of the run that failed just below it), and prints a summary table. By default: every\n"
     "strategy of `allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic,\n"
     "mixed-precision, zero stage 3, random, fragmenter, and the replay of the recorded trace),\n"
     "those this build has.\n"
-    "An OOM is a result; the command exits 1 if a run failed.\n\n"
-    "  -w, --workload W      a workload with its arguments; repeat for several (default: the bench list)\n"
-    "  -s, --strategy S,...  strategies, comma-separated (default: all)\n"
-    "  -c, --conf CONF       the strategies' options: once for all those of -s, or once per strategy\n"
-    "      --quick           a short run of each workload (fewer steps or ops, the same pattern)\n";
+    "An OOM is a result; the command exits 1 if a run failed.\n"};
 
 /* Whether the arguments args (KEY=VALUE,...) give key. */
 static bool gives(const char *args, const char *key, size_t key_len) {
@@ -185,11 +180,9 @@ typedef struct matrix_args_s {
   size_t nconfs;
 } matrix_args_t;
 
-enum { OPT_QUICK = 256 };
-
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   matrix_args_t *a = ctx;
-  if (opt == OPT_QUICK) {
+  if (opt == AB_OPT_QUICK) {
     a->quick = true;
   } else if (opt == 'w') {
     if (a->ngiven == MAX_WORKLOADS) *st = ab_diag_set(diag, AB_ERR_INVALID, "more than %d -w", MAX_WORKLOADS);
@@ -204,13 +197,12 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_matrix(int argc, char **argv) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench matrix");
   ab_diag_t diag = {""};
   matrix_args_t a;
   memset(&a, 0, sizeof a);
-  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
   if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   rc = AB_EXIT_OK;

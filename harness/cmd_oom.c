@@ -8,10 +8,8 @@
 #include "oommap.h"
 #include "results.h"
 
-static const char help_head[] =
-    "usage: allocbench oom -w WORKLOAD[:ARGS] -s STRATEGY[,STRATEGY...] [-c CONF]... [--lo SIZE] [--hi SIZE]\n"
-    "                      [--tolerance SIZE] [--device auto|sim[:PROFILE]|cuda] [--out DIR]\n"
-    "                      [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench oom", AB_CMD_OOM, NULL,
     "Finds, for each strategy, the smallest budget under which the whole workload runs: \"would my\n"
     "job fit on a 40 GB card, and with which setting?\". Each probe replays the workload on a fresh\n"
     "device with that budget (a real run on cuda); bisection narrows the budget to the tolerance.\n"
@@ -19,11 +17,7 @@ static const char help_head[] =
     "max_fail_bytes failed, and the OOM of that failing run is reported on stderr, with its segment\n"
     "map in DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp draws it).\n"
     "For a trace whose program survived OOMs (it changed course under memory pressure) the\n"
-    "budget found is an upper bound; the note column says so.\n\n"
-    "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
-    "  -s, --strategy S,...  strategies of `allocbench list`, separated by commas\n"
-    "  -c, --conf CONF       the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for\n"
-    "                        all of them, or once per strategy in the order of -s\n";
+    "budget found is an upper bound; the note column says so.\n"};
 
 /* The columns of the comparison table printed for several strategies. */
 static const char *const table_cols[] = {"strategy",         "conf",          "min_budget_bytes", "max_fail_bytes",
@@ -36,7 +30,7 @@ int ab_cmd_oom(int argc, char **argv) {
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;
-  int rc = ab_cli_search_setup(argc, argv, help_head, &o, &search, &list, &es);
+  int rc = ab_cli_search_setup(argc, argv, &command, &o, &search, &list, &es);
   if (rc >= 0) return rc;
   rc = AB_EXIT_OK;
 

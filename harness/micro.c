@@ -15,11 +15,10 @@
  *
  * The command line: Google Benchmark's flags (its --benchmark_* namespace, and --help, which
  * prints usage() before the library's flags) go to the library; the rest is parsed by the
- * parser of every allocbench command (ab_cli_parse, cli.h) against the table in main, so a
+ * parser of every allocbench command (ab_cli_parse, cli.h) against its table, so a
  * bad option reads as it does there. With --out DIR the JSON goes to DIR/micro.json and is
  * converted to DIR/micro.csv (gbench_csv.h).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,17 +51,17 @@ typedef struct micro_case_s {
   int *failures;            /* counts benchmarks that reported an error */
 } micro_case_t;
 
+static const ab_cli_command_t command = {
+    "allocbench_micro", AB_CMD_MICRO, "[--benchmark_* ...]",
+    "Micro-benchmarks of every strategy, named WORKLOAD/STRATEGY/ARGS (select with\n"
+    "--benchmark_filter=REGEX): alloc_free (one allocation and its free, 512 B to 256 MiB),\n"
+    "random (RMM's random_allocations) and replay (a recorded trace). Google Benchmark's\n"
+    "options (--benchmark_*) follow ours.\n"};
+
+/* --help: ours, then the library's. */
 static void usage(void) {
-  printf("usage: allocbench_micro [--device SPEC] [--out DIR] [--trace PATH|none] [--benchmark_* ...]\n\n"
-         "Micro-benchmarks of every strategy, named WORKLOAD/STRATEGY/ARGS (select with\n"
-         "--benchmark_filter=REGEX): alloc_free (one allocation and its free, 512 B to 256 MiB),\n"
-         "random (RMM's random_allocations) and replay (a recorded trace).\n\n"
-         "  --device SPEC   sim (default; or the environment variable AB_DEVICE), sim:PROFILE,\n"
-         "                  cuda, cuda:N, auto. On cuda the time is the GPU's, from CUDA events.\n"
-         "  --out DIR       write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv\n"
-         "  --trace PATH    the trace of the replay benchmarks, or none\n"
-         "                  (default %s)\n\n",
-         DEFAULT_TRACE);
+  ab_cli_help(stdout, &command);
+  putchar('\n');
 }
 
 /* Reports an error to the library and counts it. */
@@ -175,13 +174,10 @@ static void trace_name(const char *path, char *out, size_t size) {
   }
 }
 
-/* The options of its own beyond the common ones (cli.h). */
-enum { OPT_TRACE = 256 };
-
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   (void)diag;
   *st = AB_OK;
-  if (opt != OPT_TRACE) return false;
+  if (opt != AB_OPT_TRACE) return false;
   *(const char **)ctx = arg;
   return true;
 }
@@ -229,10 +225,6 @@ static void register_all(const char *device, const ab_events_t *random_es, const
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"device", required_argument, 0, 'D'},
-                                           {"out", required_argument, 0, 'o'},
-                                           {"trace", required_argument, 0, OPT_TRACE},
-                                           {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench_micro");
   o.device = getenv("AB_DEVICE");
@@ -261,8 +253,8 @@ int main(int argc, char **argv) {
     else
       ours[nours++] = argv[i];
   }
-  /* No -h in the table: --help is the library's. */
-  rc = ab_cli_parse(nours, ours, &o, longopts, NULL, NULL, own_option, &trace, 0, NULL, NULL);
+  /* No -h for this command in the table: --help is the library's. */
+  rc = ab_cli_parse(nours, ours, &command, &o, own_option, &trace, 0, NULL, NULL);
   if (rc >= 0) goto done;
   rc = 0;
   const char *out_dir = o.out_dir, *device = o.device;

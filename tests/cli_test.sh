@@ -102,11 +102,73 @@ fi
 # replay --info writes nothing, so it does not need a folder.
 "$ab" replay --info "$trace" --out "$work/afile" >/dev/null || fail "replay --info checked --out"
 
-# Help on every command, and the list.
-for cmd in list run oom compare; do
-  "$ab" $cmd --help >"$work/out" 2>&1 || fail "$cmd --help exited $?"
-  grep -q "usage: allocbench $cmd" "$work/out" || fail "$cmd --help shows no usage"
+# Help comes from the one option table: each command's --help lists exactly the options it
+# takes (each accepted, each in its usage line), and an option another command lists is
+# refused by the commands whose help leaves it out.
+sample() { # a value the option accepts
+  case $1 in
+    workload) echo random ;; strategy) echo raw ;; conf) echo "" ;; device) echo sim ;;
+    seed | trace-device) echo 0 ;; ranks) echo 2 ;;
+    out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; nccl) echo libnccl.so.2 ;;
+    export-trace | export-snapshot) echo "$work/export" ;;
+    budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;;
+    jobs | max-entries | collective-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
+    *) return 1 ;;
+  esac
+}
+# help_options CMD: "NAME LETTER ARG" for each option of CMD's --help ("-" for none)
+help_options() {
+  "$ab" "$1" --help | sed -nE 's/^  (-([a-z]), |    )--([a-z-]+)( ([^ ]+))?( .*)?$/\3\t\2\t\5/p' |
+    awk -F '\t' '{ print $1, ($2 == "" ? "-" : $2), ($3 == "" ? "-" : $3) }'
+}
+# try CMD NAME ARG: CMD with the option (and a value for it) before --help
+try() {
+  local operand=()
+  [ "$1" = replay ] && operand=("$trace")
+  if [ "$3" = - ]; then
+    "$ab" "$1" "${operand[@]}" "--$2" --help
+  else
+    "$ab" "$1" "${operand[@]}" "--$2" "$(sample "$2")" --help
+  fi
+}
+commands="list run replay oom compare matrix tune record"
+for cmd in $commands; do help_options $cmd; done | sort -u >"$work/all_options"
+[ "$(grep -c . "$work/all_options")" -ge 30 ] || fail "the help lists only $(grep -c . "$work/all_options") options in all"
+for cmd in $commands; do
+  "$ab" $cmd --help >"$work/help" 2>&1 || fail "$cmd --help exited $?"
+  grep -q "^usage: allocbench $cmd" "$work/help" || fail "$cmd --help shows no usage"
+  sed '/^$/q' "$work/help" >"$work/usage"
+  help_options $cmd >"$work/options"
+  while read -r name letter arg; do
+    [ "$arg" = - ] || sample "$name" >/dev/null || fail "no sample value for --$name (add it to sample())"
+    try $cmd "$name" "$arg" >"$work/out" 2>"$work/err" || fail "$cmd --help lists --$name, which it refuses: $(cat "$work/err")"
+    [ "$name" = help ] && continue
+    if [ "$letter" = - ]; then form="--$name"; else form="-$letter"; fi
+    grep -qE -- "(^|[ [])$form( |]|$)" "$work/usage" || fail "$cmd: --$name is not in the usage: $(cat "$work/usage")"
+  done <"$work/options"
+  while read -r name letter arg; do
+    grep -q "^$name" "$work/options" && continue # taken, or the abbreviation of one taken
+    try $cmd "$name" "$arg" >"$work/out" 2>"$work/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "$cmd takes --$name (exit $rc), which its --help leaves out"
+    [ -s "$work/out" ] && fail "$cmd --$name: wrote to stdout"
+  done <"$work/all_options"
 done
+grep -q "^budget " <(help_options oom) && fail "oom --help lists --budget"
+grep -q "^seed " <(help_options replay) && fail "replay --help lists --seed"
+grep -q "rank=R" <("$ab" replay --help) && fail "replay --help speaks of ranks"
+refuse "-w: the trace is the argument" replay "$trace" -w random --device sim
+refuse "--seed: a trace replays as it was recorded" replay "$trace" --seed 3 --device sim
+for cmd in oom compare matrix; do
+  refuse "--faults: a budget search needs runs that fail only for want of memory" $cmd -w random -s raw --device sim --faults nth=1
+done
+# list -v: each strategy's keys once, indented under it; presets point to those they share.
+"$ab" list -v >"$work/out" || fail "list -v exited $?"
+[ "$(grep -c 'max_split_size_mb:N' "$work/out")" -eq 1 ] || fail "list -v shows caching's keys $(grep -c 'max_split_size_mb:N' "$work/out") times"
+grep -q '^      max_split_size_mb:N ' "$work/out" || fail "caching's keys are not indented under it: $(grep 'max_split_size_mb:N' "$work/out")"
+grep -q '^  caching ' "$work/out" || fail "list -v does not show caching"
+grep -q '^      -c keys: those of caching$' "$work/out" || fail "split-limited does not point to caching's keys"
+grep -q '^      ops=N ' "$work/out" || fail "random's arguments are not indented under it"
 "$ab" --help >/dev/null || fail "--help exited $?"
 "$ab" list >"$work/out" || fail "list exited $?"
 for name in raw pooled async random replay dynamic-shapes cnn-dynamic mixed-precision zero fragmenter h200 a100-40gb; do
