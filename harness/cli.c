@@ -654,6 +654,22 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   return true;
 }
 
+/* A workload that asks for more than the card at its peak fits no budget, whatever the
+ * strategy: said first, in words, before the searches find it out one by one. On stdout
+ * with the table it heads; on stderr where stdout is data. */
+static void say_too_large(const ab_cli_opts_t *o, const ab_events_t *es, uint64_t total) {
+  uint64_t peak = ab_bisect_peak_requested(es);
+  if (peak <= total) return;
+  char a[32], b[32], line[AB_DIAG_BYTES];
+  snprintf(line, sizeof line, "%s requests %s at its peak, more than the device's %s: it fits no budget there, whatever the strategy.",
+           es->source, ab_format_bytes(peak, a, sizeof a), ab_format_bytes(total, b, sizeof b));
+  if (o->format == AB_FORMAT_TABLE)
+    printf("%s\n", line);
+  else if (!o->quiet)
+    fprintf(stderr, "%s: %s\n", o->cmd, line);
+  fflush(stdout);
+}
+
 int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es) {
   ab_diag_t diag = {""};
@@ -683,6 +699,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
     ab_events_free(es);
     return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
   }
+  say_too_large(o, es, total);
   return -1;
 }
 

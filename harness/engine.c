@@ -25,6 +25,7 @@ const char *ab_oom_kind_name(ab_oom_kind_t kind) {
     case AB_OOM_NONE: return "none";
     case AB_OOM_FRAGMENTATION: return "fragmentation";
     case AB_OOM_CAPACITY: return "capacity";
+    case AB_OOM_ROUNDING: return "rounding";
   }
   return "?";
 }
@@ -277,6 +278,13 @@ static ab_status end_loop(ab_run_t *run, const ab_run_opts_t *opts, ab_kernels_t
   return AB_OK;
 }
 
+ab_oom_kind_t ab_oom_classify(const ab_oom_info_t *o) {
+  uint64_t allocated = o->allocated > 0 ? (uint64_t)o->allocated : 0;
+  if (o->live_requested > o->limit || o->limit - o->live_requested < o->bytes) return AB_OOM_CAPACITY;
+  if (allocated > o->limit || o->limit - allocated < o->device_bytes) return AB_OOM_ROUNDING;
+  return AB_OOM_FRAGMENTATION;
+}
+
 /* Describes the OOM of the ALLOC at event i in run->oom (Note [OOM kinds] in engine.h). */
 static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, size_t i, uint64_t live_requested,
                          uint64_t limit) {
@@ -291,7 +299,8 @@ static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run,
   o->reserved = st.reserved_bytes.current;
   o->live_requested = live_requested;
   o->limit = limit;
-  o->kind = limit >= live_requested && limit - live_requested >= e->bytes ? AB_OOM_FRAGMENTATION : AB_OOM_CAPACITY;
+  o->device_bytes = ab_strategy_device_bytes(s, e->bytes, e->stream);
+  o->kind = ab_oom_classify(o);
   ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
 }
 

@@ -938,6 +938,7 @@ const ab_strategy_ops_t ab_caching_ops = {
     .check = ab_caching_check,
     .memory_stats = ab_caching_memory_stats,
     .describe_oom = ab_caching_describe_oom,
+    .device_bytes = ab_caching_device_bytes,
 };
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */

@@ -220,6 +220,21 @@ grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing
 grep -q '^min_budget_bytes' "$work/table" || fail "oom's table does not show min_budget_bytes"
 [ "$(wc -l <"$out/oom.csv")" -eq 4 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 4"
 
+# The kinds say what is in the way: expandable's failing probe on the fragmenter fails for its
+# 20 MiB pages (rounding), caching's for its scattered holes (fragmentation).
+"$ab" oom -w fragmenter -s expandable,caching --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "oom on the fragmenter exited $?"
+grep -q '^fragmenter,expandable,.*,rounding,' "$work/csv" || fail "expandable's row: $(grep ',expandable,' "$work/csv")"
+grep -q '^fragmenter,caching,.*,fragmentation,' "$work/csv" || fail "caching's row: $(grep ',caching,' "$work/csv")"
+grep -q "Kind: rounding.*expandable takes 260.00 MiB from the device" "$work/err" || fail "no rounding report: $(cat "$work/err")"
+# A workload larger than the card is said first, in words.
+"$ab" oom -w fragmenter:block=512MiB -s raw,expandable --device sim:1GiB --out "$out" -q >"$work/table" ||
+  fail "oom of a workload larger than the card exited $?"
+head -n 1 "$work/table" | grep -q "requests 4.00 GiB at its peak, more than the device's 1.00 GiB" ||
+  fail "not said first: $(cat "$work/table")"
+"$ab" oom -w fragmenter -s raw --device sim --out "$out" -q >"$work/table"
+grep -q "at its peak, more than" "$work/table" && fail "said of a workload that fits: $(cat "$work/table")"
+
 # compare: one table, with the runs and searches recorded too.
 "$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" --quiet >"$work/table" ||
   fail "compare exited $?"
@@ -227,7 +242,7 @@ head -n 1 "$work/table" | grep -q 'peak_reserved_bytes.*frag_pct.*min_budget_byt
   fail "compare's table: $(head -n 1 "$work/table")"
 [ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
 [ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"
-[ "$(wc -l <"$out/oom.csv")" -eq 7 ] || fail "compare did not append its searches to oom.csv"
+[ "$(wc -l <"$out/oom.csv")" -eq 12 ] || fail "compare did not append its searches to oom.csv"
 
 # The segment map draws, as PNG and SVG (where gnuplot is installed).
 if command -v gnuplot >/dev/null; then
