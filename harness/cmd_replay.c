@@ -96,7 +96,7 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   const char *cells[INFO_MAX_COLS];
   for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
   if (in->saturated)
-    fprintf(stderr, "allocbench %s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
+    fprintf(stderr, "%s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
             o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
   if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
