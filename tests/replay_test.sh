@@ -144,6 +144,19 @@ for s in caching expandable; do
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done
+# What PyTorch recorded: replayed under its own setting, an expandable run exports one
+# segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline \
+  --export-trace "$tmp/expandable.csv" --export-snapshot "$tmp/expandable.pickle" > /dev/null || fail "replay -s expandable exited $?"
+python3 "$here/snapshot_check.py" "$tmp/expandable.pickle" || fail "expandable: the exported snapshot does not pass the viewer's checks"
+"$ab" replay --info "$tmp/expandable.pickle" > "$tmp/back.txt"
+want_maps=$(zcat "$fx/cnn_dyn.expandable.segments.csv.gz" | grep -c '^segment_map,')
+[ "$want_maps" -gt 0 ] || fail "the recorded expandable run has no segment_map"
+[ "$(value "$tmp/back.txt" segment_map)" = "$want_maps" ] ||
+  fail "the export has $(value "$tmp/back.txt" segment_map) segment_map entries; PyTorch recorded $want_maps"
+[ "$(value "$tmp/back.txt" device_allocs)" = "$want_maps" ] || fail "the export reports $(value "$tmp/back.txt" device_allocs) device allocations"
+diff <(grep '^segment_' "$tmp/expandable.csv" | cut -d, -f1,3) <(zcat "$fx/cnn_dyn.expandable.segments.csv.gz" | grep '^segment_' | cut -d, -f1,3) \
+  > "$tmp/decisions.diff" || fail "the exported decisions are not PyTorch's: $(head -n 4 "$tmp/decisions.diff")"
 # An OOM run exports what happened up to the OOM.
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --budget 6GB --quiet --out "$tmp/res" --no-timeline \
   --export-snapshot "$tmp/oom.pickle" > /dev/null || fail "replay under a budget exited $?"
