@@ -158,6 +158,8 @@ static const option_entry_t options[] = {
      "recorded run got (ties between equal free blocks break the same way)"},
     {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
     {"verbose", 'v', 'v', NULL, AB_CMD_LIST, 0, 0, 0, "also list each strategy's -c keys and each workload's arguments"},
+    {"verbose", 'v', 'v', NULL, AB_CMD_COMPARE, 0, 0, 0,
+     "also print on stderr the OOM report of each strategy's failing probe"},
     {"strategies", 0, AB_OPT_STRATEGIES, NULL, AB_CMD_LIST, 0, 0, 0, "only the strategies' names, one per line (for scripts)"},
     {"workloads", 0, AB_OPT_WORKLOADS, NULL, AB_CMD_LIST, 0, 0, 0, "only the workloads' names, one per line (for scripts)"},
     {"quiet", 'q', 'q', NULL, RUNS | AB_CMD_TUNE, 0, 0, 0, "no progress and no notices on stderr"},
@@ -271,6 +273,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case AB_OPT_VERIFY: o->verify = true; break;
     case AB_OPT_RECORDED_ADDRESSES: o->recorded_addresses = true; break;
     case 'q': o->quiet = true; break;
+    case 'v': o->verbose = true; break;
     case AB_OPT_BUDGET:
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
       if (*st == AB_OK && o->dev.budget_bytes == 0)
@@ -539,16 +542,46 @@ int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *r
   return rc;
 }
 
+static bool counts_bytes(const char *column) {
+  size_t n = strlen(column);
+  return n > 6 && strcmp(column + n - 6, "_bytes") == 0;
+}
+
+/* t with the cells of its byte columns as a person reads them ("29.63 GiB"); an empty cell
+ * (no answer) stays empty. CSV and JSON keep the bytes. */
+static ab_status for_people(const ab_table_t *t, ab_table_t *out) {
+  ab_table_init(out, t->cols, t->ncols);
+  const char **row = malloc(t->ncols * sizeof *row);
+  char(*human)[32] = malloc(t->ncols * sizeof *human);
+  ab_status st = row && human ? AB_OK : AB_ERR_INTERNAL;
+  for (size_t r = 0; r < t->nrows && st == AB_OK; r++) {
+    for (size_t c = 0; c < t->ncols; c++) {
+      const char *cell = t->cells[r * t->ncols + c];
+      row[c] = cell;
+      if (counts_bytes(t->cols[c].name) && cell && *cell)
+        row[c] = ab_format_bytes(strtoull(cell, NULL, 10), human[c], sizeof human[c]);
+    }
+    st = ab_table_add(out, row);
+  }
+  free(row);
+  free(human);
+  return st;
+}
+
 void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
+  ab_table_t shown;
   switch (o->format) {
     case AB_FORMAT_CSV: ab_table_write_csv(t, stdout, true); break;
     case AB_FORMAT_JSON: ab_table_write_json(t, stdout); break;
-    case AB_FORMAT_TABLE:
-      if (t->nrows == 1 && cols == NULL)
-        ab_table_write_pairs(t, 0, stdout);
+    case AB_FORMAT_TABLE: {
+      const ab_table_t *p = for_people(t, &shown) == AB_OK ? &shown : t; /* else the bytes will do */
+      if (p->nrows == 1 && cols == NULL)
+        ab_table_write_pairs(p, 0, stdout);
       else
-        ab_table_write_text(t, stdout, cols, ncols);
+        ab_table_write_text(p, stdout, cols, ncols);
+      ab_table_free(&shown);
       break;
+    }
   }
   fflush(stdout);
 }
@@ -704,12 +737,12 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
 }
 
 ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag) {
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];
   ab_status st = ab_oommap_write(map, o->out_dir, es->source, strategy, path, sizeof path, diag);
   /* The failing probe ran unbudgeted only when the search found nothing that fits. */
   uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
-  if (!o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
+  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
   return st;
 }

@@ -61,6 +61,7 @@ typedef struct ab_cli_opts_s {
   bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
+  bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
   bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
@@ -199,9 +200,10 @@ ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts
 int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es);
 
-/* Writes the map of a search's failing probe and prints its OOM report (unless quiet). */
+/* Writes the map of a search's failing probe and, with report (and not quiet), prints its
+ * OOM report. */
 ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag);
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag);
 
 /* Prints a results table in the chosen format: csv (header and rows), json, or text with
  * the named columns (all when NULL). */

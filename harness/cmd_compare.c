@@ -15,7 +15,7 @@ static const ab_cli_command_t command = {
     "latency; a workload built for a budget, the fragmenter, runs under it, as with `run`), then\n"
     "searches the smallest budget each one survives (as `allocbench oom` does), and prints one\n"
     "table. Rows are appended to DIR/compare.csv; the runs also go to DIR/summary.csv and the\n"
-    "searches to DIR/oom.csv.\n"};
+    "searches to DIR/oom.csv, the segment map of each failing probe beside them.\n"};
 
 static const char *const table_cols[] = {"strategy",     "conf",         "peak_reserved_bytes", "frag_pct",
                                          "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
@@ -67,7 +67,7 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
         ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)
       rc = ab_cli_fail(&o, "out of host memory");
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
   if ((summary.nrows && ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) ||

@@ -14,18 +14,11 @@
 static const ab_cli_command_t command = {
     "allocbench list", AB_CMD_LIST, NULL, "Lists the strategies (-s), the workloads (-w) and the simulated cards (--device sim:NAME).\n"};
 
-/* list's own options. */
-typedef struct list_args_s {
-  bool verbose;
-  int names_only; /* AB_OPT_STRATEGIES, AB_OPT_WORKLOADS or 0 */
-} list_args_t;
-
+/* list's own options: --strategies and --workloads (ctx: the one given, or 0). */
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
-  list_args_t *a = ctx;
   (void)arg, (void)st, (void)diag;
-  if (opt == 'v') a->verbose = true;
-  else if (opt == AB_OPT_STRATEGIES || opt == AB_OPT_WORKLOADS) a->names_only = opt;
-  else return false;
+  if (opt != AB_OPT_STRATEGIES && opt != AB_OPT_WORKLOADS) return false;
+  *(int *)ctx = opt;
   return true;
 }
 
@@ -48,11 +41,10 @@ static const ab_strategy_entry_t *same_keys_as(const ab_strategy_entry_t *all, s
 int ab_cmd_list(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench list");
-  list_args_t a = {false, 0};
-  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
+  int names_only = 0;
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &names_only, 0, NULL, NULL);
   if (rc >= 0) return rc;
-  bool verbose = a.verbose;
-  int names_only = a.names_only;
+  bool verbose = o.verbose;
   size_t ns, nw;
   const ab_strategy_entry_t *strategies = ab_strategy_registry(&ns);
   const ab_workload_t *const *workloads = ab_workload_registry(&nw);

@@ -99,7 +99,11 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
     fprintf(stderr, "%s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
             o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
-  if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
+  /* The figures exactly, even in a table: they are held against PyTorch's memory_stats(). */
+  if (rc == AB_EXIT_OK && o->format == AB_FORMAT_TABLE)
+    ab_table_write_pairs(&t, 0, stdout);
+  else if (rc == AB_EXIT_OK)
+    ab_cli_print(o, &t, NULL, 0);
   ab_table_free(&t);
   return rc;
 }

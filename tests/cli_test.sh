@@ -184,7 +184,8 @@ head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,see
   fail "unexpected header: $(head -n 1 "$work/csv")"
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"
-grep -q '^peak_reserved_bytes' "$work/table" || fail "the table does not show peak_reserved_bytes"
+grep -qE '^peak_reserved_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show peak_reserved_bytes in MiB: $(cat "$work/table")"
+grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
 head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
@@ -217,8 +218,12 @@ grep -q ',pooled,.*,fragmentation,' "$work/csv" || fail "pooled's row: $(grep ',
 grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing probe: $(cat "$work/err")"
 [ -s "$out/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of the failing probe"
 "$ab" oom -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "oom table exited $?"
-grep -q '^min_budget_bytes' "$work/table" || fail "oom's table does not show min_budget_bytes"
-[ "$(wc -l <"$out/oom.csv")" -eq 4 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 4"
+grep -qE '^min_budget_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom's table does not show min_budget_bytes in MiB"
+# The table ends with the answer in words, the smallest budget first.
+"$ab" oom -w fragmenter -s caching,expandable,raw --device sim --out "$out" --quiet >"$work/table" || fail "oom of three exited $?"
+[ "$(tail -n 1 "$work/table")" = "It fits 256.00 MiB with raw; needs 260.12 MiB with expandable; needs 320.00 MiB with caching." ] ||
+  fail "the answer in words: $(tail -n 1 "$work/table")"
+[ "$(wc -l <"$out/oom.csv")" -eq 7 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 7"
 
 # The kinds say what is in the way: expandable's failing probe on the fragmenter fails for its
 # 20 MiB pages (rounding), caching's for its scattered holes (fragmentation).
@@ -236,13 +241,17 @@ head -n 1 "$work/table" | grep -q "requests 4.00 GiB at its peak, more than the 
 grep -q "at its peak, more than" "$work/table" && fail "said of a workload that fits: $(cat "$work/table")"
 
 # compare: one table, with the runs and searches recorded too.
-"$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" --quiet >"$work/table" ||
+"$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" >"$work/table" 2>"$work/err" ||
   fail "compare exited $?"
+grep -q "ran out of memory" "$work/err" && fail "compare printed OOM reports without -v: $(cat "$work/err")"
+grep -qE '^raw +89\.81 MiB +0\.000 +89\.81 MiB ' "$work/table" || fail "compare's bytes are not in MiB: $(cat "$work/table")"
 head -n 1 "$work/table" | grep -q 'peak_reserved_bytes.*frag_pct.*min_budget_bytes.*alloc_ns_p50' ||
   fail "compare's table: $(head -n 1 "$work/table")"
 [ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
 [ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"
-[ "$(wc -l <"$out/oom.csv")" -eq 12 ] || fail "compare did not append its searches to oom.csv"
+[ "$(wc -l <"$out/oom.csv")" -eq 15 ] || fail "compare did not append its searches to oom.csv"
+"$ab" compare -w random:ops=3000 -s raw,pooled -v --device sim --out "$out" >/dev/null 2>"$work/err" || fail "compare -v exited $?"
+[ "$(grep -c "ran out of memory" "$work/err")" -eq 2 ] || fail "compare -v did not report both failing probes: $(cat "$work/err")"
 
 # The segment map draws, as PNG and SVG (where gnuplot is installed).
 if command -v gnuplot >/dev/null; then
