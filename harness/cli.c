@@ -447,9 +447,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     suggested = *o;
     suggested.dev.budget_bytes = es->suggested_budget;
     o = &suggested;
-    char b[32];
+    char b[32], name[256];
+    ab_results_workload_name(es->source, name, sizeof name);
     if (!o->quiet)
-      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
@@ -468,8 +469,9 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_cli_note_device(o, w.dev->name, w.dev->kind);
   if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
   diag->msg[0] = '\0';
-  char label[160];
-  snprintf(label, sizeof label, "%s on %s", strategy, es->source);
+  char label[160], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(label, sizeof label, "%s on %s", strategy, name);
   progress_t prog = {label, {0, 0}, false};
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
@@ -693,9 +695,10 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 static void say_too_large(const ab_cli_opts_t *o, const ab_events_t *es, uint64_t total) {
   uint64_t peak = ab_bisect_peak_requested(es);
   if (peak <= total) return;
-  char a[32], b[32], line[AB_DIAG_BYTES];
+  char a[32], b[32], line[AB_DIAG_BYTES], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
   snprintf(line, sizeof line, "%s requests %s at its peak, more than the device's %s: it fits no budget there, whatever the strategy.",
-           es->source, ab_format_bytes(peak, a, sizeof a), ab_format_bytes(total, b, sizeof b));
+           name, ab_format_bytes(peak, a, sizeof a), ab_format_bytes(total, b, sizeof b));
   if (o->format == AB_FORMAT_TABLE)
     printf("%s\n", line);
   else if (!o->quiet)

@@ -91,18 +91,6 @@ static bool in_registry(const char *spec) {
   return ab_workload_find(name) != NULL;
 }
 
-/* A workload spec as a person reads it: a replayed trace by its file name (the path is in
- * summary.csv). */
-static void short_name(const char *spec, char *out, size_t size) {
-  if (strncmp(spec, "replay:", 7) == 0) {
-    char file[160];
-    ab_results_file_part(spec + 7, file, sizeof file);
-    snprintf(out, size, "replay:%s", file);
-  } else {
-    snprintf(out, size, "%s", spec);
-  }
-}
-
 /* Time in ns, with a unit a person reads at a glance. */
 static const char *format_ns(const char *ns_text, char *buf, size_t size) {
   double ns = strtod(ns_text, NULL);
@@ -125,8 +113,8 @@ static const ab_col_t display_cols[] = {
 static ab_status display(const ab_table_t *rows, ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
   for (size_t r = 0; r < rows->nrows; r++) {
-    char workload[200], req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
-    short_name(ab_table_get(rows, r, "workload"), workload, sizeof workload);
+    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
+    const char *workload = ab_table_get(rows, r, "workload");
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
     ab_format_bytes(requested, req, sizeof req);
@@ -281,8 +269,8 @@ int ab_cmd_matrix(int argc, char **argv) {
       if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
       if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
       done++;
-      char name[200];
-      short_name(streams[w].source, name, sizeof name);
+      char name[256];
+      ab_results_workload_name(streams[w].source, name, sizeof name);
       if (st != AB_OK) {
         failed++;
         fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategy, name, why.msg);

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "output.h"
 #include "pipeline.h"
+#include "results.h"
 #include "table.h"
 #include "tune.h"
 #include "tune_grid.h"
@@ -371,8 +372,15 @@ int ab_cmd_tune(int argc, char **argv) {
   if (o.workload == NULL) return ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
   ab_diag_t diag = {""};
   if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_cli_catch_stop(); /* a signal while the workload is generated stops that too */
   ab_events_t es;
-  if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
+  /* tune writes no file named after its workload: the stream can carry the name a person
+   * reads (a trace by its file name) into tune.csv and every line. */
+  char name[sizeof es.source];
+  ab_results_workload_name(es.source, name, sizeof name);
+  snprintf(es.source, sizeof es.source, "%s", name);
   setup_t s;
   if ((rc = setup(&o, &a, &es, &s)) >= 0) {
     ab_events_free(&es);
@@ -387,7 +395,6 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_tune_list_t list;
   ab_tune_list_init(&list);
   ab_tune_result_t *r = NULL;
-  ab_cli_catch_stop();
   progress_t prog = {&o, 0, 0};
   ab_tune_opts_t opts = {.device = o.device, .dev = o.dev, .cap = s.cap, .check = o.check, .jobs = s.jobs,
                          .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};

@@ -33,12 +33,13 @@ typedef struct summary_cells_s {
 } summary_cells_t;
 
 #define CELL(field, ...) snprintf(c.field, sizeof c.field, __VA_ARGS__)
+#define WORKLOAD_CELL(c, d) ab_results_workload_name((d)->workload, (c).workload, sizeof (c).workload)
 
 ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab_events_t *es, const ab_run_t *run) {
   summary_cells_t c;
   memset(&c, 0, sizeof c);
   const ab_stats_t *st = &run->stats;
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);
@@ -109,6 +110,16 @@ static const char *trace_of(const char *workload) {
   /* `replay TRACE` runs under the path itself. */
   struct stat sb;
   return stat(workload, &sb) == 0 ? workload : NULL;
+}
+
+void ab_results_workload_name(const char *workload, char *out, size_t size) {
+  const char *trace = trace_of(workload);
+  if (trace == NULL) {
+    snprintf(out, size, "%s", workload);
+    return;
+  }
+  const char *file = strrchr(trace, '/');
+  snprintf(out, size, "replay:%s", file && file[1] ? file + 1 : trace);
 }
 
 void ab_results_workload_part(const char *workload, char *out, size_t size) {
@@ -227,7 +238,7 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_eve
   oom_cells_t c;
   char note[512];
   memset(&c, 0, sizeof c);
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);
@@ -263,7 +274,7 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   char note[512];
   memset(&c, 0, sizeof c);
   const ab_stats_t *st = &run->stats;
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);

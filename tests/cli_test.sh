@@ -270,6 +270,12 @@ grep -q "no --budget: fragmenter runs under its suggested 288.00 MiB" "$work/err
   fail "fragmenter run exited $?"
 grep -q '^fragmenter,raw,,sim:h200,1073741824,' "$work/csv" || fail "--budget did not win: $(tail -n 1 "$work/csv")"
 
+# A replayed trace is named by its file name, not the path it had on this machine.
+"$ab" run -w "replay:$trace" -s raw --device sim --out "$work/named" -q >/dev/null || fail "run -w replay: exited $?"
+"$ab" replay "$trace" -s raw --device sim --out "$work/named" -q >/dev/null || fail "replay exited $?"
+[ "$(cut -d, -f1 "$work/named/summary.csv" | sort | uniq -c | awk '{print $1, $2}')" = "2 replay:cnn_dyn.default.trace.csv.gz
+1 workload" ] || fail "replays are not named by their file: $(cut -d, -f1 "$work/named/summary.csv")"
+
 # JSON parses.
 "$ab" run -w random:ops=300 -s async --device sim --out "$out" --format json >"$work/json" || fail "json run exited $?"
 if command -v python3 >/dev/null; then
