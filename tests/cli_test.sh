@@ -42,6 +42,13 @@ fi
 took_ms=$((($(date +%s%N) - start) / 1000000))
 [ $took_ms -lt 3000 ] || fail "refusing the workloads too large took $took_ms ms: they were generated"
 
+# Without a GPU, --device cuda says so in those words (the runtime's "driver version is
+# insufficient" reads as "update the driver").
+if "$ab" run -w random:ops=10 -s raw --out "$work/auto" 2>&1 >/dev/null | grep -q "no usable GPU" &&
+  ! "$ab" run -w random:ops=10 -s raw --device cuda --out "$work/auto" 2>&1 | grep -q "no CUDA support"; then
+  refuse "--device cuda: no GPU here" run -w random -s raw --device cuda
+fi
+
 # A refused conf is one line, even where --device auto would name its device, and quotes
 # what the user typed, not the preset in front of it.
 refuse "-c 'bogus:1': at position 1: Unrecognized key 'bogus'" run -w random -s caching -c bogus:1
