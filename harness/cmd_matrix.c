@@ -109,12 +109,20 @@ static const ab_col_t display_cols[] = {
     {"alloc p50", true},      {"alloc p99", true},      {"step ms p50", true},     {"wall s", true},
 };
 
+/* A name for the table: at most 48 characters, a cut one ending in "..." (summary.csv has it whole). */
+static const char *fit_name(const char *name, char *buf, size_t size) {
+  enum { WIDTH = 48 };
+  if (strlen(name) <= WIDTH) return name;
+  snprintf(buf, size, "%.*s...", WIDTH - 3, name);
+  return buf;
+}
+
 /* The summary rows, as a person reads them. */
 static ab_status display(const ab_table_t *rows, ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
   for (size_t r = 0; r < rows->nrows; r++) {
-    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
-    const char *workload = ab_table_get(rows, r, "workload");
+    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32], cut[64];
+    const char *workload = fit_name(ab_table_get(rows, r, "workload"), cut, sizeof cut);
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
     ab_format_bytes(requested, req, sizeof req);

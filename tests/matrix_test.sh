@@ -48,6 +48,12 @@ expected=$((expected + 1))
 grep -q "^replay:cnn_dyn.default.trace.csv.gz,raw," "$work/d/summary.csv" ||
   fail "the default list did not replay the recorded trace: $(cut -d, -f1 "$work/d/summary.csv")"
 
+# A long workload spec is whole in summary.csv; the table cuts it with an ellipsis.
+long="random:ops=1000,max_live=100,dist=lognormal,min=1KiB,max=4MiB,median=64KiB,sigma=1.5,step_ops=100"
+"$ab" matrix --device sim -s raw -w "$long" --out "$work/long" >"$work/out" 2>/dev/null || fail "a long spec exited $?"
+grep -qF "\"$long\",raw," "$work/long/summary.csv" || fail "summary.csv cut the spec: $(cut -c1-120 "$work/long/summary.csv")"
+grep -qE '^random:ops=1000,max_live=100,dist=lognormal,m\.\.\. +raw ' "$work/out" || fail "the table's cut: $(cat "$work/out")"
+
 # -c goes with exactly one strategy, and reaches it.
 "$ab" matrix --device sim -s pooled -c chunk:4MiB -w random:ops=1000 -q --out "$work/c" >/dev/null 2>"$work/err" ||
   fail "-c with one strategy exited $?: $(cat "$work/err")"
