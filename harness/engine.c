@@ -45,6 +45,12 @@ ab_run_opts_t ab_run_defaults(void) {
   return o;
 }
 
+/* Note [Timeline of a trace]: a recorded trace has no STEP events, so its timeline is sampled
+ * every `every` events instead, at most TRACE_SAMPLES times, and the step column counts the
+ * samples. A stream with steps is sampled at each of them (every = 0). */
+#define TRACE_SAMPLES 200
+static size_t sample_every(const ab_events_t *es) { return es->nsteps ? 0 : es->n / TRACE_SAMPLES + 1; }
+
 ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   memset(run, 0, sizeof *run);
   run->nids = es->nids;
@@ -52,7 +58,7 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   run->requested = calloc(es->nids ? es->nids : 1, 1);
   run->stream_of = calloc(es->nids ? es->nids : 1, sizeof *run->stream_of);
   run->foreign = calloc(es->nids ? es->nids : 1, sizeof *run->foreign);
-  run->captimeline = (size_t)es->nsteps + 1;
+  run->captimeline = (es->nsteps ? (size_t)es->nsteps : TRACE_SAMPLES) + 1;
   run->timeline = malloc(run->captimeline * sizeof *run->timeline);
   /* Twice the steps: the second half is scratch for the median. */
   run->capstep_ms = es->nsteps;
@@ -571,7 +577,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
   }
   switch (next) {
     case NEXT: /* the end of the stream */
-      if (r->opts->timeline) sample(run, s, es->n, es->nsteps);
+      if (r->opts->timeline) sample(run, s, es->n, sample_every(es) ? (uint32_t)run->ntimeline : es->nsteps);
       final_stats(run, s);
       if (r->opts->at_end) r->opts->at_end(r->opts->at_end_ctx, s, run);
       break;
@@ -624,9 +630,15 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   r.c = (loop_clock_t){now_ns(), r.dev->modeled_ns, 0, 0, false};
   next_t next = NEXT;
   size_t i = 0;
+  /* Note [Timeline of a trace] */
+  size_t every = opts->timeline ? sample_every(es) : 0, next_sample = 0;
 events:
   for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
+    if (every && i >= next_sample) {
+      sample(run, s, i, (uint32_t)run->ntimeline);
+      next_sample = i + every;
+    }
     switch ((ab_event_kind_t)e->kind) {
       case AB_EV_ALLOC: next = replay_alloc(&r, i, e); break;
       case AB_EV_FREE: next = replay_free(&r, e); break;

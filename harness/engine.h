@@ -6,7 +6,8 @@
  * device, the modelled time of the device calls made inside it) into a histogram; it keeps
  * the live pointers in a flat array indexed by id; it stops at the first OOM and records it
  * (event index, bytes asked, allocated and reserved at that moment, the strategy's message)
- * and classifies it; it samples a timeline at each STEP; and at the end it frees whatever is
+ * and classifies it; it samples a timeline at each STEP (a trace, which has none, at most
+ * 200 times: Note [Timeline of a trace] in engine.c); and at the end it frees whatever is
  * still live, untimed, so that the strategy and the device can be checked for leaks.
  *
  * Kernels: on a device that runs them (kernels.h), each KERNEL event is launched on the live
@@ -108,7 +109,7 @@ typedef enum ab_lockstep_e {
 
 typedef struct ab_run_opts_s {
   bool time_calls; /* histogram every alloc and free */
-  bool timeline;   /* sample at every STEP and at the end */
+  bool timeline;   /* sample at every STEP (a trace: every n/200 events) and at the end */
   bool check;      /* run the strategy's invariant checks after every event (slow) */
   bool kernels;    /* launch KERNEL events where the device can */
   bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
@@ -160,7 +161,7 @@ struct ab_run_s {
   size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
   size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */
   uint64_t *pass_over;       /* continue_on_oom: a bit per event, set for a dead id's events */
-  ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples */
+  ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples (a trace: 201) */
   size_t ntimeline, captimeline;
   /* results */
   ab_run_status_t status;

@@ -110,6 +110,36 @@ static void oom_capacity(void) {
   ab_events_free(&es);
 }
 
+/* A stream without steps (a recorded trace) is sampled every n / 200 + 1 events: 1000
+ * allocations and their frees, 2000 events, give samples at 0, 11, ..., 1991 and the end,
+ * the step column counting them; the peaks are the run's whatever the sampling. */
+static void timeline_of_a_trace(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t id[1000];
+  for (int i = 0; i < 1000; i++) id[i] = ab_events_alloc(&es, 4096, 0, AB_TAG_OTHER);
+  for (int i = 0; i < 1000; i++) ab_events_free_id(&es, id[i]);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  REQUIRE(es.nsteps == 0 && es.n == 2000);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 0, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK_EQ(run.ntimeline, 2000 / 11 + 1 + 1);
+  for (size_t k = 0; k + 1 < run.ntimeline; k++) {
+    CHECK_EQ(run.timeline[k].event, 11 * k);
+    CHECK_EQ(run.timeline[k].step, k);
+  }
+  CHECK_EQ(run.timeline[run.ntimeline - 1].event, 2000);
+  CHECK_EQ(run.timeline[100].requested, 1000 * 4096 - (1100 - 1000) * 4096);
+  CHECK_EQ(run.stats.requested_bytes.peak, 1000 * 4096);
+  ab_run_release(&run);
+  ab_test_world_close(dev, s);
+  ab_events_free(&es);
+}
+
 /* pooled never splits: three size classes need three chunks even though the live bytes are
  * a few KiB, so the third fails within a budget that fits them many times over. */
 static void oom_fragmentation(void) {
@@ -455,6 +485,7 @@ static void results_append_safely(void) {
 static const ab_test_t tests[] = {
     {"csv_header_names_quoted", csv_header_names_quoted},
     {"replay_counts_and_timeline", replay_counts_and_timeline},
+    {"timeline_of_a_trace", timeline_of_a_trace},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},
     {"oom_rounding", oom_rounding},
