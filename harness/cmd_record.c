@@ -74,8 +74,9 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 /* The absolute path of the snapshot, its folder made and writable: a job of hours should not
  * run for nothing. */
 static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t *diag) {
+  /* An empty path, a folder, a link to nothing, an input: refused as every output is. */
+  AB_TRY(ab_output_check("-o", arg, diag));
   size_t len = strlen(arg);
-  if (len == 0) return ab_diag_set(diag, AB_ERR_INVALID, "-o '': expected a file name");
   if (strpbrk(arg, "\t\n")) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': a file name without tabs or newlines", arg);
   if (arg[len - 1] == '/') return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
   char cwd[PATH_MAX] = "";
@@ -83,9 +84,6 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
     return ab_diag_set(diag, AB_ERR_IO, "-o '%s': cannot tell the current folder: %s", arg, strerror(errno));
   int n = snprintf(out, size, "%s%s%s", cwd, cwd[0] ? "/" : "", arg);
   if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': the path is too long", arg);
-  struct stat sb;
-  if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
-    return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", out);
   *strrchr(dir, '/') = '\0';
