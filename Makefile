@@ -3,8 +3,9 @@
 #   make          configure and build into build/
 #   make test     build, then run every test (GPU tests skip where no GPU is usable)
 #   make bench    build, run the benchmark matrix and the micro-benchmarks on --device auto
-#                 into RESULTS (default results/latest; earlier results there are moved to
-#                 RESULTS.<date>), then draw the figures
+#                 into RESULTS (default results/latest), then draw the figures; it starts
+#                 from an empty RESULTS: what was there is moved to RESULTS.<date>
+#                 (make fresh-results, its first step)
 #   make plots    redraw the figures from the CSVs in RESULTS
 #   make fuzz     build the fuzz targets with clang and libFuzzer into build-fuzz and fuzz each
 #                 for FUZZ_SECONDS (default 10) from its corpus (tests/fuzz/README.md)
@@ -31,7 +32,7 @@ FUZZ_TARGETS ?=
 SOAK_EVENTS ?= 1000000
 SOAK_SEEDS ?= 3
 
-.PHONY: all build test bench plots fuzz soak clean deps-build deps-bench deps-fuzz
+.PHONY: all build test bench fresh-results plots fuzz soak clean deps-build deps-bench deps-fuzz
 
 all: build
 
@@ -53,10 +54,12 @@ build: deps-build $(BUILD)/CMakeCache.txt
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-bench: deps-bench build
-	@if [ -e $(RESULTS)/summary.csv ]; then \
+fresh-results:
+	@if [ -n "$$(ls -A $(RESULTS) 2>/dev/null)" ]; then \
 	  old=$(RESULTS).$$(date +%Y%m%d-%H%M%S); mv $(RESULTS) $$old; echo "make bench: earlier results moved to $$old"; \
 	fi
+
+bench: deps-bench build fresh-results
 	$(BUILD)/allocbench matrix --device auto --out $(RESULTS) $(MATRIX_FLAGS)
 	@if [ -x $(BUILD)/allocbench_micro ]; then \
 	  echo "$(BUILD)/allocbench_micro --device auto --out $(RESULTS) $(MICRO_FLAGS)"; \

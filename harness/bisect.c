@@ -48,8 +48,7 @@ static ab_pipeline_t pipeline_of(const ab_bisect_opts_t *o, uint64_t budget) {
  * classification (Note [OOM kinds], engine.h) is made again against it. */
 static void classify_against_cap(ab_oom_info_t *oom, uint64_t cap) {
   oom->limit = cap;
-  oom->kind = cap >= oom->live_requested && cap - oom->live_requested >= oom->bytes ? AB_OOM_FRAGMENTATION
-                                                                                    : AB_OOM_CAPACITY;
+  oom->kind = ab_oom_classify(oom);
 }
 
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,

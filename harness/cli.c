@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "oommap.h"
+#include "output.h"
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
@@ -14,24 +16,221 @@
 #include "units.h"
 #include "workload.h"
 
-const char ab_cli_common_help[] =
-    "      --device SPEC     auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\n"
-    "                        sim:SIZE, cuda, cuda:N\n"
-    "      --budget SIZE     bytes the strategy may hold from the device (512, 2MiB, 40GB, 1.5GiB)\n"
-    "      --seed N          seed of the workload's random draws (default 42)\n"
-    "      --out DIR         where results go (default results/latest)\n"
-    "      --format FMT      table (default), csv (header and rows on stdout) or json\n"
-    "      --faults SPEC     sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S];\n"
-    "                        with --ranks, rank=R fails only rank R's card\n"
-    "      --no-timeline     do not write the timeline file\n"
-    "      --check           run the strategy's invariant checks after every event (slow)\n"
-    "      --no-kernels      do not launch the workload's kernels (only cuda launches them)\n"
-    "      --verify          fail if two live allocations share memory: a pattern per allocation\n"
-    "                        written and checked on cuda, a map of live ranges on sim (slow)\n"
-    "      --recorded-addresses  sim, replaying a trace: give each device allocation the address\n"
-    "                        the recorded run got (ties between equal free blocks break the same way)\n"
-    "  -q, --quiet           no progress and no notices on stderr\n"
-    "  -h, --help            this help\n";
+/* ---- the option table ---------------------------------------------------------------------- */
+
+#define RUNS (AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_OOM | AB_CMD_COMPARE | AB_CMD_MATRIX)
+#define SEARCHES (AB_CMD_OOM | AB_CMD_COMPARE)
+/* The commands that run a workload as given, not only the budget search's probes. */
+#define WHOLE_RUNS (AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_COMPARE | AB_CMD_MATRIX)
+/* Why tune takes no strategy, conf or budget of the user's. */
+#define TUNE_CHOOSES "tune chooses the strategies and their confs and searches the caps itself (see allocbench tune --help)"
+
+typedef struct option_entry_s {
+  const char *name;  /* --NAME */
+  char letter;       /* -L, or 0 */
+  int id;            /* what the parser hands the command: the letter, else an AB_OPT_* */
+  const char *arg;   /* the argument as usage and help write it; NULL: a flag */
+  unsigned takes;    /* the commands that take it (AB_CMD_* bits) */
+  unsigned needs;    /* those where it must be given */
+  unsigned repeats;  /* those where it may be given again */
+  unsigned refuses;  /* the commands that refuse it, saying `help` */
+  const char *help;  /* what it does, lines separated by \n; for `refuses`, why not */
+} option_entry_t;
+
+/* In the order usage and help show them. */
+static const option_entry_t options[] = {
+    {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_RUN | SEARCHES, AB_CMD_RUN | SEARCHES, 0, 0,
+     "a workload of `allocbench list`, with KEY=VALUE arguments after ':'"},
+    {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_MATRIX, 0, AB_CMD_MATRIX, 0,
+     "a workload with its arguments; repeat for several (default: the bench list)"},
+    {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_TUNE, AB_CMD_TUNE, 0, 0,
+     "replay:TRACE (a snapshot, as `allocbench record` writes it), or a workload\n"
+     "of `allocbench list` with KEY=VALUE arguments after ':'"},
+    {"workload", 'w', 'w', "WORKLOAD", 0, 0, 0, AB_CMD_REPLAY, "the trace is the argument: replay TRACE"},
+    {"strategy", 's', 's', "STRATEGY", AB_CMD_RUN, AB_CMD_RUN, 0, 0, "a strategy of `allocbench list`"},
+    {"strategy", 's', 's', "STRATEGY", AB_CMD_REPLAY, 0, 0, 0,
+     "a strategy of `allocbench list` (default: caching with the recorded\n"
+     "settings as its conf when that strategy exists, else raw)"},
+    {"strategy", 's', 's', "STRATEGY[,STRATEGY...]", SEARCHES, SEARCHES, 0, 0,
+     "strategies of `allocbench list`, separated by commas"},
+    {"strategy", 's', 's', "STRATEGY[,STRATEGY...]", AB_CMD_MATRIX, 0, 0, 0,
+     "strategies, separated by commas (default: every one of `allocbench list`)"},
+    {"strategy", 's', 's', "STRATEGY", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"conf", 'c', 'c', "CONF", AB_CMD_RUN | AB_CMD_REPLAY, 0, 0, 0,
+     "the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)"},
+    {"conf", 'c', 'c', "CONF", SEARCHES | AB_CMD_MATRIX, 0, SEARCHES | AB_CMD_MATRIX, 0,
+     "the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for all\n"
+     "of them, or once per strategy in the order of -s"},
+    {"conf", 'c', 'c', "CONF", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"output", 'o', 'o', "FILE", AB_CMD_RECORD, 0, 0, 0, "where the snapshot goes (default snapshot.pickle)"},
+    {"max-entries", 0, AB_OPT_MAX_ENTRIES, "N", AB_CMD_RECORD, 0, 0, 0,
+     "keep only the last N events of the history (default: all of them)"},
+    {"objective", 0, AB_OPT_OBJECTIVE, "reserved|budget", AB_CMD_TUNE, 0, 0, 0,
+     "reserved: the lowest peak reserved bytes (default); budget: the smallest cap"},
+    {"device", 0, AB_OPT_DEVICE, "SPEC", RUNS, 0, 0, 0,
+     "auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\nsim:SIZE, cuda, cuda:N"},
+    {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_TUNE, 0, 0, 0,
+     "sim (default here: the simulated H200, for predictions and many runs at\n"
+     "once), sim:PROFILE, sim:SIZE, cuda, cuda:N, auto"},
+    {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_MICRO, 0, 0, 0,
+     "sim (default; or the environment variable AB_DEVICE), sim:PROFILE,\n"
+     "cuda, cuda:N, auto. On cuda the time is the GPU's, from CUDA events"},
+    {"budget", 0, AB_OPT_BUDGET, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX, 0, 0, 0,
+     "bytes the strategy may hold from the device (512, 2MiB, 40GB, 1.5GiB)"},
+    {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, SEARCHES,
+     "the search sets the budget of each run; give --lo and --hi instead"},
+    {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"seed", 0, AB_OPT_SEED, "N", AB_CMD_RUN | SEARCHES | AB_CMD_MATRIX | AB_CMD_TUNE, 0, 0, 0,
+     "seed of the workload's random draws (default 42)"},
+    {"seed", 0, AB_OPT_SEED, "N", 0, 0, 0, AB_CMD_REPLAY, "a trace replays as it was recorded: it draws nothing"},
+    {"lo", 0, AB_OPT_LO, "SIZE", SEARCHES, 0, 0, 0,
+     "where the search starts (default: the workload's peak requested bytes,\n"
+     "since nothing runs with less than its live allocations asked for)"},
+    {"hi", 0, AB_OPT_HI, "SIZE", SEARCHES, 0, 0, 0, "where it ends (default: the bytes an unbudgeted run held at its peak)"},
+    {"tolerance", 0, AB_OPT_TOLERANCE, "SIZE", SEARCHES, 0, 0, 0,
+     "the answer is within this of the true smallest budget (default 1MiB)"},
+    {"cap", 0, AB_OPT_CAP, NULL, SEARCHES, 0, 0, 0,
+     "search PyTorch's memory cap (set_per_process_memory_fraction) instead of a\n"
+     "budget: the caching strategies check it as PyTorch does, and expandable\n"
+     "segments may pass it by less than a page; a budget is a card of that size"},
+    {"cap", 0, AB_OPT_CAP, "SIZE", AB_CMD_TUNE, 0, 0, 0,
+     "the job runs under this memory cap (set_per_process_memory_fraction); each\n"
+     "run is made under it, and garbage_collection_threshold is tried (default:\n"
+     "the recorded per_process_memory_fraction, if any, else none)"},
+    {"jobs", 0, AB_OPT_JOBS, "N", AB_CMD_TUNE, 0, 0, 0,
+     "runs at once (default: one per core; 1 on a real GPU, whose memory they share)"},
+    {"quick", 0, AB_OPT_QUICK, NULL, AB_CMD_MATRIX, 0, 0, 0,
+     "a short run of each workload (fewer steps or ops, the same pattern)"},
+    {"ranks", 0, AB_OPT_RANKS, "N|env", AB_CMD_RUN, 0, 0, 0,
+     "N: run -w zero as N ranks, one thread each: on GPUs cuda:0..N-1 (from cuda:K\n"
+     "with --device cuda:K) with NCCL collectives, or each on a simulated card;\n"
+     "a row per rank and a combined row. env: this process is one rank of a job a\n"
+     "launcher started (torchrun): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+     "MASTER_PORT; rank 0 writes the rows"},
+    {"nccl", 0, AB_OPT_NCCL, "PATH", AB_CMD_RUN, 0, 0, 0,
+     "with --ranks: NCCL's library (default: AB_NCCL_LIBRARY, else searched: the\n"
+     "CUDA toolkit, the loader's path, PyTorch's site-packages/nvidia/nccl/lib)"},
+    {"collective-timeout", 0, AB_OPT_COLLECTIVE_TIMEOUT, "S", AB_CMD_RUN, 0, 0, 0,
+     "with --ranks: give up after S seconds at one collective (waiting for the\n"
+     "other ranks, or for it to complete on the GPU); default AB_COLLECTIVE_TIMEOUT,\n"
+     "else 300. Meeting and making NCCL's communicators: AB_RENDEZVOUS_TIMEOUT,\n"
+     "else 300"},
+    {"info", 0, AB_OPT_INFO, NULL, AB_CMD_REPLAY, 0, 0, 0,
+     "print what the trace holds (events, actions, streams, recorded settings,\n"
+     "peaks, segments) and replay nothing"},
+    {"trace-device", 0, AB_OPT_TRACE_DEVICE, "N", AB_CMD_REPLAY, 0, 0, 0,
+     "snapshots: the device whose trace to read (default: the first with entries)"},
+    {"max-inflated", 0, AB_OPT_MAX_INFLATED, "SIZE", AB_CMD_REPLAY, 0, 0, 0,
+     "a gzipped trace may inflate to SIZE (default: 100 times its size, at least\n"
+     "64MiB; traces inflate some 10 times, a crafted file to gigabytes)"},
+    {"export-trace", 0, AB_OPT_EXPORT_TRACE, "FILE", AB_CMD_REPLAY, 0, 0, 0,
+     "write the run as a CSV trace, with the strategy's own segment decisions"},
+    {"export-snapshot", 0, AB_OPT_EXPORT_SNAPSHOT, "FILE", AB_CMD_REPLAY, 0, 0, 0,
+     "write the run as a PyTorch memory snapshot: its trace, and its segments at\n"
+     "the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot FILE`\n"
+     "or pytorch.org/memory_viz show it"},
+    {"trace", 0, AB_OPT_TRACE, "PATH|none", AB_CMD_MICRO, 0, 0, 0,
+     "the trace of the replay benchmarks, or none (default: the recorded run in\n"
+     "tests/data)"},
+    {"out", 0, AB_OPT_OUT, "DIR", RUNS | AB_CMD_TUNE, 0, 0, 0, "where results go (default results/latest)"},
+    {"out", 0, AB_OPT_OUT, "DIR", AB_CMD_MICRO, 0, 0, 0,
+     "write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv"},
+    {"format", 0, AB_OPT_FORMAT, "table|csv|json", RUNS | AB_CMD_TUNE, 0, 0, 0,
+     "table (default), csv (header and rows on stdout) or json"},
+    {"faults", 0, AB_OPT_FAULTS, "SPEC", AB_CMD_RUN, 0, 0, 0,
+     "sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S];\n"
+     "with --ranks, rank=R fails only rank R's card"},
+    {"faults", 0, AB_OPT_FAULTS, "SPEC", AB_CMD_REPLAY, 0, 0, 0,
+     "sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S]"},
+    {"faults", 0, AB_OPT_FAULTS, "SPEC", 0, 0, 0, SEARCHES | AB_CMD_MATRIX | AB_CMD_TUNE,
+     "a budget search needs runs that fail only for want of memory; inject faults with run or replay"},
+    {"no-timeline", 0, AB_OPT_NO_TIMELINE, NULL, WHOLE_RUNS, 0, 0, 0, "do not write the timeline file"},
+    {"check", 0, AB_OPT_CHECK, NULL, RUNS | AB_CMD_TUNE, 0, 0, 0,
+     "run the strategy's invariant checks after every event (slow)"},
+    {"no-kernels", 0, AB_OPT_NO_KERNELS, NULL, WHOLE_RUNS, 0, 0, 0,
+     "do not launch the workload's kernels (only cuda launches them)"},
+    {"verify", 0, AB_OPT_VERIFY, NULL, WHOLE_RUNS, 0, 0, 0,
+     "fail if two live allocations share memory: a pattern per allocation\n"
+     "written and checked on cuda, a map of live ranges on sim (slow)"},
+    {"verify", 0, AB_OPT_VERIFY, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, WHOLE_RUNS, 0, 0, 0,
+     "sim, replaying a trace: give each device allocation the address the\n"
+     "recorded run got (ties between equal free blocks break the same way)"},
+    {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"verbose", 'v', 'v', NULL, AB_CMD_LIST, 0, 0, 0, "also list each strategy's -c keys and each workload's arguments"},
+    {"verbose", 'v', 'v', NULL, AB_CMD_COMPARE, 0, 0, 0,
+     "also print on stderr the OOM report of each strategy's failing probe"},
+    {"strategies", 0, AB_OPT_STRATEGIES, NULL, AB_CMD_LIST, 0, 0, 0, "only the strategies' names, one per line (for scripts)"},
+    {"workloads", 0, AB_OPT_WORKLOADS, NULL, AB_CMD_LIST, 0, 0, 0, "only the workloads' names, one per line (for scripts)"},
+    {"quiet", 'q', 'q', NULL, RUNS | AB_CMD_TUNE, 0, 0, 0, "no progress and no notices on stderr"},
+    {"quiet", 'q', 'q', NULL, AB_CMD_RECORD, 0, 0, 0, "say nothing on stderr unless something goes wrong"},
+    /* Not allocbench_micro's: its --help is Google Benchmark's, which prints this help first. */
+    {"help", 'h', 'h', NULL, RUNS | AB_CMD_LIST | AB_CMD_TUNE | AB_CMD_RECORD, 0, 0, 0, "this help"},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+/* The entry of the option `id` for the command `bit` (taken or refused), or NULL. */
+static const option_entry_t *entry_of(unsigned bit, int id) {
+  for (size_t i = 0; i < NOPTIONS; i++)
+    if (options[i].id == id && ((options[i].takes | options[i].refuses) & bit)) return &options[i];
+  return NULL;
+}
+
+/* One option as the usage line writes it: "-w WORKLOAD[:ARGS]", "[--cap]", "[-c CONF]...". */
+static void usage_word(const option_entry_t *e, unsigned bit, char *out, size_t size) {
+  char form[160];
+  if (e->letter)
+    snprintf(form, sizeof form, "-%c%s%s", e->letter, e->arg ? " " : "", e->arg ? e->arg : "");
+  else
+    snprintf(form, sizeof form, "--%s%s%s", e->name, e->arg ? " " : "", e->arg ? e->arg : "");
+  bool needed = e->needs & bit;
+  snprintf(out, size, "%s%s%s%s", needed ? "" : "[", form, needed ? "" : "]", e->repeats & bit ? "..." : "");
+}
+
+#define USAGE_WIDTH 100
+#define HELP_COLUMN 24
+
+/* "usage: allocbench CMD" and each option, the operands last, wrapped under the first. */
+static void write_usage(FILE *f, const ab_cli_command_t *cmd) {
+  int indent = fprintf(f, "usage: %s", cmd->name), col = indent;
+  char word[200];
+  for (size_t i = 0; i <= NOPTIONS; i++) {
+    if (i == NOPTIONS) {
+      if (cmd->operands == NULL) break;
+      snprintf(word, sizeof word, "%s", cmd->operands);
+    } else {
+      const option_entry_t *e = &options[i];
+      if (!(e->takes & cmd->bit) || e->id == 'h') continue;
+      usage_word(e, cmd->bit, word, sizeof word);
+    }
+    int len = (int)strlen(word);
+    if (col + 1 + len > USAGE_WIDTH) col = fprintf(f, "\n%*s", indent, "") - 1;
+    col += fprintf(f, " %s", word);
+  }
+  fputc('\n', f);
+}
+
+/* "  -w, --workload ARG" then the help, its lines at HELP_COLUMN. */
+static void write_option_help(FILE *f, const option_entry_t *e) {
+  char left[200];
+  snprintf(left, sizeof left, "  %s%c%s--%s%s%s", e->letter ? "-" : " ", e->letter ? e->letter : ' ',
+           e->letter ? ", " : "  ", e->name, e->arg ? " " : "", e->arg ? e->arg : "");
+  int len = fprintf(f, "%s", left);
+  if (len + 2 > HELP_COLUMN) len = fprintf(f, "\n") - 1;
+  for (const char *line = e->help; *line;) {
+    size_t n = strcspn(line, "\n");
+    fprintf(f, "%*s%.*s\n", HELP_COLUMN - len, "", (int)n, line);
+    len = 0;
+    line += n + (line[n] == '\n');
+  }
+}
+
+void ab_cli_help(FILE *f, const ab_cli_command_t *cmd) {
+  write_usage(f, cmd);
+  fprintf(f, "\n%s\n", cmd->about);
+  for (size_t i = 0; i < NOPTIONS; i++)
+    if (options[i].takes & cmd->bit) write_option_help(f, &options[i]);
+}
 
 void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd) {
   memset(o, 0, sizeof *o);
@@ -66,26 +265,23 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
     case 'w': o->workload = arg; break;
     case 's': o->strategy = arg; break;
     case 'c': o->conf = arg; break;
-    case 'D': o->device = arg; break;
-    case 'o':
-      /* An empty DIR would put DIR/summary.csv at the root. */
-      if (arg[0] == '\0') *st = ab_diag_set(diag, AB_ERR_INVALID, "--out '': an empty path (expected a directory)");
-      o->out_dir = arg;
-      break;
-    case 'T': o->timeline = false; break;
-    case 'K': o->check = true; break;
-    case 'N': o->kernels = false; break;
-    case 'V': o->verify = true; break;
-    case 'A': o->recorded_addresses = true; break;
+    case AB_OPT_DEVICE: o->device = arg; break;
+    case AB_OPT_OUT: o->out_dir = arg; break; /* checked before any work (output.h) */
+    case AB_OPT_NO_TIMELINE: o->timeline = false; break;
+    case AB_OPT_CHECK: o->check = true; break;
+    case AB_OPT_NO_KERNELS: o->kernels = false; break;
+    case AB_OPT_VERIFY: o->verify = true; break;
+    case AB_OPT_RECORDED_ADDRESSES: o->recorded_addresses = true; break;
     case 'q': o->quiet = true; break;
-    case 'B':
+    case 'v': o->verbose = true; break;
+    case AB_OPT_BUDGET:
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
       if (*st == AB_OK && o->dev.budget_bytes == 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget '%s': must be more than 0 bytes", arg);
       break;
-    case 'S': *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
-    case 'F': *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
-    case 'f':
+    case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
+    case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
+    case AB_OPT_FORMAT:
       if (strcmp(arg, "table") == 0)
         o->format = AB_FORMAT_TABLE;
       else if (strcmp(arg, "csv") == 0)
@@ -100,41 +296,48 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
   return true;
 }
 
-/* The short forms of AB_CLI_COMMON_SHORTOPTS whose long options the table lists: a command
- * without -w takes no -w either. */
-static void short_options(const struct option *longopts, char *out) {
-  size_t n = 0;
-  for (const char *c = AB_CLI_COMMON_SHORTOPTS; *c; c++) {
-    if (*c == ':') continue;
-    for (const struct option *l = longopts; l->name; l++)
-      if (l->val == *c) {
-        out[n++] = *c;
-        if (l->has_arg == required_argument) out[n++] = ':';
-        break;
-      }
+/* getopt's tables for the command: the options it takes or refuses. */
+static void getopt_tables(unsigned bit, struct option *longopts, char *shortopts) {
+  size_t n = 0, k = 0;
+  for (size_t i = 0; i < NOPTIONS; i++) {
+    const option_entry_t *e = &options[i];
+    if (!((e->takes | e->refuses) & bit)) continue;
+    longopts[n++] = (struct option){e->name, e->arg ? required_argument : no_argument, NULL, e->id};
+    if (e->letter && strchr(shortopts, e->letter) == NULL) {
+      shortopts[k++] = e->letter;
+      if (e->arg) shortopts[k++] = ':';
+      shortopts[k] = '\0';
+    }
   }
-  out[n] = '\0';
+  longopts[n] = (struct option){NULL, 0, NULL, 0};
 }
 
-int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
-                 const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs) {
+int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_cli_own_fn own, void *ctx,
+                 size_t max_args, char ***args, size_t *nargs) {
+  struct option longopts[NOPTIONS + 1];
+  char shortopts[2 * NOPTIONS + 1] = "";
+  getopt_tables(cmd->bit, longopts, shortopts);
   ab_diag_t diag = {""};
-  char shortopts[2 * sizeof AB_CLI_COMMON_SHORTOPTS];
-  short_options(longopts, shortopts);
   int opt;
   optind = 1;
   opterr = 0;
   while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     ab_status st = AB_OK;
-    if (opt == 'h') {
-      fputs(help_head, stdout);
-      if (extra_help) fputs(extra_help, stdout);
-      fputs(ab_cli_common_help, stdout);
-      return AB_EXIT_OK;
-    }
-    if (opt == '?' || opt == ':') {
-      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see %s --help)", argv[optind - 1], o->cmd);
+    const option_entry_t *e = opt == '?' || opt == ':' ? NULL : entry_of(cmd->bit, opt);
+    if (e == NULL) {
+      snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see %s --help)", argv[optind - 1], cmd->name);
       return ab_cli_usage_error(o, diag.msg);
+    }
+    if (!(e->takes & cmd->bit)) {
+      if (e->letter)
+        snprintf(diag.msg, sizeof diag.msg, "-%c: %s", e->letter, e->help);
+      else
+        snprintf(diag.msg, sizeof diag.msg, "--%s: %s", e->name, e->help);
+      return ab_cli_usage_error(o, diag.msg);
+    }
+    if (opt == 'h') {
+      ab_cli_help(stdout, cmd);
+      return AB_EXIT_OK;
     }
     if (!(own && own(ctx, opt, optarg, &st, &diag)) && !ab_cli_common_option(opt, optarg, o, &st, &diag))
       return ab_cli_usage_error(o, "bad option");
@@ -247,9 +450,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     suggested = *o;
     suggested.dev.budget_bytes = es->suggested_budget;
     o = &suggested;
-    char b[32];
+    char b[32], name[256];
+    ab_results_workload_name(es->source, name, sizeof name);
     if (!o->quiet)
-      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, es->source,
+      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
@@ -268,8 +472,9 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_cli_note_device(o, w.dev->name, w.dev->kind);
   if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
   diag->msg[0] = '\0';
-  char label[160];
-  snprintf(label, sizeof label, "%s on %s", strategy, es->source);
+  char label[160], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(label, sizeof label, "%s on %s", strategy, name);
   progress_t prog = {label, {0, 0}, false};
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
@@ -342,16 +547,46 @@ int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *r
   return rc;
 }
 
+static bool counts_bytes(const char *column) {
+  size_t n = strlen(column);
+  return n > 6 && strcmp(column + n - 6, "_bytes") == 0;
+}
+
+/* t with the cells of its byte columns as a person reads them ("29.63 GiB"); an empty cell
+ * (no answer) stays empty. CSV and JSON keep the bytes. */
+static ab_status for_people(const ab_table_t *t, ab_table_t *out) {
+  ab_table_init(out, t->cols, t->ncols);
+  const char **row = malloc(t->ncols * sizeof *row);
+  char(*human)[32] = malloc(t->ncols * sizeof *human);
+  ab_status st = row && human ? AB_OK : AB_ERR_INTERNAL;
+  for (size_t r = 0; r < t->nrows && st == AB_OK; r++) {
+    for (size_t c = 0; c < t->ncols; c++) {
+      const char *cell = t->cells[r * t->ncols + c];
+      row[c] = cell;
+      if (counts_bytes(t->cols[c].name) && cell && *cell)
+        row[c] = ab_format_bytes(strtoull(cell, NULL, 10), human[c], sizeof human[c]);
+    }
+    st = ab_table_add(out, row);
+  }
+  free(row);
+  free(human);
+  return st;
+}
+
 void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
+  ab_table_t shown;
   switch (o->format) {
     case AB_FORMAT_CSV: ab_table_write_csv(t, stdout, true); break;
     case AB_FORMAT_JSON: ab_table_write_json(t, stdout); break;
-    case AB_FORMAT_TABLE:
-      if (t->nrows == 1 && cols == NULL)
-        ab_table_write_pairs(t, 0, stdout);
+    case AB_FORMAT_TABLE: {
+      const ab_table_t *p = for_people(t, &shown) == AB_OK ? &shown : t; /* else the bytes will do */
+      if (p->nrows == 1 && cols == NULL)
+        ab_table_write_pairs(p, 0, stdout);
       else
-        ab_table_write_text(t, stdout, cols, ncols);
+        ab_table_write_text(p, stdout, cols, ncols);
+      ab_table_free(&shown);
       break;
+    }
   }
   fflush(stdout);
 }
@@ -399,31 +634,25 @@ ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t
   ab_world_t device;
   for (size_t i = 0; i < list->n; i++) {
     ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
-    AB_TRY(ab_bisect_check(&b, &device, diag));
+    ab_status st = ab_bisect_check(&b, &device, diag);
+    /* With several strategies, which one's conf was refused. */
+    if (st != AB_OK && list->n > 1) ab_diag_prefix(diag, "%s: ", list->name[i]);
+    if (st != AB_OK) return st;
   }
   *total = device.total_bytes;
   if (list->n) ab_cli_note_device(o, device.device, device.kind);
   return AB_OK;
 }
 
-const char ab_cli_search_help[] =
-    "      --lo SIZE         where the search starts (default: the workload's peak requested bytes,\n"
-    "                        since nothing runs with less than its live allocations asked for)\n"
-    "      --hi SIZE         where it ends (default: the bytes an unbudgeted run held at its peak)\n"
-    "      --tolerance SIZE  the answer is within this of the true smallest budget (default 1MiB)\n"
-    "      --cap             search PyTorch's memory cap (set_per_process_memory_fraction) instead of a\n"
-    "                        budget: the caching strategies check it as PyTorch does, and expandable\n"
-    "                        segments may pass it by less than a page; a budget is a card of that size\n";
-
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag) {
   uint64_t *field;
   const char *what;
   *st = AB_OK;
   switch (opt) {
-    case 'C': b->cap = true; return true;
-    case 'L': field = &b->lo, what = "--lo"; break;
-    case 'H': field = &b->hi, what = "--hi"; break;
-    case 'O': field = &b->tolerance, what = "--tolerance"; break;
+    case AB_OPT_CAP: b->cap = true; return true;
+    case AB_OPT_LO: field = &b->lo, what = "--lo"; break;
+    case AB_OPT_HI: field = &b->hi, what = "--hi"; break;
+    case AB_OPT_TOLERANCE: field = &b->tolerance, what = "--tolerance"; break;
     default: return false;
   }
   *st = ab_parse_size(what, arg, field, diag);
@@ -443,7 +672,7 @@ ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts
   return b;
 }
 
-/* The own options of the search commands: the search's, -c once per strategy, no --budget. */
+/* The own options of the search commands: the search's, -c once per strategy. */
 typedef struct search_args_s {
   ab_bisect_opts_t *search;
   const char *confs[AB_CLI_MAX_STRATEGIES];
@@ -452,9 +681,7 @@ typedef struct search_args_s {
 
 static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   search_args_t *a = ctx;
-  if (opt == 'B') {
-    *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget: the search sets the budget of each run; give --lo and --hi instead");
-  } else if (opt == 'c') {
+  if (opt == 'c') {
     if (a->nconfs == AB_CLI_MAX_STRATEGIES)
       *st = ab_diag_set(diag, AB_ERR_INVALID, "-c given more times than there can be strategies");
     else
@@ -465,17 +692,33 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   return true;
 }
 
-int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+/* A workload that asks for more than the card at its peak fits no budget, whatever the
+ * strategy: said first, in words, before the searches find it out one by one. On stdout
+ * with the table it heads; on stderr where stdout is data. */
+static void say_too_large(const ab_cli_opts_t *o, const ab_events_t *es, uint64_t total) {
+  uint64_t peak = ab_bisect_peak_requested(es);
+  if (peak <= total) return;
+  char a[32], b[32], line[AB_DIAG_BYTES], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(line, sizeof line, "%s requests %s at its peak, more than the device's %s: it fits no budget there, whatever the strategy.",
+           name, ab_format_bytes(peak, a, sizeof a), ab_format_bytes(total, b, sizeof b));
+  if (o->format == AB_FORMAT_TABLE)
+    printf("%s\n", line);
+  else if (!o->quiet)
+    fprintf(stderr, "%s: %s\n", o->cmd, line);
+  fflush(stdout);
+}
+
+int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, AB_CLI_SEARCH_LONGOPTS, {0, 0, 0, 0}};
   ab_diag_t diag = {""};
   memset(search, 0, sizeof *search);
   search_args_t args = {search, {NULL}, 0};
-  int rc = ab_cli_parse(argc, argv, o, longopts, help_head, ab_cli_search_help, search_own, &args, 0, NULL, NULL);
+  int rc = ab_cli_parse(argc, argv, cmd, o, search_own, &args, 0, NULL, NULL);
   if (rc >= 0) return rc;
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
-  if (o->faults_rank >= 0) return ab_cli_usage_error(o, "--faults rank=R: only a run of several ranks (run --ranks) has ranks");
+  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   char a[32], b[32];
   if (search->lo && search->hi && search->lo > search->hi) {
     snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),
@@ -495,16 +738,17 @@ int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opt
     ab_events_free(es);
     return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
   }
+  say_too_large(o, es, total);
   return -1;
 }
 
 ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag) {
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];
   ab_status st = ab_oommap_write(map, o->out_dir, es->source, strategy, path, sizeof path, diag);
   /* The failing probe ran unbudgeted only when the search found nothing that fits. */
   uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
-  if (!o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
+  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
   return st;
 }

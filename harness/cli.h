@@ -15,10 +15,10 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bisect.h"
 #include "device.h"
@@ -61,22 +61,48 @@ typedef struct ab_cli_opts_s {
   bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
+  bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
   bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;
 
-/* The long options every run-like command takes, ending with a zero entry; commands copy
- * them into their own table. */
-#define AB_CLI_COMMON_LONGOPTS                                                           \
-  {"workload", required_argument, 0, 'w'}, {"strategy", required_argument, 0, 's'},   \
-      {"conf", required_argument, 0, 'c'}, {"device", required_argument, 0, 'D'},      \
-      {"budget", required_argument, 0, 'B'}, {"seed", required_argument, 0, 'S'},      \
-      {"out", required_argument, 0, 'o'}, {"format", required_argument, 0, 'f'},       \
-      {"faults", required_argument, 0, 'F'}, {"no-timeline", no_argument, 0, 'T'},     \
-      {"check", no_argument, 0, 'K'}, {"quiet", no_argument, 0, 'q'},                   \
-      {"no-kernels", no_argument, 0, 'N'}, {"verify", no_argument, 0, 'V'},            \
-      {"recorded-addresses", no_argument, 0, 'A'}, {"help", no_argument, 0, 'h'}
-#define AB_CLI_COMMON_SHORTOPTS "w:s:c:qh"
+/* ---- the options: one table (cli.c) for every command ----
+ *
+ * Each command is a bit; each entry of the table names an option, the commands that take it
+ * (or refuse it, saying why) and its help. The parser takes exactly the options of the
+ * command, and the command's usage line and --help are written from the same entries, so
+ * that help never lists an option the command refuses, nor misses one it takes. An option
+ * whose help or argument differs between commands has one entry per group of commands. */
+
+enum {
+  AB_CMD_LIST = 1u << 0,
+  AB_CMD_RUN = 1u << 1,
+  AB_CMD_REPLAY = 1u << 2,
+  AB_CMD_OOM = 1u << 3,
+  AB_CMD_COMPARE = 1u << 4,
+  AB_CMD_MATRIX = 1u << 5,
+  AB_CMD_TUNE = 1u << 6,
+  AB_CMD_RECORD = 1u << 7,
+  AB_CMD_MICRO = 1u << 8, /* allocbench_micro */
+};
+
+/* What the parser hands a command for an option without a short letter (getopt's values
+ * above every character); an option with one is its letter. */
+enum {
+  AB_OPT_DEVICE = 256, AB_OPT_BUDGET, AB_OPT_SEED, AB_OPT_OUT, AB_OPT_FORMAT, AB_OPT_FAULTS, AB_OPT_NO_TIMELINE,
+  AB_OPT_CHECK, AB_OPT_NO_KERNELS, AB_OPT_VERIFY, AB_OPT_RECORDED_ADDRESSES, AB_OPT_LO, AB_OPT_HI,
+  AB_OPT_TOLERANCE, AB_OPT_CAP, AB_OPT_RANKS, AB_OPT_NCCL, AB_OPT_COLLECTIVE_TIMEOUT, AB_OPT_INFO,
+  AB_OPT_TRACE_DEVICE, AB_OPT_EXPORT_TRACE, AB_OPT_EXPORT_SNAPSHOT, AB_OPT_MAX_INFLATED, AB_OPT_QUICK,
+  AB_OPT_STRATEGIES, AB_OPT_WORKLOADS, AB_OPT_OBJECTIVE, AB_OPT_JOBS, AB_OPT_MAX_ENTRIES, AB_OPT_TRACE,
+};
+
+/* A command, as its usage and help present it. */
+typedef struct ab_cli_command_s {
+  const char *name;     /* "allocbench run": as usage and messages name it */
+  unsigned bit;         /* AB_CMD_RUN */
+  const char *operands; /* what follows the options ("TRACE"); NULL: nothing */
+  const char *about;    /* what it does: the lines between the usage and the options */
+} ab_cli_command_t;
 
 /* The defaults: device auto, seed 42, out results/latest, format table, timeline and
  * kernels on. cmd names the command in messages ("allocbench run", "allocbench_micro"). */
@@ -86,18 +112,17 @@ void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
  * when it took opt, setting *st when its value is bad (the reason in diag). */
 typedef bool (*ab_cli_own_fn)(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag);
 
-/* Parses a command line: the common options into o and the command's own through own
- * (longopts lists both; own may be NULL). A command takes only the options its table lists,
- * the short forms of the common ones (AB_CLI_COMMON_SHORTOPTS) included. -h prints
- * help_head, extra_help (may be NULL) and the common options. At most max_args positional
- * arguments are taken, into *args and *nargs. Returns -1 when the command goes on, else the
- * exit code (help printed, or one line saying what was wrong). */
-int ab_cli_parse(int argc, char **argv, ab_cli_opts_t *o, const struct option *longopts, const char *help_head,
-                 const char *extra_help, ab_cli_own_fn own, void *ctx, size_t max_args, char ***args, size_t *nargs);
+/* Parses a command line with the options of cmd: the common ones into o, the command's own
+ * through own (may be NULL; it sees every option first); an option the table says cmd
+ * refuses is refused with its reason. -h prints the help. At most max_args operands are
+ * taken, into *args and *nargs. Returns -1 when the command goes on, else the exit code
+ * (help printed, or one line saying what was wrong). */
+int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_cli_own_fn own, void *ctx,
+                 size_t max_args, char ***args, size_t *nargs);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
-/* The help lines of the common options. */
-extern const char ab_cli_common_help[];
+/* Writes cmd's help: its usage, about and options. */
+void ab_cli_help(FILE *f, const ab_cli_command_t *cmd);
 
 /* Prints "CMD: MESSAGE" (CMD: "allocbench run", ...) and returns AB_EXIT_USAGE. */
 int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
@@ -159,30 +184,26 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
 ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
                                   const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag);
 
-/* The search options --lo, --hi, --tolerance, --cap, for the long options table. */
-#define AB_CLI_SEARCH_LONGOPTS                                                                               \
-  {"lo", required_argument, 0, 'L'}, {"hi", required_argument, 0, 'H'}, {"tolerance", required_argument, 0, 'O'}, \
-      {"cap", no_argument, 0, 'C'}
-/* Applies one search option to b; false if opt is not one of them. Errors go to diag. */
+/* Applies one search option (--lo, --hi, --tolerance, --cap) to b; false if opt is not one
+ * of them. Errors go to diag. */
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag);
-extern const char ab_cli_search_help[];
 
 /* The search options of o for one strategy of the list (device, faults, check). */
 ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts_t *search, const char *strategy,
                                     const char *conf);
 
 /* The start of a command that takes several strategies and searches budgets (oom, compare):
- * parses the command line (the common options but --budget, the search options, -c once or
- * once per strategy), builds the workload into es and checks every strategy and conf on the
- * device, so that bad input is refused before anything runs. Returns -1 when the command
- * goes on (es is then the caller's to free), else the exit code to return (help printed, or
- * the error). */
-int ab_cli_search_setup(int argc, char **argv, const char *help_head, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+ * parses the command line (cmd's options: the search options, -c once or once per
+ * strategy), builds the workload into es and checks every strategy and conf on the device,
+ * so that bad input is refused before anything runs. Returns -1 when the command goes on (es
+ * is then the caller's to free), else the exit code to return (help printed, or the error). */
+int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es);
 
-/* Writes the map of a search's failing probe and prints its OOM report (unless quiet). */
+/* Writes the map of a search's failing probe and, with report (and not quiet), prints its
+ * OOM report. */
 ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, ab_diag_t *diag);
+                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag);
 
 /* Prints a results table in the chosen format: csv (header and rows), json, or text with
  * the named columns (all when NULL). */

@@ -9,19 +9,13 @@
 #include "oommap.h"
 #include "results.h"
 
-static const char help_head[] =
-    "usage: allocbench compare -w WORKLOAD[:ARGS] -s STRATEGY,STRATEGY[,...] [-c CONF]... [--lo SIZE]\n"
-    "                          [--hi SIZE] [--tolerance SIZE] [--device auto|sim[:PROFILE]|cuda]\n"
-    "                          [--out DIR] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench compare", AB_CMD_COMPARE, NULL,
     "Runs the workload through each strategy once with no budget (peak reserved, fragmentation,\n"
     "latency; a workload built for a budget, the fragmenter, runs under it, as with `run`), then\n"
     "searches the smallest budget each one survives (as `allocbench oom` does), and prints one\n"
     "table. Rows are appended to DIR/compare.csv; the runs also go to DIR/summary.csv and the\n"
-    "searches to DIR/oom.csv.\n\n"
-    "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
-    "  -s, --strategy S,...  strategies of `allocbench list`, separated by commas\n"
-    "  -c, --conf CONF       the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for\n"
-    "                        all of them, or once per strategy in the order of -s\n";
+    "searches to DIR/oom.csv, the segment map of each failing probe beside them.\n"};
 
 static const char *const table_cols[] = {"strategy",     "conf",         "peak_reserved_bytes", "frag_pct",
                                          "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
@@ -33,7 +27,7 @@ int ab_cmd_compare(int argc, char **argv) {
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;
-  int rc = ab_cli_search_setup(argc, argv, help_head, &o, &search, &list, &es);
+  int rc = ab_cli_search_setup(argc, argv, &command, &o, &search, &list, &es);
   if (rc >= 0) return rc;
   rc = AB_EXIT_OK;
 
@@ -73,7 +67,7 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
         ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)
       rc = ab_cli_fail(&o, "out of host memory");
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
   if ((summary.nrows && ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) ||

@@ -3,7 +3,8 @@
  *
  * 1. The workloads are built first, all of them, so bad input is refused before anything
  *    runs. The default list is the bench list below, restricted to the workloads this build
- *    has; a missing trace file is passed over with a note.
+ *    has; its recorded trace ships with the repository (tests/data), so one that cannot be
+ *    read is an error like any other.
  * 2. Each pair runs on a fresh device (ab_cli_run_one); its row is appended to
  *    DIR/summary.csv at once, so an interrupted matrix keeps what it measured, and its
  *    timeline is written.
@@ -24,6 +25,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "oommap.h"
+#include "output.h"
 #include "registry.h"
 #include "results.h"
 #include "strategy.h"
@@ -31,27 +33,22 @@
 #include "workload.h"
 
 #define MAX_WORKLOADS 64
-#define FIXTURE_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define RECORDED_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 
 /* The bench list, in the order of the figures. */
 static const char *const bench_list[] = {
-    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" FIXTURE_TRACE,
+    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" RECORDED_TRACE,
 };
 
-static const char help_head[] =
-    "usage: allocbench matrix [-w WORKLOAD]... [-s STRATEGY,...] [--quick] [--device auto|sim[:PROFILE]|cuda]\n"
-    "                         [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench matrix", AB_CMD_MATRIX, NULL,
     "Runs every strategy on every workload, appends one row per pair to DIR/summary.csv, writes\n"
     "each pair's timeline, searches each pair's smallest budget (DIR/oom.csv, with the segment\n"
     "map of the run that failed just below it), and prints a summary table. By default: every\n"
     "strategy of `allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic,\n"
     "mixed-precision, zero stage 3, random, fragmenter, and the replay of the recorded trace),\n"
     "those this build has.\n"
-    "An OOM is a result; the command exits 1 if a run failed.\n\n"
-    "  -w, --workload W      a workload with its arguments; repeat for several (default: the bench list)\n"
-    "  -s, --strategy S,...  strategies, comma-separated (default: all)\n"
-    "  -c, --conf CONF       the strategies' options: once for all those of -s, or once per strategy\n"
-    "      --quick           a short run of each workload (fewer steps or ops, the same pattern)\n";
+    "An OOM is a result; the command exits 1 if a run failed.\n"};
 
 /* Whether the arguments args (KEY=VALUE,...) give key. */
 static bool gives(const char *args, const char *key, size_t key_len) {
@@ -94,18 +91,6 @@ static bool in_registry(const char *spec) {
   return ab_workload_find(name) != NULL;
 }
 
-/* A workload spec as a person reads it: a replayed trace by its file name (the path is in
- * summary.csv). */
-static void short_name(const char *spec, char *out, size_t size) {
-  if (strncmp(spec, "replay:", 7) == 0) {
-    char file[160];
-    ab_results_file_part(spec + 7, file, sizeof file);
-    snprintf(out, size, "replay:%s", file);
-  } else {
-    snprintf(out, size, "%s", spec);
-  }
-}
-
 /* Time in ns, with a unit a person reads at a glance. */
 static const char *format_ns(const char *ns_text, char *buf, size_t size) {
   double ns = strtod(ns_text, NULL);
@@ -124,12 +109,20 @@ static const ab_col_t display_cols[] = {
     {"alloc p50", true},      {"alloc p99", true},      {"step ms p50", true},     {"wall s", true},
 };
 
+/* A name for the table: at most 48 characters, a cut one ending in "..." (summary.csv has it whole). */
+static const char *fit_name(const char *name, char *buf, size_t size) {
+  enum { WIDTH = 48 };
+  if (strlen(name) <= WIDTH) return name;
+  snprintf(buf, size, "%.*s...", WIDTH - 3, name);
+  return buf;
+}
+
 /* The summary rows, as a person reads them. */
 static ab_status display(const ab_table_t *rows, ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
   for (size_t r = 0; r < rows->nrows; r++) {
-    char workload[200], req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32];
-    short_name(ab_table_get(rows, r, "workload"), workload, sizeof workload);
+    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32], cut[64];
+    const char *workload = fit_name(ab_table_get(rows, r, "workload"), cut, sizeof cut);
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
     ab_format_bytes(requested, req, sizeof req);
@@ -183,11 +176,9 @@ typedef struct matrix_args_s {
   size_t nconfs;
 } matrix_args_t;
 
-enum { OPT_QUICK = 256 };
-
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   matrix_args_t *a = ctx;
-  if (opt == OPT_QUICK) {
+  if (opt == AB_OPT_QUICK) {
     a->quick = true;
   } else if (opt == 'w') {
     if (a->ngiven == MAX_WORKLOADS) *st = ab_diag_set(diag, AB_ERR_INVALID, "more than %d -w", MAX_WORKLOADS);
@@ -202,14 +193,14 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_matrix(int argc, char **argv) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS, {"quick", no_argument, 0, OPT_QUICK}, {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench matrix");
   ab_diag_t diag = {""};
   matrix_args_t a;
   memset(&a, 0, sizeof a);
-  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
+  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   rc = AB_EXIT_OK;
   ab_cli_catch_stop();
 
@@ -247,15 +238,12 @@ int ab_cmd_matrix(int argc, char **argv) {
     char spec[4200];
     spec_of(given[i], quick, spec, sizeof spec);
     ab_status st = ab_cli_build(&o, spec, &streams[nw], &diag);
-    if (st == AB_OK) {
+    if (st == AB_OK)
       nw++;
-    } else if (ab_cli_stop) {
+    else if (ab_cli_stop)
       rc = ab_cli_interrupted(&o, 0, 0);
-    } else if (defaults && strncmp(spec, "replay:", 7) == 0) {
-      if (!o.quiet) fprintf(stderr, "allocbench matrix: passing over the recorded trace: %s\n", diag.msg);
-    } else {
+    else
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
-    }
   }
   if (rc == AB_EXIT_OK && nw == 0) rc = ab_cli_usage_error(&o, "no workload to run");
 
@@ -289,8 +277,8 @@ int ab_cmd_matrix(int argc, char **argv) {
       if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
       if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
       done++;
-      char name[200];
-      short_name(streams[w].source, name, sizeof name);
+      char name[256];
+      ab_results_workload_name(streams[w].source, name, sizeof name);
       if (st != AB_OK) {
         failed++;
         fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategy, name, why.msg);

@@ -1,5 +1,6 @@
 /* cmd_oom.c: `allocbench oom`: the smallest budget under which a workload runs, per strategy. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bisect.h"
@@ -7,11 +8,10 @@
 #include "commands.h"
 #include "oommap.h"
 #include "results.h"
+#include "units.h"
 
-static const char help_head[] =
-    "usage: allocbench oom -w WORKLOAD[:ARGS] -s STRATEGY[,STRATEGY...] [-c CONF]... [--lo SIZE] [--hi SIZE]\n"
-    "                      [--tolerance SIZE] [--device auto|sim[:PROFILE]|cuda] [--out DIR]\n"
-    "                      [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench oom", AB_CMD_OOM, NULL,
     "Finds, for each strategy, the smallest budget under which the whole workload runs: \"would my\n"
     "job fit on a 40 GB card, and with which setting?\". Each probe replays the workload on a fresh\n"
     "device with that budget (a real run on cuda); bisection narrows the budget to the tolerance.\n"
@@ -19,16 +19,47 @@ static const char help_head[] =
     "max_fail_bytes failed, and the OOM of that failing run is reported on stderr, with its segment\n"
     "map in DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp draws it).\n"
     "For a trace whose program survived OOMs (it changed course under memory pressure) the\n"
-    "budget found is an upper bound; the note column says so.\n\n"
-    "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
-    "  -s, --strategy S,...  strategies of `allocbench list`, separated by commas\n"
-    "  -c, --conf CONF       the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for\n"
-    "                        all of them, or once per strategy in the order of -s\n";
+    "budget found is an upper bound; the note column says so.\n"};
 
 /* The columns of the comparison table printed for several strategies. */
 static const char *const table_cols[] = {"strategy",         "conf",          "min_budget_bytes", "max_fail_bytes",
                                          "peak_requested_bytes", "overhead_pct", "oom_kind_at_fail",
                                          "oom_event_at_fail", "probes",       "wall_s",           "note"};
+
+/* One strategy's answer, for the closing sentence. */
+typedef struct answer_s {
+  const char *strategy, *conf; /* not owned */
+  bool passed, upper_bound, cap;
+  uint64_t min_budget;
+} answer_t;
+
+/* Those that fit first, the smallest budget first. */
+static int by_budget(const void *pa, const void *pb) {
+  const answer_t *a = pa, *b = pb;
+  if (a->passed != b->passed) return a->passed ? -1 : 1;
+  return (a->min_budget > b->min_budget) - (a->min_budget < b->min_budget);
+}
+
+/* The table's answer in words, the smallest budget first: "It fits 260.12 MiB with
+ * expandable; needs 320.00 MiB with caching; no budget tried fits it with pooled." */
+static void say_answer(answer_t *a, size_t n) {
+  qsort(a, n, sizeof *a, by_budget);
+  printf("\n");
+  size_t fit = 0;
+  for (; fit < n && a[fit].passed; fit++) {
+    char size[32];
+    ab_format_bytes(a[fit].min_budget, size, sizeof size);
+    printf("%s %s%s%s with %s", fit == 0 ? "It fits" : "; needs", a[fit].cap ? "a cap of " : "", size,
+           a[fit].upper_bound ? " at most" : "", a[fit].strategy);
+    if (a[fit].conf && *a[fit].conf) printf(" -c '%s'", a[fit].conf);
+  }
+  for (size_t i = fit; i < n; i++) {
+    printf("%s%s", i > fit ? (i + 1 == n ? " or " : ", ") : fit ? "; no budget tried fits it with " : "No budget tried fits it with ",
+           a[i].strategy);
+    if (a[i].conf && *a[i].conf) printf(" -c '%s'", a[i].conf);
+  }
+  printf(".\n");
+}
 
 int ab_cmd_oom(int argc, char **argv) {
   ab_cli_opts_t o;
@@ -36,7 +67,7 @@ int ab_cmd_oom(int argc, char **argv) {
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;
-  int rc = ab_cli_search_setup(argc, argv, help_head, &o, &search, &list, &es);
+  int rc = ab_cli_search_setup(argc, argv, &command, &o, &search, &list, &es);
   if (rc >= 0) return rc;
   rc = AB_EXIT_OK;
 
@@ -49,6 +80,8 @@ int ab_cmd_oom(int argc, char **argv) {
   ab_table_init(&rows, ab_oom_cols, ab_oom_ncols);
   ab_oommap_t map;
   ab_oommap_init(&map);
+  answer_t answers[AB_CLI_MAX_STRATEGIES];
+  size_t nanswers = 0;
   for (size_t i = 0; i < list.n; i++) {
     ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
     b.map = &map;
@@ -62,7 +95,8 @@ int ab_cmd_oom(int argc, char **argv) {
     }
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed};
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    answers[nanswers++] = (answer_t){list.name[i], list.conf[i], res.passed, res.upper_bound, res.cap, res.min_budget};
+    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (rows.nrows) {
     ab_diag_t io = {""};
@@ -71,6 +105,7 @@ int ab_cmd_oom(int argc, char **argv) {
       ab_cli_print(&o, &rows, table_cols, sizeof table_cols / sizeof table_cols[0]);
     else
       ab_cli_print(&o, &rows, NULL, 0);
+    if (o.format == AB_FORMAT_TABLE) say_answer(answers, nanswers);
   }
   ab_oommap_free(&map);
   ab_table_free(&rows);

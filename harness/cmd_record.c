@@ -32,6 +32,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "table.h"
 #include "trace.h"
 #include "units.h"
@@ -40,8 +41,8 @@
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
-static const char help_head[] =
-    "usage: allocbench record [-o FILE] [--max-entries N] -- COMMAND [ARGS...]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench record", AB_CMD_RECORD, "-- COMMAND [ARGS...]",
     "Runs a PyTorch program unchanged and records its allocator's history: a start-up hook on the\n"
     "program's PYTHONPATH switches on torch.cuda.memory._record_memory_history as the program first\n"
     "uses CUDA, and dumps the snapshot (torch.cuda.memory._dump_snapshot) when it exits, on an\n"
@@ -50,13 +51,7 @@ static const char help_head[] =
     "Then it says on stderr where it wrote and what each file holds, and exits with the program's\n"
     "exit status (128 + N when a signal N ended it). Read the snapshot with\n"
     "`allocbench tune -w replay:FILE` (the best PYTORCH_CUDA_ALLOC_CONF for the job) or\n"
-    "`allocbench replay FILE`.\n\n"
-    "  -o, --output FILE     where the snapshot goes (default snapshot.pickle)\n"
-    "      --max-entries N   keep only the last N events of the history (default: all of them)\n"
-    "  -q, --quiet           say nothing on stderr unless something goes wrong\n"
-    "  -h, --help            this help\n";
-
-enum { OPT_OUTPUT = 'o', OPT_MAX_ENTRIES = 256 };
+    "`allocbench replay FILE`.\n"};
 
 typedef struct record_args_s {
   const char *output;
@@ -66,54 +61,22 @@ typedef struct record_args_s {
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   record_args_t *a = ctx;
   switch (opt) {
-    case OPT_OUTPUT: a->output = arg; return true;
-    case OPT_MAX_ENTRIES:
+    case 'o': a->output = arg; return true;
+    case AB_OPT_MAX_ENTRIES:
       *st = ab_parse_u64("--max-entries", arg, INT64_MAX, &a->max_entries, diag);
       if (*st == AB_OK && a->max_entries == 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-entries '%s': expected at least 1 event", arg);
-      return true;
-    case 'w':
-    case 's':
-    case 'c': /* the run commands' short options, which the parser knows */
-      *st = ab_diag_set(diag, AB_ERR_INVALID, "bad option '-%c' (see allocbench record --help)", opt);
       return true;
     default: return false;
   }
 }
 
-/* The common parser knows the run commands' short options (-w -s -c -q -h); record's -o FILE
- * reaches it under its long name. Values of options are left alone. Returns a copy of argv
- * (its strings argv's, or *spelled, which the caller frees). */
-static char **long_output(int argc, char **argv, char **spelled) {
-  char **copy = malloc(((size_t)argc + 1) * sizeof *copy);
-  *spelled = NULL;
-  if (copy == NULL) return NULL;
-  for (int i = 0; i < argc; i++) {
-    copy[i] = argv[i];
-    if (i == 0) continue;
-    if (strcmp(argv[i], "-o") == 0) {
-      copy[i] = "--output";
-      i++;
-      if (i < argc) copy[i] = argv[i];
-    } else if (strncmp(argv[i], "-o", 2) == 0 && *spelled == NULL) {
-      size_t len = strlen(argv[i]) + sizeof "--output=";
-      if ((*spelled = malloc(len)) == NULL) break;
-      snprintf(*spelled, len, "--output=%s", argv[i] + 2);
-      copy[i] = *spelled;
-    } else if (strcmp(argv[i], "--output") == 0 || strcmp(argv[i], "--max-entries") == 0) {
-      i++;
-      if (i < argc) copy[i] = argv[i];
-    }
-  }
-  copy[argc] = NULL;
-  return copy;
-}
-
 /* The absolute path of the snapshot, its folder made and writable: a job of hours should not
  * run for nothing. */
 static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t *diag) {
+  /* An empty path, a folder, a link to nothing, an input: refused as every output is. */
+  AB_TRY(ab_output_check("-o", arg, diag));
   size_t len = strlen(arg);
-  if (len == 0) return ab_diag_set(diag, AB_ERR_INVALID, "-o '': expected a file name");
   if (strpbrk(arg, "\t\n")) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': a file name without tabs or newlines", arg);
   if (arg[len - 1] == '/') return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
   char cwd[PATH_MAX] = "";
@@ -121,14 +84,11 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
     return ab_diag_set(diag, AB_ERR_IO, "-o '%s': cannot tell the current folder: %s", arg, strerror(errno));
   int n = snprintf(out, size, "%s%s%s", cwd, cwd[0] ? "/" : "", arg);
   if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': the path is too long", arg);
-  struct stat sb;
-  if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
-    return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': expected a file, not a folder", arg);
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", out);
   *strrchr(dir, '/') = '\0';
   if (dir[0] == '\0') snprintf(dir, sizeof dir, "/");
-  AB_TRY(ab_mkdirs(dir, diag));
+  AB_TRY(ab_output_mkdirs(dir, diag));
   if (access(dir, W_OK | X_OK) != 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': cannot write in %s: %s", arg, dir, strerror(errno));
   return AB_OK;
@@ -322,36 +282,22 @@ static void remove_state(const char *state) {
 }
 
 int ab_cmd_record(int argc, char **argv) {
-  static const struct option longopts[] = {{"output", required_argument, 0, OPT_OUTPUT},
-                                           {"max-entries", required_argument, 0, OPT_MAX_ENTRIES},
-                                           {"quiet", no_argument, 0, 'q'},
-                                           {"help", no_argument, 0, 'h'},
-                                           {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "record");
+  ab_cli_defaults(&o, "allocbench record");
   /* The options end at "--"; the program and its arguments follow it untouched. */
   int dd = 1;
   while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
   record_args_t a = {"snapshot.pickle", 0};
-  char *spelled;
-  char **opts = long_output(dd, argv, &spelled);
-  if (opts == NULL) return ab_cli_fail(&o, "out of host memory");
   /* Without "--", the program's words are taken as arguments here, to be refused below. */
-  int rc = ab_cli_parse(dd, opts, &o, longopts, help_head, NULL, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
-  free(opts);
-  if (rc >= 0) {
-    free(spelled);
-    return rc;
-  }
+  int rc = ab_cli_parse(dd, argv, &command, &o, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
+  if (rc >= 0) return rc;
   if (dd >= argc - 1) {
-    free(spelled);
     return ab_cli_usage_error(&o, dd == argc ? "expected -- COMMAND [ARGS...]: the program to run, after --"
                                              : "expected the program to run after --");
   }
   ab_diag_t diag = {""};
   char out[PATH_MAX];
   ab_status st = output_path(a.output, out, sizeof out, &diag);
-  free(spelled);
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   char hook[PATH_MAX];
   if (hook_dir(hook, sizeof hook, &diag) != AB_OK) return ab_cli_fail(&o, diag.msg);

@@ -21,31 +21,14 @@
 #include "trace_csv.h"
 #include "units.h"
 
-static const char help_head[] =
-    "usage: allocbench replay TRACE [-s STRATEGY] [-c CONF] [--device auto|sim[:PROFILE]|cuda] [--budget SIZE]\n"
-    "                         [--trace-device N] [--max-inflated SIZE] [--export-trace FILE.csv]\n"
-    "                         [--export-snapshot FILE.pickle]\n"
-    "                         [--out DIR] [--format table|csv|json]\n"
-    "       allocbench replay --info TRACE [--trace-device N] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench replay", AB_CMD_REPLAY, "TRACE",
     "Replays a recorded trace through a strategy, prints the result and appends it to DIR/summary.csv,\n"
-    "as `allocbench run -w replay:TRACE` does. The trace's format is recognised from its content: a\n"
-    "PyTorch memory snapshot (the pickle torch.cuda.memory._dump_snapshot() writes), allocbench's CSV\n"
-    "trace (action,addr,size,stream,time_us), or an RMM logging_resource_adaptor log; plain or gzipped.\n"
-    "Blocks that were live before the trace began are created at its start.\n\n"
-    "      --info              print what the trace holds (events, actions, streams, recorded settings,\n"
-    "                          peaks, segments) and replay nothing\n"
-    "      --trace-device N    snapshots: the device whose trace to read (default: the first with entries)\n"
-    "      --max-inflated SIZE a gzipped trace may inflate to SIZE (default: 100 times its size, at least\n"
-    "                          64MiB; traces inflate some 10 times, a crafted file to gigabytes)\n"
-    "      --export-trace F    write the run as a CSV trace, with the strategy's own segment decisions\n"
-    "      --export-snapshot F write the run as a PyTorch memory snapshot: its trace, and its segments at\n"
-    "                          the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot F`\n"
-    "                          or pytorch.org/memory_viz show it\n"
-    "  -s, --strategy S        a strategy of `allocbench list` (default: caching with the recorded\n"
-    "                          settings as its conf when that strategy exists, else raw)\n"
-    "  -c, --conf CONF         the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n";
-
-enum { OPT_INFO = 256, OPT_TRACE_DEVICE, OPT_EXPORT_TRACE, OPT_EXPORT_SNAPSHOT, OPT_MAX_INFLATED };
+    "as `allocbench run -w replay:TRACE` does; with --info, prints what the trace holds instead. The\n"
+    "trace's format is recognised from its content: a PyTorch memory snapshot (the pickle\n"
+    "torch.cuda.memory._dump_snapshot() writes), allocbench's CSV trace (action,addr,size,stream,time_us),\n"
+    "or an RMM logging_resource_adaptor log; plain or gzipped. Blocks that were live before the trace\n"
+    "began are created at its start.\n"};
 
 /* ---- --info ------------------------------------------------------------------------------ */
 
@@ -132,10 +115,14 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   for (size_t i = 0; i < r.n; i++) cells[i] = r.cells[i];
   if (es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, path, es->approximate);
   if (in->saturated)
-    fprintf(stderr, "allocbench %s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
+    fprintf(stderr, "%s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
             o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
-  if (rc == AB_EXIT_OK) ab_cli_print(o, &t, NULL, 0);
+  /* The figures exactly, even in a table: they are held against PyTorch's memory_stats(). */
+  if (rc == AB_EXIT_OK && o->format == AB_FORMAT_TABLE)
+    ab_table_write_pairs(&t, 0, stdout);
+  else if (rc == AB_EXIT_OK)
+    ab_cli_print(o, &t, NULL, 0);
   ab_table_free(&t);
   return rc;
 }
@@ -213,15 +200,15 @@ typedef struct replay_args_s {
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   replay_args_t *a = ctx;
   switch (opt) {
-    case OPT_INFO: a->info_only = true; return true;
-    case OPT_EXPORT_TRACE: a->export_trace = arg; return true;
-    case OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
-    case OPT_MAX_INFLATED:
+    case AB_OPT_INFO: a->info_only = true; return true;
+    case AB_OPT_EXPORT_TRACE: a->export_trace = arg; return true;
+    case AB_OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
+    case AB_OPT_MAX_INFLATED:
       *st = ab_parse_size("--max-inflated", arg, &a->topts.max_inflated, diag);
       if (*st == AB_OK && a->topts.max_inflated == 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-inflated '%s': must be more than 0 bytes", arg);
       return true;
-    case OPT_TRACE_DEVICE: {
+    case AB_OPT_TRACE_DEVICE: {
       uint64_t d = 0;
       *st = ab_parse_u64("--trace-device", arg, 1023, &d, diag);
       a->topts.device = (int)d;
@@ -232,31 +219,26 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_replay(int argc, char **argv) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS,
-                                           {"info", no_argument, 0, OPT_INFO},
-                                           {"trace-device", required_argument, 0, OPT_TRACE_DEVICE},
-                                           {"export-trace", required_argument, 0, OPT_EXPORT_TRACE},
-                                           {"export-snapshot", required_argument, 0, OPT_EXPORT_SNAPSHOT},
-                                           {"max-inflated", required_argument, 0, OPT_MAX_INFLATED},
-                                           {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1, 0}, false, NULL, NULL};
+  replay_args_t a = {{-1, 0, false}, false, NULL, NULL};
   char **args;
   size_t nargs;
-  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 1, &args, &nargs);
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);
   if (rc >= 0) return rc;
   if (nargs == 0) return ab_cli_usage_error(&o, "expected the trace to replay (see allocbench replay --help)");
-  if (o.workload) return ab_cli_usage_error(&o, "the trace is the argument: replay TRACE, not -w");
   ab_trace_opts_t topts = a.topts;
   bool info_only = a.info_only;
   const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
   const char *path = args[0];
+  /* --info writes nothing. */
+  if (!info_only && ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_cli_catch_stop();
 
   ab_events_t es;
   ab_trace_info_t info;
+  topts.decisions_only = info_only; /* a trace of decisions alone can be described */
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   /* Before the run, not after it: the trace now counts as an input (output.h). */
   if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {

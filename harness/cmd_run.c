@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "ranks.h"
 #include "registry.h"
 #include "results.h"
@@ -14,27 +15,13 @@
 #include "units.h"
 #include "workload.h"
 
-static const char help_head[] =
-    "usage: allocbench run -w WORKLOAD[:ARGS] -s STRATEGY [-c CONF] [--device auto|sim[:PROFILE]|cuda]\n"
-    "                      [--budget SIZE] [--seed N] [--out DIR] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench run", AB_CMD_RUN, NULL,
     "Replays the workload's events through the strategy, prints the result and appends it to\n"
     "DIR/summary.csv (and the memory over time to DIR/timeline_<workload>_<strategy>.csv).\n"
     "An OOM is a result: the row says where and why, the report on stderr explains it, the\n"
     "segment map at that moment goes to DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp\n"
-    "draws it), and the command exits 0.\n\n"
-    "  -w, --workload W      a workload of `allocbench list`, with KEY=VALUE arguments after ':'\n"
-    "  -s, --strategy S      a strategy of `allocbench list`\n"
-    "  -c, --conf CONF       the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)\n"
-    "      --ranks N         run -w zero as N ranks, one thread each: on GPUs cuda:0..N-1 (from cuda:K\n"
-    "                        with --device cuda:K) with NCCL collectives, or each on a simulated card;\n"
-    "                        a row per rank and a combined row\n"
-    "      --ranks env       this process is one rank of a job a launcher started (torchrun):\n"
-    "                        RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; rank 0 writes the rows\n"
-    "      --nccl PATH       NCCL's library (default: AB_NCCL_LIBRARY, else searched: the CUDA toolkit,\n"
-    "                        the loader's path, PyTorch's site-packages/nvidia/nccl/lib)\n"
-    "      --collective-timeout S  with --ranks: give up after S seconds at one collective (waiting for\n"
-    "                        the other ranks, or for it to complete on the GPU); default AB_COLLECTIVE_TIMEOUT,\n"
-    "                        else 300. Meeting and making NCCL's communicators: AB_RENDEZVOUS_TIMEOUT, else 300\n";
+    "draws it), and the command exits 0. With --ranks, the zero workload runs as several ranks.\n"};
 
 /* The columns the text table shows for several ranks. */
 static const char *const rank_cols[] = {"workload",    "status",      "peak_allocated_bytes", "peak_reserved_bytes",
@@ -100,25 +87,23 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   run_args_t *a = ctx;
   (void)st;
   (void)diag;
-  if (opt == 'R') a->ranks = arg;
-  else if (opt == 'L') a->nccl = arg;
-  else if (opt == 'W') a->collective_timeout = arg;
+  if (opt == AB_OPT_RANKS) a->ranks = arg;
+  else if (opt == AB_OPT_NCCL) a->nccl = arg;
+  else if (opt == AB_OPT_COLLECTIVE_TIMEOUT) a->collective_timeout = arg;
   else return false;
   return true;
 }
 
 int ab_cmd_run(int argc, char **argv) {
-  static const struct option longopts[] = {
-      AB_CLI_COMMON_LONGOPTS,         {"ranks", required_argument, 0, 'R'}, {"nccl", required_argument, 0, 'L'},
-      {"collective-timeout", required_argument, 0, 'W'}, {0, 0, 0, 0}};
   run_args_t a = {NULL, NULL, NULL};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench run");
   ab_diag_t diag = {""};
-  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
   const char *ranks = a.ranks, *nccl = a.nccl;
   if (o.workload == NULL || o.strategy == NULL) return ab_cli_usage_error(&o, "-w WORKLOAD and -s STRATEGY are required");
+  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_cli_catch_stop();
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);

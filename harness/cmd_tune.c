@@ -11,16 +11,17 @@
 #include "caching_conf.h"
 #include "cli.h"
 #include "commands.h"
+#include "output.h"
 #include "pipeline.h"
+#include "results.h"
 #include "table.h"
 #include "tune.h"
 #include "tune_grid.h"
 #include "units.h"
 #include "workload.h"
 
-static const char help_head[] =
-    "usage: allocbench tune -w WORKLOAD[:ARGS]|replay:TRACE [--objective reserved|budget] [--cap SIZE]\n"
-    "                       [--jobs N] [--device sim[:PROFILE]|...] [--out DIR] [--format table|csv|json]\n\n"
+static const ab_cli_command_t command = {
+    "allocbench tune", AB_CMD_TUNE, NULL,
     "Finds the PYTORCH_CUDA_ALLOC_CONF that suits a job: replays its recorded snapshot (from\n"
     "`allocbench record`) or a workload through PyTorch's caching allocator under each setting that\n"
     "changes device memory (expandable_segments; max_split_size_mb over a grid, alone and with\n"
@@ -31,17 +32,7 @@ static const char help_head[] =
     "Prints them ranked, then the winner as the line to paste, with its predicted peak reserved, its\n"
     "smallest cap and what it saves over the recorded configuration. Every configuration tried is\n"
     "appended to DIR/tune.csv; progress goes to stderr. The runs are spread over the cores.\n"
-    "A trace whose program caught OOMs and went on gives bounds, not predictions: it says so.\n\n"
-    "  -w, --workload W      replay:TRACE (a snapshot, as `allocbench record` writes it), or a workload\n"
-    "                        of `allocbench list` with KEY=VALUE arguments after ':'\n"
-    "      --objective O     reserved: the lowest peak reserved bytes (default); budget: the smallest cap\n"
-    "      --cap SIZE        the job runs under this memory cap (set_per_process_memory_fraction); each\n"
-    "                        run is made under it, and garbage_collection_threshold is tried (default:\n"
-    "                        the recorded per_process_memory_fraction, if any, else none)\n"
-    "      --jobs N          runs at once (default: one per core; 1 on a real GPU, whose memory they share)\n"
-    "                        (--device defaults to sim here: the simulated H200)\n";
-
-enum { OPT_OBJECTIVE = 256, OPT_CAP, OPT_JOBS };
+    "A trace whose program caught OOMs and went on gives bounds, not predictions: it says so.\n"};
 
 typedef struct tune_args_s {
   ab_tune_objective_t objective;
@@ -51,9 +42,8 @@ typedef struct tune_args_s {
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   tune_args_t *a = ctx;
-  const char *refused = NULL;
   switch (opt) {
-    case OPT_OBJECTIVE:
+    case AB_OPT_OBJECTIVE:
       if (strcmp(arg, "reserved") == 0)
         a->objective = AB_TUNE_RESERVED;
       else if (strcmp(arg, "budget") == 0)
@@ -61,27 +51,16 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       else
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--objective '%s': expected reserved or budget", arg);
       return true;
-    case OPT_CAP:
+    case AB_OPT_CAP:
       *st = ab_parse_size("--cap", arg, &a->cap, diag);
       if (*st == AB_OK && a->cap == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
       return true;
-    case OPT_JOBS:
+    case AB_OPT_JOBS:
       *st = ab_parse_u64("--jobs", arg, 1024, &a->jobs, diag);
       if (*st == AB_OK && a->jobs == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--jobs '%s': expected 1 to 1024", arg);
       return true;
-    case 's': refused = "-s"; break;
-    case 'c': refused = "-c"; break;
-    case 'B': refused = "--budget"; break;
-    case 'F': refused = "--faults"; break;
-    case 'V': refused = "--verify"; break;
-    case 'A': refused = "--recorded-addresses"; break;
     default: return false;
   }
-  *st = ab_diag_set(diag, AB_ERR_INVALID,
-                    "%s: tune chooses the strategies and their confs and searches the caps itself (see allocbench "
-                    "tune --help)",
-                    refused);
-  return true;
 }
 
 /* ---- results ---------------------------------------------------------------------------- */
@@ -384,21 +363,24 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
 }
 
 int ab_cmd_tune(int argc, char **argv) {
-  static const struct option longopts[] = {AB_CLI_COMMON_LONGOPTS,
-                                           {"objective", required_argument, 0, OPT_OBJECTIVE},
-                                           {"cap", required_argument, 0, OPT_CAP},
-                                           {"jobs", required_argument, 0, OPT_JOBS},
-                                           {0, 0, 0, 0}};
   ab_cli_opts_t o;
-  ab_cli_defaults(&o, "tune");
+  ab_cli_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
   tune_args_t a = {AB_TUNE_RESERVED, 0, 0};
-  int rc = ab_cli_parse(argc, argv, &o, longopts, help_head, NULL, own_option, &a, 0, NULL, NULL);
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
   if (o.workload == NULL) return ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
   ab_diag_t diag = {""};
+  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_cli_catch_stop(); /* a signal while the workload is generated stops that too */
   ab_events_t es;
-  if (ab_workload_build(o.workload, o.seed, &es, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
+  /* tune writes no file named after its workload: the stream can carry the name a person
+   * reads (a trace by its file name) into tune.csv and every line. */
+  char name[sizeof es.source];
+  ab_results_workload_name(es.source, name, sizeof name);
+  snprintf(es.source, sizeof es.source, "%s", name);
   setup_t s;
   if ((rc = setup(&o, &a, &es, &s)) >= 0) {
     ab_events_free(&es);
@@ -413,7 +395,6 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_tune_list_t list;
   ab_tune_list_init(&list);
   ab_tune_result_t *r = NULL;
-  ab_cli_catch_stop();
   progress_t prog = {&o, 0, 0};
   ab_tune_opts_t opts = {.device = o.device, .dev = o.dev, .cap = s.cap, .check = o.check, .jobs = s.jobs,
                          .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};

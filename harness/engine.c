@@ -25,6 +25,7 @@ const char *ab_oom_kind_name(ab_oom_kind_t kind) {
     case AB_OOM_NONE: return "none";
     case AB_OOM_FRAGMENTATION: return "fragmentation";
     case AB_OOM_CAPACITY: return "capacity";
+    case AB_OOM_ROUNDING: return "rounding";
   }
   return "?";
 }
@@ -44,6 +45,12 @@ ab_run_opts_t ab_run_defaults(void) {
   return o;
 }
 
+/* Note [Timeline of a trace]: a recorded trace has no STEP events, so its timeline is sampled
+ * every `every` events instead, at most TRACE_SAMPLES times, and the step column counts the
+ * samples. A stream with steps is sampled at each of them (every = 0). */
+#define TRACE_SAMPLES 200
+static size_t sample_every(const ab_events_t *es) { return es->nsteps ? 0 : es->n / TRACE_SAMPLES + 1; }
+
 ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   memset(run, 0, sizeof *run);
   run->nids = es->nids;
@@ -51,7 +58,7 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   run->requested = calloc(es->nids ? es->nids : 1, 1);
   run->stream_of = calloc(es->nids ? es->nids : 1, sizeof *run->stream_of);
   run->foreign = calloc(es->nids ? es->nids : 1, sizeof *run->foreign);
-  run->captimeline = (size_t)es->nsteps + 1;
+  run->captimeline = (es->nsteps ? (size_t)es->nsteps : TRACE_SAMPLES) + 1;
   run->timeline = malloc(run->captimeline * sizeof *run->timeline);
   /* Twice the steps: the second half is scratch for the median. */
   run->capstep_ms = es->nsteps;
@@ -277,6 +284,13 @@ static ab_status end_loop(ab_run_t *run, const ab_run_opts_t *opts, ab_kernels_t
   return AB_OK;
 }
 
+ab_oom_kind_t ab_oom_classify(const ab_oom_info_t *o) {
+  uint64_t allocated = o->allocated > 0 ? (uint64_t)o->allocated : 0;
+  if (o->live_requested > o->limit || o->limit - o->live_requested < o->bytes) return AB_OOM_CAPACITY;
+  if (allocated > o->limit || o->limit - allocated < o->device_bytes) return AB_OOM_ROUNDING;
+  return AB_OOM_FRAGMENTATION;
+}
+
 /* Describes the OOM of the ALLOC at event i in run->oom (Note [OOM kinds] in engine.h). */
 static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, size_t i, uint64_t live_requested,
                          uint64_t limit) {
@@ -291,7 +305,8 @@ static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run,
   o->reserved = st.reserved_bytes.current;
   o->live_requested = live_requested;
   o->limit = limit;
-  o->kind = limit >= live_requested && limit - live_requested >= e->bytes ? AB_OOM_FRAGMENTATION : AB_OOM_CAPACITY;
+  o->device_bytes = ab_strategy_device_bytes(s, e->bytes, e->stream);
+  o->kind = ab_oom_classify(o);
   ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);
 }
 
@@ -569,7 +584,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
   }
   switch (next) {
     case NEXT: /* the end of the stream */
-      if (r->opts->timeline) sample(run, s, es->n, es->nsteps);
+      if (r->opts->timeline) sample(run, s, es->n, sample_every(es) ? (uint32_t)run->ntimeline : es->nsteps);
       final_stats(run, s);
       if (r->opts->at_end) r->opts->at_end(r->opts->at_end_ctx, s, run);
       break;
@@ -622,9 +637,15 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   r.c = (loop_clock_t){now_ns(), r.dev->modeled_ns, 0, 0, false};
   next_t next = NEXT;
   size_t i = 0;
+  /* Note [Timeline of a trace] */
+  size_t every = opts->timeline ? sample_every(es) : 0, next_sample = 0;
 events:
   for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
+    if (every && i >= next_sample) {
+      sample(run, s, i, (uint32_t)run->ntimeline);
+      next_sample = i + every;
+    }
     switch ((ab_event_kind_t)e->kind) {
       case AB_EV_ALLOC: next = replay_alloc(&r, i, e); break;
       case AB_EV_FREE: next = replay_free(&r, e); break;

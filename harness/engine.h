@@ -6,7 +6,8 @@
  * device, the modelled time of the device calls made inside it) into a histogram; it keeps
  * the live pointers in a flat array indexed by id; it stops at the first OOM and records it
  * (event index, bytes asked, allocated and reserved at that moment, the strategy's message)
- * and classifies it; it samples a timeline at each STEP; and at the end it frees whatever is
+ * and classifies it; it samples a timeline at each STEP (a trace, which has none, at most
+ * 200 times: Note [Timeline of a trace] in engine.c); and at the end it frees whatever is
  * still live, untimed, so that the strategy and the device can be checked for leaks.
  *
  * Kernels: on a device that runs them (kernels.h), each KERNEL event is launched on the live
@@ -22,10 +23,17 @@
  * launched or not (Note [Ranks in lockstep], group.h); when it says stop, the replay stops
  * before the next event with status "stopped", as at an OOM but caused by another rank.
  *
- * OOM classification (Note [OOM kinds]): with L the memory the run could have (the budget,
- * or the card's free memory at the start) and R the bytes requested by the live
- * allocations at the failure, the OOM is "fragmentation" when L - R >= the request (an ideal
- * packing of the live blocks would have served it) and "capacity" otherwise.
+ * Note [OOM kinds]: with L the memory the run could have (the budget, or the card's free
+ * memory at the start), R the bytes the live allocations requested at the failure and A
+ * the bytes of their blocks (allocated: rounded as the strategy rounds them), an OOM of a
+ * request of r bytes is
+ *   capacity       R + r > L: no packing of what is live could have served it;
+ *   rounding       it fits as requested, but A + D > L, where D is what the request takes
+ *                  from the device (ab_strategy_device_bytes: a segment, whole pages, a
+ *                  chunk): the strategy's granularity, not scattered memory, is in the way;
+ *   fragmentation  the rounded bytes fit too: free memory is there, scattered or cached.
+ * A user reading "fragmentation" may reach for expandable segments; that only helps the last
+ * kind.
  *
  * An ab_run_t holds the results and the scratch of a run; ab_run_prepare sizes it for a
  * stream once, and a prepared run can be replayed again and again (a budget bisection)
@@ -68,7 +76,7 @@ typedef enum ab_run_status_e {
   AB_RUN_STOPPED,
   AB_RUN_INTERRUPTED,
 } ab_run_status_t;
-typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY } ab_oom_kind_t;
+typedef enum ab_oom_kind_e { AB_OOM_NONE, AB_OOM_FRAGMENTATION, AB_OOM_CAPACITY, AB_OOM_ROUNDING } ab_oom_kind_t;
 
 const char *ab_run_status_name(ab_run_status_t st);
 const char *ab_oom_kind_name(ab_oom_kind_t kind);
@@ -101,7 +109,7 @@ typedef enum ab_lockstep_e {
 
 typedef struct ab_run_opts_s {
   bool time_calls; /* histogram every alloc and free */
-  bool timeline;   /* sample at every STEP and at the end */
+  bool timeline;   /* sample at every STEP (a trace: every n/200 events) and at the end */
   bool check;      /* run the strategy's invariant checks after every event (slow) */
   bool kernels;    /* launch KERNEL events where the device can */
   bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
@@ -134,10 +142,14 @@ typedef struct ab_oom_info_s {
   int64_t allocated;      /* the strategy's allocated and reserved bytes then */
   int64_t reserved;
   uint64_t live_requested; /* bytes requested by the live allocations then */
+  uint64_t device_bytes;  /* what the request takes from the device (ab_strategy_device_bytes) */
   uint64_t limit;         /* the memory the run could have */
   ab_oom_kind_t kind;
   char message[1024];     /* the strategy's OOM message */
 } ab_oom_info_t;
+
+/* The kind of an OOM from its figures (Note [OOM kinds]). */
+ab_oom_kind_t ab_oom_classify(const ab_oom_info_t *oom);
 
 struct ab_run_s {
   /* scratch, sized by ab_run_prepare */
@@ -149,7 +161,7 @@ struct ab_run_s {
   size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
   size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */
   uint64_t *pass_over;       /* continue_on_oom: a bit per event, set for a dead id's events */
-  ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples */
+  ab_tl_sample_t *timeline;  /* up to nsteps + 1 samples (a trace: 201) */
   size_t ntimeline, captimeline;
   /* results */
   ab_run_status_t status;

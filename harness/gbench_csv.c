@@ -257,6 +257,7 @@ static void number(const char *text, double scale, char *out, size_t size) {
 typedef struct doc_s {
   ab_table_t *t;
   char device[FIELD_BYTES];
+  char build_type[FIELD_BYTES];
 } doc_t;
 
 static ab_status add_row(reader_t *r, doc_t *doc, const run_t *run) {
@@ -284,6 +285,8 @@ static ab_status context_field(reader_t *r, void *ctx, const char *key, int dept
   doc_t *doc = ctx;
   skip_ws(r);
   if (strcmp(key, "device") == 0 && r->p < r->end && *r->p == '"') return read_string(r, doc->device, sizeof doc->device);
+  if (strcmp(key, "library_build_type") == 0 && r->p < r->end && *r->p == '"')
+    return read_string(r, doc->build_type, sizeof doc->build_type);
   return skip_value(r, depth);
 }
 
@@ -306,22 +309,29 @@ static ab_status top_field(reader_t *r, void *ctx, const char *key, int depth) {
   return st;
 }
 
-ab_status ab_gbench_csv_parse(const char *text, size_t len, const char *path, ab_table_t *t, ab_diag_t *diag) {
+static ab_status parse(const char *text, size_t len, const char *path, doc_t *doc, ab_diag_t *diag) {
   reader_t r = {text, text, text + len, path, diag};
-  doc_t doc = {t, ""};
   /* The context comes first in the library's output; rows get the device as it was then. */
-  AB_TRY(read_object(&r, top_field, &doc, 0));
+  AB_TRY(read_object(&r, top_field, doc, 0));
   skip_ws(&r);
   if (r.p != r.end) return bad(&r, "the end of the file");
   return AB_OK;
 }
 
-ab_status ab_gbench_csv_convert(const char *json_path, const char *csv_path, ab_diag_t *diag) {
+ab_status ab_gbench_csv_parse(const char *text, size_t len, const char *path, ab_table_t *t, ab_diag_t *diag) {
+  doc_t doc = {t, "", ""};
+  return parse(text, len, path, &doc, diag);
+}
+
+ab_status ab_gbench_csv_convert(const char *json_path, const char *csv_path, ab_gbench_context_t *context,
+                                ab_diag_t *diag) {
   ab_input_t in;
   AB_TRY(ab_input_read(json_path, &in, diag));
   ab_table_t t;
   ab_table_init(&t, ab_gbench_csv_cols, ab_gbench_csv_ncols);
-  ab_status st = ab_gbench_csv_parse(in.data, in.len, json_path, &t, diag);
+  doc_t doc = {&t, "", ""};
+  ab_status st = parse(in.data, in.len, json_path, &doc, diag);
+  if (st == AB_OK && context) snprintf(context->library_build_type, sizeof context->library_build_type, "%s", doc.build_type);
   if (st == AB_OK) st = ab_table_write_file(&t, csv_path, diag);
   ab_table_free(&t);
   ab_input_free(&in);

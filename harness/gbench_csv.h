@@ -37,7 +37,14 @@ extern const size_t ab_gbench_csv_ncols;
  * are ab_gbench_csv_cols. */
 ab_status ab_gbench_csv_parse(const char *text, size_t len, const char *path, ab_table_t *t, ab_diag_t *diag);
 
-/* Reads json_path and writes csv_path (atomically) from it. */
-ab_status ab_gbench_csv_convert(const char *json_path, const char *csv_path, ab_diag_t *diag);
+/* What the JSON's context says of the run besides its rows. */
+typedef struct ab_gbench_context_s {
+  char library_build_type[16]; /* "release" or "debug" (the library's own build); "" if absent */
+} ab_gbench_context_t;
+
+/* Reads json_path and writes csv_path (atomically) from it; the context goes to *context
+ * (may be NULL). */
+ab_status ab_gbench_csv_convert(const char *json_path, const char *csv_path, ab_gbench_context_t *context,
+                                ab_diag_t *diag);
 
 #endif

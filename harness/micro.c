@@ -8,18 +8,17 @@
  *   random/STRATEGY/ops:N        RMM's random_allocations: the `random` workload's sequence
  *                                (the reference one of gpu_measurements.md) replayed through
  *                                the engine, what is left live freed at the end;
- *   replay/STRATEGY/TRACE        a recorded trace (the fixture's, by default), likewise.
+ *   replay/STRATEGY/TRACE        a recorded trace (the one in tests/data, by default), likewise.
  * The time of an iteration comes from the device timer (device.h): CUDA events on cuda; on
  * sim host time plus the modelled time of the device calls, as summary.csv's latencies
  * count it. Each benchmark call opens its own device and strategy, untimed.
  *
  * The command line: Google Benchmark's flags (its --benchmark_* namespace, and --help, which
  * prints usage() before the library's flags) go to the library; the rest is parsed by the
- * parser of every allocbench command (ab_cli_parse, cli.h) against the table in main, so a
+ * parser of every allocbench command (ab_cli_parse, cli.h) against its table, so a
  * bad option reads as it does there. With --out DIR the JSON goes to DIR/micro.json and is
  * converted to DIR/micro.csv (gbench_csv.h).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "engine.h"
 #include "gbench.h"
 #include "gbench_csv.h"
+#include "output.h"
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
@@ -37,7 +37,7 @@
 #include "units.h"
 #include "workload.h"
 
-#define DEFAULT_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define DEFAULT_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 #define RANDOM_SPEC "random"
 #define RANDOM_OPS 200000 /* the random workload's default */
 
@@ -51,17 +51,17 @@ typedef struct micro_case_s {
   int *failures;            /* counts benchmarks that reported an error */
 } micro_case_t;
 
+static const ab_cli_command_t command = {
+    "allocbench_micro", AB_CMD_MICRO, "[--benchmark_* ...]",
+    "Micro-benchmarks of every strategy, named WORKLOAD/STRATEGY/ARGS (select with\n"
+    "--benchmark_filter=REGEX): alloc_free (one allocation and its free, 512 B to 256 MiB),\n"
+    "random (RMM's random_allocations) and replay (a recorded trace). Google Benchmark's\n"
+    "options (--benchmark_*) follow ours.\n"};
+
+/* --help: ours, then the library's. */
 static void usage(void) {
-  printf("usage: allocbench_micro [--device SPEC] [--out DIR] [--trace PATH|none] [--benchmark_* ...]\n\n"
-         "Micro-benchmarks of every strategy, named WORKLOAD/STRATEGY/ARGS (select with\n"
-         "--benchmark_filter=REGEX): alloc_free (one allocation and its free, 512 B to 256 MiB),\n"
-         "random (RMM's random_allocations) and replay (a recorded trace).\n\n"
-         "  --device SPEC   sim (default; or the environment variable AB_DEVICE), sim:PROFILE,\n"
-         "                  cuda, cuda:N, auto. On cuda the time is the GPU's, from CUDA events.\n"
-         "  --out DIR       write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv\n"
-         "  --trace PATH    the trace of the replay benchmarks, or none\n"
-         "                  (default %s)\n\n",
-         DEFAULT_TRACE);
+  ab_cli_help(stdout, &command);
+  putchar('\n');
 }
 
 /* Reports an error to the library and counts it. */
@@ -174,13 +174,10 @@ static void trace_name(const char *path, char *out, size_t size) {
   }
 }
 
-/* The options of its own beyond the common ones (cli.h). */
-enum { OPT_TRACE = 256 };
-
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   (void)diag;
   *st = AB_OK;
-  if (opt != OPT_TRACE) return false;
+  if (opt != AB_OPT_TRACE) return false;
   *(const char **)ctx = arg;
   return true;
 }
@@ -228,10 +225,6 @@ static void register_all(const char *device, const ab_events_t *random_es, const
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"device", required_argument, 0, 'D'},
-                                           {"out", required_argument, 0, 'o'},
-                                           {"trace", required_argument, 0, OPT_TRACE},
-                                           {0, 0, 0, 0}};
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench_micro");
   o.device = getenv("AB_DEVICE");
@@ -260,8 +253,8 @@ int main(int argc, char **argv) {
     else
       ours[nours++] = argv[i];
   }
-  /* No -h in the table: --help is the library's. */
-  rc = ab_cli_parse(nours, ours, &o, longopts, NULL, NULL, own_option, &trace, 0, NULL, NULL);
+  /* No -h for this command in the table: --help is the library's. */
+  rc = ab_cli_parse(nours, ours, &command, &o, own_option, &trace, 0, NULL, NULL);
   if (rc >= 0) goto done;
   rc = 0;
   const char *out_dir = o.out_dir, *device = o.device;
@@ -272,15 +265,10 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  if (out_dir && out_dir[0] == '\0') {
-    fprintf(stderr, "allocbench_micro: --out '': an empty path (expected a directory)\n");
-    rc = 2;
-    goto done;
-  }
   if (out_dir) {
-    /* The library writes the file; the directory must exist first. */
-    if (ab_mkdirs(out_dir, &diag) != AB_OK) {
-      rc = ab_cli_fail(&o, diag.msg);
+    /* The library writes the file; the folder must exist first. */
+    if (ab_output_check_dir("--out", out_dir, &diag) != AB_OK || ab_output_mkdirs(out_dir, &diag) != AB_OK) {
+      rc = ab_cli_usage_error(&o, diag.msg);
       goto done;
     }
     snprintf(json_arg, sizeof json_arg, "--benchmark_out=%s/micro.json", out_dir);
@@ -345,10 +333,18 @@ int main(int argc, char **argv) {
     char json[4200], csv[4200];
     snprintf(json, sizeof json, "%s/micro.json", out_dir);
     snprintf(csv, sizeof csv, "%s/micro.csv", out_dir);
-    if (ab_gbench_csv_convert(json, csv, &diag) != AB_OK)
+    ab_gbench_context_t context = {""};
+    if (ab_gbench_csv_convert(json, csv, &context, &diag) != AB_OK)
       rc = ab_cli_fail(&o, diag.msg);
     else
       fprintf(stderr, "%s: results in %s and %s\n", o.cmd, json, csv);
+    /* Debian's libbenchmark is built so, and its warning reads as if the numbers were. */
+    if (strcmp(context.library_build_type, "debug") == 0)
+      fprintf(stderr,
+              "%s: note: \"Library was built as DEBUG\" is Google Benchmark speaking of its own build "
+              "(Debian's is); the times above come from allocbench's timer (manual time) around its own optimised "
+              "code, so they are not affected\n",
+              o.cmd);
   }
 
 done:

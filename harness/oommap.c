@@ -171,10 +171,21 @@ void ab_oommap_report(FILE *f, const ab_oom_info_t *oom, const char *strategy, c
     fprintf(f, ".\n");
   uint64_t left_bytes = oom->limit > oom->live_requested ? oom->limit - oom->live_requested : 0;
   ab_format_bytes_torch(left_bytes, left, sizeof left);
-  fprintf(f, "  Kind: %s. The live allocations requested %s, which leaves %s (%" PRIu64 " bytes) of the %s for a request of %" PRIu64 " bytes; %s.\n",
-          ab_oom_kind_name(oom->kind), live, left, left_bytes, limit, oom->bytes,
-          oom->kind == AB_OOM_FRAGMENTATION ? "an ideal packing of them would have served the request"
-                                            : "no packing of them could have served the request");
+  fprintf(f, "  Kind: %s. The live allocations requested %s, which leaves %s (%" PRIu64 " bytes) of the %s for a request of %" PRIu64 " bytes; ",
+          ab_oom_kind_name(oom->kind), live, left, left_bytes, limit, oom->bytes);
+  char device_bytes[32];
+  ab_format_bytes_torch(oom->device_bytes, device_bytes, sizeof device_bytes);
+  switch (oom->kind) {
+    case AB_OOM_CAPACITY: fprintf(f, "no packing of them could have served it.\n"); break;
+    case AB_OOM_ROUNDING:
+      fprintf(f, "it fits as requested, but %s takes %s from the device for it, which does not fit beside the %s allocated: its granularity, not scattered memory, is in the way.\n",
+              strategy, device_bytes, alloc);
+      break;
+    default:
+      fprintf(f, "it fits even as %s takes it (%s), beside the %s allocated: the free memory is there, scattered or cached.\n",
+              strategy, device_bytes, alloc);
+      break;
+  }
   if (oom->message[0] && (m == NULL || m->own_message)) fprintf(f, "  The strategy said: %s\n", oom->message);
   if (m && m->captured && m->walk_status != AB_OK)
     fprintf(f, "  No segment map: %s.\n", m->walk_message);

@@ -25,8 +25,8 @@
  * gives the bytes tried, the cap, allocated and "reserved but unallocated"; users then ask
  * where the unallocated bytes are. The report adds the largest free block and the number of
  * segments (so "3 GiB free in 400 pieces, none over 20 MiB" reads at once), the engine's
- * classification (fragmentation when an ideal packing of the live requests would have served
- * the request within the limit, capacity otherwise) and where the map was written.
+ * classification (capacity, rounding or fragmentation: Note [OOM kinds] in engine.h) in
+ * words, and where the map was written.
  *
  * Statuses: capture records a walk failure in the map (walk_status) rather than failing the
  * run; ab_oommap_write returns AB_ERR_IO with the path in diag.

@@ -21,11 +21,15 @@ const ab_col_t ab_summary_cols[] = {AB_SUMMARY_COLUMNS(SUMMARY_COL, SUMMARY_PEAK
 #undef SUMMARY_COUNTER_COL
 const size_t ab_summary_ncols = sizeof ab_summary_cols / sizeof ab_summary_cols[0];
 
+/* A cell of a results row: room for a workload spec or trace name whole (an events source is
+ * 256 bytes) and a conf, so that no row is cut. */
+#define AB_CELL_BYTES 512
+
 /* One cell per column, formatted. */
 typedef struct summary_cells_s {
-#define SUMMARY_FIELD(name, numeric) char name[96];
-#define SUMMARY_PEAK_FIELD(gauge, doc) char peak_##gauge[96];
-#define SUMMARY_COUNTER_FIELD(counter, doc) char counter[96];
+#define SUMMARY_FIELD(name, numeric) char name[AB_CELL_BYTES];
+#define SUMMARY_PEAK_FIELD(gauge, doc) char peak_##gauge[AB_CELL_BYTES];
+#define SUMMARY_COUNTER_FIELD(counter, doc) char counter[AB_CELL_BYTES];
   AB_SUMMARY_COLUMNS(SUMMARY_FIELD, SUMMARY_PEAK_FIELD, SUMMARY_COUNTER_FIELD)
 #undef SUMMARY_FIELD
 #undef SUMMARY_PEAK_FIELD
@@ -33,12 +37,13 @@ typedef struct summary_cells_s {
 } summary_cells_t;
 
 #define CELL(field, ...) snprintf(c.field, sizeof c.field, __VA_ARGS__)
+#define WORKLOAD_CELL(c, d) ab_results_workload_name((d)->workload, (c).workload, sizeof (c).workload)
 
 ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab_events_t *es, const ab_run_t *run) {
   summary_cells_t c;
   memset(&c, 0, sizeof c);
   const ab_stats_t *st = &run->stats;
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);
@@ -113,6 +118,16 @@ static const char *trace_of(const char *workload) {
   /* `replay TRACE` runs under the path itself. */
   struct stat sb;
   return stat(workload, &sb) == 0 ? workload : NULL;
+}
+
+void ab_results_workload_name(const char *workload, char *out, size_t size) {
+  const char *trace = trace_of(workload);
+  if (trace == NULL) {
+    snprintf(out, size, "%s", workload);
+    return;
+  }
+  const char *file = strrchr(trace, '/');
+  snprintf(out, size, "replay:%s", file && file[1] ? file + 1 : trace);
 }
 
 void ab_results_workload_part(const char *workload, char *out, size_t size) {
@@ -215,7 +230,7 @@ static void use_note(const char **cells, size_t n, const char *cell, const char 
 
 /* One cell per column, formatted. */
 typedef struct oom_cells_s {
-#define AB_OOM_FIELD(name, numeric) char name[96];
+#define AB_OOM_FIELD(name, numeric) char name[AB_CELL_BYTES];
   AB_OOM_COLUMNS(AB_OOM_FIELD)
 #undef AB_OOM_FIELD
 } oom_cells_t;
@@ -231,7 +246,7 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_eve
   oom_cells_t c;
   char note[512];
   memset(&c, 0, sizeof c);
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);
@@ -256,7 +271,7 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_eve
 }
 
 typedef struct compare_cells_s {
-#define AB_COMPARE_FIELD(name, numeric) char name[96];
+#define AB_COMPARE_FIELD(name, numeric) char name[AB_CELL_BYTES];
   AB_COMPARE_COLUMNS(AB_COMPARE_FIELD)
 #undef AB_COMPARE_FIELD
 } compare_cells_t;
@@ -267,7 +282,7 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   char note[512];
   memset(&c, 0, sizeof c);
   const ab_stats_t *st = &run->stats;
-  CELL(workload, "%s", d->workload);
+  WORKLOAD_CELL(c, d);
   CELL(strategy, "%s", d->strategy);
   CELL(conf, "%s", d->conf ? d->conf : "");
   CELL(device, "%s", d->device);

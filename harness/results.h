@@ -117,6 +117,10 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const
 /* Writes DIR/timeline_<workload>_<strategy>.csv (ab_results_workload_part) atomically. */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
 
+/* A workload as results and messages name it: a generator's spec as given; a trace
+ * (replay:PATH, or the path `replay` was given) as replay:FILE, by its file name, since where
+ * it lay on the machine that ran is no part of a result. */
+void ab_results_workload_name(const char *workload, char *out, size_t size);
 /* Makes a string safe as part of a file name: keeps letters, digits, '-', '.' and '_',
  * turns runs of anything else into one '_'; a path keeps only its last component. */
 void ab_results_file_part(const char *in, char *out, size_t size);

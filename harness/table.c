@@ -150,30 +150,13 @@ void ab_table_write_pairs(const ab_table_t *t, size_t r, FILE *f) {
   for (size_t c = 0; c < t->ncols; c++) fprintf(f, "%-*s  %s\n", (int)w, t->cols[c].name, t->cells[r * t->ncols + c]);
 }
 
-ab_status ab_mkdirs(const char *dir, ab_diag_t *diag) {
-  char path[4096];
-  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-    return ab_diag_set(diag, AB_ERR_IO, "%s: path too long", dir);
-  for (char *p = path + 1;; p++) {
-    if (*p == '/' || *p == '\0') {
-      char was = *p;
-      *p = '\0';
-      if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
-      *p = was;
-      if (was == '\0') break;
-    }
-  }
-  return AB_OK;
-}
-
 static ab_status parent_dir(const char *path, ab_diag_t *diag) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash == NULL || slash == dir) return AB_OK;
   *slash = '\0';
-  return ab_mkdirs(dir, diag);
+  return ab_output_mkdirs(dir, diag);
 }
 
 static ab_status write_all(int fd, const char *buf, size_t len, const char *path, ab_diag_t *diag) {

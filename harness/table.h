@@ -57,7 +57,4 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
 /* Writes the table as a whole CSV file, atomically (temporary file, then rename). */
 ab_status ab_table_write_file(const ab_table_t *t, const char *path, ab_diag_t *diag);
 
-/* Creates a directory and its parents. */
-ab_status ab_mkdirs(const char *dir, ab_diag_t *diag);
-
 #endif

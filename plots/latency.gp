@@ -39,7 +39,7 @@ set boxwidth 1 absolute
 
 plot for [k=1:NS] input \
        using (drawn(k) ? bar_x(index_of(W, strcol("workload")), k, NS) : NaN):(positive(column("alloc_ns_p50"))):(bar_width(NS)) \
-       with boxes lc rgb color(k) title word(S, k), \
+       with boxes lc rgb color_of(word(S, k)) title word(S, k), \
      for [k=1:NS] input \
        using (drawn(k) ? bar_x(index_of(W, strcol("workload")), k, NS) : NaN):(positive(column("alloc_ns_p99"))) \
        with points pt 9 ps 1.3 lc rgb "black" notitle, \

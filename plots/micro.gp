@@ -48,7 +48,7 @@ set yrange @PAIR_RANGE
 set grid xtics ytics lt 1 lw 1 lc rgb "#e4e4e4"
 set xrange [256:2**29]
 plot for [k=1:NS] input using (ok(k) && strcol("workload") eq "alloc_free" ? bytes_of(strcol("args")) : NaN):"real_ns" \
-       with linespoints lw 2 pt 7 ps 0.9 lc rgb color(k) title word(S, k)
+       with linespoints lw 2 pt 7 ps 0.9 lc rgb color_of(word(S, k)) title word(S, k)
 
 set title "Whole sequences replayed (higher is better)"
 unset logscale x
@@ -64,5 +64,5 @@ set grid noxtics ytics
 unset key
 plot for [k=1:NS] input \
        using (ok(k) && index_of(Q, strcol("workload")) ? bar_x(index_of(Q, strcol("workload")), k, NS) : NaN): \
-             "items_per_second":(bar_width(NS)) with boxes lc rgb color(k) notitle
+             "items_per_second":(bar_width(NS)) with boxes lc rgb color_of(word(S, k)) notitle
 unset multiplot

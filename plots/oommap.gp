@@ -68,12 +68,17 @@ do for [fmt in formats] {
   set grid xtics noytics
   set border 3
   set key below horizontal noreverse Right title ""
-  # A thin white edge tells neighbouring blocks apart, until there are too many to see.
-  if (rows <= 2000) { set style fill solid 1.0 border lc rgb "white" } else { set style fill solid 1.0 noborder }
+  # Blocks are filled without edges, so that a run of small blocks of one state reads as that
+  # state (white edges of thousands of allocated blocks would turn them white); a thin white
+  # edge tells apart neighbours wide enough to show one (1/150 of the widest segment).
+  set style fill solid 1.0 noborder
+  edged(dummy) = column("size") / MiB >= widest / 150.0
   if (nseg <= 40) { set ytics 1 format "%.0f" } else { set ytics autofreq format "%.0f" }
   if (rows > 0) {
     plot for [k=1:4] map using (x_mid(0)):(in_state(word(STATES, k))):(half(0)):(0.4) \
-         with boxxyerror lc rgb SHADE[k] title LABEL[k]
+         with boxxyerror lc rgb SHADE[k] title LABEL[k], \
+         map using (edged(0) ? x_mid(0) : NaN):(column("segment")):(half(0)):(0.4) \
+         with boxxyerror fs empty lc rgb "white" lw 0.5 notitle
   } else {
     set yrange [0:1]
     plot NaN notitle

@@ -46,7 +46,7 @@ set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead lw 2 dt 2 lc rgb "b
 plot for [k=1:NS] input \
        using (strcol("strategy") eq word(S, k) && is_last(strcol("workload"), strcol("strategy"), $0) ? \
               bar_x(index_of(W, strcol("workload")), k, NS) : NaN):(ratio(strcol("status"))):(bar_width(NS)) \
-       with boxes lc rgb color(k) title word(S, k), \
+       with boxes lc rgb color_of(word(S, k)) title word(S, k), \
      NaN with lines lw 2 dt 2 lc rgb "black" title "1.0 = peak requested", \
      for [o=1:(NOOM > 0)] input using (strcol("status") eq "oom" && is_last(strcol("workload"), strcol("strategy"), $0) ? \
               bar_x(index_of(W, strcol("workload")), index_of(S, strcol("strategy")), NS) : NaN):(ratio(strcol("status"))):(bar_width(NS)) \

@@ -5,7 +5,8 @@
 # is the workload's name as it begins the file names ("dynamic-shapes" also takes the files
 # of "dynamic-shapes:ARGS"); where one strategy has several files, the newest is drawn.
 # What the program requested is the same under every strategy and drawn once, as a grey
-# area. Colours follow the order of RESULTS_DIR/summary.csv, as in the other figures.
+# area. Each strategy has its colour of every figure (common.gp); lines that coincide stay
+# visible: each is drawn thinner than the one before it, on top of it.
 dir = ARG1
 workload = ARG2
 out = ARG3
@@ -49,10 +50,11 @@ set key title "strategy"
 
 # The row of step n holds the peaks of step n - 1; the first row has no step before it.
 before(c) = column("step") > 0 ? column("step") - 1 : NaN
+width(k) = 1.5 + 3.0 * (ND - k) / (ND > 1 ? ND - 1 : 1)
 plot word(F, 1) using (before(0)):(column("peak_requested") / GiB) with filledcurves y1=0 fs solid 1.0 noborder \
        lc rgb "#d9d9d9" title "requested", \
-     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_reserved") / GiB) with lines lw 2.5 \
-       lc rgb color(index_of(S, word(D, k))) title word(D, k), \
-     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_allocated") / GiB) with lines lw 1.5 dt 2 \
-       lc rgb color(index_of(S, word(D, k))) notitle, \
+     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_reserved") / GiB) with lines lw width(k) \
+       lc rgb color_of(word(D, k)) title word(D, k), \
+     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_allocated") / GiB) with lines lw width(k) / 2 dt 2 \
+       lc rgb color_of(word(D, k)) notitle, \
      NaN with lines lw 1.5 dt 2 lc rgb "#333333" title "allocated (dashed)"

@@ -1127,6 +1127,7 @@ const ab_strategy_ops_t ab_caching_ops = {
     .memory_stats = ab_caching_memory_stats,
     .describe_oom = ab_caching_describe_oom,
     .pool = caching_pool,
+    .device_bytes = ab_caching_device_bytes,
 };
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */

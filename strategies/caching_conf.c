@@ -118,6 +118,15 @@ static void ignore(parse_t *p, size_t key) {
   snprintf(list + used, sizeof p->c->ignored - used, "%s%s", used ? ", " : "", name);
 }
 
+/* A list opened at token open must close: PyTorch runs off its tokens first and says "Index
+ * out of bounds", which sends the reader after a value rather than the ']'. */
+static ab_status closes(const parse_t *p, size_t open, size_t key) {
+  for (size_t j = open + 1; j < p->n; j++)
+    if (is(p, j, "]")) return AB_OK;
+  return fail(p, p->n, "'%s': the list opened at position %zu lacks its closing ']' (PyTorch: Index out of bounds in ConfigTokenizer)",
+              p->tok[key].s, p->tok[open].pos);
+}
+
 /* ConfigTokenizer::skipKey: past the key, its ':' and its value (a whole [...] list). */
 static ab_status skip_key(const parse_t *p, size_t *i) {
   size_t key = *i, j = *i + 1;
@@ -179,6 +188,7 @@ static ab_status divisions(parse_t *p, size_t *i) {
     *i = j;
     return AB_OK;
   }
+  AB_TRY(closes(p, j, key));
   size_t last = 0;
   bool first = true;
   while (++j < p->n && !is(p, j, "]")) {

@@ -207,6 +207,17 @@ void ab_caching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   fn(ctx, "max_split_size", c->st.max_split_size);
 }
 
+/* A new segment, or with expandable segments the pages mapped for the block. */
+uint64_t ab_caching_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream) {
+  caching_t *c = of(s);
+  (void)stream;
+  if (bytes >= ONE_EB) return bytes;
+  uint64_t size = round_size(c, bytes);
+  if (!c->conf.expandable) return allocation_size(c, size);
+  uint64_t page = size <= SMALL_SIZE ? SMALL_BUFFER : c->conf.large_segment_size;
+  return (size + page - 1) / page * page;
+}
+
 /* The OOM message of PyTorch's malloc [8]. */
 void ab_caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
   caching_t *c = of(s);

@@ -194,10 +194,12 @@ static inline uint64_t allocation_size(const caching_t *c, uint64_t size) {
   return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
 }
 
-/* caching_inspect.c: the vtable's walk, check, memory_stats and describe_oom (strategy.h). */
+/* caching_inspect.c: the vtable's walk, check, memory_stats, describe_oom and device_bytes
+ * (strategy.h). */
 ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx);
 ab_status ab_caching_check(ab_strategy_t *s, ab_diag_t *diag);
 void ab_caching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
 void ab_caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+uint64_t ab_caching_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream);
 
 #endif

@@ -111,11 +111,16 @@ static ab_status push_free(class_t *cl, ab_dptr_t addr) {
   return AB_OK;
 }
 
+/* A chunk of blocks of this size: the chunk size rounded down to whole blocks, or one block. */
+static uint64_t chunk_bytes_for(const pooled_t *p, uint64_t block) {
+  return p->chunk_bytes > block ? p->chunk_bytes / block * block : block;
+}
+
 /* Adds one chunk of class ci for a request on stream, from the initial pool if it has room,
  * else the device. */
 static ab_status add_chunk(pooled_t *p, size_t ci, unsigned stream) {
   uint64_t block = p->sizes[ci];
-  uint64_t bytes = p->chunk_bytes > block ? p->chunk_bytes / block * block : block;
+  uint64_t bytes = chunk_bytes_for(p, block);
   chunk_t *c = calloc(1, sizeof *c);
   if (c == NULL) return AB_ERR_INTERNAL;
   c->nblocks = bytes / block;
@@ -430,6 +435,14 @@ static ab_status pooled_create(ab_device_t *dev, const char *conf, ab_strategy_t
   return AB_OK;
 }
 
+/* A new chunk of the request's class. */
+static uint64_t pooled_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream) {
+  const pooled_t *p = (const pooled_t *)s;
+  (void)stream;
+  size_t ci = class_of(p, bytes);
+  return ci == p->nclasses ? bytes : chunk_bytes_for(p, p->sizes[ci]);
+}
+
 const ab_strategy_ops_t ab_pooled_ops = {
     .name = "pooled",
     .create = pooled_create,
@@ -439,4 +452,5 @@ const ab_strategy_ops_t ab_pooled_ops = {
     .empty_cache = pooled_empty_cache,
     .walk = pooled_walk,
     .check = pooled_check,
+    .device_bytes = pooled_device_bytes,
 };

@@ -124,6 +124,23 @@ ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, 
   return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': unknown strategy (expected one of %s)", name, names);
 }
 
+/* A refusal of a preset followed by the user's conf quotes what the user typed, at the
+ * position there: the preset is ours. The parsers word a refusal "WHAT 'TEXT': at position
+ * P: WHY" (units.h); one that points into the preset keeps the whole text. */
+static void quote_users_conf(ab_diag_t *diag, const char *full, size_t preset_len, const char *conf) {
+  char quoted[AB_DIAG_BYTES];
+  snprintf(quoted, sizeof quoted, "'%s': at position ", full);
+  char *at = strstr(diag->msg, quoted);
+  if (at == NULL) return;
+  char *end;
+  unsigned long long pos = strtoull(at + strlen(quoted), &end, 10);
+  if (pos <= preset_len + 1) return;
+  char msg[AB_DIAG_BYTES];
+  snprintf(msg, sizeof msg, "%.*s'%s': at position %llu%s", (int)(at - diag->msg), diag->msg, conf,
+           pos - preset_len - 1, end);
+  snprintf(diag->msg, sizeof diag->msg, "%s", msg);
+}
+
 ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,
                              ab_diag_t *diag) {
   *out = NULL;
@@ -140,6 +157,7 @@ ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *con
   if (full == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   snprintf(full, len, "%s%s%s", e->preset, *conf ? "," : "", conf);
   ab_status st = e->ops->create(dev, full, out, diag);
+  if (st == AB_ERR_INVALID && *conf && diag) quote_users_conf(diag, full, strlen(e->preset), conf);
   free(full);
   return st;
 }

@@ -102,6 +102,10 @@ bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value)
   return l.found;
 }
 
+uint64_t ab_strategy_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream) {
+  return s->ops->device_bytes ? s->ops->device_bytes(s, bytes, stream) : bytes;
+}
+
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
   if (s->ops->describe_oom) {
     s->ops->describe_oom(s, bytes, stream, buf, size);

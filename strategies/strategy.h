@@ -160,6 +160,10 @@ struct ab_strategy_ops_s {
   void (*memory_stats)(ab_strategy_t *s, ab_stat_fn fn, void *ctx);
   /* The OOM message for a request of `bytes` that just failed, in the strategy's terms. */
   void (*describe_oom)(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+  /* The device memory a request of `bytes` takes when nothing the strategy holds can serve
+   * it: its block rounded up to what the strategy allocates or maps at once (a segment,
+   * pages, a chunk). It tells an OOM of rounding from one of fragmentation. NULL: bytes. */
+  uint64_t (*device_bytes)(ab_strategy_t *s, uint64_t bytes, unsigned stream);
   /* The run ahead, before any alloc of it (Note [Plans]); lt is the caller's and lives only
    * for the call. NULL: the strategy serves every call online. */
   ab_status (*plan)(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
@@ -212,6 +216,8 @@ ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, 
 static inline bool ab_strategy_plans(const ab_strategy_t *s) { return s->ops->plan != NULL; }
 /* Writes the OOM message for a failed request; a generic one when the strategy has none. */
 void ab_strategy_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size);
+/* The device bytes a request takes when nothing held serves it; NULL device_bytes: bytes. */
+uint64_t ab_strategy_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream);
 
 /* ---- for implementations -------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* bisect_test.c: the budget search (harness/bisect.h) and the memory at an OOM
  * (harness/oommap.h), on streams whose answers are known by construction, and on the
- * fixture's real trace against the bracket PyTorch itself showed. Runs on the device of
+ * recorded trace (tests/data) against the bracket PyTorch itself showed. Runs on the device of
  * --device= (sim by default; on cuda every probe is a real run, and the test skips where no
  * GPU is usable). */
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include "check.h"
 
-#define CNN_DIR AB_FIXTURES_DIR "/pytorch-2.11-h200"
+#define CNN_DIR AB_TEST_DATA_DIR "/pytorch-2.11-h200"
 
 /* Live at once: 3 + 1 + 2 MiB, then 2 + 2 + 3.5 MiB: the peak requested, 7.5 MiB, is
  * reached by e, event 6. */
@@ -390,17 +390,36 @@ static void every_strategy_gets_an_answer(void) {
   }
 }
 
-/* A trace whose program caught OOMs and went on: the answer is an upper bound, and says so. */
+/* A trace whose program caught OOMs and went on (as PyTorch records it: an `oom` line where
+ * it raised, then what the program did instead): the answer is an upper bound, and says so. */
 static void survived_ooms_make_an_upper_bound(void) {
   NEED_DEVICE();
-  const char *path = CNN_DIR "/cnn_dyn.default.cap8103750000.trace.csv.gz";
-  if (access(path, R_OK) != 0) SKIP("fixture %s is missing", path);
+  static const char csv[] =
+      "action,addr,size,stream,time_us\n"
+      "alloc,4096,1048576,0,1\n"
+      "oom,0,8388608,0,2\n"
+      "oom,0,8388608,0,3\n"
+      "alloc,2101248,2097152,0,4\n"
+      "free_requested,4096,1048576,0,5\n"
+      "free_completed,4096,1048576,0,6\n"
+      "free_requested,2101248,2097152,0,7\n"
+      "free_completed,2101248,2097152,0,8\n";
+  char dir[] = "/tmp/ab_bisect_test_XXXXXX", path[64];
+  REQUIRE(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/survived.csv", dir);
+  FILE *f = fopen(path, "w");
+  REQUIRE(f != NULL);
+  fputs(csv, f);
+  fclose(f);
   ab_events_t es;
   ab_diag_t diag = {""};
   char spec[512];
   snprintf(spec, sizeof spec, "replay:%s", path);
-  REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
-  CHECK_EQ(es.trace_ooms, 119); /* cnn_dyn.json: the passing run recorded 119 oom events */
+  ab_status built = ab_workload_build(spec, 42, &es, &diag);
+  unlink(path);
+  rmdir(dir);
+  REQUIRE_MSG(built == AB_OK, "%s", diag.msg);
+  CHECK_EQ(es.trace_ooms, 2);
   ab_run_t run;
   REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
   ab_bisect_opts_t o = opts("raw", NULL);
@@ -411,20 +430,20 @@ static void survived_ooms_make_an_upper_bound(void) {
   ab_table_init(&t, ab_oom_cols, ab_oom_ncols);
   ab_run_desc_t d = {es.source, "raw", NULL, r.device, 0, 42};
   REQUIRE(ab_results_add_oom(&t, &d, &es, &r) == AB_OK);
-  CHECK_STR_CONTAINS(ab_table_get(&t, 0, "trace_ooms"), "119");
+  CHECK_STR_CONTAINS(ab_table_get(&t, 0, "trace_ooms"), "2");
   CHECK_STR_CONTAINS(ab_table_get(&t, 0, "note"), "upper bound");
   ab_table_free(&t);
   ab_run_release(&run);
   ab_events_free(&es);
 }
 
-/* The acceptance of the OOM search: on the fixture's snapshot (and its CSV trace: the
+/* The acceptance of the OOM search: on the recorded snapshot (and its CSV trace: the
  * allocation sequence of every config), caching under max_split_size_mb:128 and under
  * expandable_segments:True on an H200 gives a smallest cap inside the bracket of PyTorch's
  * own bisection of the memory cap (cnn_dyn.json, min_cap_bisect: passed at min_pass_cap,
  * OOM at max_fail_cap). What PyTorch bisected is the cap, so the search is of the cap: its
  * expandable run at min_pass_cap held 3.8 MB more than the cap (Note [Budget or cap]). */
-static void fixture_within_pytorch_bracket(void) {
+static void recorded_within_pytorch_bracket(void) {
   NEED_DEVICE();
   static const struct {
     const char *strategy, *conf;
@@ -434,8 +453,6 @@ static void fixture_within_pytorch_bracket(void) {
       {"expandable", "expandable_segments:True", 7843750000ULL, 7850000000ULL},
   };
   static const char *const files[] = {CNN_DIR "/cnn_dyn.default.pickle.gz", CNN_DIR "/cnn_dyn.default.trace.csv.gz"};
-  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++)
-    if (access(files[f], R_OK) != 0) SKIP("fixture %s is missing", files[f]);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (ab_strategy_find(cases[i].strategy) == NULL)
       SKIP("needs the %s strategy (the caching allocator), which this build does not have", cases[i].strategy);
@@ -474,6 +491,6 @@ static const ab_test_t tests[] = {
     {"probes_are_repeatable", probes_are_repeatable},
     {"every_strategy_gets_an_answer", every_strategy_gets_an_answer},
     {"survived_ooms_make_an_upper_bound", survived_ooms_make_an_upper_bound},
-    {"fixture_within_pytorch_bracket", fixture_within_pytorch_bracket},
+    {"recorded_within_pytorch_bracket", recorded_within_pytorch_bracket},
 };
 AB_TEST_MAIN(tests)

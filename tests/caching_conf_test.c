@@ -144,7 +144,8 @@ static void test_allocator_settings_refused(void) {
   refused("roundup_power2_divisions:0", "For roundups, the divisions has to be power of 2 ");
   refused("roundup_power2_divisions:[64:3]", "the divisions has to be power of 2 or 0 to disable roundup");
   refused("roundup_power2_divisions:[63:4]", "For roundups, the intervals have to be power of 2 ");
-  refused("roundup_power2_divisions:[64:8", "Index out of bounds in ConfigTokenizer");
+  refused("roundup_power2_divisions:[64:8", "at position 31: 'roundup_power2_divisions': the list opened at position 26 lacks its closing ']'");
+  refused("roundup_power2_divisions:[64:8,256:4", "the list opened at position 26 lacks its closing ']'");
   refused("max_split_size_mb", "'max_split_size_mb' lacks its value");
   refused("max_split_size_mb:", "'max_split_size_mb' lacks its value");
   refused("pinned_reserve_segment_size_mb:0", "Pinned reserve segment size has to be greater than 0");

@@ -1,21 +1,19 @@
 /* caching_fidelity_test.c: the caching strategy replays what PyTorch 2.11 recorded on an
- * H200 (AB_FIXTURES_DIR/pytorch-2.11-h200, README there) and decides as PyTorch decided.
+ * H200 (tests/data/pytorch-2.11-h200, README there) and decides as PyTorch decided.
  *
  * The program (ResNet-50 with image sizes drawn per step) is the same under every CONFIG, so
  * the snapshot PyTorch wrote for the default run (cnn_dyn.default.pickle.gz, the file a user
  * hands over) is replayed under each CONFIG's PYTORCH_CUDA_ALLOC_CONF on sim:h200 and
- * compared with that CONFIG's statistics in cnn_dyn.json and its own trace:
+ * compared with that CONFIG's statistics in cnn_dyn.json and its own decisions
+ * (cnn_dyn.CONFIG.segments.csv.gz):
  * peak reserved, device allocations and frees exactly; the sequence of segment decisions
  * (segment_alloc / free / map / unmap and their sizes) exactly; peak allocated within 0.1%
  * (ties between equal free blocks go to the lowest address, and the simulated card's
  * addresses are not the driver's), and exactly when each cudaMalloc gets the address the
  * recorded run got. Under a memory cap, the bisection of cnn_dyn.json: completes at
  * min_pass_cap, out of memory at max_fail_cap, and the decisions of the capped runs.
- * The fixtures live beside the repository (../shared/fixtures, or AB_FIXTURES_DIR): where that
- * folder is absent the tests skip (CI checks that it is there); a file missing or broken in it
- * fails them. */
+ * The recorded files ship with the repository: one missing or broken fails the tests. */
 #include <math.h>
-#include <unistd.h>
 
 #include "caching.h"
 #include "device_open.h"
@@ -26,44 +24,40 @@
 
 #include "check.h"
 
-#ifndef AB_FIXTURES_DIR
-#error "AB_FIXTURES_DIR must name the shared fixtures folder"
+#ifndef AB_TEST_DATA_DIR
+#error "AB_TEST_DATA_DIR must name the folder of recorded runs (tests/data)"
 #endif
-#define FIXTURES AB_FIXTURES_DIR "/pytorch-2.11-h200/"
+#define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 
-/* ---- the fixtures ------------------------------------------------------------------------- */
+/* ---- the recorded runs -------------------------------------------------------------------- */
 
 static ab_events_t program; /* the default run's snapshot: what the program asked for */
 static bool program_loaded;
 static ab_input_t json;
 
-static bool load_trace(const char *name, ab_events_t *es) {
+/* The decisions PyTorch made in the run `name` (CONFIG or CONFIG.capBYTES). */
+static bool load_decisions(const char *name, ab_events_t *es) {
   char path[1024];
-  snprintf(path, sizeof path, FIXTURES "cnn_dyn.%s.trace.csv.gz", name);
+  snprintf(path, sizeof path, RECORDED "cnn_dyn.%s.segments.csv.gz", name);
   ab_diag_t d = {""};
-  if (ab_trace_load(path, NULL, es, NULL, &d) != AB_OK) {
-    CHECK_MSG(false, "fixture: %s", d.msg);
+  static const ab_trace_opts_t decisions = {-1, 0, true}; /* no allocations in these files */
+  if (ab_trace_load(path, &decisions, es, NULL, &d) != AB_OK) {
+    CHECK_MSG(false, "recorded run: %s", d.msg);
     return false;
   }
   return true;
 }
 
-/* Skips the test where the fixtures folder is not there at all. */
-#define NEED_FIXTURES()                                                                  \
-  do {                                                                                   \
-    if (access(FIXTURES, R_OK) != 0) SKIP("no fixtures at %s (set AB_FIXTURES_DIR)", FIXTURES); \
-    REQUIRE(fixtures());                                                                 \
-  } while (0)
-
-static bool fixtures(void) {
+/* The program and cnn_dyn.json, loaded once. */
+static bool load_program(void) {
   if (program_loaded) return true;
   ab_diag_t d = {""};
-  if (ab_input_read(FIXTURES "cnn_dyn.json", &json, &d) != AB_OK) {
-    CHECK_MSG(false, "fixture: %s", d.msg);
+  if (ab_input_read(RECORDED "cnn_dyn.json", &json, &d) != AB_OK) {
+    CHECK_MSG(false, "recorded run: %s", d.msg);
     return false;
   }
-  if (ab_trace_load(FIXTURES "cnn_dyn.default.pickle.gz", NULL, &program, NULL, &d) != AB_OK) {
-    CHECK_MSG(false, "fixture: %s", d.msg);
+  if (ab_trace_load(RECORDED "cnn_dyn.default.pickle.gz", NULL, &program, NULL, &d) != AB_OK) {
+    CHECK_MSG(false, "recorded run: %s", d.msg);
     return false;
   }
   return program_loaded = true;
@@ -181,9 +175,9 @@ static const char *const close_stats[] = {
 };
 
 static void against_recorded(const char *config, bool recorded_addresses) {
-  NEED_FIXTURES();
+  REQUIRE(load_program());
   ab_events_t recorded;
-  REQUIRE(load_trace(config, &recorded));
+  REQUIRE(load_decisions(config, &recorded));
   /* The CONFIG's PYTORCH_CUDA_ALLOC_CONF, from cnn_dyn.json. */
   char conf[256], pattern[128];
   snprintf(pattern, sizeof pattern, "\"%s\": {", config);
@@ -249,13 +243,13 @@ static uint64_t recorded_peak_reserved(const ab_events_t *es) {
 static bool load_capped(const char *config, int64_t cap, ab_events_t *es) {
   char name[96];
   snprintf(name, sizeof name, "%s.cap%lld", config, (long long)cap);
-  return load_trace(name, es);
+  return load_decisions(name, es);
 }
 
 /* split128 under --budget: completes at min_pass_cap, OOM at max_fail_cap; with the recorded
  * addresses, every decision of both capped runs (frees, retries) is PyTorch's. */
 static void bisection_split128(void) {
-  NEED_FIXTURES();
+  REQUIRE(load_program());
   int64_t pass = json_number("min_cap_bisect", "split128", "min_pass_cap");
   int64_t fail = json_number("min_cap_bisect", "split128", "max_fail_cap");
   for (int addresses = 0; addresses < 2; addresses++) {
@@ -284,7 +278,7 @@ static void bisection_split128(void) {
  * set_per_process_memory_fraction sets it): the bracket holds and every decision of both
  * capped runs is PyTorch's, including the maps that took reserved memory past the cap. */
 static void bisection_expandable_fraction(void) {
-  NEED_FIXTURES();
+  REQUIRE(load_program());
   int64_t caps[2] = {json_number("min_cap_bisect", "expandable", "min_pass_cap"),
                      json_number("min_cap_bisect", "expandable", "max_fail_cap")};
   for (int i = 0; i < 2; i++) {
@@ -309,7 +303,7 @@ static void bisection_expandable_fraction(void) {
  * decisions up to the map that took PyTorch's reserved bytes past the cap, which this card
  * cannot hold; with the bytes PyTorch's passing run held at its highest, it completes. */
 static void bisection_expandable_budget(void) {
-  NEED_FIXTURES();
+  REQUIRE(load_program());
   int64_t pass = json_number("min_cap_bisect", "expandable", "min_pass_cap");
   int64_t fail = json_number("min_cap_bisect", "expandable", "max_fail_cap");
   ab_events_t at_pass, at_fail;

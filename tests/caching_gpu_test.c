@@ -1,11 +1,11 @@
 /* caching_gpu_test.c: caching, split-limited and expandable on the real GPU (label gpu;
  * skipped without one) decide as on the simulated card.
  *
- * Each runs the random workload and the replay of the fixtures' default snapshot on --device
+ * Each runs the random workload and the replay of the recorded default snapshot (tests/data) on --device
  * cuda, recording its segment decisions and the addresses the driver gave. The same run on
  * sim:h200, handed those addresses (the address plan), must make the same decisions (action
  * and size, in order) and reach the same peak reserved and allocated bytes: the strategy is one
- * piece of code whatever the device. The fixture replay on the GPU must also make the
+ * piece of code whatever the device. The recorded replay on the GPU must also make the
  * decisions PyTorch recorded under the preset's configuration. */
 #include "caching.h"
 #include "device_open.h"
@@ -16,10 +16,10 @@
 
 #include "check.h"
 
-#ifndef AB_FIXTURES_DIR
-#error "AB_FIXTURES_DIR must name the shared fixtures folder"
+#ifndef AB_TEST_DATA_DIR
+#error "AB_TEST_DATA_DIR must name the folder of recorded runs (tests/data)"
 #endif
-#define FIXTURES AB_FIXTURES_DIR "/pytorch-2.11-h200/"
+#define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 
 typedef struct decision_s {
   uint8_t action; /* a segment action (trace_actions.h) */
@@ -141,16 +141,17 @@ static void random_workload(void) {
   ab_events_free(&es);
 }
 
-static void fixture_replay(void) {
+static void recorded_replay(void) {
   if (!ab_device_cuda_usable()) SKIP("no usable GPU");
   ab_events_t es;
   ab_diag_t d = {""};
-  REQUIRE_MSG(ab_trace_load(FIXTURES "cnn_dyn.default.pickle.gz", NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+  REQUIRE_MSG(ab_trace_load(RECORDED "cnn_dyn.default.pickle.gz", NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
   for (size_t i = 0; i < 3; i++) {
     char path[1024];
-    snprintf(path, sizeof path, FIXTURES "cnn_dyn.%s.trace.csv.gz", recorded_configs[i]);
+    snprintf(path, sizeof path, RECORDED "cnn_dyn.%s.segments.csv.gz", recorded_configs[i]);
     ab_events_t recorded;
-    REQUIRE_MSG(ab_trace_load(path, NULL, &recorded, NULL, &d) == AB_OK, "%s", d.msg);
+    static const ab_trace_opts_t decisions = {-1, 0, true}; /* no allocations in these files */
+    REQUIRE_MSG(ab_trace_load(path, &decisions, &recorded, NULL, &d) == AB_OK, "%s", d.msg);
     gpu_equals_sim(strategies[i], &es, &recorded);
     ab_events_free(&recorded);
   }
@@ -159,7 +160,7 @@ static void fixture_replay(void) {
 
 static const ab_test_t tests[] = {
     {"random_workload", random_workload},
-    {"fixture_replay", fixture_replay},
+    {"recorded_replay", recorded_replay},
 };
 
 AB_TEST_MAIN(tests)

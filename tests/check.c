@@ -3,7 +3,15 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-static char tmpdir[64]; /* the temporary folder, once made */
+/* The binary's temporary folder: its working folder too, so that what a test writes to a
+ * default path (results/latest) never lands in the source tree. Removed at the end. */
+static char tmpdir[64];
+
+static bool make_tmpdir(void) {
+  if (tmpdir[0]) return true;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/ab_test.XXXXXX");
+  return mkdtemp(tmpdir) != NULL;
+}
 
 #include "registry.h"
 
@@ -27,10 +35,7 @@ bool ab_check_report(const char *file, int line, const char *expr, const char *f
 const char *ab_test_tmp_path(const char *name) {
   static char path[8][256];
   static int next;
-  if (tmpdir[0] == '\0') {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ab_test.XXXXXX");
-    if (mkdtemp(tmpdir) == NULL) abort();
-  }
+  if (!make_tmpdir()) abort();
   char *p = path[next++ % 8];
   snprintf(p, 256, "%s/%s", tmpdir, name);
   return p;
@@ -45,9 +50,11 @@ const char *ab_test_write_file(const char *name, const void *data, size_t len) {
   return path;
 }
 
-bool ab_test_readable(const char *path) { return access(path, R_OK) == 0; }
-
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
+  if (!make_tmpdir() || chdir(tmpdir) != 0) {
+    fprintf(stderr, "cannot make a working folder %s\n", tmpdir);
+    return 1;
+  }
   const char *filter = NULL;
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--device=", 9) == 0)
@@ -71,7 +78,7 @@ int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
     ran++;
     printf("%-4s %s\n", bad ? "FAIL" : ab_check_skipped ? "SKIP" : "ok", tests[i].name);
   }
-  if (tmpdir[0]) {
+  if (tmpdir[0] && chdir("/") == 0) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) {

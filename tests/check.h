@@ -8,7 +8,9 @@
  * run here, e.g. no GPU), which CTest reports as skipped.
  *
  * Files a test writes go to a folder of the binary's own under /tmp (ab_test_tmp_path),
- * removed when the tests have run; failing to remove it is a failure.
+ * which is also its working folder, so that a default output path (results/latest) never
+ * reaches the source tree; it is removed when the tests have run, and failing to remove it
+ * is a failure.
  */
 #ifndef AB_CHECK_H
 #define AB_CHECK_H
@@ -88,8 +90,6 @@ bool ab_check_report(const char *file, int line, const char *expr, const char *f
 const char *ab_test_tmp_path(const char *name);
 /* Writes len bytes to ab_test_tmp_path(name) and returns that path. */
 const char *ab_test_write_file(const char *name, const void *data, size_t len);
-/* True when path can be read (a fixture that may be absent). */
-bool ab_test_readable(const char *path);
 
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n);
 

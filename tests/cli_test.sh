@@ -13,6 +13,7 @@ refuse "--device 'tpu'" run -w random -s raw --device tpu
 refuse "--budget '-3GB'" run -w random -s raw --device sim --budget -3GB
 refuse "unknown unit 'XB'" run -w random -s raw --device sim --budget 12XB
 refuse "--budget '0'" run -w random -s raw --device sim --budget 0
+refuse "--budget '1.5': at position 2: a fractional size needs a unit" run -w random -s raw --device sim --budget 1.5
 refuse "--budget 200.00 GiB is more than the device's" run -w random -s raw --device sim --budget 200GiB
 refuse "--seed 'abc'" run -w random -s raw --device sim --seed abc
 refuse "chunk" run -w random -s pooled -c chunk:abc --device sim
@@ -24,6 +25,7 @@ refuse "--format 'xml'" run -w random -s raw --device sim --format xml
 refuse "--faults" run -w random -s raw --device sim --faults rate=2
 refuse "fault injection works on the simulated device only" run -w random -s raw --device cuda --faults nth=1
 refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
+refuse "$work: is a directory (expected a file)" run -w "replay:$work" -s raw --device sim
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "'layers' given again (first at position 1)" run -w dynamic-shapes:layers=12,layers=13 -s raw --device sim
 refuse "batch x seq x vocab" run -w mixed-precision:batch=1048576,seq=1048576,vocab=4194304 -s raw --device sim
@@ -39,6 +41,21 @@ if ! ldd "$ab" 2>/dev/null | grep -q libasan; then
 fi
 took_ms=$((($(date +%s%N) - start) / 1000000))
 [ $took_ms -lt 3000 ] || fail "refusing the workloads too large took $took_ms ms: they were generated"
+
+# Without a GPU, --device cuda says so in those words (the runtime's "driver version is
+# insufficient" reads as "update the driver").
+if "$ab" run -w random:ops=10 -s raw --out "$work/auto" 2>&1 >/dev/null | grep -q "no usable GPU" &&
+  ! "$ab" run -w random:ops=10 -s raw --device cuda --out "$work/auto" 2>&1 | grep -q "no CUDA support"; then
+  refuse "--device cuda: no GPU here" run -w random -s raw --device cuda
+fi
+
+# A refused conf is one line, even where --device auto would name its device, and quotes
+# what the user typed, not the preset in front of it.
+refuse "-c 'bogus:1': at position 1: Unrecognized key 'bogus'" run -w random -s caching -c bogus:1
+refuse "-c 'max_split_size_mb:abc': at position 19:" run -w random -s split-limited -c max_split_size_mb:abc
+refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expandable -c max_split_size_mb:128 -c bogus:1
+refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
+refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
 
 # The budget search and the comparison refuse the same way, before anything runs.
 for cmd in oom compare; do
@@ -56,11 +73,109 @@ for cmd in oom compare; do
   refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --cap -c '' -c chunk:4MiB
 done
 
-# Help on every command, and the list.
-for cmd in list run oom compare; do
-  "$ab" $cmd --help >"$work/out" 2>&1 || fail "$cmd --help exited $?"
-  grep -q "usage: allocbench $cmd" "$work/out" || fail "$cmd --help shows no usage"
+# A results folder that cannot be written is refused before any work: one line naming it,
+# nothing on stdout, the file in its way untouched.
+: >"$work/afile"
+trace=$(cd "$(dirname "$0")" && pwd)/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+# refuse_out OUT SAYS ARGS...
+refuse_out() {
+  local out=$1 says=$2
+  shift 2
+  "$ab" "$@" --device sim --out "$out" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -lt 1 ] || [ $rc -gt 127 ]; then fail "$* --out $out exited $rc"; fi
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$* --out $out: not one line on stderr: $(cat "$work/err")"
+  grep -qF -- "--out '$out': $says" "$work/err" || fail "$* --out $out: stderr does not say '$says': $(cat "$work/err")"
+  [ -s "$work/out" ] && fail "$* --out $out: wrote to stdout"
+  [ -f "$work/afile" ] && [ ! -s "$work/afile" ] || fail "$* --out $out: the file in the way changed"
+}
+for out in "$work/afile" "$work/afile/sub"; do
+  refuse_out "$out" "$work/afile is not a directory" run -w random:ops=2000 -s caching
+  refuse_out "$out" "$work/afile is not a directory" oom -w random:ops=2000 -s raw
+  refuse_out "$out" "$work/afile is not a directory" compare -w random:ops=2000 -s raw,pooled
+  refuse_out "$out" "$work/afile is not a directory" matrix --quick -w fragmenter
+  refuse_out "$out" "$work/afile is not a directory" replay "$trace"
+  refuse_out "$out" "$work/afile is not a directory" run -w zero:steps=1,layers=1 -s raw --ranks 2
+  refuse_out "$out" "$work/afile is not a directory" tune -w random:ops=2000
 done
+refuse_out "" "an empty path" run -w random:ops=2000 -s raw
+if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
+  mkdir "$work/readonly" && chmod 555 "$work/readonly"
+  refuse_out "$work/readonly" "cannot write there: Permission denied" run -w random:ops=2000 -s raw
+fi
+# The check leaves nothing behind when a later input is refused.
+"$ab" run -w nosuch -s raw --device sim --out "$work/new/deeper" >/dev/null 2>&1
+[ -e "$work/new" ] && fail "a refused run left its --out folder behind"
+# replay --info writes nothing, so it does not need a folder.
+"$ab" replay --info "$trace" --out "$work/afile" >/dev/null || fail "replay --info checked --out"
+
+# Help comes from the one option table: each command's --help lists exactly the options it
+# takes (each accepted, each in its usage line), and an option another command lists is
+# refused by the commands whose help leaves it out.
+sample() { # a value the option accepts
+  case $1 in
+    workload) echo random ;; strategy) echo raw ;; conf) echo "" ;; device) echo sim ;;
+    seed | trace-device) echo 0 ;; ranks) echo 2 ;;
+    out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; nccl) echo libnccl.so.2 ;;
+    export-trace | export-snapshot) echo "$work/export" ;;
+    budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;;
+    jobs | max-entries | collective-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
+    *) return 1 ;;
+  esac
+}
+# help_options CMD: "NAME LETTER ARG" for each option of CMD's --help ("-" for none)
+help_options() {
+  "$ab" "$1" --help | sed -nE 's/^  (-([a-z]), |    )--([a-z-]+)( ([^ ]+))?( .*)?$/\3\t\2\t\5/p' |
+    awk -F '\t' '{ print $1, ($2 == "" ? "-" : $2), ($3 == "" ? "-" : $3) }'
+}
+# try CMD NAME ARG: CMD with the option (and a value for it) before --help
+try() {
+  local operand=()
+  [ "$1" = replay ] && operand=("$trace")
+  if [ "$3" = - ]; then
+    "$ab" "$1" "${operand[@]}" "--$2" --help
+  else
+    "$ab" "$1" "${operand[@]}" "--$2" "$(sample "$2")" --help
+  fi
+}
+commands="list run replay oom compare matrix tune record"
+for cmd in $commands; do help_options $cmd; done | sort -u >"$work/all_options"
+[ "$(grep -c . "$work/all_options")" -ge 30 ] || fail "the help lists only $(grep -c . "$work/all_options") options in all"
+for cmd in $commands; do
+  "$ab" $cmd --help >"$work/help" 2>&1 || fail "$cmd --help exited $?"
+  grep -q "^usage: allocbench $cmd" "$work/help" || fail "$cmd --help shows no usage"
+  sed '/^$/q' "$work/help" >"$work/usage"
+  help_options $cmd >"$work/options"
+  while read -r name letter arg; do
+    [ "$arg" = - ] || sample "$name" >/dev/null || fail "no sample value for --$name (add it to sample())"
+    try $cmd "$name" "$arg" >"$work/out" 2>"$work/err" || fail "$cmd --help lists --$name, which it refuses: $(cat "$work/err")"
+    [ "$name" = help ] && continue
+    if [ "$letter" = - ]; then form="--$name"; else form="-$letter"; fi
+    grep -qE -- "(^|[ [])$form( |]|$)" "$work/usage" || fail "$cmd: --$name is not in the usage: $(cat "$work/usage")"
+  done <"$work/options"
+  while read -r name letter arg; do
+    grep -q "^$name" "$work/options" && continue # taken, or the abbreviation of one taken
+    try $cmd "$name" "$arg" >"$work/out" 2>"$work/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "$cmd takes --$name (exit $rc), which its --help leaves out"
+    [ -s "$work/out" ] && fail "$cmd --$name: wrote to stdout"
+  done <"$work/all_options"
+done
+grep -q "^budget " <(help_options oom) && fail "oom --help lists --budget"
+grep -q "^seed " <(help_options replay) && fail "replay --help lists --seed"
+grep -q "rank=R" <("$ab" replay --help) && fail "replay --help speaks of ranks"
+refuse "-w: the trace is the argument" replay "$trace" -w random --device sim
+refuse "--seed: a trace replays as it was recorded" replay "$trace" --seed 3 --device sim
+for cmd in oom compare matrix; do
+  refuse "--faults: a budget search needs runs that fail only for want of memory" $cmd -w random -s raw --device sim --faults nth=1
+done
+# list -v: each strategy's keys once, indented under it; presets point to those they share.
+"$ab" list -v >"$work/out" || fail "list -v exited $?"
+[ "$(grep -c 'max_split_size_mb:N' "$work/out")" -eq 1 ] || fail "list -v shows caching's keys $(grep -c 'max_split_size_mb:N' "$work/out") times"
+grep -q '^      max_split_size_mb:N ' "$work/out" || fail "caching's keys are not indented under it: $(grep 'max_split_size_mb:N' "$work/out")"
+grep -q '^  caching ' "$work/out" || fail "list -v does not show caching"
+grep -q '^      -c keys: those of caching$' "$work/out" || fail "split-limited does not point to caching's keys"
+grep -q '^      ops=N ' "$work/out" || fail "random's arguments are not indented under it"
 "$ab" --help >/dev/null || fail "--help exited $?"
 "$ab" list >"$work/out" || fail "list exited $?"
 for name in raw pooled async random replay dynamic-shapes cnn-dynamic mixed-precision zero fragmenter h200 a100-40gb; do
@@ -76,7 +191,8 @@ head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,see
   fail "unexpected header: $(head -n 1 "$work/csv")"
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"
-grep -q '^peak_reserved_bytes' "$work/table" || fail "the table does not show peak_reserved_bytes"
+grep -qE '^peak_reserved_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show peak_reserved_bytes in MiB: $(cat "$work/table")"
+grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
 head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
@@ -109,17 +225,40 @@ grep -q ',pooled,.*,fragmentation,' "$work/csv" || fail "pooled's row: $(grep ',
 grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing probe: $(cat "$work/err")"
 [ -s "$out/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of the failing probe"
 "$ab" oom -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "oom table exited $?"
-grep -q '^min_budget_bytes' "$work/table" || fail "oom's table does not show min_budget_bytes"
-[ "$(wc -l <"$out/oom.csv")" -eq 4 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 4"
+grep -qE '^min_budget_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom's table does not show min_budget_bytes in MiB"
+# The table ends with the answer in words, the smallest budget first.
+"$ab" oom -w fragmenter -s caching,expandable,raw --device sim --out "$out" --quiet >"$work/table" || fail "oom of three exited $?"
+[ "$(tail -n 1 "$work/table")" = "It fits 256.00 MiB with raw; needs 260.12 MiB with expandable; needs 320.00 MiB with caching." ] ||
+  fail "the answer in words: $(tail -n 1 "$work/table")"
+[ "$(wc -l <"$out/oom.csv")" -eq 7 ] || fail "oom.csv has $(wc -l <"$out/oom.csv") lines, expected 7"
+
+# The kinds say what is in the way: expandable's failing probe on the fragmenter fails for its
+# 20 MiB pages (rounding), caching's for its scattered holes (fragmentation).
+"$ab" oom -w fragmenter -s expandable,caching --device sim --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
+  fail "oom on the fragmenter exited $?"
+grep -q '^fragmenter,expandable,.*,rounding,' "$work/csv" || fail "expandable's row: $(grep ',expandable,' "$work/csv")"
+grep -q '^fragmenter,caching,.*,fragmentation,' "$work/csv" || fail "caching's row: $(grep ',caching,' "$work/csv")"
+grep -q "Kind: rounding.*expandable takes 260.00 MiB from the device" "$work/err" || fail "no rounding report: $(cat "$work/err")"
+# A workload larger than the card is said first, in words.
+"$ab" oom -w fragmenter:block=512MiB -s raw,expandable --device sim:1GiB --out "$out" -q >"$work/table" ||
+  fail "oom of a workload larger than the card exited $?"
+head -n 1 "$work/table" | grep -q "requests 4.00 GiB at its peak, more than the device's 1.00 GiB" ||
+  fail "not said first: $(cat "$work/table")"
+"$ab" oom -w fragmenter -s raw --device sim --out "$out" -q >"$work/table"
+grep -q "at its peak, more than" "$work/table" && fail "said of a workload that fits: $(cat "$work/table")"
 
 # compare: one table, with the runs and searches recorded too.
-"$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" --quiet >"$work/table" ||
+"$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" >"$work/table" 2>"$work/err" ||
   fail "compare exited $?"
+grep -q "ran out of memory" "$work/err" && fail "compare printed OOM reports without -v: $(cat "$work/err")"
+grep -qE '^raw +89\.81 MiB +0\.000 +89\.81 MiB ' "$work/table" || fail "compare's bytes are not in MiB: $(cat "$work/table")"
 head -n 1 "$work/table" | grep -q 'peak_reserved_bytes.*frag_pct.*min_budget_bytes.*alloc_ns_p50' ||
   fail "compare's table: $(head -n 1 "$work/table")"
 [ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
 [ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"
-[ "$(wc -l <"$out/oom.csv")" -eq 7 ] || fail "compare did not append its searches to oom.csv"
+[ "$(wc -l <"$out/oom.csv")" -eq 15 ] || fail "compare did not append its searches to oom.csv"
+"$ab" compare -w random:ops=3000 -s raw,pooled -v --device sim --out "$out" >/dev/null 2>"$work/err" || fail "compare -v exited $?"
+[ "$(grep -c "ran out of memory" "$work/err")" -eq 2 ] || fail "compare -v did not report both failing probes: $(cat "$work/err")"
 
 # The segment map draws, as PNG and SVG (where gnuplot is installed).
 if command -v gnuplot >/dev/null; then
@@ -137,6 +276,12 @@ grep -q "no --budget: fragmenter runs under its suggested 288.00 MiB" "$work/err
 "$ab" run -w fragmenter -s raw --device sim --budget 1GiB --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "fragmenter run exited $?"
 grep -q '^fragmenter,raw,,sim:h200,1073741824,' "$work/csv" || fail "--budget did not win: $(tail -n 1 "$work/csv")"
+
+# A replayed trace is named by its file name, not the path it had on this machine.
+"$ab" run -w "replay:$trace" -s raw --device sim --out "$work/named" -q >/dev/null || fail "run -w replay: exited $?"
+"$ab" replay "$trace" -s raw --device sim --out "$work/named" -q >/dev/null || fail "replay exited $?"
+[ "$(cut -d, -f1 "$work/named/summary.csv" | sort | uniq -c | awk '{print $1, $2}')" = "2 replay:cnn_dyn.default.trace.csv.gz
+1 workload" ] || fail "replays are not named by their file: $(cut -d, -f1 "$work/named/summary.csv")"
 
 # JSON parses.
 "$ab" run -w random:ops=300 -s async --device sim --out "$out" --format json >"$work/json" || fail "json run exited $?"

@@ -110,6 +110,36 @@ static void oom_capacity(void) {
   ab_events_free(&es);
 }
 
+/* A stream without steps (a recorded trace) is sampled every n / 200 + 1 events: 1000
+ * allocations and their frees, 2000 events, give samples at 0, 11, ..., 1991 and the end,
+ * the step column counting them; the peaks are the run's whatever the sampling. */
+static void timeline_of_a_trace(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t id[1000];
+  for (int i = 0; i < 1000; i++) id[i] = ab_events_alloc(&es, 4096, 0, AB_TAG_OTHER);
+  for (int i = 0; i < 1000; i++) ab_events_free_id(&es, id[i]);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  REQUIRE(es.nsteps == 0 && es.n == 2000);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 0, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  CHECK_EQ(run.ntimeline, 2000 / 11 + 1 + 1);
+  for (size_t k = 0; k + 1 < run.ntimeline; k++) {
+    CHECK_EQ(run.timeline[k].event, 11 * k);
+    CHECK_EQ(run.timeline[k].step, k);
+  }
+  CHECK_EQ(run.timeline[run.ntimeline - 1].event, 2000);
+  CHECK_EQ(run.timeline[100].requested, 1000 * 4096 - (1100 - 1000) * 4096);
+  CHECK_EQ(run.stats.requested_bytes.peak, 1000 * 4096);
+  ab_run_release(&run);
+  ab_test_world_close(dev, s);
+  ab_events_free(&es);
+}
+
 /* pooled never splits: three size classes need three chunks even though the live bytes are
  * a few KiB, so the third fails within a budget that fits them many times over. */
 static void oom_fragmentation(void) {
@@ -133,6 +163,49 @@ static void oom_fragmentation(void) {
   ab_run_release(&run);
   ab_test_world_close(dev, s);
   ab_events_free(&es);
+}
+
+/* expandable maps 20 MiB pages: 256 MiB requested take 260 MiB. Under a budget between the
+ * two the request fits as asked but not as mapped: rounding, not fragmentation (nothing is
+ * live); under one below 256 MiB, capacity. */
+static void oom_rounding(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_events_alloc(&es, 256 << 20, 0, AB_TAG_OTHER);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  static const struct {
+    uint64_t budget;
+    ab_oom_kind_t kind;
+  } cases[] = {{259 << 20, AB_OOM_ROUNDING}, {255 << 20, AB_OOM_CAPACITY}};
+  for (size_t i = 0; i < 2; i++) {
+    ab_device_t *dev;
+    ab_strategy_t *s;
+    REQUIRE(setup("expandable", NULL, cases[i].budget, &dev, &s));
+    ab_run_t run;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+    REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+    CHECK(run.status == AB_RUN_OOM);
+    CHECK_EQ(run.oom.device_bytes, 260 << 20);
+    CHECK_MSG(run.oom.kind == cases[i].kind, "under %llu bytes: %s", (unsigned long long)cases[i].budget,
+              ab_oom_kind_name(run.oom.kind));
+    ab_run_release(&run);
+    ab_test_world_close(dev, s);
+  }
+  ab_events_free(&es);
+}
+
+/* The kinds from their figures: each bound, one byte either side. */
+static void oom_kinds_at_their_bounds(void) {
+  ab_oom_info_t o = {.bytes = 100, .live_requested = 900, .allocated = 950, .device_bytes = 150, .limit = 1100};
+  CHECK(ab_oom_classify(&o) == AB_OOM_FRAGMENTATION); /* 950 + 150 = 1100 */
+  o.limit = 1099;
+  CHECK(ab_oom_classify(&o) == AB_OOM_ROUNDING);
+  o.limit = 1000;
+  CHECK(ab_oom_classify(&o) == AB_OOM_ROUNDING); /* 900 + 100 = 1000 */
+  o.limit = 999;
+  CHECK(ab_oom_classify(&o) == AB_OOM_CAPACITY);
+  o.limit = 800; /* less than what is live */
+  CHECK(ab_oom_classify(&o) == AB_OOM_CAPACITY);
 }
 
 /* With continue_on_oom the replay goes on past a failed allocation: its id is dead, the
@@ -412,8 +485,11 @@ static void results_append_safely(void) {
 static const ab_test_t tests[] = {
     {"csv_header_names_quoted", csv_header_names_quoted},
     {"replay_counts_and_timeline", replay_counts_and_timeline},
+    {"timeline_of_a_trace", timeline_of_a_trace},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},
+    {"oom_rounding", oom_rounding},
+    {"oom_kinds_at_their_bounds", oom_kinds_at_their_bounds},
     {"continue_after_oom", continue_after_oom},
     {"stop_on_request", stop_on_request},
     {"stream_validation", stream_validation},

@@ -153,7 +153,9 @@ static void convert_files(void) {
   fputs(sample, f);
   fclose(f);
   ab_diag_t diag = {""};
-  CHECK_MSG(ab_gbench_csv_convert(json, csv, &diag) == AB_OK, "%s", diag.msg);
+  ab_gbench_context_t context = {"unread"};
+  CHECK_MSG(ab_gbench_csv_convert(json, csv, &context, &diag) == AB_OK, "%s", diag.msg);
+  CHECK_STR_CONTAINS(context.library_build_type, "debug"); /* the sample's library was built so */
   char line[512] = "";
   f = fopen(csv, "r");
   REQUIRE(f != NULL);
@@ -163,7 +165,7 @@ static void convert_files(void) {
   while (fgets(line, sizeof line, f)) rows++;
   fclose(f);
   CHECK_EQ(rows, 3);
-  CHECK(ab_gbench_csv_convert("/nonexistent/micro.json", csv, &diag) == AB_ERR_IO);
+  CHECK(ab_gbench_csv_convert("/nonexistent/micro.json", csv, NULL, &diag) == AB_ERR_IO);
   CHECK_STR_CONTAINS(diag.msg, "/nonexistent/micro.json");
   remove(json);
   remove(csv);

@@ -15,7 +15,7 @@
 
 #include "check.h"
 
-#define CNN_TRACE AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+#define CNN_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 
 static uint64_t seen_end(const ab_lifetime_t *a, unsigned stream) { return a->stream == stream ? a->end : a->end_other; }
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# matrix_test.sh ALLOCBENCH FIXTURES_DIR: `allocbench matrix`. Every strategy meets every
+# matrix_test.sh ALLOCBENCH DATA_DIR: `allocbench matrix`. Every strategy meets every
 # workload of the list, one summary row and one timeline each; --quick shortens a workload
 # but the user's arguments win; the default list is the bench list as far as this build has
-# it; bad input is refused before anything runs.
+# it, with the recorded trace of DATA_DIR; bad input is refused before anything runs.
 set -u
-ab=${1:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
-fixtures=${2:?usage: matrix_test.sh ALLOCBENCH FIXTURES_DIR}
+ab=${1:?usage: matrix_test.sh ALLOCBENCH DATA_DIR}
+data=${2:?usage: matrix_test.sh ALLOCBENCH DATA_DIR}
 source "$(dirname "$0")/lib.sh"
 rows() { echo $(($(wc -l <"$1") - 1)); }
 strategies=$("$ab" list --strategies)
@@ -36,14 +36,23 @@ grep -q '^random:ops=500,raw,,[^,]*,0,42,50[0-9],' "$work/q/summary.csv" ||
   fail "the user's ops did not win: $(cat "$work/q/summary.csv")"
 head -n 1 "$work/out" | grep -q '^workload,strategy,conf,device,' || fail "--format csv printed no header"
 
-# The default list: the bench workloads this build has, the recorded trace when present.
+# The default list: the bench workloads this build has, and the recorded trace.
 "$ab" matrix --device sim --quick -q -s raw --out "$work/d" >"$work/out" 2>"$work/err" || fail "default matrix exited $?: $(cat "$work/err")"
 expected=0
 for w in dynamic-shapes cnn-dynamic mixed-precision zero random fragmenter; do
   "$ab" list --workloads | grep -qx "$w" && expected=$((expected + 1))
 done
-[ -f "$fixtures/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" ] && expected=$((expected + 1))
+expected=$((expected + 1))
 [ "$(rows "$work/d/summary.csv")" -eq $expected ] || fail "default list: $(rows "$work/d/summary.csv") rows, expected $expected"
+[ -f "$data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" ] || fail "no recorded trace in $data"
+grep -q "^replay:cnn_dyn.default.trace.csv.gz,raw," "$work/d/summary.csv" ||
+  fail "the default list did not replay the recorded trace: $(cut -d, -f1 "$work/d/summary.csv")"
+
+# A long workload spec is whole in summary.csv; the table cuts it with an ellipsis.
+long="random:ops=1000,max_live=100,dist=lognormal,min=1KiB,max=4MiB,median=64KiB,sigma=1.5,step_ops=100"
+"$ab" matrix --device sim -s raw -w "$long" --out "$work/long" >"$work/out" 2>/dev/null || fail "a long spec exited $?"
+grep -qF "\"$long\",raw," "$work/long/summary.csv" || fail "summary.csv cut the spec: $(cut -c1-120 "$work/long/summary.csv")"
+grep -qE '^random:ops=1000,max_live=100,dist=lognormal,m\.\.\. +raw ' "$work/out" || fail "the table's cut: $(cat "$work/out")"
 
 # -c goes with exactly one strategy, and reaches it.
 "$ab" matrix --device sim -s pooled -c chunk:4MiB -w random:ops=1000 -q --out "$work/c" >/dev/null 2>"$work/err" ||

@@ -58,6 +58,44 @@ for f in peak_reserved timeline_dynamic-shapes latency min_budget micro oommap_f
 done
 [ -s "$work/err" ] && fail "gnuplot complained: $(cat "$work/err")"
 
+# colour SVG NAME: the colour of the first mark drawn for NAME's legend entry.
+colour() { grep -A12 "<title>$2</title>" "$1" | grep -o "'rgb([0-9, ]*)'" | head -n 1; }
+# Each strategy keeps its colour in every figure, though oom.csv lists them in another order
+# than summary.csv; budgets are labelled finely enough to tell 256 from 320 MiB.
+d=$work/order
+mkdir -p "$d"
+cp "$work/all/summary.csv" "$d/"
+cat >"$d/oom.csv" <<'CSV'
+workload,strategy,conf,device,min_budget_bytes,max_fail_bytes,peak_requested_bytes,overhead_pct,oom_kind_at_fail,oom_event_at_fail,probes,wall_s
+fragmenter,pooled,,sim:h200,335544320,335544319,268435456,25,fragmentation,10,20,0.1
+fragmenter,raw,,sim:h200,268435456,268435455,268435456,0,capacity,10,20,0.1
+CSV
+for s in raw pooled; do cp "$work/all/timeline_dynamic-shapes_steps_2_$s.csv" "$d/"; done
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on the reordered files exited $?: $(cat "$work/err")"
+for s in raw pooled; do
+  want=$(colour "$d/peak_reserved.svg" $s)
+  [ -n "$want" ] || fail "no colour for $s in peak_reserved.svg"
+  for f in min_budget latency timeline_dynamic-shapes; do
+    [ "$(colour "$d/$f.svg" $s)" = "$want" ] || fail "$s is $(colour "$d/$f.svg" $s) in $f.svg, $want in peak_reserved.svg"
+  done
+done
+grep -q '>256 MiB<' "$d/min_budget.svg" && grep -q '>320 MiB<' "$d/min_budget.svg" ||
+  fail "min_budget.svg does not label 256 and 320 MiB apart: $(grep -o '>[0-9.]* [MG]iB<' "$d/min_budget.svg" | tr '\n' ' ')"
+# The two strategies' timelines are the same: the one drawn on top is thinner, so both show.
+widths=$(for s in raw pooled; do grep -A2 "<title>$s</title>" "$d/timeline_dynamic-shapes.svg" | grep -o 'stroke-width="[0-9.]*"' | head -n 1; done | sort -u | wc -l)
+[ "$widths" -eq 2 ] || fail "coinciding timelines are drawn with one width"
+# A segment of small allocated blocks reads as allocated: only blocks wide enough to show an
+# edge get the white one (here the two of segment 1, not the 300 of 1 MiB of segment 0).
+{
+  echo "segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream"
+  for i in $(seq 0 299); do echo "0,$((i * 1048576)),1048576,allocated,$i,1048576,314572800,17592186044416,large,0"; done
+  echo "1,0,104857600,allocated,300,1,209715200,17592500617216,large,0"
+  echo "1,104857600,104857600,free,-1,0,209715200,17592500617216,large,0"
+} >"$d/small_blocks.csv"
+gnuplot -c "$plots/oommap.gp" "$d/small_blocks.csv" "$d/small_blocks" svg 2>"$work/err" || fail "oommap.gp on small blocks: $(cat "$work/err")"
+edges=$(grep -c "stroke='rgb(255, 255, 255)'" "$d/small_blocks.svg")
+[ "$edges" -eq 2 ] || fail "$edges white edges in the map of small blocks, expected 2"
+
 # Only summary.csv: the figures of the other files are passed over, one note each.
 d=$work/some
 mkdir -p "$d"

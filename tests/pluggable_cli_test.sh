@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR [FIXTURES_DIR]:
+# pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR DATA_DIR:
 # -s pluggable:PATH on the command line.
 #   1. The acceptance: a library built here with `cc -shared -fPIC` from a file that declares
 #      cudaMalloc and cudaFree itself (plugins/malloc_each.c: no CUDA header, no CUDA library)
@@ -9,12 +9,12 @@
 #   2. Every command takes it: run, replay, oom (raw's smallest budget), compare, matrix.
 #   3. Bad libraries and bad names: one line on stderr, a non-zero exit.
 set -u
-ab=${1:?usage: pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR [FIXTURES_DIR]}
+ab=${1:?usage: pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR DATA_DIR}
 cc=$2
 src=$3
 plugins=$4
 test_plugins=$5
-fixtures=${6:-}
+data=${6:?usage: pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR DATA_DIR}
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. the acceptance ---------------------------------------------------------------------
@@ -39,9 +39,7 @@ row() {
 # value ROW COLUMN
 value() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
-workloads="dynamic-shapes cnn-dynamic mixed-precision zero random fragmenter"
-trace=$fixtures/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
-[ -n "$fixtures" ] && [ -r "$trace" ] && workloads="$workloads replay:$trace"
+workloads="dynamic-shapes cnn-dynamic mixed-precision zero random fragmenter replay:$data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 libraries=$lib
 [ -r "$plugins/libmalloc_each_cudart.so" ] && libraries="$libraries $plugins/libmalloc_each_cudart.so"
 ooms=0

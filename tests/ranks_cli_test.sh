@@ -17,7 +17,7 @@ refuse "only -w zero runs as several ranks" run -w random -s raw --device sim --
 refuse "rank= comes from --ranks" run -w zero:rank=1 -s raw --device sim --ranks 2
 refuse "world=4, but there are 2 ranks" run -w zero:world=4 -s raw --device sim --ranks 2
 refuse "--faults rank=1: only a run of several ranks" run -w zero -s raw --device sim --faults nth=3,rank=1
-refuse "--faults rank=R: only a run of several ranks" oom -w random:ops=100 -s raw --device sim --faults nth=3,rank=1
+refuse "--faults: a budget search needs runs that fail only for want of memory" oom -w random:ops=100 -s raw --device sim --faults nth=3,rank=1
 refuse "--faults rank=2: there are ranks 0 to 1" run -w zero -s raw --device sim --ranks 2 --faults nth=3,rank=2
 refuse "--nccl: only runs of several ranks" run -w zero -s raw --device sim --nccl /x/libnccl.so.2
 refuse "unknown key 'bogus'" run -w zero -s pooled -c bogus:1 --device sim --ranks 2

@@ -139,8 +139,10 @@ refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" "$py" "$job" exi
 refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
 refused 2 "--max-entries '0': expected at least 1 event" --max-entries 0 -- true
 refused 2 "--max-entries 'x'" --max-entries x -- true
-refused 2 "-o '': expected a file name" -o '' -- true
-refused 2 "-o '$work/': expected a file, not a folder" -o "$work/" -- true
+refused 2 "-o '': an empty path (expected a file name)" -o '' -- true
+refused 2 "-o '$work': is a directory (expected a file)" -o "$work" -- true
+refused 2 "-o '$work/': is a directory (expected a file)" -o "$work/" -- true
+refused 2 "-o '$work/new/': expected a file, not a folder" -o "$work/new/" -- true
 refused 2 "bad option '-w'" -w random -- true
 [ ! -e "$work/bad.pickle" ] || fail "a refused record wrote a snapshot"
 

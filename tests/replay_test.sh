@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# replay_test.sh ALLOCBENCH FIXTURES_DIR: `allocbench replay` on the recorded fixtures, checked
-# against what Python's own pickle module finds in them and against the statistics PyTorch
-# recorded (cnn_dyn.json); malformed inputs; exports read by Python and replayed back.
-# Python is used by this test only, never by allocbench. Exits 77 (skipped) without python3
-# or without the fixtures.
+# replay_test.sh ALLOCBENCH DATA_DIR: `allocbench replay` on the recorded runs of DATA_DIR,
+# checked against what Python's own pickle module finds in them and against the statistics
+# PyTorch recorded (cnn_dyn.json); malformed inputs; exports read by Python and replayed back.
+# Python is used by this test only, never by allocbench. Exits 77 (skipped) without python3.
 set -u
 ab=$1
 fx=$2/pytorch-2.11-h200
 here=$(cd "$(dirname "$0")" && pwd)
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
-[ -r "$fx/cnn_dyn.default.pickle.gz" ] || { echo "skipped: no fixtures in $fx"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -42,45 +40,50 @@ sys.exit(1 if bad else 0)
 EOF
 [ "$(value "$tmp/info.txt" events)" = 56975 ] || fail "events: $(value "$tmp/info.txt" events), expected 56975"
 
-# 2. Against what PyTorch measured: every fixture's trace implies the recorded peaks.
+# 2. Against what PyTorch measured: every recorded run implies its recorded peaks; the
+# segment files (decisions only) imply those of the segments.
 python3 - "$ab" "$fx" <<'EOF' || fail "--info disagrees with cnn_dyn.json"
 import json, os, subprocess, sys
 ab, fx = sys.argv[1], sys.argv[2]
 runs = json.load(open(os.path.join(fx, "cnn_dyn.json")))["runs"]
 bad = []
+checked = 0
 for name, run in runs.items():
-    files = [f"cnn_dyn.{name}.trace.csv.gz", f"cnn_dyn.{name}.pickle.gz"]
-    for f in [os.path.join(fx, f) for f in files if os.path.exists(os.path.join(fx, f))]:
+    st = run["stats"]
+    decisions = [("peak_reserved_bytes", st["reserved_bytes.all.peak"]),
+                 ("reserved_end_bytes", st["reserved_bytes.all.current"]),
+                 ("device_allocs", st["num_device_alloc"]), ("device_frees", st["num_device_free"]),
+                 ("segments_peak", st["segment.all.peak"]), ("ooms_survived", st["num_ooms"])]
+    whole = [("events", run["trace_events"]), ("peak_requested_bytes", st["requested_bytes.all.peak"])] + decisions
+    files = [(f"cnn_dyn.{name}.trace.csv.gz", whole), (f"cnn_dyn.{name}.pickle.gz", whole),
+             (f"cnn_dyn.{name}.segments.csv.gz", decisions)]
+    for f, keys in [(os.path.join(fx, f), keys) for f, keys in files if os.path.exists(os.path.join(fx, f))]:
+        checked += 1
         out = subprocess.run([ab, "replay", "--info", f], capture_output=True, text=True)
         if out.returncode != 0:
             bad.append(f"{f}: exit {out.returncode}: {out.stderr.strip()}")
             continue
         got = dict(l.split(None, 1) for l in out.stdout.splitlines() if len(l.split(None, 1)) == 2)
-        st = run["stats"]
-        for key, want in [("events", run["trace_events"]), ("peak_requested_bytes", st["requested_bytes.all.peak"]),
-                          ("peak_reserved_bytes", st["reserved_bytes.all.peak"]),
-                          ("reserved_end_bytes", st["reserved_bytes.all.current"]),
-                          ("device_allocs", st["num_device_alloc"]), ("device_frees", st["num_device_free"]),
-                          ("segments_peak", st["segment.all.peak"]), ("ooms_survived", st["num_ooms"])]:
+        for key, want in keys:
             if int(got[key].strip()) != want:
                 bad.append(f"{os.path.basename(f)}: {key} {got[key].strip()}, PyTorch recorded {want}")
+# The default run in both formats and its decisions, and the decisions of the five others.
+if checked != 8:
+    bad.append(f"{checked} recorded files checked, expected 8")
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
 EOF
 
-# 3. The capped run that survived caught OOMs: their count and the allocations it made.
-cap="$fx/cnn_dyn.default.cap8103750000.trace.csv.gz"
+# 3. The capped run that survived caught OOMs: their count (cnn_dyn.json: 119).
+cap="$fx/cnn_dyn.default.cap8103750000.segments.csv.gz"
 "$ab" replay --info "$cap" > "$tmp/cap.txt" || fail "--info on $cap exited $?"
-want_ooms=$(zcat "$cap" | grep -c '^oom,')
-want_allocs=$(zcat "$cap" | grep -c '^alloc,')
-[ "$(value "$tmp/cap.txt" ooms_survived)" = "$want_ooms" ] || fail "ooms_survived $(value "$tmp/cap.txt" ooms_survived), the trace has $want_ooms"
-[ "$(value "$tmp/cap.txt" replay_allocs)" = "$want_allocs" ] || fail "replay_allocs $(value "$tmp/cap.txt" replay_allocs), the trace has $want_allocs"
+[ "$(value "$tmp/cap.txt" ooms_survived)" = 119 ] || fail "ooms_survived $(value "$tmp/cap.txt" ooms_survived), the run recorded 119"
 
 # 3b. A trace that starts late (the history's ring buffer kept only the last 3000 entries): the
 # blocks live at its start, and the peak of live requested bytes, as Python rebuilds them from
 # the end state the way PyTorch's viewer does.
-python3 - "$ab" "$fx/cnn_dyn.expandable.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
+python3 - "$ab" "$fx/cnn_dyn.default.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
 import gzip, pickle, subprocess, sys
 ab, src, dst = sys.argv[1:4]
 snap = pickle.load(gzip.open(src))
@@ -141,6 +144,19 @@ for s in caching expandable; do
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done
+# What PyTorch recorded: replayed under its own setting, an expandable run exports one
+# segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline \
+  --export-trace "$tmp/expandable.csv" --export-snapshot "$tmp/expandable.pickle" > /dev/null || fail "replay -s expandable exited $?"
+python3 "$here/snapshot_check.py" "$tmp/expandable.pickle" || fail "expandable: the exported snapshot does not pass the viewer's checks"
+"$ab" replay --info "$tmp/expandable.pickle" > "$tmp/back.txt"
+want_maps=$(zcat "$fx/cnn_dyn.expandable.segments.csv.gz" | grep -c '^segment_map,')
+[ "$want_maps" -gt 0 ] || fail "the recorded expandable run has no segment_map"
+[ "$(value "$tmp/back.txt" segment_map)" = "$want_maps" ] ||
+  fail "the export has $(value "$tmp/back.txt" segment_map) segment_map entries; PyTorch recorded $want_maps"
+[ "$(value "$tmp/back.txt" device_allocs)" = "$want_maps" ] || fail "the export reports $(value "$tmp/back.txt" device_allocs) device allocations"
+diff <(grep '^segment_' "$tmp/expandable.csv" | cut -d, -f1,3) <(zcat "$fx/cnn_dyn.expandable.segments.csv.gz" | grep '^segment_' | cut -d, -f1,3) \
+  > "$tmp/decisions.diff" || fail "the exported decisions are not PyTorch's: $(head -n 4 "$tmp/decisions.diff")"
 # An OOM run exports what happened up to the OOM.
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --budget 6GB --quiet --out "$tmp/res" --no-timeline \
   --export-snapshot "$tmp/oom.pickle" > /dev/null || fail "replay under a budget exited $?"
@@ -165,6 +181,8 @@ expect_error() {
 }
 : > "$tmp/empty"
 expect_error "$tmp/empty" "empty file"
+mkdir "$tmp/folder"
+expect_error "$tmp/folder" "is a directory \(expected a file\)"
 printf '\x80\x04\xff' > "$tmp/opcode.pickle"
 expect_error "$tmp/opcode.pickle" "byte 2: not a pickle opcode: 0xff"
 printf '\x80\x02c__builtin__\nset\n.' > "$tmp/global.pickle"

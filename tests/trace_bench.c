@@ -1,8 +1,8 @@
 /* trace_bench.c: how fast a recorded trace is read and replayed. Prints figures; asserts
  * nothing (speed is measured here, never tested).
  *
- * usage: trace_bench [SNAPSHOT.pickle[.gz] [CSV.trace.csv[.gz]]] (default: the fixture run
- * cnn_dyn.default under AB_FIXTURES_DIR)
+ * usage: trace_bench [SNAPSHOT.pickle[.gz] [CSV.trace.csv[.gz]]] (default: the recorded run
+ * cnn_dyn.default in tests/data)
  *
  * Figures, each the best of several repetitions:
  *   read      the file read and gunzipped (input.h)
@@ -70,8 +70,8 @@ static double replay(const ab_events_t *es, bool record, ab_diag_t *d) {
 }
 
 int main(int argc, char **argv) {
-  const char *pickle = argc > 1 ? argv[1] : AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz";
-  const char *csv = argc > 2 ? argv[2] : AB_FIXTURES_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz";
+  const char *pickle = argc > 1 ? argv[1] : AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz";
+  const char *csv = argc > 2 ? argv[2] : AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz";
   ab_diag_t d = {""};
   ab_input_t in;
   double read_s = 1e30, parse_s = 1e30, load_s = 1e30, csv_s = 1e30;

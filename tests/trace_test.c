@@ -15,7 +15,7 @@
 #include "trace.h"
 #include "trace_csv.h"
 
-#define FIXTURES AB_FIXTURES_DIR "/pytorch-2.11-h200/"
+#define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 
 /* ---- recognising a format ---------------------------------------------------------------- */
 
@@ -130,8 +130,7 @@ static void adaptor_round_trip_through_both_formats(void) {
   for (size_t i = 0; i < n; i++)
     if (!all[i].hidden) round_trip(&es, &in, all[i].name);
   ab_events_free(&es);
-  if (!ab_test_readable(FIXTURES "cnn_dyn.default.pickle.gz")) SKIP("no fixtures at %s", FIXTURES);
-  REQUIRE_MSG(ab_trace_load(FIXTURES "cnn_dyn.default.pickle.gz", NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  REQUIRE_MSG(ab_trace_load(RECORDED "cnn_dyn.default.pickle.gz", NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
   for (size_t i = 0; i < n; i++)
     if (!all[i].hidden) round_trip(&es, &in, all[i].name);
   ab_events_free(&es);
@@ -230,11 +229,11 @@ static void gzip_bomb_refused_unless_allowed(void) {
   CHECK(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "inflate past 67108864");
   CHECK_STR_CONTAINS(d.msg, "--max-inflated");
-  ab_trace_opts_t roomy = {-1, 200u << 20};
+  ab_trace_opts_t roomy = {-1, 200u << 20, false};
   REQUIRE_MSG(ab_trace_load(path, &roomy, &es, NULL, &d) == AB_OK, "%s", d.msg);
   CHECK_EQ(es.nids, 1);
   ab_events_free(&es);
-  ab_trace_opts_t tight = {-1, 1u << 20};
+  ab_trace_opts_t tight = {-1, 1u << 20, false};
   CHECK(ab_trace_load(path, &tight, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "past the 1048576 bytes allowed");
 #else

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# tune_test.sh ALLOCBENCH [FIXTURES]: `allocbench tune` on the simulated card. The ranking
+# tune_test.sh ALLOCBENCH DATA_DIR: `allocbench tune` on the simulated card. The ranking
 # follows the objective; every row of tune.csv is what `run` and `oom` give for the same conf;
 # the line to paste is a conf `run -c` takes, predicting what that run reserves; a cap brings
 # garbage_collection_threshold in and every run under it; a recorded memory fraction is the
 # cap and stays in the line to paste; a trace that survived OOMs is warned about; a signal
-# stops it with nothing written; bad arguments are one-line errors. With the fixtures, the
-# predictions for the recorded job equal what PyTorch measured under each conf.
+# stops it with nothing written; bad arguments are one-line errors. The predictions for the
+# recorded job (DATA_DIR, tests/data) equal what PyTorch measured under each conf.
 set -u
-ab=${1:?usage: tune_test.sh ALLOCBENCH [FIXTURES]}
-fixtures=${2:-}
+ab=${1:?usage: tune_test.sh ALLOCBENCH DATA_DIR}
+data=${2:?usage: tune_test.sh ALLOCBENCH DATA_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 command -v python3 >/dev/null || { echo "tune_test: no python3 to read the CSV: skipped"; exit 77; }
@@ -175,13 +175,12 @@ refuse "--budget: tune chooses" tune -w "$w" --budget 1GB
 refuse "--device 'sim:nosuch'" tune -w "$w" --device sim:nosuch
 refuse "unexpected argument 'extra'" tune -w "$w" extra
 
-# The recorded job of the fixtures: the prediction for each conf PyTorch ran it under is
-# what PyTorch measured (reserved_bytes.all.peak, num_device_alloc; cnn_dyn.json).
-trace=$fixtures/pytorch-2.11-h200/cnn_dyn.default.pickle.gz
-if [ -n "$fixtures" ] && [ -f "$trace" ]; then
-  "$ab" tune -w "replay:$trace" --device sim:h200 --format csv --out "$work/fixture" >/dev/null 2>"$work/err" ||
-    fail "tune of the fixture: $(cat "$work/err")"
-  "$py" - "$work/fixture/tune.csv" "$fixtures/pytorch-2.11-h200/cnn_dyn.json" <<'EOF' || fail "tune's predictions differ from PyTorch's"
+# The recorded job: the prediction for each conf PyTorch ran it under is what PyTorch
+# measured (reserved_bytes.all.peak, num_device_alloc; cnn_dyn.json).
+trace=$data/pytorch-2.11-h200/cnn_dyn.default.pickle.gz
+"$ab" tune -w "replay:$trace" --device sim:h200 --format csv --out "$work/recorded" >/dev/null 2>"$work/err" ||
+  fail "tune of the recorded job: $(cat "$work/err")"
+"$py" - "$work/recorded/tune.csv" "$data/pytorch-2.11-h200/cnn_dyn.json" <<'EOF' || fail "tune's predictions differ from PyTorch's"
 import csv, json, sys
 rows = {r["conf"]: r for r in csv.DictReader(open(sys.argv[1])) if r["strategy"] == "caching"}
 runs = json.load(open(sys.argv[2]))["runs"]
@@ -196,8 +195,5 @@ for name in ("default", "expandable", "split128", "pow2div4"):
         bad += 1
 sys.exit(bad)
 EOF
-else
-  echo "tune_test: no fixtures: the comparison with PyTorch's measurements was skipped"
-fi
 
 finish tune_test

@@ -26,7 +26,8 @@ static void sizes_refused(void) {
   } bad[] = {
       {"-3GB", "sign"},     {"12XB", "unknown unit 'XB'"}, {"", "empty"},      {"abc", "expected a number"},
       {"1.", "digit after"}, {"2M", "unknown unit"},        {"5 GB", "unknown unit"}, {"18446744073709551616", "too large"},
-      {"20000000TB", "too large"},
+      {"20000000TB", "too large"}, {"1.5", "at position 2: a fractional size needs a unit, such as 1.5GiB"},
+      {"1.5B", "a fractional size needs a unit"}, {"2.0", "a fractional size needs a unit"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     uint64_t v = 7;

@@ -64,7 +64,13 @@ static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) remember(&sb);
+  bool stated = fstat(fileno(f), &sb) == 0;
+  /* A directory opens, then fails every read: say what it is rather than "read error". */
+  if (stated && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: is a directory (expected a file)", path);
+  }
+  if (stated && S_ISREG(sb.st_mode)) remember(&sb);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap + 1);
   while (buf) {

@@ -32,6 +32,70 @@ ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* Creates path and its parents; *first_made is the length of the first prefix this call
+ * created (0: none). */
+static ab_status make_dirs(char *path, size_t *first_made, ab_diag_t *diag) {
+  *first_made = 0;
+  if (*path == '\0') return ab_diag_set(diag, AB_ERR_INVALID, "an empty path (expected a directory)");
+  for (char *p = path + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char was = *p;
+      *p = '\0';
+      struct stat sb;
+      if (mkdir(path, 0755) == 0) {
+        if (*first_made == 0) *first_made = (size_t)(p - path);
+      } else if (errno != EEXIST) {
+        return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+      } else if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s is not a directory", path);
+      }
+      *p = was;
+      if (was == '\0') break;
+    }
+  }
+  return AB_OK;
+}
+
+ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag) {
+  char path[AB_OUTPUT_PATH_BYTES];
+  size_t first_made;
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return refuse(diag, NULL, dir, "path too long");
+  return make_dirs(path, &first_made, diag);
+}
+
+/* Removes the folders of path from the deepest up to the prefix of length first_made. */
+static void remove_made(char *path, size_t first_made) {
+  size_t len = strlen(path);
+  while (len >= first_made && len > 0) {
+    path[len] = '\0';
+    rmdir(path);
+    while (len > 0 && path[len - 1] != '/') len--;
+    while (len > 0 && path[len - 1] == '/') len--;
+  }
+}
+
+ab_status ab_output_check_dir(const char *what, const char *dir, ab_diag_t *diag) {
+  char path[AB_OUTPUT_PATH_BYTES], probe[AB_OUTPUT_PATH_BYTES + 48];
+  size_t first_made = 0;
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return refuse(diag, what, dir, "path too long");
+  ab_diag_t why = {""};
+  ab_status st = make_dirs(path, &first_made, &why);
+  if (st == AB_OK) {
+    snprintf(probe, sizeof probe, "%s/.allocbench-probe.%ld", path, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      st = ab_diag_set(&why, AB_ERR_IO, "cannot write there: %s", strerror(errno));
+    } else {
+      close(fd);
+      unlink(probe);
+    }
+  }
+  /* The first results file makes the folders again. */
+  if (first_made) remove_made(path, first_made);
+  if (st != AB_OK) return ab_diag_set(diag, st, "%s '%s': %s", what, dir, why.msg);
+  return AB_OK;
+}
+
 /* The process's own descriptors, reached by name: /dev/stdout, /dev/fd/1, /proc/self/fd/1. */
 static bool names_a_descriptor(const char *p) {
   return strncmp(p, "/dev/std", 8) == 0 || strncmp(p, "/dev/fd/", 8) == 0 ||
@@ -117,7 +181,8 @@ static ab_status open_temp(ab_output_t *o, ab_diag_t *diag) {
   ab_output_clean_stale(o->target);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", o->target, (long)getpid());
   int fd = create_temp(o->tmp);
-  if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+  /* The name the user gave, not the temporary one they never asked for. */
+  if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create: %s", o->path, strerror(errno));
   if (exists) {
     /* The replacement keeps what the user gave the file; failing to is no reason to stop. */
     if (fchmod(fd, sb.st_mode & 07777) != 0) { /* kept as created */ }
@@ -128,7 +193,7 @@ static ab_status open_temp(ab_output_t *o, ab_diag_t *diag) {
     int saved = errno;
     close(fd);
     unlink(o->tmp);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", o->tmp, strerror(saved));
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", o->path, strerror(saved));
   }
   return AB_OK;
 }

@@ -18,6 +18,10 @@
  *   5. A link to nothing is refused: renaming onto it would replace the user's link.
  *   6. NAME.tmp.PID files left beside NAME by processes that no longer run (killed
  *      mid-write) are removed when NAME is next written.
+ *   7. A results folder (--out DIR) is checked before any work: made with its parents, a
+ *      file created and removed in it, and the folders the check made removed again, so
+ *      that a command refused later leaves nothing behind and one that cannot write says so
+ *      before it runs rather than after.
  * Errors come back as AB_ERR_INVALID for a path refused before anything was written,
  * AB_ERR_IO when creating or writing failed, each naming the path.
  *
@@ -44,6 +48,13 @@ typedef struct ab_output_s {
 /* Items 1, 2 and 5 of the Note, for checking a path before any work is done. what names
  * the option in the message ("--export-trace"). */
 ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag);
+/* Item 7 of the Note: whether files can be written into the folder dir. AB_ERR_INVALID for
+ * an empty path or a part of it that is not a folder, AB_ERR_IO when it cannot be created or
+ * written; the message is "WHAT 'DIR': why". */
+ab_status ab_output_check_dir(const char *what, const char *dir, ab_diag_t *diag);
+/* Creates the folder dir and its parents. A part of the path that is a file, or an empty
+ * path, is refused naming it. */
+ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag);
 /* Opens path for writing (the Note). */
 ab_status ab_output_open(ab_output_t *o, const char *path, ab_diag_t *diag);
 /* Flushes and closes; renames the temporary file into place. On any failure the temporary

@@ -41,7 +41,8 @@ static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, s
     if (whole > UINT64_MAX) goto too_big;
   }
   u128 frac = 0, frac_scale = 1;
-  if (*p == '.') {
+  const char *point = *p == '.' ? p : NULL;
+  if (point) {
     p++;
     if (!isdigit((unsigned char)*p)) {
       *pos = (size_t)(p - text) + 1;
@@ -64,6 +65,12 @@ static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, s
       return snprintf(why, whylen, "unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", p), false;
     }
     unit = units[i].bytes;
+  }
+  /* "1.5" is no number of bytes: it is a unit short ("1.5GiB"), and rounding would hide that. */
+  if (point && unit == 1) {
+    *pos = (size_t)(point - text) + 1;
+    return snprintf(why, whylen, "a fractional size needs a unit, such as %.*sGiB or %.*sGB (bytes are whole)",
+                    (int)(p - text), text, (int)(p - text), text), false;
   }
   u128 bytes = whole * unit + (frac * unit + frac_scale / 2) / frac_scale;
   if (bytes > UINT64_MAX) goto too_big;

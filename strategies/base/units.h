@@ -2,8 +2,9 @@
  *
  * Sizes are written as a number and an optional unit: 512, 2MiB, 40GB, 1.5GiB. Decimal
  * units (KB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB, TiB) powers of
- * 1024; units are case-insensitive, B is bytes. A fractional size is rounded to the nearest
- * byte. Signs, bare unit letters (K, M, G) and anything after the unit are refused.
+ * 1024; units are case-insensitive, B is bytes. A fractional size needs a unit above B and
+ * is rounded to the nearest byte. Signs, bare unit letters (K, M, G) and anything after the
+ * unit are refused.
  *
  * Option lists are what `-c` (PYTORCH_CUDA_ALLOC_CONF's syntax: key:value) and workload
  * arguments (key=value) are made of. Items are separated by commas; a value may hold a

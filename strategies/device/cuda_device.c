@@ -476,8 +476,11 @@ ab_status ab_cuda_open(int ordinal, const ab_device_config_t *cfg, ab_device_t *
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
     (void)cudaGetLastError();
-    return ab_diag_set(diag, AB_ERR_CUDA, "--device cuda: no usable GPU (%s); use --device sim",
-                       e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+    /* Without a driver the runtime calls it "insufficient", which reads as "update it". */
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    const char *why = driver == 0 ? "no NVIDIA driver is loaded" : e != cudaSuccess ? cudaGetErrorString(e) : "no device found";
+    return ab_diag_set(diag, AB_ERR_CUDA, "--device cuda: no GPU here (%s); use --device sim", why);
   }
   if (ordinal >= n)
     return ab_diag_set(diag, AB_ERR_INVALID, "--device cuda:%d: only %d GPU(s) present", ordinal, n);

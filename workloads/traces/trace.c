@@ -16,7 +16,7 @@ static bool starts_line(const ab_input_t *in, const char *header) {
 
 ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
                          ab_trace_info_t *info, ab_diag_t *diag) {
-  static const ab_trace_opts_t defaults = {-1, 0};
+  static const ab_trace_opts_t defaults = {-1, 0, false};
   if (opts == NULL) opts = &defaults;
   ab_events_init(out);
   ab_trace_builder_t b;
@@ -41,7 +41,7 @@ ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_
   else
     ab_trace_builder_discard(&b);
   /* A run of no events would report "ok" about nothing. */
-  if (st == AB_OK && out->n == 0)
+  if (st == AB_OK && out->n == 0 && !opts->decisions_only)
     st = ab_diag_set(diag, AB_ERR_INVALID,
                      "%s: nothing to replay: %llu record%s, none an allocation (expected alloc records, or an RMM "
                      "log's allocate)",

@@ -21,6 +21,10 @@
 typedef struct ab_trace_opts_s {
   int device;            /* snapshots: the device whose trace to read; -1: the first with entries */
   uint64_t max_inflated; /* gzip: the most it may inflate to, bytes; 0: input.h's default */
+  /* true: a trace without allocations is read, to be described or compared (replay --info,
+   * the allocator's decisions alone in tests/data); false: it is refused, having nothing to
+   * replay. */
+  bool decisions_only;
 } ab_trace_opts_t;
 
 /* Reads the trace at path into out (initialised here; released on failure) and, when info
