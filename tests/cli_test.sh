@@ -192,7 +192,7 @@ head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,see
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"
 grep -qE '^peak_reserved_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show peak_reserved_bytes in MiB: $(cat "$work/table")"
-grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
+grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,no,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
 head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
