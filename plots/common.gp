@@ -34,7 +34,7 @@ set output out . "." . fmt
 # its place in the file (S, from scan()).
 array PALETTE[10] = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666", "#1f78b4", "#b2df8a"]
 color(k) = PALETTE[(k - 1) % 10 + 1]
-REGISTRY = "raw caching split-limited expandable pooled async"
+REGISTRY = "raw caching split-limited expandable pooled async stitching planned oracle"
 color_of(s) = index_of(REGISTRY, s) ? color(index_of(REGISTRY, s)) : color(words(REGISTRY) + index_of(S, s))
 
 set style fill solid 0.85 border rgb "#333333"
