@@ -13,6 +13,7 @@
 #include "mixed_precision.h"
 #include "random.h"
 #include "replay.h"
+#include "serve.h"
 #include "zero.h"
 
 static const ab_workload_t *const registry[] = {
@@ -22,6 +23,7 @@ static const ab_workload_t *const registry[] = {
     &ab_workload_zero,
     &ab_workload_random,
     &ab_workload_fragmenter,
+    &ab_workload_serve,
     &ab_workload_replay,
 };
 

@@ -1,0 +1,548 @@
+/* serve.c: an LLM inference server's life as vLLM (V1, 0.1x) runs it, from start-up to a
+ * stream of requests.
+ *
+ * Size model and sequence (d = hidden, q = heads x head_dim = d, kv = kv_heads x head_dim,
+ * b = dtype bytes; vLLM's gpu_model_runner and gpu_worker):
+ *   1. The runner's persistent buffers, made before the model: input ids (int32), positions
+ *      and slot mapping (int64) of max_tokens, inputs_embeds (max_tokens x d x b), the block
+ *      table (max_batch x blocks per request, int32).
+ *   2. The model built on the device, module by module (`with torch.device("cuda")`): the
+ *      embedding (vocab x d), per layer the fused QKV (d x (q + 2 kv)), the output
+ *      projection (q x d), two RMSNorm weights (d), and the MLP: dense, gate_up (d x 2 ffn)
+ *      and down (ffn x d); with experts, the router (d x experts) and the fused experts' w13
+ *      (experts x 2 ffn x d) and w2 (experts x ffn x d) at moe_bits per weight (4.25 for
+ *      mxfp4's values and scales); then the final norm and an untied lm_head (vocab x d).
+ *      load_weights copies the checkpoint in from the host: no device allocation.
+ *   3. With repack: process_weights_after_loading, layer by layer, moves each layer's w13
+ *      and then its w2 to a new layout (mxfp4's convert_layout on Hopper): the new tensor,
+ *      repack_pad larger, is made while the old one is live, a copy kernel fills it, the
+ *      old one is freed. Where the fragmentation of vllm-project/vllm#41158 comes from: the
+ *      w2 of a layer is carved out of the freed w13 segment of the same layer, and the rest
+ *      of that segment, too small for anything later, stays pinned (README, "serve").
+ *   4. profile_run: a forward of max_tokens tokens, eager, then the dummy sampler run over
+ *      max_batch sequences (fp32 logits, probabilities, the sampled ids); everything freed,
+ *      then empty_cache. The profiled peak is the largest bytes allocated so far
+ *      (torch.cuda.max_memory_allocated, requested sizes rounded to 512 as PyTorch counts).
+ *   5. The KV cache: util x card - the profiled peak, in blocks of `block` tokens, one
+ *      tensor per layer of num_blocks x block x 2 kv x b. None left: vLLM's start-up error,
+ *      and so a refusal here; the same when one request's prompt_max + gen_max tokens do not
+ *      fit in it (vLLM's check of max_model_len against the cache).
+ *   6. CUDA-graph capture of decode, for vLLM's capture sizes (1, 2, 4, then every 8 up to
+ *      max_batch, and max_batch) from the largest down, on the capture stream (1): per
+ *      size one warm-up forward, eager, then the capture: POOL BEGIN on the one pool all
+ *      graphs share (graph_pool_handle), the forward's allocations in it, POOL END. The
+ *      intermediate tensors are freed inside the capture, so a smaller graph reuses the
+ *      blocks of the larger ones; each graph keeps its output (b x d), the buffer its
+ *      replays write. The first forward on a stream makes its cuBLAS workspaces (Note
+ *      [cuBLAS workspaces]), here in the warm-up, outside the pool.
+ *   7. The requests: prompt lengths uniform in prompt_min..prompt_max, output lengths in
+ *      gen_min..gen_max, all waiting at the start (an offline batch). Each step, STEP first:
+ *      when a request waits, fewer than max_batch run, and its prompt + output tokens fit
+ *      in the free KV blocks, a prefill step takes waiting requests in order while their
+ *      prompts fit in max_tokens (eager: the forward's activations and the logits of its
+ *      last tokens); otherwise a decode step of the running requests: the replay of the
+ *      smallest graph that holds them (kernels on the graph's output and the weights, no
+ *      allocation), then the logits and the sampler, eager. A request that has its output
+ *      leaves and gives its blocks back.
+ * The forward of T tokens, per layer: the norm output (T x d), QKV (T x (q + 2 kv)), the
+ * attention output (T x q), the projection (T x d), the second norm's output, then gate_up
+ * (T x 2 ffn), the activation (T x ffn) and down (T x d); with experts the router logits
+ * (fp32), top-k ids and weights, and gate_up, activation and down for T x topk rows before
+ * the weighted sum (T x d). Each dies at its last use; the residual stream is updated in
+ * place (fused_add_rms_norm). Kernels (dtype 2: bf16, 4: fp32; none for 1, an 8-bit
+ * format the kernels do not have): the GEMMs on the dense weights, the activation, the
+ * repack's copies, the replays' output projections and the logits' GEMM; quantized
+ * experts get none.
+ * The suggested budget is the card: `allocbench run -w serve` runs under it.
+ */
+#include "serve.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "rng.h"
+#include "units.h"
+
+/* The capture stream: vLLM captures on a stream of its own (graph_capture()). */
+#define CAPTURE_STREAM 1
+/* The one private pool every decode graph shares. */
+#define GRAPH_POOL 1
+/* Note [cuBLAS workspaces]: 32 MiB per stream's handle on sm_90. */
+#define CUBLAS_WORKSPACE_BYTES (32 * AB_MiB)
+#define MAX_CAPTURES 1024
+
+typedef struct args_s {
+  uint64_t hidden, layers, heads, kv_heads, vocab, dtype, ffn, experts, topk;
+  double moe_bits;     /* bits per expert weight */
+  bool repack;
+  uint64_t repack_pad; /* bytes a repacked tensor grows by */
+  uint64_t max_batch, max_tokens, block;
+  double util;
+  uint64_t card;
+  uint64_t requests, prompt_min, prompt_max, gen_min, gen_max;
+} args_t;
+
+typedef struct layer_s {
+  uint32_t qkv, o, norm1, norm2, router, w13, w2;
+  uint64_t w13_bytes, w2_bytes; /* as requested, for the repack */
+} layer_t;
+
+typedef struct request_s {
+  uint64_t prompt, gen, done; /* tokens: prompt, to generate, generated */
+} request_t;
+
+typedef struct serve_s {
+  const args_t *a;
+  ab_events_t *es;
+  uint64_t *bytes;           /* per id while live: bytes as PyTorch counts them; 0 once freed */
+  uint32_t cap;
+  uint64_t live, peak;       /* allocated bytes, now and at most */
+  bool kernels;              /* whether the dtype has kernels */
+  ab_dtype_t kdt;
+  uint64_t head_dim, qkv_n;  /* q + 2 kv */
+  layer_t *layer;
+  uint32_t embed, final_norm, lm_head, embeds; /* embeds: the persistent inputs_embeds */
+  uint32_t workspace[2];     /* per stream its cuBLAS workspace, once made */
+} serve_t;
+
+/* ---- allocations, counted as torch.cuda.memory_allocated counts them -------------------- */
+
+static uint32_t new_on(serve_t *s, uint64_t bytes, ab_tag_t tag, unsigned stream) {
+  uint32_t id = ab_events_alloc(s->es, bytes, stream, tag);
+  if (id >= s->cap) {
+    uint32_t cap = s->cap ? s->cap * 2 : 4096;
+    while (cap <= id) cap *= 2;
+    uint64_t *grown = realloc(s->bytes, cap * sizeof *grown);
+    if (grown == NULL) {
+      s->es->failed = true; /* reported by ab_events_finish */
+      return id;
+    }
+    memset(grown + s->cap, 0, (cap - s->cap) * sizeof *grown);
+    s->bytes = grown;
+    s->cap = cap;
+  }
+  s->bytes[id] = (bytes + 511) / 512 * 512;
+  s->live += s->bytes[id];
+  if (s->live > s->peak) s->peak = s->live;
+  return id;
+}
+
+static uint32_t new_buf(serve_t *s, uint64_t bytes, ab_tag_t tag) { return new_on(s, bytes, tag, 0); }
+
+static void drop(serve_t *s, uint32_t id) {
+  if (id == AB_NO_TENSOR || id >= s->cap || s->bytes[id] == 0) return;
+  s->live -= s->bytes[id];
+  s->bytes[id] = 0;
+  ab_events_free_id(s->es, id);
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+static void gemm(serve_t *s, uint32_t a, uint32_t b, uint32_t c, uint64_t m, uint64_t n, uint64_t k, unsigned stream) {
+  if (!s->kernels) return;
+  ab_kernel_t kd = {.op = AB_K_GEMM, .dtype = {(uint8_t)s->kdt, (uint8_t)s->kdt}, .nbuf = 3, .buf = {a, b, c},
+                    .m = m, .n = n, .k = k};
+  ab_events_kernel(s->es, &kd, stream);
+}
+
+static void act(serve_t *s, uint32_t in, uint32_t out, uint64_t n, unsigned stream) {
+  if (!s->kernels) return;
+  ab_kernel_t kd = {.op = AB_K_GELU, .dtype = {(uint8_t)s->kdt, (uint8_t)s->kdt}, .nbuf = 2, .buf = {in, out}, .n = n};
+  ab_events_kernel(s->es, &kd, stream);
+}
+
+static void copy(serve_t *s, uint32_t src, uint32_t dst, uint64_t bytes, unsigned stream) {
+  if (!s->kernels) return;
+  ab_kernel_t kd = {.op = AB_K_COPY, .nbuf = 2, .buf = {src, dst}, .n = bytes};
+  ab_events_kernel(s->es, &kd, stream);
+}
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+static uint64_t expert_bytes(const args_t *a, uint64_t rows) {
+  return (uint64_t)((double)a->experts * (double)rows * (double)a->hidden * a->moe_bits / 8 + 0.5);
+}
+
+/* Step 2: the model's parameters in module order. */
+static void build_model(serve_t *s) {
+  const args_t *a = s->a;
+  uint64_t d = a->hidden, b = a->dtype;
+  s->embed = new_buf(s, a->vocab * d * b, AB_TAG_PARAM);
+  for (uint64_t l = 0; l < a->layers && !s->es->failed; l++) {
+    layer_t *L = &s->layer[l];
+    L->qkv = new_buf(s, d * s->qkv_n * b, AB_TAG_PARAM);
+    L->o = new_buf(s, d * d * b, AB_TAG_PARAM);
+    L->router = a->experts ? new_buf(s, d * a->experts * b, AB_TAG_PARAM) : AB_NO_TENSOR;
+    L->w13_bytes = a->experts ? expert_bytes(a, 2 * a->ffn) : d * 2 * a->ffn * b;
+    L->w2_bytes = a->experts ? expert_bytes(a, a->ffn) : a->ffn * d * b;
+    L->w13 = new_buf(s, L->w13_bytes, AB_TAG_PARAM);
+    L->w2 = new_buf(s, L->w2_bytes, AB_TAG_PARAM);
+    L->norm1 = new_buf(s, d * b, AB_TAG_PARAM);
+    L->norm2 = new_buf(s, d * b, AB_TAG_PARAM);
+  }
+  s->final_norm = new_buf(s, d * b, AB_TAG_PARAM);
+  s->lm_head = new_buf(s, a->vocab * d * b, AB_TAG_PARAM);
+}
+
+/* Step 3: one tensor to its new layout: made beside the old, filled, the old freed. */
+static uint32_t repack_one(serve_t *s, uint32_t old, uint64_t *bytes) {
+  uint32_t id = new_buf(s, *bytes + s->a->repack_pad, AB_TAG_PARAM);
+  copy(s, old, id, *bytes, 0);
+  drop(s, old);
+  *bytes += s->a->repack_pad;
+  return id;
+}
+static void repack(serve_t *s) {
+  for (uint64_t l = 0; l < s->a->layers && !s->es->failed; l++) {
+    ab_events_step(s->es);
+    layer_t *L = &s->layer[l];
+    L->w13 = repack_one(s, L->w13, &L->w13_bytes);
+    L->w2 = repack_one(s, L->w2, &L->w2_bytes);
+  }
+}
+
+/* The first GEMM on a stream makes its cuBLAS workspaces, kept for the process's life. */
+static void workspace(serve_t *s, unsigned stream) {
+  if (!s->kernels || s->workspace[stream] != AB_NO_TENSOR) return;
+  s->workspace[stream] = new_on(s, CUBLAS_WORKSPACE_BYTES, AB_TAG_WORKSPACE, stream);
+  if (stream == 0) new_on(s, AB_CUBLASLT_WORKSPACE_BYTES, AB_TAG_WORKSPACE, stream);
+}
+
+/* The MLP of layer L over T tokens from x (T x d); returns its output (T x d). */
+static uint32_t mlp(serve_t *s, const layer_t *L, uint32_t x, uint64_t T, unsigned st) {
+  const args_t *a = s->a;
+  uint64_t d = a->hidden, b = a->dtype, rows = T;
+  uint32_t router = AB_NO_TENSOR, ids = AB_NO_TENSOR, weights = AB_NO_TENSOR;
+  if (a->experts) {
+    router = new_on(s, T * a->experts * 4, AB_TAG_ACT, st);
+    ids = new_on(s, T * a->topk * 4, AB_TAG_ACT, st);
+    weights = new_on(s, T * a->topk * 4, AB_TAG_ACT, st);
+    drop(s, router);
+    rows = T * a->topk;
+  }
+  uint32_t gu = new_on(s, rows * 2 * a->ffn * b, AB_TAG_ACT, st);
+  if (!a->experts) gemm(s, x, L->w13, gu, T, 2 * a->ffn, d, st);
+  uint32_t h = new_on(s, rows * a->ffn * b, AB_TAG_ACT, st);
+  act(s, gu, h, rows * a->ffn, st);
+  drop(s, gu);
+  uint32_t down = new_on(s, rows * d * b, AB_TAG_ACT, st);
+  if (!a->experts) gemm(s, h, L->w2, down, T, d, a->ffn, st);
+  drop(s, h);
+  if (!a->experts) return down;
+  uint32_t out = new_on(s, T * d * b, AB_TAG_ACT, st); /* the top-k rows weighted and summed */
+  drop(s, down);
+  drop(s, ids);
+  drop(s, weights);
+  return out;
+}
+
+/* A forward over T tokens on stream st; returns the final hidden states (T x d). */
+static uint32_t forward(serve_t *s, uint64_t T, unsigned st) {
+  const args_t *a = s->a;
+  uint64_t d = a->hidden, b = a->dtype;
+  workspace(s, st);
+  uint32_t x = new_on(s, T * d * b, AB_TAG_ACT, st); /* the embedding's output, then the residual */
+  for (uint64_t l = 0; l < a->layers; l++) {
+    const layer_t *L = &s->layer[l];
+    uint32_t n1 = new_on(s, T * d * b, AB_TAG_ACT, st);
+    uint32_t qkv = new_on(s, T * s->qkv_n * b, AB_TAG_ACT, st);
+    gemm(s, n1, L->qkv, qkv, T, s->qkv_n, d, st);
+    drop(s, n1);
+    uint32_t attn = new_on(s, T * d * b, AB_TAG_ACT, st);
+    drop(s, qkv);
+    uint32_t o = new_on(s, T * d * b, AB_TAG_ACT, st);
+    gemm(s, attn, L->o, o, T, d, d, st);
+    drop(s, attn);
+    uint32_t n2 = new_on(s, T * d * b, AB_TAG_ACT, st); /* residual += o, in place, normed */
+    drop(s, o);
+    uint32_t out = mlp(s, L, n2, T, st);
+    drop(s, n2);
+    drop(s, out); /* added into the residual in place by the next fused_add_rms_norm */
+  }
+  uint32_t y = new_on(s, T * d * b, AB_TAG_ACT, st);
+  drop(s, x);
+  return y;
+}
+
+/* compute_logits and the sampler for n sequences from hidden (n x d at least), eager. */
+static void sample(serve_t *s, uint32_t hidden, uint64_t n) {
+  const args_t *a = s->a;
+  uint32_t logits = new_buf(s, n * a->vocab * a->dtype, AB_TAG_ACT);
+  gemm(s, hidden, s->lm_head, logits, n, a->vocab, a->hidden, 0);
+  uint32_t f32 = a->dtype == 4 ? AB_NO_TENSOR : new_buf(s, n * a->vocab * 4, AB_TAG_ACT);
+  drop(s, logits);
+  uint32_t probs = new_buf(s, n * a->vocab * 4, AB_TAG_ACT);
+  uint32_t ids = new_buf(s, n * 8, AB_TAG_ACT);
+  drop(s, probs);
+  drop(s, f32);
+  drop(s, ids);
+}
+
+/* ---- start-up ------------------------------------------------------------------------------ */
+
+/* vLLM's default capture sizes up to max_batch, largest first; their number. */
+static size_t capture_sizes(uint64_t max_batch, uint64_t out[MAX_CAPTURES]) {
+  uint64_t up[MAX_CAPTURES];
+  size_t n = 0;
+  for (uint64_t v = 1; v <= 4 && v <= max_batch; v *= 2) up[n++] = v;
+  for (uint64_t v = 8; v <= max_batch && n < MAX_CAPTURES - 1; v += 8) up[n++] = v;
+  if (up[n - 1] != max_batch) up[n++] = max_batch;
+  for (size_t i = 0; i < n; i++) out[i] = up[n - 1 - i];
+  return n;
+}
+
+/* Step 6; graph[i] receives the output the graph of size[i] keeps. */
+static void capture(serve_t *s, const uint64_t *size, size_t n, uint32_t *graph) {
+  for (size_t i = 0; i < n && !s->es->failed; i++) {
+    ab_events_step(s->es);
+    drop(s, forward(s, size[i], CAPTURE_STREAM)); /* the warm-up */
+    ab_events_pool(s->es, AB_POOL_BEGIN, GRAPH_POOL, CAPTURE_STREAM, 0);
+    graph[i] = forward(s, size[i], CAPTURE_STREAM);
+    ab_events_pool(s->es, AB_POOL_END, GRAPH_POOL, CAPTURE_STREAM, 0);
+  }
+}
+
+/* ---- serving ------------------------------------------------------------------------------- */
+
+static uint64_t blocks_for(const args_t *a, uint64_t tokens) { return (tokens + a->block - 1) / a->block; }
+
+/* A decode step of n running sequences: the replay of the smallest graph that holds them,
+ * which writes its kept output (no allocation), then the logits, eager. */
+static void decode(serve_t *s, uint64_t n, const uint64_t *size, size_t ncap, const uint32_t *graph) {
+  size_t g = 0;
+  for (size_t i = 0; i < ncap; i++)
+    if (size[i] >= n) g = i; /* largest first: the last that holds n is the smallest */
+  for (uint64_t l = 0; l < s->a->layers; l++)
+    gemm(s, s->embeds, s->layer[l].o, graph[g], size[g], s->a->hidden, s->a->hidden, 0);
+  sample(s, graph[g], n);
+}
+
+static void serve_requests(serve_t *s, ab_rng_t *rng, uint64_t kv_blocks, const uint64_t *size, size_t ncap,
+                           const uint32_t *graph) {
+  const args_t *a = s->a;
+  request_t *req = malloc(a->requests * sizeof *req);
+  uint64_t *running = malloc(a->max_batch * sizeof *running);
+  if (req == NULL || running == NULL) {
+    s->es->failed = true;
+    free(req);
+    free(running);
+    return;
+  }
+  for (uint64_t i = 0; i < a->requests; i++) {
+    req[i].prompt = ab_rng_range(rng, a->prompt_min, a->prompt_max);
+    req[i].gen = ab_rng_range(rng, a->gen_min, a->gen_max);
+    req[i].done = 0;
+  }
+  uint64_t next = 0, nrun = 0, free_blocks = kv_blocks;
+  while ((next < a->requests || nrun > 0) && !s->es->failed) {
+    ab_events_step(s->es);
+    uint64_t T = 0, admitted = 0;
+    while (next < a->requests && nrun < a->max_batch && T + req[next].prompt <= a->max_tokens &&
+           blocks_for(a, req[next].prompt + req[next].gen) <= free_blocks) {
+      free_blocks -= blocks_for(a, req[next].prompt + req[next].gen);
+      T += req[next].prompt;
+      req[next].done = 1; /* the prefill samples the first token */
+      running[nrun++] = next++;
+      admitted++;
+    }
+    if (admitted) {
+      uint32_t y = forward(s, T, 0);
+      uint32_t last = new_buf(s, admitted * a->hidden * a->dtype, AB_TAG_ACT); /* each prompt's last token */
+      copy(s, y, last, admitted * a->hidden * a->dtype, 0);
+      drop(s, y);
+      sample(s, last, admitted);
+      drop(s, last);
+    } else {
+      decode(s, nrun, size, ncap, graph);
+      for (uint64_t i = 0; i < nrun; i++) req[running[i]].done++;
+    }
+    /* Finished requests leave and give their blocks back. */
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < nrun; i++) {
+      request_t *r = &req[running[i]];
+      if (r->done >= r->gen)
+        free_blocks += blocks_for(a, r->prompt + r->gen);
+      else
+        running[kept++] = running[i];
+    }
+    nrun = kept;
+  }
+  free(req);
+  free(running);
+}
+
+/* ---- arguments ----------------------------------------------------------------------------- */
+
+/* The item to blame for a bad pair of keys: the first if it was given, else the second. */
+static ab_kv_t *given(ab_kvlist_t *p, const char *first, const char *second) {
+  ab_kv_t *item = ab_kv_get(p, first);
+  return item ? item : ab_kv_get(p, second);
+}
+
+static ab_status parse(ab_kvlist_t *p, const char *text, args_t *a, ab_diag_t *diag) {
+  AB_TRY(ab_kv_parse("-w serve", text, '=', p, diag));
+  /* Llama-3.1-8B in bf16 on an 80 GB card, vLLM's defaults (max_num_seqs 256,
+   * max_num_batched_tokens 8192, block 16, gpu_memory_utilization 0.9). */
+  *a = (args_t){.hidden = 4096, .layers = 32, .heads = 32, .kv_heads = 8, .vocab = 128256, .dtype = 2,
+                .ffn = 14336, .experts = 0, .topk = 4, .moe_bits = 0, .repack = false, .repack_pad = 0,
+                .max_batch = 256, .max_tokens = 8192, .block = 16, .util = 0.9, .card = 80 * AB_GiB,
+                .requests = 64, .prompt_min = 16, .prompt_max = 2048, .gen_min = 16, .gen_max = 256};
+  AB_TRY(ab_kv_get_u64(p, "hidden", 1, 1 << 20, &a->hidden, diag));
+  AB_TRY(ab_kv_get_u64(p, "layers", 1, 4096, &a->layers, diag));
+  AB_TRY(ab_kv_get_u64(p, "heads", 1, 4096, &a->heads, diag));
+  a->kv_heads = a->heads < a->kv_heads ? a->heads : a->kv_heads;
+  AB_TRY(ab_kv_get_u64(p, "kv_heads", 1, 4096, &a->kv_heads, diag));
+  AB_TRY(ab_kv_get_u64(p, "vocab", 1, 1 << 24, &a->vocab, diag));
+  AB_TRY(ab_kv_get_u64(p, "dtype", 1, 4, &a->dtype, diag));
+  AB_TRY(ab_kv_get_u64(p, "ffn", 1, 1 << 22, &a->ffn, diag));
+  AB_TRY(ab_kv_get_u64(p, "experts", 0, 4096, &a->experts, diag));
+  AB_TRY(ab_kv_get_u64(p, "topk", 1, 4096, &a->topk, diag));
+  AB_TRY(ab_kv_get_double(p, "moe_bits", 1, 64, &a->moe_bits, diag));
+  AB_TRY(ab_kv_get_bool(p, "repack", &a->repack, diag));
+  AB_TRY(ab_kv_get_size(p, "repack_pad", &a->repack_pad, diag));
+  AB_TRY(ab_kv_get_u64(p, "max_batch", 1, 4096, &a->max_batch, diag));
+  AB_TRY(ab_kv_get_u64(p, "max_tokens", 1, 1 << 20, &a->max_tokens, diag));
+  AB_TRY(ab_kv_get_u64(p, "block", 1, 4096, &a->block, diag));
+  AB_TRY(ab_kv_get_double(p, "util", 0.01, 1, &a->util, diag));
+  AB_TRY(ab_kv_get_size(p, "card", &a->card, diag));
+  AB_TRY(ab_kv_get_u64(p, "requests", 0, 1 << 24, &a->requests, diag));
+  AB_TRY(ab_kv_get_u64(p, "prompt_min", 1, 1 << 20, &a->prompt_min, diag));
+  AB_TRY(ab_kv_get_u64(p, "prompt_max", 1, 1 << 20, &a->prompt_max, diag));
+  AB_TRY(ab_kv_get_u64(p, "gen_min", 1, 1 << 20, &a->gen_min, diag));
+  AB_TRY(ab_kv_get_u64(p, "gen_max", 1, 1 << 20, &a->gen_max, diag));
+  AB_TRY(ab_kv_finish(p,
+                      "hidden, layers, heads, kv_heads, vocab, dtype, ffn, experts, topk, moe_bits, repack, repack_pad, "
+                      "max_batch, max_tokens, block, util, card, requests, prompt_min, prompt_max, gen_min, gen_max",
+                      diag));
+  if (a->dtype == 3) return ab_kv_errorf(p, ab_kv_get(p, "dtype"), diag, "need dtype 1, 2 or 4 (bytes)");
+  if (a->hidden % a->heads)
+    return ab_kv_errorf(p, given(p, "heads", "hidden"), diag, "need heads dividing hidden (%llu)",
+                        (unsigned long long)a->hidden);
+  if (a->heads % a->kv_heads)
+    return ab_kv_errorf(p, given(p, "kv_heads", "heads"), diag, "need kv_heads dividing heads (%llu)",
+                        (unsigned long long)a->heads);
+  if (a->experts && a->topk > a->experts)
+    return ab_kv_errorf(p, given(p, "topk", "experts"), diag, "need topk <= experts");
+  if (a->moe_bits == 0) a->moe_bits = 8.0 * (double)a->dtype;
+  if (a->card == 0 || a->card > (1ULL << 50)) return ab_kv_errorf(p, ab_kv_get(p, "card"), diag, "need 0 < card <= 1PiB");
+  if (a->repack_pad > (1ULL << 40))
+    return ab_kv_errorf(p, ab_kv_get(p, "repack_pad"), diag, "need repack_pad <= 1TiB");
+  if (a->prompt_min > a->prompt_max)
+    return ab_kv_errorf(p, given(p, "prompt_min", "prompt_max"), diag, "need prompt_min <= prompt_max");
+  if (a->gen_min > a->gen_max) return ab_kv_errorf(p, given(p, "gen_min", "gen_max"), diag, "need gen_min <= gen_max");
+  if (a->prompt_max > a->max_tokens)
+    return ab_kv_errorf(p, given(p, "prompt_max", "max_tokens"), diag,
+                        "need prompt_max <= max_tokens (%llu): a prompt is prefilled in one step",
+                        (unsigned long long)a->max_tokens);
+  if (a->max_batch > a->max_tokens)
+    return ab_kv_errorf(p, given(p, "max_batch", "max_tokens"), diag, "need max_batch <= max_tokens");
+  /* Note [Sizes that fit in 64 bits] (transformer.h): the largest tensors are the vocabulary
+   * ones (the embedding, the logits of max_batch) and the forward's per-token widths. */
+  double d = (double)a->hidden, widest = (double)a->vocab * (d > (double)a->max_batch ? d : (double)a->max_batch);
+  double per_token = d + 2.0 * (double)a->ffn * (a->experts ? (double)a->topk : 1) + (double)a->experts;
+  if (widest * 4 > 0x1p46 || (double)a->max_tokens * per_token * 4 > 0x1p46 ||
+      (double)a->experts * 2 * (double)a->ffn * d * a->moe_bits / 8 > 0x1p46)
+    return ab_kv_errorf(p, given(p, "hidden", "vocab"), diag,
+                        "hidden, ffn, experts, vocab or max_tokens make a tensor of more than 2^46 elements");
+  return AB_OK;
+}
+
+/* ---- the generator ------------------------------------------------------------------------- */
+
+static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
+  ab_kvlist_t p;
+  args_t a;
+  AB_TRY(parse(&p, text, &a, diag));
+  serve_t s = {.a = &a, .es = out, .kernels = a.dtype != 1, .kdt = a.dtype == 4 ? AB_F32 : AB_BF16,
+               .workspace = {AB_NO_TENSOR, AB_NO_TENSOR}};
+  s.head_dim = a.hidden / a.heads;
+  s.qkv_n = a.hidden + 2 * a.kv_heads * s.head_dim;
+  s.layer = calloc(a.layers, sizeof *s.layer);
+  uint64_t size[MAX_CAPTURES];
+  size_t ncap = capture_sizes(a.max_batch, size);
+  uint32_t *graph = calloc(ncap, sizeof *graph);
+  uint32_t *kv = calloc(a.layers, sizeof *kv);
+  if (s.layer == NULL || graph == NULL || kv == NULL) {
+    free(s.layer);
+    free(graph);
+    free(kv);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  out->suggested_budget = a.card;
+  ab_status st = AB_OK;
+
+  /* 1-3: the runner's buffers, the model, its repacking. */
+  ab_events_step(out);
+  uint64_t max_len = a.prompt_max + a.gen_max;
+  new_buf(&s, a.max_tokens * 4, AB_TAG_INPUT);
+  new_buf(&s, a.max_tokens * 8, AB_TAG_INPUT);
+  new_buf(&s, a.max_tokens * 8, AB_TAG_INPUT);
+  s.embeds = new_buf(&s, a.max_tokens * a.hidden * a.dtype, AB_TAG_INPUT);
+  new_buf(&s, a.max_batch * blocks_for(&a, max_len) * 4, AB_TAG_INPUT);
+  build_model(&s);
+  if (a.repack) repack(&s);
+
+  /* 4: the profiling forward and sampler run; vLLM empties the cache after it. */
+  ab_events_step(out);
+  drop(&s, forward(&s, a.max_tokens, 0));
+  uint32_t h = new_buf(&s, a.max_batch * a.hidden * a.dtype, AB_TAG_ACT);
+  sample(&s, h, a.max_batch);
+  drop(&s, h);
+  ab_events_sync(out, 0);
+  ab_events_empty_cache(out);
+
+  /* 5: the KV cache from what the profile left of util x card. */
+  uint64_t page = a.block * 2 * a.kv_heads * s.head_dim * a.dtype; /* one block of one layer */
+  double want = a.util * (double)a.card - (double)s.peak;
+  uint64_t kv_blocks = want > 0 ? (uint64_t)(want / (double)(page * a.layers)) : 0;
+  if (kv_blocks == 0) {
+    st = ab_kv_errorf(&p, given(&p, "util", "card"), diag,
+                      "no memory for the KV cache: util x card %.4g GB is below the profiled peak %.4g GB",
+                      a.util * (double)a.card / 1e9, (double)s.peak / 1e9);
+  } else if (blocks_for(&a, max_len) > kv_blocks) {
+    st = ab_kv_errorf(&p, given(&p, "prompt_max", "gen_max"), diag,
+                      "prompt_max + gen_max (%llu tokens) is more than the KV cache holds (%llu tokens)",
+                      (unsigned long long)max_len, (unsigned long long)(kv_blocks * a.block));
+  }
+  if (st == AB_OK) {
+    ab_events_step(out);
+    for (uint64_t l = 0; l < a.layers; l++) kv[l] = new_buf(&s, kv_blocks * page, AB_TAG_OTHER);
+    /* 6, 7. */
+    capture(&s, size, ncap, graph);
+    ab_rng_t rng = ab_rng_seed(seed);
+    serve_requests(&s, &rng, kv_blocks, size, ncap, graph);
+  }
+  /* What lives to the end (the weights, the cache, the graphs) stays live: the engine frees
+   * it, untimed, as the server's exit does. */
+  free(s.bytes);
+  free(s.layer);
+  free(graph);
+  free(kv);
+  return st;
+}
+
+const ab_workload_t ab_workload_serve = {
+    .name = "serve",
+    .summary = "LLM inference server as vLLM runs it: weights, profiling, KV cache, CUDA graphs in one pool, requests",
+    .params_help =
+    "  hidden=N, layers=N, heads=N, kv_heads=N, vocab=N, ffn=N  the model's shapes\n"
+    "                 (default Llama-3.1-8B: 4096, 32, 32, 8, 128256, 14336)\n"
+    "  dtype=N        bytes per weight and activation: 1, 2 (bf16) or 4 (default 2; 1 runs no kernels)\n"
+    "  experts=N, topk=N  MoE: experts per layer and experts per token (default 0: dense; 4)\n"
+    "  moe_bits=X     bits per expert weight, scales included (default 8 x dtype; mxfp4: 4.25)\n"
+    "  repack=BOOL    process_weights_after_loading moves each layer's w13, then w2, to a new\n"
+    "                 layout (mxfp4 on Hopper; default false)\n"
+    "  repack_pad=SIZE  how much larger the new layout is (default 0)\n"
+    "  max_batch=N    max_num_seqs, the largest decode graph (default 256)\n"
+    "  max_tokens=N   max_num_batched_tokens: the profiling forward, a prefill's bound (default 8192)\n"
+    "  block=N        tokens per KV block (default 16)\n"
+    "  util=X         gpu_memory_utilization (default 0.9)\n"
+    "  card=SIZE      the card's memory, for the KV cache; the suggested budget (default 80GiB)\n"
+    "  requests=N     requests served (default 64)\n"
+    "  prompt_min=N, prompt_max=N  prompt tokens, uniform (default 16, 2048)\n"
+    "  gen_min=N, gen_max=N  output tokens, uniform (default 16, 256)\n",
+    .quick_args = "requests=8",
+    .generate = generate,
+    .scale = (const ab_scale_key_t[]){{"requests", 1}, {"layers", 1}, {NULL, 0}},
+};
