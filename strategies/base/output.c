@@ -216,9 +216,3 @@ ab_status ab_output_commit(ab_output_t *o, ab_diag_t *diag) {
   if (err) return ab_diag_set(diag, AB_ERR_IO, "%s: write failed: %s", o->path, strerror(err));
   return AB_OK;
 }
-
-void ab_output_abandon(ab_output_t *o) {
-  if (o->f) fclose(o->f);
-  o->f = NULL;
-  if (o->tmp[0]) unlink(o->tmp);
-}

@@ -60,8 +60,6 @@ ab_status ab_output_open(ab_output_t *o, const char *path, ab_diag_t *diag);
 /* Flushes and closes; renames the temporary file into place. On any failure the temporary
  * file is removed and AB_ERR_IO names the path and the reason. */
 ab_status ab_output_commit(ab_output_t *o, ab_diag_t *diag);
-/* Closes without keeping what was written (the temporary file is removed). */
-void ab_output_abandon(ab_output_t *o);
 /* True when path (followed through links) is not a regular file nor a name not yet taken:
  * item 4 of the Note. */
 bool ab_output_is_special(const char *path);
