@@ -2,7 +2,7 @@
 # pluggable_cli_test.sh ALLOCBENCH CC SOURCE_DIR PLUGINS_DIR TEST_PLUGINS_DIR DATA_DIR:
 # -s pluggable:PATH on the command line.
 #   1. The acceptance: a library built here with `cc -shared -fPIC` from a file that declares
-#      cudaMalloc and cudaFree itself (plugins/malloc_each.c: no CUDA header, no CUDA library)
+#      cudaMalloc and cudaFree itself (strategies/plugins/malloc_each.c: no CUDA header, no CUDA library)
 #      gives on --device sim exactly raw's status, OOM event, peak reserved bytes and device
 #      allocation and free counts, on every workload, with and without --budget (and with
 #      injected faults); so does the build's copy linked against libcudart.so, where there is one.
@@ -20,7 +20,7 @@ source "$(dirname "$0")/lib.sh"
 # ---- 1. the acceptance ---------------------------------------------------------------------
 
 lib=$work/libeach.so
-"$cc" -shared -fPIC -o "$lib" "$src/plugins/malloc_each.c" || fail "cc -shared -fPIC plugins/malloc_each.c exited $?"
+"$cc" -shared -fPIC -o "$lib" "$src/strategies/plugins/malloc_each.c" || fail "cc -shared -fPIC strategies/plugins/malloc_each.c exited $?"
 nm -D --undefined-only "$lib" | grep -qw cudaMalloc || fail "the library does not leave cudaMalloc undefined"
 nm -D --undefined-only "$lib" | grep -qw cudaFree || fail "the library does not leave cudaFree undefined"
 if readelf -d "$lib" | grep NEEDED | grep -qi cuda; then fail "the library links a CUDA library"; fi

@@ -42,7 +42,7 @@ static void observe(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_
 
 static char plugin_path[4][1024];
 
-/* An example plugin (plugins/) or a test plugin (tests/plugins/), as pluggable:PATH[suffix]. */
+/* An example plugin (strategies/plugins/) or a test plugin (tests/plugins/), as pluggable:PATH[suffix]. */
 static const char *plugin(const char *dir, const char *name, const char *suffix) {
   static int next;
   char *out = plugin_path[next++ % 4];
