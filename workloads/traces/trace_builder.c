@@ -295,7 +295,7 @@ static int dump_pool(const ab_trace_builder_t *b, uint64_t addr) {
 /* Rule 1 of Note [Pools of a trace], from the end backwards. */
 static void infer_pools(ab_trace_builder_t *b) {
   if (!b->infer && b->nheld == 0) return;
-  qsort(b->dump, b->ndump, sizeof *b->dump, seg_by_addr);
+  if (b->ndump) qsort(b->dump, b->ndump, sizeof *b->dump, seg_by_addr); /* qsort takes no NULL, even of nothing */
   for (size_t i = 0; i < b->nheld; i++)
     if (b->held[i].pool == AB_TRACE_POOL_INFER) b->held[i].pool = (int16_t)dump_pool(b, b->held[i].addr);
   ranges_t gone = {NULL, 0, 0};
