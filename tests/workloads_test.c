@@ -79,8 +79,7 @@ static const char *const small_specs[] = {
     "zero:steps=3,layers=2,stage=3,max_reuse=0,dtype=bf16",
     "random:ops=20000",
     "fragmenter",
-    "serve:hidden=256,layers=2,heads=4,kv_heads=2,vocab=1000,ffn=512,max_batch=16,max_tokens=512,card=1GiB,"
-    "requests=6,prompt_max=200,gen_max=20",
+    "serve:hidden=256,layers=2,heads=4,kv_heads=2,vocab=1000,ffn=512,max_batch=16,max_tokens=512,card=1GiB,requests=6,prompt_max=200,gen_max=20",
 };
 
 /* The workloads whose stream depends on the seed through drawn shapes or sizes. */
