@@ -155,7 +155,11 @@ static const option_entry_t options[] = {
     {"verify", 0, AB_OPT_VERIFY, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
     {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, WHOLE_RUNS, 0, 0, 0,
      "sim, replaying a trace: give each device allocation the address the\n"
-     "recorded run got (ties between equal free blocks break the same way)"},
+     "recorded run got (ties between equal free blocks break the same way);\n"
+     "replay does so by default under the recorded settings"},
+    {"sim-addresses", 0, AB_OPT_SIM_ADDRESSES, NULL, AB_CMD_REPLAY, 0, 0, 0,
+     "sim: the simulated card places every device allocation itself, also\n"
+     "under the recorded settings"},
     {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
     {"verbose", 'v', 'v', NULL, AB_CMD_LIST, 0, 0, 0, "also list each strategy's -c keys and each workload's arguments"},
     {"verbose", 'v', 'v', NULL, AB_CMD_COMPARE, 0, 0, 0,

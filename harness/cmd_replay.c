@@ -190,10 +190,32 @@ static ab_status check_exports(const char *trace_path, const char *snapshot_path
 
 /* ---- the command -------------------------------------------------------------------------- */
 
+/* Note [Recorded addresses]: the caching allocator breaks ties between free blocks of one size
+ * by address, so where the driver put each segment decides which block a request gets, and,
+ * through that, which segments garbage collection and the release of oversize blocks free.
+ * The driver's placement cannot be derived: it depends on what else the process holds (CUDA
+ * context, libraries). A trace records it, so replaying the run as it was recorded (caching,
+ * its settings, no other budget) takes each cudaMalloc's address from the trace; under other
+ * settings the run differs and the simulated card places segments itself. */
+static bool as_recorded(const ab_cli_opts_t *o, const ab_events_t *es) {
+  if (strcmp(o->strategy, "caching") != 0 || o->dev.budget_bytes != 0 || o->conf == NULL) return false;
+  const char *x = o->conf, *y = es->settings;
+  for (;; x++, y++) { /* equal but for spaces */
+    while (*x == ' ') x++;
+    while (*y == ' ') y++;
+    if (*x != *y) return false;
+    if (*x == '\0') break;
+  }
+  for (size_t i = 0; i < es->nsegs; i++)
+    if (es->segs[i].action == AB_TR_SEGMENT_ALLOC) return true;
+  return false;
+}
+
 /* replay's own options. */
 typedef struct replay_args_s {
   ab_trace_opts_t topts;
   bool info_only;
+  bool sim_addresses; /* --sim-addresses */
   const char *export_trace, *export_snapshot;
 } replay_args_t;
 
@@ -201,6 +223,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   replay_args_t *a = ctx;
   switch (opt) {
     case AB_OPT_INFO: a->info_only = true; return true;
+    case AB_OPT_SIM_ADDRESSES: a->sim_addresses = true; return true;
     case AB_OPT_EXPORT_TRACE: a->export_trace = arg; return true;
     case AB_OPT_EXPORT_SNAPSHOT: a->export_snapshot = arg; return true;
     case AB_OPT_MAX_INFLATED:
@@ -222,12 +245,14 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1, 0, false}, false, NULL, NULL};
+  replay_args_t a = {{-1, 0, false}, false, false, NULL, NULL};
   char **args;
   size_t nargs;
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);
   if (rc >= 0) return rc;
   if (nargs == 0) return ab_cli_usage_error(&o, "expected the trace to replay (see allocbench replay --help)");
+  if (a.sim_addresses && o.recorded_addresses)
+    return ab_cli_usage_error(&o, "--sim-addresses and --recorded-addresses: choose one");
   ab_trace_opts_t topts = a.topts;
   bool info_only = a.info_only;
   const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
@@ -256,6 +281,12 @@ int ab_cmd_replay(int argc, char **argv) {
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) {
     o.conf = es.settings;
     if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
+  }
+  if (!a.sim_addresses && !o.recorded_addresses && as_recorded(&o, &es)) {
+    o.recorded_addresses = true;
+    if (!o.quiet)
+      fprintf(stderr, "allocbench replay: each cudaMalloc at the address the recorded run got (--sim-addresses: "
+                      "the simulated card's own)\n");
   }
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) {

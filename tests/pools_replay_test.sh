@@ -17,11 +17,15 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # 1. Each recording replays as PyTorch ran it (the conf is the one the snapshot recorded; the
-#    segments get the recorded addresses, so that ties between equal free blocks break as they
-#    did on the card: README, --recorded-addresses).
-for name in graph_pool compiled compiled_expandable mempool_oom gc07split128; do
-  "$ab" replay "$fx/$name.pickle.gz" --device sim:h200 --recorded-addresses --format csv --out "$tmp/out" >"$tmp/$name.csv" 2>"$tmp/$name.err" ||
+#    segments get the recorded addresses by default, so that ties between equal free blocks
+#    break as they did on the card: README, Note [Recorded addresses]). The moe_* recordings
+#    are training steps under a cap with garbage collection, where those ties decide which
+#    segments are collected.
+for name in graph_pool compiled compiled_expandable mempool_oom gc07split128 moe_gc07split128 moe_gc06 moe_gc08split64; do
+  "$ab" replay "$fx/$name.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" >"$tmp/$name.csv" 2>"$tmp/$name.err" ||
     { fail "$name: replay exited $?: $(cat "$tmp/$name.err")"; continue; }
+  # expandable segments map memory into reserved ranges: no cudaMalloc addresses to take
+  [ "$name" = compiled_expandable ] || grep -q "at the address the recorded run got" "$tmp/$name.err" || fail "$name: not replayed at the recorded addresses: $(cat "$tmp/$name.err")"
   python3 - "$fx/$name.json" "$tmp/$name.csv" <<'PY' || fail "$name: the replay is not what PyTorch did"
 import csv, json, sys
 want = json.load(open(sys.argv[1]))
@@ -42,6 +46,17 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 done
+
+# 1b. Under other settings, or with --sim-addresses, the simulated card places the segments.
+"$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 --sim-addresses --format csv --out "$tmp/out" >/dev/null 2>"$tmp/sim.err" ||
+  fail "--sim-addresses: replay exited $?: $(cat "$tmp/sim.err")"
+"$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 -c max_split_size_mb:64 --format csv --out "$tmp/out" >/dev/null 2>"$tmp/other.err" ||
+  fail "-c max_split_size_mb:64: replay exited $?: $(cat "$tmp/other.err")"
+for f in "$tmp/sim.err" "$tmp/other.err"; do
+  ! grep -q "recorded run got" "$f" || fail "recorded addresses taken: $(cat "$f")"
+done
+"$ab" replay "$fx/moe_gc06.pickle.gz" --sim-addresses --recorded-addresses >/dev/null 2>&1
+[ $? = 2 ] || fail "--sim-addresses with --recorded-addresses is not refused"
 
 # 2. --info lists the pools: the graphs' shared pool, and the default pool, with allocations.
 "$ab" replay --info "$fx/graph_pool.pickle.gz" >"$tmp/info.txt" 2>"$tmp/info.err" || fail "--info exited $?"

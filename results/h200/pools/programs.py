@@ -18,6 +18,9 @@ PYTORCH_CUDA_ALLOC_CONF of each is set by run.sh, so that the snapshot keeps it.
                   before the snapshot (its segments are gone from the snapshot)
   gc              random training-like allocations under garbage_collection_threshold and a
                   memory fraction (set in the conf string), two streams
+  moe             training steps of a mixture-of-experts transformer (top-2 routing over eight
+                  experts, so each expert's activations change size every step; AdamW), with
+                  a batch drawn per step, under the conf's cap and garbage collection
 """
 
 import json
@@ -197,8 +200,65 @@ def gc_trace():
     torch.cuda.synchronize()
 
 
+def moe():
+    torch.manual_seed(5)
+    rng = random.Random(5)
+    hidden, ffn, experts, layers, vocab = 1024, 1408, 8, 4, 16384
+
+    class Expert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = torch.nn.Linear(hidden, ffn, bias=False)
+            self.up = torch.nn.Linear(hidden, ffn, bias=False)
+            self.down = torch.nn.Linear(ffn, hidden, bias=False)
+
+        def forward(self, x):
+            return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(hidden)
+            self.attn = torch.nn.MultiheadAttention(hidden, 16, batch_first=True)
+            self.norm2 = torch.nn.LayerNorm(hidden)
+            self.router = torch.nn.Linear(hidden, experts, bias=False)
+            self.experts = torch.nn.ModuleList(Expert() for _ in range(experts))
+
+        def forward(self, x):
+            h = self.norm(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            h = self.norm2(x).flatten(0, 1)
+            weight, chosen = torch.topk(self.router(h).softmax(-1), 2, dim=-1)
+            out = torch.zeros_like(h)
+            for e in range(experts):
+                rows, slot = torch.nonzero(chosen == e, as_tuple=True)
+                if rows.numel():
+                    out.index_add_(0, rows, self.experts[e](h[rows]) * weight[rows, slot, None])
+            return x + out.view_as(x)
+
+    emb = torch.nn.Embedding(vocab, hidden)
+    body = torch.nn.Sequential(*[Layer() for _ in range(layers)])
+    model = torch.nn.ModuleDict({"emb": emb, "body": body}).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    try:
+        for step in range(30):
+            batch, seq = rng.choice((2, 4, 6, 8)), rng.choice((256, 384, 512, 768))
+            tokens = torch.randint(0, vocab, (batch, seq), device=dev)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                h = model["body"](model["emb"](tokens))
+                loss = torch.nn.functional.cross_entropy((h @ model["emb"].weight.t()).float().flatten(0, 1),
+                                                         tokens.flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    except torch.OutOfMemoryError as e:
+        result["oom"] = True
+        result["oom_message"] = str(e).split(" If reserved")[0]
+    torch.cuda.synchronize()
+
+
 programs = {"graph_pool": graph_pool, "compiled": compiled, "mempool_oom": mempool_oom,
-            "mempool_gone": mempool_gone, "gc": gc_trace}
+            "mempool_gone": mempool_gone, "gc": gc_trace, "moe": moe}
 programs[name]()
 stats = torch.cuda.memory_stats()
 keys = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "requested_bytes.all.peak", "active_bytes.all.peak",

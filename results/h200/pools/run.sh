@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh OUT: records each program of programs.py under its PYTORCH_CUDA_ALLOC_CONF into OUT
 # (NAME.pickle.gz, NAME.json, NAME.log), each within a time limit, on a machine with PyTorch
-# and a GPU. The fixtures of tests/data/pytorch-2.11-h200/pools/ were recorded with it.
+# and a GPU. The fixtures of tests/data/pytorch-2.11-h200/pools/ were recorded with it, the
+# moe_* ones with run_moe.sh, which sets the cap from an uncapped run.
 set -u
 out=${1:?usage: run.sh OUT}
 here=$(cd "$(dirname "$0")" && pwd)
