@@ -128,8 +128,11 @@ struct ab_instream_s {
   size_t nraw;
   uint64_t taken;             /* raw bytes taken so far (fed to the inflater, or returned) */
   bool gzip;
+  bool plain;                 /* never gzip: contents given as they are */
   uint64_t max_inflated, limit;
-  uint64_t out;               /* contents bytes returned */
+  uint64_t out;               /* contents bytes returned by ab_instream_read */
+  unsigned char *win;         /* the window's buffer: [win + wstart, win + wend) not consumed */
+  size_t wcap, wstart, wend;
   bool ended;                 /* the contents are over */
 #ifdef AB_HAVE_ZLIB
   z_stream z;
@@ -232,7 +235,7 @@ static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
   s->out = 0;
   s->ended = false;
   AB_TRY(raw_fill(s, diag));
-  s->gzip = s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
+  s->gzip = !s->plain && s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
   s->limit = s->gzip ? inflate_cap(s->compressed, s->max_inflated) : MAX_BYTES;
   if (!s->gzip) return AB_OK;
 #ifdef AB_HAVE_ZLIB
@@ -255,13 +258,15 @@ static ab_status stream_new(const char *path, uint64_t max_inflated, ab_instream
   return AB_OK;
 }
 
-ab_status ab_instream_memory(const char *name, const void *data, size_t len, ab_instream_t **out, ab_diag_t *diag) {
+ab_status ab_instream_memory(const char *name, const void *data, size_t len, bool gunzip, ab_instream_t **out,
+                             ab_diag_t *diag) {
   *out = NULL;
   if (len >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", name);
   ab_instream_t *s;
   AB_TRY(stream_new(name, 0, &s, diag));
   s->mem = data;
   s->compressed = len;
+  s->plain = !gunzip;
   ab_status st = start(s, diag);
   if (st != AB_OK) {
     ab_instream_close(s);
@@ -325,6 +330,7 @@ ab_status ab_instream_rewind(ab_instream_t *s, ab_diag_t *diag) {
 #ifdef AB_HAVE_ZLIB
   zlib_end(s);
 #endif
+  s->wstart = s->wend = 0;
   if (s->f && fseek(s->f, 0, SEEK_SET) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read it again: %s", s->path, strerror(errno));
   return start(s, diag);
 }
@@ -365,7 +371,41 @@ ab_status ab_instream_read_all(ab_instream_t *s, ab_input_t *in, ab_diag_t *diag
   return AB_OK;
 }
 
-uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out; }
+#define WINDOW_BYTES (1u << 20)
+
+ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char **data, size_t *avail, ab_diag_t *diag) {
+  size_t have = s->wend - s->wstart;
+  while (have < want && !s->ended) {
+    if (s->wcap - s->wstart < want || s->wend == s->wcap) {
+      /* Move what is left to the front, growing the buffer for a long want. */
+      size_t cap = s->wcap ? s->wcap : WINDOW_BYTES;
+      while (cap < want) cap *= 2;
+      if (cap != s->wcap) {
+        unsigned char *grown = malloc(cap);
+        if (grown == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", s->path);
+        if (have) memcpy(grown, s->win + s->wstart, have);
+        free(s->win);
+        s->win = grown;
+        s->wcap = cap;
+      } else if (have) {
+        memmove(s->win, s->win + s->wstart, have);
+      }
+      s->wstart = 0;
+      s->wend = have;
+    }
+    size_t got = 0;
+    AB_TRY(ab_instream_read(s, s->win + s->wend, s->wcap - s->wend, &got, diag));
+    s->wend += got;
+    have += got;
+  }
+  *data = s->win + s->wstart;
+  *avail = have;
+  return AB_OK;
+}
+
+void ab_instream_consume(ab_instream_t *s, size_t n) { s->wstart += n; }
+
+uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out - (s->wend - s->wstart); }
 bool ab_instream_gzip(const ab_instream_t *s) { return s->gzip; }
 
 void ab_instream_close(ab_instream_t *s) {
@@ -376,6 +416,7 @@ void ab_instream_close(ab_instream_t *s) {
   if (s->f) fclose(s->f);
   free(s->owned);
   free(s->chunk);
+  free(s->win);
   free(s->path);
   free(s);
 }
@@ -398,7 +439,7 @@ ab_status ab_input_from_memory(const char *name, const void *data, size_t len, a
   in->data = NULL;
   in->len = 0;
   ab_instream_t *s;
-  AB_TRY(ab_instream_memory(name, data, len, &s, diag));
+  AB_TRY(ab_instream_memory(name, data, len, true, &s, diag));
   ab_status st = ab_instream_read_all(s, in, diag);
   ab_instream_close(s);
   return st;

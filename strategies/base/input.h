@@ -50,15 +50,25 @@ typedef struct ab_instream_s ab_instream_t;
 /* Opens path (remembered as an input, as by ab_input_read); max_inflated as for
  * ab_input_read_capped. AB_ERR_IO naming the path when it cannot be opened. */
 ab_status ab_instream_open(const char *path, uint64_t max_inflated, ab_instream_t **out, ab_diag_t *diag);
-/* A stream over bytes in memory (not copied: they must outlive the stream), named `name`. */
-ab_status ab_instream_memory(const char *name, const void *data, size_t len, ab_instream_t **out, ab_diag_t *diag);
+/* A stream over bytes in memory (not copied: they must outlive the stream), named `name`;
+ * inflated when they are gzip and `gunzip` is set, else taken as they are (contents read
+ * already). */
+ab_status ab_instream_memory(const char *name, const void *data, size_t len, bool gunzip, ab_instream_t **out,
+                             ab_diag_t *diag);
 /* Reads up to cap bytes of the (inflated) contents into buf; *got is 0 only at the end. */
 ab_status ab_instream_read(ab_instream_t *s, void *buf, size_t cap, size_t *got, ab_diag_t *diag);
 /* Goes back to the first byte. */
 ab_status ab_instream_rewind(ab_instream_t *s, ab_diag_t *diag);
 /* The rest of the contents as one buffer, as ab_input_read gives it. */
 ab_status ab_instream_read_all(ab_instream_t *s, ab_input_t *in, ab_diag_t *diag);
-/* Contents bytes read so far. */
+/* Buffered reading, for parsers: the next bytes of the contents as one window of memory.
+ * ab_instream_window makes at least `want` bytes visible at *data (fewer only at the end:
+ * *avail says how many), growing its buffer for a long want; the window stays valid until
+ * the next call. ab_instream_consume(n) moves past n of them. Do not mix with
+ * ab_instream_read. */
+ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char **data, size_t *avail, ab_diag_t *diag);
+void ab_instream_consume(ab_instream_t *s, size_t n);
+/* Contents bytes consumed (window) or read so far: the offset of the next byte. */
 uint64_t ab_instream_offset(const ab_instream_t *s);
 /* True when the file is gzip. */
 bool ab_instream_gzip(const ab_instream_t *s);

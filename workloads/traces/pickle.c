@@ -715,17 +715,26 @@ void ab_pkw_str(ab_pkw_t *w, const char *s, size_t len) {
   emit(w, s, len);
 }
 
+uint32_t ab_pkw_memoize(ab_pkw_t *w) {
+  if (w->nmemo == UINT32_MAX) return UINT32_MAX;
+  emit_op(w, OP_MEMOIZE);
+  return w->nmemo++;
+}
+
+void ab_pkw_get(ab_pkw_t *w, uint32_t idx) {
+  if (idx <= 0xff) {
+    emit_op(w, OP_BINGET);
+    emit_le(w, idx, 1);
+  } else {
+    emit_op(w, OP_LONG_BINGET);
+    emit_le(w, idx, 4);
+  }
+}
+
 void ab_pkw_name(ab_pkw_t *w, const char *s) {
   uint64_t idx;
   if (ab_map_get(&w->names, (uint64_t)(uintptr_t)s, &idx)) {
-    idx--;
-    if (idx <= 0xff) {
-      emit_op(w, OP_BINGET);
-      emit_le(w, idx, 1);
-    } else {
-      emit_op(w, OP_LONG_BINGET);
-      emit_le(w, idx, 4);
-    }
+    ab_pkw_get(w, (uint32_t)(idx - 1));
     return;
   }
   ab_pkw_str(w, s, strlen(s));

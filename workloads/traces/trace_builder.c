@@ -640,3 +640,33 @@ bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out) {
   *out = v;
   return true;
 }
+
+void ab_trace_lines_init(ab_trace_lines_t *l, ab_instream_t *in) {
+  memset(l, 0, sizeof *l);
+  l->in = in;
+}
+
+ab_status ab_trace_lines_next(ab_trace_lines_t *l, const char **s, size_t *len, bool *more, ab_diag_t *diag) {
+  size_t want = 64u << 10;
+  for (;;) {
+    size_t avail = (size_t)(l->end - l->p);
+    const unsigned char *nl = avail ? memchr(l->p, '\n', avail) : NULL;
+    if (nl || l->eof) {
+      *more = nl || avail;
+      *s = (const char *)l->p;
+      *len = nl ? (size_t)(nl - l->p) : avail;
+      l->p = nl ? nl + 1 : l->end;
+      return AB_OK;
+    }
+    /* No newline in sight: a longer window (a line longer than it grows it). */
+    if (want <= avail) want = avail * 2;
+    ab_instream_consume(l->in, (size_t)(l->p - l->win));
+    l->win = l->p = l->end = NULL;
+    const unsigned char *data = NULL;
+    size_t got = 0;
+    AB_TRY(ab_instream_window(l->in, want, &data, &got, diag));
+    l->win = l->p = data;
+    l->end = data + got;
+    l->eof = got < want;
+  }
+}
