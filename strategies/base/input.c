@@ -131,12 +131,15 @@ struct ab_instream_s {
   bool plain;                 /* never gzip: contents given as they are */
   uint64_t max_inflated, limit;
   uint64_t out;               /* contents bytes returned by ab_instream_read */
+  uint64_t inflated;          /* bytes the inflater made (the cap applies to them) */
+  bool inflated_all;          /* the inflater reached the end of the last member */
   unsigned char *win;         /* the window's buffer: [win + wstart, win + wend) not consumed */
   size_t wcap, wstart, wend;
   bool ended;                 /* the contents are over */
 #ifdef AB_HAVE_ZLIB
   z_stream z;
   bool zlive;
+  struct inflater_s *thread;  /* inflating ahead on a thread of its own, or NULL */
 #endif
 };
 
@@ -177,7 +180,10 @@ static ab_status zlib_start(ab_instream_t *s, ab_diag_t *diag) {
   return AB_OK;
 }
 
+static void thread_stop(ab_instream_t *s);
+
 static void zlib_end(ab_instream_t *s) {
+  thread_stop(s);
   if (s->zlive) inflateEnd(&s->z);
   s->zlive = false;
 }
@@ -188,7 +194,7 @@ static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_
   size_t room = cap > UINT32_MAX ? UINT32_MAX : cap;
   z->next_out = buf;
   z->avail_out = (uInt)room;
-  while (z->avail_out == room && !s->ended) {
+  while (z->avail_out == room && !s->inflated_all) {
     if (z->avail_in == 0) {
       AB_TRY(raw_fill(s, diag));
       z->next_in = (Bytef *)(uintptr_t)s->raw;
@@ -198,14 +204,14 @@ static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_
     }
     uInt before_out = z->avail_out;
     int r = inflate(z, Z_NO_FLUSH);
-    s->out += before_out - z->avail_out;
-    if (s->out > s->limit) return too_inflated(s->path, s->compressed, s->limit, s->max_inflated, diag);
+    s->inflated += before_out - z->avail_out;
+    if (s->inflated > s->limit) return too_inflated(s->path, s->compressed, s->limit, s->max_inflated, diag);
     if (r == Z_STREAM_END) {
       /* Concatenated gzip members are legal; read the next one if bytes remain. */
       if (z->avail_in == 0) {
         AB_TRY(raw_fill(s, diag));
         if (s->nraw == 0) {
-          s->ended = true;
+          s->inflated_all = true;
           break;
         }
       }
@@ -226,20 +232,138 @@ static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_
   *got = room - z->avail_out;
   return AB_OK;
 }
+
+/* Note [Inflating ahead]
+ * Inflating is about a third of reading a snapshot. For a gzip file of more than
+ * THREAD_MIN_BYTES, a thread inflates ahead into a ring of RING blocks while the reader
+ * parses, so that on a machine with a core to spare the two overlap. The thread owns the
+ * inflater and the file (gz_read and what it touches); the reader owns the window and `out`;
+ * the ring is shared under the lock. An error is kept with the block where it happened and
+ * reported when the reader gets there, as without the thread. */
+#define RING 4
+#define RING_BLOCK_BYTES (1u << 20)
+#define THREAD_MIN_BYTES (1u << 20)
+
+typedef struct inflater_s {
+  pthread_t tid;
+  pthread_mutex_t lock;
+  pthread_cond_t filled, emptied;
+  unsigned char *data[RING];
+  size_t len[RING];
+  size_t head, count, offset; /* the reader's block, full blocks, bytes of head already read */
+  bool done, stop;            /* the inflater ended (with status and diag), or was told to */
+  ab_status status;
+  ab_diag_t diag;
+} inflater_t;
+
+static void *inflate_ahead(void *arg) {
+  ab_instream_t *s = arg;
+  inflater_t *t = s->thread;
+  for (;;) {
+    pthread_mutex_lock(&t->lock);
+    while (t->count == RING && !t->stop) pthread_cond_wait(&t->emptied, &t->lock);
+    size_t slot = (t->head + t->count) % RING;
+    bool stop = t->stop;
+    pthread_mutex_unlock(&t->lock);
+    if (stop) return NULL;
+    size_t got = 0;
+    ab_diag_t diag = {""};
+    ab_status st = gz_read(s, t->data[slot], RING_BLOCK_BYTES, &got, &diag);
+    pthread_mutex_lock(&t->lock);
+    t->len[slot] = got;
+    if (st != AB_OK || got == 0) {
+      t->done = true;
+      t->status = st;
+      t->diag = diag;
+    } else {
+      t->count++;
+    }
+    pthread_cond_signal(&t->filled);
+    pthread_mutex_unlock(&t->lock);
+    if (st != AB_OK || got == 0) return NULL;
+  }
+}
+
+static void thread_stop(ab_instream_t *s) {
+  inflater_t *t = s->thread;
+  if (t == NULL) return;
+  pthread_mutex_lock(&t->lock);
+  t->stop = true;
+  pthread_cond_signal(&t->emptied);
+  pthread_mutex_unlock(&t->lock);
+  pthread_join(t->tid, NULL);
+  for (int i = 0; i < RING; i++) free(t->data[i]);
+  pthread_mutex_destroy(&t->lock);
+  pthread_cond_destroy(&t->filled);
+  pthread_cond_destroy(&t->emptied);
+  free(t);
+  s->thread = NULL;
+}
+
+/* Starts the thread; without it (no memory, no thread) the reader inflates by itself. */
+static void thread_start(ab_instream_t *s) {
+  inflater_t *t = calloc(1, sizeof *t);
+  if (t == NULL) return;
+  bool ok = true;
+  for (int i = 0; i < RING; i++) ok &= (t->data[i] = malloc(RING_BLOCK_BYTES)) != NULL;
+  pthread_mutex_init(&t->lock, NULL);
+  pthread_cond_init(&t->filled, NULL);
+  pthread_cond_init(&t->emptied, NULL);
+  s->thread = t;
+  if (!ok || pthread_create(&t->tid, NULL, inflate_ahead, s) != 0) {
+    for (int i = 0; i < RING; i++) free(t->data[i]);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->filled);
+    pthread_cond_destroy(&t->emptied);
+    free(t);
+    s->thread = NULL;
+  }
+}
+
+/* The reader's side: the next inflated bytes from the ring. */
+static ab_status thread_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_t *got, ab_diag_t *diag) {
+  inflater_t *t = s->thread;
+  pthread_mutex_lock(&t->lock);
+  while (t->count == 0 && !t->done) pthread_cond_wait(&t->filled, &t->lock);
+  bool empty = t->count == 0;
+  pthread_mutex_unlock(&t->lock);
+  if (empty) { /* done, and everything before read */
+    *got = 0;
+    if (t->status != AB_OK) return ab_diag_set(diag, t->status, "%s", t->diag.msg);
+    return AB_OK;
+  }
+  /* The head block is the reader's until it lets go of it. */
+  size_t n = t->len[t->head] - t->offset;
+  if (n > cap) n = cap;
+  memcpy(buf, t->data[t->head] + t->offset, n);
+  t->offset += n;
+  *got = n;
+  if (t->offset == t->len[t->head]) {
+    pthread_mutex_lock(&t->lock);
+    t->head = (t->head + 1) % RING;
+    t->count--;
+    t->offset = 0;
+    pthread_cond_signal(&t->emptied);
+    pthread_mutex_unlock(&t->lock);
+  }
+  return AB_OK;
+}
 #endif
 
 /* Reads the first raw bytes to tell gzip from plain, and starts the inflater. */
 static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
   s->taken = 0;
   s->nraw = 0;
-  s->out = 0;
-  s->ended = false;
+  s->out = s->inflated = 0;
+  s->ended = s->inflated_all = false;
   AB_TRY(raw_fill(s, diag));
   s->gzip = !s->plain && s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
   s->limit = s->gzip ? inflate_cap(s->compressed, s->max_inflated) : MAX_BYTES;
   if (!s->gzip) return AB_OK;
 #ifdef AB_HAVE_ZLIB
-  return zlib_start(s, diag);
+  AB_TRY(zlib_start(s, diag));
+  if (s->compressed >= THREAD_MIN_BYTES) thread_start(s); /* Note [Inflating ahead] */
+  return AB_OK;
 #else
   return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)",
                      s->path);
@@ -317,12 +441,12 @@ ab_status ab_instream_read(ab_instream_t *s, void *buf, size_t cap, size_t *got,
   if (cap == 0 || s->ended) return AB_OK;
   ab_status st;
 #ifdef AB_HAVE_ZLIB
-  if (s->gzip) st = gz_read(s, buf, cap, got, diag);
+  if (s->gzip) st = s->thread ? thread_read(s, buf, cap, got, diag) : gz_read(s, buf, cap, got, diag);
   else
 #endif
     st = plain_read(s, buf, cap, got, diag);
   if (st == AB_OK && *got == 0) s->ended = true;
-  if (!s->gzip) s->out += *got;
+  s->out += *got;
   return st;
 }
 

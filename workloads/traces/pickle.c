@@ -599,8 +599,10 @@ const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key) {
   const ab_pk_seq_t *seq = dict->v.seq;
   size_t len = strlen(key);
   if (seq->index == NULL || len > AB_PK_INDEX_KEY_BYTES) {
-    for (uint32_t i = seq->n; i >= 2; i -= 2)
-      if (ab_pk_str_is(&seq->items[i - 2], key)) return &seq->items[i - 1];
+    for (uint32_t i = seq->n; i >= 2; i -= 2) {
+      const ab_pk_t *k = &seq->items[i - 2];
+      if (k->type == AB_PK_STR && k->len == len && memcmp(k->v.s, key, len) == 0) return k + 1;
+    }
     return NULL;
   }
   /* The last entry of the key: the first one past it, less one. */

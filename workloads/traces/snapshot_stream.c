@@ -88,6 +88,8 @@ static const uint8_t role_type[R_COUNT] = {
     [R_SEGMENTS] = AB_PK_LIST, [R_SEGMENT] = AB_PK_DICT, [R_BLOCKS] = AB_PK_LIST, [R_BLOCK] = AB_PK_DICT,
     [R_SETTINGS] = AB_PK_DICT, [R_DIVISIONS] = AB_PK_DICT};
 
+static uint8_t key_len[K_COUNT];
+
 static void init_wanted(void) {
   if (wanted[R_ROOT][K_segments]) return; /* filled once; the same each time, so a race is harmless */
   wanted[R_ROOT][K_device_traces] = R_TRACES;
@@ -105,13 +107,14 @@ static void init_wanted(void) {
   for (size_t i = 0; i < sizeof settings; i++) wanted[R_SETTINGS][settings[i]] = W_SCALAR;
   wanted[R_SETTINGS][K_roundup_power2_divisions] = R_DIVISIONS;
   for (int i = 0; i < 16; i++) wanted[R_DIVISIONS][K_DIV0 + i] = W_SCALAR;
+  for (unsigned k = 1; k < K_COUNT; k++) key_len[k] = (uint8_t)strlen(key_names[k]);
   wanted[R_ROOT][K_segments] = R_SEGMENTS;
 }
 
 static uint8_t key_of(const char *s, size_t len) {
   if (len == 0 || len > 32) return K_NONE;
   for (unsigned k = 1; k < K_COUNT; k++)
-    if (strlen(key_names[k]) == len && memcmp(key_names[k], s, len) == 0) return (uint8_t)k;
+    if (key_len[k] == len && memcmp(key_names[k], s, len) == 0) return (uint8_t)k;
   return K_NONE;
 }
 
@@ -309,14 +312,17 @@ static size_t floor_height(const svm_t *vm) { return vm->nmarks ? vm->marks[vm->
 
 static ab_status need(const svm_t *vm, size_t k) { return vm->n - floor_height(vm) < k ? DEPART : AB_OK; }
 
-static ab_status push(svm_t *vm, const sv_t *v) {
-  if (vm->n == vm->cap) {
-    size_t cap = vm->cap ? vm->cap * 2 : 256;
-    sv_t *grown = realloc(vm->stack, cap * sizeof *grown);
-    if (grown == NULL) return DEPART;
-    vm->stack = grown;
-    vm->cap = cap;
-  }
+static ab_status grow_stack(svm_t *vm) {
+  size_t cap = vm->cap ? vm->cap * 2 : 256;
+  sv_t *grown = realloc(vm->stack, cap * sizeof *grown);
+  if (grown == NULL) return DEPART;
+  vm->stack = grown;
+  vm->cap = cap;
+  return AB_OK;
+}
+
+static inline ab_status push(svm_t *vm, const sv_t *v) {
+  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
   vm->stack[vm->n++] = *v;
   return AB_OK;
 }
@@ -691,21 +697,24 @@ static ab_status memo_put(svm_t *vm, uint64_t idx) {
 
 static ab_status memo_get(svm_t *vm, uint64_t idx) {
   uint32_t w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
-  sv_t v = scalar(vm, AB_PK_NONE);
-  switch (w) {
-    case M_UNSET:
-    case M_ROLE: return DEPART; /* never stored; or shared, which only the tree reader follows */
-    case M_LIST: v.v.type = AB_PK_LIST; break;
-    case M_DICT: v.v.type = AB_PK_DICT; break;
-    case M_TUPLE: v.v.type = AB_PK_TUPLE; break;
-    case M_BYTES: v.v.type = AB_PK_BYTES; break;
-    case M_LONGSTR:
-      v.v.type = AB_PK_STR;
-      v.where = S_NONE;
-      break;
-    default: v = vm->vals[w - M_VALS]; break;
+  if (w == M_UNSET || w == M_ROLE) return DEPART; /* never stored; or shared, which only the tree reader follows */
+  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
+  sv_t *v = &vm->stack[vm->n++];
+  if (w >= M_VALS) {
+    *v = vm->vals[w - M_VALS];
+    return AB_OK;
   }
-  return push(vm, &v);
+  /* An opaque container, a bytes value or a long string: its type is all there is. */
+  static const uint8_t types[M_VALS] = {[M_LIST] = AB_PK_LIST, [M_DICT] = AB_PK_DICT, [M_TUPLE] = AB_PK_TUPLE,
+                                        [M_LONGSTR] = AB_PK_STR, [M_BYTES] = AB_PK_BYTES};
+  v->v.type = types[w];
+  v->v.width = 0;
+  v->v.len = 0;
+  v->v.pos = vm->at;
+  v->where = S_NONE;
+  v->role = R_OPAQUE;
+  v->c = NULL;
+  return AB_OK;
 }
 
 /* A decimal line argument (PUT, GET): digits and a newline within 21 bytes (longer ones,

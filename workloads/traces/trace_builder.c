@@ -74,9 +74,23 @@ void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len)
   in->actions[in->nactions++].count = 1;
 }
 
+static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag);
+
 /* The provisional index of a raw stream value (order of first use), by a hash map: a trace
  * of many streams costs no scan of them per record. */
 static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
+  /* Most records name the stream the one before named. */
+  if (b->nstreams && raw == b->last_stream_raw) {
+    *out = b->last_stream;
+    return AB_OK;
+  }
+  AB_TRY(stream_lookup(b, raw, out, pos, diag));
+  b->last_stream_raw = raw;
+  b->last_stream = *out;
+  return AB_OK;
+}
+
+static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
   uint64_t idx = 0;
   if (raw == UINT64_MAX ? b->max_stream >= 0 : ab_map_get(&b->stream_of, raw + 1, &idx)) {
     *out = (uint16_t)(raw == UINT64_MAX ? (uint64_t)b->max_stream : idx - 1);

@@ -143,6 +143,8 @@ typedef struct ab_trace_builder_s {
   unsigned nstreams;
   ab_map_t stream_of;         /* raw stream value + 1 -> its index + 1 (a value of UINT64_MAX: max_stream) */
   int max_stream;             /* the index of the stream UINT64_MAX, -1 before it is seen */
+  uint64_t last_stream_raw;   /* the raw stream value last looked up (with nstreams > 0) */
+  uint16_t last_stream;       /* its index */
   bool failed;                /* host memory ran out */
   uint64_t end_reserved;      /* with info.end_state: reserved bytes at the end */
   uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
