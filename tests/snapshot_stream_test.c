@@ -199,6 +199,19 @@ static void shapes(void) {
     both_ways(snapshot_with(cases[i].name, cases[i].entries), &reread);
     CHECK_MSG(reread == cases[i].reread, "%s: read again whole: %d", cases[i].name, reread);
   }
+  /* Pickled by CPython (the fuzz seeds): single APPEND and SETITEM, batches of 1000 and one
+   * more, two devices, settings with divisions, streamed; an entry shared, read whole. */
+  struct {
+    const char *path;
+    bool reread;
+  } seeds[] = {{SEEDS "stream_single_items.pickle", false},
+               {SEEDS "stream_batches.pickle", false},
+               {SEEDS "stream_shared_entry.pickle", true}};
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    bool reread = !seeds[i].reread;
+    both_ways(seeds[i].path, &reread);
+    CHECK_MSG(reread == seeds[i].reread, "%s: read again whole: %d", seeds[i].path, reread);
+  }
 }
 
 /* ---- errors ------------------------------------------------------------------------------------ */

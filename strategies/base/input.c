@@ -239,7 +239,8 @@ static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_
  * parses, so that on a machine with a core to spare the two overlap. The thread owns the
  * inflater and the file (gz_read and what it touches); the reader owns the window and `out`;
  * the ring is shared under the lock. An error is kept with the block where it happened and
- * reported when the reader gets there, as without the thread. */
+ * reported when the reader gets there, as without the thread. (libdeflate inflates faster but
+ * only a whole buffer at a time, which would hold the whole file again.) */
 #define RING 4
 #define RING_BLOCK_BYTES (1u << 20)
 #define THREAD_MIN_BYTES (1u << 20)
