@@ -363,7 +363,7 @@ static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
   v.where = S_NONE;
   if (type == AB_PK_STR && len <= STACK_STR_BYTES) {
     NEED((size_t)len);
-    if (vm->capstrs - vm->nstrs < len) {
+    if (vm->strs == NULL || vm->capstrs - vm->nstrs < len) { /* never NULL once a string is made, even "" */
       size_t cap = vm->capstrs ? vm->capstrs * 2 : 4096;
       char *grown = realloc(vm->strs, cap);
       if (grown == NULL) return DEPART;
