@@ -1,9 +1,9 @@
 /* snapshot_bench.c: how reading a PyTorch snapshot scales with its entries. Prints figures;
  * asserts nothing (speed is measured here, never tested).
  *
- * usage: snapshot_bench [--dir DIR] [--python-max N] [ENTRIES...]   (default 1000000 3000000
- * 10000000 entries; snapshots are kept in DIR, default $TMPDIR/allocbench-snapshots, and
- * written once)
+ * usage: snapshot_bench [--dir DIR] [--python-max N] [ENTRIES|FILE...]   (default 1000000
+ * 3000000 10000000 entries; snapshots are kept in DIR, default $TMPDIR/allocbench-snapshots,
+ * and written once; a FILE, a snapshot recorded by PyTorch, is measured as it is)
  *
  * Each snapshot is a long random run (random:ops=...) through caching on the simulated H200,
  * written as `allocbench replay --export-snapshot` writes it, with stack frames shaped as
@@ -145,14 +145,18 @@ int main(int argc, char **argv) {
   const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   char dir[2048];
   snprintf(dir, sizeof dir, "%s/allocbench-snapshots", tmp);
-  uint64_t sizes[MAX_SIZES], python_max = 3000000;
+  uint64_t sizes[MAX_SIZES] = {0}, python_max = 3000000;
+  const char *files[MAX_SIZES] = {NULL}; /* files[i] set: measured as it is, sizes[i] unused */
   size_t nsizes = 0;
   for (int i = 1; i < argc; i++) {
+    char *end;
+    uint64_t n = strtoull(argv[i], &end, 10);
     if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
     else if (strcmp(argv[i], "--python-max") == 0 && i + 1 < argc) python_max = strtoull(argv[++i], NULL, 10);
-    else if (nsizes < MAX_SIZES && strtoull(argv[i], NULL, 10) > 0) sizes[nsizes++] = strtoull(argv[i], NULL, 10);
+    else if (nsizes < MAX_SIZES && n > 0 && *end == '\0') sizes[nsizes++] = n;
+    else if (nsizes < MAX_SIZES && file_bytes(argv[i]) > 0) files[nsizes++] = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [ENTRIES...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [ENTRIES|FILE...]\n", argv[0]);
       return 2;
     }
   }
@@ -174,10 +178,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < nsizes; i++) {
     char path[4096], n[32];
     snprintf(path, sizeof path, "%s/random_%llu.pickle.gz", dir, (unsigned long long)sizes[i]);
+    if (files[i] != NULL) snprintf(path, sizeof path, "%s", files[i]);
     snprintf(n, sizeof n, "%llu", (unsigned long long)sizes[i]);
     double secs, cpu;
     uint64_t peak;
-    if (file_bytes(path) == 0) {
+    if (files[i] == NULL && file_bytes(path) == 0) {
       char *gen[] = {argv[0], "--generate", n, path, NULL};
       if (!measure(gen, &secs, &cpu, &peak)) {
         fprintf(stderr, "snapshot_bench: could not write %s\n", path);
@@ -201,11 +206,11 @@ int main(int argc, char **argv) {
     double a_s = 0, a_cpu = 0, t_s = 0, t_cpu = 0, p_s = 0, p_cpu = 0;
     uint64_t a_rss = 0, t_rss = 0, p_rss = 0;
     bool a_ok = measure(ours, &a_s, &a_cpu, &a_rss), t_ok = false, p_ok = false;
-    if (sizes[i] <= python_max) {
+    if (info.records <= python_max) {
       char *tree[] = {argv[0], "--read-tree", path, NULL};
       t_ok = measure(tree, &t_s, &t_cpu, &t_rss);
     }
-    if (python && sizes[i] <= python_max) {
+    if (python && info.records <= python_max) {
       char *py[] = {py_exe, "-c", "import gzip, pickle, sys; pickle.loads(gzip.open(sys.argv[1]).read())", path, NULL};
       p_ok = measure(py, &p_s, &p_cpu, &p_rss);
     }
