@@ -113,104 +113,448 @@ static uint64_t inflate_cap(uint64_t compressed, uint64_t max_inflated) {
   return cap > AB_INPUT_INFLATE_FLOOR_BYTES ? cap : AB_INPUT_INFLATE_FLOOR_BYTES;
 }
 
+/* ---- the stream ---------------------------------------------------------------------------
+ * The raw bytes come from a regular file read in chunks, or from memory (bytes given, or a
+ * pipe read whole); the contents are those bytes, or what they inflate to. */
+
+struct ab_instream_s {
+  char *path;
+  FILE *f;                    /* a regular file; NULL when the bytes are in memory */
+  const unsigned char *mem;   /* the raw bytes in memory */
+  unsigned char *owned;       /* mem, when the stream read it (a pipe) */
+  uint64_t compressed;        /* raw bytes in all */
+  unsigned char *chunk;       /* the file's bytes being read */
+  const unsigned char *raw;   /* raw bytes not yet taken: [raw, raw + nraw) */
+  size_t nraw;
+  uint64_t taken;             /* raw bytes taken so far (fed to the inflater, or returned) */
+  bool gzip;
+  bool plain;                 /* never gzip: contents given as they are */
+  uint64_t max_inflated, limit;
+  uint64_t out;               /* contents bytes returned by ab_instream_read */
+  uint64_t inflated;          /* bytes the inflater made (the cap applies to them) */
+  bool inflated_all;          /* the inflater reached the end of the last member */
+  unsigned char *win;         /* the window's buffer: [win + wstart, win + wend) not consumed */
+  size_t wcap, wstart, wend;
+  bool ended;                 /* the contents are over */
 #ifdef AB_HAVE_ZLIB
-static ab_status gunzip(const char *path, const ab_input_t *gz, uint64_t max_inflated, ab_input_t *out, ab_diag_t *diag) {
   z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: zlib failed to start", path);
-  /* Room for one byte past the limit, so that passing it is seen. */
-  uint64_t limit = inflate_cap(gz->len, max_inflated);
-  size_t cap = gz->len * 4 + 4096 < limit + 1 ? gz->len * 4 + 4096 : (size_t)limit + 1, len = 0;
+  bool zlive;
+  struct inflater_s *thread;  /* inflating ahead on a thread of its own, or NULL */
+#endif
+};
+
+/* The next raw bytes into [raw, raw + nraw); nraw stays 0 at the end of the file. */
+static ab_status raw_fill(ab_instream_t *s, ab_diag_t *diag) {
+  if (s->nraw > 0) return AB_OK;
+  if (s->f == NULL) {
+    uint64_t left = s->compressed - s->taken;
+    s->raw = s->mem + s->taken;
+    s->nraw = left > UINT32_MAX ? UINT32_MAX : (size_t)left;
+    return AB_OK;
+  }
+  size_t got = fread(s->chunk, 1, AB_INSTREAM_CHUNK_BYTES, s->f);
+  if (got == 0 && ferror(s->f)) return ab_diag_set(diag, AB_ERR_IO, "%s: read error", s->path);
+  s->raw = s->chunk;
+  s->nraw = got;
+  if (s->taken + got > s->compressed) s->compressed = s->taken + got; /* a file that grew while read */
+  return AB_OK;
+}
+
+static ab_status plain_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_t *got, ab_diag_t *diag) {
+  AB_TRY(raw_fill(s, diag));
+  size_t n = s->nraw < cap ? s->nraw : cap;
+  if (n) memcpy(buf, s->raw, n);
+  s->raw += n;
+  s->nraw -= n;
+  s->taken += n;
+  if (s->taken >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", s->path);
+  *got = n;
+  return AB_OK;
+}
+
+#ifdef AB_HAVE_ZLIB
+static ab_status zlib_start(ab_instream_t *s, ab_diag_t *diag) {
+  memset(&s->z, 0, sizeof s->z);
+  if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: zlib failed to start", s->path);
+  s->zlive = true;
+  return AB_OK;
+}
+
+static void thread_stop(ab_instream_t *s);
+
+static void zlib_end(ab_instream_t *s) {
+  thread_stop(s);
+  if (s->zlive) inflateEnd(&s->z);
+  s->zlive = false;
+}
+
+/* Inflates into buf until something comes out or the contents end. */
+static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_t *got, ab_diag_t *diag) {
+  z_stream *z = &s->z;
+  size_t room = cap > UINT32_MAX ? UINT32_MAX : cap;
+  z->next_out = buf;
+  z->avail_out = (uInt)room;
+  while (z->avail_out == room && !s->inflated_all) {
+    if (z->avail_in == 0) {
+      AB_TRY(raw_fill(s, diag));
+      z->next_in = (Bytef *)(uintptr_t)s->raw;
+      z->avail_in = (uInt)s->nraw;
+      s->taken += s->nraw;
+      s->nraw = 0;
+    }
+    uInt before_out = z->avail_out;
+    int r = inflate(z, Z_NO_FLUSH);
+    s->inflated += before_out - z->avail_out;
+    if (s->inflated > s->limit) return too_inflated(s->path, s->compressed, s->limit, s->max_inflated, diag);
+    if (r == Z_STREAM_END) {
+      /* Concatenated gzip members are legal; read the next one if bytes remain. */
+      if (z->avail_in == 0) {
+        AB_TRY(raw_fill(s, diag));
+        if (s->nraw == 0) {
+          s->inflated_all = true;
+          break;
+        }
+      }
+      if (inflateReset(z) != Z_OK) return ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream", s->path);
+      continue;
+    }
+    if (r == Z_BUF_ERROR && z->avail_out > 0 && z->avail_in == 0) {
+      AB_TRY(raw_fill(s, diag));
+      if (s->nraw == 0)
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: truncated gzip stream (ends after %llu compressed bytes)", s->path,
+                           (unsigned long long)s->compressed);
+      continue;
+    }
+    if (r != Z_OK && r != Z_BUF_ERROR)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream at compressed byte %llu (%s)", s->path,
+                         (unsigned long long)(s->taken - z->avail_in), z->msg ? z->msg : "inflate failed");
+  }
+  *got = room - z->avail_out;
+  return AB_OK;
+}
+
+/* Note [Inflating ahead]
+ * Inflating is about a third of reading a snapshot. For a gzip file of more than
+ * THREAD_MIN_BYTES, a thread inflates ahead into a ring of RING blocks while the reader
+ * parses, so that on a machine with a core to spare the two overlap. The thread owns the
+ * inflater and the file (gz_read and what it touches); the reader owns the window and `out`;
+ * the ring is shared under the lock. An error is kept with the block where it happened and
+ * reported when the reader gets there, as without the thread. (libdeflate inflates faster but
+ * only a whole buffer at a time, which would hold the whole file again.) */
+#define RING 4
+#define RING_BLOCK_BYTES (1u << 20)
+#define THREAD_MIN_BYTES (1u << 20)
+
+typedef struct inflater_s {
+  pthread_t tid;
+  pthread_mutex_t lock;
+  pthread_cond_t filled, emptied;
+  unsigned char *data[RING];
+  size_t len[RING];
+  size_t head, count, offset; /* the reader's block, full blocks, bytes of head already read */
+  bool done, stop;            /* the inflater ended (with status and diag), or was told to */
+  ab_status status;
+  ab_diag_t diag;
+} inflater_t;
+
+static void *inflate_ahead(void *arg) {
+  ab_instream_t *s = arg;
+  inflater_t *t = s->thread;
+  for (;;) {
+    pthread_mutex_lock(&t->lock);
+    while (t->count == RING && !t->stop) pthread_cond_wait(&t->emptied, &t->lock);
+    size_t slot = (t->head + t->count) % RING;
+    bool stop = t->stop;
+    pthread_mutex_unlock(&t->lock);
+    if (stop) return NULL;
+    size_t got = 0;
+    ab_diag_t diag = {""};
+    ab_status st = gz_read(s, t->data[slot], RING_BLOCK_BYTES, &got, &diag);
+    pthread_mutex_lock(&t->lock);
+    t->len[slot] = got;
+    if (st != AB_OK || got == 0) {
+      t->done = true;
+      t->status = st;
+      t->diag = diag;
+    } else {
+      t->count++;
+    }
+    pthread_cond_signal(&t->filled);
+    pthread_mutex_unlock(&t->lock);
+    if (st != AB_OK || got == 0) return NULL;
+  }
+}
+
+static void thread_stop(ab_instream_t *s) {
+  inflater_t *t = s->thread;
+  if (t == NULL) return;
+  pthread_mutex_lock(&t->lock);
+  t->stop = true;
+  pthread_cond_signal(&t->emptied);
+  pthread_mutex_unlock(&t->lock);
+  pthread_join(t->tid, NULL);
+  for (int i = 0; i < RING; i++) free(t->data[i]);
+  pthread_mutex_destroy(&t->lock);
+  pthread_cond_destroy(&t->filled);
+  pthread_cond_destroy(&t->emptied);
+  free(t);
+  s->thread = NULL;
+}
+
+/* Starts the thread; without it (no memory, no thread) the reader inflates by itself. */
+static void thread_start(ab_instream_t *s) {
+  inflater_t *t = calloc(1, sizeof *t);
+  if (t == NULL) return;
+  bool ok = true;
+  for (int i = 0; i < RING; i++) ok &= (t->data[i] = malloc(RING_BLOCK_BYTES)) != NULL;
+  pthread_mutex_init(&t->lock, NULL);
+  pthread_cond_init(&t->filled, NULL);
+  pthread_cond_init(&t->emptied, NULL);
+  s->thread = t;
+  if (!ok || pthread_create(&t->tid, NULL, inflate_ahead, s) != 0) {
+    for (int i = 0; i < RING; i++) free(t->data[i]);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->filled);
+    pthread_cond_destroy(&t->emptied);
+    free(t);
+    s->thread = NULL;
+  }
+}
+
+/* The reader's side: the next inflated bytes from the ring. */
+static ab_status thread_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_t *got, ab_diag_t *diag) {
+  inflater_t *t = s->thread;
+  pthread_mutex_lock(&t->lock);
+  while (t->count == 0 && !t->done) pthread_cond_wait(&t->filled, &t->lock);
+  bool empty = t->count == 0;
+  pthread_mutex_unlock(&t->lock);
+  if (empty) { /* done, and everything before read */
+    *got = 0;
+    if (t->status != AB_OK) return ab_diag_set(diag, t->status, "%s", t->diag.msg);
+    return AB_OK;
+  }
+  /* The head block is the reader's until it lets go of it. */
+  size_t n = t->len[t->head] - t->offset;
+  if (n > cap) n = cap;
+  memcpy(buf, t->data[t->head] + t->offset, n);
+  t->offset += n;
+  *got = n;
+  if (t->offset == t->len[t->head]) {
+    pthread_mutex_lock(&t->lock);
+    t->head = (t->head + 1) % RING;
+    t->count--;
+    t->offset = 0;
+    pthread_cond_signal(&t->emptied);
+    pthread_mutex_unlock(&t->lock);
+  }
+  return AB_OK;
+}
+#endif
+
+/* Reads the first raw bytes to tell gzip from plain, and starts the inflater. */
+static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
+  s->taken = 0;
+  s->nraw = 0;
+  s->out = s->inflated = 0;
+  s->ended = s->inflated_all = false;
+  AB_TRY(raw_fill(s, diag));
+  s->gzip = !s->plain && s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
+  s->limit = s->gzip ? inflate_cap(s->compressed, s->max_inflated) : MAX_BYTES;
+  if (!s->gzip) return AB_OK;
+#ifdef AB_HAVE_ZLIB
+  AB_TRY(zlib_start(s, diag));
+  if (s->compressed >= THREAD_MIN_BYTES) thread_start(s); /* Note [Inflating ahead] */
+  return AB_OK;
+#else
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)",
+                     s->path);
+#endif
+}
+
+static ab_status stream_new(const char *path, uint64_t max_inflated, ab_instream_t **out, ab_diag_t *diag) {
+  ab_instream_t *s = calloc(1, sizeof *s);
+  if (s) s->path = strdup(path);
+  if (s == NULL || s->path == NULL) {
+    free(s);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+  }
+  s->max_inflated = max_inflated;
+  *out = s;
+  return AB_OK;
+}
+
+ab_status ab_instream_memory(const char *name, const void *data, size_t len, bool gunzip, ab_instream_t **out,
+                             ab_diag_t *diag) {
+  *out = NULL;
+  if (len >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", name);
+  ab_instream_t *s;
+  AB_TRY(stream_new(name, 0, &s, diag));
+  s->mem = data;
+  s->compressed = len;
+  s->plain = !gunzip;
+  ab_status st = start(s, diag);
+  if (st != AB_OK) {
+    ab_instream_close(s);
+    return st;
+  }
+  *out = s;
+  return AB_OK;
+}
+
+ab_status ab_instream_open(const char *path, uint64_t max_inflated, ab_instream_t **out, ab_diag_t *diag) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  bool regular = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
+  ab_instream_t *s;
+  ab_status st = stream_new(path, max_inflated, &s, diag);
+  if (st != AB_OK) {
+    fclose(f);
+    return st;
+  }
+  if (regular) {
+    remember(&sb);
+    s->f = f;
+    s->compressed = (uint64_t)sb.st_size;
+    s->chunk = malloc(AB_INSTREAM_CHUNK_BYTES);
+    if (s->chunk == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+    else if (s->compressed >= MAX_BYTES) st = ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
+  } else {
+    fclose(f);
+    ab_input_t raw = {NULL, 0};
+    st = read_raw(path, &raw, diag);
+    s->owned = (unsigned char *)raw.data;
+    s->mem = s->owned;
+    s->compressed = raw.len;
+  }
+  if (st == AB_OK) st = start(s, diag);
+  if (st != AB_OK) {
+    ab_instream_close(s);
+    return st;
+  }
+  *out = s;
+  return AB_OK;
+}
+
+ab_status ab_instream_read(ab_instream_t *s, void *buf, size_t cap, size_t *got, ab_diag_t *diag) {
+  *got = 0;
+  if (cap == 0 || s->ended) return AB_OK;
+  ab_status st;
+#ifdef AB_HAVE_ZLIB
+  if (s->gzip) st = s->thread ? thread_read(s, buf, cap, got, diag) : gz_read(s, buf, cap, got, diag);
+  else
+#endif
+    st = plain_read(s, buf, cap, got, diag);
+  if (st == AB_OK && *got == 0) s->ended = true;
+  s->out += *got;
+  return st;
+}
+
+ab_status ab_instream_rewind(ab_instream_t *s, ab_diag_t *diag) {
+#ifdef AB_HAVE_ZLIB
+  zlib_end(s);
+#endif
+  s->wstart = s->wend = 0;
+  if (s->f && fseek(s->f, 0, SEEK_SET) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read it again: %s", s->path, strerror(errno));
+  return start(s, diag);
+}
+
+ab_status ab_instream_read_all(ab_instream_t *s, ab_input_t *in, ab_diag_t *diag) {
+  in->data = NULL;
+  in->len = 0;
+  /* A first guess at the size: traces inflate some 4 to 10 times. */
+  uint64_t guess = s->gzip ? s->compressed * 4 + 4096 : s->compressed - s->taken + 1;
+  if (guess > s->limit + 1) guess = s->limit + 1;
+  size_t cap = (size_t)guess, len = 0;
   char *buf = malloc(cap + 1);
   ab_status st = AB_OK;
-  z.next_in = (Bytef *)gz->data;
-  z.avail_in = (uInt)(gz->len > UINT32_MAX ? UINT32_MAX : gz->len);
-  size_t fed = z.avail_in;
   for (;;) {
     if (buf == NULL) {
-      st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
-      break;
-    }
-    if (len > limit) {
-      st = too_inflated(path, gz->len, limit, max_inflated, diag);
+      st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", s->path);
       break;
     }
     if (len == cap) {
-      size_t want = cap * 2 < limit + 1 ? cap * 2 : (size_t)limit + 1;
-      char *grown = realloc(buf, want + 1);
-      if (grown == NULL) {
-        free(buf);
-        buf = NULL;
-        continue;
-      }
+      char *grown = realloc(buf, cap * 2 + 1);
+      if (grown == NULL) free(buf);
       buf = grown;
-      cap = want;
-    }
-    if (z.avail_in == 0 && fed < gz->len) {
-      size_t more = gz->len - fed > UINT32_MAX ? UINT32_MAX : gz->len - fed;
-      z.avail_in = (uInt)more;
-      fed += more;
-    }
-    size_t room = cap - len > UINT32_MAX ? UINT32_MAX : cap - len;
-    z.next_out = (Bytef *)buf + len;
-    z.avail_out = (uInt)room;
-    int r = inflate(&z, Z_NO_FLUSH);
-    len += room - z.avail_out;
-    if (len > limit) continue; /* refused above */
-    if (r == Z_STREAM_END) {
-      /* Concatenated gzip members are legal; read the next one if bytes remain. */
-      if (z.avail_in == 0 && fed == gz->len) break;
-      if (inflateReset(&z) != Z_OK) {
-        st = ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream", path);
-        break;
-      }
+      cap *= 2;
       continue;
     }
-    if (r == Z_BUF_ERROR && z.avail_out > 0 && z.avail_in == 0 && fed == gz->len) {
-      st = ab_diag_set(diag, AB_ERR_INVALID, "%s: truncated gzip stream (ends after %zu compressed bytes)", path, gz->len);
-      break;
-    }
-    if (r != Z_OK && r != Z_BUF_ERROR) {
-      st = ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream at compressed byte %zu (%s)", path,
-                       (size_t)(z.next_in - (Bytef *)gz->data), z.msg ? z.msg : "inflate failed");
-      break;
-    }
+    size_t got = 0;
+    st = ab_instream_read(s, buf + len, cap - len, &got, diag);
+    if (st != AB_OK || got == 0) break;
+    len += got;
   }
-  inflateEnd(&z);
   if (st != AB_OK) {
     free(buf);
     return st;
   }
   buf[len] = '\0';
-  out->data = buf;
-  out->len = len;
+  in->data = buf;
+  in->len = len;
   return AB_OK;
 }
-#else
-static ab_status gunzip(const char *path, const ab_input_t *gz, uint64_t max_inflated, ab_input_t *out, ab_diag_t *diag) {
-  (void)gz;
-  (void)max_inflated;
-  (void)out;
-  return ab_diag_set(diag, AB_ERR_INVALID,
-                     "%s: gzip input, but this build has no zlib (install zlib1g-dev and rebuild)", path);
-}
-#endif
 
-static bool is_gzip(const ab_input_t *raw) {
-  return raw->len >= 2 && (unsigned char)raw->data[0] == 0x1f && (unsigned char)raw->data[1] == 0x8b;
+#define WINDOW_BYTES (1u << 20)
+
+ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char **data, size_t *avail, ab_diag_t *diag) {
+  size_t have = s->wend - s->wstart;
+  while (have < want && !s->ended) {
+    if (s->wcap - s->wstart < want || s->wend == s->wcap) {
+      /* Move what is left to the front, growing the buffer for a long want. */
+      size_t cap = s->wcap ? s->wcap : WINDOW_BYTES;
+      while (cap < want) cap *= 2;
+      if (cap != s->wcap) {
+        unsigned char *grown = malloc(cap);
+        if (grown == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", s->path);
+        if (have) memcpy(grown, s->win + s->wstart, have);
+        free(s->win);
+        s->win = grown;
+        s->wcap = cap;
+      } else if (have) {
+        memmove(s->win, s->win + s->wstart, have);
+      }
+      s->wstart = 0;
+      s->wend = have;
+    }
+    size_t got = 0;
+    AB_TRY(ab_instream_read(s, s->win + s->wend, s->wcap - s->wend, &got, diag));
+    s->wend += got;
+    have += got;
+  }
+  *data = s->win + s->wstart;
+  *avail = have;
+  return AB_OK;
 }
+
+void ab_instream_consume(ab_instream_t *s, size_t n) { s->wstart += n; }
+
+uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out - (s->wend - s->wstart); }
+bool ab_instream_gzip(const ab_instream_t *s) { return s->gzip; }
+
+void ab_instream_close(ab_instream_t *s) {
+  if (s == NULL) return;
+#ifdef AB_HAVE_ZLIB
+  zlib_end(s);
+#endif
+  if (s->f) fclose(s->f);
+  free(s->owned);
+  free(s->chunk);
+  free(s->win);
+  free(s->path);
+  free(s);
+}
+
+/* ---- whole files: the stream read to its end ------------------------------------------------ */
 
 ab_status ab_input_read_capped(const char *path, uint64_t max_inflated, ab_input_t *in, ab_diag_t *diag) {
   in->data = NULL;
   in->len = 0;
-  ab_input_t raw = {NULL, 0};
-  AB_TRY(read_raw(path, &raw, diag));
-  if (!is_gzip(&raw)) {
-    *in = raw;
-    return AB_OK;
-  }
-  ab_status st = gunzip(path, &raw, max_inflated, in, diag);
-  free(raw.data);
+  ab_instream_t *s;
+  AB_TRY(ab_instream_open(path, max_inflated, &s, diag));
+  ab_status st = ab_instream_read_all(s, in, diag);
+  ab_instream_close(s);
   return st;
 }
 
@@ -219,16 +563,11 @@ ab_status ab_input_read(const char *path, ab_input_t *in, ab_diag_t *diag) { ret
 ab_status ab_input_from_memory(const char *name, const void *data, size_t len, ab_input_t *in, ab_diag_t *diag) {
   in->data = NULL;
   in->len = 0;
-  if (len >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", name);
-  const ab_input_t raw = {(char *)(uintptr_t)data, len}; /* read only */
-  if (is_gzip(&raw)) return gunzip(name, &raw, 0, in, diag);
-  char *copy = malloc(len + 1);
-  if (copy == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", name);
-  if (len) memcpy(copy, data, len);
-  copy[len] = '\0';
-  in->data = copy;
-  in->len = len;
-  return AB_OK;
+  ab_instream_t *s;
+  AB_TRY(ab_instream_memory(name, data, len, true, &s, diag));
+  ab_status st = ab_instream_read_all(s, in, diag);
+  ab_instream_close(s);
+  return st;
 }
 
 void ab_input_free(ab_input_t *in) {

@@ -258,6 +258,15 @@ ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
   }
 done:
   es->finished = st == AB_OK;
+  /* A finished stream is read, never grown: sized to its events, since every probe of a
+   * budget search and every rank shares it (Note at the top of events.h). */
+  if (es->finished && es->cap > es->n && es->n > 0) {
+    ab_event_t *fit = realloc(es->ev, es->n * sizeof *fit);
+    if (fit) {
+      es->ev = fit;
+      es->cap = es->n;
+    }
+  }
   free(state);
   free(stream);
   free(bytes);

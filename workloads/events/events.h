@@ -30,6 +30,10 @@
  *
  * Thread-safety: a stream is built by one thread; a finished stream is read-only and may be
  * replayed by several threads at once.
+ *
+ * Size: an event is 16 bytes; ab_events_finish gives back the room the building left, so a
+ * finished stream holds its events and no more. Readers pass it by const pointer: a budget
+ * search (bisect.h), a tuning grid and the ranks replay the one copy.
  */
 #ifndef AB_EVENTS_H
 #define AB_EVENTS_H

@@ -599,8 +599,10 @@ const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key) {
   const ab_pk_seq_t *seq = dict->v.seq;
   size_t len = strlen(key);
   if (seq->index == NULL || len > AB_PK_INDEX_KEY_BYTES) {
-    for (uint32_t i = seq->n; i >= 2; i -= 2)
-      if (ab_pk_str_is(&seq->items[i - 2], key)) return &seq->items[i - 1];
+    for (uint32_t i = seq->n; i >= 2; i -= 2) {
+      const ab_pk_t *k = &seq->items[i - 2];
+      if (k->type == AB_PK_STR && k->len == len && memcmp(k->v.s, key, len) == 0) return k + 1;
+    }
     return NULL;
   }
   /* The last entry of the key: the first one past it, less one. */
@@ -715,17 +717,26 @@ void ab_pkw_str(ab_pkw_t *w, const char *s, size_t len) {
   emit(w, s, len);
 }
 
+uint32_t ab_pkw_memoize(ab_pkw_t *w) {
+  if (w->nmemo == UINT32_MAX) return UINT32_MAX;
+  emit_op(w, OP_MEMOIZE);
+  return w->nmemo++;
+}
+
+void ab_pkw_get(ab_pkw_t *w, uint32_t idx) {
+  if (idx <= 0xff) {
+    emit_op(w, OP_BINGET);
+    emit_le(w, idx, 1);
+  } else {
+    emit_op(w, OP_LONG_BINGET);
+    emit_le(w, idx, 4);
+  }
+}
+
 void ab_pkw_name(ab_pkw_t *w, const char *s) {
   uint64_t idx;
   if (ab_map_get(&w->names, (uint64_t)(uintptr_t)s, &idx)) {
-    idx--;
-    if (idx <= 0xff) {
-      emit_op(w, OP_BINGET);
-      emit_le(w, idx, 1);
-    } else {
-      emit_op(w, OP_LONG_BINGET);
-      emit_le(w, idx, 4);
-    }
+    ab_pkw_get(w, (uint32_t)(idx - 1));
     return;
   }
   ab_pkw_str(w, s, strlen(s));

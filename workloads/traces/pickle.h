@@ -143,6 +143,12 @@ void ab_pkw_str(ab_pkw_t *w, const char *s, size_t len);
 /* A string with static storage used again and again (keys, action names): memoised by its
  * address. */
 void ab_pkw_name(ab_pkw_t *w, const char *s);
+/* Memoises the value just written and returns its memo index, for ab_pkw_get; UINT32_MAX
+ * when the memo is full (nothing memoised). */
+uint32_t ab_pkw_memoize(ab_pkw_t *w);
+/* A reference to memo entry idx: the same object again, as Python's pickler writes a value
+ * it has pickled before. */
+void ab_pkw_get(ab_pkw_t *w, uint32_t idx);
 /* Containers: begin, the items (a dict's as key, value, key, value), end. */
 void ab_pkw_dict_begin(ab_pkw_t *w);
 void ab_pkw_dict_end(ab_pkw_t *w);

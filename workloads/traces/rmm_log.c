@@ -34,17 +34,20 @@ static bool field_is(const char *p, const char *end, const char *s) {
   return (size_t)(end - p) == n && memcmp(p, s, n) == 0;
 }
 
-ab_status ab_rmm_log_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
+ab_status ab_rmm_log_read(const char *path, ab_instream_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
   b->info.format = "rmm-log";
-  const char *p = in->data, *end = in->data + in->len;
+  ab_trace_lines_t lines;
+  ab_trace_lines_init(&lines, in);
   size_t line = 0;
-  while (p < end) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    if (eol == NULL) eol = end;
-    const char *stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+  for (;;) {
+    const char *row;
+    size_t len;
+    bool more;
+    AB_TRY(ab_trace_lines_next(&lines, &row, &len, &more, diag));
+    if (!more) break;
+    const char *eol = row + len;
+    const char *stop = eol > row && eol[-1] == '\r' ? eol - 1 : eol;
     line++;
-    const char *row = p;
-    p = eol + 1;
     if (line == 1 || stop == row) continue; /* the header (checked by the caller), or a blank line */
     const char *f[NCOLS + 1];
     size_t nf = 0;

@@ -17,8 +17,8 @@
 
 extern const char ab_rmm_log_header[];
 
-/* Reads the log in `in` (its first line is the header) into the builder. Errors name path
- * and the line. */
-ab_status ab_rmm_log_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
+/* Reads the log streamed by `in` from its first byte (its first line is the header) into the
+ * builder, a line at a time. Errors name path and the line. */
+ab_status ab_rmm_log_read(const char *path, ab_instream_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "caching_conf.h"
 #include "pickle.h"
+#include "snapshot_walk.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
 
@@ -114,33 +115,40 @@ static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return ab_trace_builder_pool(b, id[0], id[1], v->pos, out, r->diag);
 }
 
+static ab_status read_entry(reader_t *r, const ab_pk_t *e, long dev, long i, ab_trace_builder_t *b) {
+  AB_TRY(visit(r, e));
+  loc_t at = {"device_traces", dev, NULL, i};
+  AB_TRY(expect(r, e, AB_PK_DICT, &at));
+  const ab_pk_t *action = ab_pk_get(e, "action");
+  if (action == NULL) return missing(r, e, &at, "action");
+  if (action->type != AB_PK_STR) return wrong(r, action, &at, "action", "a str");
+  ab_trace_builder_count(b, action->v.s, action->len);
+  ab_trace_action_t act = ab_trace_action_of(action->v.s, action->len);
+  uint64_t addr = 0, size = 0, stream = 0;
+  int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
+  if (act == AB_TR_OOM) {
+    AB_TRY(int_field(r, e, "device_free", &at, false, false, &addr));
+    AB_TRY(int_field(r, e, "size", &at, false, false, &size));
+    AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
+  } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
+    AB_TRY(int_field(r, e, "addr", &at, true, false, &addr));
+    AB_TRY(int_field(r, e, "size", &at, true, false, &size));
+    AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
+    AB_TRY(pool_field(r, e, "pool_id", &at, b, &pool));
+  }
+  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, e->pos, r->diag);
+}
+
 static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {
   const ab_pk_seq_t *seq = trace->v.seq;
-  for (uint32_t i = 0; i < seq->n; i++) {
-    const ab_pk_t *e = &seq->items[i];
-    AB_TRY(visit(r, e));
-    loc_t at = {"device_traces", dev, NULL, (long)i};
-    AB_TRY(expect(r, e, AB_PK_DICT, &at));
-    const ab_pk_t *action = ab_pk_get(e, "action");
-    if (action == NULL) return missing(r, e, &at, "action");
-    if (action->type != AB_PK_STR) return wrong(r, action, &at, "action", "a str");
-    ab_trace_builder_count(b, action->v.s, action->len);
-    ab_trace_action_t act = ab_trace_action_of(action->v.s, action->len);
-    uint64_t addr = 0, size = 0, stream = 0;
-    int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
-    if (act == AB_TR_OOM) {
-      AB_TRY(int_field(r, e, "device_free", &at, false, false, &addr));
-      AB_TRY(int_field(r, e, "size", &at, false, false, &size));
-      AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
-    } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
-      AB_TRY(int_field(r, e, "addr", &at, true, false, &addr));
-      AB_TRY(int_field(r, e, "size", &at, true, false, &size));
-      AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
-      AB_TRY(pool_field(r, e, "pool_id", &at, b, &pool));
-    }
-    AB_TRY(ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, e->pos, r->diag));
-  }
+  for (uint32_t i = 0; i < seq->n; i++) AB_TRY(read_entry(r, &seq->items[i], dev, (long)i, b));
   return AB_OK;
+}
+
+ab_status ab_snapshot_read_entry(const char *path, const ab_pk_t *e, long dev, long index, ab_trace_builder_t *b,
+                                 ab_diag_t *diag) {
+  reader_t r = {path, diag, UINT64_MAX, UINT64_MAX};
+  return read_entry(&r, e, dev, index, b);
 }
 
 /* The segments of the device read: the state at the end. */
@@ -281,7 +289,7 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, ab_trace_bui
   return AB_OK;
 }
 
-static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, ab_trace_builder_t *b) {
+static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, bool entries_read, ab_trace_builder_t *b) {
   if (root->type != AB_PK_DICT)
     return ab_diag_set(r->diag, AB_ERR_INVALID,
                        "%s: byte %llu: not a PyTorch memory snapshot: expected a dict with device_traces and "
@@ -319,7 +327,7 @@ static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, ab_trac
   b->info.format = "pytorch-snapshot";
   b->info.device = (int)dev;
   b->info.ndevices = (unsigned)ndev;
-  if ((size_t)dev < ndev) AB_TRY(read_entries(r, &traces->v.seq->items[dev], dev, b));
+  if ((size_t)dev < ndev && !entries_read) AB_TRY(read_entries(r, &traces->v.seq->items[dev], dev, b));
   if (segments) AB_TRY(read_segments(r, segments, dev, b));
   const ab_pk_t *settings = ab_pk_get(root, "allocator_settings");
   if (settings) AB_TRY(read_settings(r, settings, b, b->es->settings, sizeof b->es->settings));
@@ -335,9 +343,15 @@ ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, a
   ab_pickle_t pk;
   AB_TRY(ab_pickle_parse(path, in->data, in->len, &pk, diag));
   reader_t r = {path, diag, in->len, in->len};
-  ab_status st = read_tree(&r, &pk.root, device, b);
+  ab_status st = read_tree(&r, &pk.root, device, false, b);
   ab_pickle_free(&pk);
   return st;
+}
+
+ab_status ab_snapshot_read_outline(const char *path, const ab_pk_t *root, int device, ab_trace_builder_t *b,
+                                   ab_diag_t *diag) {
+  reader_t r = {path, diag, UINT64_MAX, UINT64_MAX};
+  return read_tree(&r, root, device, true, b);
 }
 
 /* ---- writing -------------------------------------------------------------------------------- */
@@ -422,6 +436,12 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
 
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                             unsigned nstreams, const char *conf, ab_diag_t *diag) {
+  return ab_snapshot_write_frames(path, log, stream_values, nstreams, conf, NULL, NULL, diag);
+}
+
+ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                                   unsigned nstreams, const char *conf, ab_snapshot_frames_fn frames, void *ctx,
+                                   ab_diag_t *diag) {
   if (log->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the run's record is incomplete (out of host memory)", path);
   ab_pkw_t w;
   AB_TRY(ab_pkw_open(&w, path, diag));
@@ -444,6 +464,10 @@ ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const u
     put_uint(&w, K_TIME, r->time_us);
     put_name(&w, K_COMPILE, V_NA);
     put_name(&w, K_METADATA, V_EMPTY);
+    if (frames) {
+      ab_pkw_name(&w, K_FRAMES);
+      frames(ctx, &w, r);
+    }
     ab_pkw_dict_end(&w);
   }
   ab_pkw_list_end(&w);

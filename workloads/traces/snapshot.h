@@ -26,16 +26,31 @@
 
 #include "adaptor_trace.h"
 #include "input.h"
+#include "pickle.h"
 #include "trace_builder.h"
 
 /* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
- * with trace entries. Errors name path and the byte offset. */
+ * with trace entries. Errors name path and the byte offset. The whole file is parsed into a
+ * tree first (pickle.h): memory of several times the file. */
 ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag);
+/* The same, streaming (Note [Streaming a snapshot] in snapshot_stream.c): one pass over the
+ * stream from its first byte, keeping only what the replay reads, in memory that grows with
+ * the trace's records, not with the file. What it does not take the way PyTorch writes it
+ * (and every error) it reads again with ab_snapshot_read, so the events, the info and the
+ * errors are those of ab_snapshot_read. The builder must be fresh (trace_builder.h). */
+ab_status ab_snapshot_read_stream(const char *path, ab_instream_t *in, int device, ab_trace_builder_t *b,
+                                  ab_diag_t *diag);
 
 /* Writes log as a snapshot pickle at path: streams under their recorded values
  * (stream_values[index]; the index itself beyond nstreams), conf as the recorded
  * PYTORCH_CUDA_ALLOC_CONF. The log must have been captured. AB_ERR_IO naming the path. */
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                             unsigned nstreams, const char *conf, ab_diag_t *diag);
+/* The same, with each trace entry's `frames` (its stack, as PyTorch records it) written by
+ * frames(ctx, w, record): one value, with ab_pkw_* (pickle.h). */
+typedef void (*ab_snapshot_frames_fn)(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *record);
+ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
+                                   unsigned nstreams, const char *conf, ab_snapshot_frames_fn frames, void *ctx,
+                                   ab_diag_t *diag);
 
 #endif

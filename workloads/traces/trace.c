@@ -8,28 +8,33 @@
 #include "snapshot.h"
 #include "trace_csv.h"
 
-static bool starts_line(const ab_input_t *in, const char *header) {
+static bool starts_line(const unsigned char *data, size_t len, const char *header) {
   size_t n = strlen(header);
-  return in->len >= n && memcmp(in->data, header, n) == 0 &&
-         (in->len == n || in->data[n] == '\n' || in->data[n] == '\r');
+  return len >= n && memcmp(data, header, n) == 0 && (len == n || data[n] == '\n' || data[n] == '\r');
 }
 
-ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
-                         ab_trace_info_t *info, ab_diag_t *diag) {
+/* The format from the first bytes, then its reader over the stream from its first byte. */
+static ab_status parse_stream(const char *path, ab_instream_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
+                              ab_trace_info_t *info, ab_diag_t *diag) {
   static const ab_trace_opts_t defaults = {-1, 0, false};
   if (opts == NULL) opts = &defaults;
   ab_events_init(out);
+  size_t head = strlen(ab_trace_csv_header_pooled) > strlen(ab_rmm_log_header) ? strlen(ab_trace_csv_header_pooled)
+                                                                                 : strlen(ab_rmm_log_header);
+  const unsigned char *data = NULL;
+  size_t len = 0;
+  AB_TRY(ab_instream_window(in, head + 1, &data, &len, diag));
   ab_trace_builder_t b;
-  bool pickle = in->len > 0 && (unsigned char)in->data[0] == 0x80; /* PROTO: protocols 2 and up */
+  bool pickle = len > 0 && data[0] == 0x80; /* PROTO: protocols 2 and up */
   ab_trace_builder_init(&b, out, path, pickle);
   ab_status st;
-  if (in->len == 0)
+  if (len == 0)
     st = ab_diag_set(diag, AB_ERR_INVALID, "%s: empty file (expected a trace)", path);
   else if (pickle)
-    st = ab_snapshot_read(path, in, opts->device, &b, diag);
-  else if (starts_line(in, ab_trace_csv_header) || starts_line(in, ab_trace_csv_header_pooled))
+    st = ab_snapshot_read_stream(path, in, opts->device, &b, diag);
+  else if (starts_line(data, len, ab_trace_csv_header) || starts_line(data, len, ab_trace_csv_header_pooled))
     st = ab_trace_csv_read(path, in, &b, diag);
-  else if (starts_line(in, ab_rmm_log_header))
+  else if (starts_line(data, len, ab_rmm_log_header))
     st = ab_rmm_log_read(path, in, &b, diag);
   else
     st = ab_diag_set(diag, AB_ERR_INVALID,
@@ -55,12 +60,22 @@ ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_
   return AB_OK;
 }
 
+ab_status ab_trace_parse(const char *path, const ab_input_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
+                         ab_trace_info_t *info, ab_diag_t *diag) {
+  ab_events_init(out);
+  ab_instream_t *s;
+  AB_TRY(ab_instream_memory(path, in->data, in->len, false, &s, diag));
+  ab_status st = parse_stream(path, s, opts, out, info, diag);
+  ab_instream_close(s);
+  return st;
+}
+
 ab_status ab_trace_load(const char *path, const ab_trace_opts_t *opts, ab_events_t *out, ab_trace_info_t *info,
                         ab_diag_t *diag) {
   ab_events_init(out);
-  ab_input_t in;
-  AB_TRY(ab_input_read_capped(path, opts ? opts->max_inflated : 0, &in, diag));
-  ab_status st = ab_trace_parse(path, &in, opts, out, info, diag);
-  ab_input_free(&in);
+  ab_instream_t *s;
+  AB_TRY(ab_instream_open(path, opts ? opts->max_inflated : 0, &s, diag));
+  ab_status st = parse_stream(path, s, opts, out, info, diag);
+  ab_instream_close(s);
   return st;
 }

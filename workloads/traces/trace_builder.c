@@ -74,9 +74,23 @@ void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len)
   in->actions[in->nactions++].count = 1;
 }
 
+static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag);
+
 /* The provisional index of a raw stream value (order of first use), by a hash map: a trace
  * of many streams costs no scan of them per record. */
 static ab_status stream_index(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
+  /* Most records name the stream the one before named. */
+  if (b->nstreams && raw == b->last_stream_raw) {
+    *out = b->last_stream;
+    return AB_OK;
+  }
+  AB_TRY(stream_lookup(b, raw, out, pos, diag));
+  b->last_stream_raw = raw;
+  b->last_stream = *out;
+  return AB_OK;
+}
+
+static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag) {
   uint64_t idx = 0;
   if (raw == UINT64_MAX ? b->max_stream >= 0 : ab_map_get(&b->stream_of, raw + 1, &idx)) {
     *out = (uint16_t)(raw == UINT64_MAX ? (uint64_t)b->max_stream : idx - 1);
@@ -639,4 +653,34 @@ bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out) {
   }
   *out = v;
   return true;
+}
+
+void ab_trace_lines_init(ab_trace_lines_t *l, ab_instream_t *in) {
+  memset(l, 0, sizeof *l);
+  l->in = in;
+}
+
+ab_status ab_trace_lines_next(ab_trace_lines_t *l, const char **s, size_t *len, bool *more, ab_diag_t *diag) {
+  size_t want = 64u << 10;
+  for (;;) {
+    size_t avail = (size_t)(l->end - l->p);
+    const unsigned char *nl = avail ? memchr(l->p, '\n', avail) : NULL;
+    if (nl || l->eof) {
+      *more = nl || avail;
+      *s = (const char *)l->p;
+      *len = nl ? (size_t)(nl - l->p) : avail;
+      l->p = nl ? nl + 1 : l->end;
+      return AB_OK;
+    }
+    /* No newline in sight: a longer window (a line longer than it grows it). */
+    if (want <= avail) want = avail * 2;
+    ab_instream_consume(l->in, (size_t)(l->p - l->win));
+    l->win = l->p = l->end = NULL;
+    const unsigned char *data = NULL;
+    size_t got = 0;
+    AB_TRY(ab_instream_window(l->in, want, &data, &got, diag));
+    l->win = l->p = data;
+    l->end = data + got;
+    l->eof = got < want;
+  }
 }

@@ -83,6 +83,7 @@
 #include "adaptor_trace.h"
 #include "events.h"
 #include "hashmap.h"
+#include "input.h"
 
 #define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16
@@ -110,6 +111,8 @@ typedef struct ab_trace_info_s {
   uint64_t segments_start, segments_peak, segments_end; /* live cudaMalloc'd segments */
   uint64_t device_allocs;    /* segment_alloc and segment_map events: PyTorch's num_device_alloc */
   uint64_t device_frees;     /* segment_free and segment_unmap events */
+  bool reread;               /* snapshots: read again whole, its shape not the one streamed
+                              * (snapshot_stream.c, Note [Streaming a snapshot]) */
   bool saturated;            /* a byte figure passed 2^64 - 1 and is shown as that
                               * (trace_builder.c, Note [Figures past 64 bits]) */
   /* Note [Pools of a trace] */
@@ -140,6 +143,8 @@ typedef struct ab_trace_builder_s {
   unsigned nstreams;
   ab_map_t stream_of;         /* raw stream value + 1 -> its index + 1 (a value of UINT64_MAX: max_stream) */
   int max_stream;             /* the index of the stream UINT64_MAX, -1 before it is seen */
+  uint64_t last_stream_raw;   /* the raw stream value last looked up (with nstreams > 0) */
+  uint16_t last_stream;       /* its index */
   bool failed;                /* host memory ran out */
   uint64_t end_reserved;      /* with info.end_state: reserved bytes at the end */
   uint64_t end_segments;      /* with info.end_state: cudaMalloc'd segments at the end */
@@ -153,6 +158,19 @@ typedef struct ab_trace_builder_s {
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
  * or passes 2^64 - 1. */
 bool ab_trace_parse_dec(const char *p, const char *end, uint64_t *out);
+
+/* For the line readers (CSV trace, RMM log): the lines of a stream, read in bounded pieces.
+ * A line is given without its newline, and stays valid until the next call. */
+typedef struct ab_trace_lines_s {
+  ab_instream_t *in;
+  const unsigned char *win, *p, *end; /* the stream's window; p: the next line */
+  bool eof;                           /* the window holds the rest of the stream */
+} ab_trace_lines_t;
+
+void ab_trace_lines_init(ab_trace_lines_t *l, ab_instream_t *in);
+/* The next line as [*s, *s + *len); *more is false at the end (a last line without a
+ * newline is a line). Errors are the stream's. */
+ab_status ab_trace_lines_next(ab_trace_lines_t *l, const char **s, size_t *len, bool *more, ab_diag_t *diag);
 
 /* Starts building into es (initialised); path and byte_pos say how errors name positions. */
 void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);

@@ -10,24 +10,29 @@
 const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
 const char ab_trace_csv_header_pooled[] = "action,addr,size,stream,time_us,pool";
 
-ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
+ab_status ab_trace_csv_read(const char *path, ab_instream_t *in, ab_trace_builder_t *b, ab_diag_t *diag) {
   static const char *const names[] = {"action", "addr", "size", "stream", "time_us", "pool"};
   b->info.format = "allocbench-csv";
-  const char *p = in->data, *end = in->data + in->len;
-  size_t hn = strlen(ab_trace_csv_header_pooled);
-  /* The pool column is optional (Note [Pools of a trace]): without it, the default pool. */
-  size_t want = (size_t)(end - p) >= hn && memcmp(p, ab_trace_csv_header_pooled, hn) == 0 ? 6 : 5;
+  ab_trace_lines_t lines;
+  ab_trace_lines_init(&lines, in);
+  size_t hn = strlen(ab_trace_csv_header_pooled), want = 5;
   size_t line = 0;
   ab_status st = AB_OK;
-  while (p < end && st == AB_OK) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    if (eol == NULL) eol = end;
+  for (;;) {
+    const char *p;
+    size_t len;
+    bool more;
+    AB_TRY(ab_trace_lines_next(&lines, &p, &len, &more, diag));
+    if (!more) break;
+    const char *eol = p + len;
     const char *stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
     line++;
-    if (line == 1 || stop == p) { /* the header (checked by the caller), or a blank line */
-      p = eol + 1;
+    if (line == 1) {
+      /* The pool column is optional (Note [Pools of a trace]): without it, the default pool. */
+      want = len >= hn && memcmp(p, ab_trace_csv_header_pooled, hn) == 0 ? 6 : 5;
       continue;
     }
+    if (stop == p) continue; /* a blank line */
     const char *f[7];
     size_t nf = 0;
     f[nf++] = p;
@@ -60,7 +65,7 @@ ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_bui
     if (want == 6 && num[4]) st = ab_trace_builder_pool(b, 0, (int64_t)num[4], line, &pool, diag);
     if (st == AB_OK)
       st = ab_trace_builder_add_pooled(b, ab_trace_action_of(f[0], alen), num[0], num[1], num[2], pool, line, diag);
-    p = eol + 1;
+    if (st != AB_OK) break;
   }
   return st;
 }

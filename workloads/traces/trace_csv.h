@@ -15,9 +15,9 @@
 extern const char ab_trace_csv_header[];
 extern const char ab_trace_csv_header_pooled[]; /* the same with the pool column */
 
-/* Reads a CSV trace (its first line is the header, checked by the caller) into b. Errors name
- * the line. */
-ab_status ab_trace_csv_read(const char *path, const ab_input_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
+/* Reads a CSV trace from its first byte (its first line is the header, checked by the
+ * caller) into b, a line at a time. Errors name the line. */
+ab_status ab_trace_csv_read(const char *path, ab_instream_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
 
 /* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
  * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has

@@ -1,0 +1,234 @@
+/* snapshot_bench.c: how reading a PyTorch snapshot scales with its entries. Prints figures;
+ * asserts nothing (speed is measured here, never tested).
+ *
+ * usage: snapshot_bench [--dir DIR] [--python-max N] [ENTRIES|FILE...]   (default 1000000
+ * 3000000 10000000 entries; snapshots are kept in DIR, default $TMPDIR/allocbench-snapshots,
+ * and written once; a FILE, a snapshot recorded by PyTorch, is measured as it is)
+ *
+ * Each snapshot is a long random run (random:ops=...) through caching on the simulated H200,
+ * written as `allocbench replay --export-snapshot` writes it, with stack frames shaped as
+ * PyTorch records them (snapshot_frames.h) so that most of the file is frames, as in real
+ * snapshots, then gzipped. For each, in a process of its own, measured by wall time and peak
+ * resident memory:
+ *   allocbench   `allocbench replay --info FILE` (the streaming reader)
+ *   tree         the whole-tree reader (gunzip, pickle.h, snapshot.c) it replaces, up to
+ *                --python-max entries
+ *   python3      CPython's gzip + pickle.loads of the same file, when python3 is on the PATH,
+ *                up to --python-max entries (default 3000000: it needs gigabytes beyond)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef AB_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#include "input.h"
+#include "snapshot.h"
+#include "snapshot_frames.h"
+#include "trace.h"
+
+#define MAX_SIZES 16
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t file_bytes(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Runs argv as a child; its wall time, processor time (user and system, all threads) and peak
+ * resident bytes; false when it failed. */
+static bool measure(char *const argv[], double *secs, double *cpu, uint64_t *peak) {
+  double t0 = now_s();
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    if (freopen("/dev/null", "w", stdout) == NULL) _exit(127);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru;
+  if (wait4(pid, &status, 0, &ru) != pid) return false;
+  *secs = now_s() - t0;
+  *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+         (double)ru.ru_stime.tv_usec * 1e-6;
+  *peak = (uint64_t)ru.ru_maxrss << 10;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* ---- the child modes ------------------------------------------------------------------------ */
+
+/* Writes a snapshot of about `entries` entries at path (gzipped when zlib is there). */
+static int generate(uint64_t entries, const char *path) {
+  ab_diag_t d = {""};
+  /* Entries per random op, from a short run: an alloc or a free each, and segment actions. */
+  const char *pilot = "/dev/null";
+  size_t pilot_records = 0;
+  char spec[128];
+  snprintf(spec, sizeof spec, "random:ops=200000");
+  char plain[4096];
+  snprintf(plain, sizeof plain, "%s.tmp", path);
+  if (ab_frames_export(spec, true, plain, &pilot_records, &d) != AB_OK || pilot_records == 0) {
+    fprintf(stderr, "snapshot_bench: %s: %s\n", pilot, d.msg);
+    return 1;
+  }
+  uint64_t ops = (uint64_t)((double)entries * 200000.0 / (double)pilot_records);
+  snprintf(spec, sizeof spec, "random:ops=%llu", (unsigned long long)ops);
+  size_t records = 0;
+  if (ab_frames_export(spec, true, plain, &records, &d) != AB_OK) {
+    fprintf(stderr, "snapshot_bench: %s\n", d.msg);
+    return 1;
+  }
+#ifdef AB_HAVE_ZLIB
+  FILE *in = fopen(plain, "rb");
+  gzFile out = gzopen(path, "wb6");
+  if (in == NULL || out == NULL) return 1;
+  static char buf[1 << 20];
+  for (size_t got; (got = fread(buf, 1, sizeof buf, in)) > 0;)
+    if (gzwrite(out, buf, (unsigned)got) != (int)got) return 1;
+  fclose(in);
+  if (gzclose(out) != Z_OK) return 1;
+  remove(plain);
+#else
+  if (rename(plain, path) != 0) return 1;
+#endif
+  return 0;
+}
+
+/* The whole-tree reader: the file gunzipped whole, parsed into a tree, read. */
+static int read_tree(const char *path) {
+  ab_diag_t d = {""};
+  ab_input_t in;
+  if (ab_input_read_capped(path, 8ULL << 30, &in, &d) != AB_OK) return 1;
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_trace_builder_t b;
+  ab_trace_builder_init(&b, &es, path, true);
+  ab_status st = ab_snapshot_read(path, &in, -1, &b, &d);
+  ab_input_free(&in);
+  st = st == AB_OK ? ab_trace_builder_finish(&b, &d) : (ab_trace_builder_discard(&b), st);
+  if (st != AB_OK) fprintf(stderr, "snapshot_bench: %s\n", d.msg);
+  ab_events_free(&es);
+  return st != AB_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------------- */
+
+/* python3's own executable (a launcher such as pyenv's shim would add its start-up to the
+ * figures); false when there is none. */
+static bool find_python(char *out, size_t size) {
+  FILE *p = popen("python3 -c 'import sys, gzip, pickle; print(sys.executable)' 2>/dev/null", "r");
+  if (p == NULL) return false;
+  bool ok = fgets(out, (int)size, p) != NULL;
+  pclose(p);
+  out[strcspn(out, "\n")] = '\0';
+  return ok && out[0] == '/';
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--generate") == 0) return generate(strtoull(argv[2], NULL, 10), argv[3]);
+  if (argc == 3 && strcmp(argv[1], "--read-tree") == 0) return read_tree(argv[2]);
+  const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char dir[2048];
+  snprintf(dir, sizeof dir, "%s/allocbench-snapshots", tmp);
+  uint64_t sizes[MAX_SIZES] = {0}, python_max = 3000000;
+  const char *files[MAX_SIZES] = {NULL}; /* files[i] set: measured as it is, sizes[i] unused */
+  size_t nsizes = 0;
+  for (int i = 1; i < argc; i++) {
+    char *end;
+    uint64_t n = strtoull(argv[i], &end, 10);
+    if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
+    else if (strcmp(argv[i], "--python-max") == 0 && i + 1 < argc) python_max = strtoull(argv[++i], NULL, 10);
+    else if (nsizes < MAX_SIZES && n > 0 && *end == '\0') sizes[nsizes++] = n;
+    else if (nsizes < MAX_SIZES && file_bytes(argv[i]) > 0) files[nsizes++] = argv[i];
+    else {
+      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [ENTRIES|FILE...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (nsizes == 0) {
+    sizes[nsizes++] = 1000000;
+    sizes[nsizes++] = 3000000;
+    sizes[nsizes++] = 10000000;
+  }
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "snapshot_bench: %s: %s\n", dir, strerror(errno));
+    return 1;
+  }
+  char py_exe[4096];
+  bool python = find_python(py_exe, sizeof py_exe);
+  printf("%10s %7s %7s | %16s %7s %8s | %16s %7s | %16s %7s | %13s\n", "entries", "gz MB", "pickle", "allocbench s",
+         "peak MB", "us/entry", "tree s", "peak MB", "python3 s", "peak MB", "speedup");
+  printf("%10s %7s %7s | %16s %7s %8s | %16s %7s | %16s %7s | %13s\n", "", "", "MB", "wall (cpu)", "", "wall", "wall (cpu)", "",
+         "wall (cpu)", "", "wall (cpu)");
+  for (size_t i = 0; i < nsizes; i++) {
+    char path[4096], n[32];
+    snprintf(path, sizeof path, "%s/random_%llu.pickle.gz", dir, (unsigned long long)sizes[i]);
+    if (files[i] != NULL) snprintf(path, sizeof path, "%s", files[i]);
+    snprintf(n, sizeof n, "%llu", (unsigned long long)sizes[i]);
+    double secs, cpu;
+    uint64_t peak;
+    if (files[i] == NULL && file_bytes(path) == 0) {
+      char *gen[] = {argv[0], "--generate", n, path, NULL};
+      if (!measure(gen, &secs, &cpu, &peak)) {
+        fprintf(stderr, "snapshot_bench: could not write %s\n", path);
+        return 1;
+      }
+    }
+    /* The entries and the inflated size, as allocbench reads them. */
+    ab_events_t es;
+    ab_trace_info_t info;
+    ab_diag_t d = {""};
+    ab_trace_opts_t opts = {-1, 8ULL << 30, false};
+    if (ab_trace_load(path, &opts, &es, &info, &d) != AB_OK) {
+      fprintf(stderr, "snapshot_bench: %s\n", d.msg);
+      return 1;
+    }
+    ab_events_free(&es);
+    ab_input_t whole;
+    uint64_t inflated = ab_input_read_capped(path, 8ULL << 30, &whole, &d) == AB_OK ? whole.len : 0;
+    ab_input_free(&whole);
+    char *ours[] = {AB_ALLOCBENCH, "replay", "--info", "--max-inflated", "8GiB", path, NULL};
+    double a_s = 0, a_cpu = 0, t_s = 0, t_cpu = 0, p_s = 0, p_cpu = 0;
+    uint64_t a_rss = 0, t_rss = 0, p_rss = 0;
+    bool a_ok = measure(ours, &a_s, &a_cpu, &a_rss), t_ok = false, p_ok = false;
+    if (info.records <= python_max) {
+      char *tree[] = {argv[0], "--read-tree", path, NULL};
+      t_ok = measure(tree, &t_s, &t_cpu, &t_rss);
+    }
+    if (python && info.records <= python_max) {
+      char *py[] = {py_exe, "-c", "import gzip, pickle, sys; pickle.loads(gzip.open(sys.argv[1]).read())", path, NULL};
+      p_ok = measure(py, &p_s, &p_cpu, &p_rss);
+    }
+    char ours_s[32], tree_s[32] = "-", tree_rss[32] = "-", py_s[32] = "-", py_rss[32] = "-", speedup[32] = "-";
+    snprintf(ours_s, sizeof ours_s, "%.2f (%.2f)%s", a_s, a_cpu, a_ok ? "" : "!");
+    if (t_ok) {
+      snprintf(tree_s, sizeof tree_s, "%.2f (%.2f)", t_s, t_cpu);
+      snprintf(tree_rss, sizeof tree_rss, "%.0f", (double)t_rss / 1e6);
+    }
+    if (p_ok) {
+      snprintf(py_s, sizeof py_s, "%.2f (%.2f)", p_s, p_cpu);
+      snprintf(py_rss, sizeof py_rss, "%.0f", (double)p_rss / 1e6);
+      if (a_ok) snprintf(speedup, sizeof speedup, "%.1fx (%.1fx)", p_s / a_s, p_cpu / a_cpu);
+    }
+    printf("%10llu %7.1f %7.1f | %16s %7.0f %8.3f | %16s %7s | %16s %7s | %13s\n", (unsigned long long)info.records,
+           (double)file_bytes(path) / 1e6, (double)inflated / 1e6, ours_s, (double)a_rss / 1e6,
+           a_s / (double)info.records * 1e6, tree_s, tree_rss, py_s, py_rss, speedup);
+    fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,334 @@
+/* snapshot_stream_test.c: the streaming snapshot reader (snapshot_stream.c) against the tree
+ * reader it stands in for (ab_snapshot_read): the same events, info and settings for every
+ * fixture and for the exports of the bench workloads, with and without stack frames, read
+ * without falling back; shapes it does not stream (shared entries, a pickle made with the
+ * DICT and LIST opcodes) read whole, with the tree reader's result; errors those of the tree
+ * reader, word for word; and a stream that holds far less than the file in memory. */
+#include <dirent.h>
+#include <sys/resource.h>
+#ifdef AB_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#include "check.h"
+#include "input.h"
+#include "pickle_bytes.h"
+#include "snapshot.h"
+#include "snapshot_frames.h"
+#include "trace.h"
+
+#define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
+#define SEEDS AB_SOURCE_DIR "/tests/fuzz/corpus/snapshot/"
+
+/* The trace as the tree reader reads it: the whole file, parsed into a tree. */
+static ab_status read_tree(const char *path, const ab_input_t *in, ab_events_t *es, ab_trace_info_t *info,
+                           ab_diag_t *d) {
+  ab_events_init(es);
+  ab_trace_builder_t b;
+  ab_trace_builder_init(&b, es, path, true);
+  ab_status st = ab_snapshot_read(path, in, -1, &b, d);
+  if (st == AB_OK) st = ab_trace_builder_finish(&b, d);
+  else ab_trace_builder_discard(&b);
+  if (st == AB_OK && info) *info = b.info;
+  if (st != AB_OK) ab_events_free(es);
+  return st;
+}
+
+static void check_same(const char *path, const ab_events_t *a, const ab_trace_info_t *ai, const ab_events_t *b,
+                       const ab_trace_info_t *bi) {
+  CHECK_MSG(ab_events_hash(a) == ab_events_hash(b), "%s: the event hashes differ", path);
+  CHECK_EQ(a->n, b->n);
+  CHECK_EQ(a->nsegs, b->nsegs);
+  CHECK_EQ(a->ignored, b->ignored);
+  CHECK_EQ(a->trace_ooms, b->trace_ooms);
+  CHECK_MSG(strcmp(a->settings, b->settings) == 0, "%s: settings '%s' vs '%s'", path, a->settings, b->settings);
+  CHECK_EQ(ai->records, bi->records);
+  CHECK_EQ(ai->device, bi->device);
+  CHECK_EQ(ai->ndevices, bi->ndevices);
+  CHECK_EQ(ai->nactions, bi->nactions);
+  for (unsigned i = 0; i < ai->nactions && i < bi->nactions; i++) {
+    CHECK(strcmp(ai->actions[i].name, bi->actions[i].name) == 0);
+    CHECK_EQ(ai->actions[i].count, bi->actions[i].count);
+  }
+  CHECK_EQ(ai->nstreams, bi->nstreams);
+  CHECK_EQ(ai->preexisting, bi->preexisting);
+  CHECK_EQ(ai->peak_requested, bi->peak_requested);
+  CHECK_EQ(ai->reserved_start, bi->reserved_start);
+  CHECK_EQ(ai->reserved_end, bi->reserved_end);
+  CHECK_EQ(ai->segments_end, bi->segments_end);
+  CHECK_EQ(ai->end_state, bi->end_state);
+}
+
+/* Reads path both ways and compares; *reread says whether the stream fell back. */
+static void both_ways(const char *path, bool *reread) {
+  ab_diag_t d = {""};
+  ab_input_t in;
+  REQUIRE_MSG(ab_input_read(path, &in, &d) == AB_OK, "%s", d.msg);
+  ab_events_t tree, stream;
+  ab_trace_info_t ti, si;
+  ab_status st = read_tree(path, &in, &tree, &ti, &d);
+  ab_input_free(&in);
+  REQUIRE_MSG(st == AB_OK, "%s", d.msg);
+  REQUIRE_MSG(ab_trace_load(path, NULL, &stream, &si, &d) == AB_OK, "%s", d.msg);
+  check_same(path, &tree, &ti, &stream, &si);
+  *reread = si.reread;
+  ab_events_free(&tree);
+  ab_events_free(&stream);
+}
+
+/* Every recorded snapshot in tests/data: the same as the tree reader's, streamed. */
+static void fixtures_read_the_same_streamed(void) {
+  const char *dirs[] = {RECORDED, RECORDED "pools/"};
+  size_t seen = 0;
+  for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+    DIR *dir = opendir(dirs[k]);
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+      if (strstr(e->d_name, ".pickle") == NULL) continue;
+      char path[1024];
+      snprintf(path, sizeof path, "%s%s", dirs[k], e->d_name);
+      bool reread = true;
+      both_ways(path, &reread);
+      CHECK_MSG(!reread, "%s: read again whole", path);
+      seen++;
+    }
+    if (dir) closedir(dir);
+  }
+  CHECK_MSG(seen >= 2, "%zu snapshots at %s", seen, RECORDED);
+}
+
+/* The bench workloads' runs exported as snapshots (as `replay --export-snapshot` writes them),
+ * bare and with stack frames shared the way PyTorch shares them. */
+static void exports_read_the_same_streamed(void) {
+  const char *specs[] = {"dynamic-shapes:steps=3", "mixed-precision:steps=2", "zero:steps=2", "random:ops=20000",
+                         "fragmenter"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+    for (int frames = 0; frames < 2; frames++) {
+      ab_diag_t d = {""};
+      char name[64]; /* a file read is an input: never written over (output.h) */
+      snprintf(name, sizeof name, "export_%zu_%d.pickle", i, frames);
+      const char *path = ab_test_tmp_path(name);
+      size_t records = 0;
+      REQUIRE_MSG(ab_frames_export(specs[i], frames, path, &records, &d) == AB_OK, "%s: %s", specs[i], d.msg);
+      CHECK(records > 0);
+      bool reread = true;
+      both_ways(path, &reread);
+      CHECK_MSG(!reread, "%s%s: read again whole", specs[i], frames ? " with frames" : "");
+    }
+}
+
+/* ---- shapes read whole -------------------------------------------------------------------- */
+
+static void put_entry_items(ab_pb_t *b, const char *action, uint32_t addr) {
+  ab_pb_str(b, "action");
+  ab_pb_str(b, action);
+  ab_pb_str(b, "addr");
+  ab_pb_op_u32(b, 0x4a, addr); /* BININT */
+  ab_pb_str(b, "size");
+  ab_pb_op_u32(b, 0x4a, 512);
+}
+
+/* {'device_traces': [[e0, e1, ...]]} with the entries written by `entries`. */
+static const char *snapshot_with(const char *name, void (*entries)(ab_pb_t *b)) {
+  ab_pb_t b = {0};
+  static const unsigned char head[] = {0x80, 4, 0x7d, 0x28}; /* PROTO 4, EMPTY_DICT, MARK */
+  ab_pb_put(&b, head, sizeof head);
+  ab_pb_str(&b, "device_traces");
+  ab_pb_op(&b, 0x5d); /* EMPTY_LIST: device_traces */
+  ab_pb_op(&b, 0x5d); /* EMPTY_LIST: device 0 */
+  ab_pb_op(&b, 0x28);
+  entries(&b);
+  ab_pb_op(&b, 0x65); /* APPENDS */
+  ab_pb_op(&b, 0x61); /* APPEND: device 0 to device_traces */
+  ab_pb_op(&b, 0x75); /* SETITEMS */
+  ab_pb_op(&b, 0x2e); /* STOP */
+  const char *path = ab_test_write_file(name, b.p, b.n);
+  free(b.p);
+  return path;
+}
+
+/* An alloc entry memoised and appended again after its free: shared, so the tree decides. */
+static void shared_entries(ab_pb_t *b) {
+  ab_pb_op(b, 0x7d);
+  ab_pb_op(b, 0x28);
+  put_entry_items(b, "alloc", 4096);
+  ab_pb_op(b, 0x75);
+  ab_pb_op_u32(b, AB_PB_LONG_BINPUT, 100);
+  ab_pb_op(b, 0x7d);
+  ab_pb_op(b, 0x28);
+  put_entry_items(b, "free_completed", 4096);
+  ab_pb_op(b, 0x75);
+  ab_pb_op_u32(b, AB_PB_LONG_BINGET, 100);
+}
+
+/* Entries made with MARK ... DICT, which no pickler of snapshots writes. */
+static void dict_opcode_entries(ab_pb_t *b) {
+  for (uint32_t i = 0; i < 3; i++) {
+    ab_pb_op(b, 0x28);
+    put_entry_items(b, "alloc", 4096 * (i + 1));
+    ab_pb_op(b, 0x64); /* DICT */
+  }
+}
+
+/* Python's single-item forms: entries with one SETITEM each and a trailing SETITEM. */
+static void single_item_entries(ab_pb_t *b) {
+  for (uint32_t i = 0; i < 3; i++) {
+    ab_pb_op(b, 0x7d);
+    ab_pb_op(b, 0x94); /* MEMOIZE */
+    ab_pb_str(b, "action");
+    ab_pb_str(b, "alloc");
+    ab_pb_op(b, 0x73); /* SETITEM */
+    ab_pb_op(b, 0x28);
+    ab_pb_str(b, "addr");
+    ab_pb_op_u32(b, 0x4a, 8192 * (i + 1));
+    ab_pb_str(b, "size");
+    ab_pb_op_u32(b, 0x4a, 100);
+    ab_pb_op(b, 0x75);
+  }
+}
+
+static void shapes(void) {
+  struct {
+    const char *name;
+    void (*entries)(ab_pb_t *b);
+    bool reread;
+  } cases[] = {{"shared.pickle", shared_entries, true},
+               {"dict_opcode.pickle", dict_opcode_entries, true},
+               {"single_items.pickle", single_item_entries, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    bool reread = !cases[i].reread;
+    both_ways(snapshot_with(cases[i].name, cases[i].entries), &reread);
+    CHECK_MSG(reread == cases[i].reread, "%s: read again whole: %d", cases[i].name, reread);
+  }
+  /* Pickled by CPython (the fuzz seeds): single APPEND and SETITEM, batches of 1000 and one
+   * more, two devices, settings with divisions, streamed; an entry shared, read whole. */
+  struct {
+    const char *path;
+    bool reread;
+  } seeds[] = {{SEEDS "stream_single_items.pickle", false},
+               {SEEDS "stream_batches.pickle", false},
+               {SEEDS "stream_shared_entry.pickle", true}};
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    bool reread = !seeds[i].reread;
+    both_ways(seeds[i].path, &reread);
+    CHECK_MSG(reread == seeds[i].reread, "%s: read again whole: %d", seeds[i].path, reread);
+  }
+}
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+/* A fixture cut short at several places, and bytes of it changed: the stream's message is
+ * the tree reader's (or the tree accepts what the stream accepts). */
+static void errors_are_the_tree_readers(void) {
+  ab_diag_t d = {""};
+  const char *path = ab_test_tmp_path("export.pickle");
+  REQUIRE_MSG(ab_frames_export("random:ops=3000", true, path, NULL, &d) == AB_OK, "%s", d.msg);
+  ab_input_t in;
+  REQUIRE_MSG(ab_input_read(path, &in, &d) == AB_OK, "%s", d.msg);
+  size_t tried = 0;
+  for (size_t cut = 1; cut < in.len; cut = cut * 3 / 2 + 1) {
+    for (int flip = 0; flip < 2; flip++) {
+      ab_input_t part = {in.data, flip ? in.len : cut};
+      char saved = in.data[cut];
+      if (flip) in.data[cut] = (char)(in.data[cut] ^ 0x5a);
+      ab_events_t a, b;
+      ab_diag_t da = {""}, db = {""};
+      ab_status sa = read_tree("cut", &part, &a, NULL, &da), sb = ab_trace_parse("cut", &part, NULL, &b, NULL, &db);
+      in.data[cut] = saved;
+      CHECK_MSG(sa == sb, "cut at %zu (flip %d): tree %d, stream %d (%s / %s)", cut, flip, sa, sb, da.msg, db.msg);
+      if (sa != AB_OK && sb != AB_OK) CHECK_MSG(strcmp(da.msg, db.msg) == 0, "'%s' vs '%s'", da.msg, db.msg);
+      if (sa == AB_OK && sb == AB_OK) {
+        CHECK(ab_events_hash(&a) == ab_events_hash(&b));
+        ab_events_free(&a);
+        ab_events_free(&b);
+      } else {
+        if (sa == AB_OK) ab_events_free(&a);
+        if (sb == AB_OK) ab_events_free(&b);
+      }
+      tried++;
+    }
+  }
+  CHECK(tried > 20);
+  ab_input_free(&in);
+}
+
+/* ---- memory -------------------------------------------------------------------------------------- */
+
+static uint64_t peak_rss(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (uint64_t)ru.ru_maxrss << 10;
+}
+
+/* A snapshot with frames streamed holds less than half its pickle's bytes at its peak (the
+ * tree reader holds several times them). The first test in the binary, so that the peak is
+ * its own. */
+static void a_stream_holds_less_than_the_file(void) {
+  ab_diag_t d = {""};
+  const char *path = ab_test_tmp_path("big.pickle");
+  size_t records = 0;
+  REQUIRE_MSG(ab_frames_export("random:ops=400000", true, path, &records, &d) == AB_OK, "%s", d.msg);
+  FILE *f = fopen(path, "rb");
+  REQUIRE(f != NULL);
+  fseek(f, 0, SEEK_END);
+  uint64_t bytes = (uint64_t)ftell(f);
+  fclose(f);
+  uint64_t before = peak_rss();
+  ab_events_t es;
+  ab_trace_info_t info;
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &info, &d) == AB_OK, "%s", d.msg);
+  uint64_t grew = peak_rss() - before;
+  CHECK_EQ(info.records, records);
+  CHECK(!info.reread);
+  /* AddressSanitizer's own bookkeeping (redzones, its quarantine of freed memory) would be
+   * measured too. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(AB_ASAN)
+  (void)grew;
+  (void)bytes;
+#else
+  CHECK_MSG(grew < bytes / 2, "reading %llu bytes raised the peak by %llu", (unsigned long long)bytes,
+            (unsigned long long)grew);
+#endif
+#ifdef AB_HAVE_ZLIB
+  /* Gzipped, it is inflated ahead on a thread (input.c, Note [Inflating ahead]): the same
+   * events; cut short, the inflater's own message. */
+  ab_input_t plain;
+  REQUIRE_MSG(ab_input_read(path, &plain, &d) == AB_OK, "%s", d.msg);
+  const char *gz = ab_test_tmp_path("big.pickle.gz");
+  gzFile out = gzopen(gz, "wb1");
+  REQUIRE(out != NULL && gzwrite(out, plain.data, (unsigned)plain.len) == (int)plain.len && gzclose(out) == Z_OK);
+  ab_input_free(&plain);
+  ab_events_t zes;
+  REQUIRE_MSG(ab_trace_load(gz, NULL, &zes, NULL, &d) == AB_OK, "%s", d.msg);
+  CHECK(ab_events_hash(&zes) == ab_events_hash(&es));
+  ab_events_free(&zes);
+  ab_input_t raw;
+  FILE *g = fopen(gz, "rb");
+  REQUIRE(g != NULL);
+  fseek(g, 0, SEEK_END);
+  raw.len = (size_t)ftell(g) * 2 / 3;
+  raw.data = malloc(raw.len);
+  fseek(g, 0, SEEK_SET);
+  REQUIRE(raw.data && fread(raw.data, 1, raw.len, g) == raw.len);
+  fclose(g);
+  const char *cut = ab_test_write_file("cut.pickle.gz", raw.data, raw.len);
+  free(raw.data);
+  CHECK(ab_trace_load(cut, NULL, &zes, NULL, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "truncated gzip stream");
+#endif
+  ab_events_free(&es);
+  remove(path);
+}
+
+static const ab_test_t tests[] = {
+    {"a_stream_holds_less_than_the_file", a_stream_holds_less_than_the_file},
+    {"fixtures_read_the_same_streamed", fixtures_read_the_same_streamed},
+    {"exports_read_the_same_streamed", exports_read_the_same_streamed},
+    {"shapes", shapes},
+    {"errors_are_the_tree_readers", errors_are_the_tree_readers},
+};
+AB_TEST_MAIN(tests)

@@ -1,0 +1,974 @@
+/* snapshot_stream.c: PyTorch's memory snapshot read in one pass over a stream (snapshot.h).
+ *
+ * Note [Streaming a snapshot]
+ * A real snapshot is mostly what the replay never reads: stack frames for every entry. The
+ * tree reader (pickle.h, snapshot.c) builds all of it, some ten times the file in memory.
+ * This reader runs the same pickle machine over the stream, opcode by opcode, but keeps of
+ * each container only what snapshot.c reads:
+ *   1. Each dict or list gets a role when it is made: root, device_traces, one device's
+ *      trace, an entry, segments, a segment, blocks, a block, allocator_settings,
+ *      roundup_power2_divisions; anything else is opaque (frames, annotations, whatever sits
+ *      under them), of which only the type is kept. The role comes from where the container
+ *      is made: under the newest MARK (a batch of APPENDS or SETITEMS), or on top of a list or
+ *      beside a key (a single APPEND or SETITEM), the ways Python's pickler writes, and the
+ *      type the layout allows there.
+ *   2. A dict with a role keeps the pairs of the keys snapshot.c looks up, as a small dict of
+ *      the same shape; entries go to the builder when they are appended to their trace, and
+ *      are forgotten; segments, blocks and settings are kept (a few thousand).
+ *   3. The role is checked when the container is placed: an item appended to a list, or set
+ *      under a key, must be the container made for that place. Anything else (a container
+ *      shared through the memo, one placed elsewhere than where it was made, a pickle either
+ *      reader refuses) departs: the file is read again from its start by the tree reader,
+ *      whose events and errors are then the answer. So the result is always the tree
+ *      reader's: the tests and the fuzz target compare the two on every input.
+ *   4. The memo keeps a word per entry: the type of a container, or the string (interned,
+ *      when short and named again) or number stored there.
+ * Memory: the stack, a window of the stream, the memo's words, what is kept of segments and
+ * settings, and the builder's records; never the file or its frames. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "snapshot.h"
+#include "snapshot_walk.h"
+
+/* ---- opcodes (pickle.c's list) ------------------------------------------------------------ */
+
+enum {
+  OP_MARK = 0x28, OP_STOP = 0x2e, OP_POP = 0x30, OP_POP_MARK = 0x31, OP_BININT = 0x4a, OP_BININT1 = 0x4b,
+  OP_BININT2 = 0x4d, OP_NONE = 0x4e, OP_BINUNICODE = 0x58, OP_APPEND = 0x61, OP_DICT = 0x64, OP_EMPTY_DICT = 0x7d,
+  OP_APPENDS = 0x65, OP_GET = 0x67, OP_BINGET = 0x68, OP_LONG_BINGET = 0x6a, OP_LIST = 0x6c, OP_EMPTY_LIST = 0x5d,
+  OP_PUT = 0x70, OP_BINPUT = 0x71, OP_LONG_BINPUT = 0x72, OP_SETITEM = 0x73, OP_TUPLE = 0x74, OP_EMPTY_TUPLE = 0x29,
+  OP_SETITEMS = 0x75, OP_BINFLOAT = 0x47, OP_PROTO = 0x80, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
+  OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b, OP_BINBYTES = 0x42,
+  OP_SHORT_BINBYTES = 0x43, OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
+  OP_MEMOIZE = 0x94, OP_FRAME = 0x95, OP_BYTEARRAY8 = 0x96,
+};
+
+/* ---- roles and the keys read (snapshot.c) ---------------------------------------------------- */
+
+enum {
+  R_OPAQUE = 0, R_ROOT, R_TRACES, R_TRACE, R_ENTRY, R_SEGMENTS, R_SEGMENT, R_BLOCKS, R_BLOCK, R_SETTINGS, R_DIVISIONS,
+  R_COUNT,
+  R_RUN = R_COUNT /* a stack value standing for entries already read (Note [A run of entries]) */
+};
+
+#define KEYS(X)                                                                                                  \
+  X(device_traces) X(segments) X(allocator_settings) X(action) X(addr) X(size) X(stream) X(device_free)         \
+  X(device) X(address) X(total_size) X(is_expandable) X(blocks) X(requested_size) X(state)                       \
+  X(PYTORCH_CUDA_ALLOC_CONF) X(max_split_size) X(garbage_collection_threshold) X(expandable_segments)            \
+  X(release_lock_on_cudamalloc) X(graph_capture_record_stream_reuse) X(roundup_power2_divisions) X(pool_id)   \
+  X(segment_pool_id)
+
+enum {
+  K_NONE = 0,
+#define KEY_ENUM(name) K_##name,
+  KEYS(KEY_ENUM)
+#undef KEY_ENUM
+  K_DIV0, /* "1", "2", ..., "32768": roundup_power2_divisions' keys */
+  K_COUNT = K_DIV0 + 16
+};
+
+static const char *const key_names[K_COUNT] = {
+    NULL,
+#define KEY_NAME(name) #name,
+    KEYS(KEY_NAME)
+#undef KEY_NAME
+    "1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "32768"};
+
+/* What a dict of each role keeps under a key: W_SCALAR, or the role of the container kept
+ * there (a list or dict, by the layout); 0: nothing. */
+#define W_SCALAR 0xff
+static uint8_t wanted[R_COUNT][K_COUNT];
+/* The role of a list's items, and their type. */
+static const uint8_t item_role[R_COUNT] = {[R_TRACES] = R_TRACE, [R_TRACE] = R_ENTRY, [R_SEGMENTS] = R_SEGMENT,
+                                           [R_BLOCKS] = R_BLOCK};
+static const uint8_t role_type[R_COUNT] = {
+    [R_ROOT] = AB_PK_DICT,     [R_TRACES] = AB_PK_LIST,  [R_TRACE] = AB_PK_LIST, [R_ENTRY] = AB_PK_DICT,
+    [R_SEGMENTS] = AB_PK_LIST, [R_SEGMENT] = AB_PK_DICT, [R_BLOCKS] = AB_PK_LIST, [R_BLOCK] = AB_PK_DICT,
+    [R_SETTINGS] = AB_PK_DICT, [R_DIVISIONS] = AB_PK_DICT};
+
+static uint8_t key_len[K_COUNT];
+
+static void init_wanted(void) {
+  if (wanted[R_ROOT][K_segments]) return; /* filled once; the same each time, so a race is harmless */
+  wanted[R_ROOT][K_device_traces] = R_TRACES;
+  wanted[R_ROOT][K_allocator_settings] = R_SETTINGS;
+  static const uint8_t entry[] = {K_action, K_addr, K_size, K_stream, K_device_free, K_pool_id};
+  for (size_t i = 0; i < sizeof entry; i++) wanted[R_ENTRY][entry[i]] = W_SCALAR;
+  static const uint8_t segment[] = {K_device, K_address, K_total_size, K_stream, K_is_expandable, K_segment_pool_id};
+  for (size_t i = 0; i < sizeof segment; i++) wanted[R_SEGMENT][segment[i]] = W_SCALAR;
+  wanted[R_SEGMENT][K_blocks] = R_BLOCKS;
+  static const uint8_t block[] = {K_size, K_address, K_requested_size, K_state};
+  for (size_t i = 0; i < sizeof block; i++) wanted[R_BLOCK][block[i]] = W_SCALAR;
+  static const uint8_t settings[] = {K_PYTORCH_CUDA_ALLOC_CONF, K_max_split_size, K_garbage_collection_threshold,
+                                     K_expandable_segments, K_release_lock_on_cudamalloc,
+                                     K_graph_capture_record_stream_reuse};
+  for (size_t i = 0; i < sizeof settings; i++) wanted[R_SETTINGS][settings[i]] = W_SCALAR;
+  wanted[R_SETTINGS][K_roundup_power2_divisions] = R_DIVISIONS;
+  for (int i = 0; i < 16; i++) wanted[R_DIVISIONS][K_DIV0 + i] = W_SCALAR;
+  for (unsigned k = 1; k < K_COUNT; k++) key_len[k] = (uint8_t)strlen(key_names[k]);
+  wanted[R_ROOT][K_segments] = R_SEGMENTS;
+}
+
+static uint8_t key_of(const char *s, size_t len) {
+  if (len == 0 || len > 32) return K_NONE;
+  for (unsigned k = 1; k < K_COUNT; k++)
+    if (key_len[k] == len && memcmp(key_names[k], s, len) == 0) return (uint8_t)k;
+  return K_NONE;
+}
+
+/* ---- kept strings: an arena that only grows ------------------------------------------------- */
+
+typedef struct chunk_s {
+  struct chunk_s *prev;
+  size_t used, size;
+  _Alignas(16) char data[];
+} chunk_t;
+
+/* bytes of memory, aligned for any value, that live as long as the arena. */
+static void *keep_mem(chunk_t **head, size_t bytes) {
+  chunk_t *c = *head;
+  size_t at = c ? (c->used + 15) & ~(size_t)15 : 0;
+  if (c == NULL || at > c->size || c->size - at < bytes) {
+    size_t size = bytes > (64u << 10) ? bytes : (64u << 10);
+    c = malloc(sizeof *c + size);
+    if (c == NULL) return NULL;
+    c->prev = *head;
+    c->used = 0;
+    c->size = size;
+    *head = c;
+    at = 0;
+  }
+  c->used = at + bytes;
+  return c->data + at;
+}
+
+static const char *keep_bytes(chunk_t **head, const char *s, size_t len) {
+  char *p = keep_mem(head, len + 1);
+  if (p == NULL) return NULL;
+  if (len) memcpy(p, s, len);
+  p[len] = '\0';
+  return p;
+}
+
+static void free_chunks(chunk_t *c) {
+  for (chunk_t *prev; c; c = prev) {
+    prev = c->prev;
+    free(c);
+  }
+}
+
+/* ---- values and containers -------------------------------------------------------------------- */
+
+typedef struct cont_s cont_t;
+
+/* Where a STR's bytes are; for a LIST or TUPLE, S_PAIR: two ints kept in pair (a pool id). */
+enum { S_KEPT = 0, S_STACK, S_NONE, S_PAIR = S_STACK };
+
+typedef struct sv_s {
+  ab_pk_t v;     /* scalars as the tree reader has them; containers: type and pos. STR: v.s when
+                  * kept; S_STACK: v.u is the offset in strs; S_NONE: too long to keep (nothing) */
+  uint8_t where; /* STR: S_* */
+  uint8_t key;   /* STR: K_*, when it names a key read */
+  uint8_t role;  /* containers: R_* */
+  cont_t *c;     /* containers with a role; NULL for opaque ones; R_RUN: the trace */
+  int64_t pair[2]; /* S_PAIR */
+} sv_t;
+
+struct cont_s {
+  ab_pk_t self;      /* the container as the tree reader reads it: type, pos, v.seq = &seq */
+  ab_pk_seq_t seq;   /* dicts: the pairs kept; lists: the items kept (a trace: only their count) */
+  uint8_t role;
+  bool may_take;     /* Python's pickler could add a group: none yet, or the last was a full batch */
+  bool placed;
+  cont_t *parent;    /* where it was made to go */
+  uint64_t index;    /* the item it was made to be, in a list parent */
+  uint64_t count;    /* items or pairs placed */
+  uint64_t seen;     /* a trace: entries read (placed, or in a run) */
+  cont_t *next, *prev; /* every container made, to free them */
+};
+
+#define PICKLE_BATCH 1000 /* Python's pickler: items per APPENDS or SETITEMS */
+#define STACK_STR_BYTES 4096 /* strings kept on the stack (keys, actions, a conf string); longer ones depart when read */
+
+static ab_pk_seq_t no_items; /* an opaque container read as a value: empty, of its type */
+
+/* The memo's words: 0 never set; the type of an opaque container; a container with a role
+ * (refused when fetched); a string too long to keep; a bytes value; or an index into vals. */
+enum { M_UNSET = 0, M_LIST, M_DICT, M_TUPLE, M_ROLE, M_LONGSTR, M_BYTES, M_VALS };
+
+typedef struct svm_s {
+  const char *path;
+  ab_instream_t *in;
+  const unsigned char *win, *p, *end; /* the stream's window; p: the next byte */
+  uint64_t win_off;                   /* offset of win */
+  uint64_t at;                        /* offset of the opcode being run */
+  sv_t *stack;
+  size_t n, cap;
+  size_t *marks;
+  size_t nmarks, capmarks;
+  char *strs;                         /* bytes of the S_STACK strings */
+  size_t nstrs, capstrs;
+  uint32_t *memo;
+  size_t capmemo, memo_count;
+  sv_t *vals;                         /* values the memo holds */
+  size_t nvals, capvals;
+  ab_map_t interned;                  /* hash of a short string -> its index in vals + 1 */
+  chunk_t *kept;                      /* bytes of the kept strings */
+  cont_t *live, *spare;
+  cont_t *root, *candidate;
+  uint64_t frame_need;                /* the contents must hold this many bytes (FRAME) */
+  int device;
+  ab_trace_builder_t *b;
+  ab_diag_t *diag;
+} svm_t;
+
+/* Departs from streaming (Note [Streaming a snapshot], 3): the tree reader reads the file. */
+#define DEPART AB_ERR_INVALID
+
+static void cont_free(svm_t *vm, cont_t *c) {
+  if (c->prev) c->prev->next = c->next;
+  else vm->live = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->next = vm->spare;
+  vm->spare = c;
+}
+
+static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
+  cont_t *c = vm->spare;
+  if (c) {
+    vm->spare = c->next;
+  } else {
+    c = calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+  }
+  ab_pk_t *items = c->seq.items;
+  uint32_t cap = c->seq.cap;
+  memset(c, 0, sizeof *c);
+  c->seq.items = items;
+  c->seq.cap = cap;
+  c->role = role;
+  c->may_take = true;
+  c->self.type = type;
+  c->self.pos = vm->at;
+  c->self.v.seq = &c->seq;
+  c->next = vm->live;
+  if (vm->live) vm->live->prev = c;
+  vm->live = c;
+  return c;
+}
+
+static ab_status seq_add(ab_pk_seq_t *seq, const ab_pk_t *v) {
+  if (seq->n == seq->cap) {
+    if (seq->cap == UINT32_MAX) return DEPART;
+    uint64_t want = seq->cap ? (uint64_t)seq->cap * 2 : 8;
+    if (want > UINT32_MAX) want = UINT32_MAX;
+    ab_pk_t *grown = realloc(seq->items, want * sizeof *grown);
+    if (grown == NULL) return DEPART;
+    seq->items = grown;
+    seq->cap = (uint32_t)want;
+  }
+  seq->items[seq->n++] = *v;
+  return AB_OK;
+}
+
+/* ---- the stream ---------------------------------------------------------------------------- */
+
+/* Makes k bytes visible at vm->p, or what is left of the contents when fewer; an error only
+ * when the stream fails (and then nothing is visible). */
+static ab_status more(svm_t *vm, size_t k) {
+  ab_instream_consume(vm->in, (size_t)(vm->p - vm->win));
+  vm->win = vm->p = vm->end = NULL;
+  const unsigned char *data = NULL;
+  size_t avail = 0;
+  AB_TRY(ab_instream_window(vm->in, k, &data, &avail, vm->diag));
+  vm->win_off = ab_instream_offset(vm->in);
+  vm->win = vm->p = data;
+  vm->end = data + avail;
+  return AB_OK;
+}
+
+/* k bytes at vm->p, or DEPART: the file ends first (truncated). */
+#define NEED(k)                                                \
+  do {                                                         \
+    if ((size_t)(vm->end - vm->p) < (k)) {                     \
+      AB_TRY(more(vm, (k)));                                   \
+      if ((size_t)(vm->end - vm->p) < (k)) return DEPART;      \
+    }                                                          \
+  } while (0)
+
+static uint64_t offset(const svm_t *vm) { return vm->win_off + (uint64_t)(vm->p - vm->win); }
+
+static uint64_t le(const unsigned char *q, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = v << 8 | q[i];
+  return v;
+}
+
+/* ---- the stack -------------------------------------------------------------------------------- */
+
+static size_t floor_height(const svm_t *vm) { return vm->nmarks ? vm->marks[vm->nmarks - 1] : 0; }
+
+static ab_status need(const svm_t *vm, size_t k) { return vm->n - floor_height(vm) < k ? DEPART : AB_OK; }
+
+static ab_status grow_stack(svm_t *vm) {
+  size_t cap = vm->cap ? vm->cap * 2 : 256;
+  sv_t *grown = realloc(vm->stack, cap * sizeof *grown);
+  if (grown == NULL) return DEPART;
+  vm->stack = grown;
+  vm->cap = cap;
+  return AB_OK;
+}
+
+static inline ab_status push(svm_t *vm, const sv_t *v) {
+  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
+  vm->stack[vm->n++] = *v;
+  return AB_OK;
+}
+
+/* Pops the stack down to k values, and the bytes of the strings popped. A run of entries
+ * leaves only by being appended to its trace (`placed`). */
+static ab_status drop_to(svm_t *vm, size_t k, bool placed) {
+  bool str = false;
+  for (size_t i = k; i < vm->n; i++) {
+    if (vm->stack[i].role == R_RUN && !placed) return DEPART;
+    if (!str && vm->stack[i].v.type == AB_PK_STR && vm->stack[i].where == S_STACK) {
+      vm->nstrs = (size_t)vm->stack[i].v.v.u;
+      str = true;
+    }
+  }
+  vm->n = k;
+  return AB_OK;
+}
+
+static sv_t scalar(const svm_t *vm, ab_pk_type_t type) {
+  sv_t v;
+  memset(&v, 0, sizeof v);
+  v.v.type = (uint8_t)type;
+  v.v.pos = vm->at;
+  return v;
+}
+
+static const char *str_bytes(const svm_t *vm, const sv_t *v) {
+  return v->where == S_STACK ? vm->strs + v->v.v.u : v->where == S_KEPT ? v->v.v.s : NULL;
+}
+
+/* A STR or BYTES of len bytes at vm->p. */
+static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
+  if (len > UINT32_MAX) return DEPART;
+  sv_t v = scalar(vm, type);
+  v.role = R_OPAQUE;
+  v.v.len = (uint32_t)len;
+  v.where = S_NONE;
+  if (type == AB_PK_STR && len <= STACK_STR_BYTES) {
+    NEED((size_t)len);
+    if (vm->strs == NULL || vm->capstrs - vm->nstrs < len) { /* never NULL once a string is made, even "" */
+      size_t cap = vm->capstrs ? vm->capstrs * 2 : 4096;
+      char *grown = realloc(vm->strs, cap);
+      if (grown == NULL) return DEPART;
+      vm->strs = grown;
+      vm->capstrs = cap;
+    }
+    memcpy(vm->strs + vm->nstrs, vm->p, (size_t)len);
+    v.where = S_STACK;
+    v.v.v.u = vm->nstrs;
+    v.key = key_of((const char *)vm->p, (size_t)len);
+    vm->nstrs += (size_t)len;
+    vm->p += len;
+    return push(vm, &v);
+  }
+  /* Nothing the reader reads is this long: skipped piece by piece, never held whole. */
+  while (len > 0) {
+    if (vm->p == vm->end) {
+      AB_TRY(more(vm, 1));
+      if (vm->p == vm->end) return DEPART; /* truncated */
+    }
+    size_t k = (size_t)(vm->end - vm->p) < len ? (size_t)(vm->end - vm->p) : (size_t)len;
+    vm->p += k;
+    len -= k;
+  }
+  return push(vm, &v);
+}
+
+/* An int from n bytes of little-endian two's complement, as pickle.c reads it. */
+static ab_status push_long(svm_t *vm, size_t n) {
+  if (n > 4096) return DEPART; /* no number the reader reads; the window stays small */
+  NEED(n);
+  const unsigned char *q = vm->p;
+  vm->p += n;
+  sv_t v = scalar(vm, AB_PK_INT);
+  if (n == 0) return push(vm, &v);
+  bool negative = q[n - 1] & 0x80;
+  size_t sig = n;
+  while (sig > 1 && q[sig - 1] == (negative ? 0xff : 0x00)) sig--;
+  if (sig > 8 || (sig == 8 && negative != ((q[7] & 0x80) != 0))) {
+    if (!negative && sig <= 8) {
+      v.v.width = AB_PK_UINT64;
+      v.v.v.u = le(q, 8);
+    } else {
+      v.v.width = AB_PK_BIGINT;
+      v.v.v.i = negative ? -1 : 1;
+    }
+    return push(vm, &v);
+  }
+  uint64_t u = le(q, sig);
+  if (negative && sig < 8) u |= ~0ULL << (8 * sig);
+  v.v.v.i = (int64_t)u;
+  return push(vm, &v);
+}
+
+static ab_status push_int(svm_t *vm, int64_t i) {
+  sv_t v = scalar(vm, AB_PK_INT);
+  v.v.v.i = i;
+  return push(vm, &v);
+}
+
+/* ---- roles (Note [Streaming a snapshot], 1) ---------------------------------------------------- */
+
+static ab_status read_run(svm_t *vm, cont_t *trace, size_t fl);
+
+/* The role of a container of `type` made to be an item of list c. */
+static uint8_t as_item(const cont_t *c, uint8_t type) {
+  uint8_t r = item_role[c->role];
+  return r && role_type[r] == type ? r : R_OPAQUE;
+}
+
+/* The role of a container of `type` made to go under key in dict c. */
+static uint8_t as_value(const cont_t *c, const sv_t *key, uint8_t type) {
+  if (key->v.type != AB_PK_STR) return R_OPAQUE;
+  uint8_t w = wanted[c->role][key->key];
+  return w && w != W_SCALAR && role_type[w] == type ? w : R_OPAQUE;
+}
+
+/* A new empty list or dict, with the role of the place it is made for. */
+static ab_status make(svm_t *vm, uint8_t type) {
+  size_t fl = floor_height(vm), n = vm->n;
+  uint8_t role = R_OPAQUE;
+  cont_t *parent = NULL;
+  uint64_t index = 0;
+  /* A single APPEND: on top of a list that may take one more. */
+  const sv_t *top = n > fl ? &vm->stack[n - 1] : NULL;
+  if (top && top->c && top->role != R_RUN && top->v.type == AB_PK_LIST && top->c->may_take &&
+      (role = as_item(top->c, type))) {
+    parent = top->c;
+    index = top->c->count;
+  }
+  /* A single SETITEM: a key on top of a dict that may take one more. */
+  if (!role && n >= fl + 2) {
+    const sv_t *d = &vm->stack[n - 2];
+    if (d->c && d->role != R_RUN && d->v.type == AB_PK_DICT && d->c->may_take && (role = as_value(d->c, top, type)))
+      parent = d->c;
+  }
+  /* A batch: the container below the newest mark. */
+  if (!role && vm->nmarks && fl >= 1 && vm->stack[fl - 1].c && vm->stack[fl - 1].role != R_RUN) {
+    cont_t *c = vm->stack[fl - 1].c;
+    if (c->self.type == AB_PK_LIST && (role = as_item(c, type))) index = c->count + (n - fl);
+    else if (c->self.type == AB_PK_DICT && (n - fl) % 2 == 1) role = as_value(c, top, type);
+    if (role) parent = c;
+    if (role == R_ENTRY && n > fl) AB_TRY(read_run(vm, c, fl));
+  }
+  if (!role && n == 0 && vm->nmarks == 0 && vm->root == NULL && type == AB_PK_DICT) role = R_ROOT;
+  sv_t v = scalar(vm, (ab_pk_type_t)type);
+  if (role) {
+    v.c = cont_new(vm, role, type);
+    if (v.c == NULL) return DEPART;
+    v.c->parent = parent;
+    v.c->index = index;
+    v.role = role;
+    if (role == R_ROOT) vm->root = v.c;
+  }
+  return push(vm, &v);
+}
+
+/* ---- placing items (Note [Streaming a snapshot], 2 and 3) --------------------------------------- */
+
+/* A value kept under a key: STR bytes copied out of the stack; a container as its own
+ * captured self, or, opaque, as an empty one of its type (read as a scalar, it is refused). */
+static ab_status keep_value(svm_t *vm, const sv_t *v, ab_pk_t *out) {
+  *out = v->v;
+  if (v->v.type == AB_PK_STR) {
+    if (v->where == S_NONE) return DEPART;
+    if (v->where == S_STACK) {
+      out->v.s = keep_bytes(&vm->kept, vm->strs + v->v.v.u, v->v.len);
+      if (out->v.s == NULL) return DEPART;
+    }
+  } else if (v->v.type == AB_PK_LIST || v->v.type == AB_PK_DICT || v->v.type == AB_PK_TUPLE) {
+    out->v.seq = &no_items;
+    if (v->v.type != AB_PK_DICT && v->c == NULL && v->where == S_PAIR) { /* a pool id: its two ints */
+      ab_pk_seq_t *seq = keep_mem(&vm->kept, sizeof *seq + 2 * sizeof(ab_pk_t));
+      if (seq == NULL) return DEPART;
+      ab_pk_t *items = (ab_pk_t *)(seq + 1);
+      memset(items, 0, 2 * sizeof *items);
+      for (int k = 0; k < 2; k++) {
+        items[k].type = AB_PK_INT;
+        items[k].width = AB_PK_INT64;
+        items[k].pos = v->v.pos;
+        items[k].v.i = v->pair[k];
+      }
+      *seq = (ab_pk_seq_t){items, 2, 2, NULL, 0};
+      out->v.seq = seq;
+    }
+  }
+  return AB_OK;
+}
+
+static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
+  if (vm->candidate == NULL && (vm->device < 0 || trace->index == (uint64_t)vm->device)) vm->candidate = trace;
+  ab_status st = AB_OK;
+  if (trace == vm->candidate)
+    st = ab_snapshot_read_entry(vm->path, &e->self, (long)trace->index, (long)trace->seen, vm->b, vm->diag);
+  trace->seen++;
+  e->placed = true;
+  cont_free(vm, e); /* an entry is read once: nothing refers to it again */
+  return st == AB_OK ? AB_OK : DEPART;
+}
+
+/* Note [A run of entries]
+ * allocbench's own writer (pickle.h) appends a whole trace in one batch, so a million
+ * entries would wait on the stack for their APPENDS. When a new entry is made in a trace's
+ * batch, the entries before it in the batch are finished (a dict below the top of the stack
+ * can change only through an opcode that reaches it, and each of those departs), so they are
+ * read then and replaced by one value, a run, that stands for them until the APPENDS adds
+ * their number to the trace. A run taken off the stack any other way departs. */
+static ab_status read_run(svm_t *vm, cont_t *trace, size_t fl) {
+  for (size_t i = fl; i < vm->n; i++) {
+    const sv_t *v = &vm->stack[i];
+    bool run = v->role == R_RUN && i == fl && v->c == trace;
+    if (!run && !(v->c && v->role == R_ENTRY && !v->c->placed)) return AB_OK; /* not only entries: left as is */
+  }
+  uint64_t count = 0;
+  size_t from = fl;
+  if (vm->stack[fl].role == R_RUN) count = vm->stack[from++].v.v.u;
+  for (size_t i = from; i < vm->n; i++) AB_TRY(read_entry(vm, trace, vm->stack[i].c));
+  count += vm->n - from;
+  vm->n = fl; /* containers only: no string bytes to pop */
+  sv_t run = scalar(vm, AB_PK_DICT);
+  run.role = R_RUN;
+  run.c = trace;
+  run.v.v.u = count;
+  return push(vm, &run);
+}
+
+/* Items [from, from + k) of the stack appended to list c. */
+static ab_status place_items(svm_t *vm, cont_t *c, size_t from, size_t k) {
+  uint8_t want = item_role[c->role];
+  for (size_t i = 0; i < k; i++) {
+    const sv_t *v = &vm->stack[from + i];
+    cont_t *it = v->c;
+    if (v->role == R_RUN) {
+      if (it != c) return DEPART;
+      c->count += v->v.v.u;
+      continue;
+    }
+    if (it == NULL || it->role != want || it->placed) return DEPART;
+    if (want == R_TRACE && (it->parent != c || it->index != c->count)) return DEPART;
+    if (want == R_ENTRY) {
+      AB_TRY(read_entry(vm, c, it));
+    } else {
+      it->placed = true;
+      AB_TRY(seq_add(&c->seq, &it->self));
+    }
+    c->count++;
+    if (c->role == R_TRACE) c->seq.n = (uint32_t)(c->count > UINT32_MAX ? UINT32_MAX : c->count);
+  }
+  return AB_OK;
+}
+
+/* Pairs [from, from + 2k) of the stack set in dict c. */
+static ab_status place_pairs(svm_t *vm, cont_t *c, size_t from, size_t k) {
+  for (size_t i = 0; i < k; i++) {
+    const sv_t *key = &vm->stack[from + 2 * i], *v = &vm->stack[from + 2 * i + 1];
+    c->count++;
+    uint8_t w = key->v.type == AB_PK_STR ? wanted[c->role][key->key] : 0;
+    if (!w) continue;
+    ab_pk_t pair[2] = {{.type = AB_PK_STR, .len = key->v.len, .pos = key->v.pos}, {0}};
+    pair[0].v.s = key_names[key->key];
+    if (w == W_SCALAR) {
+      AB_TRY(keep_value(vm, v, &pair[1]));
+    } else if (v->c == NULL && (v->v.type == AB_PK_LIST || v->v.type == AB_PK_DICT || v->v.type == AB_PK_TUPLE)) {
+      return DEPART; /* a container read here, of which nothing was kept */
+    } else if (v->c) {
+      if (v->role == R_RUN || v->c->role != w || v->c->placed || v->c->parent != c) return DEPART;
+      v->c->placed = true;
+      pair[1] = v->c->self;
+    } else {
+      AB_TRY(keep_value(vm, v, &pair[1]));
+    }
+    /* The root's parts are read once each: a second one would replace what was read. */
+    if (c->role == R_ROOT)
+      for (uint32_t j = 0; j < c->seq.n; j += 2)
+        if (c->seq.items[j].v.s == pair[0].v.s) return DEPART;
+    AB_TRY(seq_add(&c->seq, &pair[0]));
+    AB_TRY(seq_add(&c->seq, &pair[1]));
+  }
+  return AB_OK;
+}
+
+/* k values from the stack (items, or 2k for pairs) go into the container v. */
+static ab_status place(svm_t *vm, const sv_t *target, size_t from, size_t k, bool single) {
+  cont_t *c = target->c;
+  if (target->role == R_RUN) return DEPART; /* entries already read, changed */
+  if (c == NULL) return AB_OK; /* opaque: nothing kept */
+  if (c->self.type == AB_PK_LIST) AB_TRY(place_items(vm, c, from, k));
+  else AB_TRY(place_pairs(vm, c, from, k / 2));
+  c->may_take = !single && (c->self.type == AB_PK_LIST ? k : k / 2) == PICKLE_BATCH;
+  return AB_OK;
+}
+
+/* ---- the memo (Note [Streaming a snapshot], 4) ---------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *s, size_t len) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+  return h | 1; /* never 0, which the map reserves */
+}
+
+static ab_status add_val(svm_t *vm, const sv_t *v, uint32_t *word) {
+  if (vm->nvals == vm->capvals) {
+    size_t cap = vm->capvals ? vm->capvals * 2 : 256;
+    sv_t *grown = realloc(vm->vals, cap * sizeof *grown);
+    if (grown == NULL) return DEPART;
+    vm->vals = grown;
+    vm->capvals = cap;
+  }
+  if (vm->nvals >= UINT32_MAX - M_VALS) return DEPART;
+  vm->vals[vm->nvals] = *v;
+  *word = (uint32_t)(M_VALS + vm->nvals++);
+  return AB_OK;
+}
+
+/* The memo's word for a value. */
+static ab_status memo_word(svm_t *vm, const sv_t *v, uint32_t *word) {
+  switch ((ab_pk_type_t)v->v.type) {
+    case AB_PK_LIST:
+      if (v->c) *word = M_ROLE;
+      else if (v->where == S_PAIR) return add_val(vm, v, word);
+      else *word = M_LIST;
+      return AB_OK;
+    case AB_PK_DICT: *word = v->c ? M_ROLE : M_DICT; return AB_OK;
+    case AB_PK_TUPLE:
+      if (v->where == S_PAIR) return add_val(vm, v, word);
+      *word = M_TUPLE;
+      return AB_OK;
+    case AB_PK_BYTES: *word = M_BYTES; return AB_OK;
+    case AB_PK_STR: {
+      if (v->where == S_NONE) {
+        *word = M_LONGSTR;
+        return AB_OK;
+      }
+      const char *s = str_bytes(vm, v);
+      uint64_t h = hash_bytes(s, v->v.len), idx;
+      if (ab_map_get(&vm->interned, h, &idx)) {
+        const sv_t *known = &vm->vals[idx];
+        if (known->v.len == v->v.len && memcmp(known->v.v.s, s, v->v.len) == 0) {
+          *word = (uint32_t)(M_VALS + idx);
+          return AB_OK;
+        }
+      }
+      sv_t kept = *v;
+      kept.where = S_KEPT;
+      kept.v.v.s = keep_bytes(&vm->kept, s, v->v.len);
+      if (kept.v.v.s == NULL) return DEPART;
+      AB_TRY(add_val(vm, &kept, word));
+      if (!ab_map_get(&vm->interned, h, NULL) && ab_map_put(&vm->interned, h, *word - M_VALS) != AB_OK) return DEPART;
+      return AB_OK;
+    }
+    default: return add_val(vm, v, word);
+  }
+}
+
+static ab_status memo_put(svm_t *vm, uint64_t idx) {
+  AB_TRY(need(vm, 1));
+  /* No file of this length names such an index (pickle.c refuses past its length). */
+  if (idx > vm->at) return DEPART;
+  if (idx >= vm->capmemo) {
+    size_t cap = vm->capmemo ? vm->capmemo : 1024;
+    while (cap <= idx) cap *= 2;
+    uint32_t *grown = realloc(vm->memo, cap * sizeof *grown);
+    if (grown == NULL) return DEPART;
+    memset(grown + vm->capmemo, 0, (cap - vm->capmemo) * sizeof *grown);
+    vm->memo = grown;
+    vm->capmemo = cap;
+  }
+  if (vm->memo[idx] == M_UNSET) vm->memo_count++;
+  return memo_word(vm, &vm->stack[vm->n - 1], &vm->memo[idx]);
+}
+
+static ab_status memo_get(svm_t *vm, uint64_t idx) {
+  uint32_t w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
+  if (w == M_UNSET || w == M_ROLE) return DEPART; /* never stored; or shared, which only the tree reader follows */
+  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
+  sv_t *v = &vm->stack[vm->n++];
+  if (w >= M_VALS) {
+    *v = vm->vals[w - M_VALS];
+    return AB_OK;
+  }
+  /* An opaque container, a bytes value or a long string: its type is all there is. */
+  static const uint8_t types[M_VALS] = {[M_LIST] = AB_PK_LIST, [M_DICT] = AB_PK_DICT, [M_TUPLE] = AB_PK_TUPLE,
+                                        [M_LONGSTR] = AB_PK_STR, [M_BYTES] = AB_PK_BYTES};
+  v->v.type = types[w];
+  v->v.width = 0;
+  v->v.len = 0;
+  v->v.pos = vm->at;
+  v->where = S_NONE;
+  v->role = R_OPAQUE;
+  v->c = NULL;
+  return AB_OK;
+}
+
+/* A decimal line argument (PUT, GET): digits and a newline within 21 bytes (longer ones,
+ * with leading zeros, depart). */
+static ab_status line_number(svm_t *vm, uint64_t *out) {
+  if ((size_t)(vm->end - vm->p) < 21) AB_TRY(more(vm, 21));
+  size_t avail = (size_t)(vm->end - vm->p);
+  const unsigned char *nl = memchr(vm->p, '\n', avail < 21 ? avail : 21);
+  if (nl == NULL || nl == vm->p || nl - vm->p > 19) return DEPART;
+  uint64_t v = 0;
+  for (const unsigned char *d = vm->p; d < nl; d++) {
+    if (*d < '0' || *d > '9') return DEPART;
+    v = v * 10 + (uint64_t)(*d - '0');
+  }
+  vm->p = nl + 1;
+  *out = v;
+  return AB_OK;
+}
+/* ---- the machine -------------------------------------------------------------------------------- */
+
+static ab_status pop_mark(svm_t *vm, size_t *from) {
+  if (vm->nmarks == 0) return DEPART;
+  *from = vm->marks[--vm->nmarks];
+  return AB_OK;
+}
+
+/* LIST, TUPLE, DICT, TUPLE1-3: the items become an opaque container; two ints are kept (a
+ * pool id, segment_pool_id). */
+static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
+  size_t k = vm->n - from;
+  if (type == AB_PK_DICT && k % 2) return DEPART;
+  sv_t v = scalar(vm, type);
+  const sv_t *it = &vm->stack[from];
+  if (type != AB_PK_DICT && k == 2 && it[0].v.type == AB_PK_INT && it[0].v.width == AB_PK_INT64 &&
+      it[1].v.type == AB_PK_INT && it[1].v.width == AB_PK_INT64) {
+    v.where = S_PAIR;
+    v.pair[0] = it[0].v.v.i;
+    v.pair[1] = it[1].v.v.i;
+  }
+  AB_TRY(drop_to(vm, from, false));
+  return push(vm, &v);
+}
+
+/* Runs one opcode; *done at STOP. */
+static ab_status step(svm_t *vm, bool *done) {
+  NEED(1);
+  vm->at = offset(vm);
+  unsigned op = *vm->p++;
+  const unsigned char *q;
+#define ARG(nbytes)              \
+  do {                           \
+    NEED(nbytes);                \
+    q = vm->p;                   \
+    vm->p += (nbytes);           \
+  } while (0)
+  switch (op) {
+    case OP_PROTO:
+      ARG(1);
+      return q[0] >= 2 && q[0] <= 5 ? AB_OK : DEPART;
+    case OP_FRAME: {
+      ARG(8);
+      uint64_t len = le(q, 8), end = offset(vm) + len;
+      if (end < len) return DEPART;
+      if (end > vm->frame_need) vm->frame_need = end;
+      return AB_OK;
+    }
+    case OP_STOP:
+      AB_TRY(need(vm, 1));
+      if (vm->root == NULL || vm->stack[vm->n - 1].c != vm->root) return DEPART;
+      *done = true;
+      return AB_OK;
+    case OP_MARK:
+      if (vm->nmarks == vm->capmarks) {
+        size_t cap = vm->capmarks ? vm->capmarks * 2 : 64;
+        size_t *grown = realloc(vm->marks, cap * sizeof *grown);
+        if (grown == NULL) return DEPART;
+        vm->marks = grown;
+        vm->capmarks = cap;
+      }
+      vm->marks[vm->nmarks++] = vm->n;
+      return AB_OK;
+    case OP_POP:
+      if (vm->n > floor_height(vm)) return drop_to(vm, vm->n - 1, false);
+      return vm->nmarks ? (vm->nmarks--, AB_OK) : DEPART;
+    case OP_POP_MARK: {
+      size_t from = 0;
+      AB_TRY(pop_mark(vm, &from));
+      return drop_to(vm, from, false);
+    }
+    case OP_NONE: {
+      sv_t v = scalar(vm, AB_PK_NONE);
+      return push(vm, &v);
+    }
+    case OP_NEWTRUE:
+    case OP_NEWFALSE: {
+      sv_t v = scalar(vm, AB_PK_BOOL);
+      v.v.v.i = op == OP_NEWTRUE;
+      return push(vm, &v);
+    }
+    case OP_BININT: ARG(4); return push_int(vm, (int32_t)(uint32_t)le(q, 4));
+    case OP_BININT1: ARG(1); return push_int(vm, q[0]);
+    case OP_BININT2: ARG(2); return push_int(vm, (int64_t)le(q, 2));
+    case OP_LONG1: ARG(1); return push_long(vm, q[0]);
+    case OP_LONG4: {
+      ARG(4);
+      int32_t n = (int32_t)(uint32_t)le(q, 4);
+      return n < 0 ? DEPART : push_long(vm, (size_t)n);
+    }
+    case OP_BINFLOAT: {
+      ARG(8);
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; i++) bits = bits << 8 | q[i]; /* big-endian */
+      sv_t v = scalar(vm, AB_PK_FLOAT);
+      memcpy(&v.v.v.f, &bits, sizeof v.v.v.f);
+      return push(vm, &v);
+    }
+    case OP_SHORT_BINUNICODE: ARG(1); return push_text(vm, AB_PK_STR, q[0]);
+    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, le(q, 4));
+    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, le(q, 8));
+    case OP_SHORT_BINBYTES: ARG(1); return push_text(vm, AB_PK_BYTES, q[0]);
+    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, le(q, 4));
+    case OP_BINBYTES8:
+    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, le(q, 8));
+    case OP_EMPTY_LIST: return make(vm, AB_PK_LIST);
+    case OP_EMPTY_DICT: return make(vm, AB_PK_DICT);
+    case OP_EMPTY_TUPLE: return collect(vm, AB_PK_TUPLE, vm->n);
+    case OP_LIST:
+    case OP_TUPLE:
+    case OP_DICT: {
+      size_t from = 0;
+      AB_TRY(pop_mark(vm, &from));
+      return collect(vm, op == OP_LIST ? AB_PK_LIST : op == OP_TUPLE ? AB_PK_TUPLE : AB_PK_DICT, from);
+    }
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3: {
+      size_t k = op - OP_TUPLE1 + 1u;
+      AB_TRY(need(vm, k));
+      return collect(vm, AB_PK_TUPLE, vm->n - k);
+    }
+    case OP_APPEND:
+    case OP_SETITEM: {
+      size_t k = op == OP_APPEND ? 1 : 2;
+      AB_TRY(need(vm, k + 1));
+      const sv_t *target = &vm->stack[vm->n - k - 1];
+      if (target->v.type != (op == OP_APPEND ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
+      AB_TRY(place(vm, target, vm->n - k, k, true));
+      return drop_to(vm, vm->n - k, true);
+    }
+    case OP_APPENDS:
+    case OP_SETITEMS: {
+      size_t from = 0;
+      AB_TRY(pop_mark(vm, &from));
+      if (from <= floor_height(vm)) return DEPART;
+      const sv_t *target = &vm->stack[from - 1];
+      size_t k = vm->n - from;
+      if (target->v.type != (op == OP_APPENDS ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
+      if (op == OP_SETITEMS && k % 2) return DEPART;
+      AB_TRY(place(vm, target, from, k, false));
+      return drop_to(vm, from, true);
+    }
+    case OP_MEMOIZE: return memo_put(vm, vm->memo_count);
+    case OP_BINPUT: ARG(1); return memo_put(vm, q[0]);
+    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, le(q, 4));
+    case OP_BINGET: ARG(1); return memo_get(vm, q[0]);
+    case OP_LONG_BINGET: ARG(4); return memo_get(vm, le(q, 4));
+    case OP_PUT:
+    case OP_GET: {
+      uint64_t idx = 0;
+      AB_TRY(line_number(vm, &idx));
+      return op == OP_PUT ? memo_put(vm, idx) : memo_get(vm, idx);
+    }
+    default: return DEPART; /* what pickle.c refuses, and DUP, which it does not take either */
+  }
+#undef ARG
+}
+
+/* Reads to the end of the stream (the inflater's checks, the cap), where the tree reader
+ * would read. */
+static ab_status drain(svm_t *vm) {
+  ab_instream_consume(vm->in, (size_t)(vm->p - vm->win));
+  vm->win = vm->p = vm->end = NULL;
+  for (;;) {
+    const unsigned char *data = NULL;
+    size_t avail = 0;
+    AB_TRY(ab_instream_window(vm->in, 1, &data, &avail, vm->diag));
+    if (avail == 0) return AB_OK;
+    ab_instream_consume(vm->in, avail);
+  }
+}
+/* The checks at the end: the candidate trace is the chosen device's (Note [Streaming...], 3). */
+static ab_status finish(svm_t *vm) {
+  AB_TRY(drain(vm));
+  uint64_t total = ab_instream_offset(vm->in);
+  /* Past 4 GiB a container could pass 2^32 items, which the tree reader refuses. */
+  if (vm->frame_need > total || total > (4ULL << 30)) return DEPART;
+  if (ab_snapshot_read_outline(vm->path, &vm->root->self, vm->device, vm->b, vm->diag) != AB_OK) return DEPART;
+  const ab_pk_t *traces = ab_pk_get(&vm->root->self, "device_traces");
+  int dev = vm->b->info.device;
+  size_t ndev = ab_pk_len(traces);
+  if (vm->candidate == NULL) return AB_OK; /* no entries anywhere: none were read */
+  if (vm->candidate->seen != vm->candidate->count || dev < 0 || (size_t)dev >= ndev || traces->v.seq->items[dev].v.seq != &vm->candidate->seq) return DEPART;
+  return AB_OK;
+}
+
+static void svm_free(svm_t *vm) {
+  for (cont_t *lists[2] = {vm->live, vm->spare}, **l = lists; l < lists + 2; l++)
+    for (cont_t *c = *l, *next; c; c = next) {
+      next = c->next;
+      free(c->seq.items);
+      free(c);
+    }
+  free(vm->stack);
+  free(vm->marks);
+  free(vm->strs);
+  free(vm->memo);
+  free(vm->vals);
+  ab_map_free(&vm->interned);
+  free_chunks(vm->kept);
+}
+
+static ab_status stream(const char *path, ab_instream_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
+  init_wanted();
+  svm_t vm;
+  memset(&vm, 0, sizeof vm);
+  vm.path = path;
+  vm.in = in;
+  vm.device = device;
+  vm.b = b;
+  vm.diag = diag;
+  ab_map_init(&vm.interned);
+  ab_status st = AB_OK;
+  bool done = false;
+  while (st == AB_OK && !done) st = step(&vm, &done);
+  if (st == AB_OK) st = finish(&vm);
+  svm_free(&vm);
+  return st;
+}
+
+ab_status ab_snapshot_read_stream(const char *path, ab_instream_t *in, int device, ab_trace_builder_t *b,
+                                  ab_diag_t *diag) {
+  ab_diag_t quiet = {""};
+  if (stream(path, in, device, b, &quiet) == AB_OK) return AB_OK;
+  /* Departed: the tree reader reads it all, from a fresh builder. */
+  ab_events_t *es = b->es;
+  bool byte_pos = b->byte_pos;
+  ab_trace_builder_discard(b);
+  ab_trace_builder_init(b, es, path, byte_pos);
+  b->info.reread = true;
+  es->settings[0] = '\0';
+  AB_TRY(ab_instream_rewind(in, diag));
+  ab_input_t whole;
+  AB_TRY(ab_instream_read_all(in, &whole, diag));
+  ab_status st = ab_snapshot_read(path, &whole, device, b, diag);
+  ab_input_free(&whole);
+  return st;
+}
