@@ -55,7 +55,10 @@ static const option_entry_t options[] = {
      "strategies of `allocbench list`, separated by commas"},
     {"strategy", 's', 's', "STRATEGY[,STRATEGY...]", AB_CMD_MATRIX, 0, 0, 0,
      "strategies, separated by commas (default: every one of `allocbench list`)"},
-    {"strategy", 's', 's', "STRATEGY", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"strategy", 's', 's', "STRATEGY[,STRATEGY...]", AB_CMD_TUNE, 0, 0, 0,
+     "other strategies to rank beside the settings, for reference, with\n"
+     "their defaults (a pluggable:PATH library, say); raw, pooled and async\n"
+     "always are"},
     {"conf", 'c', 'c', "CONF", AB_CMD_RUN | AB_CMD_REPLAY, 0, 0, 0,
      "the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)"},
     {"conf", 'c', 'c', "CONF", SEARCHES | AB_CMD_MATRIX, 0, SEARCHES | AB_CMD_MATRIX, 0,

@@ -26,7 +26,8 @@ static const ab_cli_command_t command = {
     "`allocbench record`) or a workload through PyTorch's caching allocator under each setting that\n"
     "changes device memory (expandable_segments; max_split_size_mb over a grid, alone and with\n"
     "max_non_split_rounding_mb; roundup_power2_divisions in both forms; garbage_collection_threshold\n"
-    "under a memory cap), then the best of each together, and the other strategies for reference.\n"
+    "under a memory cap), then the best of each together, and the other strategies (with -s, more of\n"
+    "them: a pluggable:PATH library, say) for reference.\n"
     "For each: one run (peak reserved bytes, device allocations) and the smallest memory cap it runs\n"
     "under (torch.cuda.set_per_process_memory_fraction, bisected; a budget for the other strategies).\n"
     "Prints them ranked, then the winner as the line to paste, with its predicted peak reserved, its\n"
@@ -257,6 +258,7 @@ typedef struct setup_s {
   uint64_t total; /* the card's */
   unsigned jobs;
   char device[96];
+  ab_cli_strategies_t extra; /* -s: more strategies for reference */
 } setup_t;
 
 /* The recorded configuration, the device and the cap: bad input refused as one line. */
@@ -274,6 +276,13 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
   ab_world_t closed;
   ab_status st = ab_pipeline_check(&p, &closed, &diag);
+  /* The strategies of -s, checked before anything runs: each can be made on the device. */
+  if (st == AB_OK && o->strategy) st = ab_cli_strategies(o->strategy, NULL, 0, &s->extra, &diag);
+  for (size_t i = 0; st == AB_OK && i < s->extra.n; i++) {
+    ab_pipeline_t q = p;
+    q.strategy = s->extra.name[i];
+    st = ab_pipeline_check(&q, NULL, &diag);
+  }
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
   ab_cli_note_device(o, closed.device, closed.kind);
   snprintf(s->device, sizeof s->device, "%s", closed.device);
@@ -401,6 +410,7 @@ int ab_cmd_tune(int argc, char **argv) {
   double t0 = now_s();
   size_t best[AB_TUNE_FAMILIES];
   ab_status st = ab_tune_grid_first(&list, s.recorded, largest_request(&es), s.cap > 0, &diag);
+  for (size_t i = 0; st == AB_OK && i < s.extra.n; i++) st = ab_tune_list_add_reference(&list, s.extra.name[i], &diag);
   /* Stage 2 adds a few combinations at most: room for the whole grid once more. */
   size_t first = list.n;
   if (st == AB_OK && (r = calloc(2 * first, sizeof *r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
@@ -412,7 +422,7 @@ int ab_cmd_tune(int argc, char **argv) {
     if (st == AB_OK) st = run_stage(&es, &list, first, &opts, &prog, r, &diag);
   }
   if (st != AB_OK) {
-    rc = ab_cli_fail(&o, diag.msg);
+    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   } else if (ab_cli_stop) {
     fprintf(stderr, "allocbench tune: interrupted (%s): the configurations tried were not ranked, and nothing was written\n",
             ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");

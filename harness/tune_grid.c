@@ -38,7 +38,9 @@ static ab_status push(ab_tune_list_t *l, const char *strategy, const char *conf,
   }
   ab_tune_candidate_t *c = &l->c[l->n];
   memset(c, 0, sizeof *c);
-  snprintf(c->strategy, sizeof c->strategy, "%s", strategy);
+  if (snprintf(c->strategy, sizeof c->strategy, "%s", strategy) >= (int)sizeof c->strategy)
+    return ab_diag_set(diag, AB_ERR_INVALID, "-s '%.40s...': a strategy name longer than %d characters", strategy,
+                       AB_TUNE_STRATEGY_BYTES - 1);
   if (snprintf(c->conf, sizeof c->conf, "%s", conf) >= (int)sizeof c->conf)
     return ab_diag_set(diag, AB_ERR_INVALID, "'%s': a configuration longer than %d characters", conf, AB_TUNE_CONF_BYTES - 1);
   c->family = family;
@@ -110,6 +112,20 @@ ab_status ab_tune_grid_first(ab_tune_list_t *l, const char *recorded, uint64_t l
   for (size_t i = 0; i < COUNT(references); i++)
     if (ab_strategy_find(references[i])) AB_TRY(push(l, references[i], "", AB_TUNE_REFERENCE, false, diag));
   return AB_OK;
+}
+
+ab_status ab_tune_list_add_reference(ab_tune_list_t *l, const char *strategy, ab_diag_t *diag) {
+  const ab_strategy_entry_t *e;
+  AB_TRY(ab_strategy_lookup(strategy, &e, diag));
+  const ab_strategy_entry_t *caching = ab_strategy_find("caching");
+  if (caching != NULL && e->ops == caching->ops)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "-s %s: tune searches the caching allocator's settings itself; -s names other strategies to "
+                       "compare with them",
+                       strategy);
+  for (size_t i = 0; i < l->n; i++)
+    if (l->c[i].family == AB_TUNE_REFERENCE && strcmp(l->c[i].strategy, strategy) == 0) return AB_OK;
+  return push(l, strategy, "", AB_TUNE_REFERENCE, false, diag);
 }
 
 /* Adds a's conf and b's together, when both families have a best. */

@@ -20,8 +20,8 @@
  *      threshold with max_split and with expandable segments.
  * The recorded configuration is tried as well. A configuration whose settings equal one
  * already in the list (as caching_conf.h reads them) is not tried twice. The other strategies
- * (raw, pooled, async) are tried once each for reference: they are not PyTorch settings, so
- * never the recommendation.
+ * (raw, pooled, async, and any named with -s, a pluggable:PATH library say) are tried once
+ * each for reference: they are not PyTorch settings, so never the recommendation.
  */
 #ifndef AB_TUNE_GRID_H
 #define AB_TUNE_GRID_H
@@ -45,9 +45,10 @@ typedef enum ab_tune_family_e {
 } ab_tune_family_t;
 
 #define AB_TUNE_CONF_BYTES 256
+#define AB_TUNE_STRATEGY_BYTES 1024 /* room for pluggable:PATH */
 
 typedef struct ab_tune_candidate_s {
-  char strategy[16];            /* a registry name */
+  char strategy[AB_TUNE_STRATEGY_BYTES]; /* a registry name */
   char conf[AB_TUNE_CONF_BYTES]; /* PYTORCH_CUDA_ALLOC_CONF for caching; "" for the defaults */
   ab_tune_family_t family;
   bool recorded;                /* its settings are the recorded configuration's */
@@ -73,6 +74,10 @@ ab_status ab_tune_list_add_conf(ab_tune_list_t *l, const char *conf, ab_tune_fam
  * have a memory cap. */
 ab_status ab_tune_grid_first(ab_tune_list_t *l, const char *recorded, uint64_t largest_request, bool capped,
                              ab_diag_t *diag);
+
+/* Adds another strategy for reference (tune -s), with its defaults, unless it is there
+ * already. AB_ERR_INVALID for caching or one of its presets, whose settings the grid searches. */
+ab_status ab_tune_list_add_reference(ab_tune_list_t *l, const char *strategy, ab_diag_t *diag);
 
 /* Stage 2: appends the combinations of the best configuration of each family (best[f]: an
  * index into l, or SIZE_MAX where the family has none that ran to its end). */

@@ -98,6 +98,18 @@ strip() { awk -F, -v s="$2" 'NR > 1 && $2 == s { $2 = ""; print $1, $5, $6, $7, 
 [ "$(awk -F, 'NR > 1 { print $1, $5 }' "$work/matrix/oom.csv" | sort | uniq | wc -l)" -eq 2 ] ||
   fail "matrix: the smallest budgets differ: $(cat "$work/matrix/oom.csv")"
 
+# tune ranks the library beside the settings, for reference: raw's figures, never the
+# recommendation; caching is what tune searches, and a library that cannot load is refused.
+"$ab" tune -w random:ops=3000 -s "$p" --device sim -q --jobs 2 --format csv --out "$work/tune" >"$work/tune.csv" 2>"$work/tune.err" ||
+  fail "tune exited $?: $(head -2 "$work/tune.err")"
+row() { awk -F, -v s="$1" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i }
+  NR > 1 && $c["strategy"] == s { print $c["peak_reserved_bytes"], $c["min_budget_bytes"], $c["num_device_alloc"], $c["recommended"] }' "$work/tune.csv"; }
+[ -n "$(row "$p")" ] || fail "tune: no row of the library: $(cut -d, -f1-4 "$work/tune.csv")"
+[ "$(row "$p")" = "$(row raw)" ] || fail "tune: the library's row ($(row "$p")) is not raw's ($(row raw))"
+refuse "tune searches the caching allocator's settings itself" tune -w random:ops=3000 -s caching --device sim
+refuse "expandable" tune -w random:ops=3000 -s expandable --device sim
+refuse "nosuch.so" tune -w random:ops=3000 -s "pluggable:$work/nosuch.so" --device sim
+
 # The example pool, with its hooks, through a run that empties the cache and a capped search.
 hooks=init:pool_init,reset:pool_reset,memory_fraction:pool_memory_fraction,record_stream:pool_record_stream
 "$ab" run -w dynamic-shapes -s "pluggable:$plugins/libsmall_pool.so" -c "$hooks" --device sim --check -q --out "$work/pool" \

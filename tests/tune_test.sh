@@ -169,7 +169,7 @@ refuse "--cap '0': must be more than 0 bytes" tune -w "$w" --cap 0
 refuse "--cap 'lots'" tune -w "$w" --cap lots
 refuse "--cap 186.26 GiB is more than the device's total of 139.80 GiB" tune -w "$w" --cap 200GB
 refuse "--jobs '0': expected 1 to 1024" tune -w "$w" --jobs 0
-refuse "-s: tune chooses the strategies" tune -w "$w" -s caching
+refuse "-s caching: tune searches the caching allocator's settings itself" tune -w "$w" -s caching
 refuse "-c: tune chooses the strategies" tune -w "$w" -c expandable_segments:True
 refuse "--budget: tune chooses" tune -w "$w" --budget 1GB
 refuse "--device 'sim:nosuch'" tune -w "$w" --device sim:nosuch
