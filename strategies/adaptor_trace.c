@@ -36,12 +36,22 @@ static bool grow(void **items, size_t *cap, size_t n, size_t size) {
 #define STREAM_SHIFT 56
 #define BYTES_MASK (MAPPED - 1)
 
+/* An open "allocations on stream go to pool" context, as the pool calls open and close them. */
+typedef struct route_s {
+  unsigned pool, stream;
+  bool all_streams;
+} route_t;
+
 typedef struct trace_adaptor_s {
   ab_strategy_t base;
   ab_strategy_t *up;   /* owned */
   ab_trace_log_t *log; /* not owned */
   ab_map_t live;       /* user address -> requested bytes | PENDING */
   ab_map_t held;       /* device address -> bytes | stream << STREAM_SHIFT | MAPPED */
+  ab_map_t pools;      /* user address -> its private pool, for those not in the default */
+  route_t *routes;     /* open contexts, oldest first (Note [Private pools]) */
+  size_t nroutes, caproutes;
+  unsigned calling;    /* the pool of the alloc in progress, for the segments it makes */
   bool out_of_memory;  /* the capture ran out of host memory */
 } trace_adaptor_t;
 
@@ -53,14 +63,29 @@ static uint64_t now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void record(trace_adaptor_t *t, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes) {
+static void record(trace_adaptor_t *t, ab_trace_action_t action, unsigned stream, unsigned pool, uint64_t addr,
+                   uint64_t bytes) {
   ab_trace_log_t *log = t->log;
   if (log->captured || log->failed) return;
   if (!grow((void **)&log->recs, &log->cap, log->n, sizeof *log->recs)) {
     log->failed = true;
     return;
   }
-  log->recs[log->n++] = (ab_trace_rec_t){(uint8_t)action, (uint16_t)stream, addr, bytes, now_us()};
+  log->recs[log->n++] = (ab_trace_rec_t){(uint8_t)action, (uint16_t)stream, pool, addr, bytes, now_us()};
+}
+
+/* The pool an allocation on stream goes to: the latest open context that takes it. */
+static unsigned routed(const trace_adaptor_t *t, unsigned stream) {
+  for (size_t i = t->nroutes; i-- > 0;)
+    if (t->routes[i].all_streams || t->routes[i].stream == stream) return t->routes[i].pool;
+  return 0;
+}
+
+/* The pool of a live user block (and forgets it when it goes). */
+static unsigned pool_of(trace_adaptor_t *t, ab_dptr_t p, bool gone) {
+  uint64_t pool = 0;
+  if (gone ? ab_map_take(&t->pools, p, &pool) : ab_map_get(&t->pools, p, &pool)) return (unsigned)pool;
+  return 0;
 }
 
 static void remember(trace_adaptor_t *t, ab_map_t *m, uint64_t key, uint64_t val) {
@@ -93,7 +118,7 @@ static void observe(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_
     default:
       return;
   }
-  record(t, action, stream, addr, bytes);
+  record(t, action, stream, t->calling, addr, bytes);
 }
 
 ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, ab_strategy_t **out) {
@@ -110,6 +135,7 @@ ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, 
   t->log = log;
   ab_map_init(&t->live);
   ab_map_init(&t->held);
+  ab_map_init(&t->pools);
   ab_strategy_observe(upstream, observe, t);
   *out = &t->base;
   return AB_OK;
@@ -123,46 +149,58 @@ static void trace_destroy(ab_strategy_t *s) {
   ab_strategy_destroy(t->up);
   ab_map_free(&t->live);
   ab_map_free(&t->held);
+  ab_map_free(&t->pools);
+  free(t->routes);
   free(t);
 }
 
 static ab_status trace_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
+  unsigned pool = t->calling = routed(t, stream);
   ab_status st = ab_strategy_alloc(t->up, bytes, stream, out);
+  t->calling = 0;
   if (st == AB_OK) {
     remember(t, &t->live, *out, bytes);
-    record(t, AB_TR_ALLOC, stream, *out, bytes);
+    if (pool) remember(t, &t->pools, *out, pool);
+    record(t, AB_TR_ALLOC, stream, pool, *out, bytes);
   } else if (st == AB_ERR_OOM) {
     uint64_t free_bytes = 0, total = 0;
     ab_device_mem_info(s->dev, &free_bytes, &total);
-    record(t, AB_TR_OOM, stream, free_bytes, bytes);
+    record(t, AB_TR_OOM, stream, pool, free_bytes, bytes);
   }
   return st;
 }
 
 static ab_status trace_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  record(t, AB_TR_FREE_REQUESTED, stream, p, bytes);
-  record(t, AB_TR_FREE_COMPLETED, stream, p, bytes);
+  unsigned pool = pool_of(t, p, true);
+  record(t, AB_TR_FREE_REQUESTED, stream, pool, p, bytes);
+  record(t, AB_TR_FREE_COMPLETED, stream, pool, p, bytes);
   ab_map_take(&t->live, p, NULL);
   return ab_strategy_free(t->up, p, bytes, stream);
 }
 
 static ab_status trace_free_request(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  record(t, AB_TR_FREE_REQUESTED, stream, p, bytes);
+  record(t, AB_TR_FREE_REQUESTED, stream, pool_of(t, p, false), p, bytes);
   remember(t, &t->live, p, bytes | PENDING);
   return ab_strategy_free_request(t->up, p, bytes, stream);
 }
 
 static ab_status trace_free_complete(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {
   trace_adaptor_t *t = (trace_adaptor_t *)s;
-  record(t, AB_TR_FREE_COMPLETED, stream, p, bytes);
+  record(t, AB_TR_FREE_COMPLETED, stream, pool_of(t, p, true), p, bytes);
   ab_map_take(&t->live, p, NULL);
   return ab_strategy_free_complete(t->up, p, bytes, stream);
 }
 
-static ab_status trace_empty_cache(ab_strategy_t *s) { return ab_strategy_empty_cache(((trace_adaptor_t *)s)->up); }
+/* PyTorch records no empty_cache, only the segments it frees; allocbench's CSV trace says it,
+ * since a reader cannot tell those frees from an allocator's own (trace_builder.c). */
+static ab_status trace_empty_cache(ab_strategy_t *s) {
+  trace_adaptor_t *t = (trace_adaptor_t *)s;
+  record(t, AB_TR_EMPTY_CACHE, 0, 0, 0, 0);
+  return ab_strategy_empty_cache(t->up);
+}
 
 static ab_status trace_synchronize(ab_strategy_t *s) { return ab_strategy_synchronize(((trace_adaptor_t *)s)->up); }
 
@@ -185,8 +223,23 @@ static void trace_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream
   ab_strategy_describe_oom(((trace_adaptor_t *)s)->up, bytes, stream, buf, size);
 }
 
+/* The pool calls pass through; the adaptor follows the contexts they open and close, as the
+ * caching strategy does, to say which pool each allocation went to. */
 static ab_status trace_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags) {
-  return ab_strategy_pool(((trace_adaptor_t *)s)->up, op, pool, stream, flags);
+  trace_adaptor_t *t = (trace_adaptor_t *)s;
+  AB_TRY(ab_strategy_pool(t->up, op, pool, stream, flags));
+  if (op == AB_POOL_BEGIN) {
+    if (!grow((void **)&t->routes, &t->caproutes, t->nroutes, sizeof *t->routes)) return AB_ERR_INTERNAL;
+    t->routes[t->nroutes++] = (route_t){pool, stream, (flags & AB_POOL_ALL_STREAMS) != 0};
+  } else if (op == AB_POOL_END) {
+    for (size_t i = 0; i < t->nroutes; i++)
+      if (t->routes[i].pool == pool) {
+        memmove(&t->routes[i], &t->routes[i + 1], (t->nroutes - i - 1) * sizeof *t->routes);
+        t->nroutes--;
+        break;
+      }
+  }
+  return AB_OK;
 }
 
 static ab_status trace_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {

@@ -30,6 +30,7 @@
 typedef struct ab_trace_rec_s {
   uint8_t action;   /* ab_trace_action_t */
   uint16_t stream;  /* stream index */
+  uint32_t pool;    /* the private pool the call went to (Note [Private pools]); 0: the default */
   uint64_t addr;    /* the block or the segment range; oom: the device's free bytes */
   uint64_t bytes;   /* requested bytes (alloc, frees), segment bytes, or the failed request */
   uint64_t time_us; /* wall clock, Unix microseconds */

@@ -30,7 +30,8 @@ extern "C" {
   X(AB_TR_SEGMENT_MAP, "segment_map")         \
   X(AB_TR_SEGMENT_UNMAP, "segment_unmap")     \
   X(AB_TR_OOM, "oom")                         \
-  X(AB_TR_SNAPSHOT, "snapshot")
+  X(AB_TR_SNAPSHOT, "snapshot")               \
+  X(AB_TR_EMPTY_CACHE, "empty_cache")
 
 typedef enum ab_trace_action_e {
 #define AB_TRACE_ACTION_ENUM(name, text) name,

@@ -58,6 +58,19 @@ done
 "$ab" replay "$fx/moe_gc06.pickle.gz" --sim-addresses --recorded-addresses >/dev/null 2>&1
 [ $? = 2 ] || fail "--sim-addresses with --recorded-addresses is not refused"
 
+# 1c. The CSV export keeps the pools (its pool column) and the program's empty_cache calls:
+#     replayed, it gives what the snapshot gave.
+"$ab" replay "$fx/graph_pool.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" --export-trace "$tmp/gp.csv" \
+  >"$tmp/gp_snap.csv" 2>/dev/null || fail "--export-trace: replay exited $?"
+head -1 "$tmp/gp.csv" | grep -q ',pool$' || fail "export: no pool column: $(head -1 "$tmp/gp.csv")"
+grep -q '^empty_cache,' "$tmp/gp.csv" || fail "export: no empty_cache row"
+"$ab" replay "$tmp/gp.csv" --device sim:h200 --format csv --out "$tmp/out" >"$tmp/gp_csv.csv" 2>"$tmp/gp.err" ||
+  fail "the export: replay exited $?: $(cat "$tmp/gp.err")"
+cols() { python3 -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]
+print(r["status"], r["num_device_alloc"], r["peak_reserved_bytes"], r["peak_allocated_bytes"])' "$1"; }
+[ "$(cols "$tmp/gp_snap.csv")" = "$(cols "$tmp/gp_csv.csv")" ] ||
+  fail "the export replays as $(cols "$tmp/gp_csv.csv"), the snapshot as $(cols "$tmp/gp_snap.csv")"
+
 # 2. --info lists the pools: the graphs' shared pool, and the default pool, with allocations.
 "$ab" replay --info "$fx/graph_pool.pickle.gz" >"$tmp/info.txt" 2>"$tmp/info.err" || fail "--info exited $?"
 pools=$(awk '$1 == "private_pools" { print $2 }' "$tmp/info.txt")

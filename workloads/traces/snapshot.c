@@ -456,6 +456,7 @@ ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, 
   ab_pkw_list_begin(&w);
   for (size_t i = 0; i < log->n; i++) {
     const ab_trace_rec_t *r = &log->recs[i];
+    if (r->action == AB_TR_EMPTY_CACHE) continue; /* PyTorch records none: its segment frees say it */
     ab_pkw_dict_begin(&w);
     put_name(&w, K_ACTION, ab_trace_action_name((ab_trace_action_t)r->action));
     put_uint(&w, r->action == AB_TR_OOM ? K_DEVICE_FREE : K_ADDR, r->addr);

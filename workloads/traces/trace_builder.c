@@ -128,7 +128,7 @@ static void push_rec(ab_trace_builder_t *b, ab_trace_rec_in_t **items, size_t *n
 ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
                                       uint64_t stream, int pool, size_t pos, ab_diag_t *diag) {
   ab_trace_rec_in_t r = {addr, size, pos, (uint8_t)action, 0, 0, (int16_t)pool};
-  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT) AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_EMPTY_CACHE) AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
   b->infer |= pool == AB_TRACE_POOL_INFER;
   push_rec(b, &b->recs, &b->nrecs, &b->caprecs, &r);
   return AB_OK;
@@ -491,6 +491,11 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, con
         b->info.final_oom = true;
         ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
       }
+      return AB_OK;
+    case AB_TR_EMPTY_CACHE:
+      route_end(es, rt);
+      ab_events_empty_cache(es);
+      b->info.empty_caches++;
       return AB_OK;
     case AB_TR_SNAPSHOT:
     case AB_TR_OTHER:

@@ -76,12 +76,17 @@ ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const 
   AB_TRY(ab_output_open(&out, path, diag));
   FILE *f = out.f;
   setvbuf(f, NULL, _IOFBF, 1 << 20);
-  fprintf(f, "%s\n", ab_trace_csv_header);
+  /* The pool column only when a private pool was used: other traces read as before. */
+  bool pooled = false;
+  for (size_t i = 0; i < log->n && !pooled; i++) pooled = log->recs[i].pool != 0;
+  fprintf(f, "%s\n", pooled ? ab_trace_csv_header_pooled : ab_trace_csv_header);
   for (size_t i = 0; i < log->n && !ferror(f); i++) {
     const ab_trace_rec_t *r = &log->recs[i];
     uint64_t stream = r->stream < nstreams ? stream_values[r->stream] : r->stream;
-    fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", ab_trace_action_name((ab_trace_action_t)r->action),
+    fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, ab_trace_action_name((ab_trace_action_t)r->action),
             r->action == AB_TR_OOM ? 0 : r->addr, r->bytes, stream, r->time_us);
+    if (pooled) fprintf(f, ",%" PRIu32, r->pool);
+    fputc('\n', f);
   }
   return ab_output_commit(&out, diag);
 }
