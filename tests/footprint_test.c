@@ -21,12 +21,6 @@
 /* Tests run in a temporary folder of their own (check.h): the source tree by its full path. */
 #define FOOTPRINT_CSV AB_SOURCE_DIR "/results/h200/footprint/footprint.csv"
 
-/* Measured rows the model does not yet reach within 5%: the pool's placement on the H200 is
- * not best fit (Note [Driver footprint]); held to 15% until it is modelled. */
-static bool known_gap(const char *api, const char *range) {
-  return strcmp(api, "async") == 0 && (strcmp(range, "1KiB-4096KiB") == 0 || strcmp(range, "1MiB-64MiB") == 0);
-}
-
 /* Replays random with sizes [min, max] through strategy on device; the run's statistics. */
 static bool replay(const char *device, const char *strategy, const char *conf, uint64_t min, uint64_t max, ab_stats_t *out) {
   char spec[128];
@@ -75,7 +69,7 @@ static void sim_matches_h200(void) {
     CHECK_MSG((unsigned long long)st.requested_bytes.peak == requested,
               "%s %s: peak requested %lld on sim, %llu measured: not the measured sequence", api, range,
               (long long)st.requested_bytes.peak, requested);
-    double sim = (double)st.footprint_bytes.peak / (double)st.requested_bytes.peak, tol = known_gap(api, range) ? 0.15 : 0.05;
+    double sim = (double)st.footprint_bytes.peak / (double)st.requested_bytes.peak, tol = 0.05;
     printf("  %-6s %-13s H200 %.3f  sim %.3f\n", api, range, ratio, sim);
     CHECK_MSG(sim >= ratio * (1 - tol) && sim <= ratio * (1 + tol), "%s %s: footprint %.4f x peak requested on sim, %.4f on the H200",
               api, range, sim, ratio);

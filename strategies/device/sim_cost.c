@@ -72,15 +72,17 @@ double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes) {
  *
  * The simulated card keeps the same rules over its own placement: a malloc'd allocation
  * counts the 2 MiB pages it touches (sim.c), a pool allocation the 32 MiB chunks of the
- * pool's range (sim_pool.c), and a mapped range its granules. The addresses are the sim's,
- * not the driver's (best fit, top-down; from 2 MiB up, whole pages, so a large request's
- * tail is not shared), so the footprints agree in total rather than call by call. On the
+ * pool's range (sim_pool.c), and a mapped range its granules. cudaMalloc's addresses are the
+ * sim's (best fit, top-down; from 2 MiB up, whole pages, so a large request's tail is not
+ * shared), so its footprints agree in total rather than call by call. The pool's placement
+ * follows the per-call logs: a request goes to the start of the free range freed or cut last
+ * that holds it (a range freed moments before is split, even when a smaller hole would do;
+ * what is left of a cut range is the next one tried), else past everything handed out; a
+ * freed range merges with its free neighbours and, at the end of what was handed out, gives
+ * it back. Best fit packed 10-12% tighter than the driver on the two larger ranges. On the
  * measured sequences the simulated footprints are 1.103, 1.285, 1.030 for cudaMalloc and
- * 2.207, 1.101, 1.057 for the pool: the pool's two larger ranges fall 12% and 10% short,
- * because the driver's pool places requests less tightly than best fit (it splits a block
- * freed moments before rather than the smallest hole; its rule is not known yet).
- * tests/footprint_test.c holds the figures to footprint.csv, the measured ones: within 5%,
- * and those two within 15% until the pool's placement is modelled. */
+ * 2.207, 1.248, 1.190 for the pool, against 1.103, 1.278, 1.030 and 2.207, 1.248, 1.171;
+ * tests/footprint_test.c holds each to footprint.csv within 5%. */
 
 void ab_sim_touched_init(touched_t *t, uint64_t page_bytes) {
   t->page_bytes = page_bytes;

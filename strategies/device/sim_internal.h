@@ -84,7 +84,9 @@ typedef struct pool_s {
   uint64_t release_threshold; /* bytes kept across synchronisations (CUDA's default: 0) */
   ab_dptr_t base;             /* its address range, taken from the card's at first use; 0: none */
   uint64_t bytes;
-  vaspace_t va;               /* the free addresses of that range */
+  ab_tree_t holes;            /* free ranges below top, by address (sim_pool.c) */
+  struct pool_hole_s *newest; /* the same, the one freed or cut last first */
+  ab_dptr_t top;              /* [top, base + bytes): never handed out, or back whole */
   touched_t chunks;           /* its chunks touched by live allocations */
   uint64_t held;              /* chunks held (backed by memory); at least chunks.pages */
   uint64_t peak_bytes;
