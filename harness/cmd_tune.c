@@ -407,9 +407,15 @@ int ab_cmd_tune(int argc, char **argv) {
   progress_t prog = {&o, 0, 0};
   ab_tune_opts_t opts = {.device = o.device, .dev = o.dev, .cap = s.cap, .check = o.check, .jobs = s.jobs,
                          .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
+  /* The recorded configuration under the recorded cap is the recorded run: its device
+   * allocations go where the trace says they went (Note [Recorded addresses], cmd_replay.c). */
+  ab_addr_hint_t *plan = NULL;
+  ab_status st = a.cap == 0 ? ab_events_address_plan(&es, &plan, &opts.plan_len) : AB_OK;
+  opts.plan = plan;
   double t0 = now_s();
   size_t best[AB_TUNE_FAMILIES];
-  ab_status st = ab_tune_grid_first(&list, s.recorded, largest_request(&es), s.cap > 0, &diag);
+  if (st != AB_OK) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(&es), s.cap > 0, &diag);
   for (size_t i = 0; st == AB_OK && i < s.extra.n; i++) st = ab_tune_list_add_reference(&list, s.extra.name[i], &diag);
   /* Stage 2 adds a few combinations at most: room for the whole grid once more. */
   size_t first = list.n;
@@ -431,6 +437,7 @@ int ab_cmd_tune(int argc, char **argv) {
     rc = report(&o, &a, &s, &es, r, list.n, t0);
   }
   free(r);
+  free(plan);
   ab_tune_list_free(&list);
   ab_events_free(&es);
   return rc;

@@ -33,6 +33,10 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   b.device = o->device;
   b.dev = o->dev;
   b.check = o->check;
+  if (r->cand.recorded) {
+    b.dev.plan = o->plan;
+    b.dev.plan_len = o->plan_len;
+  }
   b.cap = r->cand.family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
   b.stop = o->stop;
   ab_diag_t diag = {""};

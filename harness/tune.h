@@ -54,6 +54,10 @@ typedef struct ab_tune_opts_s {
   bool check;                /* the strategy's invariant checks after every event */
   unsigned jobs;             /* worker threads; 0: one per core online */
   const volatile sig_atomic_t *stop; /* may be NULL */
+  /* The recorded run's cudaMalloc addresses (Note [Recorded addresses], cmd_replay.c), taken
+   * by the recorded configuration's runs; NULL: none, or the cap is not the recorded one. */
+  const ab_addr_hint_t *plan;
+  size_t plan_len;
   /* Called as each configuration is done, one call at a time; may be NULL. */
   void (*on_done)(void *ctx, const ab_tune_result_t *r, size_t done, size_t total);
   void *on_done_ctx;

@@ -196,4 +196,20 @@ for name in ("default", "expandable", "split128", "pow2div4"):
 sys.exit(bad)
 EOF
 
+# The recorded configuration under the recorded cap is the recorded run, at its addresses: on
+# MoE training steps with garbage collection its row is what PyTorch measured.
+trace=$data/pytorch-2.11-h200/pools/moe_gc08split64.pickle.gz
+"$ab" tune -w "replay:$trace" --device sim:h200 -q --format csv --out "$work/moe" >/dev/null 2>"$work/err" ||
+  fail "tune of the MoE job: $(cat "$work/err")"
+"$py" - "$work/moe/tune.csv" "${trace%.pickle.gz}.json" <<'EOF' || fail "tune's recorded row is not PyTorch's"
+import csv, json, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["recorded"] == "1"]
+stats = json.load(open(sys.argv[2]))["stats"]
+want = (stats["reserved_bytes.all.peak"], stats["num_device_alloc"])
+got = [(int(r["peak_reserved_bytes"]), int(r["num_device_alloc"])) for r in rows]
+if got != [want]:
+    print("FAIL: the recorded configuration: tune has %s, PyTorch measured %s" % (got, want))
+    sys.exit(1)
+EOF
+
 finish tune_test
