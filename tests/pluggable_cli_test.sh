@@ -131,10 +131,11 @@ for cmd in oom compare matrix; do
 done
 refuse "--cap: $p has no memory cap" oom -w random -s "$p" --device sim --cap
 # A CUDA runtime loaded with the program would take the library's calls: refused, not run on
-# the real runtime. (Not under AddressSanitizer, whose runtime must come first.)
+# the real runtime, naming the first of its calls the linker listed. (Not under AddressSanitizer,
+# whose runtime must come first.)
 cudart=$(ldd "$plugins/libmalloc_each_cudart.so" 2>/dev/null | awk '/libcudart/ { print $3 }')
 if [ -n "$cudart" ] && ! ldd "$ab" | grep -q libasan; then
-  LD_PRELOAD=$cudart refuse "its cudaMalloc would reach $cudart, not allocbench's device" run -w random -s "$p" --device sim
+  LD_PRELOAD=$cudart refuse "would reach $cudart, not allocbench's device" run -w random -s "$p" --device sim
 fi
 
 # A library that fails during the run: the run's error, one line, exit 1.
