@@ -478,6 +478,9 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   if (st != AB_OK) return st;
   ab_cli_note_device(o, w.dev->name, w.dev->kind);
   if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
+  /* A GPU's driver places its own allocations: only the simulated card takes the plan. */
+  if (p.dev.plan_len && w.dev->kind == AB_DEVICE_SIM && !o->quiet)
+    fprintf(stderr, "%s: each cudaMalloc at the address the recorded run got\n", o->cmd);
   diag->msg[0] = '\0';
   char label[160], name[256];
   ab_results_workload_name(es->source, name, sizeof name);

@@ -282,12 +282,7 @@ int ab_cmd_replay(int argc, char **argv) {
     o.conf = es.settings;
     if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
   }
-  if (!a.sim_addresses && !o.recorded_addresses && as_recorded(&o, &es)) {
-    o.recorded_addresses = true;
-    if (!o.quiet)
-      fprintf(stderr, "allocbench replay: each cudaMalloc at the address the recorded run got (--sim-addresses: "
-                      "the simulated card's own)\n");
-  }
+  if (!a.sim_addresses && as_recorded(&o, &es)) o.recorded_addresses = true; /* said once the card is open */
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) {
     ab_events_free(&es);
