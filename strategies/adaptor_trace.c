@@ -267,9 +267,9 @@ static const ab_strategy_ops_t trace_ops = {
 /* ---- the capture ------------------------------------------------------------------------ */
 
 static bool add_segment(ab_trace_log_t *log, ab_dptr_t base, uint64_t bytes, unsigned stream, bool small,
-                        bool expandable) {
+                        bool expandable, unsigned pool) {
   if (!grow((void **)&log->segs, &log->capsegs, log->nsegs, sizeof *log->segs)) return false;
-  log->segs[log->nsegs++] = (ab_trace_seg_t){base, bytes, (uint16_t)stream, small, expandable, log->nblocks, 0};
+  log->segs[log->nsegs++] = (ab_trace_seg_t){base, bytes, (uint16_t)stream, small, expandable, pool, log->nblocks, 0};
   return true;
 }
 
@@ -297,7 +297,8 @@ static int take_segment(void *ctx, const ab_segment_info_t *seg) {
       open = false;
       continue;
     }
-    if ((!open && !add_segment(t->log, b->addr, 0, seg->stream, small, seg->expandable)) || !add_block(t, *b)) {
+    if ((!open && !add_segment(t->log, b->addr, 0, seg->stream, small, seg->expandable, seg->private_pool)) ||
+        !add_block(t, *b)) {
       t->out_of_memory = true;
       return 1;
     }
@@ -332,7 +333,7 @@ static bool capture_seen(trace_adaptor_t *t) {
     uint64_t v = 0, base = ranges[i];
     ab_map_get(&t->held, base, &v);
     uint64_t bytes = v & BYTES_MASK, end = base + bytes, at = base;
-    ok = add_segment(t->log, base, bytes, (unsigned)(v >> STREAM_SHIFT), false, (v & MAPPED) != 0);
+    ok = add_segment(t->log, base, bytes, (unsigned)(v >> STREAM_SHIFT), false, (v & MAPPED) != 0, 0);
     while (j < t->live.n && blocks[j] < base) j++;
     for (; ok && j < t->live.n && blocks[j] < end; j++) {
       uint64_t u = 0;

@@ -43,6 +43,7 @@ typedef struct ab_trace_seg_s {
   uint16_t stream;  /* stream index */
   bool small;       /* the strategy calls its pool "small" (PyTorch's segment_type) */
   bool expandable;  /* part of a segment that grows by mapping: one mapped run of it */
+  unsigned pool;    /* its private pool (Note [Private pools]); 0: the default */
   size_t first;     /* its blocks are log->blocks[first .. first + nblocks) */
   size_t nblocks;
 } ab_trace_seg_t;

@@ -58,18 +58,25 @@ done
 "$ab" replay "$fx/moe_gc06.pickle.gz" --sim-addresses --recorded-addresses >/dev/null 2>&1
 [ $? = 2 ] || fail "--sim-addresses with --recorded-addresses is not refused"
 
-# 1c. The CSV export keeps the pools (its pool column) and the program's empty_cache calls:
-#     replayed, it gives what the snapshot gave.
-"$ab" replay "$fx/graph_pool.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" --export-trace "$tmp/gp.csv" \
-  >"$tmp/gp_snap.csv" 2>/dev/null || fail "--export-trace: replay exited $?"
-head -1 "$tmp/gp.csv" | grep -q ',pool$' || fail "export: no pool column: $(head -1 "$tmp/gp.csv")"
-grep -q '^empty_cache,' "$tmp/gp.csv" || fail "export: no empty_cache row"
-"$ab" replay "$tmp/gp.csv" --device sim:h200 --format csv --out "$tmp/out" >"$tmp/gp_csv.csv" 2>"$tmp/gp.err" ||
-  fail "the export: replay exited $?: $(cat "$tmp/gp.err")"
+# 1c. The exports keep the pools (the CSV's pool column, a snapshot's pool ids), the program's
+#     empty_cache calls and the OOM it ended in: replayed, each gives what the recording gave.
 cols() { python3 -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]
 print(r["status"], r["num_device_alloc"], r["peak_reserved_bytes"], r["peak_allocated_bytes"])' "$1"; }
-[ "$(cols "$tmp/gp_snap.csv")" = "$(cols "$tmp/gp_csv.csv")" ] ||
-  fail "the export replays as $(cols "$tmp/gp_csv.csv"), the snapshot as $(cols "$tmp/gp_snap.csv")"
+for name in graph_pool mempool_oom; do
+  "$ab" replay --info "$fx/$name.pickle.gz" >"$tmp/$name.info" 2>/dev/null || fail "$name: --info exited $?"
+  "$ab" replay "$fx/$name.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" --export-trace "$tmp/$name.x.csv" \
+    --export-snapshot "$tmp/$name.x.pickle" >"$tmp/$name.rec.csv" 2>/dev/null || fail "$name: the exporting replay exited $?"
+  head -1 "$tmp/$name.x.csv" | grep -q ',pool$' || fail "$name: the CSV export has no pool column"
+  for x in "$tmp/$name.x.csv" "$tmp/$name.x.pickle"; do
+    # the recorded settings, for the CSV, which has none
+    "$ab" replay "$x" --device sim:h200 -c "$(awk '$1 == "settings" { print $2 }' "$tmp/$name.info")" \
+      --recorded-addresses --format csv --out "$tmp/out" >"$tmp/x.csv" 2>"$tmp/x.err" ||
+      { fail "$name: replay of $(basename "$x") exited $?: $(cat "$tmp/x.err")"; continue; }
+    [ "$(cols "$tmp/$name.rec.csv")" = "$(cols "$tmp/x.csv")" ] ||
+      fail "$name: $(basename "$x") replays as $(cols "$tmp/x.csv"), the recording as $(cols "$tmp/$name.rec.csv")"
+  done
+done
+grep -q '^empty_cache,' "$tmp/graph_pool.x.csv" || fail "graph_pool: the CSV export has no empty_cache row"
 
 # 2. --info lists the pools: the graphs' shared pool, and the default pool, with allocations.
 "$ab" replay --info "$fx/graph_pool.pickle.gz" >"$tmp/info.txt" 2>"$tmp/info.err" || fail "--info exited $?"

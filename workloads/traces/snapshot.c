@@ -362,7 +362,7 @@ static const char K_SEGMENTS[] = "segments", K_DEVICE_TRACES[] = "device_traces"
                   K_CONF[] = "PYTORCH_CUDA_ALLOC_CONF", K_DEVICE[] = "device", K_ADDRESS[] = "address",
                   K_TOTAL[] = "total_size", K_ALLOCATED[] = "allocated_size", K_ACTIVE[] = "active_size",
                   K_REQUESTED[] = "requested_size", K_STREAM[] = "stream", K_TYPE[] = "segment_type",
-                  K_POOL[] = "segment_pool_id", K_EXPANDABLE[] = "is_expandable", K_FRAMES[] = "frames",
+                  K_POOL[] = "segment_pool_id", K_POOL_ID[] = "pool_id", K_EXPANDABLE[] = "is_expandable", K_FRAMES[] = "frames",
                   K_BLOCKS[] = "blocks", K_SIZE[] = "size", K_STATE[] = "state", K_ACTION[] = "action",
                   K_ADDR[] = "addr", K_DEVICE_FREE[] = "device_free", K_TIME[] = "time_us",
                   K_COMPILE[] = "compile_context", K_METADATA[] = "user_metadata", V_NA[] = "N/A", V_EMPTY[] = "",
@@ -389,6 +389,16 @@ static uint64_t raw_stream(unsigned index, const uint64_t *values, unsigned n) {
   return index < n ? values[index] : index;
 }
 
+/* A pool id as PyTorch writes one, MempoolId_t: (0, 0) for the default pool, (0, N) for
+ * private pool N (the reader numbers pools by their ids, whatever the pair). */
+static void put_pool(ab_pkw_t *w, const char *key, unsigned pool) {
+  ab_pkw_name(w, key);
+  ab_pkw_tuple_begin(w);
+  ab_pkw_int(w, 0);
+  ab_pkw_int(w, pool);
+  ab_pkw_tuple_end(w);
+}
+
 static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace_seg_t *g, uint64_t stream) {
   uint64_t allocated = 0, active = 0, requested = 0;
   for (size_t k = 0; k < g->nblocks; k++) {
@@ -408,11 +418,7 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
   put_uint(w, K_REQUESTED, requested);
   put_uint(w, K_STREAM, stream);
   put_name(w, K_TYPE, g->small ? V_SMALL : V_LARGE);
-  ab_pkw_name(w, K_POOL); /* (0, 0): the default pool */
-  ab_pkw_tuple_begin(w);
-  ab_pkw_int(w, 0);
-  ab_pkw_int(w, 0);
-  ab_pkw_tuple_end(w);
+  put_pool(w, K_POOL, g->pool);
   ab_pkw_name(w, K_EXPANDABLE);
   ab_pkw_bool(w, g->expandable);
   put_empty_list(w, K_FRAMES);
@@ -454,9 +460,12 @@ ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, 
   ab_pkw_name(&w, K_DEVICE_TRACES);
   ab_pkw_list_begin(&w);
   ab_pkw_list_begin(&w);
+  /* 2.11 names no pool per entry (a reader infers it from the segments alive at the end);
+   * newer snapshots do, and a run that used private pools says each entry's. */
+  bool pooled = false;
+  for (size_t i = 0; i < log->n && !pooled; i++) pooled = log->recs[i].pool != 0;
   for (size_t i = 0; i < log->n; i++) {
     const ab_trace_rec_t *r = &log->recs[i];
-    if (r->action == AB_TR_EMPTY_CACHE) continue; /* PyTorch records none: its segment frees say it */
     ab_pkw_dict_begin(&w);
     put_name(&w, K_ACTION, ab_trace_action_name((ab_trace_action_t)r->action));
     put_uint(&w, r->action == AB_TR_OOM ? K_DEVICE_FREE : K_ADDR, r->addr);
@@ -465,6 +474,7 @@ ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, 
     put_uint(&w, K_TIME, r->time_us);
     put_name(&w, K_COMPILE, V_NA);
     put_name(&w, K_METADATA, V_EMPTY);
+    if (pooled && r->action != AB_TR_OOM) put_pool(&w, K_POOL_ID, r->pool);
     if (frames) {
       ab_pkw_name(&w, K_FRAMES);
       frames(ctx, &w, r);

@@ -396,6 +396,13 @@ static void route_to(ab_events_t *es, routing_t *rt, int pool) {
  * may come from any allocator (allocbench's exports of raw free a segment at every free). */
 static bool pytorch(const ab_trace_builder_t *b) { return b->pytorch; }
 
+/* Whether an `oom` record stands for the request that failed (Note [A trace that ends in an
+ * OOM]): in PyTorch's snapshots and in what allocbench writes in their vocabulary, a
+ * snapshot or a CSV trace; an RMM log's failures say nothing of how its program went on. */
+static bool oom_is_a_request(const ab_trace_builder_t *b) {
+  return pytorch(b) || b->info.format == NULL || strcmp(b->info.format, "rmm-log") != 0;
+}
+
 /* Rule 3 of Note [Pools of a trace]: marks the first record of each run of segment releases
  * that was the program's empty_cache. */
 static uint8_t *find_empty_caches(ab_trace_builder_t *b) {
@@ -531,7 +538,7 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   uint8_t *empty = find_empty_caches(b);
   if (empty == NULL) st = AB_ERR_INTERNAL;
   /* Note [A trace that ends in an OOM]: the last oom, when no alloc follows it. */
-  for (size_t i = b->nrecs; i-- > 0 && st == AB_OK && pytorch(b);) {
+  for (size_t i = b->nrecs; i-- > 0 && st == AB_OK && oom_is_a_request(b);) {
     if (b->recs[i].action == AB_TR_ALLOC) break;
     if (b->recs[i].action == AB_TR_OOM) {
       b->recs[i].pending = 1;

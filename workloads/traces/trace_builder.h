@@ -63,9 +63,10 @@
  * some allocation's pool could not be told.
  *
  * Note [A trace that ends in an OOM]
- * PyTorch records an `oom` entry, not an alloc, for the request it could not serve. When no
- * alloc follows the last `oom` of a snapshot PyTorch wrote (the program ended there, frees of its unwinding
- * aside), that request is replayed: an ALLOC of the recorded (rounded) size on its stream,
+ * PyTorch records an `oom` entry, not an alloc, for the request it could not serve, and so do
+ * allocbench's exports (a CSV trace, a snapshot). When no alloc follows the last `oom` of a
+ * snapshot or a CSV trace (the program ended there, frees of its unwinding aside), that
+ * request is replayed: an ALLOC of the recorded (rounded) size on its stream,
  * where the OOM was, so that a replay runs out of memory where PyTorch did, or shows that it
  * would not. Every `oom` entry counts in ab_events_t.trace_ooms, the OOMs the program met.
  * The recorded segment decisions get the same treatment in the info: the reserved bytes
