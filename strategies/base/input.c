@@ -371,24 +371,24 @@ static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
 #endif
 }
 
-static ab_status stream_new(const char *path, uint64_t max_inflated, ab_instream_t **out, ab_diag_t *diag) {
+/* A stream with nothing read yet, or NULL when the host has no memory for it. */
+static ab_instream_t *stream_new(const char *path, uint64_t max_inflated) {
   ab_instream_t *s = calloc(1, sizeof *s);
   if (s) s->path = strdup(path);
   if (s == NULL || s->path == NULL) {
     free(s);
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+    return NULL;
   }
   s->max_inflated = max_inflated;
-  *out = s;
-  return AB_OK;
+  return s;
 }
 
 ab_status ab_instream_memory(const char *name, const void *data, size_t len, bool gunzip, ab_instream_t **out,
                              ab_diag_t *diag) {
   *out = NULL;
   if (len >= MAX_BYTES) return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", name);
-  ab_instream_t *s;
-  AB_TRY(stream_new(name, 0, &s, diag));
+  ab_instream_t *s = stream_new(name, 0);
+  if (s == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", name);
   s->mem = data;
   s->compressed = len;
   s->plain = !gunzip;
@@ -407,12 +407,12 @@ ab_status ab_instream_open(const char *path, uint64_t max_inflated, ab_instream_
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
   bool regular = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
-  ab_instream_t *s;
-  ab_status st = stream_new(path, max_inflated, &s, diag);
-  if (st != AB_OK) {
+  ab_instream_t *s = stream_new(path, max_inflated);
+  if (s == NULL) {
     fclose(f);
-    return st;
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
   }
+  ab_status st = AB_OK;
   if (regular) {
     remember(&sb);
     s->f = f;

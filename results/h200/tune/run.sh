@@ -8,7 +8,8 @@
 #      table (the recorded one, the defaults, and the worst-ranked one that completed)
 #   4. OUT/comparison.csv: each conf, tune's predicted peak reserved bytes and device
 #      allocations, and what PyTorch measured (torch.cuda.memory_stats()); exit 1 if they differ.
-# OUT defaults to the folder of this script. PYTHON names the interpreter (default python3).
+# OUT defaults to the folder of this script. PYTHON names the interpreter (default python3);
+# AB_COMMIT names the commit built (default: the checkout's HEAD).
 set -euo pipefail
 ab=$(realpath "${1:?usage: run.sh ALLOCBENCH [OUT]}")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +25,7 @@ rm -f job.pickle tune.csv comparison.csv measured_*.txt
 
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "commit: ${AB_COMMIT:-$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)}"
   "$py" -c 'import torch; p = torch.cuda.get_device_properties(0)
 print("torch:", torch.__version__, "cuda", torch.version.cuda)
 print("gpu:", p.name, p.total_memory, "bytes")'
