@@ -497,13 +497,21 @@ ab_status ab_instream_read_all(ab_instream_t *s, ab_input_t *in, ab_diag_t *diag
 }
 
 #define WINDOW_BYTES (1u << 20)
+#define WINDOW_MIN_BYTES (4u << 10)
+
+/* The window's first size: a plain input smaller than the usual window needs no more than
+ * itself. */
+static size_t window_first_bytes(const ab_instream_t *s) {
+  if (s->gzip || s->compressed >= WINDOW_BYTES) return WINDOW_BYTES;
+  return s->compressed > WINDOW_MIN_BYTES ? (size_t)s->compressed : WINDOW_MIN_BYTES;
+}
 
 ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char **data, size_t *avail, ab_diag_t *diag) {
   size_t have = s->wend - s->wstart;
   while (have < want && !s->ended) {
     if (s->wcap - s->wstart < want || s->wend == s->wcap) {
       /* Move what is left to the front, growing the buffer for a long want. */
-      size_t cap = s->wcap ? s->wcap : WINDOW_BYTES;
+      size_t cap = s->wcap ? s->wcap : window_first_bytes(s);
       while (cap < want) cap *= 2;
       if (cap != s->wcap) {
         unsigned char *grown = malloc(cap);

@@ -46,6 +46,8 @@ static const char *opcode_name(unsigned byte) {
 
 /* ---- the arena ------------------------------------------------------------------------- */
 
+/* Chunks double from the first to the largest, so that a small pickle takes little. */
+#define ARENA_FIRST_CHUNK_BYTES (16u << 10)
 #define ARENA_CHUNK_BYTES (1u << 20)
 
 typedef struct chunk_s {
@@ -59,10 +61,16 @@ struct ab_pk_arena_s {
   size_t used; /* bytes taken from head */
 };
 
+static size_t next_chunk_bytes(const ab_pk_arena_t *a) {
+  if (a->head == NULL) return ARENA_FIRST_CHUNK_BYTES;
+  return a->head->size >= ARENA_CHUNK_BYTES / 2 ? ARENA_CHUNK_BYTES : a->head->size * 2;
+}
+
 static void *arena_alloc(ab_pk_arena_t *a, size_t bytes) {
   bytes = (bytes + 15) & ~(size_t)15;
   if (a->head == NULL || a->head->size - a->used < bytes) {
-    size_t size = bytes > ARENA_CHUNK_BYTES ? bytes : ARENA_CHUNK_BYTES;
+    size_t size = next_chunk_bytes(a);
+    if (size < bytes) size = bytes;
     chunk_t *c = malloc(sizeof *c + size);
     if (c == NULL) return NULL;
     c->prev = a->head;

@@ -747,12 +747,14 @@ static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
   size_t k = vm->n - from;
   if (type == AB_PK_DICT && k % 2) return DEPART;
   sv_t v = scalar(vm, type);
-  const sv_t *it = &vm->stack[from];
-  if (type != AB_PK_DICT && k == 2 && it[0].v.type == AB_PK_INT && it[0].v.width == AB_PK_INT64 &&
-      it[1].v.type == AB_PK_INT && it[1].v.width == AB_PK_INT64) {
-    v.where = S_PAIR;
-    v.pair[0] = it[0].v.v.i;
-    v.pair[1] = it[1].v.v.i;
+  if (type != AB_PK_DICT && k == 2) { /* the stack holds the two items: not an empty one */
+    const sv_t *it = &vm->stack[from];
+    if (it[0].v.type == AB_PK_INT && it[0].v.width == AB_PK_INT64 && it[1].v.type == AB_PK_INT &&
+        it[1].v.width == AB_PK_INT64) {
+      v.where = S_PAIR;
+      v.pair[0] = it[0].v.v.i;
+      v.pair[1] = it[1].v.v.i;
+    }
   }
   AB_TRY(drop_to(vm, from, false));
   return push(vm, &v);
