@@ -14,7 +14,6 @@
 #ifndef AB_TRACE_ACTIONS_H
 #define AB_TRACE_ACTIONS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -44,11 +43,6 @@ typedef enum ab_trace_action_e {
 const char *ab_trace_action_name(ab_trace_action_t a);
 /* The action called name[0..len); AB_TR_OTHER for names outside the vocabulary. */
 ab_trace_action_t ab_trace_action_of(const char *name, size_t len);
-
-/* True for the four segment actions. */
-static inline bool ab_trace_action_is_segment(ab_trace_action_t a) {
-  return a == AB_TR_SEGMENT_ALLOC || a == AB_TR_SEGMENT_FREE || a == AB_TR_SEGMENT_MAP || a == AB_TR_SEGMENT_UNMAP;
-}
 
 #ifdef __cplusplus
 }

@@ -539,7 +539,6 @@ ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char 
 void ab_instream_consume(ab_instream_t *s, size_t n) { s->wstart += n; }
 
 uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out - (s->wend - s->wstart); }
-bool ab_instream_gzip(const ab_instream_t *s) { return s->gzip; }
 
 void ab_instream_close(ab_instream_t *s) {
   if (s == NULL) return;

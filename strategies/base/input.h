@@ -70,8 +70,6 @@ ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char 
 void ab_instream_consume(ab_instream_t *s, size_t n);
 /* Contents bytes consumed (window) or read so far: the offset of the next byte. */
 uint64_t ab_instream_offset(const ab_instream_t *s);
-/* True when the file is gzip. */
-bool ab_instream_gzip(const ab_instream_t *s);
 void ab_instream_close(ab_instream_t *s);
 /* True when path (followed through links) is a file this process has read with
  * ab_input_read: the same device and inode, whatever the name. Outputs refuse it (output.h).
