@@ -140,6 +140,10 @@ static void virtual_memory(void) {
   CHECK(ab_device_va_reserve(d, 100ULL << 40, &base) == AB_ERR_OOM);
   CHECK_STR_CONTAINS(d->diag.msg, "address space");
   CHECK(ab_device_va_release(d, most, 100ULL << 40) == AB_OK);
+  /* A range past the whole address space is refused as such, before its map of granules
+   * (256 GiB of host memory for 2^62 bytes) is asked for. */
+  CHECK(ab_device_va_reserve(d, 1ULL << 62, &base) == AB_ERR_OOM);
+  CHECK_STR_CONTAINS(d->diag.msg, "address space");
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }
 

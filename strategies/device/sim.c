@@ -121,18 +121,18 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: reserve of %llu bytes, not a positive multiple of the %llu-byte granule",
                        (unsigned long long)bytes, (unsigned long long)AB_GRANULE_BYTES);
   if (ab_sim_fault_fires(s)) return AB_ERR_OOM;
+  /* The range first: one past the address space is refused before its map of granules
+   * takes host memory in proportion to it. */
+  ab_dptr_t base;
+  AB_TRY(va_alloc(s, bytes, AB_GRANULE_BYTES, &base));
   resv_t *r = calloc(1, sizeof *r);
   uint64_t words = (bytes / AB_GRANULE_BYTES + 63) / 64;
   if (r == NULL || (r->mapped = calloc(words, sizeof *r->mapped)) == NULL) {
     free(r);
-    return AB_ERR_INTERNAL;
+    ab_sim_va_free(&s->va, base, bytes);
+    return ab_diag_set(&d->diag, AB_ERR_INTERNAL, "sim device: out of host memory");
   }
-  ab_status st = va_alloc(s, bytes, AB_GRANULE_BYTES, &r->base);
-  if (st != AB_OK) {
-    free(r->mapped);
-    free(r);
-    return st;
-  }
+  r->base = base;
   r->bytes = bytes;
   ab_tree_insert(&s->resvs, &r->node);
   *out = r->base;
