@@ -4,7 +4,7 @@
 # New inputs go to BUILD/fuzz/corpus/TARGET, never into the repository; a crashing input is
 # kept as BUILD/fuzz/artifacts/TARGET/crash-* (copy it into tests/fuzz/corpus/TARGET, named
 # for what it caught, once it is fixed). Prints one line per target: executions, seconds,
-# new corpus inputs, crashes; exits 1 if a target crashed.
+# new corpus inputs, crashes in this run; exits 1 if a target crashed.
 set -u
 build=${1:?usage: run.sh BUILD SECONDS [TARGET...]}
 seconds=${2:?usage: run.sh BUILD SECONDS [TARGET...]}
@@ -31,13 +31,14 @@ for t in "${targets[@]}"; do
   log=$build/fuzz/$t.log
   mkdir -p "$corpus" "$artifacts"
   before=$(ls "$corpus" | wc -l)
+  before_crashes=$(ls "$artifacts" | wc -l) # inputs of earlier runs not yet taken away
   # Inputs up to 64 KiB (the seeds are cut-down traces); a unit slower than 10 s is a hang.
   "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" "$here/corpus/$t" >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*')
-  crashes=$(ls "$artifacts" | wc -l)
+  crashes=$(($(ls "$artifacts" | wc -l) - before_crashes))
   printf '%-14s %12s %8s %8s %8s\n' "$t" "${runs:-?}" "${secs:-$seconds}" $(($(ls "$corpus" | wc -l) - before)) "$crashes"
   if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
     failed=1
