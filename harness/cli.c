@@ -325,6 +325,7 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
   char shortopts[2 * NOPTIONS + 1] = "";
   getopt_tables(cmd->bit, longopts, shortopts);
   ab_diag_t diag = {""};
+  const char *given[NOPTIONS] = {NULL}; /* the value each entry was given, to refuse it twice */
   int opt;
   optind = 1;
   opterr = 0;
@@ -345,6 +346,21 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
     if (opt == 'h') {
       ab_cli_help(stdout, cmd);
       return AB_EXIT_OK;
+    }
+    /* An option that takes one value, given twice: the first would be dropped without a word. */
+    size_t idx = (size_t)(e - options);
+    if (e->arg && !(e->repeats & cmd->bit)) {
+      if (given[idx]) {
+        char name[64];
+        if (e->letter)
+          snprintf(name, sizeof name, "-%c", e->letter);
+        else
+          snprintf(name, sizeof name, "--%s", e->name);
+        snprintf(diag.msg, sizeof diag.msg, "%s given twice ('%s', then '%s'): %s takes one %s; give it once", name,
+                 given[idx], optarg, cmd->name, e->arg);
+        return ab_cli_usage_error(o, diag.msg);
+      }
+      given[idx] = optarg;
     }
     if (!(own && own(ctx, opt, optarg, &st, &diag)) && !ab_cli_common_option(opt, optarg, o, &st, &diag))
       return ab_cli_usage_error(o, "bad option");

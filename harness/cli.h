@@ -72,6 +72,8 @@ typedef struct ab_cli_opts_s {
  * (or refuse it, saying why) and its help. The parser takes exactly the options of the
  * command, and the command's usage line and --help are written from the same entries, so
  * that help never lists an option the command refuses, nor misses one it takes. An option
+ * with a value given twice is refused unless its entry says the command takes it again
+ * (`repeats`): one of the two would otherwise be dropped without a word. An option
  * whose help or argument differs between commands has one entry per group of commands. */
 
 enum {

@@ -28,6 +28,12 @@ refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
 refuse "$work: is a directory (expected a file)" run -w "replay:$work" -s raw --device sim
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "'layers' given again (first at position 1)" run -w dynamic-shapes:layers=12,layers=13 -s raw --device sim
+# An option that takes one value, given twice, is refused: the first would be dropped unseen.
+refuse "-w given twice ('random', then 'zero'): allocbench run takes one" run -w random -w zero -s raw --device sim
+refuse "-w given twice ('random', then 'zero'): allocbench oom takes one" oom -w random -w zero -s raw --device sim
+refuse "-w given twice ('random', then 'zero'): allocbench compare takes one" compare -w random -w zero -s raw --device sim
+refuse "-s given twice ('raw', then 'pooled')" run -w random -s raw -s pooled --device sim
+refuse "--device given twice ('sim', then 'sim:a100-40gb')" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" --device sim --device sim:a100-40gb
 refuse "batch x seq x vocab" run -w mixed-precision:batch=1048576,seq=1048576,vocab=4194304 -s raw --device sim
 
 # A workload too large for host memory is refused before it is generated, naming what to
