@@ -12,11 +12,18 @@
 #   make soak     every strategy through SOAK_EVENTS (default 1000000) events of each soak
 #                 workload with 1% of device calls failing, SOAK_SEEDS (default 3) fault seeds
 #                 (tests/soak_test.c; `make test` runs a short one)
+#   make install  build, then install into PREFIX (default /usr/local): bin/allocbench,
+#                 lib/allocbench/record (the hook of `allocbench record`), lib/allocbench/plugins
 #   make clean    remove the builds
 # SANITIZE=1 builds into build-sanitize with AddressSanitizer and UBSan.
 # MATRIX_FLAGS (e.g. --quick) and MICRO_FLAGS (e.g. --benchmark_filter=random) are passed on.
 
 SANITIZE ?= 0
+PREFIX ?= /usr/local
+# A quiet build: progress, warnings and errors; no directory chatter from the makes that cmake
+# runs, and cmake's configure messages only from NOTICE up (the one line of what was found).
+MAKEFLAGS += --no-print-directory
+QUIET_CMAKE = -DCMAKE_MESSAGE_LOG_LEVEL=NOTICE
 ifeq ($(SANITIZE),1)
 BUILD ?= build-sanitize
 CMAKE_FLAGS += -DAB_SANITIZE=ON
@@ -32,7 +39,7 @@ FUZZ_TARGETS ?=
 SOAK_EVENTS ?= 1000000
 SOAK_SEEDS ?= 3
 
-.PHONY: all build test bench fresh-results plots fuzz soak clean deps-build deps-bench deps-fuzz
+.PHONY: all build test install bench fresh-results plots fuzz soak clean deps-build deps-bench deps-fuzz
 
 all: build
 
@@ -46,13 +53,16 @@ deps-fuzz:
 	@.ci/deps.sh fuzz
 
 $(BUILD)/CMakeCache.txt: | deps-build
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) $(QUIET_CMAKE) $(CMAKE_FLAGS)
 
 build: deps-build $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 fresh-results:
 	@if [ -n "$$(ls -A $(RESULTS) 2>/dev/null)" ]; then \

@@ -3,7 +3,8 @@
  *
  * Note [Recording a job]
  * The program is not edited. A start-up hook (harness/record/sitecustomize.py, which the build
- * copies beside this binary into allocbench_record/) goes first on its PYTHONPATH, so every
+ * copies beside this binary into allocbench_record/, and make install into lib/allocbench/record/
+ * of the prefix) goes first on its PYTHONPATH, so every
  * Python process of the job runs it (torchrun's workers too), and AB_RECORD_OUT tells the hook
  * that it is recording, and where to; the hook's own header says what it does. It names each
  * file it wrote, and why it wrote none, one line each, in a manifest in a private folder
@@ -38,6 +39,7 @@
 #include "units.h"
 
 #define HOOK_DIR "allocbench_record" /* beside the binary; CMakeLists.txt copies the hook there */
+#define INSTALLED_HOOK_DIR "../lib/allocbench/record" /* from PREFIX/bin, where make install puts it */
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
@@ -94,22 +96,25 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
   return AB_OK;
 }
 
-/* The folder of the start-up hook, beside this binary. */
+/* The folder of the start-up hook: beside this binary in a build, in ../lib/allocbench/record
+ * in an installed tree (CMakeLists.txt, install). */
 static ab_status hook_dir(char *dir, size_t size, ab_diag_t *diag) {
+  static const char *const places[] = {HOOK_DIR, INSTALLED_HOOK_DIR};
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return ab_diag_set(diag, AB_ERR_IO, "cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
   exe[n] = '\0';
   *strrchr(exe, '/') = '\0';
-  snprintf(dir, size, "%s/%s", exe, HOOK_DIR);
-  char file[PATH_MAX + 32];
-  snprintf(file, sizeof file, "%s/sitecustomize.py", dir);
-  if (access(file, R_OK) != 0)
-    return ab_diag_set(diag, AB_ERR_IO,
-                       "the start-up hook %s is missing (the build copies harness/record/sitecustomize.py there: "
-                       "run make)",
-                       file);
-  return AB_OK;
+  char file[PATH_MAX + 64];
+  for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+    snprintf(dir, size, "%s/%s", exe, places[i]);
+    snprintf(file, sizeof file, "%s/sitecustomize.py", dir);
+    if (access(file, R_OK) == 0) return AB_OK;
+  }
+  return ab_diag_set(diag, AB_ERR_IO,
+                     "the start-up hook sitecustomize.py is in neither %s/%s nor %s/%s (the build copies "
+                     "harness/record/sitecustomize.py to the first, make install to the second: run make)",
+                     exe, HOOK_DIR, exe, INSTALLED_HOOK_DIR);
 }
 
 /* The program's environment: the hook first on its path, and what the hook reads. */

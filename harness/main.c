@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ab_version.h" /* generated at build time (harness/version.cmake) */
 #include "cli.h"
 #include "commands.h"
 
@@ -28,7 +29,8 @@ static void usage(FILE *f) {
           "A benchmark and stress test of GPU memory allocator strategies.\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n`allocbench COMMAND --help` describes each command.\n");
+  fprintf(f, "\n`allocbench COMMAND --help` (or `allocbench help COMMAND`) describes each command;\n"
+             "`allocbench --version` says which build this is.\n");
 }
 
 /* A result may exist only on stdout (--format csv > file): a write that failed there fails
@@ -47,7 +49,17 @@ int main(int argc, char **argv) {
     usage(stderr);
     return AB_EXIT_USAGE;
   }
-  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    printf("allocbench %s (commit %s)\nbuilt with: %s\n", AB_VERSION, AB_COMMIT, AB_BUILD_OPTIONS);
+    return close_stdout("--version", AB_EXIT_OK);
+  }
+  /* `help CMD` is `CMD --help`. */
+  char help[] = "--help";
+  if (strcmp(argv[1], "help") == 0 && argc > 2) {
+    argv[1] = argv[2];
+    argv[2] = help;
+    argc = 3;
+  } else if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
     return close_stdout("--help", AB_EXIT_OK);
   }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# make_test.sh SOURCE_DIR: the Makefile's own logic. `make bench` starts from an empty
-# RESULTS (make fresh-results): whatever is there, results or stray files, is moved aside
-# whole; an empty or missing RESULTS is left as it is.
+# make_test.sh SOURCE_DIR [BUILD_DIR]: the Makefile's own logic. `make bench` starts from an
+# empty RESULTS (make fresh-results): whatever is there, results or stray files, is moved aside
+# whole; an empty or missing RESULTS is left as it is. `make` on a configured BUILD_DIR is quiet:
+# progress lines and its commands, none of the makes' "Entering directory" lines.
 set -u
-src=${1:?usage: make_test.sh SOURCE_DIR}
+src=${1:?usage: make_test.sh SOURCE_DIR [BUILD_DIR]}
+build=${2:-}
 source "$(dirname "$0")/lib.sh"
 
 mkdir "$work/r"
@@ -19,5 +21,11 @@ make -s -C "$src" fresh-results RESULTS="$work/empty" >"$work/out" 2>&1 || fail 
 [ -d "$work/empty" ] && [ -z "$(ls -d "$work"/empty.* 2>/dev/null)" ] || fail "an empty RESULTS was moved"
 make -s -C "$src" fresh-results RESULTS="$work/none" >"$work/out" 2>&1 || fail "fresh-results on no folder exited $?"
 [ -s "$work/out" ] && fail "a missing RESULTS said: $(cat "$work/out")"
+
+if [ -n "$build" ]; then
+  (cd "$src" && make BUILD="$build" build) >"$work/out" 2>&1 || fail "make build exited $?: $(tail -5 "$work/out")"
+  grep -q "directory '" "$work/out" && fail "make prints directory chatter: $(grep -m3 "directory '" "$work/out")"
+  grep -q "Built target allocbench$" "$work/out" || fail "make build shows no progress: $(head -5 "$work/out")"
+fi
 
 finish make_test
