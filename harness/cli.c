@@ -531,7 +531,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
     ab_oommap_free(&map);
     return AB_OK;
   }
-  ab_run_desc_t desc = {es->source, strategy, o->conf, device_name, o->dev.budget_bytes, o->seed};
+  ab_run_desc_t desc = {es->source, strategy, o->conf, device_name, o->dev.budget_bytes, o->seed, 0};
   st = ab_results_add_summary(summary, &desc, es, run);
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
     st = ab_results_write_timeline(o->out_dir, &desc, run, diag);

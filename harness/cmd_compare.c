@@ -63,7 +63,7 @@ int ab_cmd_compare(int argc, char **argv) {
       rc = ab_cli_fail(&o, msg);
       continue;
     }
-    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed};
+    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0};
     if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
         ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)
       rc = ab_cli_fail(&o, "out of host memory");

@@ -93,7 +93,7 @@ int ab_cmd_oom(int argc, char **argv) {
       rc = ab_cli_fail(&o, msg);
       continue;
     }
-    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed};
+    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0};
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
     answers[nanswers++] = (answer_t){list.name[i], list.conf[i], res.passed, res.upper_bound, res.cap, res.min_budget};
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);

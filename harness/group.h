@@ -52,6 +52,7 @@
 typedef struct ab_rank_result_s {
   ab_run_t run;            /* its results; the scratch pointers (ptr, timeline, step_ms) are NULL */
   uint64_t events;         /* events in its stream */
+  uint64_t live_peak;      /* the most bytes its stream has live at once */
   uint64_t budget_bytes;   /* the budget it ran under */
   char workload[256];      /* its workload spec, which names the rank */
   char device[96];         /* what it ran on */

@@ -228,6 +228,7 @@ static void *rank_main(void *arg) {
   res->run.step_ms = NULL;
   if (res->status != AB_OK && rk->run.status == AB_RUN_OK) res->run.status = AB_RUN_ERROR; /* it never ran */
   res->events = rk->es.n;
+  res->live_peak = ab_bisect_peak_requested(&rk->es);
   snprintf(res->workload, sizeof res->workload, "%s", rk->es.source);
   const char *device = row.nrows ? ab_table_get(&row, 0, "device") : NULL;
   snprintf(res->device, sizeof res->device, "%s", device ? device : rk->device);
@@ -251,7 +252,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab
   memset(&all, 0, sizeof all);
   ab_hist_reset(&all.alloc_ns);
   ab_hist_reset(&all.free_ns);
-  uint64_t events = 0;
+  uint64_t events = 0, live_peak = 0;
   int worst = -1;
   for (unsigned i = 0; i < n; i++) {
     const ab_run_t *r = &results[i].run;
@@ -259,6 +260,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab
     ab_hist_merge(&all.alloc_ns, &r->alloc_ns);
     ab_hist_merge(&all.free_ns, &r->free_ns);
     events += results[i].events;
+    live_peak += results[i].live_peak; /* summed, as the peaks are */
     all.events_done += r->events_done;
     all.kernel_ms += r->kernel_ms;
     all.harness_ns += r->harness_ns;
@@ -280,7 +282,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab
   const char *card = results[0].device;
   if (strncmp(card, "cuda:", 5) == 0 && strchr(card, ' ')) card = strchr(card, ' ') + 1;
   snprintf(device, sizeof device, "%u x %s", n, card);
-  ab_run_desc_t desc = {workload, o->strategy, o->conf, device, results[0].budget_bytes, o->seed};
+  ab_run_desc_t desc = {workload, o->strategy, o->conf, device, results[0].budget_bytes, o->seed, live_peak};
   /* Only the stream's length is read from it. */
   ab_events_t shell;
   memset(&shell, 0, sizeof shell);
@@ -293,7 +295,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab
 static ab_status rows(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     const ab_rank_result_t *res = &results[i];
-    ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed};
+    ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed, res->live_peak};
     ab_events_t shell;
     memset(&shell, 0, sizeof shell);
     shell.n = res->events;

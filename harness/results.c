@@ -76,6 +76,7 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(kernel_ms_total, "%.3f", run->kernel_ms);
   CELL(harness_ns_per_event, "%.1f", run->events_done ? (double)run->harness_ns / (double)run->events_done : 0.0);
   CELL(nccl_bytes, "%" PRIu64, run->comm_bytes);
+  CELL(live_peak_bytes, "%" PRIu64, d->live_peak_bytes ? d->live_peak_bytes : es->ev ? ab_bisect_peak_requested(es) : 0);
 #define SUMMARY_CELL(name, numeric) c.name,
 #define SUMMARY_PEAK_CELL(gauge, doc) c.peak_##gauge,
 #define SUMMARY_COUNTER_CELL(counter, doc) c.counter,

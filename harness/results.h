@@ -26,6 +26,10 @@
  *   peak_<device gauge>  the peak of each device gauge of stats.h: peak_footprint_bytes, the
  *                     device memory the run's device calls really took at most (cudaMemGetInfo
  *                     on cuda, the driver model on sim), beside the strategy's peak_reserved
+ *   live_peak_bytes   the most bytes the workload's stream has live at once, whatever the
+ *                     strategy: the lower bound on peak_reserved (no allocator holds less than
+ *                     what is live); peak_requested_bytes falls short of it only when the run
+ *                     stopped before its peak (an OOM)
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
  * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
  * ranks, the slowest rank's times). Columns are only ever added at the end.
@@ -70,7 +74,8 @@
   COL(events, 1) COL(approximate, 0) COL(status, 0) COL(oom_kind, 0) COL(oom_event, 1) AB_STAT_STRATEGY_GAUGES(PEAK) \
   COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
   COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
-  COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)
+  COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)   \
+  COL(live_peak_bytes, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;
@@ -100,6 +105,7 @@ typedef struct ab_run_desc_s {
   const char *device;
   uint64_t budget_bytes;
   uint64_t seed;
+  uint64_t live_peak_bytes; /* 0: counted from the events (a rank's shell row gives its own) */
 } ab_run_desc_t;
 
 /* Appends the summary row of a finished run to t (whose columns are ab_summary_cols). */

@@ -1,19 +1,28 @@
-/* oracle.c: the best a non-moving allocator can do when it knows the whole run in advance,
- * the bound the others are measured against.
+/* oracle.c: an offline placement: the whole run known before it starts, every allocation
+ * placed once in one region. Not the optimum and not the limit: Note [Offline placement].
  *
  * Policy:
  *   1. Before the run, the engine hands it every allocation's size and lifetime (Note
  *      [Plans], strategy.h). It places them all offline in one address range (dsa.h: greedy
- *      by size with best fit in time x address), each rounded up to 512 bytes as PyTorch
- *      rounds, and keeps the most bytes live at once (the plan's lower bound) beside it.
+ *      by size with best fit in time x address, and best fit in time order, the smaller
+ *      kept), each rounded up to 512 bytes as PyTorch rounds, and keeps the most bytes live
+ *      at once (the live peak, the lower bound) beside it.
  *   2. At the first planned allocation it makes one device allocation of the planned peak
  *      and holds it for the run; the k-th alloc call gets its planned offset in it. An OOM
  *      of that device allocation is the run's OOM.
  *   3. A call the plan did not foresee (no plan, the stream went another way, or its range
  *      is not free) is served online as raw serves it, one device allocation each, so the
  *      strategy stays correct whatever it is asked.
- * Its peak reserved over the run's peak requested is its distance to the limit no allocator
- * can pass: the peak requested bytes themselves.
+ *
+ * Note [Offline placement]: placing known lifetimes in the least address space (dynamic
+ * storage allocation) is NP-hard (Garey and Johnson, "Computers and Intractability", SR2),
+ * so the region is an upper bound on the best placement, not the best. The lower bound is
+ * the live peak: the most bytes live at once (ab_dsa_live_peak here, live_peak_bytes in
+ * summary.csv), which no allocator that never moves memory can hold less than. The optimum
+ * lies between the two; a strategy below oracle's region (split-limited fits ZeRO stage 3
+ * in a smaller budget) is beating these heuristics, not a bound. Its distance to the live
+ * peak is peak_reserved_bytes / live_peak_bytes of its run, and plan.region_bytes over
+ * plan.lower_bound_bytes in its memory_stats.
  */
 #include "oracle.h"
 

@@ -54,7 +54,7 @@ static const ab_strategy_entry_t registry[] = {
      "  profile_share:F   without steps, the share of the allocations profiled (default 0.25)\n",
      false},
     {"oracle", &ab_oracle_ops, NULL,
-     "clairvoyant: the whole run placed offline in one region (greedy by size, best fit); the limit",
+     "offline placement: the whole run known in advance, placed in one region by heuristics (not the limit)",
      "  (no options)\n", false},
     {"overlap", &ab_overlap_ops, NULL, "broken on purpose: hands out live memory again, for tests of --verify",
      "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true},
