@@ -43,9 +43,11 @@ static const option_entry_t options[] = {
      "a workload of `allocbench list`, with KEY=VALUE arguments after ':'"},
     {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_MATRIX, 0, AB_CMD_MATRIX, 0,
      "a workload with its arguments; repeat for several (default: the bench list)"},
-    {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_TUNE, AB_CMD_TUNE, 0, 0,
+    {"workload", 'w', 'w', "WORKLOAD[:ARGS]", AB_CMD_TUNE, AB_CMD_TUNE, AB_CMD_TUNE, 0,
      "replay:TRACE (a snapshot, as `allocbench record` writes it), or a workload\n"
-     "of `allocbench list` with KEY=VALUE arguments after ':'"},
+     "of `allocbench list` with KEY=VALUE arguments after ':'. Several (-w\n"
+     "again, or a glob: 'replay:job.rank*.pickle') are the ranks of one job,\n"
+     "tuned together"},
     {"workload", 'w', 'w', "WORKLOAD", 0, 0, 0, AB_CMD_REPLAY, "the trace is the argument: replay TRACE"},
     {"strategy", 's', 's', "STRATEGY", AB_CMD_RUN, AB_CMD_RUN, 0, 0, "a strategy of `allocbench list`"},
     {"strategy", 's', 's', "STRATEGY", AB_CMD_REPLAY, 0, 0, 0,

@@ -238,14 +238,27 @@ static void summarise(const char *path, const char *why) {
   ab_events_free(&es);
 }
 
+/* The rank files' pattern from one of them: "DIR/job.rank1.pickle" gives "DIR/job.rank*.pickle"
+ * (the hook's names, sitecustomize.py); false when path's file name has no ".rankN". */
+static bool rank_pattern(const char *path, char *out, size_t size) {
+  const char *base = strrchr(path, '/'), *mark = NULL;
+  base = base ? base + 1 : path;
+  for (const char *p = strstr(base, ".rank"); p; p = strstr(p + 1, ".rank"))
+    if (p[5] >= '0' && p[5] <= '9') mark = p;
+  if (mark == NULL) return false;
+  const char *rest = mark + 5;
+  while (*rest >= '0' && *rest <= '9') rest++;
+  return (size_t)snprintf(out, size, "%.*s.rank*%s", (int)(mark - path), path, rest) < size;
+}
+
 /* Reads the hook's manifest: summarises each file written, or says why none was. */
 static void report(const char *state, bool quiet) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/manifest", state);
   FILE *f = fopen(path, "r");
-  char line[2 * PATH_MAX], first[PATH_MAX] = "";
+  char line[2 * PATH_MAX], first[PATH_MAX] = "", ranks[PATH_MAX + 8] = "";
   char notes[4][512];
-  size_t nnotes = 0, written = 0;
+  size_t nnotes = 0, written = 0, ranked = 0;
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
     char *kind = line, *rest = strchr(line, '\t');
@@ -256,6 +269,8 @@ static void report(const char *state, bool quiet) {
       *file++ = '\0';
       if (!quiet) summarise(file, rest);
       if (written++ == 0) snprintf(first, sizeof first, "%s", file);
+      char pattern[sizeof ranks];
+      if (rank_pattern(file, pattern, sizeof pattern) && ranked++ == 0) snprintf(ranks, sizeof ranks, "%s", pattern);
     } else if (strcmp(kind, "note") == 0 && nnotes < 4) {
       bool seen = false;
       for (size_t i = 0; i < nnotes; i++) seen |= strcmp(notes[i], rest) == 0;
@@ -267,6 +282,9 @@ static void report(const char *state, bool quiet) {
     fprintf(stderr, "allocbench record: no snapshot was written%s\n",
             nnotes ? "; the start-up hook said:" : ": no Python process of the program started the hook (is it a Python program?)");
     for (size_t i = 0; i < nnotes; i++) fprintf(stderr, "  %s\n", notes[i]);
+  } else if (!quiet && ranked > 1) {
+    /* A torchrun job: its ranks tuned together (cmd_tune.c, Note [A job of several traces]). */
+    fprintf(stderr, "allocbench record: next: allocbench tune -w 'replay:%s'\n", ranks);
   } else if (!quiet) {
     fprintf(stderr, "allocbench record: next: allocbench tune -w replay:%s\n", first);
   }

@@ -1,6 +1,18 @@
 /* cmd_tune.c: `allocbench tune`: the PYTORCH_CUDA_ALLOC_CONF that suits a job, from its
  * recorded snapshot (or a workload): the grid of tune_grid.h run and ranked by tune.h, printed
- * with the line to paste, and every configuration tried appended to DIR/tune.csv. */
+ * with the line to paste, and every configuration tried appended to DIR/tune.csv.
+ *
+ * Note [A job of several traces]
+ * A torchrun job records one snapshot per rank, and PYTORCH_CUDA_ALLOC_CONF is one setting
+ * for all of them. Given several traces (-w repeated, or a glob in replay:PATTERN), every
+ * configuration is run on each of them, under the same cap (a cap is per process, so per
+ * rank), and it is judged by its worst trace: the one whose result ranks last by the
+ * objective (ab_tune_compare: an OOM first, then the highest peak reserved, or the largest
+ * smallest cap). The configurations are ranked by those worst results, the second stage of
+ * the grid combines the best of each family by them, and the winner is the setting whose worst
+ * rank is best: the rank that runs out of memory first decides whether the job does.
+ * tune.csv keeps every trace's row; the table shows each configuration's worst. */
+#include <glob.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +45,31 @@ static const ab_cli_command_t command = {
     "Prints them ranked, then the winner as the line to paste, with its predicted peak reserved, its\n"
     "smallest cap and what it saves over the recorded configuration. Every configuration tried is\n"
     "appended to DIR/tune.csv; progress goes to stderr. The runs are spread over the cores.\n"
-    "A trace whose program caught OOMs and went on gives bounds, not predictions: it says so.\n"};
+    "A trace whose program caught OOMs and went on gives bounds, not predictions: it says so.\n"
+    "Several traces (-w repeated, or -w 'replay:job.rank*.pickle', the glob expanded here) are one\n"
+    "job, its ranks: each configuration runs on every trace and is ranked by its worst one.\n"};
 
 typedef struct tune_args_s {
   ab_tune_objective_t objective;
   uint64_t cap;
   uint64_t jobs;
+  const char **specs; /* each -w as given, in order; owned array */
+  size_t nspecs;
 } tune_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   tune_args_t *a = ctx;
   switch (opt) {
+    case 'w': {
+      const char **more = realloc(a->specs, (a->nspecs + 1) * sizeof *more);
+      if (more == NULL) {
+        *st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+        return true;
+      }
+      a->specs = more;
+      a->specs[a->nspecs++] = arg;
+      return true;
+    }
     case AB_OPT_OBJECTIVE:
       if (strcmp(arg, "reserved") == 0)
         a->objective = AB_TUNE_RESERVED;
@@ -64,15 +90,124 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   }
 }
 
+/* ---- the job: its traces ------------------------------------------------------------------ */
+
+typedef struct trace_s {
+  char *spec;           /* the -w it runs, a glob expanded; owned */
+  ab_events_t es;       /* its source the name people read */
+  bool built;
+  ab_tune_result_t *r;  /* each configuration's result on this trace, by its place in the grid */
+  ab_addr_hint_t *plan; /* the recorded run's addresses, for the recorded configuration; may be NULL */
+  size_t plan_len;
+} trace_t;
+
+typedef struct job_s {
+  trace_t *t;
+  size_t n;
+  char name[512]; /* the workload column and the headings: the trace's name, or the -w as given */
+} job_t;
+
+static void job_free(job_t *job) {
+  for (size_t k = 0; k < job->n; k++) {
+    free(job->t[k].spec);
+    if (job->t[k].built) ab_events_free(&job->t[k].es);
+    free(job->t[k].r);
+    free(job->t[k].plan);
+  }
+  free(job->t);
+}
+
+/* Adds a trace to the job; one given twice is refused (its rows would count twice). */
+static ab_status add_trace(job_t *job, const char *spec, const char *given, ab_diag_t *diag) {
+  for (size_t k = 0; k < job->n; k++)
+    if (strcmp(job->t[k].spec, spec) == 0)
+      return ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': %s is in the job already; give each trace once", given, spec);
+  trace_t *more = realloc(job->t, (job->n + 1) * sizeof *more);
+  if (more == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  job->t = more;
+  memset(&job->t[job->n], 0, sizeof job->t[0]);
+  if ((job->t[job->n].spec = strdup(spec)) == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  job->n++;
+  return AB_OK;
+}
+
+/* The traces of the -w options, in order. A replay:PATTERN whose PATTERN names no file and has
+ * a wildcard is expanded here with glob(3), its matches in glob's (sorted) order, so that the
+ * quoted 'replay:job.rank*.pickle' means every rank's file; a pattern matching nothing is an
+ * error, never a job of fewer ranks. */
+static ab_status expand(const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+  for (size_t i = 0; i < a->nspecs; i++) {
+    const char *spec = a->specs[i];
+    const char *path = strncmp(spec, "replay:", 7) == 0 ? spec + 7 : NULL;
+    if (path == NULL || strpbrk(path, "*?[") == NULL || access(path, F_OK) == 0) {
+      AB_TRY(add_trace(job, spec, spec, diag));
+      continue;
+    }
+    glob_t g;
+    int rc = glob(path, 0, NULL, &g);
+    ab_status st = AB_OK;
+    if (rc == GLOB_NOMATCH)
+      st = ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': no file matches '%s'", spec, path);
+    else if (rc != 0)
+      st = ab_diag_set(diag, rc == GLOB_NOSPACE ? AB_ERR_INTERNAL : AB_ERR_INVALID, "-w '%s': cannot read the folders of '%s'",
+                       spec, path);
+    for (size_t m = 0; st == AB_OK && m < g.gl_pathc; m++) {
+      char one[sizeof job->t[0].es.source + 8];
+      if ((size_t)snprintf(one, sizeof one, "replay:%s", g.gl_pathv[m]) >= sizeof one)
+        st = ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': the path %s is too long", spec, g.gl_pathv[m]);
+      else
+        st = add_trace(job, one, spec, diag);
+    }
+    if (rc == 0 || rc == GLOB_NOMATCH) globfree(&g);
+    AB_TRY(st);
+  }
+  return AB_OK;
+}
+
+/* Builds every trace; each is then called by the name people read (a trace by its file name),
+ * or by its whole spec where two file names are the same. tune writes no file named after its
+ * workload, so the stream can carry that name into tune.csv and every line. */
+static ab_status build_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+  for (size_t k = 0; k < job->n; k++) {
+    trace_t *t = &job->t[k];
+    AB_TRY(ab_cli_build(o, t->spec, &t->es, diag));
+    t->built = true;
+    char name[sizeof t->es.source];
+    ab_results_workload_name(t->es.source, name, sizeof name);
+    snprintf(t->es.source, sizeof t->es.source, "%s", name);
+  }
+  for (size_t k = 0; k < job->n; k++)
+    for (size_t j = k + 1; j < job->n; j++)
+      if (strcmp(job->t[k].es.source, job->t[j].es.source) == 0) {
+        for (size_t i = 0; i < job->n; i++) snprintf(job->t[i].es.source, sizeof job->t[i].es.source, "%s", job->t[i].spec);
+        k = j = job->n;
+      }
+  if (job->n == 1) {
+    snprintf(job->name, sizeof job->name, "%s", job->t[0].es.source);
+    return AB_OK;
+  }
+  for (size_t i = 0; i < a->nspecs; i++) {
+    char name[sizeof job->t[0].es.source];
+    ab_results_workload_name(a->specs[i], name, sizeof name);
+    size_t used = strlen(job->name);
+    snprintf(job->name + used, sizeof job->name - used, "%s%s", used ? " " : "", name);
+  }
+  return AB_OK;
+}
+
+/* A trace's name in the table: without the replay: that every trace has. */
+static const char *short_name(const char *name) { return strncmp(name, "replay:", 7) == 0 ? name + 7 : name; }
+
 /* ---- results ---------------------------------------------------------------------------- */
 
-/* tune.csv, one row per configuration tried, in rank order (README.md, "Tuning a job"). */
+/* tune.csv, one row per configuration tried and trace, in rank order (README.md, "Recording a
+ * job, and tuning its settings"). */
 #define TUNE_COLUMNS(X)                                                                                \
-  X(workload, 0) X(device, 0) X(objective, 0) X(cap_bytes, 1) X(rank, 1) X(strategy, 0) X(conf, 0)    \
-  X(recommended, 1) X(recorded, 1) X(status, 0) X(oom_kind, 0) X(peak_requested_bytes, 1)              \
-  X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) X(num_device_free, 1)   \
-  X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1) X(limit, 0) X(probes, 1)        \
-  X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
+  X(workload, 0) X(trace, 0) X(worst, 1) X(device, 0) X(objective, 0) X(cap_bytes, 1) X(rank, 1)      \
+  X(strategy, 0) X(conf, 0) X(recommended, 1) X(recorded, 1) X(status, 0) X(oom_kind, 0)               \
+  X(peak_requested_bytes, 1) X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) \
+  X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1) X(limit, 0) \
+  X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
 
 #define TUNE_COL(name, numeric) {#name, numeric},
 static const ab_col_t tune_cols[] = {TUNE_COLUMNS(TUNE_COL)};
@@ -82,12 +217,12 @@ enum { TUNE_COLUMNS(TUNE_INDEX) NCOLS };
 #undef TUNE_INDEX
 
 typedef struct tune_view_s {
-  const ab_events_t *es;
+  const job_t *job;
   const char *device;
   ab_tune_objective_t objective;
   uint64_t cap;
   uint64_t total;                            /* the card's */
-  const ab_tune_result_t *winner, *recorded; /* may be NULL */
+  const ab_tune_result_t *winner, *recorded; /* ranked results (each its worst trace's); may be NULL */
 } tune_view_t;
 
 /* Appends one clause to a note. */
@@ -96,8 +231,8 @@ static void clause(char *out, size_t size, const char *text) {
   snprintf(out + used, size - used, "%s%s", used ? "; " : "", text);
 }
 
-/* What qualifies a result, in words; "" when nothing does. */
-static void note_of(const tune_view_t *v, const ab_tune_result_t *r, char *out, size_t size) {
+/* What qualifies a result of the trace es, in words; "" when nothing does. */
+static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_result_t *r, char *out, size_t size) {
   out[0] = '\0';
   if (r->status == AB_RUN_ERROR) {
     snprintf(out, size, "error: %s", r->message);
@@ -108,24 +243,29 @@ static void note_of(const tune_view_t *v, const ab_tune_result_t *r, char *out, 
   if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
   if (r->search.upper_bound) {
     char bound[96];
-    snprintf(bound, sizeof bound, "upper bound: the traced program survived %" PRIu64 " OOMs", v->es->trace_ooms);
+    snprintf(bound, sizeof bound, "upper bound: the traced program survived %" PRIu64 " OOMs", es->trace_ooms);
     clause(out, size, bound);
   }
 }
 
-static ab_status add_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r) {
+/* The row of trace k under the configuration cfg (ranked: its worst trace's result). */
+static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab_tune_result_t *cfg) {
+  const trace_t *tr = &v->job->t[k];
+  const ab_tune_result_t *r = &tr->r[cfg->order];
   char cells[NCOLS][AB_DIAG_BYTES + 64];
   const char *row[NCOLS];
   for (int i = 0; i < NCOLS; i++) row[i] = cells[i], cells[i][0] = '\0';
 #define SET(col, ...) snprintf(cells[C_##col], sizeof cells[0], __VA_ARGS__)
-  SET(workload, "%s", v->es->source);
+  SET(workload, "%s", v->job->name);
+  SET(trace, "%s", tr->es.source);
+  SET(worst, "%d", cfg->trace == k);
   SET(device, "%s", v->device);
   SET(objective, "%s", v->objective == AB_TUNE_BUDGET ? "budget" : "reserved");
   SET(cap_bytes, "%" PRIu64, v->cap);
-  SET(rank, "%zu", r->rank);
+  SET(rank, "%zu", cfg->rank);
   SET(strategy, "%s", r->cand.strategy);
   SET(conf, "%s", r->cand.conf);
-  SET(recommended, "%d", r == v->winner);
+  SET(recommended, "%d", cfg == v->winner);
   SET(recorded, "%d", r->cand.recorded);
   SET(status, "%s", ab_run_status_name(r->status));
   SET(oom_kind, "%s", ab_oom_kind_name(r->oom_kind));
@@ -140,16 +280,17 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, const ab_tune_resu
   SET(limit, "%s", r->cand.family == AB_TUNE_REFERENCE ? "budget" : "cap");
   SET(probes, "%u", r->search.probes);
   SET(wall_s, "%.6f", r->wall_s);
-  note_of(v, r, cells[C_note], sizeof cells[0]);
-  SET(trace_ooms, "%" PRIu64, v->es->trace_ooms);
+  note_of(v, &tr->es, r, cells[C_note], sizeof cells[0]);
+  SET(trace_ooms, "%" PRIu64, tr->es.trace_ooms);
 #undef SET
   return ab_table_add(t, row);
 }
 
-/* The ranking as people read it: sizes in binary units. */
+/* The ranking as people read it: sizes in binary units; with several traces, each
+ * configuration's figures are its worst trace's, named. */
 static const ab_col_t display_cols[] = {{"rank", true},          {"strategy", false},     {"conf", false},
                                         {"peak reserved", true}, {"smallest cap", true}, {"device allocs", true},
-                                        {"", false}};
+                                        {"worst trace", false},  {"", false}};
 
 static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r) {
   char rank[16], reserved[48], cap[48], allocs[24], note[AB_DIAG_BYTES + 64], mark[AB_DIAG_BYTES + 128];
@@ -164,14 +305,15 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
     snprintf(cap, sizeof cap, "-");
   if (r->search.passed && r->cand.family == AB_TUNE_REFERENCE) strncat(cap, " budget", sizeof cap - strlen(cap) - 1);
   snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
-  note_of(v, r, note, sizeof note);
+  const ab_events_t *es = &v->job->t[r->trace].es;
+  note_of(v, es, r, note, sizeof note);
   if (r->cand.family == AB_TUNE_REFERENCE) note[0] = '\0'; /* the "budget" beside its figure says it */
   snprintf(mark, sizeof mark, "%s%s%s%s%s", r == v->winner ? "<- recommended" : "",
            r == v->winner && r->cand.recorded ? ", " : "", r->cand.recorded ? "recorded" : "",
            (r == v->winner || r->cand.recorded) && note[0] ? "; " : "", note);
   const char *row[] = {rank, r->cand.strategy,
                        r->cand.family == AB_TUNE_REFERENCE ? "-" : r->cand.conf[0] ? r->cand.conf : "(default)",
-                       reserved, cap, allocs, mark};
+                       reserved, cap, allocs, short_name(es->source), mark};
   return ab_table_add(t, row);
 }
 
@@ -184,40 +326,66 @@ static const char *saving(uint64_t recorded, uint64_t winner, char *buf, size_t 
   return buf;
 }
 
+/* " on the worst of its N traces, NAME" where the job has several; "" otherwise. */
+static const char *on_worst(const tune_view_t *v, const ab_tune_result_t *r, char *buf, size_t size) {
+  if (v->job->n == 1) return "";
+  snprintf(buf, size, " on the worst of its %zu traces, %s", v->job->n, short_name(v->job->t[r->trace].es.source));
+  return buf;
+}
+
 /* The line to paste, and what the winner saves over the recorded configuration, as shell
- * comments so that the block can be pasted whole. */
+ * comments so that the block can be pasted whole. With several traces each figure is of the
+ * configuration's worst trace; where another trace needs a larger cap (or reserves more, when
+ * ranked by the cap), that is said too, since the cap is set for every rank. */
 static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_item, bool cap_given, size_t ntried) {
   const ab_tune_result_t *w = v->winner, *rec = v->recorded;
   if (w == NULL) {
-    fprintf(f, "# no PYTORCH_CUDA_ALLOC_CONF of the %zu tried ran the whole %s%s\n", ntried, v->es->source,
+    fprintf(f, "# no PYTORCH_CUDA_ALLOC_CONF of the %zu tried ran the whole %s%s\n", ntried, v->job->name,
             v->cap ? " under the cap" : "");
     return;
   }
   fprintf(f, "export PYTORCH_CUDA_ALLOC_CONF='%s%s%s'\n", w->cand.conf, w->cand.conf[0] && fraction_item[0] ? "," : "",
           fraction_item);
-  char a[32], b[32], c[48], d[48];
-  fprintf(f, "# predicted peak reserved %s, smallest cap %s",
+  char a[32], b[32], c[48], d[48], where[300];
+  fprintf(f, "# predicted peak reserved %s, smallest cap %s%s",
           ab_format_bytes((uint64_t)w->stats.reserved_bytes.peak, a, sizeof a),
-          w->search.passed ? ab_format_bytes(w->search.min_budget, b, sizeof b) : "none found");
+          w->search.passed ? ab_format_bytes(w->search.min_budget, b, sizeof b) : "none found", on_worst(v, w, where, sizeof where));
   if (v->cap && cap_given)
     fprintf(f, ", under the cap of %s (torch.cuda.set_per_process_memory_fraction(%.6g))", ab_format_bytes(v->cap, c, sizeof c),
             (double)v->cap / (double)v->total);
   fputc('\n', f);
+  /* The other figure at its worst, where another trace has it. */
+  size_t most = w->trace;
+  for (size_t k = 0; k < v->job->n; k++) {
+    const ab_tune_result_t *r = &v->job->t[k].r[w->order], *m = &v->job->t[most].r[w->order];
+    if (v->objective == AB_TUNE_RESERVED ? r->search.passed && m->search.passed && r->search.min_budget > m->search.min_budget
+                                         : r->stats.reserved_bytes.peak > m->stats.reserved_bytes.peak)
+      most = k;
+  }
+  const ab_tune_result_t *m = &v->job->t[most].r[w->order];
+  if (most != w->trace && v->objective == AB_TUNE_RESERVED)
+    fprintf(f, "# every trace runs under a cap of %s (the smallest of %s)\n", ab_format_bytes(m->search.min_budget, a, sizeof a),
+            short_name(v->job->t[most].es.source));
+  if (most != w->trace && v->objective == AB_TUNE_BUDGET)
+    fprintf(f, "# the most any trace reserves at its peak: %s (%s)\n",
+            ab_format_bytes((uint64_t)m->stats.reserved_bytes.peak, a, sizeof a), short_name(v->job->t[most].es.source));
   if (rec == NULL) return;
   const char *name = rec->cand.conf[0] ? rec->cand.conf : "the defaults";
   if (rec == w) {
     fprintf(f, "# the recorded configuration (%s) is already the best of the %zu tried\n", name, ntried);
   } else if (rec->status != AB_RUN_OK) {
-    fprintf(f, "# the recorded configuration (%s) ran out of memory%s\n", name, v->cap ? " under the cap" : "");
+    fprintf(f, "# the recorded configuration (%s) ran out of memory%s%s\n", name, v->cap ? " under the cap" : "",
+            on_worst(v, rec, where, sizeof where));
   } else {
     uint64_t rp = (uint64_t)rec->stats.reserved_bytes.peak, wp = (uint64_t)w->stats.reserved_bytes.peak;
-    fprintf(f, "# against the recorded configuration (%s: peak reserved %s, smallest cap %s): %s", name,
+    fprintf(f, "# against the recorded configuration (%s: peak reserved %s, smallest cap %s%s): %s", name,
             ab_format_bytes(rp, a, sizeof a), rec->search.passed ? ab_format_bytes(rec->search.min_budget, b, sizeof b) : "none found",
-            saving(rp, wp, c, sizeof c));
+            on_worst(v, rec, where, sizeof where), saving(rp, wp, c, sizeof c));
     if (rp > wp) fprintf(f, " (%.1f%%)", 100.0 * (double)(rp - wp) / (double)rp);
     fprintf(f, " at the peak");
     if (rec->search.passed && w->search.passed)
       fprintf(f, ", %s in the smallest cap", saving(rec->search.min_budget, w->search.min_budget, d, sizeof d));
+    if (v->job->n > 1) fprintf(f, ", worst trace against worst trace");
     fputc('\n', f);
   }
 }
@@ -226,7 +394,8 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
 
 typedef struct progress_s {
   const ab_cli_opts_t *o;
-  size_t offset, total; /* configurations before this stage, and in all so far */
+  const char *trace;    /* the trace the runs are on, where the job has several; else NULL */
+  size_t offset, total; /* runs before this trace's part of the stage, and in all so far */
 } progress_t;
 
 static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t total) {
@@ -234,8 +403,9 @@ static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t to
   (void)total;
   if (p->o->quiet || r->status == AB_RUN_INTERRUPTED) return;
   char a[32], b[32];
-  fprintf(stderr, "allocbench tune: [%zu/%zu] %s%s%s: peak reserved %s, smallest %s %s (%.1f s)\n", p->offset + done,
-          p->total, r->cand.strategy, r->cand.family == AB_TUNE_REFERENCE ? "" : " ",
+  fprintf(stderr, "allocbench tune: [%zu/%zu] %s%s%s%s%s: peak reserved %s, smallest %s %s (%.1f s)\n", p->offset + done,
+          p->total, p->trace ? short_name(p->trace) : "", p->trace ? ": " : "", r->cand.strategy,
+          r->cand.family == AB_TUNE_REFERENCE ? "" : " ",
           r->cand.family == AB_TUNE_REFERENCE ? "" : r->cand.conf[0] ? r->cand.conf : "(default)",
           r->status == AB_RUN_OK ? ab_format_bytes((uint64_t)r->stats.reserved_bytes.peak, a, sizeof a)
                                  : ab_run_status_name(r->status),
@@ -261,7 +431,8 @@ typedef struct setup_s {
   ab_cli_strategies_t extra; /* -s: more strategies for reference */
 } setup_t;
 
-/* The recorded configuration, the device and the cap: bad input refused as one line. */
+/* The recorded configuration (the first trace's), the device and the cap: bad input refused
+ * as one line. */
 static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t *es, setup_t *s) {
   ab_diag_t diag = {""};
   memset(s, 0, sizeof *s);
@@ -309,26 +480,78 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
   return -1;
 }
 
-static uint64_t largest_request(const ab_events_t *es) {
+/* What is said of each trace before the runs, and the recorded addresses each takes. */
+static ab_status prepare_traces(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+  const ab_events_t *first = &job->t[0].es;
+  for (size_t k = 0; k < job->n; k++) {
+    trace_t *t = &job->t[k];
+    bool same = strcmp(t->es.settings, first->settings) == 0;
+    if (!same && !o->quiet)
+      fprintf(stderr,
+              "allocbench tune: warning: %s was recorded under '%s', %s under '%s': the recorded configuration and "
+              "its cap are %s's\n",
+              t->es.source, t->es.settings[0] ? t->es.settings : "the defaults", first->source,
+              first->settings[0] ? first->settings : "the defaults", first->source);
+    if (t->es.trace_ooms && !o->quiet)
+      fprintf(stderr,
+              "allocbench tune: warning: %s%sthe traced program caught %" PRIu64 " OOMs and went on (it changed course "
+              "under memory pressure): the figures are bounds, not predictions\n",
+              job->n > 1 ? t->es.source : "", job->n > 1 ? ": " : "", t->es.trace_ooms);
+    /* The recorded configuration under the recorded cap is the recorded run: its device
+     * allocations go where the trace says they went (Note [Recorded addresses], cmd_replay.c). */
+    if (a->cap == 0 && same && ab_events_address_plan(&t->es, &t->plan, &t->plan_len) != AB_OK)
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  return AB_OK;
+}
+
+static uint64_t largest_request(const job_t *job) {
   uint64_t m = 0;
-  for (size_t i = 0; i < es->n; i++)
-    if (es->ev[i].kind == AB_EV_ALLOC && es->ev[i].bytes > m) m = es->ev[i].bytes;
+  for (size_t k = 0; k < job->n; k++) {
+    const ab_events_t *es = &job->t[k].es;
+    for (size_t i = 0; i < es->n; i++)
+      if (es->ev[i].kind == AB_EV_ALLOC && es->ev[i].bytes > m) m = es->ev[i].bytes;
+  }
   return m;
 }
 
-/* Runs list.c[first, list.n) into r + first. */
-static ab_status run_stage(const ab_events_t *es, const ab_tune_list_t *list, size_t first, ab_tune_opts_t *opts,
-                           progress_t *prog, ab_tune_result_t *r, ab_diag_t *diag) {
-  prog->offset = first;
-  prog->total = list->n;
-  return ab_tune_run(es, list->c + first, list->n - first, first, opts, r + first, diag);
+/* Runs list.c[first, list.n) on every trace, into each trace's results from first; stops
+ * between traces at a signal. */
+static ab_status run_stage(job_t *job, const ab_tune_list_t *list, size_t first, const ab_tune_opts_t *opts,
+                           progress_t *prog, ab_diag_t *diag) {
+  size_t n = list->n - first;
+  for (size_t k = 0; k < job->n && !ab_cli_stop; k++) {
+    trace_t *t = &job->t[k];
+    ab_tune_opts_t one = *opts;
+    one.plan = t->plan;
+    one.plan_len = t->plan_len;
+    prog->trace = job->n > 1 ? t->es.source : NULL;
+    prog->offset = first * job->n + k * n;
+    prog->total = list->n * job->n;
+    AB_TRY(ab_tune_run(&t->es, list->c + first, n, first, &one, t->r + first, diag));
+  }
+  return AB_OK;
+}
+
+/* Each configuration of [from, to) as its worst trace's result (Note [A job of several
+ * traces]); of equal ones, the first trace's. */
+static void take_worst(const job_t *job, size_t from, size_t to, ab_tune_objective_t objective, ab_tune_result_t *worst) {
+  for (size_t i = from; i < to; i++) {
+    worst[i] = job->t[0].r[i];
+    worst[i].trace = 0;
+    for (size_t k = 1; k < job->n; k++)
+      if (ab_tune_compare(&job->t[k].r[i], &worst[i], objective) > 0) {
+        worst[i] = job->t[k].r[i];
+        worst[i].trace = k;
+      }
+  }
 }
 
 /* The results ranked: appended to DIR/tune.csv, printed, with the line to paste. */
-static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s, const ab_events_t *es,
-                  ab_tune_result_t *r, size_t n, double t0) {
+static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s, const job_t *job, ab_tune_result_t *r,
+                  size_t n, double t0) {
   ab_tune_rank(r, n, a->objective);
-  tune_view_t v = {es, s->device, a->objective, s->cap, s->total, NULL, NULL};
+  tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL};
   for (size_t i = 0; i < n; i++) {
     bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && r[i].status == AB_RUN_OK &&
                     (a->objective != AB_TUNE_BUDGET || r[i].search.passed);
@@ -340,7 +563,7 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
   ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
   ab_status st = AB_OK;
   for (size_t i = 0; i < n && st == AB_OK; i++) {
-    st = add_row(&rows, &v, &r[i]);
+    for (size_t k = 0; k < job->n && st == AB_OK; k++) st = add_row(&rows, &v, k, &r[i]);
     if (st == AB_OK) st = add_display_row(&shown, &v, &r[i]);
   }
   ab_diag_t io = {""};
@@ -351,10 +574,19 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
     rc = ab_cli_fail(o, io.msg);
   if (rc == AB_EXIT_OK) {
     if (o->format == AB_FORMAT_TABLE) {
-      printf("%s on %s, %zu configurations ranked by %s%s\n\n", es->source, s->device, n,
-             a->objective == AB_TUNE_BUDGET ? "the smallest cap" : "peak reserved", s->cap ? ", under the cap" : "");
-      static const char *const all[] = {"rank", "strategy", "conf", "peak reserved", "smallest cap", "device allocs", ""};
-      ab_cli_print(o, &shown, all, sizeof all / sizeof all[0]);
+      const char *by = a->objective == AB_TUNE_BUDGET ? "the smallest cap" : "peak reserved";
+      if (job->n == 1)
+        printf("%s on %s, %zu configurations ranked by %s%s\n\n", job->name, s->device, n, by, s->cap ? ", under the cap" : "");
+      else
+        printf("%s (%zu traces) on %s, %zu configurations ranked by %s on their worst trace%s\n\n", job->name, job->n,
+               s->device, n, by, s->cap ? ", each trace under the cap" : "");
+      static const char *const one[] = {"rank", "strategy", "conf", "peak reserved", "smallest cap", "device allocs", ""};
+      static const char *const several[] = {"rank",          "strategy",    "conf", "peak reserved", "smallest cap",
+                                            "device allocs", "worst trace", ""};
+      if (job->n == 1)
+        ab_cli_print(o, &shown, one, sizeof one / sizeof one[0]);
+      else
+        ab_cli_print(o, &shown, several, sizeof several / sizeof several[0]);
       putchar('\n');
     } else {
       ab_cli_print(o, &rows, NULL, 0);
@@ -362,12 +594,64 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
     /* csv and json keep stdout to the rows; the line to paste then goes with the progress. */
     print_winner(o->format == AB_FORMAT_TABLE ? stdout : stderr, &v, s->fraction, a->cap > 0, n);
     if (!o->quiet)
-      fprintf(stderr, "allocbench tune: %zu configurations in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
-              now_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN), s->jobs == 1 ? "" : "s",
-              o->out_dir);
+      fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
+              job->n > 1 ? " on every trace" : "", now_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
+              s->jobs == 1 ? "" : "s", o->out_dir);
   }
   ab_table_free(&shown);
   ab_table_free(&rows);
+  return rc;
+}
+
+/* Everything after the parse: the job built and checked, the grid run on it, the report. */
+static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job) {
+  ab_diag_t diag = {""};
+  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  ab_status listed = expand(a, job, &diag);
+  if (listed != AB_OK) return listed == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  ab_cli_catch_stop(); /* a signal while the workload is generated stops that too */
+  ab_status built = build_job(o, a, job, &diag);
+  if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
+  setup_t s;
+  int rc = setup(o, a, &job->t[0].es, &s);
+  if (rc >= 0) return rc;
+  ab_status st = prepare_traces(o, a, job, &diag);
+
+  ab_tune_list_t list;
+  ab_tune_list_init(&list);
+  ab_tune_result_t *worst = NULL;
+  progress_t prog = {o, NULL, 0, 0};
+  ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = s.cap, .check = o->check, .jobs = s.jobs,
+                         .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
+  double t0 = now_s();
+  size_t best[AB_TUNE_FAMILIES];
+  if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(job), s.cap > 0, &diag);
+  for (size_t i = 0; st == AB_OK && i < s.extra.n; i++) st = ab_tune_list_add_reference(&list, s.extra.name[i], &diag);
+  /* Stage 2 adds a few combinations at most: room for the whole grid once more. */
+  size_t first = list.n;
+  if (st == AB_OK && (worst = calloc(2 * first, sizeof *worst)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t k = 0; st == AB_OK && k < job->n; k++)
+    if ((job->t[k].r = calloc(2 * first, sizeof *job->t[k].r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st == AB_OK) st = run_stage(job, &list, 0, &opts, &prog, &diag);
+  if (st == AB_OK && !ab_cli_stop) {
+    take_worst(job, 0, first, a->objective, worst);
+    ab_tune_best_of_families(worst, first, a->objective, best);
+    st = ab_tune_grid_combine(&list, best, s.cap > 0, &diag);
+    if (st == AB_OK && list.n > 2 * first) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "the grid's second stage outgrew its room");
+    if (st == AB_OK) st = run_stage(job, &list, first, &opts, &prog, &diag);
+    if (st == AB_OK) take_worst(job, first, list.n, a->objective, worst);
+  }
+  if (st != AB_OK) {
+    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  } else if (ab_cli_stop) {
+    fprintf(stderr, "allocbench tune: interrupted (%s): the configurations tried were not ranked, and nothing was written\n",
+            ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 128 + ab_cli_stop;
+  } else {
+    rc = report(o, a, &s, job, worst, list.n, t0);
+  }
+  free(worst);
+  ab_tune_list_free(&list);
   return rc;
 }
 
@@ -375,70 +659,12 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
-  tune_args_t a = {AB_TUNE_RESERVED, 0, 0};
+  tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0};
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
-  if (rc >= 0) return rc;
-  if (o.workload == NULL) return ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
-  ab_diag_t diag = {""};
-  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-  ab_cli_catch_stop(); /* a signal while the workload is generated stops that too */
-  ab_events_t es;
-  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
-  if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
-  /* tune writes no file named after its workload: the stream can carry the name a person
-   * reads (a trace by its file name) into tune.csv and every line. */
-  char name[sizeof es.source];
-  ab_results_workload_name(es.source, name, sizeof name);
-  snprintf(es.source, sizeof es.source, "%s", name);
-  setup_t s;
-  if ((rc = setup(&o, &a, &es, &s)) >= 0) {
-    ab_events_free(&es);
-    return rc;
-  }
-  if (es.trace_ooms && !o.quiet)
-    fprintf(stderr,
-            "allocbench tune: warning: the traced program caught %" PRIu64 " OOMs and went on (it changed course "
-            "under memory pressure): the figures are bounds, not predictions\n",
-            es.trace_ooms);
-
-  ab_tune_list_t list;
-  ab_tune_list_init(&list);
-  ab_tune_result_t *r = NULL;
-  progress_t prog = {&o, 0, 0};
-  ab_tune_opts_t opts = {.device = o.device, .dev = o.dev, .cap = s.cap, .check = o.check, .jobs = s.jobs,
-                         .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
-  /* The recorded configuration under the recorded cap is the recorded run: its device
-   * allocations go where the trace says they went (Note [Recorded addresses], cmd_replay.c). */
-  ab_addr_hint_t *plan = NULL;
-  ab_status st = a.cap == 0 ? ab_events_address_plan(&es, &plan, &opts.plan_len) : AB_OK;
-  opts.plan = plan;
-  double t0 = now_s();
-  size_t best[AB_TUNE_FAMILIES];
-  if (st != AB_OK) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
-  if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(&es), s.cap > 0, &diag);
-  for (size_t i = 0; st == AB_OK && i < s.extra.n; i++) st = ab_tune_list_add_reference(&list, s.extra.name[i], &diag);
-  /* Stage 2 adds a few combinations at most: room for the whole grid once more. */
-  size_t first = list.n;
-  if (st == AB_OK && (r = calloc(2 * first, sizeof *r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
-  if (st == AB_OK) st = run_stage(&es, &list, 0, &opts, &prog, r, &diag);
-  if (st == AB_OK && !ab_cli_stop) {
-    ab_tune_best_of_families(r, first, a.objective, best);
-    st = ab_tune_grid_combine(&list, best, s.cap > 0, &diag);
-    if (st == AB_OK && list.n > 2 * first) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "the grid's second stage outgrew its room");
-    if (st == AB_OK) st = run_stage(&es, &list, first, &opts, &prog, r, &diag);
-  }
-  if (st != AB_OK) {
-    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
-  } else if (ab_cli_stop) {
-    fprintf(stderr, "allocbench tune: interrupted (%s): the configurations tried were not ranked, and nothing was written\n",
-            ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
-    rc = 128 + ab_cli_stop;
-  } else {
-    rc = report(&o, &a, &s, &es, r, list.n, t0);
-  }
-  free(r);
-  free(plan);
-  ab_tune_list_free(&list);
-  ab_events_free(&es);
+  if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
+  job_t job = {NULL, 0, ""};
+  if (rc < 0) rc = tune_job(&o, &a, &job);
+  job_free(&job);
+  free(a.specs);
   return rc;
 }

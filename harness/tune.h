@@ -45,6 +45,8 @@ typedef struct ab_tune_result_s {
   ab_bisect_result_t search; /* the smallest budget */
   double wall_s;             /* host time of the run and the search */
   size_t rank;               /* 1-based, set by ab_tune_rank */
+  size_t trace;              /* of a job of several traces tuned together: which one these figures are
+                              * of (its worst, cmd_tune.c); 0 otherwise */
 } ab_tune_result_t;
 
 typedef struct ab_tune_opts_s {

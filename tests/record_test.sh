@@ -88,6 +88,8 @@ record -o "$work/ranks/job.pickle" -- sh -c "RANK=0 '$py' '$job' exit 0 & RANK=1
 for f in job.rank0.pickle job.rank1.pickle job.rank2.pickle job.pickle; do wrote "$work/ranks/$f" "at exit"; done
 [ "$(find "$work/ranks" -name 'job.pid*.pickle' | wc -l)" -eq 1 ] || fail "the second unranked process: $(ls "$work/ranks")"
 [ "$(grep -c 'allocbench record: wrote' "$work/err")" -eq 5 ] || fail "not 5 files summarised: $(cat "$work/err")"
+grep -qxF "allocbench record: next: allocbench tune -w 'replay:$work/ranks/job.rank*.pickle'" "$work/err" ||
+  fail "the next step does not tune the ranks together: $(grep next: "$work/err")"
 
 # --max-entries keeps the last N events.
 record --max-entries 3 -o "$work/me.pickle" -- "$py" "$job" exit 0
