@@ -12,6 +12,7 @@
 #include "adaptor_trace.h"
 #include "cli.h"
 #include "commands.h"
+#include "cuda_device.h"
 #include "output.h"
 #include "registry.h"
 #include "results.h"
@@ -193,12 +194,17 @@ static ab_status check_exports(const char *trace_path, const char *snapshot_path
 /* Note [Recorded addresses]: the caching allocator breaks ties between free blocks of one size
  * by address, so where the driver put each segment decides which block a request gets, and,
  * through that, which segments garbage collection and the release of oversize blocks free.
- * The driver's placement cannot be derived: it depends on what else the process holds (CUDA
- * context, libraries). A trace records it, so replaying the run as it was recorded (caching,
- * its settings, no other budget) takes each cudaMalloc's address from the trace; under other
- * settings the run differs and the simulated card places segments itself. */
+ * The simulated card places segments as the driver does (Note [Driver placement],
+ * strategies/device/sim_place.c), but not the holes that the CUDA context and libraries
+ * leave before a program's first segment, which some runs' first segments fill. A trace
+ * records where each segment went, so replaying the run as it was recorded (caching, its
+ * settings, no other budget) on the simulated card takes each cudaMalloc's address from the
+ * trace; under other settings the run differs and the card places segments itself. On a GPU
+ * the driver places them, always. */
 static bool as_recorded(const ab_cli_opts_t *o, const ab_events_t *es) {
-  if (strcmp(o->strategy, "caching") != 0 || o->dev.budget_bytes != 0 || o->conf == NULL) return false;
+  const char *dev = o->device && *o->device ? o->device : "auto";
+  bool sim = strcmp(dev, "auto") == 0 ? !ab_device_cuda_usable() : strncmp(dev, "sim", 3) == 0;
+  if (!sim || strcmp(o->strategy, "caching") != 0 || o->dev.budget_bytes != 0 || o->conf == NULL) return false;
   const char *x = o->conf, *y = es->settings;
   for (;; x++, y++) { /* equal but for spaces */
     while (*x == ' ') x++;

@@ -1,4 +1,6 @@
 /* sim_test.c: the simulated card keeps its contract (strategies/device/sim.h). */
+#include <string.h>
+
 #include "device_open.h"
 #include "sim.h"
 #include "units.h"
@@ -292,6 +294,61 @@ static void address_space_merges(void) {
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }
 
+/* ---- the driver's placement (Note [Driver placement], strategies/device/sim_place.c) ------ */
+
+/* Replays the cudaMalloc and cudaFree calls of one sequence of the H200 probe
+ * (tests/data/h200-placement/probe.csv: seq,op,index,bytes,address,offset in MiB from the
+ * sequence's first) on a fresh simulated card and checks that each allocation from the
+ * sequence's `anchor`-th on lands at the H200's offset from the anchor's. The allocations
+ * before the anchor are left out: the H200 put them in holes the CUDA context had left,
+ * which the card does not model. */
+static void placement_sequence(const char *seq, int anchor) {
+  FILE *f = fopen(AB_TEST_DATA_DIR "/h200-placement/probe.csv", "r");
+  REQUIRE(f);
+  ab_device_t *d = open_sim("sim:h200", 0);
+  REQUIRE(d);
+  enum { MAX = 128 };
+  ab_dptr_t got[MAX] = {0};
+  uint64_t bytes[MAX] = {0};
+  long long want[MAX] = {0};
+  ab_dptr_t base = 0;
+  long long want_base = 0;
+  int checked = 0;
+  char line[256], name[32], op[16];
+  while (fgets(line, sizeof line, f)) {
+    int i;
+    unsigned long long size, addr;
+    long long off;
+    REQUIRE(sscanf(line, "%31[^,],%15[^,],%d,%llu,%llx,%lld", name, op, &i, &size, &addr, &off) == 6);
+    if (strcmp(name, seq) != 0) continue;
+    REQUIRE(i >= 0 && i < MAX);
+    if (i < anchor) continue;
+    if (strcmp(op, "free") == 0) {
+      CHECK(ab_device_free(d, got[i], bytes[i]) == AB_OK);
+      got[i] = 0;
+      continue;
+    }
+    bytes[i] = size;
+    want[i] = (long long)(addr >> 20);
+    REQUIRE(ab_device_malloc(d, size, &got[i]) == AB_OK);
+    if (i == anchor) base = got[i], want_base = want[i];
+    long long have = ((long long)(got[i] >> 20)) - (long long)(base >> 20);
+    CHECK_MSG(have == want[i] - want_base, "%s: allocation %d of %llu MiB at %+lld MiB from allocation %d; the H200 put it at %+lld",
+              seq, i, size >> 20, have, anchor, want[i] - want_base);
+    checked++;
+  }
+  fclose(f);
+  CHECK_MSG(checked > 10, "%s: only %d allocations compared", seq, checked);
+  for (int i = 0; i < MAX; i++) /* what the sequence left live */
+    if (got[i]) CHECK(ab_device_free(d, got[i], bytes[i]) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
+static void placement_growth(void) { placement_sequence("growth", 4); }
+static void placement_tails(void) { placement_sequence("tail", 7); }
+static void placement_holes(void) { placement_sequence("holes", 0); }
+static void placement_churn(void) { placement_sequence("churn", 0); }
+
 static const ab_test_t tests[] = {
     {"profiles", profiles},
     {"malloc_free_addresses", malloc_free_addresses},
@@ -302,5 +359,9 @@ static const ab_test_t tests[] = {
     {"fault_injection", fault_injection},
     {"cost_model", cost_model},
     {"address_space_merges", address_space_merges},
+    {"placement_growth", placement_growth},
+    {"placement_tails", placement_tails},
+    {"placement_holes", placement_holes},
+    {"placement_churn", placement_churn},
 };
 AB_TEST_MAIN(tests)

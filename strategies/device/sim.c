@@ -29,9 +29,9 @@ const ab_sim_profile_t *ab_sim_profiles(unsigned *count) {
 
 /* ---- the address space ------------------------------------------------------------------
  * Free ranges are kept twice: by address, to merge neighbours, and by (size, address), to
- * pick the smallest range that fits. A request is carved from the top of that range, so a
- * fresh address space is handed out top-down, as the driver mostly does, and a freed hole
- * is reused by a request of its size. */
+ * pick the smallest range that fits (sim_vaspace.c). Requests of 2 MiB and more are placed in
+ * chunks cut from them as the driver cuts its own (sim_place.c); smaller ones, reservations
+ * and the pool's range are carved from the top of the smallest range that holds them. */
 /* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
  * (device.h) of recorded cudaMalloc addresses fits in it. */
 #define VA_BASE 0x100000000ULL   /* 4 GiB */
@@ -70,6 +70,23 @@ static uint64_t va_size_for(uint64_t bytes) {
   return (bytes + a - 1) & ~(a - 1);
 }
 
+/* From 2 MiB up, a malloc's addresses are placed as the driver places them (sim_place.c,
+ * Note [Driver placement]); below, best fit at the top of a free range. `size` is
+ * va_size_for's. */
+static ab_status place_alloc(sim_t *s, uint64_t size, ab_dptr_t *out) {
+  ab_status st = ab_sim_place_alloc(&s->place, &s->va, size, out);
+  if (st == AB_ERR_OOM) ab_diag_set(&s->dev.diag, AB_ERR_OOM, "sim device: virtual address space exhausted");
+  return st;
+}
+
+static bool va_take(sim_t *s, ab_dptr_t at, uint64_t size) {
+  return size >= AB_GRANULE_BYTES ? ab_sim_place_take(&s->place, &s->va, at, size) : ab_sim_va_take(&s->va, at, size);
+}
+
+static ab_status va_give_back(sim_t *s, ab_dptr_t at, uint64_t size) {
+  return size >= AB_GRANULE_BYTES ? ab_sim_place_free(&s->place, &s->va, at, size) : ab_sim_va_free(&s->va, at, size);
+}
+
 /* ---- plain allocation ------------------------------------------------------------------ */
 
 static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
@@ -79,14 +96,15 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (ab_sim_fault_fires(s) || !ab_sim_card_has_room(s, bytes)) return AB_ERR_OOM;
   ab_dptr_t p;
   const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
-  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && ab_sim_va_take(&s->va, h->addr, va_size_for(bytes)))
+  uint64_t size = va_size_for(bytes);
+  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, size))
     p = h->addr;
   else
-    AB_TRY(va_alloc(s, va_size_for(bytes), va_align_for(bytes), &p));
+    AB_TRY(size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p));
   int64_t pages = 0;
   if (ab_map_put(&s->live, p, bytes) != AB_OK || ab_sim_touched_add(&s->malloc_pages, p, bytes, &pages) != AB_OK) {
     ab_map_take(&s->live, p, NULL);
-    ab_sim_va_free(&s->va, p, va_size_for(bytes));
+    va_give_back(s, p, va_size_for(bytes));
     return AB_ERR_INTERNAL;
   }
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
@@ -109,7 +127,7 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   int64_t pages = 0;
   ab_sim_touched_remove(&s->malloc_pages, p, bytes, &pages);
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
-  return ab_sim_va_free(&s->va, p, va_size_for(bytes));
+  return va_give_back(s, p, va_size_for(bytes));
 }
 
 /* ---- virtual memory -------------------------------------------------------------------- */
@@ -281,6 +299,7 @@ static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
     n = next;
   }
   ab_sim_pool_free(&s->pool);
+  ab_sim_place_fini(&s->place);
   ab_sim_va_free_all(&s->va);
   ab_sim_touched_free(&s->malloc_pages);
   ab_map_free(&s->live);
@@ -326,6 +345,7 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   s->dev.granule_bytes = AB_GRANULE_BYTES;
   s->usable_bytes = total_bytes - AB_SIM_CONTEXT_BYTES;
   ab_tree_init(&s->resvs, cmp_resv);
+  ab_sim_place_init(&s->place);
   ab_map_init(&s->live);
   ab_sim_touched_init(&s->malloc_pages, AB_GRANULE_BYTES);
   ab_map_init(&s->extents);

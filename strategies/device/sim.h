@@ -3,9 +3,10 @@
  * What it models (each choice is documented where it is made: in sim.c, the pool in
  * sim_pool.c, the cost model in sim_cost.c):
  * - capacity: the profile's total, less the CUDA context a fresh process holds;
- * - addresses: a virtual address space handed out top-down, best fit by size, as the driver
- *   mostly does; 512-byte aligned, 2 MiB aligned from 2 MiB up; never dereferenced; or the
- *   addresses of a recorded run, from an address plan (device.h);
+ * - addresses: from 2 MiB up, placed as the driver places them, in 32 MiB chunks that go
+ *   down in address (sim_place.c, Note [Driver placement]); below 2 MiB, best fit at the top
+ *   of a free range, 512-byte aligned; never dereferenced; or the addresses of a recorded
+ *   run, from an address plan (device.h);
  * - exact tracking: every live allocation, reservation and mapped granule is known, so a
  *   double free, a foreign pointer, a wrong size or a leak at close is an error;
  * - virtual memory on 2 MiB granules: map and unmap only inside a reservation, only whole

@@ -60,6 +60,30 @@ ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free
  * (or host memory ran out). */
 bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
+/* Carves `bytes` aligned to `align` from the top of the smallest free range larger than
+ * them, the highest of several such ranges of one size (Note [Driver placement]). */
+ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out);
+
+/* ---- the driver's placement of cudaMalloc (sim_place.c, Note [Driver placement]) ----------- */
+
+/* The chunks of address space the card's allocations of 2 MiB and more are placed in. */
+typedef struct place_s {
+  ab_tree_t chunks;             /* held chunks by base */
+  struct place_chunk_s **order; /* by creation; NULL where a chunk was given back */
+  size_t n, cap, held;          /* slots used, slots, chunks held */
+  uint64_t *room;               /* 2 * cap: the largest room, per range of the order */
+} place_t;
+
+void ab_sim_place_init(place_t *p);
+void ab_sim_place_fini(place_t *p);
+/* Places `bytes` (a multiple of 2 MiB) as the driver does, taking new chunks from va.
+ * AB_ERR_OOM when the address space has no room, AB_ERR_INTERNAL when host memory ran out. */
+ab_status ab_sim_place_alloc(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t *out);
+/* Takes exactly [at, at + bytes) as a chunk of its own (a recorded address); false if it is
+ * not free. */
+bool ab_sim_place_take(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes);
+/* Frees an allocation placed by the two above; a chunk left empty goes back to va. */
+ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes);
 
 /* ---- pages touched (sim_cost.c, Note [Driver footprint]) ---------------------------------- */
 
@@ -111,6 +135,7 @@ typedef struct sim_s {
   ab_device_t dev; /* first: the device.h view */
   uint64_t usable_bytes; /* total less the context */
   vaspace_t va;     /* the card's addresses */
+  place_t place;    /* where its allocations of 2 MiB and more lie */
   ab_map_t live;    /* malloc'd address -> bytes */
   touched_t malloc_pages; /* the 2 MiB pages live malloc'd allocations touch */
   ab_tree_t resvs;  /* reservations by base */

@@ -78,29 +78,58 @@ static void range_resize(vaspace_t *v, va_range_t *r, ab_dptr_t base, uint64_t b
   ab_tree_insert(&v->by_size, &r->by_size);
 }
 
+/* Cuts [start, start + bytes) out of free range r, which holds it. */
+static ab_status carve(vaspace_t *v, va_range_t *r, ab_dptr_t start, uint64_t bytes) {
+  ab_dptr_t top = r->base + r->bytes;
+  /* The piece above the start, if any, becomes its own range. */
+  if (start + bytes < top) {
+    va_range_t *hi = range_new(v, start + bytes, top - start - bytes);
+    if (hi == NULL) return AB_ERR_INTERNAL;
+    range_insert(v, hi);
+  }
+  if (start > r->base)
+    range_resize(v, r, r->base, start - r->base);
+  else
+    range_drop(v, r);
+  return AB_OK;
+}
+
+/* Whether `bytes` aligned to `align` fit at the top of r; their start in *start. */
+static bool fits_at_top(const va_range_t *r, uint64_t bytes, uint64_t align, ab_dptr_t *start) {
+  if (r->bytes < bytes) return false;
+  *start = (r->base + r->bytes - bytes) & ~(align - 1);
+  return *start >= r->base;
+}
+
 /* Carves `bytes` aligned to `align` (a power of two) from the smallest free range that
  * holds them, at its top. */
 ab_status ab_sim_va_alloc(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
   size_key_t key = {bytes, 0};
   for (ab_tnode_t *n = ab_tree_lower_bound(&v->by_size, &key, key_size); n; n = ab_tree_next(n)) {
     va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_size);
-    ab_dptr_t top = r->base + r->bytes, start = (top - bytes) & ~(align - 1);
-    if (start < r->base) continue;
-    /* The piece above the aligned start, if any, becomes its own range. */
-    if (start + bytes < top) {
-      va_range_t *hi = range_new(v, start + bytes, top - start - bytes);
-      if (hi == NULL) return AB_ERR_INTERNAL;
-      range_insert(v, hi);
-    }
-    if (start > r->base)
-      range_resize(v, r, r->base, start - r->base);
-    else
-      range_drop(v, r);
-    *out = start;
-    return AB_OK;
+    if (!fits_at_top(r, bytes, align, out)) continue;
+    return carve(v, r, *out, bytes);
   }
   /* The driver answers CUDA_ERROR_OUT_OF_MEMORY here too: a run out of address space ran out
    * of memory (expandable segments reserve more than the card on every stream). */
+  return AB_ERR_OOM;
+}
+
+ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
+  if (bytes == UINT64_MAX) return AB_ERR_OOM;
+  /* Sizes from the smallest above `bytes` up; within one size, from the highest address. */
+  size_key_t key = {bytes + 1, 0};
+  for (ab_tnode_t *n = ab_tree_lower_bound(&v->by_size, &key, key_size); n;) {
+    uint64_t size = AB_CONTAINER_OF(n, va_range_t, by_size)->bytes;
+    size_key_t past = {size, UINT64_MAX};
+    ab_tnode_t *next = ab_tree_lower_bound(&v->by_size, &past, key_size);
+    for (ab_tnode_t *m = next ? ab_tree_prev(next) : ab_tree_last(&v->by_size);
+         m && AB_CONTAINER_OF(m, va_range_t, by_size)->bytes == size; m = ab_tree_prev(m)) {
+      va_range_t *r = AB_CONTAINER_OF(m, va_range_t, by_size);
+      if (fits_at_top(r, bytes, align, out)) return carve(v, r, *out, bytes);
+    }
+    n = next;
+  }
   return AB_ERR_OOM;
 }
 

@@ -1,0 +1,254 @@
+/* sim_place.c: where the simulated card puts a cudaMalloc of 2 MiB or more: the driver's
+ * placement, as measured on an H200 (Note [Driver placement]).
+ *
+ * Note [Driver placement]
+ * ~~~~~~~~~~~~~~~~~~~~~~~
+ * PyTorch's caching allocator breaks ties between free blocks of the same size by address
+ * (the block sets of c10/cuda/CUDACachingAllocator.cpp, PyTorch v2.11.0, are ordered by
+ * stream, size, then address: BlockComparatorSize), so where the driver puts each segment
+ * decides which of two equal blocks is reused, and from there its figures. Measured on an
+ * H200 (driver 580.159.04, CUDA 13.0) by a program that asks cudaMalloc for the sizes a
+ * caching allocator asks for, frees some, asks again and reads every address back
+ * (results/h200/placement/probe.cu, its output beside it), the driver places a cudaMalloc of
+ * 2 MiB or more by these rules:
+ *
+ *  1. It works in chunks of address space: a request that no chunk has room for gets a new
+ *     chunk of its size rounded up to 32 MiB, and is placed at the chunk's low end; the rest
+ *     of the chunk (its tail) is room for later requests. (A 34 MiB request takes a 64 MiB
+ *     chunk, 258 MiB one of 288; a 2 MiB request one of 32.)
+ *  2. A request goes first into room in the chunks already there: the chunk made last that
+ *     has room for it, at the lowest address of that room. (A 2 MiB request after a 114 MiB
+ *     one lands right after it; thirty-MiB requests fill the 30 MiB tails of the 226 MiB
+ *     chunks, the newest first.)
+ *  3. A new chunk is cut from the top of the smallest free range of addresses that is larger
+ *     than it, the highest such range where several are the same size. Fresh addresses
+ *     therefore go down: each new chunk sits just below the one before, and newer segments
+ *     have lower addresses.
+ *  4. A chunk whose allocations are all freed goes back whole: its addresses become a free
+ *     range again (merged with free neighbours), available to rule 3. A free range exactly
+ *     the size of a chunk was never reused for it (a freed 64 MiB chunk stayed empty while
+ *     58 MiB requests took the tops of 128 MiB ranges; a freed 256 MiB range beside another
+ *     was passed over by a 226 MiB request), hence "larger" in rule 3.
+ *
+ * The same probe run three times, in three processes, gave the same offsets from its first
+ * address every time; the base itself differs from process to process, and the ranges the
+ * CUDA context and libraries hold before the first request leave holes that a program's
+ * first small segments fill (in the recorded PyTorch runs, the first four 2 MiB segments).
+ * Those holes are not modelled: the simulated card starts with one free range. Requests below
+ * 2 MiB (never a caching allocator's: its smallest segment is 2 MiB) keep the card's older
+ * rule, best fit at the top of a free range (sim_vaspace.c); address reservations
+ * (cuMemAddressReserve) too: on the H200 they lay in a low region of their own, apart from
+ * cudaMalloc's chunks, which the simulated card does not separate.
+ *
+ * Finding "the chunk made last that has room" is a search over every chunk ever made that
+ * is still held; a tree of the largest room per range of creation order answers it in
+ * logarithmic time, so the raw strategy, which makes a device call per request, stays fast.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+#define CHUNK_BYTES (32ULL << 20)
+
+typedef struct slice_s {
+  uint64_t off, bytes;
+} slice_t;
+
+typedef struct place_chunk_s {
+  ab_tnode_t node; /* in place_t.chunks, by base */
+  ab_dptr_t base;
+  uint64_t bytes;
+  size_t slot;  /* its place in creation order */
+  size_t n, cap;
+  slice_t *live; /* its allocations, by offset */
+} place_chunk_t;
+
+static int cmp_chunk(const ab_tnode_t *a, const ab_tnode_t *b) {
+  ab_dptr_t x = AB_CONTAINER_OF(a, place_chunk_t, node)->base, y = AB_CONTAINER_OF(b, place_chunk_t, node)->base;
+  return (x > y) - (x < y);
+}
+
+static int key_chunk(const void *key, const ab_tnode_t *n) {
+  ab_dptr_t k = *(const ab_dptr_t *)key, b = AB_CONTAINER_OF(n, place_chunk_t, node)->base;
+  return (k > b) - (k < b);
+}
+
+void ab_sim_place_init(place_t *p) {
+  memset(p, 0, sizeof *p);
+  ab_tree_init(&p->chunks, cmp_chunk);
+}
+
+static void chunk_drop(place_chunk_t *c) {
+  free(c->live);
+  free(c);
+}
+
+void ab_sim_place_fini(place_t *p) {
+  for (size_t i = 0; i < p->n; i++)
+    if (p->order[i]) chunk_drop(p->order[i]);
+  free(p->order);
+  free(p->room);
+  ab_sim_place_init(p);
+}
+
+/* ---- the largest room per chunk, over creation order --------------------------------------
+ * room[cap + i] is chunk i's largest free stretch (0 once it is gone); room[k] for k < cap
+ * the larger of its two children. cap is a power of two. */
+
+static uint64_t largest_room(const place_chunk_t *c) {
+  uint64_t best = 0, at = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (c->live[i].off - at > best) best = c->live[i].off - at;
+    at = c->live[i].off + c->live[i].bytes;
+  }
+  return c->bytes - at > best ? c->bytes - at : best;
+}
+
+static void room_set(place_t *p, size_t slot, uint64_t room) {
+  size_t k = p->cap + slot;
+  p->room[k] = room;
+  for (k /= 2; k >= 1; k /= 2) p->room[k] = p->room[2 * k] > p->room[2 * k + 1] ? p->room[2 * k] : p->room[2 * k + 1];
+}
+
+/* The chunk made last with a stretch of at least `bytes` free, or NULL. */
+static place_chunk_t *newest_with_room(const place_t *p, uint64_t bytes) {
+  if (p->cap == 0 || p->room[1] < bytes) return NULL;
+  size_t k = 1;
+  while (k < p->cap) k = p->room[2 * k + 1] >= bytes ? 2 * k + 1 : 2 * k;
+  return p->order[k - p->cap];
+}
+
+/* Rebuilds the order without the chunks given back, in a tree of `cap` leaves. */
+static ab_status reorder(place_t *p, size_t cap) {
+  place_chunk_t **order = calloc(cap, sizeof *order);
+  uint64_t *room = calloc(2 * cap, sizeof *room);
+  if (order == NULL || room == NULL) {
+    free(order);
+    free(room);
+    return AB_ERR_INTERNAL;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < p->n; i++)
+    if (p->order[i]) {
+      order[n] = p->order[i];
+      order[n]->slot = n;
+      room[cap + n] = largest_room(order[n]);
+      n++;
+    }
+  for (size_t k = cap - 1; k >= 1; k--) room[k] = room[2 * k] > room[2 * k + 1] ? room[2 * k] : room[2 * k + 1];
+  free(p->order);
+  free(p->room);
+  p->order = order;
+  p->room = room;
+  p->n = n;
+  p->cap = cap;
+  return AB_OK;
+}
+
+/* A slot at the end of the order for a new chunk: the order is compacted when most of it is
+ * chunks given back, and doubled when it is full of held ones. */
+static ab_status slot_for_new(place_t *p) {
+  if (p->n < p->cap) return AB_OK;
+  size_t cap = p->cap ? p->cap : 64;
+  while (p->held >= cap / 2) cap *= 2;
+  return reorder(p, cap);
+}
+
+/* ---- chunks -------------------------------------------------------------------------------- */
+
+static ab_status chunk_add(place_chunk_t *c, uint64_t off, uint64_t bytes, size_t at) {
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 4;
+    slice_t *live = realloc(c->live, cap * sizeof *live);
+    if (live == NULL) return AB_ERR_INTERNAL;
+    c->live = live;
+    c->cap = cap;
+  }
+  memmove(&c->live[at + 1], &c->live[at], (c->n - at) * sizeof *c->live);
+  c->live[at] = (slice_t){off, bytes};
+  c->n++;
+  return AB_OK;
+}
+
+/* Places `bytes` at the lowest free stretch of c that holds them (rule 2). */
+static ab_status chunk_place(place_t *p, place_chunk_t *c, uint64_t bytes, ab_dptr_t *out) {
+  uint64_t at = 0;
+  size_t i = 0;
+  for (; i < c->n && c->live[i].off - at < bytes; i++) at = c->live[i].off + c->live[i].bytes;
+  AB_TRY(chunk_add(c, at, bytes, i));
+  room_set(p, c->slot, largest_room(c));
+  *out = c->base + at;
+  return AB_OK;
+}
+
+/* A new chunk for `bytes` (rules 1 and 3), or exactly [at, at + bytes) when at is not 0. */
+static ab_status chunk_new(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t at, place_chunk_t **out) {
+  AB_TRY(slot_for_new(p));
+  place_chunk_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return AB_ERR_INTERNAL;
+  c->bytes = at ? bytes : (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES * CHUNK_BYTES;
+  ab_status st = at ? (ab_sim_va_take(va, at, bytes) ? AB_OK : AB_ERR_OOM)
+                    : ab_sim_va_alloc_larger(va, c->bytes, CHUNK_BYTES, &c->base);
+  if (st != AB_OK) {
+    free(c);
+    return st;
+  }
+  if (at) c->base = at;
+  c->slot = p->n++;
+  p->order[c->slot] = c;
+  p->held++;
+  ab_tree_insert(&p->chunks, &c->node);
+  *out = c;
+  return AB_OK;
+}
+
+static void chunk_give_back(place_t *p, vaspace_t *va, place_chunk_t *c) {
+  room_set(p, c->slot, 0);
+  p->order[c->slot] = NULL;
+  p->held--;
+  ab_tree_remove(&p->chunks, &c->node);
+  ab_sim_va_free(va, c->base, c->bytes);
+  chunk_drop(c);
+}
+
+ab_status ab_sim_place_alloc(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t *out) {
+  place_chunk_t *c = newest_with_room(p, bytes);
+  if (c == NULL) AB_TRY(chunk_new(p, va, bytes, 0, &c));
+  ab_status st = chunk_place(p, c, bytes, out);
+  if (st != AB_OK && c->n == 0) chunk_give_back(p, va, c);
+  return st;
+}
+
+bool ab_sim_place_take(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes) {
+  place_chunk_t *c;
+  if (chunk_new(p, va, bytes, at, &c) != AB_OK) return false;
+  if (chunk_add(c, 0, bytes, 0) != AB_OK) {
+    chunk_give_back(p, va, c);
+    return false;
+  }
+  room_set(p, c->slot, 0);
+  return true;
+}
+
+ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes) {
+  ab_tnode_t *n = ab_tree_floor(&p->chunks, &at, key_chunk);
+  place_chunk_t *c = n ? AB_CONTAINER_OF(n, place_chunk_t, node) : NULL;
+  if (c == NULL || at - c->base >= c->bytes) return AB_ERR_INTERNAL;
+  uint64_t off = at - c->base;
+  size_t lo = 0, hi = c->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c->live[mid].off < off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == c->n || c->live[lo].off != off || c->live[lo].bytes != bytes) return AB_ERR_INTERNAL;
+  memmove(&c->live[lo], &c->live[lo + 1], (c->n - lo - 1) * sizeof *c->live);
+  if (--c->n == 0)
+    chunk_give_back(p, va, c);
+  else
+    room_set(p, c->slot, largest_room(c));
+  return AB_OK;
+}
