@@ -364,7 +364,7 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
   }
   const ab_tune_result_t *m = &v->job->t[most].r[w->order];
   if (most != w->trace && v->objective == AB_TUNE_RESERVED)
-    fprintf(f, "# every trace runs under a cap of %s (the smallest of %s)\n", ab_format_bytes(m->search.min_budget, a, sizeof a),
+    fprintf(f, "# every trace runs under a cap of %s (%s's smallest)\n", ab_format_bytes(m->search.min_budget, a, sizeof a),
             short_name(v->job->t[most].es.source));
   if (most != w->trace && v->objective == AB_TUNE_BUDGET)
     fprintf(f, "# the most any trace reserves at its peak: %s (%s)\n",
