@@ -21,7 +21,8 @@
  *   pool, stream     what the segment serves, as the strategy names it
  * plots/oommap.gp draws it: one bar per segment, blocks coloured by state.
  *
- * Note [OOM report]: PyTorch's message (reference/pytorch_caching_allocator.md, section 8)
+ * Note [OOM report]: PyTorch's message (PyTorch v2.11.0, CUDACachingAllocator.cpp, malloc's
+ * "CUDA out of memory. Tried to allocate")
  * gives the bytes tried, the cap, allocated and "reserved but unallocated"; users then ask
  * where the unallocated bytes are. The report adds the largest free block and the number of
  * segments (so "3 GiB free in 400 pieces, none over 20 MiB" reads at once), the engine's

@@ -1,6 +1,6 @@
 // torch_compare.cpp: PyTorch's CUDACachingAllocator and allocbench's caching strategy side by
-// side, in one process, on one GPU, over one event stream (default: the random workload of
-// reference/gpu_measurements.md, seed 42).
+// side, in one process, on one GPU, over one event stream (default: the random workload,
+// workloads/random.c, seed 42).
 //
 // Speed: each allocator runs the stream's allocations and frees back to back (PyTorch through
 // c10::cuda::CUDACachingAllocator::raw_alloc / raw_delete, as the reference measurement did;

@@ -1,34 +1,42 @@
 /* caching.c: PyTorch 2.11's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp),
  * decision for decision, on one device, with its private pools (CUDA graphs, MemPools).
  *
- * Policy (reference/pytorch_caching_allocator.md; sections in brackets):
- *   1. A request is rounded up to 512 B, or to a power-of-two division [1.2]; rounded sizes up
- *      to 1 MiB use the small pool, larger ones the large pool [1.4].
+ * Policy (PyTorch v2.11.0, c10/cuda/CUDACachingAllocator.cpp; its functions in brackets):
+ *   1. A request is rounded up to 512 B, or to a power-of-two division [round_size,
+ *      roundup_power2_next_division]; rounded sizes up to 1 MiB (kSmallSize) use the small
+ *      pool, larger ones the large pool [get_pool].
  *   2. It takes the smallest free block of its pool and stream that fits, the lowest address
- *      among equals [2.2]. Oversize blocks (>= max_split_size) serve only requests that are
- *      oversize too and within max_non_split_rounding of the block's size.
+ *      among equals [get_free_block; BlockComparatorSize orders by stream, size, address].
+ *      Oversize blocks (>= max_split_size) serve only requests that are oversize too and
+ *      within max_non_split_rounding of the block's size.
  *   3. A bigger block is split, the front handed out (small pool or expandable: when 512 B or
  *      more is left; large pool: when the request is below max_split_size and more than 1 MiB
- *      is left) [2.3, 2.4]. A free merges the block with free neighbours [2.5].
- *   4. With no fitting block: garbage collection (only under a cap with a threshold) [3.3];
- *      a new segment (2 MiB; 20 MiB for 1-10 MiB; the request rounded up to 2 MiB) unless the
- *      cap forbids it; free oversize cached blocks and retry [3.1]; free every whole cached
- *      segment and retry [3.2]; out of memory [8].
+ *      is left) [should_split, alloc_found_block]. A free merges the block with free
+ *      neighbours [free_block, try_merge_blocks].
+ *   4. With no fitting block: garbage collection (only under a cap with a threshold)
+ *      [garbage_collect_cached_blocks]; a new segment (2 MiB; 20 MiB for 1-10 MiB; the request
+ *      rounded up to 2 MiB) [get_allocation_size, alloc_block] unless the cap forbids it; free
+ *      oversize cached blocks and retry [release_available_cached_blocks]; free every whole
+ *      cached segment and retry [release_cached_blocks]; out of memory (the message built in
+ *      malloc).
  *   5. expandable_segments: one reserved address range per pool and stream that grows by
  *      mapping pages (2 MiB small, large_segment_size large), lowest address first; cached
- *      free pages are unmapped only by empty_cache and the last retry [4].
+ *      free pages are unmapped only by empty_cache and the last retry [ExpandableSegment,
+ *      find_expandable_block, map_block, unmap_block].
  *   6. The two halves of a free: free_request is PyTorch's free() of a block recorded on other
- *      streams (it stays active, out of the cache); free_complete is free_block [5].
- *   7. Private pools (Note [Private pools] in strategy.h) [2.1]: while a context is open, the
+ *      streams (it stays active, out of the cache); free_complete is free_block [free,
+ *      insert_events, process_events].
+ *   7. Private pools (Note [Private pools] in strategy.h) [PrivatePool, get_pool]: while a context is open, the
  *      allocations it takes go to its pool's own small and large free lists and segments, which
  *      nothing else searches; a pool released by its last user gives its whole free segments
  *      back at the next empty_cache or last retry. With no new segment for a default-pool
  *      request, pools made with use_on_oom are searched before anything is released; no_split
  *      pools never split. While any context is open the last retry (release everything) is
  *      skipped and empty_cache leaves the default pool alone.
- * Every pool statistic of torch.cuda.memory_stats() is kept [6], and ab_stats_t with it.
- * This file is the decisions; caching_inspect.c looks inside (the segment walk, the checks,
- * memory_stats, the OOM message [8]), through the structs of caching_internal.h.
+ * Every pool statistic of torch.cuda.memory_stats() is kept [DeviceStats, getDeviceStats],
+ * and ab_stats_t with it. This file is the decisions; caching_inspect.c looks inside (the
+ * segment walk, the checks, memory_stats, the OOM message), through the structs of
+ * caching_internal.h.
  *
  * Note [Cap and pages]: PyTorch checks total_allocated + alloc_size > cap before asking the
  * device, also in expandable mode, where what it then maps is the request less the free tail,

@@ -1,5 +1,5 @@
 /* trace_actions.h: the one vocabulary of what callers and allocators do, PyTorch's
- * TraceEntry actions (reference/pytorch_caching_allocator.md §7.2):
+ * TraceEntry actions (PyTorch v2.11.0, c10/cuda/CUDACachingAllocator.h, struct TraceEntry):
  *   alloc, free_requested, free_completed   the caller's calls
  *   segment_alloc, segment_free             an allocator's cudaMalloc and cudaFree of a segment
  *                                          (a stream-ordered pool's allocations count as one

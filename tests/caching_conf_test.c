@@ -1,6 +1,7 @@
 /* caching_conf_test.c: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it
  * (strategies/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
- * (reference/pytorch_caching_allocator.md sections 1.3, 9.1 G and H, 12). */
+ * (PyTorch v2.11.0, c10/core/AllocatorConfig.cpp and c10/cuda/CUDAAllocatorConfig.cpp, the
+ * parseArgs of each, and their tests in test/test_cuda.py). */
 #include <string.h>
 
 #include "caching_conf.h"

@@ -1,5 +1,5 @@
 /* caching_pools_test.c: the private pools of the caching strategy (Note [Private pools] in
- * strategies/strategy.h; reference/pytorch_caching_allocator.md 2.1, 3, 9.1 X), on the
+ * strategies/strategy.h; PyTorch v2.11.0 CUDACachingAllocator.cpp's PrivatePool), on the
  * simulated H200: PyTorch's TestMemPool cases that apply to one process, a graph pool that
  * keeps its segments until released, the last retry skipped while a capture is open, frees
  * across streams deferred by a capture, and the OOM message's private-pool bytes. Invariants

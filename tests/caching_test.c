@@ -1,8 +1,9 @@
-/* caching_test.c: the caching strategy (strategies/caching.c) against the golden cases of
- * reference/pytorch_caching_allocator.md section 9 that apply to one process without CUDA
- * graphs (9.1: named after PyTorch's tests; 9.2: derived_*), the worked examples of section
- * 1.4, and the rules of sections 3 and 4 (GC, release_available, the final retry, expandable
- * segments), on the simulated H200. Invariants (blocks tile segments, free sets ordered,
+/* caching_test.c: the caching strategy (strategies/caching.c) against PyTorch's own cases that
+ * apply to one process without CUDA graphs (named after the tests of PyTorch v2.11.0's
+ * test/test_cuda.py; derived_* cases follow its rules one step further), worked examples of
+ * the small and large pools, and the rules of its ladder (garbage collection,
+ * release_available_cached_blocks, the final retry, expandable segments), on the simulated
+ * H200. Invariants (blocks tile segments, free sets ordered,
  * statistics equal sums over blocks) are checked after every call. */
 #include "caching.h"
 

@@ -322,8 +322,8 @@ static void stream_validation(void) {
   ab_events_free(&es);
 }
 
-/* The default random workload is the sequence of reference/gpu_measurements.md, written
- * out here independently of workloads/random.c. */
+/* The default random workload is the sequence workloads/random.c's header defines, written
+ * out here independently of its code. */
 static void random_is_the_reference_sequence(void) {
   ab_events_t es;
   ab_diag_t diag = {""};

@@ -1,6 +1,8 @@
-/* random.c: RMM's random_allocations, as reference/gpu_measurements.md defines it.
+/* random.c: RMM's random_allocations benchmark (rapidsai/rmm,
+ * benchmarks/random_allocations/random_allocations.cpp) as a sequence of events.
  *
- * Size model and sequence (the default is exactly that reference, with seed 42):
+ * Size model and sequence (the default, with seed 42, is the sequence the H200's results
+ * were measured on):
  *   1. A splitmix64 stream seeded with the seed; at most max_live (1000) blocks live.
  *   2. Each op draws r. If nothing is live, or fewer than max_live are and r is even, it
  *      allocates a size drawn from the distribution; otherwise it frees the live block at

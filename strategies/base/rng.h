@@ -1,6 +1,6 @@
 /* rng.h: splitmix64, the one random source of allocbench (seeded, reproducible on every
- * platform), with the draws workloads need. RMM's random_allocations sequence in
- * reference/gpu_measurements.md is defined on it. */
+ * platform), with the draws workloads need. The random workload's sequence
+ * (workloads/random.c) is defined on it. */
 #ifndef AB_RNG_H
 #define AB_RNG_H
 

@@ -58,7 +58,8 @@ typedef uint64_t ab_dptr_t; /* a device address; 0 is never a valid one */
 
 typedef struct ab_device_s ab_device_t;
 
-/* What cudaMemGetInfo reported on an H200 (reference/gpu_measurements.md). */
+/* What cudaMemGetInfo reported as total on an H200 (driver 580.159.04, CUDA 13.0; the same
+ * figure PyTorch's recorded runs in tests/data report). */
 #define AB_H200_TOTAL_BYTES 150109880320ULL
 /* The VMM granule of every current NVIDIA GPU (minimum and recommended on the H200). */
 #define AB_GRANULE_BYTES (2ULL << 20)

@@ -19,7 +19,7 @@
  *   granules and the pool's chunks, as measured on the H200 (sim_cost.c, Note [Driver
  *   footprint]);
  * - fault injection (ab_faults_t) and a cost model of every call
- *   (reference/gpu_measurements.md), added to modeled_ns.
+ *   (sim_cost.c), added to modeled_ns.
  */
 #ifndef AB_SIM_H
 #define AB_SIM_H
@@ -27,7 +27,7 @@
 #include "device.h"
 
 /* Bytes a fresh process's CUDA context takes (cudaMemGetInfo on an H200: total minus free
- * before any allocation, reference/gpu_measurements.md). */
+ * before any allocation). */
 #define AB_SIM_CONTEXT_BYTES (150109880320ULL - 149557477376ULL)
 
 /* The simulated card's profiles, for `allocbench list`: name, total bytes, one line. */

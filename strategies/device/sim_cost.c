@@ -2,7 +2,8 @@
  * the card adds to modeled_ns when the model is on (sim.h), and the memory the driver really
  * holds for the calls, the device's footprint (Note [Driver footprint], below).
  *
- * Host time per call on the H200, p50 (reference/gpu_measurements.md). Between two points
+ * Host time per call on an H200, p50 (driver 580, CUDA 13.0; results/h200/micro.csv
+ * measures the same calls through the strategies). Between two points
  * the time is interpolated on log(size); past the last point it grows in proportion to
  * size. va_release and synchronize were not measured: va_release is taken to cost what a
  * reservation costs, and a synchronisation of an idle device 2 us. */

@@ -1,6 +1,6 @@
 /* rmm_log.h: RAPIDS RMM's logging_resource_adaptor CSV, read into the trace builder.
  *
- * The log (reference/peers.md §1.3) has the header `Thread,Time,Action,Pointer,Size,Stream`
+ * The log (rapidsai/rmm, include/rmm/mr/device/logging_resource_adaptor.hpp) has the header `Thread,Time,Action,Pointer,Size,Stream`
  * and one row per call: the thread id, the wall clock (HH:MM:SS.ffffff), the action
  * (`allocate`, `allocate failure` or `free`), the pointer as %p prints it (0x7f..., or
  * (nil)), the bytes asked for, and the stream in hex. The rows become PyTorch's actions:

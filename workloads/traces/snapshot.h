@@ -1,7 +1,8 @@
 /* snapshot.h: PyTorch's memory snapshot, read into the trace builder and written from a run.
  *
  * The snapshot is the dict torch.cuda.memory._snapshot() returns, pickled by
- * _dump_snapshot() (reference/pytorch_caching_allocator.md §7.2):
+ * _dump_snapshot() (PyTorch v2.11.0, torch/cuda/memory.py and the TraceEntry of
+ * c10/cuda/CUDACachingAllocator.h):
  *   device_traces       a list per device of trace entries {action, addr (oom: device_free),
  *                       size, stream, time_us, ...}
  *   segments            the segments at the snapshot, each with its device, address,
