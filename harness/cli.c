@@ -526,6 +526,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   }
   ab_status rst = ab_engine_replay(es, w.s, &ro, run);
   if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
+  int64_t hits, misses;
+  if (!o->quiet && ab_strategy_memory_stat(w.s, "plan.hits", &hits) && ab_strategy_memory_stat(w.s, "plan.misses", &misses))
+    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
+            (long long)hits, (long long)misses);
   ab_status cst = ab_pipeline_close(&w, run, NULL);
   if (rst == AB_OK) rst = cst;
   const char *device_name = w.device;

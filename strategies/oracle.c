@@ -227,6 +227,7 @@ static void oracle_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   fn(ctx, "plan.allocations", (int64_t)o->nplan);
   fn(ctx, "plan.region_bytes", (int64_t)o->region_bytes);
   fn(ctx, "plan.lower_bound_bytes", (int64_t)o->lower_bound);
+  fn(ctx, "plan.hits", (int64_t)(o->calls - o->misses));
   fn(ctx, "plan.misses", (int64_t)o->misses);
   fn(ctx, "plan.ns", (int64_t)o->plan_ns);
 }

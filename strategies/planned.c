@@ -1,32 +1,54 @@
-/* planned.c: STAlloc's approach (EuroSys'26, arXiv 2507.16274; its code: infinigence/STAlloc,
- * reference/peers.md §5.2): plan the allocations a profile has seen at fixed offsets of one
- * static region, serve the rest online.
+/* planned.c: STAlloc (Yang et al., EuroSys'26, arXiv 2507.16274; its code: infinigence/STAlloc,
+ * Allocator/ and Synthesizer/): plan the allocations a profile has seen at fixed offsets of one
+ * static region, and send every request the plan does not match to PyTorch's caching
+ * allocator. With misses:arena, the strategy `arena` instead: the same plan, its misses served
+ * best fit in the same region, which grows (not STAlloc; Note [STAlloc's rules]).
  *
  * Policy:
- *   1. Profile (STAlloc's Trace mode, Allocator/trace.cpp): the allocations of the first profile_steps
- *      training steps, with what came before the first step; a stream without steps gives
- *      its first profile_share of the allocations. Lifetimes that outlast the profile are
- *      static to the planner: it sees no free after the profile (Note [Plans]).
- *   2. Plan (its Synthesizer): the profiled allocations are placed offline in one
- *      region by the spatio-temporal packer of dsa.h, 512-byte aligned.
- *   3. Serve (the static allocator, Allocator/StaticAllocator.hpp): a profiled call gets its
- *      planned offset; in a later step, the j-th call gets the offset of the j-th call of
- *      the last profiled step when its size matches (the plan of one steady iteration,
- *      replayed every iteration), and the step comes from the training loop at run time
- *      (STAlloc's iteration hook), the one thing it reads past the profile. A planned
- *      offset whose range is taken is refused (STALLOC_STATIC_FALLBACK's overlap check).
- *   4. Everything else (a size the plan did not foresee: dynamic shapes, routing) is
- *      served online, best fit in the region's free ranges (the online dynamic manager,
- *      OnlineDynamicManager.hpp); when none holds it, the region grows at its top by
- *      mapping granules, where STAlloc falls back to PyTorch's caching allocator.
- * The region is one reserved address range, mapped from its start: the plan's peak at the
- * first allocation, then what growth asks for; nothing is unmapped before the end.
+ *   1. Profile: the allocations of the first profile_steps training steps, with what came
+ *      before the first step; a stream without steps gives its first profile_share of the
+ *      allocations. Lifetimes that outlast the profile are static to the planner: it sees no
+ *      free after the profile (Note [Plans]).
+ *   2. Plan: the profiled allocations are placed offline in one region by the spatio-temporal
+ *      packer of dsa.h, 512-byte aligned.
+ *   3. Serve: a profiled call gets its planned offset; in a later step, the j-th call gets
+ *      the offset of the j-th call of the last profiled step when its size matches (the plan
+ *      of one steady iteration, replayed every iteration), the step coming from the training
+ *      loop at run time. A planned offset whose range is taken is refused.
+ *   4. Everything else (a size the plan did not foresee: dynamic shapes, routing) is a miss:
+ *      served by a `caching` instance of its own on the same device (misses:caching), or best
+ *      fit in the region's free ranges, the region growing at its top when none holds it
+ *      (misses:arena).
+ * The region is one reserved address range mapped at the first allocation with the plan's
+ * peak (and, for arena, what growth asks for); nothing is unmapped before empty_cache finds
+ * it empty.
+ *
+ * Note [STAlloc's rules], each with where STAlloc's code has it and what differs here:
+ *   - Trace, then plan, then serve (Allocator/trace.cpp records the iterations' mallocs and
+ *     frees; Synthesizer/plan_generator.py lays them out; Allocator/main.cpp serves): here the
+ *     engine hands the profile over before the run (Note [Plans]) and the plan is made in C.
+ *   - The plan lives in one fixed region of the plan's peak (Allocator/Allocator.hpp: one
+ *     cudaMalloc of max_reserved at start): here one reservation mapped in one call.
+ *   - Iteration 0 is planned as it ran and iteration 1 replayed in every later one, the
+ *     iteration hook resetting the event counter (StaticAllocator.hpp, alloc_fn_ and
+ *     update_iteraion): here the last profiled step is the one replayed.
+ *   - A request whose size differs from the plan's, or past the plan, goes to the caching
+ *     allocator (StaticAllocator.hpp, the MISMATCH branches: deviceCachingAllocator_malloc),
+ *     and so does a planned range that is not free (main.cpp, my_malloc: when
+ *     interval_manager->allocate fails): here to `caching`, PyTorch 2.11's allocator, where
+ *     STAlloc links a modified copy of an older one (Allocator/CUDACachingAllocator.cpp).
+ *   - Not modelled: requests of at most 512 bytes go to a separate table of 512-byte slots
+ *     (VarAllocator.hpp, VAR_BLOCK_SIZE), here to the plan like any other; tensors made
+ *     before the first iteration and freed inside one go to the caching allocator
+ *     (trace_parser.py, unreleased_tensors), here to the plan; the dynamic mode for MoE
+ *     layers (STALLOC_DYNAMIC, OnlineDynamicManager.hpp), off by default, is left out.
  */
 #include "planned.h"
 
 #include <stdlib.h>
 
 #include "arena.h"
+#include "caching.h"
 #include "dsa.h"
 #include "hashmap.h"
 #include "units.h"
@@ -61,22 +83,50 @@ typedef struct planned_s {
   size_t calls;          /* alloc calls since the plan */
   uint32_t cur_step;
   size_t step_first;     /* the first call of cur_step */
-  uint64_t hits, misses; /* calls served at a planned offset / online */
-  ab_map_t live;         /* address -> requested << 1 | 1 */
+  uint64_t hits, misses; /* calls served at a planned offset / not */
+  ab_map_t live;         /* address in the region -> requested << 1 | 1 */
+  ab_strategy_t *misses_to; /* misses:caching: the caching allocator the misses go to; NULL: arena */
 } planned_t;
 
 static uint64_t align_up(uint64_t bytes, uint64_t unit) { return (bytes + unit - 1) / unit * unit; }
+
+/* The caching allocator's segment decisions are this strategy's. */
+static void forward_segment(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_t bytes, unsigned stream) {
+  planned_t *p = ctx;
+  ab_strategy_segment(&p->base, action, addr, bytes, stream);
+}
+
+/* Adds what a call of the caching allocator changed in its statistics (before: its
+ * statistics before the call) to this strategy's, so that they count both. */
+static void absorb(planned_t *p, const ab_stats_t *before) {
+  ab_stats_t *st = &p->base.stats;
+  const ab_stats_t *now = &p->misses_to->stats;
+#define GAUGE(name, doc) ab_gauge_add(&st->name, now->name.current - before->name.current);
+  AB_STAT_STRATEGY_GAUGES(GAUGE)
+#undef GAUGE
+#define COUNTER(name, doc) st->name += now->name - before->name;
+  AB_STAT_COUNTERS(COUNTER)
+#undef COUNTER
+}
 
 static ab_status planned_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
   ab_kvlist_t opts;
   uint64_t steps = 2;
   double share = 0.25;
+  static const char *const where[] = {"caching", "arena", NULL};
+  int misses = 0;
   AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
   AB_TRY(ab_kv_get_u64(&opts, "profile_steps", 1, UINT32_MAX - 1, &steps, diag));
   AB_TRY(ab_kv_get_double(&opts, "profile_share", 0.0, 1.0, &share, diag));
-  AB_TRY(ab_kv_finish(&opts, "profile_steps, profile_share", diag));
+  AB_TRY(ab_kv_get_choice(&opts, "misses", where, &misses, diag));
+  AB_TRY(ab_kv_finish(&opts, "profile_steps, profile_share, misses", diag));
   planned_t *p = calloc(1, sizeof *p);
   if (p == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (misses == 0) {
+    ab_status st = ab_caching_ops.create(dev, NULL, &p->misses_to, diag);
+    if (st != AB_OK) return free(p), st;
+    ab_strategy_observe(p->misses_to, forward_segment, p);
+  }
   p->base.ops = &ab_planned_ops;
   p->base.dev = dev;
   p->profile_steps = steps;
@@ -199,9 +249,16 @@ static uint64_t planned_offset(planned_t *p, size_t k, uint64_t bytes) {
   return j < p->nprofile && p->bytes[j] == bytes ? p->offset[j] : UINT64_MAX;
 }
 
+/* Policy 4 under misses:caching: the caching allocator serves it. */
+static ab_status miss_to_caching(planned_t *p, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  ab_stats_t before = p->misses_to->stats;
+  ab_status st = ab_strategy_alloc(p->misses_to, bytes, stream, out);
+  absorb(p, &before);
+  return st;
+}
+
 static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   planned_t *p = (planned_t *)s;
-  (void)stream;
   size_t k = p->calls++;
   /* No device holds 2^56 bytes; larger sizes would wrap in the rounding below. */
   if (bytes >> 56) return s->stats.num_ooms++, AB_ERR_OOM;
@@ -211,8 +268,11 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   uint64_t off = st == AB_OK ? planned_offset(p, k, bytes) : UINT64_MAX;
   if (off != UINT64_MAX && off + size <= p->arena.bytes && ab_arena_take_at(&p->arena, off, size) == AB_OK) {
     p->hits++;
+  } else if (st == AB_OK && p->misses_to) {
+    p->misses++;
+    return miss_to_caching(p, bytes, stream, out); /* it counts its OOMs, absorbed */
   } else if (st == AB_OK) {
-    /* Policy 4: online, best fit, growing the top when nothing holds it. */
+    /* Policy 4 under misses:arena: best fit, growing the top when nothing holds it. */
     p->misses++;
     st = ab_arena_take_best(&p->arena, size, &off);
     if (st == AB_ERR_OOM) {
@@ -234,8 +294,13 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
 
 static ab_status planned_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   planned_t *p = (planned_t *)s;
-  (void)stream;
   uint64_t v;
+  if (!ab_map_get(&p->live, ptr, &v) && p->misses_to) {
+    ab_stats_t before = p->misses_to->stats;
+    ab_status st = ab_strategy_free(p->misses_to, ptr, bytes, stream);
+    absorb(p, &before);
+    return st;
+  }
   if (!ab_map_get(&p->live, ptr, &v) || v >> 1 != bytes)
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "planned: free of 0x%llx (%llu bytes), which it did not hand out",
                        (unsigned long long)ptr, (unsigned long long)bytes);
@@ -247,26 +312,60 @@ static ab_status planned_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, u
   return AB_OK;
 }
 
-/* The region goes back when nothing lives in it; the next allocation maps it again. */
+/* The region goes back when nothing lives in it (the next allocation maps it again), and
+ * the caching allocator empties its cache. */
 static ab_status planned_empty_cache(ab_strategy_t *s) {
   planned_t *p = (planned_t *)s;
   if (p->live.n == 0) release_region(p);
-  return AB_OK;
+  if (p->misses_to == NULL) return AB_OK;
+  ab_stats_t before = p->misses_to->stats;
+  ab_status st = ab_strategy_empty_cache(p->misses_to);
+  absorb(p, &before);
+  return st;
+}
+
+/* The walk in address order: the caching allocator's segments with the region among them. */
+typedef struct walk_ctx_s {
+  planned_t *p;
+  ab_segment_fn fn;
+  void *ctx;
+  bool region_done;
+  ab_status st;
+} walk_ctx_t;
+
+static ab_status walk_region(walk_ctx_t *w) {
+  planned_t *p = w->p;
+  w->region_done = true;
+  return ab_arena_walk(&p->arena, p->arena.bytes ? p->region : 0, &p->live, PLANNED_ALIGN_BYTES, "plan", true, w->fn,
+                       w->ctx);
+}
+
+static int walk_caching(void *ctx, const ab_segment_info_t *seg) {
+  walk_ctx_t *w = ctx;
+  if (!w->region_done && w->p->arena.bytes && seg->base > w->p->region && (w->st = walk_region(w)) != AB_OK) return 1;
+  return w->fn(w->ctx, seg);
 }
 
 static ab_status planned_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   planned_t *p = (planned_t *)s;
-  return ab_arena_walk(&p->arena, p->arena.bytes ? p->region : 0, &p->live, PLANNED_ALIGN_BYTES, "plan", true, fn, ctx);
+  walk_ctx_t w = {p, fn, ctx, false, AB_OK};
+  if (p->misses_to) AB_TRY(ab_strategy_walk(p->misses_to, walk_caching, &w));
+  AB_TRY(w.st);
+  return w.region_done ? AB_OK : walk_region(&w);
 }
 
 static ab_status planned_check(ab_strategy_t *s, ab_diag_t *diag) {
   planned_t *p = (planned_t *)s;
-  ab_walk_sums_t sum;
+  ab_walk_sums_t sum, theirs = {0};
   AB_TRY(ab_strategy_check_walk(s, &sum, diag));
+  if (p->misses_to) {
+    AB_TRY(ab_strategy_check(p->misses_to, diag));
+    AB_TRY(ab_strategy_check_walk(p->misses_to, &theirs, diag));
+  }
   const ab_stats_t *st = &s->stats;
-  if (sum.live_blocks != p->live.n || (uint64_t)st->allocated_bytes.current != sum.allocated ||
+  if (sum.live_blocks != p->live.n + theirs.live_blocks || (uint64_t)st->allocated_bytes.current != sum.allocated ||
       (uint64_t)st->requested_bytes.current != sum.requested || (uint64_t)st->reserved_bytes.current != sum.reserved ||
-      sum.free != p->arena.free_bytes)
+      sum.free != p->arena.free_bytes + theirs.free)
     return ab_diag_set(diag, AB_ERR_INTERNAL,
                        "planned: stats say %lld requested, %lld allocated, %lld reserved, %llu free; the walk finds "
                        "%llu live blocks of %llu, %llu requested, %llu allocated, %llu reserved, %llu free",
@@ -292,6 +391,7 @@ static void planned_destroy(ab_strategy_t *s) {
   drop_plan(p);
   ab_map_free(&p->live);
   free(p->maps);
+  ab_strategy_destroy(p->misses_to);
   free(p);
 }
 

@@ -26,6 +26,12 @@
   "  per_process_memory_fraction:F  cap at F x the device total (--budget overrides it)\n"        \
   "  release_lock_on_cudamalloc, graph_capture_record_stream_reuse, pinned_*: accepted, no effect\n"
 
+#define PLANNED_CONF_HELP                                                                          \
+  "  profile_steps:N      training steps profiled and planned (default 2)\n"                         \
+  "  profile_share:F      without steps, the share of the allocations profiled (default 0.25)\n"     \
+  "  misses:caching|arena what the plan does not match goes to a caching allocator (STAlloc's\n"     \
+  "                       rule, planned's default) or best fit into the region, which grows (arena)\n"
+
 static const ab_strategy_entry_t registry[] = {
     {"raw", &ab_raw_ops, NULL, "one cudaMalloc per request, one cudaFree per free: the baseline",
      "  (no options)\n", false},
@@ -49,10 +55,10 @@ static const ab_strategy_entry_t registry[] = {
      "  defrag_level:0|1    0: stitch before new memory; 1: only when out of memory (defragLevel, 0)\n",
      false},
     {"planned", &ab_planned_ops, NULL,
-     "STAlloc: the profiled steps planned at fixed offsets of one region, the rest online in it",
-     "  profile_steps:N   training steps profiled and planned (default 2)\n"
-     "  profile_share:F   without steps, the share of the allocations profiled (default 0.25)\n",
-     false},
+     "STAlloc: the profiled steps planned at fixed offsets of one region, the rest sent to caching",
+     PLANNED_CONF_HELP, false},
+    {"arena", &ab_planned_ops, "misses:arena",
+     "planned's plan, but misses best fit in the plan's region, which grows (not STAlloc)", PLANNED_CONF_HELP, false},
     {"oracle", &ab_oracle_ops, NULL,
      "offline placement: the whole run known in advance, placed in one region by heuristics (not the limit)",
      "  (no options)\n", false},
