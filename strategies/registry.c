@@ -48,11 +48,12 @@ static const ab_strategy_entry_t registry[] = {
      false},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",
      "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false},
-    {"stitching", &ab_stitching_ops, "frag_limit:256MiB",
+    {"stitching", &ab_stitching_ops, NULL,
      "GMLake: 2 MiB physical chunks, free ones stitched into one virtual range for a large request",
      "  frag_limit:SIZE     stitch only for requests of at least this (GMLake's fragLimit, default 512MiB)\n"
      "  reuse_limit:X       a free stitched block serves requests down to 1/X of its size (reuseLimit, 10)\n"
-     "  defrag_level:0|1    0: stitch before new memory; 1: only when out of memory (defragLevel, 0)\n",
+     "  defrag_level:0|1|2  stitch before new memory (0), once it failed (1), or only after the release\n"
+     "                      of cached blocks failed too (2) (defragLevel, 0)\n",
      false},
     {"planned", &ab_planned_ops, NULL,
      "STAlloc: the profiled steps planned at fixed offsets of one region, the rest sent to caching",

@@ -1,34 +1,52 @@
 /* stitching.c: GMLake's allocator (Guo et al., "GMLake: Efficient and Transparent GPU Memory
  * Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", ASPLOS'24;
- * its code: glake, GMLake/src/CUDACachingAllocator.cpp), on the device layer's VMM calls.
+ * its code: intelligent-machine-learning/glake, GMLake/src/CUDACachingAllocator.cpp), on the
+ * device layer's VMM calls.
  *
- * Policy (reference/peers.md §5.1; the code's names in brackets):
+ * Note [GMLake's rules], each with where GMLake's code has it (names in brackets):
  *   1. Requests of at most 1 MiB are PyTorch's small pool, unchanged: 512-byte rounding,
- *      2 MiB cudaMalloc segments, split while 512 bytes remain [kSmallSize, kSmallBuffer].
+ *      2 MiB cudaMalloc segments, split while 512 bytes remain [kSmallSize, kSmallBuffer;
+ *      realloc_block's cudaMalloc branch for the small pool].
  *   2. Larger requests round up to the 2 MiB granule [kGranularity]. New memory is a
- *      primitive block (pBlock): an address range reserved for it with one physical chunk
- *      mapped per granule [VmmSegment, PhyBlock]; requests under 10 MiB get a 20 MiB one
- *      [kLargeBuffer], larger ones their own size. A free block is split when 2 MiB or
- *      more would remain [should_split].
- *   3. Allocation order [malloc]: best fit among the free pBlocks of the stream (pPool);
- *      else best fit among the free stitched blocks (sPool) no larger than reuse_limit
- *      times the request [get_free_block, reuseLimit = 10]; else, for requests of at
- *      least frag_limit (512 MiB) [fragLimit], stitch; else new memory; at OOM, release
- *      the free cached memory and try new memory once more, then stitch if that was held
- *      back (defrag_level 1: stitch only when out of memory) [defragLevel].
- *   4. Stitch [get_fused_fragmented_blocks]: free pBlocks of the stream, the largest
- *      first, until they hold the request (at least two of them; none: no stitch); the
- *      last one is split when 2 MiB or more of it are not needed; their granules are
- *      mapped at one new address range, the stitched block (sBlock), which serves the
- *      request. Freed, the sBlock goes to the sPool and serves later requests as a block.
- *   5. empty_cache releases every free block's granules (and whole free small segments).
- * One departure, forced by the device layer: a map creates the physical memory it maps
- * (device.h), so a stitch unmaps the chosen granules where they were and maps as many at
- * the sBlock (the pBlocks' ranges keep a hole), where GMLake maps the same physical handles
- * a second time and keeps both views. The bytes held are the same at every moment (the
- * unmap comes first), the pBlocks' ranges are not usable again while the sBlock lives,
- * and the driver does one cuMemCreate more per granule. GMLake's garbage collection of
- * sBlocks [autoGC, 1000 GB] never triggers at these sizes and is left out.
+ *      primitive block (pBlock): an address range with one physical chunk mapped per
+ *      granule [VmmSegment, PhyBlock; realloc_block]; requests under 10 MiB get a 20 MiB one
+ *      [get_allocation_size, kLargeBuffer], larger ones their own size. A free block is
+ *      split when 2 MiB or more would remain [should_split].
+ *   3. Allocation order [malloc]: best fit among the free pBlocks of the stream; else the
+ *      smallest free stitched block (sBlock) that holds the request, if it is at most
+ *      reuse_limit times the request [get_free_block, reuseLimit = 10]; else stitch; else
+ *      new memory; else stitch; else release the cached blocks and take new memory again;
+ *      else stitch once more. Stitching is tried only for requests of at least frag_limit
+ *      [get_fused_fragmented_blocks: fragLimit = 512 MiB; GMLake's tutorial sets 256 MiB for
+ *      a small model, -c frag_limit:256MiB], and only at attempts from defrag_level on (0:
+ *      all three; 1: from the one after new memory failed; 2: only the last) [defragLevel].
+ *   4. Stitch [get_fused_fragmented_blocks]: free pBlocks of the stream, the largest first,
+ *      until they hold the request (two free pBlocks at least); the last is split when 2 MiB
+ *      or more of it are not needed; their physical chunks are mapped at one new address
+ *      range, the sBlock, which serves the request.
+ *   5. A freed sBlock's chunks are free again in the pBlocks they belong to, merged there
+ *      with their free neighbours, and serve any request from the pBlock pool [update_block:
+ *      each phy_block freed, its pBlock free_block'ed when all of its chunks are]; the sBlock
+ *      stays as a second view of them and serves a later request whole while every one of
+ *      its chunks is free [free_fused_blocks].
+ *   6. Reusing an sBlock takes only the chunks the request needs, from its start; the rest
+ *      stay free in their pBlocks [get_free_block: keep_blocks].
+ *   7. Releasing cached memory (out of memory, or empty_cache) frees only pBlocks and small
+ *      segments that are not split, whole and free [release_cached_blocks, release_blocks:
+ *      !block->prev && !block->next]; the sBlocks that view a released pBlock go with it
+ *      [release_block]. empty_cache also drops every sBlock not in use
+ *      [emptyCache: garbage_collect_fused_blocks(2)].
+ * What differs:
+ *   - The device layer creates the physical memory a map maps (device.h), so a chunk is mapped
+ *     at one place at a time: a stitch or an sBlock's reuse unmaps the chunks in their pBlocks
+ *     (holes there) and maps as many at the sBlock; its free unmaps them there and maps them
+ *     back home. GMLake maps the same handles twice and keeps both views. The bytes held are
+ *     the same at every moment (the unmap comes first); the driver does one map more per
+ *     chunk at each move.
+ *   - GMLake's garbage collection of sBlocks when address space runs short [autoGC, 1000 GB]
+ *     never triggers at these sizes and is left out; reAlloc (off by default) is too.
+ *   - Stream events (GMLake's self_last_event ordering) are not modelled: a block is free
+ *     for reuse once the program frees it, as in the other strategies.
  */
 #include "stitching.h"
 
@@ -60,25 +78,40 @@ typedef struct blk_s {
   blk_state_t state;
 } blk_t;
 
+/* A run of an sBlock's chunks: bytes from addr on in the pBlock home, in the sBlock's order. */
+typedef struct run_s {
+  seg_t *home;
+  ab_dptr_t addr;
+  uint64_t bytes;
+} run_t;
+
 struct seg_s {
-  ab_tnode_t node; /* in the segments by base */
+  ab_tnode_t node;  /* in the segments by base */
+  ab_tnode_t snode; /* an sBlock not in use: in the sBlocks by (stream, va_bytes, base) */
   ab_dptr_t base;
   uint64_t va_bytes; /* the reservation (or the cudaMalloc'd bytes of a small segment) */
   uint64_t mapped;   /* bytes with memory behind them */
   seg_kind_t kind;
   unsigned stream;
   blk_t *first;
+  run_t *runs;   /* an sBlock's chunks, in order (rule 5) */
+  size_t nruns;
+  uint64_t lent; /* a pBlock's bytes mapped at an sBlock now (its UNMAPPED blocks) */
+  bool idle;     /* an sBlock: not in use, in the sBlock set */
+  bool doomed;   /* an sBlock in use one of whose pBlocks went: dropped when freed (rule 7) */
 };
 
 typedef struct stitching_s {
   ab_strategy_t base;
-  ab_tree_t small, ppool, spool; /* free blocks by (stream, bytes, address) */
+  ab_tree_t small, ppool;        /* free blocks by (stream, bytes, address) */
+  ab_tree_t spool;               /* sBlocks not in use, by (stream, va_bytes, base) */
   ab_tree_t segs;                /* by base */
   ab_map_t live;                 /* address -> blk_t * */
   uint64_t frag_limit;
   double reuse_limit;
   uint64_t defrag_level;
   uint64_t stitches, stitched_bytes; /* counters for memory_stats */
+  uint64_t reuses;                   /* requests served by an sBlock made before */
 } stitching_t;
 
 /* ---- ordering ---------------------------------------------------------------------- */
@@ -108,8 +141,23 @@ static int cmp_seg(const ab_tnode_t *x, const ab_tnode_t *y) {
   return (a > b) - (a < b);
 }
 
-static ab_tree_t *pool_of(stitching_t *t, const seg_t *seg) {
-  return seg->kind == SEG_SMALL ? &t->small : seg->kind == SEG_PRIMITIVE ? &t->ppool : &t->spool;
+/* An sBlock's blocks are never FREE (in use, or unmapped): only pBlocks and small segments
+ * have free blocks. */
+static ab_tree_t *pool_of(stitching_t *t, const seg_t *seg) { return seg->kind == SEG_SMALL ? &t->small : &t->ppool; }
+
+static int cmp_sblock(const ab_tnode_t *x, const ab_tnode_t *y) {
+  const seg_t *a = AB_CONTAINER_OF(x, seg_t, snode), *b = AB_CONTAINER_OF(y, seg_t, snode);
+  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+  if (a->va_bytes != b->va_bytes) return a->va_bytes < b->va_bytes ? -1 : 1;
+  return (a->base > b->base) - (a->base < b->base);
+}
+
+static int key_sblock(const void *key, const ab_tnode_t *n) {
+  const pool_key_t *k = key;
+  const seg_t *b = AB_CONTAINER_OF(n, seg_t, snode);
+  if (k->stream != b->stream) return k->stream < b->stream ? -1 : 1;
+  if (k->bytes != b->va_bytes) return k->bytes < b->va_bytes ? -1 : 1;
+  return (k->addr > b->base) - (k->addr < b->base);
 }
 
 /* The smallest free block of the stream in pool holding bytes, or NULL. */
@@ -237,20 +285,162 @@ static void drop_segment(stitching_t *t, seg_t *seg) {
   } else {
     ab_device_va_release(s->dev, seg->base, seg->va_bytes);
   }
+  if (seg->idle) ab_tree_remove(&t->spool, &seg->snode);
   ab_tree_remove(&t->segs, &seg->node);
+  free(seg->runs);
   free(seg);
 }
 
-/* Gives the memory of the free block b (out of its pool) back: it becomes a hole; a segment
- * left with no memory goes. */
-static ab_status release_block(stitching_t *t, blk_t *b) {
-  seg_t *seg = b->seg;
-  AB_TRY(unmap_granules(t, b->addr, b->bytes, seg->stream));
-  seg->mapped -= b->bytes;
+/* The block of seg holding [addr, addr + bytes) whole, cut so that it is exactly that range
+ * (the cut-off parts keep its state); out of its pool when FREE. NULL when no block of seg
+ * holds the range whole, or host memory ran out (nothing changed then). */
+static blk_t *isolate(stitching_t *t, seg_t *seg, ab_dptr_t addr, uint64_t bytes) {
+  blk_t *b = seg->first;
+  while (b && b->addr + b->bytes <= addr) b = b->next;
+  if (b == NULL || b->addr > addr || b->addr + b->bytes < addr + bytes) return NULL;
+  blk_t *pre = addr > b->addr ? new_blk(seg, b->addr, addr - b->addr, b->state) : NULL;
+  uint64_t after = b->addr + b->bytes - addr - bytes;
+  blk_t *post = after ? new_blk(seg, addr + bytes, after, b->state) : NULL;
+  if ((addr > b->addr && pre == NULL) || (after && post == NULL)) return free(pre), free(post), NULL;
+  if (b->state == B_FREE) unset_free(t, b);
+  if (pre) {
+    pre->prev = b->prev, pre->next = b;
+    if (b->prev) b->prev->next = pre;
+    else seg->first = pre;
+    b->prev = pre;
+    if (pre->state == B_FREE) set_free(t, pre);
+  }
+  if (post) {
+    post->next = b->next, post->prev = b;
+    if (b->next) b->next->prev = post;
+    b->next = post;
+    if (post->state == B_FREE) set_free(t, post);
+  }
+  b->addr = addr, b->bytes = bytes;
+  return b;
+}
+
+/* Lends [addr, addr + bytes) of the pBlock home, free there, to an sBlock: its chunks are
+ * unmapped here (a hole) before they are mapped there. */
+static ab_status lend(stitching_t *t, seg_t *home, ab_dptr_t addr, uint64_t bytes) {
+  blk_t *b = isolate(t, home, addr, bytes);
+  if (b == NULL || b->state != B_FREE) return AB_ERR_INTERNAL;
+  ab_status st = unmap_granules(t, addr, bytes, home->stream);
+  if (st != AB_OK) {
+    set_free(t, merge(t, b));
+    return st;
+  }
   b->state = B_UNMAPPED;
   merge(t, b);
-  if (seg->mapped == 0) drop_segment(t, seg);
+  home->mapped -= bytes;
+  home->lent += bytes;
   return AB_OK;
+}
+
+/* Rule 5: [addr, addr + bytes) comes back to the pBlock home, free there. */
+static ab_status give_back(stitching_t *t, seg_t *home, ab_dptr_t addr, uint64_t bytes) {
+  blk_t *b = isolate(t, home, addr, bytes);
+  if (b == NULL || b->state != B_UNMAPPED) return AB_ERR_INTERNAL;
+  ab_status st = map_granules(t, addr, bytes, home->stream);
+  if (st != AB_OK) {
+    merge(t, b);
+    return st;
+  }
+  b->state = B_FREE;
+  set_free(t, merge(t, b));
+  home->mapped += bytes;
+  home->lent -= bytes;
+  return AB_OK;
+}
+
+typedef ab_status (*move_fn)(stitching_t *t, seg_t *home, ab_dptr_t addr, uint64_t bytes);
+
+/* Applies move (lend or give_back) to the chunks of sBlock sb's first `upto` bytes, run by
+ * run; stops at the first failure. *done receives the bytes moved. */
+static ab_status move_runs(stitching_t *t, const seg_t *sb, uint64_t upto, move_fn move, uint64_t *done) {
+  *done = 0;
+  for (size_t i = 0; i < sb->nruns && *done < upto; i++) {
+    const run_t *r = &sb->runs[i];
+    uint64_t take = r->bytes < upto - *done ? r->bytes : upto - *done;
+    AB_TRY(move(t, r->home, r->addr, take));
+    *done += take;
+  }
+  return AB_OK;
+}
+
+/* True when every chunk of the sBlock is free in its pBlock (rule 5: it may serve whole). */
+static bool chunks_free(const seg_t *sb) {
+  for (size_t i = 0; i < sb->nruns; i++) {
+    const run_t *r = &sb->runs[i];
+    const blk_t *b = r->home->first;
+    while (b && b->addr + b->bytes <= r->addr) b = b->next;
+    if (b == NULL || b->state != B_FREE || b->addr > r->addr || b->addr + b->bytes < r->addr + r->bytes) return false;
+  }
+  return true;
+}
+
+/* Maps the sBlock's first size bytes (its chunks lent from their pBlocks) and hands them out
+ * as one block. On failure what was lent is given back. */
+static ab_status serve_sblock(stitching_t *t, seg_t *sb, uint64_t size, uint64_t bytes, ab_dptr_t *out) {
+  ab_strategy_t *s = &t->base;
+  uint64_t done, back;
+  ab_status st = move_runs(t, sb, size, lend, &done);
+  blk_t *b = sb->first, *rest = NULL;
+  if (st == AB_OK && size < sb->va_bytes && (rest = new_blk(sb, sb->base + size, sb->va_bytes - size, B_UNMAPPED)) == NULL)
+    st = AB_ERR_INTERNAL;
+  if (st == AB_OK) st = map_granules(t, sb->base, size, sb->stream);
+  if (st == AB_OK && ab_map_put(&t->live, sb->base, (uint64_t)(uintptr_t)b) != AB_OK) {
+    unmap_granules(t, sb->base, size, sb->stream);
+    st = AB_ERR_INTERNAL;
+  }
+  if (st != AB_OK) {
+    free(rest);
+    move_runs(t, sb, done, give_back, &back);
+    return st;
+  }
+  if (sb->idle) ab_tree_remove(&t->spool, &sb->snode), sb->idle = false;
+  if (rest) b->next = rest, rest->prev = b, b->bytes = size;
+  b->state = B_ALLOCATED;
+  b->requested = bytes;
+  sb->mapped = size;
+  *out = sb->base;
+  ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
+  ab_gauge_add(&s->stats.allocated_bytes, (int64_t)size);
+  return AB_OK;
+}
+
+/* Rule 5: the freed sBlock's chunks go home; it waits, whole and unmapped, for a request. */
+static ab_status free_sblock(stitching_t *t, seg_t *sb) {
+  blk_t *b = sb->first;
+  uint64_t size = b->bytes;
+  AB_TRY(unmap_granules(t, sb->base, size, sb->stream));
+  sb->mapped = 0;
+  b->state = B_UNMAPPED;
+  merge(t, b);
+  uint64_t done;
+  ab_status st = move_runs(t, sb, size, give_back, &done);
+  if (sb->doomed) {
+    drop_segment(t, sb);
+  } else {
+    sb->idle = true;
+    ab_tree_insert(&t->spool, &sb->snode);
+  }
+  return st;
+}
+
+/* Rule 7: the sBlocks viewing the pBlock home go with it; one in use goes when freed. */
+static void drop_views_of(stitching_t *t, const seg_t *home) {
+  for (ab_tnode_t *n = ab_tree_first(&t->segs), *next; n; n = next) {
+    next = ab_tree_next(n);
+    seg_t *sb = AB_CONTAINER_OF(n, seg_t, node);
+    if (sb->kind != SEG_STITCHED) continue;
+    for (size_t i = 0; i < sb->nruns; i++)
+      if (sb->runs[i].home == home) {
+        if (sb->idle) drop_segment(t, sb);
+        else sb->doomed = true;
+        break;
+      }
+  }
 }
 
 /* A new segment of va bytes holding one block of state; small ones are a cudaMalloc, the
@@ -296,17 +486,20 @@ static ab_status new_segment(stitching_t *t, seg_kind_t kind, uint64_t va, unsig
   return AB_OK;
 }
 
-/* Releases every free block's memory: free small segments, the free pBlocks and sBlocks. */
-static ab_status release_cached(stitching_t *t) {
-  ab_tnode_t *n;
-  while ((n = ab_tree_first(&t->ppool)) != NULL || (n = ab_tree_first(&t->spool)) != NULL) {
+/* Rule 7: frees the pBlocks and small segments that are whole and free, and the sBlocks
+ * viewing those pBlocks; with all_views (empty_cache) every sBlock not in use too. */
+static ab_status release_cached(stitching_t *t, bool all_views) {
+  ab_tnode_t *n, *next;
+  for (n = ab_tree_first(&t->ppool); n != NULL; n = next) {
+    next = ab_tree_next(n);
     blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
-    unset_free(t, b);
-    ab_status st = release_block(t, b);
-    if (st != AB_OK) {
-      set_free(t, b);
-      return st;
-    }
+    if (b->prev || b->next) continue;
+    seg_t *seg = b->seg;
+    drop_views_of(t, seg);
+    next = ab_tree_next(n); /* dropping views leaves the pBlock pool as it was */
+    AB_TRY(unmap_granules(t, seg->base, seg->va_bytes, seg->stream));
+    seg->mapped = 0;
+    drop_segment(t, seg);
   }
   for (n = ab_tree_first(&t->small); n != NULL;) {
     blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
@@ -316,12 +509,13 @@ static ab_status release_cached(stitching_t *t) {
       drop_segment(t, b->seg);
     }
   }
+  while (all_views && (n = ab_tree_first(&t->spool)) != NULL) drop_segment(t, AB_CONTAINER_OF(n, seg_t, snode));
   return AB_OK;
 }
 
-/* Policy 4. AB_ERR_OOM when the free pBlocks cannot make the request (nothing changed), or
- * when the map failed (the chosen pBlocks' memory is released then). */
-static ab_status stitch(stitching_t *t, uint64_t size, unsigned stream, blk_t **out) {
+/* Rule 4. AB_ERR_OOM when the free pBlocks cannot make the request (nothing changed), or
+ * when a map failed (what was lent is given back then). */
+static ab_status stitch(stitching_t *t, uint64_t size, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   /* The largest free pBlocks of the stream first, until they hold size. */
   pool_key_t end = {stream + 1, 0, 0};
   ab_tnode_t *n = ab_tree_lower_bound(&t->ppool, &end, key_blk);
@@ -335,34 +529,40 @@ static ab_status stitch(stitching_t *t, uint64_t size, unsigned stream, blk_t **
     count++;
   }
   if (sum < size || count < 2) return AB_ERR_OOM;
-  seg_t *seg;
-  AB_TRY(new_segment(t, SEG_STITCHED, size, stream, &seg));
-  /* Unmap first, so the bytes held never pass what they were. */
+  seg_t *sb;
+  AB_TRY(new_segment(t, SEG_STITCHED, size, stream, &sb));
+  sb->runs = malloc(count * sizeof *sb->runs);
+  if (sb->runs == NULL) return drop_segment(t, sb), AB_ERR_INTERNAL;
+  /* The chosen blocks' ranges, the last cut to what is needed (lent, their neighbours in
+   * the pool change, so the ranges are taken first). */
   uint64_t need = size;
-  while (need) {
-    blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
-    n = ab_tree_prev(n);
-    unset_free(t, b);
-    if (b->bytes > need && split(t, b, need) != AB_OK) {
-      set_free(t, b);
-      break;
-    }
-    need -= b->bytes;
-    ab_status st = release_block(t, b);
-    if (st != AB_OK) return st;
+  for (ab_tnode_t *m = n; need; m = ab_tree_prev(m)) {
+    blk_t *b = AB_CONTAINER_OF(m, blk_t, node);
+    uint64_t take = b->bytes < need ? b->bytes : need;
+    sb->runs[sb->nruns++] = (run_t){b->seg, b->addr, take};
+    need -= take;
   }
-  ab_status st = need ? AB_ERR_INTERNAL : map_granules(t, seg->base, size, stream);
+  ab_status st = serve_sblock(t, sb, size, bytes, out);
   if (st != AB_OK) {
-    drop_segment(t, seg);
+    drop_segment(t, sb);
     return st;
   }
-  seg->mapped = size;
-  seg->first->state = B_FREE;
-  set_free(t, seg->first);
   t->stitches++;
   t->stitched_bytes += size;
-  *out = seg->first;
   return AB_OK;
+}
+
+/* Rule 3's second step: the smallest idle sBlock of the stream holding size whose chunks are
+ * all free; NULL when there is none or it passes reuse_limit times size. */
+static seg_t *reusable_sblock(stitching_t *t, uint64_t size, unsigned stream) {
+  pool_key_t k = {stream, size, 0};
+  for (ab_tnode_t *n = ab_tree_lower_bound(&t->spool, &k, key_sblock); n; n = ab_tree_next(n)) {
+    seg_t *sb = AB_CONTAINER_OF(n, seg_t, snode);
+    if (sb->stream != stream) return NULL;
+    if (!chunks_free(sb)) continue;
+    return (double)sb->va_bytes > (double)size * t->reuse_limit ? NULL : sb;
+  }
+  return NULL;
 }
 
 /* ---- the strategy -------------------------------------------------------------------- */
@@ -374,7 +574,7 @@ static ab_status stitching_create(ab_device_t *dev, const char *conf, ab_strateg
   AB_TRY(ab_kv_parse("-c", conf, ':', &opts, diag));
   AB_TRY(ab_kv_get_size(&opts, "frag_limit", &frag_limit, diag));
   AB_TRY(ab_kv_get_double(&opts, "reuse_limit", 1.0, 1e9, &reuse, diag));
-  AB_TRY(ab_kv_get_u64(&opts, "defrag_level", 0, 1, &level, diag));
+  AB_TRY(ab_kv_get_u64(&opts, "defrag_level", 0, 2, &level, diag));
   AB_TRY(ab_kv_finish(&opts, "frag_limit, reuse_limit, defrag_level", diag));
   stitching_t *t = calloc(1, sizeof *t);
   if (t == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
@@ -382,7 +582,7 @@ static ab_status stitching_create(ab_device_t *dev, const char *conf, ab_strateg
   t->base.dev = dev;
   ab_tree_init(&t->small, cmp_blk);
   ab_tree_init(&t->ppool, cmp_blk);
-  ab_tree_init(&t->spool, cmp_blk);
+  ab_tree_init(&t->spool, cmp_sblock);
   ab_tree_init(&t->segs, cmp_seg);
   ab_map_init(&t->live);
   t->frag_limit = frag_limit;
@@ -400,7 +600,7 @@ static ab_status alloc_small(stitching_t *t, uint64_t bytes, unsigned stream, ab
     ab_status st = new_segment(t, SEG_SMALL, SMALL_SEGMENT_BYTES, stream, &seg);
     if (st == AB_ERR_OOM) {
       t->base.stats.num_alloc_retries++;
-      AB_TRY(release_cached(t));
+      AB_TRY(release_cached(t, false));
       st = new_segment(t, SEG_SMALL, SMALL_SEGMENT_BYTES, stream, &seg);
     }
     if (st != AB_OK) return st;
@@ -409,34 +609,41 @@ static ab_status alloc_small(stitching_t *t, uint64_t bytes, unsigned stream, ab
   return hand_out(t, b, size, bytes, out);
 }
 
+/* A stitch at attempt `at` of rule 3 (0: before new memory, 1: after it failed, 2: after the
+ * release failed too), when the request and defrag_level allow it; AB_ERR_OOM otherwise. */
+static ab_status stitch_at(stitching_t *t, uint64_t at, uint64_t size, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  if (size < t->frag_limit || at < t->defrag_level) return AB_ERR_OOM;
+  return stitch(t, size, bytes, stream, out);
+}
+
+/* New memory for the request: a pBlock (rule 2), its first block handed out. */
+static ab_status new_pblock(stitching_t *t, uint64_t size, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
+  seg_t *seg;
+  AB_TRY(new_segment(t, SEG_PRIMITIVE, size < MIN_LARGE_ALLOC_BYTES ? LARGE_BUFFER_BYTES : size, stream, &seg));
+  return hand_out(t, seg->first, size, bytes, out);
+}
+
+/* Rule 3, in GMLake's order. */
 static ab_status alloc_large(stitching_t *t, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   uint64_t size = round_up(bytes, AB_GRANULE_BYTES);
   blk_t *b = best_fit(&t->ppool, stream, size);
-  if (b == NULL) {
-    b = best_fit(&t->spool, stream, size);
-    if (b && (double)b->bytes > (double)size * t->reuse_limit) b = NULL;
+  if (b) return hand_out(t, b, size, bytes, out);
+  seg_t *sb = reusable_sblock(t, size, stream);
+  if (sb) {
+    ab_status st = serve_sblock(t, sb, size, bytes, out);
+    if (st == AB_OK) t->reuses++;
+    return st;
   }
-  bool may_stitch = size >= t->frag_limit;
-  ab_status st = AB_OK;
-  if (b == NULL && may_stitch && t->defrag_level == 0) {
-    st = stitch(t, size, stream, &b);
-    if (st != AB_OK && st != AB_ERR_OOM) return st;
+  ab_status st = stitch_at(t, 0, size, bytes, stream, out);
+  if (st == AB_ERR_OOM) st = new_pblock(t, size, bytes, stream, out);
+  if (st == AB_ERR_OOM) st = stitch_at(t, 1, size, bytes, stream, out);
+  if (st == AB_ERR_OOM) {
+    t->base.stats.num_alloc_retries++;
+    AB_TRY(release_cached(t, false));
+    st = new_pblock(t, size, bytes, stream, out);
   }
-  if (b == NULL) {
-    uint64_t va = size < MIN_LARGE_ALLOC_BYTES ? LARGE_BUFFER_BYTES : size;
-    seg_t *seg;
-    st = new_segment(t, SEG_PRIMITIVE, va, stream, &seg);
-    if (st == AB_ERR_OOM && may_stitch && t->defrag_level == 1) st = stitch(t, size, stream, &b);
-    else if (st == AB_OK) b = seg->first;
-    if (st == AB_ERR_OOM) {
-      t->base.stats.num_alloc_retries++;
-      AB_TRY(release_cached(t));
-      st = new_segment(t, SEG_PRIMITIVE, va, stream, &seg);
-      if (st == AB_OK) b = seg->first;
-    }
-    if (st != AB_OK) return st;
-  }
-  return hand_out(t, b, size, bytes, out);
+  if (st == AB_ERR_OOM) st = stitch_at(t, 2, size, bytes, stream, out);
+  return st;
 }
 
 static ab_status stitching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
@@ -457,12 +664,13 @@ static ab_status stitching_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, u
   ab_map_take(&t->live, p, NULL);
   ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)b->bytes);
+  if (b->seg->kind == SEG_STITCHED) return free_sblock(t, b->seg);
   b->state = B_FREE;
   set_free(t, merge(t, b));
   return AB_OK;
 }
 
-static ab_status stitching_empty_cache(ab_strategy_t *s) { return release_cached((stitching_t *)s); }
+static ab_status stitching_empty_cache(ab_strategy_t *s) { return release_cached((stitching_t *)s, true); }
 
 static const char *pool_name(const seg_t *seg) {
   return seg->kind == SEG_SMALL ? "small" : seg->kind == SEG_PRIMITIVE ? "pblock" : "sblock";
@@ -474,6 +682,7 @@ static ab_status stitching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   size_t cap = 0;
   for (ab_tnode_t *n = ab_tree_first(&t->segs); n; n = ab_tree_next(n)) {
     seg_t *seg = AB_CONTAINER_OF(n, seg_t, node);
+    if (seg->mapped == 0) continue; /* an idle sBlock, or a pBlock all lent: no memory of its own */
     size_t nb = 0;
     for (blk_t *b = seg->first; b; b = b->next) {
       if (nb == cap) {
@@ -522,9 +731,22 @@ static ab_status stitching_check(ab_strategy_t *s, ab_diag_t *diag) {
                            (unsigned long long)b->addr, (unsigned long long)b->bytes);
     }
   }
-  if (free_blocks != t->small.size + t->ppool.size + t->spool.size)
+  if (free_blocks != t->small.size + t->ppool.size)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: %zu free blocks, %zu in the pools", free_blocks,
-                       t->small.size + t->ppool.size + t->spool.size);
+                       t->small.size + t->ppool.size);
+  /* What the pBlocks lent is what the sBlocks in use have mapped; an idle sBlock has none. */
+  uint64_t lent = 0, borrowed = 0;
+  size_t idle = 0;
+  for (ab_tnode_t *n = ab_tree_first(&t->segs); n; n = ab_tree_next(n)) {
+    seg_t *seg = AB_CONTAINER_OF(n, seg_t, node);
+    if (seg->kind == SEG_PRIMITIVE) lent += seg->lent;
+    if (seg->kind == SEG_STITCHED) borrowed += seg->mapped, idle += seg->idle;
+    if (seg->idle && (seg->mapped || seg->first->next || seg->first->state != B_UNMAPPED))
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: idle sBlock 0x%llx holds memory", (unsigned long long)seg->base);
+  }
+  if (lent != borrowed || idle != t->spool.size)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: pBlocks lent %llu bytes, sBlocks hold %llu; %zu idle sBlocks, %zu in their set",
+                       (unsigned long long)lent, (unsigned long long)borrowed, idle, t->spool.size);
   if (ab_tree_check(&t->small) || ab_tree_check(&t->ppool) || ab_tree_check(&t->spool) || ab_tree_check(&t->segs))
     return ab_diag_set(diag, AB_ERR_INTERNAL, "stitching: a pool's tree is broken");
   return AB_OK;
@@ -534,6 +756,7 @@ static void stitching_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   stitching_t *t = (stitching_t *)s;
   fn(ctx, "stitch.count", (int64_t)t->stitches);
   fn(ctx, "stitch.bytes", (int64_t)t->stitched_bytes);
+  fn(ctx, "stitch.reuses", (int64_t)t->reuses);
 }
 
 static void stitching_destroy(ab_strategy_t *s) {
