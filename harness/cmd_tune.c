@@ -428,6 +428,7 @@ typedef struct setup_s {
   uint64_t total; /* the card's */
   unsigned jobs;
   char device[96];
+  bool addresses; /* the recorded configuration's row takes the recorded addresses */
   ab_cli_strategies_t extra; /* -s: more strategies for reference */
 } setup_t;
 
@@ -465,6 +466,9 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
     return ab_cli_usage_error(o, diag.msg);
   }
   s->cap = a->cap;
+  /* The recorded configuration under the job's cap is the recorded run, unless --cap replaces
+   * the fraction it ran under; only the simulated card takes addresses. */
+  s->addresses = closed.kind == AB_DEVICE_SIM && !(a->cap && s->fraction[0]);
   if (a->cap && s->fraction[0]) {
     if (!o->quiet) fprintf(stderr, "allocbench tune: --cap replaces the recorded %s\n", s->fraction);
     s->fraction[0] = '\0';
@@ -481,7 +485,7 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
 }
 
 /* What is said of each trace before the runs, and the recorded addresses each takes. */
-static ab_status prepare_traces(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+static ab_status prepare_traces(const ab_cli_opts_t *o, bool addresses, job_t *job, ab_diag_t *diag) {
   const ab_events_t *first = &job->t[0].es;
   for (size_t k = 0; k < job->n; k++) {
     trace_t *t = &job->t[k];
@@ -497,9 +501,10 @@ static ab_status prepare_traces(const ab_cli_opts_t *o, const tune_args_t *a, jo
               "allocbench tune: warning: %s%sthe traced program caught %" PRIu64 " OOMs and went on (it changed course "
               "under memory pressure): the figures are bounds, not predictions\n",
               job->n > 1 ? t->es.source : "", job->n > 1 ? ": " : "", t->es.trace_ooms);
-    /* The recorded configuration under the recorded cap is the recorded run: its device
-     * allocations go where the trace says they went (Note [Recorded addresses], cmd_replay.c). */
-    if (a->cap == 0 && same && ab_events_address_plan(&t->es, &t->plan, &t->plan_len) != AB_OK)
+    /* The recorded configuration under the job's cap (--cap, or the recorded fraction) is the
+     * recorded run: its device allocations go where the trace says they went (Note [Recorded
+     * addresses], cmd_replay.c). */
+    if (addresses && same && ab_events_address_plan(&t->es, &t->plan, &t->plan_len) != AB_OK)
       return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
   return AB_OK;
@@ -615,7 +620,7 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job) {
   setup_t s;
   int rc = setup(o, a, &job->t[0].es, &s);
   if (rc >= 0) return rc;
-  ab_status st = prepare_traces(o, a, job, &diag);
+  ab_status st = prepare_traces(o, s.addresses, job, &diag);
 
   ab_tune_list_t list;
   ab_tune_list_init(&list);
