@@ -305,9 +305,12 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
   return true;
 }
 
-/* getopt's tables for the command: the options it takes or refuses. */
+/* getopt's tables for the command: the options it takes or refuses. shortopts opens with ':'
+ * so that a missing value comes back as ':', not as an unknown option. */
 static void getopt_tables(unsigned bit, struct option *longopts, char *shortopts) {
-  size_t n = 0, k = 0;
+  size_t n = 0, k = 1;
+  shortopts[0] = ':';
+  shortopts[1] = '\0';
   for (size_t i = 0; i < NOPTIONS; i++) {
     const option_entry_t *e = &options[i];
     if (!((e->takes | e->refuses) & bit)) continue;
@@ -321,10 +324,40 @@ static void getopt_tables(unsigned bit, struct option *longopts, char *shortopts
   longopts[n] = (struct option){NULL, 0, NULL, 0};
 }
 
+/* Whether word is one of the command's options ("--out", "--out=DIR", "-w"), not a value. */
+static bool names_option(unsigned bit, const char *word) {
+  if (word[0] != '-') return false;
+  for (size_t i = 0; i < NOPTIONS; i++) {
+    const option_entry_t *e = &options[i];
+    if (!((e->takes | e->refuses) & bit)) continue;
+    size_t len = strlen(e->name);
+    if (word[1] == '-' && strncmp(word + 2, e->name, len) == 0 && (word[2 + len] == '\0' || word[2 + len] == '='))
+      return true;
+    if (e->letter && word[1] == e->letter && word[2] == '\0') return true;
+  }
+  return false;
+}
+
+/* "--budget needs a value (SIZE)", and what came in its place. */
+static int missing_value(const ab_cli_opts_t *o, const ab_cli_command_t *cmd, const option_entry_t *e, const char *next) {
+  char msg[AB_DIAG_BYTES], name[64];
+  if (e == NULL) return ab_cli_usage_error(o, "an option lacks its value");
+  if (e->letter)
+    snprintf(name, sizeof name, "-%c", e->letter);
+  else
+    snprintf(name, sizeof name, "--%s", e->name);
+  if (next)
+    snprintf(msg, sizeof msg, "%s needs a value (%s), but the option '%s' follows it (see %s --help)", name, e->arg, next,
+             cmd->name);
+  else
+    snprintf(msg, sizeof msg, "%s needs a value (%s) after it (see %s --help)", name, e->arg, cmd->name);
+  return ab_cli_usage_error(o, msg);
+}
+
 int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_cli_own_fn own, void *ctx,
                  size_t max_args, char ***args, size_t *nargs) {
   struct option longopts[NOPTIONS + 1];
-  char shortopts[2 * NOPTIONS + 1] = "";
+  char shortopts[2 * NOPTIONS + 2] = "";
   getopt_tables(cmd->bit, longopts, shortopts);
   ab_diag_t diag = {""};
   const char *given[NOPTIONS] = {NULL}; /* the value each entry was given, to refuse it twice */
@@ -333,7 +366,9 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
   opterr = 0;
   while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     ab_status st = AB_OK;
-    const option_entry_t *e = opt == '?' || opt == ':' ? NULL : entry_of(cmd->bit, opt);
+    const option_entry_t *e = opt == '?' ? NULL : entry_of(cmd->bit, opt == ':' ? optopt : opt);
+    /* A refused option is refused for what it is, with or without its value. */
+    if (opt == ':' && (e == NULL || (e->takes & cmd->bit))) return missing_value(o, cmd, e, NULL);
     if (e == NULL) {
       snprintf(diag.msg, sizeof diag.msg, "bad option '%s' (see %s --help)", argv[optind - 1], cmd->name);
       return ab_cli_usage_error(o, diag.msg);
@@ -349,6 +384,8 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
       ab_cli_help(stdout, cmd);
       return AB_EXIT_OK;
     }
+    /* `--budget --out DIR`: getopt took the next option for the value. */
+    if (e->arg && names_option(cmd->bit, optarg)) return missing_value(o, cmd, e, optarg);
     /* An option that takes one value, given twice: the first would be dropped without a word. */
     size_t idx = (size_t)(e - options);
     if (e->arg && !(e->repeats & cmd->bit)) {

@@ -33,7 +33,7 @@
 #include "workload.h"
 
 static const ab_cli_command_t command = {
-    "allocbench tune", AB_CMD_TUNE, NULL,
+    "allocbench tune", AB_CMD_TUNE, "[TRACE]",
     "Finds the PYTORCH_CUDA_ALLOC_CONF that suits a job: replays its recorded snapshot (from\n"
     "`allocbench record`) or a workload through PyTorch's caching allocator under each setting that\n"
     "changes device memory (expandable_segments; max_split_size_mb over a grid, alone and with\n"
@@ -665,8 +665,19 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_cli_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
   tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0};
-  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
-  if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or -w WORKLOAD) is required");
+  char **args, replay_spec[4096 + 8];
+  size_t nargs = 0;
+  int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);
+  /* `tune TRACE` is `tune -w replay:TRACE`, as `replay TRACE` takes its trace. */
+  if (rc < 0 && nargs && a.nspecs) rc = ab_cli_usage_error(&o, "-w and a trace as the argument: give one of them");
+  if (rc < 0 && nargs) {
+    snprintf(replay_spec, sizeof replay_spec, "replay:%s", args[0]);
+    ab_status st = AB_OK;
+    ab_diag_t diag = {""};
+    own_option(&a, 'w', replay_spec, &st, &diag);
+    if (st != AB_OK) rc = ab_cli_usage_error(&o, diag.msg);
+  }
+  if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required");
   job_t job = {NULL, 0, ""};
   if (rc < 0) rc = tune_job(&o, &a, &job);
   job_free(&job);

@@ -10,9 +10,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MiB (1ULL << 20)
 #define MIN_LARGE_ALLOC_MB 10 /* kMinLargeAlloc: large_segment_size_mb must exceed it */
@@ -67,7 +69,45 @@ static ab_status fail(const parse_t *p, size_t i, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   size_t pos = i < p->n ? p->tok[i].pos : strlen(p->text) + 1;
-  return ab_diag_set(p->diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s", p->what, p->text, pos, msg);
+  /* No valid setting holds a ';', the separator people reach for first: whatever PyTorch
+   * stumbled on, that is the fix. */
+  size_t len = strlen(msg);
+  const char *semicolon = !strchr(p->text, ';') ? ""
+                          : len && msg[len - 1] == '.' ? " Separate the keys with ',', not ';'."
+                                                       : ": separate the keys with ',', not ';'";
+  return ab_diag_set(p->diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s%s", p->what, p->text, pos, msg, semicolon);
+}
+
+/* Edits (insert, delete, replace one character) from a to b, for "did you mean". */
+static size_t distance(const char *a, const char *b) {
+  size_t nb = strlen(b), row[64];
+  if (nb >= sizeof row / sizeof row[0]) return SIZE_MAX;
+  for (size_t j = 0; j <= nb; j++) row[j] = j;
+  for (size_t i = 1; a[i - 1]; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[nb];
+}
+
+/* The known key closest to s, if a few edits away (a third of its length at most), else NULL. */
+static const char *closest_key(const char *s) {
+  const char *const *lists[] = {common_keys, cuda_keys};
+  const char *best = NULL;
+  size_t best_d = strlen(s) / 3 + 1;
+  for (size_t l = 0; l < 2; l++)
+    for (const char *const *k = lists[l]; *k; k++) {
+      size_t d = distance(s, *k);
+      if (d < best_d) best = *k, best_d = d;
+    }
+  return best;
 }
 
 /* ConfigTokenizer::checkIndex: PyTorch asserts "Index out of bounds in ConfigTokenizer". */
@@ -106,7 +146,12 @@ static ab_status to_bool(const parse_t *p, size_t i, size_t key, bool *out) {
   AB_TRY(need(p, i, key));
   if (is(p, i, "True")) return *out = true, AB_OK;
   if (is(p, i, "False")) return *out = false, AB_OK;
-  return fail(p, i, "Expected 'True' or 'False' at index %zu in ConfigTokenizer but got '%s'", i, p->tok[i].s);
+  /* PyTorch's words, then the fix: the spelling it takes. */
+  const char *t = p->tok[i].s, *fix = strcasecmp(t, "true") == 0    ? ": use True"
+                                     : strcasecmp(t, "false") == 0 ? ": use False"
+                                     : strchr(t, ';')              ? "" /* fail() says what to do */
+                                                                   : ": use True or False";
+  return fail(p, i, "Expected 'True' or 'False' at index %zu in ConfigTokenizer but got '%s'%s", i, t, fix);
 }
 
 /* Notes a key that was accepted without effect on device memory. */
@@ -259,7 +304,11 @@ static ab_status pass_common(parse_t *p) {
       i += 2;
     } else {
       if (!listed(common_keys, p->tok[i].s) && !listed(cuda_keys, p->tok[i].s))
-        return fail(p, i, "Unrecognized key '%s' in Accelerator allocator config.", p->tok[i].s);
+      {
+        const char *near = closest_key(p->tok[i].s);
+        return fail(p, i, "Unrecognized key '%s' in Accelerator allocator config.%s%s%s", p->tok[i].s,
+                    near ? " Did you mean '" : "", near ? near : "", near ? "'?" : "");
+      }
       AB_TRY(skip_key(p, &i));
     }
     if (i + 1 < p->n) i++; /* the ',', unchecked */

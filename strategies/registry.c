@@ -128,6 +128,10 @@ ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, 
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, ", %s:%s", families[i].entry.name, families[i].argument);
   }
+  /* Several strategies where one is taken: the commands that take a list are named. */
+  if (strchr(name, ','))
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "-s '%s': one strategy here; compare, oom and matrix take several, separated by ','", name);
   return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': unknown strategy (expected one of %s)", name, names);
 }
 

@@ -155,6 +155,14 @@ static void test_allocator_settings_refused(void) {
   refused("max_split_size_mb:128,,expandable_segments:True", "Unrecognized key ','");
   /* Keys of PyTorch releases after 2.11. */
   refused("throw_on_cudamalloc_oom:True", "Unrecognized key 'throw_on_cudamalloc_oom'");
+  /* After PyTorch's words, the fix. */
+  refused("expandable_segments:true", "but got 'true': use True");
+  refused("expandable_segments:FALSE", "but got 'FALSE': use False");
+  refused("expandable_segments:yes", "but got 'yes': use True or False");
+  refused("max_split_sise_mb:128", "Unrecognized key 'max_split_sise_mb' in Accelerator allocator config. Did you mean 'max_split_size_mb'?");
+  refused("garbage_colection_threshold:0.5", "Did you mean 'garbage_collection_threshold'?");
+  refused("max_split_size_mb:128;expandable_segments:True", "config. Separate the keys with ',', not ';'.");
+  refused("expandable_segments:True;max_split_size_mb:128", "got 'True;max_split_size_mb': separate the keys with ',', not ';'");
 }
 
 /* Section 9.1 G: per_process_memory_fraction is a fraction in [0, 1]. */

@@ -34,6 +34,33 @@ refuse "-w given twice ('random', then 'zero'): allocbench oom takes one" oom -w
 refuse "-w given twice ('random', then 'zero'): allocbench compare takes one" compare -w random -w zero -s raw --device sim
 refuse "-s given twice ('raw', then 'pooled')" run -w random -s raw -s pooled --device sim
 refuse "--device given twice ('sim', then 'sim:a100-40gb')" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" --device sim --device sim:a100-40gb
+# A missing value is named, also where getopt would take the next option for it.
+refuse "--budget needs a value (SIZE), but the option '--out' follows it" run -w random -s raw --device sim --budget
+"$ab" run -w random -s raw --device sim --out "$work/refused" --budget >"$work/out" 2>"$work/err"
+[ $? -eq 2 ] && grep -qF "allocbench run: --budget needs a value (SIZE) after it" "$work/err" ||
+  fail "--budget last on the line: $(cat "$work/err")"
+# Errors that say the fix: several strategies where one is taken, a trace given as a workload,
+# and PYTORCH_CUDA_ALLOC_CONF's own words followed by the spelling it takes.
+refuse "-s 'caching,expandable': one strategy here; compare, oom and matrix take several" run -w random -s caching,expandable --device sim
+trace=$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+refuse "'$trace' is a file: a recorded trace is -w replay:$trace" tune -w "$trace"
+refuse "got 'true': use True" run -w random -s caching -c expandable_segments:true --device sim
+refuse "Unrecognized key 'max_split_sise_mb' in Accelerator allocator config. Did you mean 'max_split_size_mb'?" run -w random -s caching -c max_split_sise_mb:128 --device sim
+refuse "Unrecognized key 'True' in Accelerator allocator config. Separate the keys with ',', not ';'." run -w random -s caching -c "max_split_size_mb:128;expandable_segments:True" --device sim
+refuse "Unrecognized key 'bogus' in Accelerator allocator config." run -w random -s caching -c bogus:1 --device sim
+grep -q "Did you mean" "$work/err" && fail "a key far from every known one got a guess: $(cat "$work/err")"
+refuse "-w and a trace as the argument: give one of them" tune -w random "$trace"
+# `tune TRACE` is `tune -w replay:TRACE`.
+# (The line to paste and the predictions; the rows also hold each run's time.)
+"$ab" tune "$trace" -q --out "$work/tune" >"$work/a" 2>"$work/err" || fail "tune TRACE exited $?: $(cat "$work/err")"
+"$ab" tune -w "replay:$trace" -q --out "$work/tune" >"$work/b" 2>&1 || fail "tune -w replay:TRACE exited $?"
+grep -q "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/a" && cmp -s <(tail -3 "$work/a") <(tail -3 "$work/b") ||
+  fail "tune TRACE and tune -w replay:TRACE differ: $(tail -3 "$work/a")"
+# `help CMD` is `CMD --help`; --version names the commit and the build's options.
+"$ab" help run >"$work/a" 2>&1 && "$ab" run --help >"$work/b" 2>&1 && cmp -s "$work/a" "$work/b" ||
+  fail "help run is not run --help: $(head -2 "$work/a")"
+"$ab" --version >"$work/a" 2>&1 && grep -q "(commit " "$work/a" && grep -q "^built with: CUDA " "$work/a" ||
+  fail "--version: $(cat "$work/a")"
 refuse "batch x seq x vocab" run -w mixed-precision:batch=1048576,seq=1048576,vocab=4194304 -s raw --device sim
 
 # A workload too large for host memory is refused before it is generated, naming what to

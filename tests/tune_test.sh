@@ -161,7 +161,7 @@ grep -q "interrupted (SIGINT)" "$work/err" || fail "tune after SIGINT: $(cat "$w
 [ ! -e "$work/stopped/tune.csv" ] || fail "an interrupted tune wrote tune.csv"
 
 # Bad arguments.
-refuse "-w replay:TRACE (or -w WORKLOAD) is required" tune
+refuse "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required" tune
 refuse "unknown workload" tune -w nosuch
 refuse "$work/none.pickle: cannot open" tune -w "replay:$work/none.pickle"
 refuse "--objective 'fast': expected reserved or budget" tune -w "$w" --objective fast
@@ -173,7 +173,8 @@ refuse "-s caching: tune searches the caching allocator's settings itself" tune 
 refuse "-c: tune chooses the strategies" tune -w "$w" -c expandable_segments:True
 refuse "--budget: tune chooses" tune -w "$w" --budget 1GB
 refuse "--device 'sim:nosuch'" tune -w "$w" --device sim:nosuch
-refuse "unexpected argument 'extra'" tune -w "$w" extra
+refuse "-w and a trace as the argument: give one of them" tune -w "$w" extra
+refuse "unexpected argument 'two'" tune one two
 
 # The recorded job: the prediction for each conf PyTorch ran it under is what PyTorch
 # measured (reserved_bytes.all.peak, num_device_alloc; cnn_dyn.json).

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hostmem.h"
 #include "units.h"
@@ -210,7 +211,12 @@ static const ab_workload_t *lookup(const char *spec, const char **args, ab_diag_
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", registry[i]->name);
   }
-  ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': unknown workload '%.*s' (expected one of %s)", spec, (int)len, spec, names);
+  /* A recorded trace given by its path alone: the workload that reads it is replay. */
+  if (access(spec, R_OK) == 0)
+    ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': unknown workload; '%s' is a file: a recorded trace is -w replay:%s", spec,
+                spec, spec);
+  else
+    ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': unknown workload '%.*s' (expected one of %s)", spec, (int)len, spec, names);
   return NULL;
 }
 
