@@ -131,19 +131,35 @@ void ab_results_workload_name(const char *workload, char *out, size_t size) {
   snprintf(out, size, "replay:%s", file && file[1] ? file + 1 : trace);
 }
 
+/* 8 hex digits of FNV-1a over s: what keeps two shortened names apart. */
+static unsigned name_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char *c = s; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  return (unsigned)(h >> 32);
+}
+
 void ab_results_workload_part(const char *workload, char *out, size_t size) {
   const char *trace = trace_of(workload);
   if (trace == NULL) {
-    ab_results_file_part(workload, out, size);
+    /* A spec longer than the name can be: its beginning, then the hash of all of it, so
+     * that specs which differ only past the cut (card=80GiB, card=36GiB) never share a file. */
+    char full[1024];
+    ab_results_file_part(workload, full, sizeof full);
+    size_t len = strlen(full);
+    if (len < size && len + 1 < sizeof full) {
+      memcpy(out, full, len + 1);
+      return;
+    }
+    size_t keep = size > 10 ? size - 10 : 0;
+    while (keep > 0 && full[keep - 1] == '_') keep--;
+    snprintf(out, size, "%.*s-%08x", (int)keep, full, name_hash(workload));
     return;
   }
   char full[PATH_MAX];
   if (realpath(trace, full) == NULL) snprintf(full, sizeof full, "%s", trace);
-  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-  for (const char *c = full; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
   char name[128];
   ab_results_file_part(trace, name, sizeof name);
-  snprintf(out, size, "%s-%08x", name, (unsigned)(h >> 32));
+  snprintf(out, size, "%s-%08x", name, name_hash(full));
 }
 
 static const ab_col_t timeline_cols[] = {

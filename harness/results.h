@@ -131,7 +131,8 @@ void ab_results_workload_name(const char *workload, char *out, size_t size);
  * turns runs of anything else into one '_'; a path keeps only its last component. */
 void ab_results_file_part(const char *in, char *out, size_t size);
 /* A workload's part of the names of its timeline and segment map: ab_results_file_part of
- * a generator's spec; for a trace (replay:PATH, or the path `replay` was given), its file
+ * a generator's spec (one longer than size: its beginning and 8 hex digits of the hash of
+ * the whole spec, "serve_hidden_2880_..._repa-5c0ffee1"); for a trace (replay:PATH, or the path `replay` was given), its file
  * name and 8 hex digits of its full path, so that traces of one name in different folders
  * keep files of their own in one --out ("cnn.pickle.gz-1f2e3d4c"). */
 void ab_results_workload_part(const char *workload, char *out, size_t size);

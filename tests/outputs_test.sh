@@ -197,4 +197,15 @@ for t in "$work/a/t.csv" "$work/b/t.csv" "$work/a/../a/t.csv"; do
 done
 [ "$(ls "$work"/two/timeline_t.csv-*_raw.csv | wc -l)" = 2 ] || fail "timelines of two traces named t.csv: $(ls "$work/two")"
 
+# Two long specs that differ only past where a file name must end (the README's two serve
+# runs): each has files of its own, the spec's beginning then a hash of all of it.
+M=hidden=2880,layers=36,heads=32,kv_heads=4,vocab=100544,ffn=1440,experts=128,topk=4,moe_bits=4.25,repack=true,repack_pad=12MiB
+for card in 80GiB 36GiB; do
+  "$ab" run -w "serve:$M,card=$card" -s caching --device sim --quiet --out "$work/long" >/dev/null || fail "serve card=$card failed"
+done
+[ "$(ls "$work"/long/timeline_serve_hidden_2880_*_caching.csv | wc -l)" = 2 ] || fail "two long specs share a timeline: $(ls "$work/long")"
+for f in "$work"/long/*; do
+  [ "$(basename "$f" | wc -c)" -le 256 ] || fail "a name longer than a file name may be: $f"
+done
+
 finish outputs_test
