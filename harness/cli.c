@@ -268,6 +268,20 @@ static ab_status parse_faults(const char *arg, ab_faults_t *f, int *rank, ab_dia
   return AB_OK;
 }
 
+/* Note [Decimal sizes]: "40GB" is 37.25 GiB, while a card sold as 40 GB (sim:a100-40gb) has
+ * 40 GiB; a budget or cap written in decimal units is said in both, on stderr, the first time
+ * one is given (after parsing, so that -q anywhere on the line silences it). */
+static char size_note[160];
+
+void ab_cli_size_given(const char *what, const char *text, uint64_t bytes) {
+  static bool said = false;
+  if (said || !ab_size_is_decimal(text)) return;
+  said = true;
+  char b[32];
+  snprintf(size_note, sizeof size_note, "%s %s = %s (decimal units; %.*sGiB would be binary)", what, text,
+           ab_format_bytes(bytes, b, sizeof b), (int)strspn(text, "0123456789."), text);
+}
+
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag) {
   *st = AB_OK;
   switch (opt) {
@@ -287,6 +301,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
       *st = ab_parse_size("--budget", arg, &o->dev.budget_bytes, diag);
       if (*st == AB_OK && o->dev.budget_bytes == 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget '%s': must be more than 0 bytes", arg);
+      if (*st == AB_OK) ab_cli_size_given("--budget", arg, o->dev.budget_bytes);
       break;
     case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
     case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
@@ -406,6 +421,8 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
     if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
   }
   size_t n = (size_t)(argc - optind);
+  if (size_note[0] && !o->quiet) fprintf(stderr, "%s: %s\n", o->cmd, size_note);
+  size_note[0] = '\0';
   if (n > max_args) {
     snprintf(diag.msg, sizeof diag.msg, "unexpected argument '%s'", argv[optind + (int)max_args]);
     return ab_cli_usage_error(o, diag.msg);

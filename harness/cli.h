@@ -123,6 +123,9 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
                  size_t max_args, char ***args, size_t *nargs);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
 bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
+/* A budget or cap (what: "--budget") of text, parsed to bytes: when text has a decimal unit,
+ * ab_cli_parse says both readings on stderr once it has parsed the line (Note [Decimal sizes]). */
+void ab_cli_size_given(const char *what, const char *text, uint64_t bytes);
 /* Writes cmd's help: its usage, about and options. */
 void ab_cli_help(FILE *f, const ab_cli_command_t *cmd);
 

@@ -84,9 +84,14 @@ int ab_cmd_list(int argc, char **argv) {
   const ab_sim_profile_t *profiles = ab_sim_profiles(&np);
   printf("\nsimulated cards (--device sim:NAME, or sim:SIZE):\n");
   for (unsigned i = 0; i < np; i++) {
-    char b[32];
-    printf("  %-14s %-12s %s\n", profiles[i].name, ab_format_bytes(profiles[i].total_bytes, b, sizeof b),
-           profiles[i].source);
+    /* A card named in GB (a100-40gb) says its capacity in GB too: 40 GiB is 42.95 GB. */
+    char b[32], both[64];
+    ab_format_bytes(profiles[i].total_bytes, b, sizeof b);
+    if (strstr(profiles[i].name, "gb") || strstr(profiles[i].source, "GB"))
+      snprintf(both, sizeof both, "%s = %.2f GB", b, (double)profiles[i].total_bytes / 1e9);
+    else
+      snprintf(both, sizeof both, "%s", b);
+    printf("  %-14s %-24s %s\n", profiles[i].name, both, profiles[i].source);
   }
   return AB_EXIT_OK;
 }

@@ -81,6 +81,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
     case AB_OPT_CAP:
       *st = ab_parse_size("--cap", arg, &a->cap, diag);
       if (*st == AB_OK && a->cap == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
+      if (*st == AB_OK) ab_cli_size_given("--cap", arg, a->cap);
       return true;
     case AB_OPT_JOBS:
       *st = ab_parse_u64("--jobs", arg, 1024, &a->jobs, diag);

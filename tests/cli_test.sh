@@ -56,6 +56,15 @@ refuse "-w and a trace as the argument: give one of them" tune -w random "$trace
 "$ab" tune -w "replay:$trace" -q --out "$work/tune" >"$work/b" 2>&1 || fail "tune -w replay:TRACE exited $?"
 grep -q "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/a" && cmp -s <(tail -3 "$work/a") <(tail -3 "$work/b") ||
   fail "tune TRACE and tune -w replay:TRACE differ: $(tail -3 "$work/a")"
+# A budget in decimal units is said in binary too, once; -q anywhere silences it; a card
+# named in GB states its capacity in GB.
+"$ab" run -w random:ops=200 -s raw --device sim --budget 40GB --out "$work/dec" >/dev/null 2>"$work/err" || fail "--budget 40GB failed"
+[ "$(grep -c "allocbench run: --budget 40GB = 37.25 GiB" "$work/err")" = 1 ] || fail "--budget 40GB not said once: $(cat "$work/err")"
+"$ab" run -w random:ops=200 -s raw --device sim --budget 40GB --out "$work/dec" -q >/dev/null 2>"$work/err"
+[ -s "$work/err" ] && fail "-q did not silence the decimal note: $(cat "$work/err")"
+"$ab" run -w random:ops=200 -s raw --device sim --budget 40GiB --out "$work/dec" >/dev/null 2>"$work/err"
+grep -q "decimal" "$work/err" && fail "a binary budget was called decimal: $(cat "$work/err")"
+"$ab" list | grep -qE "^  a100-40gb +40.00 GiB = 42.95 GB " || fail "list does not state a100-40gb in GB: $("$ab" list | grep a100-40gb)"
 # `help CMD` is `CMD --help`; --version names the commit and the build's options.
 "$ab" help run >"$work/a" 2>&1 && "$ab" run --help >"$work/b" 2>&1 && cmp -s "$work/a" "$work/b" ||
   fail "help run is not run --help: $(head -2 "$work/a")"

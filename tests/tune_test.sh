@@ -167,7 +167,7 @@ refuse "$work/none.pickle: cannot open" tune -w "replay:$work/none.pickle"
 refuse "--objective 'fast': expected reserved or budget" tune -w "$w" --objective fast
 refuse "--cap '0': must be more than 0 bytes" tune -w "$w" --cap 0
 refuse "--cap 'lots'" tune -w "$w" --cap lots
-refuse "--cap 186.26 GiB is more than the device's total of 139.80 GiB" tune -w "$w" --cap 200GB
+refuse "--cap 200.00 GiB is more than the device's total of 139.80 GiB" tune -w "$w" --cap 200GiB
 refuse "--jobs '0': expected 1 to 1024" tune -w "$w" --jobs 0
 refuse "-s caching: tune searches the caching allocator's settings itself" tune -w "$w" -s caching
 refuse "-c: tune chooses the strategies" tune -w "$w" -c expandable_segments:True

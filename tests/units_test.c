@@ -39,6 +39,14 @@ static void sizes_refused(void) {
   }
 }
 
+/* Which sizes read in decimal units, to be said in both (Note [Decimal sizes], cli.c). */
+static void sizes_decimal(void) {
+  static const char *const decimal[] = {"40GB", "1.5gb", "512KB", "2MB", "1TB"};
+  static const char *const binary[] = {"40GiB", "512", "512B", "2mib", "1TiB", "4"};
+  for (size_t i = 0; i < sizeof decimal / sizeof decimal[0]; i++) CHECK_MSG(ab_size_is_decimal(decimal[i]), "%s", decimal[i]);
+  for (size_t i = 0; i < sizeof binary / sizeof binary[0]; i++) CHECK_MSG(!ab_size_is_decimal(binary[i]), "%s", binary[i]);
+}
+
 static void numbers(void) {
   uint64_t v;
   ab_diag_t d;
@@ -105,7 +113,7 @@ static void option_lists(void) {
 }
 
 static const ab_test_t tests[] = {
-    {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"numbers", numbers},
+    {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"sizes_decimal", sizes_decimal}, {"numbers", numbers},
     {"torch_format", torch_format}, {"option_lists", option_lists},
 };
 AB_TEST_MAIN(tests)

@@ -26,6 +26,14 @@ static const struct {
     {"TiB", 1ULL << 40},
 };
 
+bool ab_size_is_decimal(const char *text) {
+  size_t n = strlen(text), k = n;
+  while (k > 0 && isalpha((unsigned char)text[k - 1])) k--;
+  for (size_t i = 1; i < sizeof units / sizeof units[0]; i++)
+    if (strcasecmp(text + k, units[i].name) == 0) return units[i].bytes % 1000 == 0;
+  return false;
+}
+
 /* Parses a size; on error says why and where (1-based) without naming the input. */
 static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, size_t whylen) {
   const char *p = text;
