@@ -633,44 +633,205 @@ int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *r
   return rc;
 }
 
-static bool counts_bytes(const char *column) {
-  size_t n = strlen(column);
-  return n > 6 && strcmp(column + n - 6, "_bytes") == 0;
+/* Note [Tables for people]
+ * The text tables show the numbers one way, whatever the command: headers in words, bytes
+ * in MiB or GiB, times with their unit, percentages with '%', a limit searched as a cap
+ * called a cap, and nothing that does not apply to the run (a step time for a trace, which
+ * has no steps; NCCL bytes outside a run of ranks; the conf of a strategy that was given
+ * none): such a row of a single run is left out, such a column of several runs is left out
+ * where it applies to none of them. CSV and JSON keep the raw numbers under the column
+ * names, which are the same in summary.csv. */
+
+/* How a column's cells read. */
+typedef enum { SHOW_TEXT, SHOW_BYTES, SHOW_NS, SHOW_MS, SHOW_S, SHOW_PCT, SHOW_RATE } show_t;
+
+/* The columns whose header is not its name read as words, and when a cell does not apply. */
+static const struct {
+  const char *name, *words, *words_cap; /* words_cap: under --cap (NULL: the same) */
+  const char *absent;                   /* the value that means "does not apply", or NULL */
+} labels[] = {
+    {"budget_bytes", "budget", "cap", "0"},
+    {"min_budget_bytes", "smallest budget", "smallest cap", NULL},
+    {"max_fail_bytes", "largest failing budget", "largest failing cap", NULL},
+    {"frag_pct", "fragmentation", NULL, NULL},
+    {"overhead_pct", "over requested", NULL, NULL},
+    {"oom_kind", "OOM kind", NULL, "none"},
+    {"oom_kind_at_fail", "OOM below it", NULL, "none"},
+    {"oom_event", "OOM at event", NULL, "-1"},
+    {"oom_event_at_fail", "OOM at event below it", NULL, "-1"},
+    {"num_device_alloc", "device allocations", NULL, NULL},
+    {"num_device_free", "device frees", NULL, NULL},
+    {"num_alloc_retries", "retries", NULL, NULL},
+    {"num_ooms", "OOMs", NULL, NULL},
+    {"step_ms_p50", "step p50", NULL, "0.0000"},
+    {"kernel_ms_total", "kernel time", NULL, "0.000"},
+    {"nccl_bytes", "NCCL bytes", NULL, "0"},
+    {"approximate", "approximate", NULL, "no"},
+    {"events_per_s", "events per second", NULL, NULL},
+    {"harness_ns_per_event", "harness per event", NULL, NULL},
+    {"wall_s", "wall time", NULL, NULL},
+    {"conf", "conf", NULL, ""},
+    {"note", "note", NULL, ""},
+};
+
+/* The kind of a column, from the unit its name ends with. */
+static show_t show_of(const char *name) {
+  size_t n = strlen(name);
+#define ENDS(suffix) (n > strlen(suffix) && strcmp(name + n - strlen(suffix), suffix) == 0)
+  if (ENDS("_bytes")) return SHOW_BYTES;
+  if (ENDS("_pct")) return SHOW_PCT;
+  if (ENDS("_per_s")) return SHOW_RATE;
+  if (ENDS("_s")) return SHOW_S;
+  if (ENDS("_ns") || strstr(name, "_ns_")) return SHOW_NS;
+  if (ENDS("_ms") || strstr(name, "_ms_")) return SHOW_MS;
+#undef ENDS
+  return SHOW_TEXT;
 }
 
-/* t with the cells of its byte columns as a person reads them ("29.63 GiB"); an empty cell
- * (no answer) stays empty. CSV and JSON keep the bytes. */
-static ab_status for_people(const ab_table_t *t, ab_table_t *out) {
-  ab_table_init(out, t->cols, t->ncols);
-  const char **row = malloc(t->ncols * sizeof *row);
-  char(*human)[32] = malloc(t->ncols * sizeof *human);
-  ab_status st = row && human ? AB_OK : AB_ERR_INTERNAL;
+/* The header of a column: its words, else its name less the unit, '_' read as ' '
+ * ("alloc_ns_p99" is "alloc p99"). */
+static void header_of(const char *name, bool cap, char *out, size_t size) {
+  for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+    if (strcmp(labels[i].name, name) == 0) {
+      snprintf(out, size, "%s", cap && labels[i].words_cap ? labels[i].words_cap : labels[i].words);
+      return;
+    }
+  static const char *const units[] = {"_bytes", "_pct", "_ns", "_ms", "_s"};
+  size_t k = 0;
+  for (const char *c = name; *c && k + 1 < size;) {
+    size_t skip = 0;
+    for (size_t u = 0; u < sizeof units / sizeof units[0] && !skip; u++) {
+      size_t len = strlen(units[u]);
+      if (strncmp(c, units[u], len) == 0 && (c[len] == '\0' || c[len] == '_')) skip = len;
+    }
+    if (skip) {
+      c += skip;
+      continue;
+    }
+    out[k++] = *c == '_' ? ' ' : *c;
+    c++;
+  }
+  out[k] = '\0';
+}
+
+static bool absent(const char *name, const char *cell) {
+  if (cell == NULL || cell[0] == '\0') return true;
+  for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+    if (strcmp(labels[i].name, name) == 0) return labels[i].absent && strcmp(cell, labels[i].absent) == 0;
+  return false;
+}
+
+/* A time of v in unit (1 = s, 1e-3 = ms, 1e-9 = ns) with the unit that reads best. */
+static const char *format_time(double v, double unit, char *buf, size_t size) {
+  double s = v * unit;
+  if (s == 0)
+    snprintf(buf, size, "0 s");
+  else if (s < 1e-6)
+    snprintf(buf, size, "%.0f ns", s * 1e9);
+  else if (s < 1e-3)
+    snprintf(buf, size, "%.1f us", s * 1e6);
+  else if (s < 1)
+    snprintf(buf, size, "%.1f ms", s * 1e3);
+  else
+    snprintf(buf, size, "%.2f s", s);
+  return buf;
+}
+
+static const char *format_cell(show_t kind, const char *cell, char *buf, size_t size) {
+  char *end;
+  double v = strtod(cell, &end);
+  if (end == cell || *end != '\0') return cell; /* not a number: as it is */
+  switch (kind) {
+    case SHOW_BYTES: return ab_format_bytes(strtoull(cell, NULL, 10), buf, size);
+    case SHOW_NS: return format_time(v, 1e-9, buf, size);
+    case SHOW_MS: return format_time(v, 1e-3, buf, size);
+    case SHOW_S: return format_time(v, 1, buf, size);
+    case SHOW_PCT: return snprintf(buf, size, "%.1f%%", v), buf;
+    case SHOW_RATE:
+      if (v >= 1e6) return snprintf(buf, size, "%.2f M", v / 1e6), buf;
+      if (v >= 1e3) return snprintf(buf, size, "%.1f k", v / 1e3), buf;
+      return snprintf(buf, size, "%.0f", v), buf;
+    case SHOW_TEXT: break;
+  }
+  return cell;
+}
+
+/* t as people read it (Note [Tables for people]): the columns named (all when names is
+ * NULL) that apply, under their words, their cells formatted. cols_out holds the headers
+ * and is freed by the caller after out. */
+static ab_status for_people(const ab_table_t *t, const char *const *names, size_t nnames, bool cap, ab_table_t *out,
+                            ab_col_t **cols_out) {
+  size_t n = names ? nnames : t->ncols, k = 0;
+  size_t *pick = malloc((n + 1) * sizeof *pick);
+  ab_col_t *cols = malloc((n + 1) * sizeof *cols);
+  char(*words)[48] = malloc((n + 1) * sizeof *words);
+  const char **row = malloc((n + 1) * sizeof *row);
+  char(*cell)[48] = malloc((n + 1) * sizeof *cell);
+  *cols_out = cols;
+  ab_status st = pick && cols && words && row && cell ? AB_OK : AB_ERR_INTERNAL;
+  for (size_t i = 0; i < n && st == AB_OK; i++) {
+    size_t c = i;
+    if (names) {
+      for (c = 0; c < t->ncols && strcmp(t->cols[c].name, names[i]) != 0; c++) continue;
+      if (c == t->ncols) continue;
+    }
+    /* A column that applies to no row is left out; so is a single run's row that does not apply. */
+    bool applies = false;
+    for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent(t->cols[c].name, t->cells[r * t->ncols + c]);
+    if (!applies && t->nrows > 0) continue;
+    pick[k] = c;
+    header_of(t->cols[c].name, cap, words[k], sizeof words[k]);
+    cols[k] = (ab_col_t){words[k], t->cols[c].numeric};
+    k++;
+  }
+  if (st == AB_OK) ab_table_init(out, cols, k);
   for (size_t r = 0; r < t->nrows && st == AB_OK; r++) {
-    for (size_t c = 0; c < t->ncols; c++) {
-      const char *cell = t->cells[r * t->ncols + c];
-      row[c] = cell;
-      if (counts_bytes(t->cols[c].name) && cell && *cell)
-        row[c] = ab_format_bytes(strtoull(cell, NULL, 10), human[c], sizeof human[c]);
+    for (size_t j = 0; j < k; j++) {
+      size_t c = pick[j];
+      const char *v = t->cells[r * t->ncols + c];
+      row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
     }
     st = ab_table_add(out, row);
   }
+  /* The headers live in words, which the table points to: keep them with the columns. */
+  if (st == AB_OK && k) {
+    ab_col_t *kept = realloc(cols, k * sizeof *cols + k * sizeof *words);
+    if (kept) {
+      char(*moved)[48] = (void *)(kept + k);
+      memcpy(moved, words, k * sizeof *words);
+      for (size_t j = 0; j < k; j++) kept[j].name = moved[j];
+      out->cols = kept;
+      *cols_out = kept;
+    } else {
+      st = AB_ERR_INTERNAL;
+    }
+  }
+  free(pick);
+  free(words);
   free(row);
-  free(human);
+  free(cell);
   return st;
 }
 
 void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
-  ab_table_t shown;
+  ab_table_t shown = {0};
+  ab_col_t *headers = NULL;
   switch (o->format) {
     case AB_FORMAT_CSV: ab_table_write_csv(t, stdout, true); break;
     case AB_FORMAT_JSON: ab_table_write_json(t, stdout); break;
     case AB_FORMAT_TABLE: {
-      const ab_table_t *p = for_people(t, &shown) == AB_OK ? &shown : t; /* else the bytes will do */
-      if (p->nrows == 1 && cols == NULL)
-        ab_table_write_pairs(p, 0, stdout);
+      if (for_people(t, cols, ncols, o->cap, &shown, &headers) != AB_OK) {
+        ab_table_write_text(t, stdout, cols, ncols); /* the raw table will do */
+        ab_table_free(&shown);
+        free(headers);
+        break;
+      }
+      if (shown.nrows == 1 && cols == NULL)
+        ab_table_write_pairs(&shown, 0, stdout);
       else
-        ab_table_write_text(p, stdout, cols, ncols);
+        ab_table_write_text(&shown, stdout, NULL, 0);
       ab_table_free(&shown);
+      free(headers);
       break;
     }
   }
@@ -802,6 +963,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
   search_args_t args = {search, {NULL}, 0};
   int rc = ab_cli_parse(argc, argv, cmd, o, search_own, &args, 0, NULL, NULL);
   if (rc >= 0) return rc;
+  o->cap = search->cap;
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
   if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);

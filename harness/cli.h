@@ -62,6 +62,7 @@ typedef struct ab_cli_opts_s {
   bool verify;            /* --verify: no two live allocations may share memory */
   bool quiet;             /* --quiet: no progress, no device notice */
   bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
+  bool cap;               /* the limits are memory caps (--cap): the tables say cap, not budget */
   bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;

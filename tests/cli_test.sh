@@ -233,7 +233,13 @@ head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,see
   fail "unexpected header: $(head -n 1 "$work/csv")"
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"
-grep -qE '^peak_reserved_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show peak_reserved_bytes in MiB: $(cat "$work/table")"
+grep -qE '^peak reserved +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show the peak reserved in MiB: $(cat "$work/table")"
+# Note [Tables for people]: words, times with their unit, nothing that does not apply (a
+# random sequence has no kernels, no NCCL, no conf, no budget; its OOM kind is none).
+grep -qE '^alloc p99 +[0-9.]+ (ns|us)$' "$work/table" || fail "the table's times have no unit: $(cat "$work/table")"
+grep -qE '^fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"
+grep -qE '_bytes|_ns_|_pct|^(conf|budget|NCCL bytes|OOM kind|kernel time|approximate) ' "$work/table" &&
+  fail "the table shows column names or what does not apply: $(cat "$work/table")"
 grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,no,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
@@ -267,7 +273,9 @@ grep -q ',pooled,.*,fragmentation,' "$work/csv" || fail "pooled's row: $(grep ',
 grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing probe: $(cat "$work/err")"
 [ -s "$out/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of the failing probe"
 "$ab" oom -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "oom table exited $?"
-grep -qE '^min_budget_bytes +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom's table does not show min_budget_bytes in MiB"
+grep -qE '^smallest budget +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom's table does not show the smallest budget in MiB: $(cat "$work/table")"
+"$ab" oom -w random:ops=3000 -s caching --cap --device sim --out "$work/cap" --quiet >"$work/table" || fail "oom --cap exited $?"
+grep -qE '^smallest cap +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom --cap's table does not call the cap a cap: $(cat "$work/table")"
 # The table ends with the answer in words, the smallest budget first.
 "$ab" oom -w fragmenter -s caching,expandable,raw --device sim --out "$out" --quiet >"$work/table" || fail "oom of three exited $?"
 [ "$(tail -n 1 "$work/table")" = "It fits 256.00 MiB with raw; needs 260.12 MiB with expandable; needs 320.00 MiB with caching." ] ||
@@ -293,8 +301,8 @@ grep -q "at its peak, more than" "$work/table" && fail "said of a workload that 
 "$ab" compare -w random:ops=3000 -s raw,pooled,async --device sim --out "$out" >"$work/table" 2>"$work/err" ||
   fail "compare exited $?"
 grep -q "ran out of memory" "$work/err" && fail "compare printed OOM reports without -v: $(cat "$work/err")"
-grep -qE '^raw +89\.81 MiB +0\.000 +89\.81 MiB ' "$work/table" || fail "compare's bytes are not in MiB: $(cat "$work/table")"
-head -n 1 "$work/table" | grep -q 'peak_reserved_bytes.*frag_pct.*min_budget_bytes.*alloc_ns_p50' ||
+grep -qE '^raw +89\.81 MiB +0\.0% +89\.81 MiB ' "$work/table" || fail "compare's bytes are not in MiB: $(cat "$work/table")"
+head -n 1 "$work/table" | grep -q 'peak reserved.*fragmentation.*smallest budget.*alloc p50' ||
   fail "compare's table: $(head -n 1 "$work/table")"
 [ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
 [ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"

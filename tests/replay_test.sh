@@ -140,7 +140,7 @@ for s in caching expandable; do
   "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --out "$tmp/res" --no-timeline \
     --export-snapshot "$tmp/$s.pickle" > "$tmp/run.txt" || fail "replay -s $s exited $?"
   "$ab" replay --info "$tmp/$s.pickle" > "$tmp/back.txt" || fail "--info on the $s export exited $?"
-  made=$(value "$tmp/run.txt" num_device_alloc)
+  made=$(awk '/^device allocations / { print $3 }' "$tmp/run.txt")
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done

@@ -19,7 +19,7 @@ run() {
   "$ab" run -w "serve:$model,card=$card" -s caching -c "$conf" --device sim --out "$work/$name" \
     >"$work/$name.txt" 2>"$work/$name.err"
   status=$(awk '$1 == "status" { print $2 }' "$work/$name.txt")
-  kind=$(awk '$1 == "oom_kind" { print $2 }' "$work/$name.txt")
+  kind=$(awk '/^OOM kind / { print $3 }' "$work/$name.txt")
   step=$(tail -n 1 "$work/$name"/timeline_*.csv | cut -d, -f2)
 }
 
