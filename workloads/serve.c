@@ -1,5 +1,7 @@
-/* serve.c: an LLM inference server's life as vLLM (V1, 0.1x) runs it, from start-up to a
- * stream of requests.
+/* serve.c: an LLM inference server's life as vLLM's V1 engine runs it (vllm-project/vllm at
+ * commit 35d5cda, vllm/v1/worker/gpu_worker.py, and vllm/utils/mem_utils.py: the sizing;
+ * vllm/config/vllm.py, _set_cudagraph_sizes: the capture sizes), from start-up to a stream of
+ * requests.
  *
  * Size model and sequence (d = hidden, q = heads x head_dim = d, kv = kv_heads x head_dim,
  * b = dtype bytes; vLLM's gpu_model_runner and gpu_worker):
@@ -16,9 +18,10 @@
  *   3. With repack: process_weights_after_loading, layer by layer, moves each layer's w13
  *      and then its w2 to a new layout (mxfp4's convert_layout on Hopper): the new tensor,
  *      repack_pad larger, is made while the old one is live, a copy kernel fills it, the
- *      old one is freed. Where the fragmentation of vllm-project/vllm#41158 comes from: the
- *      w2 of a layer is carved out of the freed w13 segment of the same layer, and the rest
- *      of that segment, too small for anything later, stays pinned (README, "serve").
+ *      old one is freed. Where the fragmentation vllm-project/vllm#41158 describes (a pull
+ *      request, closed; #41268 fixed it) comes from: the w2 of a layer is carved out of the
+ *      freed w13 segment of the same layer, and the rest of that segment, too small for
+ *      anything later, stays pinned (README, "serve").
  *   4. profile_run: a forward of max_tokens tokens, eager, then the dummy sampler run over
  *      max_batch sequences (fp32 logits, probabilities, the sampled ids); everything freed,
  *      then empty_cache. The profiled peak is the largest bytes allocated so far
@@ -27,8 +30,9 @@
  *      tensor per layer of num_blocks x block x 2 kv x b. None left: vLLM's start-up error,
  *      and so a refusal here; the same when one request's prompt_max + gen_max tokens do not
  *      fit in it (vLLM's check of max_model_len against the cache).
- *   6. CUDA-graph capture of decode, for vLLM's capture sizes (1, 2, 4, then every 8 up to
- *      max_batch, and max_batch) from the largest down, on the capture stream (1): per
+ *   6. CUDA-graph capture of decode, for vLLM's capture sizes (1, 2, 4, every 8 from 8 to 248,
+ *      every 16 from 256, up to min(2 x max_batch, 512, max_tokens)) from the largest down,
+ *      on the capture stream (1): per
  *      size one warm-up forward, eager, then the capture: POOL BEGIN on the one pool all
  *      graphs share (graph_pool_handle), the forward's allocations in it, POOL END. The
  *      intermediate tensors are freed inside the capture, so a smaller graph reuses the
@@ -53,7 +57,28 @@
  * format the kernels do not have): the GEMMs on the dense weights, the activation, the
  * repack's copies, the replays' output projections and the logits' GEMM; quantized
  * experts get none.
- * The suggested budget is the card: `allocbench run -w serve` runs under it.
+ * The suggested budget is the card less `outside`: `allocbench run -w serve` runs under it.
+ *
+ * Note [vLLM's memory outside PyTorch]: vLLM measures the device before the model (its init
+ * snapshot, taken after NCCL is set up) and asks for util x total; the KV cache gets that less
+ * the weights, the profile's peak allocated and what memory outside PyTorch grew by during the
+ * profile (memory_profiling: non_kv_cache_memory). What the process held outside PyTorch
+ * before the snapshot (the CUDA context, NCCL's buffers) is in no term of that sum, yet it is
+ * on the card: PyTorch can have only card - outside. Here `outside` is that memory, taken from
+ * the budget; what grows outside PyTorch during the profile (some attention backends'
+ * buffers) is not modelled (0).
+ * What differs from vLLM:
+ *   - Each graph keeps its output live here; vLLM keeps only a weak reference to it
+ *     (CUDAGraphWrapper, weak_ref_tensors), so the pool may hand that memory to the next,
+ *     smaller capture. The graphs' pool here holds up to the outputs' bytes more.
+ *   - The sampler's buffers warmed up after capture (compile_or_warm_up_model's last dummy
+ *     run) and the 150 MiB redundancy buffer of its suggestion are not modelled; nor are
+ *     chunked prefill and prefix caching (an offline batch, prompts admitted whole).
+ *   - A smallest-budget search (allocbench oom) varies the budget, not the card: the KV cache
+ *     stays sized for `card`, so the search measures how much room the strategy needs above
+ *     that, and a budget between two that pass can fail where the caching allocator's
+ *     release-and-retry takes a different path (during capture). To search the card, vary
+ *     card= with the budget left to its suggestion.
  */
 #include "serve.h"
 
@@ -80,6 +105,7 @@ typedef struct args_s {
   uint64_t max_batch, max_tokens, block;
   double util;
   uint64_t card;
+  uint64_t outside; /* memory outside PyTorch before vLLM's snapshot (Note [vLLM's memory outside PyTorch]) */
   uint64_t requests, prompt_min, prompt_max, gen_min, gen_max;
 } args_t;
 
@@ -281,13 +307,15 @@ static void sample(serve_t *s, uint32_t hidden, uint64_t n) {
 
 /* ---- start-up ------------------------------------------------------------------------------ */
 
-/* vLLM's default capture sizes up to max_batch, largest first; their number. */
-static size_t capture_sizes(uint64_t max_batch, uint64_t out[MAX_CAPTURES]) {
-  uint64_t up[MAX_CAPTURES];
+/* vLLM's default capture sizes, largest first; their number. The largest is
+ * min(2 x max_num_seqs, 512, max_num_batched_tokens) (_set_cudagraph_sizes). */
+static size_t capture_sizes(uint64_t max_batch, uint64_t max_tokens, uint64_t out[MAX_CAPTURES]) {
+  uint64_t top = 2 * max_batch < 512 ? 2 * max_batch : 512, up[MAX_CAPTURES];
+  if (max_tokens < top) top = max_tokens;
   size_t n = 0;
-  for (uint64_t v = 1; v <= 4 && v <= max_batch; v *= 2) up[n++] = v;
-  for (uint64_t v = 8; v <= max_batch && n < MAX_CAPTURES - 1; v += 8) up[n++] = v;
-  if (up[n - 1] != max_batch) up[n++] = max_batch;
+  for (uint64_t v = 1; v <= 4 && v <= top; v *= 2) up[n++] = v;
+  for (uint64_t v = 8; v < 256 && v <= top; v += 8) up[n++] = v;
+  for (uint64_t v = 256; v <= top; v += 16) up[n++] = v;
   for (size_t i = 0; i < n; i++) out[i] = up[n - 1 - i];
   return n;
 }
@@ -310,6 +338,12 @@ static uint64_t blocks_for(const args_t *a, uint64_t tokens) { return (tokens + 
 /* A decode step of n running sequences: the replay of the smallest graph that holds them,
  * which writes its kept output (no allocation), then the logits, eager. */
 static void decode(serve_t *s, uint64_t n, const uint64_t *size, size_t ncap, const uint32_t *graph) {
+  if (size[0] < n) { /* no graph holds the batch: vLLM runs it eager */
+    uint32_t y = forward(s, n, 0);
+    sample(s, y, n);
+    drop(s, y);
+    return;
+  }
   size_t g = 0;
   for (size_t i = 0; i < ncap; i++)
     if (size[i] >= n) g = i; /* largest first: the last that holds n is the smallest */
@@ -406,6 +440,7 @@ static ab_status parse(ab_kvlist_t *p, const char *text, args_t *a, ab_diag_t *d
   AB_TRY(ab_kv_get_u64(p, "block", 1, 4096, &a->block, diag));
   AB_TRY(ab_kv_get_double(p, "util", 0.01, 1, &a->util, diag));
   AB_TRY(ab_kv_get_size(p, "card", &a->card, diag));
+  AB_TRY(ab_kv_get_size(p, "outside", &a->outside, diag));
   AB_TRY(ab_kv_get_u64(p, "requests", 0, 1 << 24, &a->requests, diag));
   AB_TRY(ab_kv_get_u64(p, "prompt_min", 1, 1 << 20, &a->prompt_min, diag));
   AB_TRY(ab_kv_get_u64(p, "prompt_max", 1, 1 << 20, &a->prompt_max, diag));
@@ -413,7 +448,7 @@ static ab_status parse(ab_kvlist_t *p, const char *text, args_t *a, ab_diag_t *d
   AB_TRY(ab_kv_get_u64(p, "gen_max", 1, 1 << 20, &a->gen_max, diag));
   AB_TRY(ab_kv_finish(p,
                       "hidden, layers, heads, kv_heads, vocab, dtype, ffn, experts, topk, moe_bits, repack, repack_pad, "
-                      "max_batch, max_tokens, block, util, card, requests, prompt_min, prompt_max, gen_min, gen_max",
+                      "max_batch, max_tokens, block, util, card, outside, requests, prompt_min, prompt_max, gen_min, gen_max",
                       diag));
   if (a->dtype == 3) return ab_kv_errorf(p, ab_kv_get(p, "dtype"), diag, "need dtype 1, 2 or 4 (bytes)");
   if (a->hidden % a->heads)
@@ -426,6 +461,7 @@ static ab_status parse(ab_kvlist_t *p, const char *text, args_t *a, ab_diag_t *d
     return ab_kv_errorf(p, given(p, "topk", "experts"), diag, "need topk <= experts");
   if (a->moe_bits == 0) a->moe_bits = 8.0 * (double)a->dtype;
   if (a->card == 0 || a->card > (1ULL << 50)) return ab_kv_errorf(p, ab_kv_get(p, "card"), diag, "need 0 < card <= 1PiB");
+  if (a->outside >= a->card) return ab_kv_errorf(p, given(p, "outside", "card"), diag, "need outside < card");
   if (a->repack_pad > (1ULL << 40))
     return ab_kv_errorf(p, ab_kv_get(p, "repack_pad"), diag, "need repack_pad <= 1TiB");
   if (a->prompt_min > a->prompt_max)
@@ -460,7 +496,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
   s.qkv_n = a.hidden + 2 * a.kv_heads * s.head_dim;
   s.layer = calloc(a.layers, sizeof *s.layer);
   uint64_t size[MAX_CAPTURES];
-  size_t ncap = capture_sizes(a.max_batch, size);
+  size_t ncap = capture_sizes(a.max_batch, a.max_tokens, size);
   uint32_t *graph = calloc(ncap, sizeof *graph);
   uint32_t *kv = calloc(a.layers, sizeof *kv);
   if (s.layer == NULL || graph == NULL || kv == NULL) {
@@ -469,7 +505,7 @@ static ab_status generate(const char *text, uint64_t seed, ab_events_t *out, ab_
     free(kv);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
-  out->suggested_budget = a.card;
+  out->suggested_budget = a.card - a.outside;
   ab_status st = AB_OK;
 
   /* 1-3: the runner's buffers, the model, its repacking. */
@@ -538,7 +574,9 @@ const ab_workload_t ab_workload_serve = {
     "  max_tokens=N   max_num_batched_tokens: the profiling forward, a prefill's bound (default 8192)\n"
     "  block=N        tokens per KV block (default 16)\n"
     "  util=X         gpu_memory_utilization (default 0.9)\n"
-    "  card=SIZE      the card's memory, for the KV cache; the suggested budget (default 80GiB)\n"
+    "  card=SIZE      the card's memory, for the KV cache (default 80GiB)\n"
+    "  outside=SIZE   memory outside PyTorch before start-up (CUDA context, NCCL); the suggested\n"
+    "                 budget is card - outside (default 0)\n"
     "  requests=N     requests served (default 64)\n"
     "  prompt_min=N, prompt_max=N  prompt tokens, uniform (default 16, 2048)\n"
     "  gen_min=N, gen_max=N  output tokens, uniform (default 16, 256)\n",
