@@ -28,6 +28,7 @@
 #include "results.h"
 #include "table.h"
 #include "tune.h"
+#include "tune_figures.h"
 #include "tune_grid.h"
 #include "units.h"
 #include "workload.h"
@@ -555,7 +556,7 @@ static void take_worst(const job_t *job, size_t from, size_t to, ab_tune_objecti
 
 /* The results ranked: appended to DIR/tune.csv, printed, with the line to paste. */
 static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s, const job_t *job, ab_tune_result_t *r,
-                  size_t n, double t0) {
+                  size_t n, double t0, tune_view_t *view) {
   ab_tune_rank(r, n, a->objective);
   tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL};
   for (size_t i = 0; i < n; i++) {
@@ -606,7 +607,31 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
   }
   ab_table_free(&shown);
   ab_table_free(&rows);
+  *view = v;
   return rc;
+}
+
+/* The data of the figures beside tune.csv (tune_figures.h): the recorded configuration
+ * against the recommended one over the job, on every trace. */
+static int write_figures(const ab_cli_opts_t *o, const job_t *job, const ab_tune_opts_t *opts, const tune_view_t *v) {
+  if (v->recorded == NULL) return AB_EXIT_OK;
+  ab_tune_trace_t *traces = calloc(job->n, sizeof *traces);
+  if (traces == NULL) return ab_cli_fail(o, "out of host memory");
+  for (size_t k = 0; k < job->n; k++)
+    traces[k] = (ab_tune_trace_t){&job->t[k].es, job->t[k].es.source, job->t[k].plan, job->t[k].plan_len};
+  ab_tune_opts_t quiet = *opts;
+  quiet.on_done = NULL;
+  bool interrupted = false;
+  ab_diag_t diag = {""};
+  ab_status st = ab_tune_figures_write(traces, job->n, &quiet, &v->recorded->cand, v->winner ? &v->winner->cand : NULL,
+                                       o->out_dir, &interrupted, &diag);
+  free(traces);
+  if (st != AB_OK) return ab_cli_fail(o, diag.msg);
+  if (interrupted) {
+    fprintf(stderr, "allocbench tune: interrupted while the figures' data was written: tune.csv is complete, the figures' files are not\n");
+    return 128 + ab_cli_stop;
+  }
+  return AB_EXIT_OK;
 }
 
 /* Everything after the parse: the job built and checked, the grid run on it, the report. */
@@ -654,7 +679,9 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job) {
             ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 128 + ab_cli_stop;
   } else {
-    rc = report(o, a, &s, job, worst, list.n, t0);
+    tune_view_t v;
+    rc = report(o, a, &s, job, worst, list.n, t0, &v);
+    if (rc == AB_EXIT_OK) rc = write_figures(o, job, &opts, &v);
   }
   free(worst);
   ab_tune_list_free(&list);

@@ -120,6 +120,12 @@ ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *wor
   ab_results_workload_part(workload, w, sizeof w);
   ab_results_file_part(strategy, s, sizeof s);
   snprintf(file, sizeof file, "%s/oommap_%s_%s.csv", dir, w, s);
+  ab_status st = ab_oommap_write_file(m, file, diag);
+  if (st == AB_OK && path) snprintf(path, path_size, "%s", file);
+  return st;
+}
+
+ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *file, ab_diag_t *diag) {
   ab_table_t t;
   ab_table_init(&t, map_cols, MAP_NCOLS);
   ab_status st = AB_OK;
@@ -146,7 +152,6 @@ ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *wor
   if (st == AB_OK) st = ab_table_write_file(&t, file, diag);
   else ab_diag_set(diag, st, "%s: out of host memory", file);
   ab_table_free(&t);
-  if (st == AB_OK && path) snprintf(path, path_size, "%s", file);
   return st;
 }
 

@@ -89,6 +89,11 @@ void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run);
 ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *workload, const char *strategy,
                           char *path, size_t path_size, ab_diag_t *diag);
 
+/* Writes the map to the file at path, atomically, whatever it was captured at (the OOM, or
+ * any moment a caller chose: tune's map at the peak). Needs a captured map whose walk
+ * succeeded. */
+ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *path, ab_diag_t *diag);
+
 /* Prints the report of Note [OOM report] for the OOM of a run: the strategy and device that
  * ran, the budget it ran under (0: none), m (may be NULL: no map), and map_path ("" or NULL
  * when none was written). */

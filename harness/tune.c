@@ -23,22 +23,26 @@ static void keep_run(void *ctx, uint64_t budget, const ab_run_t *run) {
   r->stats = run->stats;
 }
 
+void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, ab_bisect_opts_t *b) {
+  memset(b, 0, sizeof *b);
+  b->strategy = c->strategy;
+  b->conf = c->conf;
+  b->device = o->device;
+  b->dev = o->dev;
+  b->check = o->check;
+  if (c->recorded) {
+    b->dev.plan = o->plan;
+    b->dev.plan_len = o->plan_len;
+  }
+  b->cap = c->family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
+  b->stop = o->stop;
+}
+
 /* One configuration: its run, then its search, into r; run is the worker's, prepared. */
 static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *run, ab_tune_result_t *r) {
   double t0 = now_s();
   ab_bisect_opts_t b;
-  memset(&b, 0, sizeof b);
-  b.strategy = r->cand.strategy;
-  b.conf = r->cand.conf;
-  b.device = o->device;
-  b.dev = o->dev;
-  b.check = o->check;
-  if (r->cand.recorded) {
-    b.dev.plan = o->plan;
-    b.dev.plan_len = o->plan_len;
-  }
-  b.cap = r->cand.family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
-  b.stop = o->stop;
+  ab_tune_probe_opts(o, &r->cand, &b);
   ab_diag_t diag = {""};
   ab_status st = AB_OK;
   r->status = AB_RUN_INTERRUPTED; /* until a run says otherwise */

@@ -70,6 +70,11 @@ typedef struct ab_tune_opts_s {
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
                       const ab_tune_opts_t *o, ab_tune_result_t *r, ab_diag_t *diag);
 
+/* The options of a run of configuration c under o (its device, its recorded addresses, a cap
+ * for the caching strategy and a budget for the others), as every run of ab_tune_run has them;
+ * the caller adds what it watches (on_probe, map). */
+void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, ab_bisect_opts_t *b);
+
 /* <0 when a ranks before b by the objective: runs that completed first, then the objective's
  * figure, then the other figure; where both tie, the earlier in the grid, the simpler setting
  * (a setting is recommended only for the memory it saves). */

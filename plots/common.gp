@@ -15,16 +15,17 @@ set datafile separator comma
 set datafile columnheaders
 set encoding utf8
 
-# A figure that grows with its data sets `height` (pixels) before loading this file. PNG
+# A figure that grows with its data sets `height` (and may set `width`; pixels) before loading this file. PNG
 # comes from the cairo terminal, or from the libgd one where gnuplot was built without cairo.
 if (!exists("height")) { height = 700 }
+if (!exists("width")) { width = 1200 }
 if (fmt eq "svg") {
-  set terminal svg size 1200,height dynamic enhanced font "DejaVu Sans,13" background rgb "white"
+  set terminal svg size width,height dynamic enhanced font "DejaVu Sans,13" background rgb "white"
 } else {
   if (strstrt(GPVAL_TERMINALS, "pngcairo")) {
-    set terminal pngcairo size 1200,height enhanced font "DejaVu Sans,11"
+    set terminal pngcairo size width,height enhanced font "DejaVu Sans,11"
   } else {
-    set terminal png size 1200,height enhanced font "DejaVu Sans,11"
+    set terminal png size width,height enhanced font "DejaVu Sans,11"
   }
 }
 set output out . "." . fmt

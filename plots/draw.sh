@@ -41,23 +41,40 @@ have() {
   return 1
 }
 
-have "$dir/summary.csv" "peak reserved per strategy" && draw peak_reserved peak_reserved.gp "$dir/summary.csv"
-first_timeline=$(ls "$dir"/timeline_"$timeline_workload"_*.csv 2>/dev/null | head -n 1)
-have "${first_timeline:-$dir/timeline_${timeline_workload}_STRATEGY.csv}" "memory over time on $timeline_workload" &&
-  draw "timeline_$timeline_workload" timeline.gp "$dir" "$timeline_workload"
-have "$dir/summary.csv" "allocation latency" && draw latency latency.gp "$dir/summary.csv"
-# ZeRO per rank, one GPU against several: results of `run --ranks` (summary.csv) beside those
-# of `run --ranks 1` (one_gpu.csv).
-[ -s "$dir/one_gpu.csv" ] && have "$dir/summary.csv" "ZeRO per rank" &&
-  draw zero_ranks zero_ranks.gp "$dir/summary.csv" "$dir/one_gpu.csv"
-have "$dir/oom.csv" "smallest budget per strategy" && draw min_budget min_budget.gp "$dir/oom.csv"
-have "$dir/micro.csv" "micro-benchmarks" && draw micro micro.gp "$dir/micro.csv"
-# The memory map at the fragmenter's OOM (the failing probe of its budget search): the map
-# under caching, PyTorch's allocator, where there is one, else the newest.
-segment_map=$(ls -t "$dir"/oommap_fragmenter*_caching.csv 2>/dev/null | head -n 1)
-[ -n "$segment_map" ] || segment_map=$(ls -t "$dir"/oommap_fragmenter*.csv 2>/dev/null | head -n 1)
-have "${segment_map:-$dir/oommap_fragmenter_STRATEGY.csv}" "memory map at the fragmenter's OOM" &&
-  draw oommap_fragmenter oommap.gp "$segment_map"
+# A folder of tune's results alone has none of the bench's files: no notes for them then.
+bench=
+for f in summary.csv oom.csv micro.csv; do [ -s "$dir/$f" ] && bench=yes; done
+[ -s "$dir/tune.csv" ] || bench=yes
+if [ -n "$bench" ]; then
+  have "$dir/summary.csv" "peak reserved per strategy" && draw peak_reserved peak_reserved.gp "$dir/summary.csv"
+  first_timeline=$(ls "$dir"/timeline_"$timeline_workload"_*.csv 2>/dev/null | head -n 1)
+  have "${first_timeline:-$dir/timeline_${timeline_workload}_STRATEGY.csv}" "memory over time on $timeline_workload" &&
+    draw "timeline_$timeline_workload" timeline.gp "$dir" "$timeline_workload"
+  have "$dir/summary.csv" "allocation latency" && draw latency latency.gp "$dir/summary.csv"
+  # ZeRO per rank, one GPU against several: results of `run --ranks` (summary.csv) beside those
+  # of `run --ranks 1` (one_gpu.csv).
+  [ -s "$dir/one_gpu.csv" ] && have "$dir/summary.csv" "ZeRO per rank" &&
+    draw zero_ranks zero_ranks.gp "$dir/summary.csv" "$dir/one_gpu.csv"
+  have "$dir/oom.csv" "smallest budget per strategy" && draw min_budget min_budget.gp "$dir/oom.csv"
+  have "$dir/micro.csv" "micro-benchmarks" && draw micro micro.gp "$dir/micro.csv"
+  # The memory map at the fragmenter's OOM (the failing probe of its budget search): the map
+  # under caching, PyTorch's allocator, where there is one, else the newest.
+  segment_map=$(ls -t "$dir"/oommap_fragmenter*_caching.csv 2>/dev/null | head -n 1)
+  [ -n "$segment_map" ] || segment_map=$(ls -t "$dir"/oommap_fragmenter*.csv 2>/dev/null | head -n 1)
+  have "${segment_map:-$dir/oommap_fragmenter_STRATEGY.csv}" "memory map at the fragmenter's OOM" &&
+    draw oommap_fragmenter oommap.gp "$segment_map"
+fi
+
+# allocbench tune's figures: its ranking (the last run of tune.csv), and the recorded
+# configuration against the recommended one over the job and at the peak.
+if [ -s "$dir/tune.csv" ]; then
+  draw tune_ranking tune_ranking.gp "$dir/tune.csv"
+  have "$dir/tune_timeline.csv" "memory over the job under tune's configurations" &&
+    draw tune_timeline tune_timeline.gp "$dir/tune_timeline.csv" "$dir/tune.csv"
+  have "$dir/tune_segments.txt" "segment maps at the peak under tune's configurations" &&
+    draw tune_segments tune_segments.gp "$dir/tune_segments_recorded.csv" "$dir/tune_segments_recommended.csv" \
+      "$dir/tune_segments.txt" "$dir/tune.csv"
+fi
 
 echo "plots: $drawn figure(s) in $dir"
 exit $status

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# plots_test.sh PLOTS_DIR: every figure script draws from small CSVs in the layout allocbench
+# plots_test.sh PLOTS_DIR: every figure script (the bench's and tune's) draws from small CSVs in the layout allocbench
 # writes, as PNG and SVG; a figure whose CSV is missing is passed over with a note; a CSV
 # without the columns a figure needs fails the drawing. Skipped (77) without gnuplot.
 set -u
@@ -141,5 +141,48 @@ head="workload,strategy,conf,device,budget_bytes,seed,events,status,oom_kind,oom
 head -c 8 "$d/zero_ranks.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "zero_ranks.png is not a PNG: $(cat "$work/out")"
 grep -q '<svg' "$d/zero_ranks.svg" 2>/dev/null || fail "zero_ranks.svg is not an SVG"
 [ -s "$work/err" ] && fail "gnuplot complained on ZeRO ranks: $(cat "$work/err")"
+
+# tune's figures: the ranking of the last run in tune.csv (a conf with commas named whole),
+# memory over the job per trace (the worst one marked), the maps at the peak side by side.
+d=$work/tune
+mkdir -p "$d"
+{
+  echo "workload,device,objective,cap_bytes,rank,strategy,conf,recommended,recorded,status,oom_kind,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,num_device_alloc,num_device_free,num_alloc_retries,min_budget_bytes,max_fail_bytes,limit,probes,wall_s,note,trace_ooms"
+  echo "old,sim:h200,reserved,0,1,caching,max_split_size_mb:20,1,0,ok,none,1,1,1,1,0,0,1,0,cap,3,0.1,,0"
+  echo "job,sim:h200,reserved,0,1,raw,,0,0,ok,none,7000,7000,7000,10,10,0,7000,6999,budget,3,0.1,reference: not a PyTorch setting; its limit is a budget,0"
+  echo "job,sim:h200,reserved,0,2,caching,\"expandable_segments:True,roundup_power2_divisions:[64:0,>:4]\",1,0,ok,none,7000,7100,7300,5,0,0,7200,7100,cap,9,0.1,,0"
+  echo "job,sim:h200,reserved,0,3,caching,,0,1,ok,none,7000,7100,9000,12,0,0,7600,7500,cap,9,0.1,,0"
+  echo "job,sim:h200,reserved,0,4,caching,max_split_size_mb:32,0,0,oom,fragmentation,7000,7100,9100,12,0,0,,9000,cap,9,0.1,out of memory on the card,0"
+} >"$d/tune.csv"
+{
+  echo "trace,config,event,step,allocated,reserved,peak_allocated,peak_reserved"
+  for t in replay:job.rank0.pickle replay:job.rank1.pickle; do
+    extra=0
+    [ $t = replay:job.rank1.pickle ] && extra=500
+    for c in recorded recommended pytorch; do
+      for e in 0 10 20; do
+        r=$((e * 300 + extra)); [ $c = recommended ] && r=$((e * 200 + extra))
+        a=$((e * 100)); [ $c = pytorch ] && a=
+        echo "$t,$c,$e,$((e / 10)),$a,$r,$a,$r"
+      done
+    done
+  done
+} >"$d/tune_timeline.csv"
+cp "$work/all/oommap_fragmenter_caching.csv" "$d/tune_segments_recorded.csv"
+cp "$work/all/oommap_fragmenter_caching.csv" "$d/tune_segments_recommended.csv"
+printf 'trace replay:job.rank1.pickle\nrecorded_event 20\nrecorded_reserved 6000\nrecorded_at peak\nrecommended_event 19\nrecommended_reserved 4500\nrecommended_at peak\n' \
+  >"$d/tune_segments.txt"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on tune's results exited $?: $(cat "$work/err")"
+[ -s "$work/err" ] && fail "gnuplot complained on tune's results: $(cat "$work/err")"
+for f in tune_ranking tune_timeline tune_segments; do
+  grep -q '<svg' "$d/$f.svg" 2>/dev/null || fail "$f.svg is not an SVG: $(cat "$work/out")"
+done
+grep -q "no summary.csv" "$work/out" && fail "notes of the bench's figures in a folder of tune's results: $(cat "$work/out")"
+grep -q '2. expandable‚pow2_div:\[64:0‚>:4\]' "$d/tune_ranking.svg" || fail "the ranking does not name the conf with commas whole"
+grep -q 'max_split:20' "$d/tune_ranking.svg" && fail "the ranking drew a row of an earlier run"
+grep -q '3. (default)  \[recorded\]' "$d/tune_ranking.svg" || fail "the ranking does not mark the recorded row"
+grep -q 'replay:job.rank1.pickle  (worst' "$d/tune_timeline.svg" || fail "the worst trace is not marked"
+grep -q 'replay:job.rank0.pickle  (worst' "$d/tune_timeline.svg" && fail "the wrong trace is marked worst"
+grep -q 'recorded (the defaults), at its peak' "$d/tune_segments.svg" || fail "the recorded map has no title"
 
 finish plots_test

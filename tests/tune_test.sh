@@ -197,6 +197,35 @@ for name in ("default", "expandable", "split128", "pow2div4"):
 sys.exit(bad)
 EOF
 
+# The figures' data (harness/tune_figures.h): each configuration's timeline peaks where its
+# row of tune.csv says; the recorded configuration's timeline is, sample by sample, the
+# reserved bytes PyTorch recorded; each map at the peak holds that peak in its segments.
+"$py" - "$work/recorded" <<'EOF' || fail "the figures' data of the recorded job"
+import csv, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(d + "/tune.csv")))
+tl = list(csv.DictReader(open(d + "/tune_timeline.csv")))
+notes = dict(l.rstrip("\n").split(" ", 1) for l in open(d + "/tune_segments.txt"))
+bad = []
+by = {c: [r for r in tl if r["config"] == c] for c in ("recorded", "recommended", "pytorch")}
+for c in ("recorded", "recommended"):
+    row = [r for r in rows if r[c] == "1"][0]
+    peak = max(int(r["peak_reserved"]) for r in by[c])
+    if peak != int(row["peak_reserved_bytes"]): bad.append("%s: timeline peaks at %d, tune.csv %s" % (c, peak, row["peak_reserved_bytes"]))
+    if int(notes[c + "_reserved"]) != peak: bad.append("%s: the map is at %s, the peak is %d" % (c, notes[c + "_reserved"], peak))
+    segs = {}
+    for b in csv.DictReader(open("%s/tune_segments_%s.csv" % (d, c))): segs[b["segment"]] = int(b["segment_size"])
+    if sum(segs.values()) != peak: bad.append("%s: the map's segments hold %d, the peak is %d" % (c, sum(segs.values()), peak))
+if len(by["pytorch"]) != len(by["recorded"]) or len(by["recorded"]) < 100: bad.append("samples: %s" % {c: len(v) for c, v in by.items()})
+for a, b in zip(by["recorded"], by["pytorch"]):
+    if (a["event"], a["reserved"], a["peak_reserved"]) != (b["event"], b["reserved"], b["peak_reserved"]):
+        bad.append("at event %s the replay reserved %s (peak %s), PyTorch %s (peak %s)" % (a["event"], a["reserved"], a["peak_reserved"], b["reserved"], b["peak_reserved"]))
+        break
+if notes["trace"] != "replay:cnn_dyn.default.pickle.gz": bad.append("trace " + notes["trace"])
+for b in bad: print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF
+
 # The recorded configuration under the recorded cap is the recorded run, at its addresses: on
 # MoE training steps with garbage collection its row is what PyTorch measured.
 trace=$data/pytorch-2.11-h200/pools/moe_gc08split64.pickle.gz

@@ -1,0 +1,231 @@
+#include "tune_figures.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oommap.h"
+#include "output.h"
+#include "table.h"
+#include "trace_actions.h"
+
+/* The samples of one run, copied out of the run that is reused. */
+typedef struct series_s {
+  ab_tl_sample_t *s;
+  size_t n;
+  ab_run_status_t status;
+  int64_t peak_reserved;
+} series_t;
+
+enum { RECORDED, RECOMMENDED, NCONFIGS };
+static const char *const config_name[NCONFIGS] = {"recorded", "recommended"};
+
+/* The cap every run of o is made under: tune's own (ab_tune_probe_opts says cap or budget). */
+static uint64_t limit_of(const ab_tune_opts_t *o) { return o->cap; }
+
+static ab_tune_opts_t opts_for(const ab_tune_opts_t *o, const ab_tune_trace_t *t) {
+  ab_tune_opts_t x = *o;
+  x.plan = t->plan;
+  x.plan_len = t->plan_len;
+  return x;
+}
+
+/* One run of c over es with its timeline, into *out. */
+static ab_status timeline_run(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, ab_run_t *run,
+                              series_t *out, ab_diag_t *diag) {
+  ab_run_opts_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.timeline = true;
+  ro.check = b->check;
+  ro.stop = b->stop;
+  AB_TRY(ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag));
+  out->s = malloc((run->ntimeline ? run->ntimeline : 1) * sizeof *out->s);
+  if (out->s == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  memcpy(out->s, run->timeline, run->ntimeline * sizeof *out->s);
+  out->n = run->ntimeline;
+  out->status = run->status;
+  out->peak_reserved = run->stats.reserved_bytes.peak;
+  return AB_OK;
+}
+
+/* The map of configuration b at the first moment its reserved bytes reached the peak of
+ * ser (or at its OOM), into m; *event is the index of the event after which it was taken. */
+static ab_status map_at_peak(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, ab_run_t *run,
+                             const series_t *ser, ab_oommap_t *m, size_t *event, ab_diag_t *diag) {
+  ab_run_opts_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.check = b->check;
+  ro.stop = b->stop;
+  if (ser->status == AB_RUN_OOM) {
+    ro.on_oom = ab_oommap_capture;
+    ro.on_oom_ctx = m;
+    AB_TRY(ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag));
+    *event = run->oom.event;
+    return AB_OK;
+  }
+  /* The sample that holds the peak bounds the prefix: its predecessor's events stay below
+   * it (Note [Step peaks]: a sample's peaks are those of the events before it). */
+  size_t lo = 0, hi = es->n;
+  for (size_t j = 0; j < ser->n; j++)
+    if (ser->s[j].peak_reserved >= ser->peak_reserved) {
+      hi = ser->s[j].event;
+      lo = j > 0 ? ser->s[j - 1].event : 0;
+      break;
+    }
+  ab_events_t prefix = *es;
+  while (hi - lo > 1) {
+    prefix.n = lo + (hi - lo) / 2;
+    AB_TRY(ab_bisect_probe(&prefix, b, limit, &ro, run, NULL, NULL, diag));
+    if (run->status == AB_RUN_INTERRUPTED) return AB_OK;
+    if (run->stats.reserved_bytes.peak >= ser->peak_reserved)
+      hi = prefix.n;
+    else
+      lo = prefix.n;
+  }
+  prefix.n = hi;
+  ro.at_end = ab_oommap_capture;
+  ro.at_end_ctx = m;
+  AB_TRY(ab_bisect_probe(&prefix, b, limit, &ro, run, NULL, NULL, diag));
+  *event = hi ? hi - 1 : 0;
+  return AB_OK;
+}
+
+static const ab_col_t timeline_cols[] = {{"trace", false},    {"config", false},         {"event", true},
+                                         {"step", true},      {"allocated", true},       {"reserved", true},
+                                         {"peak_allocated", true}, {"peak_reserved", true}};
+#define TL_NCOLS (sizeof timeline_cols / sizeof timeline_cols[0])
+
+static ab_status add_sample(ab_table_t *t, const char *trace, const char *config, const ab_tl_sample_t *x, bool allocated) {
+  char c[6][32];
+  snprintf(c[0], 32, "%" PRIu64, x->event);
+  snprintf(c[1], 32, "%" PRIu32, x->step);
+  snprintf(c[2], 32, "%" PRId64, x->allocated);
+  snprintf(c[3], 32, "%" PRId64, x->reserved);
+  snprintf(c[4], 32, "%" PRId64, x->peak_allocated);
+  snprintf(c[5], 32, "%" PRId64, x->peak_reserved);
+  const char *row[TL_NCOLS] = {trace, config, c[0], c[1], allocated ? c[2] : "", c[3], allocated ? c[4] : "", c[5]};
+  return ab_table_add(t, row);
+}
+
+/* What the traced allocator itself held at the samples of ser: its segment decisions summed
+ * up to each sample's event, and their highest since the sample before (as the engine's
+ * samples hold them). A decision at_event e happened before ev[e], inside the handling of
+ * ev[e], which a sample at e has not yet replayed. */
+static ab_status add_recorded(ab_table_t *t, const char *trace, const ab_events_t *es, const series_t *ser) {
+  int64_t held = 0, peak = 0;
+  size_t k = 0;
+  for (size_t j = 0; j < ser->n; j++) {
+    for (; k < es->nsegs && es->segs[k].at_event < ser->s[j].event + (ser->s[j].event == es->n); k++) {
+      const ab_seg_event_t *g = &es->segs[k];
+      if (g->action == AB_TR_SEGMENT_ALLOC || g->action == AB_TR_SEGMENT_MAP) held += (int64_t)g->bytes;
+      if (g->action == AB_TR_SEGMENT_FREE || g->action == AB_TR_SEGMENT_UNMAP) held -= (int64_t)g->bytes;
+      if (held > peak) peak = held;
+    }
+    ab_tl_sample_t x = ser->s[j];
+    x.reserved = held;
+    x.peak_reserved = j == 0 ? held : peak;
+    AB_TRY(add_sample(t, trace, "pytorch", &x, false));
+    peak = held;
+  }
+  return AB_OK;
+}
+
+static ab_status write_notes(const char *dir, const char *trace, const size_t event[NCONFIGS],
+                             const int64_t reserved[NCONFIGS], const bool oom[NCONFIGS], bool have[NCONFIGS],
+                             ab_diag_t *diag) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tune_segments.txt", dir);
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  fprintf(out.f, "trace %s\n", trace);
+  for (int c = 0; c < NCONFIGS; c++)
+    if (have[c])
+      fprintf(out.f, "%s_event %zu\n%s_reserved %" PRId64 "\n%s_at %s\n", config_name[c], event[c], config_name[c],
+              reserved[c], config_name[c], oom[c] ? "oom" : "peak");
+  return ab_output_commit(&out, diag);
+}
+
+ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
+                                const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
+                                const char *dir, bool *interrupted, ab_diag_t *diag) {
+  *interrupted = false;
+  const ab_tune_candidate_t *cand[NCONFIGS] = {recorded, recommended};
+  bool same = recommended == NULL || recommended == recorded ||
+              (strcmp(recommended->strategy, recorded->strategy) == 0 && strcmp(recommended->conf, recorded->conf) == 0);
+  int nruns = same ? 1 : NCONFIGS;
+  series_t *ser = calloc(ntraces * NCONFIGS, sizeof *ser);
+  ab_table_t t;
+  ab_table_init(&t, timeline_cols, TL_NCOLS);
+  ab_oommap_t map[NCONFIGS];
+  for (int c = 0; c < NCONFIGS; c++) ab_oommap_init(&map[c]);
+  ab_status st = ser ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  size_t worst = 0;
+  /* The timelines, and the worst trace: the most reserved under the configuration pasted. */
+  for (size_t i = 0; i < ntraces && st == AB_OK && !*interrupted; i++) {
+    ab_run_t run;
+    if (ab_run_prepare(&run, traces[i].es) != AB_OK) {
+      st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+      break;
+    }
+    ab_tune_opts_t to = opts_for(o, &traces[i]);
+    for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
+      ab_bisect_opts_t b;
+      ab_tune_probe_opts(&to, cand[c], &b);
+      st = timeline_run(traces[i].es, &b, limit_of(o), &run, &ser[i * NCONFIGS + c], diag);
+      *interrupted = st == AB_OK && ser[i * NCONFIGS + c].status == AB_RUN_INTERRUPTED;
+    }
+    ab_run_release(&run);
+    if (st != AB_OK || *interrupted) break;
+    if (same) ser[i * NCONFIGS + RECOMMENDED] = ser[i * NCONFIGS + RECORDED];
+    int64_t peak = ser[i * NCONFIGS + (recommended ? RECOMMENDED : RECORDED)].peak_reserved;
+    if (peak > ser[worst * NCONFIGS + (recommended ? RECOMMENDED : RECORDED)].peak_reserved) worst = i;
+    for (int c = 0; c < NCONFIGS && st == AB_OK; c++) {
+      if (c == RECOMMENDED && recommended == NULL) continue;
+      const series_t *x = &ser[i * NCONFIGS + c];
+      for (size_t j = 0; j < x->n && st == AB_OK; j++) st = add_sample(&t, traces[i].name, config_name[c], &x->s[j], true);
+    }
+    if (st == AB_OK && traces[i].es->nsegs) st = add_recorded(&t, traces[i].name, traces[i].es, &ser[i * NCONFIGS]);
+    if (st != AB_OK && diag->msg[0] == '\0') ab_diag_set(diag, st, "out of host memory");
+  }
+  /* The maps of the worst trace. */
+  size_t event[NCONFIGS] = {0};
+  int64_t reserved[NCONFIGS] = {0};
+  bool oom[NCONFIGS] = {false}, have[NCONFIGS] = {false};
+  if (st == AB_OK && !*interrupted && ntraces) {
+    ab_run_t run;
+    if (ab_run_prepare(&run, traces[worst].es) != AB_OK) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    ab_tune_opts_t to = opts_for(o, &traces[worst]);
+    for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
+      const series_t *x = &ser[worst * NCONFIGS + c];
+      ab_bisect_opts_t b;
+      ab_tune_probe_opts(&to, cand[c], &b);
+      st = map_at_peak(traces[worst].es, &b, limit_of(o), &run, x, &map[c], &event[c], diag);
+      *interrupted = st == AB_OK && run.status == AB_RUN_INTERRUPTED;
+      have[c] = st == AB_OK && !*interrupted && map[c].captured && map[c].walk_status == AB_OK;
+      oom[c] = x->status == AB_RUN_OOM;
+      reserved[c] = oom[c] ? run.oom.reserved : x->peak_reserved;
+    }
+    if (st == AB_OK) ab_run_release(&run);
+    if (same && recommended) {
+      event[RECOMMENDED] = event[RECORDED], reserved[RECOMMENDED] = reserved[RECORDED];
+      oom[RECOMMENDED] = oom[RECORDED], have[RECOMMENDED] = have[RECORDED];
+    }
+  }
+  if (st == AB_OK && !*interrupted) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tune_timeline.csv", dir);
+    st = ab_table_write_file(&t, path, diag);
+    for (int c = 0; c < NCONFIGS && st == AB_OK; c++) {
+      snprintf(path, sizeof path, "%s/tune_segments_%s.csv", dir, config_name[c]);
+      if (have[c]) st = ab_oommap_write_file(&map[same ? RECORDED : c], path, diag);
+      else remove(path); /* an older run's map would be taken for this one's */
+    }
+    if (st == AB_OK) st = write_notes(dir, traces[worst].name, event, reserved, oom, have, diag);
+  }
+  for (size_t i = 0; ser && i < ntraces; i++) free(ser[i * NCONFIGS].s), free(same ? NULL : ser[i * NCONFIGS + 1].s);
+  free(ser);
+  for (int c = 0; c < NCONFIGS; c++) ab_oommap_free(&map[c]);
+  ab_table_free(&t);
+  return st;
+}

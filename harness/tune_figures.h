@@ -1,0 +1,54 @@
+/* tune_figures.h: the data of `tune`'s figures beyond tune.csv (plots/tune_*.gp draw them):
+ * what the memory does over the job, and where it sits at the peak, under the recorded
+ * configuration and under the recommended one.
+ *
+ * For each trace (one, or one per rank of a job) and each of the two configurations, one run
+ * with the timeline sampled (engine.h, Note [Step peaks]), under the job's cap as tune ran it
+ * and, for the recorded configuration, at the recorded addresses (tune.h). Then, for the
+ * trace that holds the most under the recommended configuration (the worst rank), the
+ * segment map at the moment reserved memory first reached its peak: the shortest prefix of
+ * the stream that reaches the peak is found by bisection (a prefix's peak only grows with
+ * its length), starting from the timeline sample that holds it, and replayed once more with
+ * the map captured at its end, before anything is freed. A run that ended in OOM is mapped
+ * at its OOM instead.
+ *
+ * Files, rewritten whole by each call (tune.csv keeps every run; these, the last):
+ *   DIR/tune_timeline.csv  trace, config, event, step, allocated, reserved, peak_allocated,
+ *                          peak_reserved: one row per sample, config recorded | recommended
+ *                          (the same rows twice when the recorded configuration is the one
+ *                          recommended), and, where the trace recorded its allocator's
+ *                          segment decisions, config pytorch: the reserved bytes PyTorch
+ *                          itself held at the same events (allocated left empty), the check
+ *                          of the replay
+ *   DIR/tune_segments_recorded.csv, DIR/tune_segments_recommended.csv
+ *                          the segment maps (oommap.h's columns) of the worst trace
+ *   DIR/tune_segments.txt  what the maps show, one "key value" a line: trace (the worst
+ *                          one's name), and for each configuration its event and reserved
+ *                          bytes and at (peak or oom)
+ *
+ * Statuses: AB_OK, or the run's error or the file's with diag set; an interrupted run (stop)
+ * writes nothing and returns AB_OK with *interrupted set. Not thread-safe.
+ */
+#ifndef AB_TUNE_FIGURES_H
+#define AB_TUNE_FIGURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "events.h"
+#include "tune.h"
+
+typedef struct ab_tune_trace_s {
+  const ab_events_t *es;
+  const char *name;           /* as tune.csv names it */
+  const ab_addr_hint_t *plan; /* its recorded addresses (tune.h); NULL: none */
+  size_t plan_len;
+} ab_tune_trace_t;
+
+/* Writes the files above into dir for the traces under o; recommended may be NULL (no
+ * configuration ran the whole job): then the recorded one alone. */
+ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
+                                const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
+                                const char *dir, bool *interrupted, ab_diag_t *diag);
+
+#endif
