@@ -3,7 +3,8 @@
 #   make          configure and build into build/
 #   make test     build, then run every test (GPU tests skip where no GPU is usable)
 #   make bench    build, run the benchmark matrix and the micro-benchmarks on --device auto
-#                 into RESULTS (default results/latest), then draw the figures; it starts
+#                 into RESULTS (default results/latest), then draw the figures and write
+#                 RESULTS/report.html, the page of them all (allocbench report); it starts
 #                 from an empty RESULTS: what was there is moved to RESULTS.<date>
 #                 (make fresh-results, its first step)
 #   make plots    redraw the figures from the CSVs in RESULTS
@@ -77,7 +78,7 @@ bench: deps-bench build fresh-results
 	else \
 	  echo "make bench: no micro-benchmarks (Google Benchmark was not found: sudo apt-get install -y libbenchmark-dev)"; \
 	fi
-	@plots/draw.sh $(RESULTS)
+	$(BUILD)/allocbench report $(RESULTS)
 
 plots:
 	@plots/draw.sh $(RESULTS)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what allocbench needs on a Debian or Ubuntu machine, or says how to.
 #   .ci/deps.sh build   the compiler, CMake and zlib (required)
-#   .ci/deps.sh bench   also gnuplot and Google Benchmark (optional: without them the
-#                       figures and the micro-benchmarks are skipped)
+#   .ci/deps.sh bench   also gnuplot, Google Benchmark and a headless Chromium (optional:
+#                       without them the figures, the micro-benchmarks and the test of the
+#                       pages in a browser are skipped)
 #   .ci/deps.sh fuzz    also clang and its libFuzzer, for the fuzz targets
 # As root with apt-get it installs what is missing; otherwise it prints the exact command
 # and, for optional parts, goes on without them.
@@ -34,14 +35,29 @@ if [ "$want" = fuzz ]; then
   need OPTIONAL libclang-rt-dev
 fi
 
+# The browser tests/report_test.sh loads the pages in: Debian's headless shell of Chromium.
+# Installed on its own, after the rest: not every archive has it (Ubuntu's chromium is a snap).
+browser() {
+  [ "$want" = bench ] || return 0
+  { have_cmd chromium-headless-shell || have_cmd chromium; } && return 0
+  if [ "$(id -u)" = 0 ] && have_cmd apt-get; then
+    echo "allocbench: installing chromium-headless-shell" >&2
+    local apt="apt-get install -y -q --no-install-recommends chromium-headless-shell"
+    DEBIAN_FRONTEND=noninteractive $apt >/dev/null 2>&1 && return 0
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive $apt; } >/dev/null 2>&1 && return 0
+  fi
+  echo "allocbench: going on without a headless browser; the pages are not tested in one (install with: sudo apt-get install -y chromium-headless-shell)" >&2
+}
+
 all=("${missing_required[@]}" "${missing_optional[@]}")
-[ ${#all[@]} -eq 0 ] && exit 0
+[ ${#all[@]} -eq 0 ] && { browser; exit 0; }
 
 if [ "$(id -u)" = 0 ] && have_cmd apt-get; then
   echo "allocbench: installing ${all[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   if apt-get install -y -q --no-install-recommends "${all[@]}" >/dev/null 2>&1 ||
      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "${all[@]}" >/dev/null; }; then
+    browser
     exit 0
   fi
   echo "allocbench: apt-get could not install ${all[*]}" >&2
@@ -51,4 +67,5 @@ if [ ${#missing_required[@]} -gt 0 ]; then
   exit 1
 fi
 echo "allocbench: going on without ${missing_optional[*]} (install with: sudo apt-get install -y ${missing_optional[*]})" >&2
+browser
 exit 0

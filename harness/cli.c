@@ -68,6 +68,7 @@ static const option_entry_t options[] = {
      "of them, or once per strategy in the order of -s"},
     {"conf", 'c', 'c', "CONF", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
     {"output", 'o', 'o', "FILE", AB_CMD_RECORD, 0, 0, 0, "where the snapshot goes (default snapshot.pickle)"},
+    {"output", 'o', 'o', "FILE", AB_CMD_REPORT, 0, 0, 0, "where the page goes (default DIR/report.html)"},
     {"max-entries", 0, AB_OPT_MAX_ENTRIES, "N", AB_CMD_RECORD, 0, 0, 0,
      "keep only the last N events of the history (default: all of them)"},
     {"objective", 0, AB_OPT_OBJECTIVE, "reserved|budget", AB_CMD_TUNE, 0, 0, 0,
@@ -104,6 +105,9 @@ static const option_entry_t options[] = {
      "the recorded per_process_memory_fraction, if any, else none)"},
     {"jobs", 0, AB_OPT_JOBS, "N", AB_CMD_TUNE, 0, 0, 0,
      "runs at once (default: one per core; 1 on a real GPU, whose memory they share)"},
+    {"report", 0, AB_OPT_REPORT, NULL, AB_CMD_TUNE, 0, 0, 0,
+     "draw the figures and write DIR/report.html, one page to share: the line to\n"
+     "paste, the ranking, the figures, the trace, the commands (allocbench report)"},
     {"quick", 0, AB_OPT_QUICK, NULL, AB_CMD_MATRIX, 0, 0, 0,
      "a short run of each workload (fewer steps or ops, the same pattern)"},
     {"ranks", 0, AB_OPT_RANKS, "N|env", AB_CMD_RUN, 0, 0, 0,

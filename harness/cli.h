@@ -87,6 +87,7 @@ enum {
   AB_CMD_TUNE = 1u << 6,
   AB_CMD_RECORD = 1u << 7,
   AB_CMD_MICRO = 1u << 8, /* allocbench_micro */
+  AB_CMD_REPORT = 1u << 9,
 };
 
 /* What the parser hands a command for an option without a short letter (getopt's values
@@ -97,6 +98,7 @@ enum {
   AB_OPT_TOLERANCE, AB_OPT_CAP, AB_OPT_RANKS, AB_OPT_NCCL, AB_OPT_COLLECTIVE_TIMEOUT, AB_OPT_INFO,
   AB_OPT_TRACE_DEVICE, AB_OPT_EXPORT_TRACE, AB_OPT_EXPORT_SNAPSHOT, AB_OPT_MAX_INFLATED, AB_OPT_QUICK,
   AB_OPT_STRATEGIES, AB_OPT_WORKLOADS, AB_OPT_OBJECTIVE, AB_OPT_JOBS, AB_OPT_MAX_ENTRIES, AB_OPT_TRACE,
+  AB_OPT_REPORT,
 };
 
 /* A command, as its usage and help present it. */

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "oommap.h"
+#include "report.h"
 #include "results.h"
 
 static const ab_cli_command_t command = {
@@ -81,5 +82,8 @@ int ab_cmd_compare(int argc, char **argv) {
   ab_table_free(&summary);
   ab_run_release(&run);
   ab_events_free(&es);
+  /* The command line, for the page of the folder (report.h). */
+  ab_diag_t logged = {""};
+  if (rc == AB_EXIT_OK && ab_report_log_command(o.out_dir, argc, argv, &logged) != AB_OK) rc = ab_cli_fail(&o, logged.msg);
   return rc;
 }

@@ -27,6 +27,7 @@
 #include "oommap.h"
 #include "output.h"
 #include "registry.h"
+#include "report.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"
@@ -330,5 +331,8 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_table_free(&all);
   for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
   free(streams);
+  /* The command line, for the page of the folder (report.h). */
+  ab_diag_t logged = {""};
+  if (rc == AB_EXIT_OK && ab_report_log_command(o.out_dir, argc, argv, &logged) != AB_OK) rc = ab_cli_fail(&o, logged.msg);
   return rc;
 }

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "output.h"
 #include "pipeline.h"
+#include "report.h"
 #include "results.h"
 #include "table.h"
 #include "tune.h"
@@ -56,6 +57,7 @@ typedef struct tune_args_s {
   uint64_t jobs;
   const char **specs; /* each -w as given, in order; owned array */
   size_t nspecs;
+  bool report; /* --report: the figures and the page */
 } tune_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -88,6 +90,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       *st = ab_parse_u64("--jobs", arg, 1024, &a->jobs, diag);
       if (*st == AB_OK && a->jobs == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--jobs '%s': expected 1 to 1024", arg);
       return true;
+    case AB_OPT_REPORT: a->report = true; return true;
     default: return false;
   }
 }
@@ -600,6 +603,16 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
     }
     /* csv and json keep stdout to the rows; the line to paste then goes with the progress. */
     print_winner(o->format == AB_FORMAT_TABLE ? stdout : stderr, &v, s->fraction, a->cap > 0, n);
+    /* And to a file, for the page (report.h). */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tune_answer.txt", o->out_dir);
+    ab_output_t answer;
+    if (ab_output_open(&answer, path, &io) == AB_OK) {
+      print_winner(answer.f, &v, s->fraction, a->cap > 0, n);
+      if (ab_output_commit(&answer, &io) != AB_OK) rc = ab_cli_fail(o, io.msg);
+    } else {
+      rc = ab_cli_fail(o, io.msg);
+    }
     if (!o->quiet)
       fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
               job->n > 1 ? " on every trace" : "", now_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
@@ -634,8 +647,32 @@ static int write_figures(const ab_cli_opts_t *o, const job_t *job, const ab_tune
   return AB_EXIT_OK;
 }
 
+/* What the page needs beyond the results (report.h): the command line, what the trace holds;
+ * then, with --report, the figures and the page. */
+static int write_page(const ab_cli_opts_t *o, const tune_args_t *a, const job_t *job, const tune_view_t *v, int argc,
+                      char **argv) {
+  ab_diag_t diag = {""};
+  if (ab_report_log_command(o->out_dir, argc, argv, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tune_trace.txt", o->out_dir);
+  /* Of several traces, the one the recommended configuration holds the most on. */
+  const char *spec = job->t[v->winner ? v->winner->trace : 0].spec;
+  if (strncmp(spec, "replay:", 7) == 0) {
+    char *info[] = {"allocbench", "replay", (char *)spec + 7, "--info", NULL};
+    if (ab_report_run_self(info, path, &diag) != AB_OK && !o->quiet)
+      fprintf(stderr, "allocbench tune: warning: what the trace holds is not in the page: %s\n", diag.msg);
+  } else {
+    remove(path); /* an earlier trace's */
+  }
+  if (!a->report) return AB_EXIT_OK;
+  char written[4096];
+  if (ab_report_write(o->out_dir, NULL, true, written, sizeof written, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
+  fprintf(stderr, "allocbench tune: the page to share: %s\n", written);
+  return AB_EXIT_OK;
+}
+
 /* Everything after the parse: the job built and checked, the grid run on it, the report. */
-static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job) {
+static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, int argc, char **argv) {
   ab_diag_t diag = {""};
   if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   ab_status listed = expand(a, job, &diag);
@@ -682,6 +719,7 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job) {
     tune_view_t v;
     rc = report(o, a, &s, job, worst, list.n, t0, &v);
     if (rc == AB_EXIT_OK) rc = write_figures(o, job, &opts, &v);
+    if (rc == AB_EXIT_OK) rc = write_page(o, a, job, &v, argc, argv);
   }
   free(worst);
   ab_tune_list_free(&list);
@@ -692,7 +730,7 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
-  tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0};
+  tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0, false};
   char **args, replay_spec[4096 + 8];
   size_t nargs = 0;
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);
@@ -707,7 +745,7 @@ int ab_cmd_tune(int argc, char **argv) {
   }
   if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required");
   job_t job = {NULL, 0, ""};
-  if (rc < 0) rc = tune_job(&o, &a, &job);
+  if (rc < 0) rc = tune_job(&o, &a, &job, argc, argv);
   job_free(&job);
   free(a.specs);
   return rc;

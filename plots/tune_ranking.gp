@@ -1,5 +1,6 @@
 # tune_ranking.gp TUNE_CSV OUT FMT: the settings `allocbench tune` tried, in its ranking
-# (the last run of the file: tune.csv keeps every run), one row each: the peak reserved
+# (the last run of the file: tune.csv keeps every run), one row each (of a job of several
+# traces, its worst trace's, by which it is ranked): the peak reserved
 # bytes of the run (blue) and the smallest cap it runs under (amber) side by side, in GiB.
 # The recommended setting's row is highlighted and labelled, the recorded one is labelled;
 # the reference strategies (not PyTorch settings, never recommended) are hatched, and their
@@ -19,17 +20,14 @@ here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:])
 # The height follows the rows (counted before the terminal is set).
 set datafile separator comma
 set datafile columnheaders
-TUNE_FIRST = 0
-stats tune_csv using (column("rank") == 1 ? TUNE_FIRST = $0 : 0) nooutput
-stats tune_csv using ($0 >= TUNE_FIRST ? 1 : 0) nooutput
+load here(ARG0) . "tune_confs.gp"
+stats tune_csv using (mine(0) ? 1 : 0) nooutput
 N = int(STATS_sum)
 height = N * 34 + 190 < 500 ? 500 : N * 34 + 190
 width = 1400
 load here(ARG0) . "common.gp"
-load here(ARG0) . "tune_confs.gp"
 
 GiB = 2.0 ** 30
-mine(dummy) = $0 >= TUNE_FIRST
 is_ref(dummy) = strcol("limit") eq "budget"
 label(dummy) = sprintf("%d. %s%s", column("rank"), \
   is_ref(0) ? strcol("strategy") . " (reference)" : (strcol("conf") eq "" ? "(default)" : strcol("conf")), \
@@ -37,6 +35,11 @@ label(dummy) = sprintf("%d. %s%s", column("rank"), \
 reserved(dummy) = mine(0) && strcol("status") eq "ok" ? column("peak_reserved_bytes") / GiB : NaN
 cap(dummy) = mine(0) && strcol("min_budget_bytes") ne "" ? column("min_budget_bytes") / GiB : NaN
 y(dummy) = column("rank")
+# The labels, one per rank, set before the plot (a row of another trace would otherwise put
+# an empty label at its rank).
+array LABELS[N > 0 ? N : 1]
+keep_label(r, t) = (r >= 1 && r <= N ? (LABELS[r] = t) : "", 0)
+stats tune_csv using (mine(0) ? keep_label(int(column("rank")), label(0)) : 0) nooutput
 stats tune_csv using (mine(0) ? (reserved(0) > cap(0) ? reserved(0) : cap(0)) : NaN) nooutput
 XMAX = STATS_max * 1.16
 
@@ -45,6 +48,7 @@ set xlabel "GiB"
 set xrange [0:XMAX]
 set yrange [N + 0.6:0.4]
 set ytics () noenhanced font ",10"
+set for [i=1:N] ytics add (LABELS[i] i)
 set grid xtics noytics
 set border 3
 set key below horizontal reverse Left title "" noenhanced
@@ -52,7 +56,7 @@ set style fill solid 0.9 noborder
 BAND = 0.17
 plot tune_csv using (mine(0) && strcol("recommended") eq "1" ? XMAX / 2 : NaN):(y(0)):(XMAX / 2):(0.48) \
        with boxxyerror fs solid 1.0 noborder lc rgb "#dff2d8" title "recommended", \
-     tune_csv using (reserved(0) / 2):(y(0) - BAND):(reserved(0) / 2):(BAND * 0.95):ytic(mine(0) ? label(0) : "") \
+     tune_csv using (reserved(0) / 2):(y(0) - BAND):(reserved(0) / 2):(BAND * 0.95) \
        with boxxyerror lc rgb "#4878b0" title "peak reserved", \
      tune_csv using (cap(0) / 2):(y(0) + BAND):(cap(0) / 2):(BAND * 0.95) \
        with boxxyerror lc rgb "#e6ab02" title "smallest cap (a budget for a reference)", \

@@ -147,12 +147,21 @@ grep -q '<svg' "$d/zero_ranks.svg" 2>/dev/null || fail "zero_ranks.svg is not an
 d=$work/tune
 mkdir -p "$d"
 {
-  echo "workload,device,objective,cap_bytes,rank,strategy,conf,recommended,recorded,status,oom_kind,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,num_device_alloc,num_device_free,num_alloc_retries,min_budget_bytes,max_fail_bytes,limit,probes,wall_s,note,trace_ooms"
-  echo "old,sim:h200,reserved,0,1,caching,max_split_size_mb:20,1,0,ok,none,1,1,1,1,0,0,1,0,cap,3,0.1,,0"
-  echo "job,sim:h200,reserved,0,1,raw,,0,0,ok,none,7000,7000,7000,10,10,0,7000,6999,budget,3,0.1,reference: not a PyTorch setting; its limit is a budget,0"
-  echo "job,sim:h200,reserved,0,2,caching,\"expandable_segments:True,roundup_power2_divisions:[64:0,>:4]\",1,0,ok,none,7000,7100,7300,5,0,0,7200,7100,cap,9,0.1,,0"
-  echo "job,sim:h200,reserved,0,3,caching,,0,1,ok,none,7000,7100,9000,12,0,0,7600,7500,cap,9,0.1,,0"
-  echo "job,sim:h200,reserved,0,4,caching,max_split_size_mb:32,0,0,oom,fragmentation,7000,7100,9100,12,0,0,,9000,cap,9,0.1,out of memory on the card,0"
+  echo "workload,trace,worst,device,objective,cap_bytes,rank,strategy,conf,recommended,recorded,status,oom_kind,peak_requested_bytes,peak_allocated_bytes,peak_reserved_bytes,num_device_alloc,num_device_free,num_alloc_retries,min_budget_bytes,max_fail_bytes,limit,probes,wall_s,note,trace_ooms"
+  echo "old,old,1,sim:h200,reserved,0,1,caching,max_split_size_mb:20,1,0,ok,none,1,1,1,1,0,0,1,0,cap,3,0.1,,0"
+  # A job of two traces: a row per trace, the worst one marked.
+  for t in 0 1; do
+    echo "job,r$t,$t,sim:h200,reserved,0,1,raw,,0,0,ok,none,7000,7000,$((6000 + t * 1000)),10,10,0,7000,6999,budget,3,0.1,reference: not a PyTorch setting; its limit is a budget,0"
+  done
+  for t in 0 1; do
+    echo "job,r$t,$((1 - t)),sim:h200,reserved,0,2,caching,\"expandable_segments:True,roundup_power2_divisions:[64:0,>:4]\",1,0,ok,none,7000,7100,$((7300 - t * 1000)),5,0,0,7200,7100,cap,9,0.1,,0"
+  done
+  for t in 0 1; do
+    echo "job,r$t,$t,sim:h200,reserved,0,3,caching,,0,1,ok,none,7000,7100,$((8000 + t * 1000)),12,0,0,7600,7500,cap,9,0.1,,0"
+  done
+  for t in 0 1; do
+    echo "job,r$t,$t,sim:h200,reserved,0,4,caching,max_split_size_mb:32,0,0,oom,fragmentation,7000,7100,9100,12,0,0,,9000,cap,9,0.1,out of memory on the card,0"
+  done
 } >"$d/tune.csv"
 {
   echo "trace,config,event,step,allocated,reserved,peak_allocated,peak_reserved"
@@ -180,6 +189,7 @@ done
 grep -q "no summary.csv" "$work/out" && fail "notes of the bench's figures in a folder of tune's results: $(cat "$work/out")"
 grep -q '2. expandable‚pow2_div:\[64:0‚>:4\]' "$d/tune_ranking.svg" || fail "the ranking does not name the conf with commas whole"
 grep -q 'max_split:20' "$d/tune_ranking.svg" && fail "the ranking drew a row of an earlier run"
+[ "$(grep -c '>[1-4]\. ' "$d/tune_ranking.svg")" -eq 4 ] || fail "the ranking does not draw one row per configuration"
 grep -q '3. (default)  \[recorded\]' "$d/tune_ranking.svg" || fail "the ranking does not mark the recorded row"
 grep -q 'replay:job.rank1.pickle  (worst' "$d/tune_timeline.svg" || fail "the worst trace is not marked"
 grep -q 'replay:job.rank0.pickle  (worst' "$d/tune_timeline.svg" && fail "the wrong trace is marked worst"

@@ -1,0 +1,691 @@
+#include "report.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ab_version.h"
+#include "output.h"
+#include "units.h"
+
+#define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
+
+const char *ab_report_plots_dir(void) {
+  const char *env = getenv("AB_PLOTS_DIR");
+  return env && *env ? env : AB_SOURCE_PLOTS_DIR;
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* The whole file at path, NUL-terminated, into *text (the caller frees); false when there is
+ * none or it cannot be read. */
+static bool slurp(const char *path, char **text, size_t *len) {
+  *text = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return false;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    if (n == cap) {
+      char *grown = cap >= MAX_INPUT_BYTES ? NULL : realloc(buf, 2 * cap + 1);
+      if (grown == NULL) break;
+      buf = grown, cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  bool ok = buf && !ferror(f) && feof(f);
+  fclose(f);
+  if (!ok) {
+    free(buf);
+    return false;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  if (len) *len = n;
+  return true;
+}
+
+static bool exists(const char *dir, const char *name) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+/* ---- CSV: the results files, with a header line ---------------------------------------------- */
+
+typedef struct csv_s {
+  char *text;   /* the file, unquoted in place */
+  char **cell;  /* nrows * ncols, row 0 the header */
+  size_t nrows, ncols, cap;
+} csv_t;
+
+static void csv_free(csv_t *c) {
+  free(c->text);
+  free(c->cell);
+  memset(c, 0, sizeof *c);
+}
+
+
+/* Reads path as CSV (RFC 4180: quoted fields, "" inside them); every row has the header's
+ * number of fields. */
+static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
+  memset(c, 0, sizeof *c);
+  if (!slurp(path, &c->text, NULL)) return ab_diag_set(diag, AB_ERR_INVALID, "%s: cannot read it", path);
+  size_t n = 0, cap = 1024, line = 1, fields = 0;
+  char **cell = malloc(cap * sizeof *cell);
+  char *p = c->text;
+  while (cell && *p) {
+    if (n == cap) {
+      char **grown = realloc(cell, 2 * cap * sizeof *cell);
+      if (grown == NULL) break;
+      cell = grown, cap *= 2;
+    }
+    char *start = p, *w = p;
+    if (*p == '"') {
+      for (p++;; p++) {
+        if (*p == '\0') {
+          free(cell);
+          return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: a quoted field is not closed", path, line);
+        }
+        if (*p == '"' && p[1] == '"') *w++ = '"', p++;
+        else if (*p == '"') break;
+        else *w++ = *p;
+      }
+      p++;
+    } else {
+      while (*p && *p != ',' && *p != '\n' && *p != '\r') w++, p++;
+    }
+    char end = *p;
+    if (end == '\r') p++, end = *p;
+    if (end != ',' && end != '\n' && end != '\0') {
+      free(cell);
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: expected ',' or the line's end after a quoted field", path, line);
+    }
+    if (*p) p++;
+    *w = '\0';
+    cell[n++] = start;
+    fields++;
+    if (end != ',') {
+      if (c->ncols == 0) c->ncols = fields;
+      if (fields != c->ncols) {
+        free(cell);
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: %zu fields, the header has %zu", path, line, fields, c->ncols);
+      }
+      fields = 0;
+      line++;
+    }
+  }
+  if (cell == NULL || (*p && n == cap)) {
+    free(cell);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+  }
+  if (fields) {
+    free(cell);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: the last line is cut short", path, line);
+  }
+  c->cell = cell;
+  c->nrows = c->ncols ? n / c->ncols : 0;
+  if (c->nrows < 1) return ab_diag_set(diag, AB_ERR_INVALID, "%s: no header", path);
+  return AB_OK;
+}
+
+/* The cell of row r (1: the first after the header) in the column called name; "" when the
+ * file has no such column. */
+static const char *get(const csv_t *c, size_t r, const char *name) {
+  for (size_t j = 0; j < c->ncols; j++)
+    if (strcmp(c->cell[j], name) == 0) return c->cell[r * c->ncols + j];
+  return "";
+}
+
+static uint64_t num(const csv_t *c, size_t r, const char *name) { return strtoull(get(c, r, name), NULL, 10); }
+
+/* ---- HTML ------------------------------------------------------------------------------------ */
+
+static void esc(FILE *f, const char *s) {
+  for (; *s; s++) switch (*s) {
+      case '&': fputs("&amp;", f); break;
+      case '<': fputs("&lt;", f); break;
+      case '>': fputs("&gt;", f); break;
+      case '"': fputs("&quot;", f); break;
+      default: fputc(*s, f);
+    }
+}
+
+static const char *bytes(uint64_t b, char *buf, size_t size) { return ab_format_bytes(b, buf, size); }
+
+/* The style: print-friendly, no web fonts. */
+static const char style[] =
+    "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;max-width:1180px;margin:24px auto;padding:0 16px}"
+    "h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}"
+    ".sub{color:#555}.answer{background:#eef7ea;border:1px solid #b9dcab;border-radius:6px;padding:10px 16px}"
+    "pre{background:#f5f5f5;padding:8px 10px;overflow-x:auto;font-size:13px;white-space:pre-wrap;word-break:break-all}"
+    ".paste{background:#fff;border:1px solid #999;font-size:15px}"
+    "table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.win{background:#dff2d8;font-weight:600}tr.rec{background:#fdf0e2}"
+    "figure{margin:14px 0;break-inside:avoid}figure svg{width:100%;height:auto;display:block}"
+    "figcaption{color:#555;font-size:13px}footer{margin-top:2em;color:#777;font-size:12px}"
+    "@media print{body{margin:0;max-width:none}pre{white-space:pre-wrap}h2{break-after:avoid}}";
+
+static void head(FILE *f, const char *title) {
+  fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>",
+        f);
+  esc(f, title);
+  fprintf(f, "</title>\n<style>%s</style>\n</head><body>\n<h1>", style);
+  esc(f, title);
+  fputs("</h1>\n", f);
+}
+
+/* Copies the SVG at path into the page from its <svg element on, its ids made the figure's
+ * own (fK-...), since several figures share one document. Returns the bytes written. */
+static size_t inline_svg(FILE *f, const char *svg, int k) {
+  const char *p = strstr(svg, "<svg");
+  if (p == NULL) return 0;
+  static const char *const refs[] = {"id='", "id=\"", "href='#", "href=\"#", "url(#"};
+  size_t written = 0;
+  while (*p) {
+    size_t best = strlen(p), which = 0;
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+      const char *q = strstr(p, refs[i]);
+      if (q && (size_t)(q - p) < best) best = (size_t)(q - p), which = i + 1;
+    }
+    fwrite(p, 1, best, f);
+    written += best;
+    p += best;
+    if (which == 0) break;
+    size_t len = strlen(refs[which - 1]);
+    written += (size_t)fprintf(f, "%.*sf%d-", (int)len, p, k);
+    p += len;
+  }
+  return written;
+}
+
+typedef struct figure_s {
+  const char *name; /* NAME.svg in the folder */
+  const char *caption;
+} figure_t;
+
+static const figure_t known[] = {
+    {"tune_ranking", "Every setting tried, in the ranking: peak reserved and the smallest cap side by side; the "
+                     "recommended one highlighted, the reference strategies (not PyTorch settings) hatched."},
+    {"tune_timeline", "Memory over the job under the recorded configuration and the recommended one: reserved "
+                      "(solid) and allocated (dashed); the dots are the reserved bytes PyTorch itself recorded, "
+                      "the check of the replay."},
+    {"tune_segments", "Where the memory sits at the peak under each: every segment in address order, its blocks "
+                      "coloured by state; red is memory cached but free."},
+    {"peak_reserved", "Peak reserved memory of each strategy on each workload, over what the workload requested."},
+    {"min_budget", "The smallest budget each strategy completes each workload in, over the peak requested."},
+    {"oommap_fragmenter", "The fragmenter's memory at its OOM: the free memory no request could use."},
+    {"latency", "Per-call latency of allocation and free."},
+    {"micro", "The micro-benchmarks."},
+    {"zero_ranks", "ZeRO per rank, several GPUs against one."},
+};
+
+/* The figures of the page in order: for tune its own three, else the known ones, then any
+ * other SVG of the folder (a timeline) by name. */
+static size_t figures(const char *dir, bool tune, char names[][128], size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof known / sizeof known[0] && n < max; i++) {
+    bool is_tune = strncmp(known[i].name, "tune_", 5) == 0;
+    char file[160];
+    snprintf(file, sizeof file, "%s.svg", known[i].name);
+    if (is_tune == tune && exists(dir, file)) snprintf(names[n++], 128, "%s", known[i].name);
+  }
+  if (tune) return n;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t first_other = n;
+  while (d && (e = readdir(d)) != NULL && n < max) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || len >= 128 + 4 || strcmp(e->d_name + len - 4, ".svg") != 0 || strncmp(e->d_name, "tune_", 5) == 0) continue;
+    char stem[128];
+    snprintf(stem, sizeof stem, "%.*s", (int)(len - 4), e->d_name);
+    bool dup = false;
+    for (size_t i = 0; i < n; i++) dup |= strcmp(names[i], stem) == 0;
+    if (!dup) snprintf(names[n++], 128, "%s", stem);
+  }
+  if (d) closedir(d);
+  qsort(names + first_other, n - first_other, 128, (int (*)(const void *, const void *))strcmp);
+  return n;
+}
+
+static void write_figures(FILE *f, const char *dir, bool tune, size_t *size, bool drawn_tried) {
+  char names[32][128];
+  size_t n = figures(dir, tune, names, 32);
+  fputs("<h2>Figures</h2>\n", f);
+  if (n == 0) {
+    fprintf(f, "<p>No figures: %s</p>\n",
+            drawn_tried ? "gnuplot drew none here (install it: <code>sudo apt-get install -y gnuplot-nox</code>, then "
+                          "<code>allocbench report DIR</code> again)."
+                        : "none was drawn in this folder.");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char path[4096], *svg;
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s.svg", dir, names[i]);
+    if (!slurp(path, &svg, &len)) continue;
+    const char *caption = names[i];
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+      if (strcmp(known[k].name, names[i]) == 0) caption = known[k].caption;
+    if (*size + len > AB_REPORT_BUDGET_BYTES) {
+      fprintf(f, "<p>Left out to keep the page small: %s.svg (%zu KiB), beside this page.</p>\n", names[i], len >> 10);
+    } else {
+      fprintf(f, "<figure id=\"%s\">\n", names[i]);
+      *size += inline_svg(f, svg, (int)i + 1);
+      fputs("\n<figcaption>", f);
+      esc(f, caption);
+      fputs("</figcaption></figure>\n", f);
+    }
+    free(svg);
+  }
+}
+
+/* A text file of the folder as a <pre> block under a heading; nothing when it is absent. */
+static void pre_file(FILE *f, const char *dir, const char *name, const char *heading, const char *before) {
+  char path[4096], *text;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (!slurp(path, &text, NULL)) return;
+  fprintf(f, "<h2>%s</h2>\n%s<pre>", heading, before);
+  esc(f, text);
+  fputs("</pre>\n", f);
+  free(text);
+}
+
+static void reproduce(FILE *f, const char *dir, const char *extra) {
+  char path[4096], *text;
+  snprintf(path, sizeof path, "%s/commands.txt", dir);
+  fputs("<h2>To make it again</h2>\n<p>The commands that wrote this folder, in order:</p>\n<pre>", f);
+  if (slurp(path, &text, NULL)) {
+    esc(f, text);
+    free(text);
+  } else {
+    fputs("(not recorded: the folder predates commands.txt)\n", f);
+  }
+  fputs("</pre>\n<p>and this page, from the folder:</p>\n<pre>", f);
+  if (extra) esc(f, extra);
+  fputs("allocbench report ", f);
+  esc(f, dir);
+  fputs("</pre>\n", f);
+}
+
+static void footer(FILE *f) {
+  char when[64];
+  time_t now = time(NULL);
+  struct tm tm;
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
+  fprintf(f, "<footer>Written by allocbench %s (commit %s) on %s. A benchmark and stress test of GPU memory "
+             "allocator strategies; every figure here is from the CSV files beside this page.</footer>\n</body></html>\n",
+          AB_VERSION, AB_COMMIT, when);
+}
+
+/* ---- tune ------------------------------------------------------------------------------------- */
+
+static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, ab_diag_t *diag) {
+  char path[4096], a[32], b[32];
+  snprintf(path, sizeof path, "%s/tune.csv", dir);
+  csv_t c;
+  AB_TRY(csv_read(path, &c, diag));
+  /* The last run: from the first of its rows of rank 1 (one per trace), as plots/tune_confs.gp
+   * finds it; of its rows, those of each configuration's worst trace, by which it is ranked. */
+  size_t first = 1;
+  for (size_t r = 1; r < c.nrows; r++)
+    if (num(&c, r, "rank") == 1 &&
+        (r == 1 || num(&c, r - 1, "rank") != 1 || strcmp(get(&c, r, "trace"), get(&c, first, "trace")) == 0 ||
+         strcmp(get(&c, r, "workload"), get(&c, first, "workload")) != 0))
+      first = r;
+  size_t ntraces = 0;
+  for (size_t r = first; r < c.nrows && num(&c, r, "rank") == 1; r++) ntraces++;
+  char title[512];
+  snprintf(title, sizeof title, "allocbench tune: %s", c.nrows > 1 ? get(&c, first, "workload") : "(no rows)");
+  head(f, title);
+  if (c.nrows > 1) {
+    uint64_t cap = num(&c, first, "cap_bytes");
+    fprintf(f, "<p class=\"sub\">%zu configurations%s on ", (c.nrows - first) / (ntraces ? ntraces : 1),
+            ntraces > 1 ? " on every trace of the job, each ranked by its worst trace," : "");
+    esc(f, get(&c, first, "device"));
+    fprintf(f, ", ranked by %s%s%s.</p>\n", strcmp(get(&c, first, "objective"), "budget") == 0 ? "the smallest cap" : "peak reserved",
+            cap ? ", under a cap of " : "", cap ? bytes(cap, a, sizeof a) : "");
+  }
+  /* The answer: the block tune printed, the line to paste first. */
+  char *answer;
+  snprintf(path, sizeof path, "%s/tune_answer.txt", dir);
+  fputs("<section class=\"answer\">\n<h2 style=\"border:0;margin-top:.3em\">The answer</h2>\n", f);
+  if (slurp(path, &answer, NULL)) {
+    char *save = NULL;
+    bool pasted = false;
+    for (char *line = strtok_r(answer, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+      if (strncmp(line, "export ", 7) == 0) {
+        fputs("<p>Paste this line where the job starts:</p>\n<pre class=\"paste\">", f);
+        esc(f, line);
+        fputs("</pre>\n", f);
+        pasted = true;
+      } else {
+        /* The comments tune printed under the line, as sentences. */
+        char *text = strncmp(line, "# ", 2) == 0 ? line + 2 : line;
+        if (*text >= 'a' && *text <= 'z') *text = (char)(*text - 'a' + 'A');
+        fputs("<p>", f);
+        esc(f, text);
+        fputs(".</p>\n", f);
+      }
+    }
+    if (!pasted) fputs("<p>No PYTORCH_CUDA_ALLOC_CONF to paste.</p>\n", f);
+    free(answer);
+  } else {
+    fputs("<p>(tune_answer.txt is missing: run <code>allocbench tune</code> into this folder again.)</p>\n", f);
+  }
+  fputs("</section>\n", f);
+  fputs("<h2>Every setting tried</h2>\n<table>\n<tr><th>rank</th><th>strategy</th><th>PYTORCH_CUDA_ALLOC_CONF</th>"
+        "<th>peak reserved</th><th>smallest cap</th><th>device allocs</th>",
+        f);
+  fputs(ntraces > 1 ? "<th>worst trace</th><th></th></tr>\n" : "<th></th></tr>\n", f);
+  for (size_t r = first; r < c.nrows; r++) {
+    if (strcmp(get(&c, r, "worst"), "0") == 0) continue;
+    bool win = strcmp(get(&c, r, "recommended"), "1") == 0, rec = strcmp(get(&c, r, "recorded"), "1") == 0;
+    bool ref = strcmp(get(&c, r, "limit"), "budget") == 0, ok = strcmp(get(&c, r, "status"), "ok") == 0;
+    fprintf(f, "<tr%s><td class=\"n\">%s</td><td>", win ? " class=\"win\"" : rec ? " class=\"rec\"" : "", get(&c, r, "rank"));
+    esc(f, get(&c, r, "strategy"));
+    fputs("</td><td>", f);
+    esc(f, ref ? "-" : *get(&c, r, "conf") ? get(&c, r, "conf") : "(default)");
+    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>",
+            ok ? bytes(num(&c, r, "peak_reserved_bytes"), a, sizeof a) : get(&c, r, "status"),
+            *get(&c, r, "min_budget_bytes") ? bytes(num(&c, r, "min_budget_bytes"), b, sizeof b) : "-",
+            ref && *get(&c, r, "min_budget_bytes") ? " budget" : "", get(&c, r, "num_device_alloc"));
+    if (ntraces > 1) {
+      esc(f, get(&c, r, "trace"));
+      fputs("</td><td>", f);
+    }
+    fprintf(f, "%s%s%s", win ? "recommended" : "", win && rec ? ", " : "", rec ? "recorded" : "");
+    if (*get(&c, r, "note") && !ref) {
+      fputs(win || rec ? "; " : "", f);
+      esc(f, get(&c, r, "note"));
+    }
+    fputs("</td></tr>\n", f);
+  }
+  fputs("</table>\n", f);
+  csv_free(&c);
+  write_figures(f, dir, true, size, drawn);
+  pre_file(f, dir, "tune_trace.txt", "What the trace holds", "<p>As <code>allocbench replay --info</code> reads it:</p>\n");
+  reproduce(f, dir, NULL);
+  return AB_OK;
+}
+
+/* ---- matrix, oom, compare: strategies on workloads ------------------------------------------------ */
+
+typedef struct cell_s {
+  bool run, searched;
+  bool ok;             /* the unbudgeted run completed */
+  uint64_t requested;  /* peak requested bytes */
+  uint64_t reserved;   /* peak reserved bytes of the run */
+  uint64_t budget;     /* the smallest budget found; 0: none */
+} cell_t;
+
+#define MAX_NAMES 64
+typedef struct grid_s {
+  char w[MAX_NAMES][256], s[MAX_NAMES][96];
+  size_t nw, ns;
+  cell_t cell[MAX_NAMES][MAX_NAMES];
+  char device[96];
+} grid_t;
+
+static size_t index_of(char (*names)[256], size_t *n, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp(names[i], name) == 0) return i;
+  if (*n == MAX_NAMES) return MAX_NAMES;
+  snprintf(names[*n], 256, "%s", name);
+  return (*n)++;
+}
+
+static size_t strategy_of(grid_t *g, const char *name) {
+  for (size_t i = 0; i < g->ns; i++)
+    if (strcmp(g->s[i], name) == 0) return i;
+  if (g->ns == MAX_NAMES) return MAX_NAMES;
+  snprintf(g->s[g->ns], sizeof g->s[0], "%s", name);
+  return g->ns++;
+}
+
+/* Adds a file's rows to the grid: the last row of each pair wins. */
+static ab_status add_rows(grid_t *g, const char *dir, const char *name, bool runs, bool searches, ab_diag_t *diag) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (!exists(dir, name)) return AB_OK;
+  csv_t c;
+  AB_TRY(csv_read(path, &c, diag));
+  for (size_t r = 1; r < c.nrows; r++) {
+    size_t wi = index_of(g->w, &g->nw, get(&c, r, "workload")), si = strategy_of(g, get(&c, r, "strategy"));
+    if (wi == MAX_NAMES || si == MAX_NAMES) continue;
+    cell_t *x = &g->cell[wi][si];
+    if (*get(&c, r, "device")) snprintf(g->device, sizeof g->device, "%s", get(&c, r, "device"));
+    if (num(&c, r, "peak_requested_bytes")) x->requested = num(&c, r, "peak_requested_bytes");
+    if (runs) {
+      x->run = true;
+      x->ok = strcmp(get(&c, r, "status"), "ok") == 0;
+      x->reserved = num(&c, r, "peak_reserved_bytes");
+    }
+    if (searches) {
+      x->searched = true;
+      x->budget = num(&c, r, "min_budget_bytes");
+    }
+  }
+  csv_free(&c);
+  return AB_OK;
+}
+
+static void grid_answer(FILE *f, const grid_t *g) {
+  char a[32], b[32];
+  fputs("<section class=\"answer\">\n<h2 style=\"border:0;margin-top:.3em\">The answer</h2>\n<ul>\n", f);
+  for (size_t w = 0; w < g->nw; w++) {
+    size_t least = SIZE_MAX, smallest = SIZE_MAX;
+    for (size_t s = 0; s < g->ns; s++) {
+      const cell_t *x = &g->cell[w][s];
+      if (x->run && x->ok && (least == SIZE_MAX || x->reserved < g->cell[w][least].reserved)) least = s;
+      if (x->searched && x->budget && (smallest == SIZE_MAX || x->budget < g->cell[w][smallest].budget)) smallest = s;
+    }
+    fputs("<li><b>", f);
+    esc(f, g->w[w]);
+    fputs("</b>: ", f);
+    if (least != SIZE_MAX) {
+      const cell_t *x = &g->cell[w][least];
+      fputs("<b>", f);
+      esc(f, g->s[least]);
+      fprintf(f, "</b> holds the least at the peak (%s", bytes(x->reserved, a, sizeof a));
+      if (x->requested) fprintf(f, ", %.2f&times; what the program requested", (double)x->reserved / (double)x->requested);
+      fputs(")", f);
+    }
+    if (smallest != SIZE_MAX) {
+      fputs(least != SIZE_MAX ? "; " : "", f);
+      fputs("<b>", f);
+      esc(f, g->s[smallest]);
+      fprintf(f, "</b> runs in the smallest budget (%s)", bytes(g->cell[w][smallest].budget, b, sizeof b));
+    }
+    if (least == SIZE_MAX && smallest == SIZE_MAX) fputs("no strategy completed it", f);
+    fputs(".</li>\n", f);
+  }
+  fputs("</ul>\n</section>\n", f);
+}
+
+static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
+  char a[32], b[32];
+  fprintf(f, "<h2>Every strategy on every workload</h2>\n<p>Each cell: %s%s%s.</p>\n<table>\n<tr><th>workload</th>",
+          runs ? "peak reserved over peak requested" : "", runs && searches ? ", then " : "",
+          searches ? "the smallest budget it completes in" : "");
+  for (size_t s = 0; s < g->ns; s++) {
+    fputs("<th>", f);
+    esc(f, g->s[s]);
+    fputs("</th>", f);
+  }
+  fputs("</tr>\n", f);
+  for (size_t w = 0; w < g->nw; w++) {
+    fputs("<tr><td>", f);
+    esc(f, g->w[w]);
+    uint64_t req = 0;
+    for (size_t s = 0; s < g->ns; s++)
+      if (g->cell[w][s].requested) req = g->cell[w][s].requested;
+    if (req) fprintf(f, " (%s requested)", bytes(req, a, sizeof a));
+    fputs("</td>", f);
+    for (size_t s = 0; s < g->ns; s++) {
+      const cell_t *x = &g->cell[w][s];
+      fputs("<td class=\"n\">", f);
+      if (x->run) {
+        if (!x->ok) fputs("OOM", f);
+        else if (x->requested) fprintf(f, "%.2f", (double)x->reserved / (double)x->requested);
+        else fputs(bytes(x->reserved, a, sizeof a), f);
+      }
+      if (x->searched) fprintf(f, "%s%s", x->run ? ", " : "", x->budget ? bytes(x->budget, b, sizeof b) : "none");
+      fputs("</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n", f);
+}
+
+static ab_status grid_page(FILE *f, const char *dir, const char *kind, bool drawn, size_t *size, ab_diag_t *diag) {
+  grid_t *g = calloc(1, sizeof *g);
+  if (g == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  bool compare = strcmp(kind, "compare") == 0;
+  ab_status st = AB_OK;
+  if (compare) {
+    st = add_rows(g, dir, "compare.csv", true, true, diag);
+  } else {
+    st = add_rows(g, dir, "summary.csv", true, false, diag);
+    if (st == AB_OK) st = add_rows(g, dir, "oom.csv", false, true, diag);
+  }
+  if (st == AB_OK) {
+    bool runs = false, searches = false;
+    for (size_t w = 0; w < g->nw; w++)
+      for (size_t s = 0; s < g->ns; s++) runs |= g->cell[w][s].run, searches |= g->cell[w][s].searched;
+    char title[512];
+    snprintf(title, sizeof title, "allocbench %s: %zu workload%s, %zu strateg%s", kind, g->nw, g->nw == 1 ? "" : "s", g->ns,
+             g->ns == 1 ? "y" : "ies");
+    head(f, title);
+    fputs("<p class=\"sub\">On ", f);
+    esc(f, g->device[0] ? g->device : "an unnamed device");
+    fputs(".</p>\n", f);
+    grid_answer(f, g);
+    grid_table(f, g, runs, searches);
+    write_figures(f, dir, false, size, drawn);
+    pre_file(f, dir, "tune_trace.txt", "What the trace holds", "");
+    reproduce(f, dir, strcmp(kind, "matrix") == 0 ? "make bench   # the matrix and its figures into results/latest, with this page\n" : NULL);
+  }
+  free(g);
+  return st;
+}
+
+/* ---- the command's pieces --------------------------------------------------------------------------- */
+
+/* Runs argv with stdout to fd (-1: inherited); returns its exit status, or -1 when it could
+ * not be started. */
+static int spawn(const char *file, char *const argv[], int fd) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    if (fd >= 0 && dup2(fd, STDOUT_FILENO) < 0) _exit(127);
+    execvp(file, argv);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+ab_status ab_report_run_self(char *const argv[], const char *path, ab_diag_t *diag) {
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  fflush(out.f);
+  int rc = spawn("/proc/self/exe", argv, fileno(out.f));
+  if (rc != 0) {
+    fclose(out.f);
+    unlink(out.tmp);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: allocbench %s exited %d", path, argv[1], rc);
+  }
+  return ab_output_commit(&out, diag);
+}
+
+ab_status ab_report_log_command(const char *dir, int argc, char **argv, ab_diag_t *diag) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/commands.txt", dir);
+  FILE *f = fopen(path, "a");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: %s", path, strerror(errno));
+  fputs("allocbench", f);
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    bool plain = *a != '\0';
+    for (const char *p = a; *p; p++) plain &= strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%", *p) != NULL;
+    if (plain) {
+      fprintf(f, " %s", a);
+      continue;
+    }
+    fputs(" '", f);
+    for (const char *p = a; *p; p++) *p == '\'' ? fputs("'\\''", f) : fputc(*p, f);
+    fputc('\'', f);
+  }
+  fputc('\n', f);
+  if (fclose(f) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: %s", path, strerror(errno));
+  return AB_OK;
+}
+
+ab_status ab_report_write(const char *dir, const char *out, bool draw, char *written, size_t written_size,
+                          ab_diag_t *diag) {
+  if (written && written_size) written[0] = '\0';
+  const char *kind = exists(dir, "tune.csv")      ? "tune"
+                     : exists(dir, "compare.csv") ? "compare"
+                     : exists(dir, "summary.csv") ? "matrix"
+                     : exists(dir, "oom.csv")     ? "oom"
+                                                  : NULL;
+  if (kind == NULL)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "'%s' holds no results of tune, compare, matrix or oom (expected tune.csv, compare.csv, summary.csv or oom.csv)",
+                       dir);
+  /* Every results file is read before anything is drawn: bad input leaves the folder as it was. */
+  static const char *const results[] = {"tune.csv", "compare.csv", "summary.csv", "oom.csv"};
+  for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
+    char path[4096];
+    csv_t c;
+    snprintf(path, sizeof path, "%s/%s", dir, results[i]);
+    if (!exists(dir, results[i])) continue;
+    AB_TRY(csv_read(path, &c, diag));
+    csv_free(&c);
+  }
+  bool drawn = false;
+  if (draw) {
+    char script[4096];
+    snprintf(script, sizeof script, "%s/draw.sh", ab_report_plots_dir());
+    if (access(script, R_OK) == 0) {
+      char *argv[] = {"bash", script, (char *)dir, NULL};
+      int rc = spawn("bash", argv, -1);
+      drawn = true;
+      if (rc != 0) fprintf(stderr, "allocbench report: %s exited %d: the page has the figures that were drawn\n", script, rc);
+    } else {
+      fprintf(stderr, "allocbench report: no %s: the page has the figures already in %s\n", script, dir);
+    }
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s", out ? out : "");
+  if (out == NULL) snprintf(path, sizeof path, "%s/report.html", dir);
+  ab_output_t o;
+  AB_TRY(ab_output_open(&o, path, diag));
+  size_t size = 0;
+  ab_status st = strcmp(kind, "tune") == 0 ? tune_page(o.f, dir, drawn, &size, diag) : grid_page(o.f, dir, kind, drawn, &size, diag);
+  if (st == AB_OK) footer(o.f);
+  if (st != AB_OK) {
+    fclose(o.f);
+    if (o.tmp[0]) unlink(o.tmp);
+    return st;
+  }
+  AB_TRY(ab_output_commit(&o, diag));
+  if (written) snprintf(written, written_size, "%s", path);
+  return AB_OK;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# report_test.sh ALLOCBENCH DATA_DIR: the page of each kind of results folder (tune of the
+# recorded job with --report; matrix, oom and compare through `allocbench report`) holds the
+# answer, the table and its figures, stays within the size budget of the README, and loads
+# in headless Chromium with nothing on the console, nothing fetched, every figure drawn and
+# inked, and prints (report_page.py). Skipped (77) without a browser, gnuplot or python3.
+set -u
+ab=${1:?usage: report_test.sh ALLOCBENCH DATA_DIR}
+data=${2:?usage: report_test.sh ALLOCBENCH DATA_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+browser=
+for b in chromium-headless-shell chromium; do command -v $b >/dev/null 2>&1 && browser=$b && break; done
+[ -n "$browser" ] || { echo "skipped: no headless Chromium (sudo apt-get install -y chromium-headless-shell)"; exit 77; }
+command -v gnuplot >/dev/null 2>&1 || { echo "skipped: no gnuplot to draw the figures (sudo apt-get install -y gnuplot-nox)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "skipped: no python3 to read the page"; exit 77; }
+py=$(python3 -c 'import sys; print(sys.executable)')
+source "$here/lib.sh"
+# The budget of README.md, "One page to share".
+budget=$((1536 * 1024))
+
+# page KIND DIR MIN_FIGURES SAYS...: DIR/report.html exists, is within the budget, holds each
+# SAYS, a table and MIN_FIGURES figures, and renders in the browser.
+page() {
+  local kind=$1 dir=$2 figures=$3 size
+  shift 3
+  [ -s "$dir/report.html" ] || { fail "$kind: no report.html"; return; }
+  size=$(wc -c <"$dir/report.html")
+  [ "$size" -le $budget ] || fail "$kind: the page is $size bytes, over the budget of $budget"
+  for says in "<table>" "allocbench report $dir" "Written by allocbench 0." "$@"; do
+    grep -qF -- "$says" "$dir/report.html" || fail "$kind: the page does not say '$says'"
+  done
+  mkdir -p "$work/browser-$kind"
+  "$py" "$here/report_page.py" "$browser" "$dir/report.html" "$work/browser-$kind" "$figures" || fail "$kind: in $browser"
+}
+
+# tune --report on the recorded job: the line to paste first, the saving, the ranking, three
+# figures, what the trace holds, the command.
+trace=$data/pytorch-2.11-h200/cnn_dyn.default.pickle.gz
+"$ab" tune -w "replay:$trace" --report --out "$work/tune" >"$work/out" 2>"$work/err" || fail "tune --report: $(cat "$work/err")"
+grep -q "the page to share: $work/tune/report.html" "$work/err" || fail "tune --report does not name its page: $(tail -n 3 "$work/err")"
+page tune "$work/tune" 3 "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'" \
+  "2.98 GiB less (28.8%) at the peak" "<tr class=\"win\"><td class=\"n\">2</td><td>caching</td><td>expandable_segments:True</td>" \
+  'id="tune_ranking"' 'id="tune_timeline"' 'id="tune_segments"' "pytorch-snapshot" \
+  "allocbench tune -w replay:$trace --report --out $work/tune"
+# The answer comes first, before the table.
+"$py" - "$work/tune/report.html" <<'PY' || fail "tune: the answer is not before the table"
+import sys
+t = open(sys.argv[1]).read()
+sys.exit(0 if 0 < t.find("export PYTORCH_CUDA_ALLOC_CONF") < t.find("<table>") else 1)
+PY
+
+# A matrix folder, an oom folder and a compare folder, each through `allocbench report`.
+"$ab" matrix --quick -w random -w fragmenter -s caching,expandable --device sim --out "$work/matrix" >/dev/null 2>"$work/err" ||
+  fail "matrix: $(cat "$work/err")"
+"$ab" report "$work/matrix" >"$work/out" 2>"$work/err" || fail "report of the matrix: $(cat "$work/err")"
+grep -q "allocbench report: $work/matrix/report.html" "$work/out" || fail "report does not name its page: $(cat "$work/out")"
+page matrix "$work/matrix" 3 "<b>fragmenter</b>:" "runs in the smallest budget" 'id="peak_reserved"' 'id="min_budget"' \
+  'id="oommap_fragmenter"' "allocbench matrix --quick -w random -w fragmenter -s caching,expandable --device sim --out $work/matrix"
+"$ab" oom -w fragmenter -s caching,expandable --device sim --out "$work/oom" >/dev/null 2>"$work/err" || fail "oom: $(cat "$work/err")"
+"$ab" report "$work/oom" >/dev/null 2>"$work/err" || fail "report of oom: $(cat "$work/err")"
+page oom "$work/oom" 1 "allocbench oom: 1 workload, 2 strategies" 'id="min_budget"'
+"$ab" compare -w random:ops=2000 -s caching,raw --device sim --out "$work/compare" >/dev/null 2>"$work/err" ||
+  fail "compare: $(cat "$work/err")"
+"$ab" report "$work/compare" -o "$work/compare.html" >/dev/null 2>"$work/err" || fail "report -o: $(cat "$work/err")"
+cp "$work/compare.html" "$work/compare/report.html"
+page compare "$work/compare" 2 "allocbench compare: 1 workload, 2 strategies" "holds the least at the peak"
+
+# Refused: no folder, a folder without results, a results file that is not CSV.
+refuse "the results folder is required" report
+mkdir -p "$work/empty"
+refuse "holds no results of tune, compare, matrix or oom" report "$work/empty"
+mkdir -p "$work/broken"
+printf 'workload,strategy\n"unclosed,raw\n' >"$work/broken/summary.csv"
+refuse "summary.csv: line 2: a quoted field is not closed" report "$work/broken"
+
+finish report_test
