@@ -232,6 +232,8 @@ static const figure_t known[] = {
     {"zero_ranks", "ZeRO per rank, several GPUs against one."},
 };
 
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
 /* The figures of the page in order: for tune its own three, else the known ones, then any
  * other SVG of the folder (a timeline) by name. */
 static size_t figures(const char *dir, bool tune, char names[][128], size_t max) {
@@ -256,7 +258,7 @@ static size_t figures(const char *dir, bool tune, char names[][128], size_t max)
     if (!dup) snprintf(names[n++], 128, "%s", stem);
   }
   if (d) closedir(d);
-  qsort(names + first_other, n - first_other, 128, (int (*)(const void *, const void *))strcmp);
+  qsort(names + first_other, n - first_other, 128, by_name);
   return n;
 }
 
@@ -584,7 +586,7 @@ static ab_status grid_page(FILE *f, const char *dir, const char *kind, bool draw
 
 /* ---- the command's pieces --------------------------------------------------------------------------- */
 
-/* Runs argv with stdout to fd (-1: inherited); returns its exit status, or -1 when it could
+/* Runs argv with stdout to fd; returns its exit status, or -1 when it could
  * not be started. */
 static int spawn(const char *file, char *const argv[], int fd) {
   fflush(NULL);
@@ -665,7 +667,8 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
     snprintf(script, sizeof script, "%s/draw.sh", ab_report_plots_dir());
     if (access(script, R_OK) == 0) {
       char *argv[] = {"bash", script, (char *)dir, NULL};
-      int rc = spawn("bash", argv, -1);
+      /* Its lines are progress: stdout stays the command's (tune --format csv prints rows). */
+      int rc = spawn("bash", argv, STDERR_FILENO);
       drawn = true;
       if (rc != 0) fprintf(stderr, "allocbench report: %s exited %d: the page has the figures that were drawn\n", script, rc);
     } else {

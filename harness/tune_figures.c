@@ -194,7 +194,8 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
   bool oom[NCONFIGS] = {false}, have[NCONFIGS] = {false};
   if (st == AB_OK && !*interrupted && ntraces) {
     ab_run_t run;
-    if (ab_run_prepare(&run, traces[worst].es) != AB_OK) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    bool prepared = ab_run_prepare(&run, traces[worst].es) == AB_OK;
+    if (!prepared) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
     ab_tune_opts_t to = opts_for(o, &traces[worst]);
     for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
       const series_t *x = &ser[worst * NCONFIGS + c];
@@ -206,7 +207,7 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
       oom[c] = x->status == AB_RUN_OOM;
       reserved[c] = oom[c] ? run.oom.reserved : x->peak_reserved;
     }
-    if (st == AB_OK) ab_run_release(&run);
+    if (prepared) ab_run_release(&run);
     if (same && recommended) {
       event[RECOMMENDED] = event[RECORDED], reserved[RECOMMENDED] = reserved[RECORDED];
       oom[RECOMMENDED] = oom[RECORDED], have[RECOMMENDED] = have[RECORDED];

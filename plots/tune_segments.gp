@@ -46,6 +46,8 @@ height = tallest * 8 + 260 < 700 ? 700 : (tallest * 8 + 260 > 4000 ? 4000 : tall
 load here(ARG0) . "common.gp"
 load here(ARG0) . "tune_confs.gp"
 array CONF[2] = [REC_CONF, WIN_CONF]
+# The recorded configuration recommended: one map stands for both.
+if (REC_CONF eq WIN_CONF) { DRAW[2] = 0 }
 
 in_state(s) = strcol("state") eq s ? column("segment") : NaN
 x_mid(dummy) = (column("offset") + column("size") / 2) / MiB

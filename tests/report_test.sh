@@ -49,6 +49,13 @@ t = open(sys.argv[1]).read()
 sys.exit(0 if 0 < t.find("export PYTORCH_CUDA_ALLOC_CONF") < t.find("<table>") else 1)
 PY
 
+# With --format csv stdout keeps to the rows: the drawing's progress goes to stderr.
+"$ab" tune -w random:ops=2000 --report --format csv --out "$work/csv" >"$work/rows.csv" 2>"$work/err" ||
+  fail "tune --report --format csv: $(cat "$work/err")"
+grep -q "^plots: " "$work/rows.csv" && fail "tune --report --format csv printed the drawing's progress among the rows"
+cmp -s "$work/rows.csv" "$work/csv/tune.csv" || fail "tune --report --format csv printed other than tune.csv: $(head -n 3 "$work/rows.csv")"
+[ -s "$work/csv/report.html" ] || fail "tune --report --format csv wrote no page"
+
 # A matrix folder, an oom folder and a compare folder, each through `allocbench report`.
 "$ab" matrix --quick -w random -w fragmenter -s caching,expandable --device sim --out "$work/matrix" >/dev/null 2>"$work/err" ||
   fail "matrix: $(cat "$work/err")"
