@@ -18,9 +18,27 @@
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
 
+#define INSTALLED_PLOTS_DIR "../lib/allocbench/plots" /* from PREFIX/bin, where make install puts them */
+
 const char *ab_report_plots_dir(void) {
   const char *env = getenv("AB_PLOTS_DIR");
-  return env && *env ? env : AB_SOURCE_PLOTS_DIR;
+  if (env && *env) return env;
+  /* An installed binary's own, else the source tree's it was built from. */
+  static char installed[4096];
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    char candidate[4096 + 64], script[4096 + 16];
+    snprintf(candidate, sizeof candidate, "%s/" INSTALLED_PLOTS_DIR, exe);
+    if (realpath(candidate, installed) != NULL) {
+      snprintf(script, sizeof script, "%s/draw.sh", installed);
+      if (access(script, R_OK) == 0) return installed;
+    }
+  }
+  return AB_SOURCE_PLOTS_DIR;
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -82,6 +100,7 @@ static void csv_free(csv_t *c) {
 static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
   memset(c, 0, sizeof *c);
   if (!slurp(path, &c->text, NULL)) return ab_diag_set(diag, AB_ERR_INVALID, "%s: cannot read it", path);
+  /* On any error below, c is freed (csv_free) before the return. */
   size_t n = 0, cap = 1024, line = 1, fields = 0;
   char **cell = malloc(cap * sizeof *cell);
   char *p = c->text;
@@ -96,6 +115,7 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
       for (p++;; p++) {
         if (*p == '\0') {
           free(cell);
+          csv_free(c);
           return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: a quoted field is not closed", path, line);
         }
         if (*p == '"' && p[1] == '"') *w++ = '"', p++;
@@ -110,6 +130,7 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
     if (end == '\r') p++, end = *p;
     if (end != ',' && end != '\n' && end != '\0') {
       free(cell);
+      csv_free(c);
       return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: expected ',' or the line's end after a quoted field", path, line);
     }
     if (*p) p++;
@@ -120,6 +141,7 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
       if (c->ncols == 0) c->ncols = fields;
       if (fields != c->ncols) {
         free(cell);
+        csv_free(c);
         return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: %zu fields, the header has %zu", path, line, fields, c->ncols);
       }
       fields = 0;
@@ -128,15 +150,20 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
   }
   if (cell == NULL || (*p && n == cap)) {
     free(cell);
+    csv_free(c);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
   }
   if (fields) {
     free(cell);
+    csv_free(c);
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: the last line is cut short", path, line);
   }
   c->cell = cell;
   c->nrows = c->ncols ? n / c->ncols : 0;
-  if (c->nrows < 1) return ab_diag_set(diag, AB_ERR_INVALID, "%s: no header", path);
+  if (c->nrows < 1) {
+    csv_free(c);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: no header", path);
+  }
   return AB_OK;
 }
 
@@ -666,6 +693,7 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
     char script[4096];
     snprintf(script, sizeof script, "%s/draw.sh", ab_report_plots_dir());
     if (access(script, R_OK) == 0) {
+      fprintf(stderr, "allocbench report: drawing the figures with %s\n", script);
       char *argv[] = {"bash", script, (char *)dir, NULL};
       /* Its lines are progress: stdout stays the command's (tune --format csv prints rows). */
       int rc = spawn("bash", argv, STDERR_FILENO);

@@ -2,7 +2,8 @@
 # install_test.sh BUILD_DIR SOURCE_DIR: `cmake --install` into a temporary prefix gives a tree
 # that works on its own: bin/allocbench says its version, lists, and records tests/record's
 # stand-in job with the hook it finds in lib/allocbench/record; the example plugins are in
-# lib/allocbench/plugins and load as -s pluggable:PATH. The build folder is not on the path.
+# lib/allocbench/plugins and load as -s pluggable:PATH; report draws with the figure scripts of
+# lib/allocbench/plots. The build folder is not on the path.
 set -u
 build=${1:?usage: install_test.sh BUILD_DIR SOURCE_DIR}
 src=${2:?usage: install_test.sh BUILD_DIR SOURCE_DIR}
@@ -26,6 +27,15 @@ grep -qE "^built with: CUDA (ON|OFF), PyTorch comparison harness (ON|OFF), Googl
 
 "$ab" list --strategies >"$work/list" 2>&1 || fail "list exited $?: $(cat "$work/list")"
 grep -qx caching "$work/list" || fail "list has no caching: $(cat "$work/list")"
+
+# The page of a results folder, drawn with the figure scripts installed beside the binary.
+[ -x "$prefix/lib/allocbench/plots/draw.sh" ] && [ -r "$prefix/lib/allocbench/plots/common.gp" ] ||
+  fail "the figure scripts are not installed: $(ls "$prefix/lib/allocbench")"
+"$ab" oom -w random:ops=200 -s caching --device sim --out "$work/o" >/dev/null 2>&1 || fail "oom from the prefix exited $?"
+env -u AB_PLOTS_DIR "$ab" report "$work/o" >"$work/out" 2>"$work/err" || fail "report from the prefix exited $?: $(cat "$work/err")"
+grep -qF "drawing the figures with $prefix/lib/allocbench/plots/draw.sh" "$work/err" ||
+  fail "report from the prefix does not draw with the installed scripts: $(head -n 2 "$work/err")"
+[ -s "$work/o/report.html" ] || fail "report from the prefix wrote no page"
 
 # A plugin from the installed tree, on the simulated card.
 "$ab" run -w random:ops=200 -s "pluggable:$prefix/lib/allocbench/plugins/libmalloc_each.so" --device sim \
