@@ -613,6 +613,40 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   return st;
 }
 
+/* The answer of a single run, in a sentence or two after its table: how it ended, its peak
+ * reserved beside what PyTorch recorded where the trace says so, and where it was written. */
+static void say_run(const ab_cli_opts_t *o, const ab_events_t *es, const ab_table_t *summary) {
+  const char *status = ab_table_get(summary, 0, "status"), *kind = ab_table_get(summary, 0, "oom_kind");
+  const char *event = ab_table_get(summary, 0, "oom_event"), *peak = ab_table_get(summary, 0, "peak_reserved_bytes");
+  if (status == NULL || peak == NULL) return;
+  uint64_t reserved = strtoull(peak, NULL, 10);
+  char name[256], a[32], b[32], w[128], st[64];
+  ab_results_workload_name(es->source, name, sizeof name);
+  printf("\n%s on %s: ", o->strategy, name);
+  if (strcmp(status, "oom") == 0)
+    printf("out of memory at event %s (%s), having reserved %s at the peak.", event ? event : "?", kind ? kind : "?",
+           ab_format_bytes(reserved, a, sizeof a));
+  else if (strcmp(status, "ok") == 0)
+    printf("ran to the end, %s reserved at the peak.", ab_format_bytes(reserved, a, sizeof a));
+  else
+    printf("%s, %s reserved at the peak.", status, ab_format_bytes(reserved, a, sizeof a));
+  if (o->recorded_peak_reserved) {
+    uint64_t rec = o->recorded_peak_reserved;
+    printf(" PyTorch recorded %s; this replay %s: ", ab_format_bytes(rec, a, sizeof a), ab_format_bytes(reserved, b, sizeof b));
+    if (rec == reserved)
+      printf("equal.");
+    else
+      printf("%s %s (%.1f%%).", ab_format_bytes(rec > reserved ? rec - reserved : reserved - rec, a, sizeof a),
+             rec > reserved ? "less" : "more", 100.0 * (double)(rec > reserved ? rec - reserved : reserved - rec) / (double)rec);
+  }
+  ab_results_workload_part(es->source, w, sizeof w);
+  ab_results_file_part(o->strategy, st, sizeof st);
+  printf("\nWritten to %s/summary.csv", o->out_dir);
+  if (o->timeline) printf(" and %s/timeline_%s_%s.csv", o->out_dir, w, st);
+  if (strcmp(status, "oom") == 0) printf(", with the segment map at the OOM in %s/oommap_%s_%s.csv", o->out_dir, w, st);
+  printf(".\n");
+}
+
 int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *run) {
   ab_diag_t diag = {""};
   ab_table_t summary;
@@ -631,6 +665,7 @@ int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *r
     if (run->kernels_skipped && o->format == AB_FORMAT_TABLE)
       printf("\n%llu kernels not run (%s)\n", (unsigned long long)run->kernels_skipped,
              o->kernels ? "the simulated device runs none; step times leave out compute" : "--no-kernels");
+    if (o->format == AB_FORMAT_TABLE && rc == AB_EXIT_OK && st == AB_OK) say_run(o, es, &summary);
     if (st != AB_OK) rc = ab_cli_fail(o, diag.msg);
   }
   ab_table_free(&summary);

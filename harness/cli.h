@@ -63,6 +63,7 @@ typedef struct ab_cli_opts_s {
   bool quiet;             /* --quiet: no progress, no device notice */
   bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
   bool cap;               /* the limits are memory caps (--cap): the tables say cap, not budget */
+  uint64_t recorded_peak_reserved; /* replay: the peak reserved the trace recorded, said beside the run's; 0: none */
   bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
   const ab_cli_hooks_t *hooks; /* NULL: none */
 } ab_cli_opts_t;

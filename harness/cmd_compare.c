@@ -1,6 +1,8 @@
 /* cmd_compare.c: `allocbench compare`: strategies side by side on one workload, in memory
  * (peak reserved, fragmentation, smallest budget) and in time (per-call latency). */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bisect.h"
@@ -9,6 +11,7 @@
 #include "oommap.h"
 #include "report.h"
 #include "results.h"
+#include "units.h"
 
 static const ab_cli_command_t command = {
     "allocbench compare", AB_CMD_COMPARE, NULL,
@@ -21,6 +24,50 @@ static const ab_cli_command_t command = {
 static const char *const table_cols[] = {"strategy",     "conf",         "peak_reserved_bytes", "frag_pct",
                                          "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
                                          "alloc_ns_p99", "free_ns_p50",  "note"};
+
+/* A row's strategy as the answer names it: with its conf where it was given one. */
+static void label(const ab_table_t *t, size_t r, char *out, size_t size) {
+  const char *conf = ab_table_get(t, r, "conf");
+  snprintf(out, size, "%s%s%s%s", ab_table_get(t, r, "strategy"), conf && *conf ? " (" : "", conf && *conf ? conf : "",
+           conf && *conf ? ")" : "");
+}
+
+/* "Lowest peak reserved: expandable, 110.00 MiB, 20.00 MiB (15.4%) below caching." The best
+ * row of a column (lowest; rows without a value left out) against the next best. */
+static void say_best(const ab_table_t *t, const char *column, const char *what, bool bytes) {
+  size_t best = SIZE_MAX, second = SIZE_MAX;
+  double v[64];
+  for (size_t r = 0; r < t->nrows && r < 64; r++) {
+    const char *cell = ab_table_get(t, r, column);
+    if (cell == NULL || *cell == '\0') continue;
+    v[r] = strtod(cell, NULL);
+    if (best == SIZE_MAX || v[r] < v[best]) {
+      second = best;
+      best = r;
+    } else if (second == SIZE_MAX || v[r] < v[second]) {
+      second = r;
+    }
+  }
+  if (best == SIZE_MAX) return;
+  char a[32], b[32], l1[160], l2[160];
+  label(t, best, l1, sizeof l1);
+  if (bytes)
+    ab_format_bytes((uint64_t)v[best], a, sizeof a);
+  else
+    snprintf(a, sizeof a, "%.0f ns", v[best]);
+  printf("%s: %s, %s", what, l1, a);
+  if (second != SIZE_MAX) {
+    label(t, second, l2, sizeof l2);
+    double d = v[second] - v[best];
+    if (d == 0)
+      printf(", as %s", l2);
+    else if (bytes)
+      printf(", %s (%.1f%%) below %s", ab_format_bytes((uint64_t)d, b, sizeof b), 100.0 * d / v[second], l2);
+    else
+      printf(", against %.0f ns for %s", v[second], l2);
+  }
+  printf(".\n");
+}
 
 int ab_cmd_compare(int argc, char **argv) {
   ab_cli_opts_t o;
@@ -76,6 +123,13 @@ int ab_cmd_compare(int argc, char **argv) {
       (rows.nrows && ab_cli_append(&o, &rows, "compare.csv", &io) != AB_OK))
     rc = ab_cli_fail(&o, io.msg);
   if (rows.nrows) ab_cli_print(&o, &rows, table_cols, sizeof table_cols / sizeof table_cols[0]);
+  /* The answer, per objective: which strategy is best, and by how much over the next. */
+  if (rows.nrows > 1 && o.format == AB_FORMAT_TABLE) {
+    putchar('\n');
+    say_best(&rows, "peak_reserved_bytes", "Lowest peak reserved", true);
+    say_best(&rows, "min_budget_bytes", o.cap ? "Smallest cap" : "Smallest budget", true);
+    say_best(&rows, "alloc_ns_p99", "Fastest allocation (p99)", false);
+  }
   ab_oommap_free(&map);
   ab_table_free(&rows);
   ab_table_free(&searches);

@@ -93,21 +93,23 @@ static bool in_registry(const char *spec) {
 }
 
 /* Time in ns, with a unit a person reads at a glance. */
-static const char *format_ns(const char *ns_text, char *buf, size_t size) {
-  double ns = strtod(ns_text, NULL);
+static const char *format_ns(double ns, char *buf, size_t size) {
   if (ns < 1e3)
     snprintf(buf, size, "%.0f ns", ns);
   else if (ns < 1e6)
     snprintf(buf, size, "%.1f us", ns / 1e3);
-  else
+  else if (ns < 1e9)
     snprintf(buf, size, "%.1f ms", ns / 1e6);
+  else
+    snprintf(buf, size, "%.2f s", ns / 1e9);
   return buf;
 }
 
 static const ab_col_t display_cols[] = {
     {"workload", false},      {"strategy", false},      {"status", false},         {"peak requested", true},
-    {"peak reserved", true},  {"reserved/requested", true}, {"frag %", true},      {"device allocs", true},
-    {"alloc p50", true},      {"alloc p99", true},      {"step ms p50", true},     {"wall s", true},
+    {"peak reserved", true},  {"smallest budget", true}, {"reserved/requested", true}, {"fragmentation", true},
+    {"device allocs", true},  {"alloc p50", true},      {"alloc p99", true},      {"step p50", true},
+    {"wall time", true},
 };
 
 /* A name for the table: at most 48 characters, a cut one ending in "..." (summary.csv has it whole). */
@@ -118,11 +120,12 @@ static const char *fit_name(const char *name, char *buf, size_t size) {
   return buf;
 }
 
-/* The summary rows, as a person reads them. */
-static ab_status display(const ab_table_t *rows, ab_table_t *out) {
+/* The summary rows, as a person reads them (Note [Tables for people], cli.c), with each
+ * pair's smallest budget (budgets[r], "" where none was searched). */
+static ab_status display(const ab_table_t *rows, char (*budgets)[32], ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
   for (size_t r = 0; r < rows->nrows; r++) {
-    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32], cut[64];
+    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32], cut[64], frag[32];
     const char *workload = fit_name(ab_table_get(rows, r, "workload"), cut, sizeof cut);
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
@@ -132,12 +135,18 @@ static ab_status display(const ab_table_t *rows, ab_table_t *out) {
       snprintf(ratio, sizeof ratio, "%.3f", (double)reserved / (double)requested);
     else
       snprintf(ratio, sizeof ratio, "-");
-    snprintf(step, sizeof step, "%.2f", strtod(ab_table_get(rows, r, "step_ms_p50"), NULL));
-    snprintf(wall, sizeof wall, "%.2f", strtod(ab_table_get(rows, r, "wall_s"), NULL));
-    const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res, ratio,
-                           ab_table_get(rows, r, "frag_pct"), ab_table_get(rows, r, "num_device_alloc"),
-                           format_ns(ab_table_get(rows, r, "alloc_ns_p50"), p50, sizeof p50),
-                           format_ns(ab_table_get(rows, r, "alloc_ns_p99"), p99, sizeof p99), step, wall};
+    /* A trace has no steps: no step time. */
+    double step_ms = strtod(ab_table_get(rows, r, "step_ms_p50"), NULL);
+    if (step_ms > 0)
+      format_ns(step_ms * 1e6, step, sizeof step);
+    else
+      step[0] = '\0';
+    format_ns(strtod(ab_table_get(rows, r, "wall_s"), NULL) * 1e9, wall, sizeof wall);
+    snprintf(frag, sizeof frag, "%.1f%%", strtod(ab_table_get(rows, r, "frag_pct"), NULL));
+    const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res,
+                           budgets[r], ratio, frag, ab_table_get(rows, r, "num_device_alloc"),
+                           format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p50"), NULL), p50, sizeof p50),
+                           format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p99"), NULL), p99, sizeof p99), step, wall};
     AB_TRY(ab_table_add(out, cells));
   }
   return AB_OK;
@@ -254,6 +263,8 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_oommap_init(&map);
   size_t failed = 0, done = 0, searches_failed = 0;
   double t0 = now_s();
+  char(*budgets)[32] = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
+  if (budgets == NULL) rc = ab_cli_fail(&o, "out of host memory");
   for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_cli_stop; w++) {
     ab_run_t run;
     if (ab_run_prepare(&run, &streams[w]) != AB_OK) {
@@ -277,6 +288,7 @@ int ab_cmd_matrix(int argc, char **argv) {
       ab_diag_t io = {""};
       if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
       if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
+      budgets[all.nrows - 1][0] = '\0';
       done++;
       char name[256];
       ab_results_workload_name(streams[w].source, name, sizeof name);
@@ -299,6 +311,12 @@ int ab_cmd_matrix(int argc, char **argv) {
           snprintf(budget, sizeof budget, "none");
         fprintf(stderr, "allocbench matrix:   smallest budget %s (%u probes, %.2f s)\n", budget, res.probes, res.wall_s);
       }
+      if (st == AB_OK && !res.interrupted && all.nrows > 0) {
+        if (res.passed)
+          ab_format_bytes(res.min_budget, budgets[all.nrows - 1], sizeof budgets[0]);
+        else
+          snprintf(budgets[all.nrows - 1], sizeof budgets[0], "none");
+      }
       ab_table_free(&one);
     }
     ab_run_release(&run);
@@ -307,7 +325,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   if (all.nrows > 0) {
     if (o.format == AB_FORMAT_TABLE) {
       ab_table_t shown;
-      if (display(&all, &shown) == AB_OK) {
+      if (display(&all, budgets, &shown) == AB_OK) {
         printf("\n");
         ab_table_write_text(&shown, stdout, NULL, 0);
         printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
@@ -329,6 +347,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   }
   ab_oommap_free(&map);
   ab_table_free(&all);
+  free(budgets);
   for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
   free(streams);
   /* The command line, for the page of the folder (report.h). */

@@ -304,6 +304,8 @@ int ab_cmd_replay(int argc, char **argv) {
     ab_events_free(&es);
     return ab_cli_fail(&o, "out of host memory");
   }
+  /* A trace with segment events (a snapshot, a CSV trace from one) recorded PyTorch's peak. */
+  if (info.device_allocs) o.recorded_peak_reserved = info.reserved_peak;
   rc = ab_cli_run_single(&o, &es, &run);
   if (rc == AB_EXIT_OK && o.hooks) rc = write_exports(&o, &x, &info, export_trace, export_snapshot);
   ab_trace_log_free(&x.log);

@@ -233,6 +233,11 @@ head -n 1 "$work/csv" | grep -q '^workload,strategy,conf,device,budget_bytes,see
   fail "unexpected header: $(head -n 1 "$work/csv")"
 grep -q '^random:ops=3000,raw,,sim:h200,0,42,' "$work/csv" || fail "unexpected row: $(tail -n 1 "$work/csv")"
 "$ab" run -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "table run exited $?"
+# The run ends with its answer, and where it wrote.
+tail -2 "$work/table" | head -1 | grep -qx "pooled on random:ops=3000: ran to the end, [0-9.]* MiB reserved at the peak\." ||
+  fail "run's answer: $(tail -2 "$work/table")"
+tail -1 "$work/table" | grep -qxF "Written to $out/summary.csv and $out/timeline_random_ops_3000_pooled.csv." ||
+  fail "run does not say where it wrote: $(tail -1 "$work/table")"
 grep -qE '^peak reserved +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show the peak reserved in MiB: $(cat "$work/table")"
 # Note [Tables for people]: words, times with their unit, nothing that does not apply (a
 # random sequence has no kernels, no NCCL, no conf, no budget; its OOM kind is none).
@@ -304,7 +309,14 @@ grep -q "ran out of memory" "$work/err" && fail "compare printed OOM reports wit
 grep -qE '^raw +89\.81 MiB +0\.0% +89\.81 MiB ' "$work/table" || fail "compare's bytes are not in MiB: $(cat "$work/table")"
 head -n 1 "$work/table" | grep -q 'peak reserved.*fragmentation.*smallest budget.*alloc p50' ||
   fail "compare's table: $(head -n 1 "$work/table")"
-[ "$(wc -l <"$work/table")" -eq 4 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 4"
+[ "$(wc -l <"$work/table")" -eq 8 ] || fail "compare printed $(wc -l <"$work/table") lines, expected 8: $(cat "$work/table")"
+# ... and ends with the answer: the best strategy per objective, and by how much.
+grep -qx "Lowest peak reserved: raw, 89.81 MiB, [0-9.]* [MG]iB ([0-9.]*%) below [a-z]*\." "$work/table" ||
+  fail "compare names no lowest peak: $(tail -3 "$work/table")"
+grep -qx "Smallest budget: raw, 89.81 MiB, [0-9.]* [MG]iB ([0-9.]*%) below [a-z]*\." "$work/table" ||
+  fail "compare names no smallest budget: $(tail -3 "$work/table")"
+grep -qxE "Fastest allocation \(p99\): (pooled|async|raw), [0-9]+ ns(, against [0-9]+ ns for [a-z]+|, as [a-z]+)\." "$work/table" ||
+  fail "compare names no fastest: $(tail -3 "$work/table")"
 [ "$(wc -l <"$out/compare.csv")" -eq 4 ] || fail "compare.csv has $(wc -l <"$out/compare.csv") lines, expected 4"
 [ "$(wc -l <"$out/oom.csv")" -eq 15 ] || fail "compare did not append its searches to oom.csv"
 "$ab" compare -w random:ops=3000 -s raw,pooled -v --device sim --out "$out" >/dev/null 2>"$work/err" || fail "compare -v exited $?"

@@ -18,7 +18,8 @@ nstrat=$(echo "$strategies" | wc -l)
 for s in $strategies; do
   [ -s "$work/a/timeline_random_ops_3000_$s.csv" ] || fail "no timeline for random:ops=3000 and $s"
   [ -s "$work/a/timeline_random_ops_2000_dist_lognormal_$s.csv" ] || fail "no timeline for the lognormal run and $s"
-  grep -q "^random:ops=3000 *$s *ok " "$work/out" || fail "the summary table has no ok row for $s: $(cat "$work/out")"
+  grep -qE "^random:ops=3000 +$s +ok +[0-9.]+ MiB +[0-9.]+ MiB +[0-9.]+ MiB " "$work/out" ||
+    fail "the summary table has no ok row for $s with its smallest budget: $(cat "$work/out")"
 done
 grep -q "$((2 * nstrat)) runs (2 workloads x $nstrat strategies)" "$work/out" || fail "no closing line: $(tail -n 1 "$work/out")"
 # Each pair's smallest budget is searched: a row in oom.csv, a map of the failing probe.

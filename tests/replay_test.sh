@@ -146,6 +146,15 @@ for s in caching expandable; do
 done
 # What PyTorch recorded: replayed under its own setting, an expandable run exports one
 # segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
+# The replay of a snapshot ends comparing its peak with what PyTorch recorded: under the
+# recorded settings the same, under expandable segments less (cnn_dyn.json: 10.32 GiB).
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
+  fail "replay under the recorded settings exited $?"
+grep -qF "PyTorch recorded 10.32 GiB; this replay 10.32 GiB: equal." "$tmp/run.txt" || fail "no comparison with PyTorch: $(tail -3 "$tmp/run.txt")"
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
+  fail "replay -s expandable exited $?"
+grep -qE "PyTorch recorded 10.32 GiB; this replay [0-9.]+ GiB: [0-9.]+ GiB less \([0-9.]+%\)\." "$tmp/run.txt" ||
+  fail "no comparison with PyTorch under expandable: $(tail -3 "$tmp/run.txt")"
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline \
   --export-trace "$tmp/expandable.csv" --export-snapshot "$tmp/expandable.pickle" > /dev/null || fail "replay -s expandable exited $?"
 python3 "$here/snapshot_check.py" "$tmp/expandable.pickle" || fail "expandable: the exported snapshot does not pass the viewer's checks"
