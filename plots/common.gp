@@ -37,6 +37,14 @@ array PALETTE[10] = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6
 color(k) = PALETTE[(k - 1) % 10 + 1]
 REGISTRY = "raw caching split-limited expandable pooled async stitching planned oracle"
 color_of(s) = index_of(REGISTRY, s) ? color(index_of(REGISTRY, s)) : color(words(REGISTRY) + index_of(S, s))
+# Lines that coincide (raw and oracle in the micro-benchmarks, the strategies that reserve the
+# same at every step) must each stay visible: each strategy also has its own marker, drawn at
+# its own interval so that markers of equal lines fall on different points, and dash pattern.
+array MARKS[10] = [6, 4, 8, 12, 10, 14, 1, 2, 3, 5]
+place_of(s) = index_of(REGISTRY, s) ? index_of(REGISTRY, s) : words(REGISTRY) + index_of(S, s)
+point_of(s) = MARKS[(place_of(s) - 1) % 10 + 1]
+interval_of(s) = 3 + (place_of(s) - 1) % 5
+dash_of(s) = (place_of(s) - 1) % 5 + 1
 
 set style fill solid 0.85 border rgb "#333333"
 set grid ytics lt 1 lw 1 lc rgb "#e4e4e4"

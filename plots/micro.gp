@@ -7,6 +7,7 @@ input = ARG1
 out = ARG2
 fmt = ARG3
 here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:]) : ""
+height = 780
 load here(ARG0) . "common.gp"
 
 DEVICE = ""
@@ -32,9 +33,10 @@ stats input using (strcol("error") eq "" && strcol("workload") ne "alloc_free" &
                    column("items_per_second") : NaN) nooutput
 SEQ_RANGE = exists("STATS_min") ? decades(STATS_min, STATS_max) : "[1e4:1e8]"
 
-set bmargin 5
+set bmargin 9
 set multiplot layout 1, 2 title sprintf("Micro-benchmarks on %s (Google Benchmark)", DEVICE) noenhanced
-set key inside top left Left reverse samplen 2 title "strategy" font ",10"
+# Below the panels, where it hides no line.
+set key outside below center horizontal Left reverse samplen 3 maxrows 3 font ",10"
 
 set title "One allocation and its free (lower is better)"
 set logscale x 2
@@ -48,7 +50,8 @@ set yrange @PAIR_RANGE
 set grid xtics ytics lt 1 lw 1 lc rgb "#e4e4e4"
 set xrange [256:2**29]
 plot for [k=1:NS] input using (ok(k) && strcol("workload") eq "alloc_free" ? bytes_of(strcol("args")) : NaN):"real_ns" \
-       with linespoints lw 2 pt 7 ps 0.9 lc rgb color_of(word(S, k)) title word(S, k)
+       with linespoints lw 2 dt dash_of(word(S, k)) pt point_of(word(S, k)) ps 1.3 lc rgb color_of(word(S, k)) \
+       title word(S, k)
 
 set title "Whole sequences replayed (higher is better)"
 unset logscale x

@@ -5,8 +5,9 @@
 # is the workload's name as it begins the file names ("dynamic-shapes" also takes the files
 # of "dynamic-shapes:ARGS"); where one strategy has several files, the newest is drawn.
 # What the program requested is the same under every strategy and drawn once, as a grey
-# area. Each strategy has its colour of every figure (common.gp); lines that coincide stay
-# visible: each is drawn thinner than the one before it, on top of it.
+# area. Each strategy has its colour and marker of every figure (common.gp); lines that
+# coincide stay visible: each is drawn thinner than the one before it, on top of it, with its
+# markers at an interval of its own.
 dir = ARG1
 workload = ARG2
 out = ARG3
@@ -53,8 +54,8 @@ before(c) = column("step") > 0 ? column("step") - 1 : NaN
 width(k) = 1.5 + 3.0 * (ND - k) / (ND > 1 ? ND - 1 : 1)
 plot word(F, 1) using (before(0)):(column("peak_requested") / GiB) with filledcurves y1=0 fs solid 1.0 noborder \
        lc rgb "#d9d9d9" title "requested", \
-     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_reserved") / GiB) with lines lw width(k) \
-       lc rgb color_of(word(D, k)) title word(D, k), \
+     for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_reserved") / GiB) with linespoints lw width(k) \
+       pt point_of(word(D, k)) pi interval_of(word(D, k)) ps 1.4 lc rgb color_of(word(D, k)) title word(D, k), \
      for [k=1:ND] file_of(word(D, k)) using (before(0)):(column("peak_allocated") / GiB) with lines lw width(k) / 2 dt 2 \
        lc rgb color_of(word(D, k)) notitle, \
      NaN with lines lw 1.5 dt 2 lc rgb "#333333" title "allocated (dashed)"
