@@ -2,16 +2,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "pipeline.h"
 #include "units.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
   uint64_t live = 0, peak = 0;
@@ -121,7 +115,7 @@ static ab_status probe(search_t *x, uint64_t budget, bool *passed, ab_diag_t *di
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
                            ab_diag_t *diag) {
   memset(out, 0, sizeof *out);
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   char a[32], b[32];
   if (o->lo && o->hi && o->lo > o->hi)
     return ab_diag_set(diag, AB_ERR_INVALID, "--lo %s is above --hi %s", ab_format_bytes(o->lo, a, sizeof a),
@@ -190,6 +184,6 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   out->passed = true;
   out->min_budget = pass;
 done:
-  out->wall_s = now_s() - t0;
+  out->wall_s = ab_clock_s() - t0;
   return AB_OK;
 }

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "oommap.h"
 #include "output.h"
 #include "pipeline.h"
@@ -494,16 +494,14 @@ int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned) 
 /* Progress on a terminal, at most ten updates a second. */
 typedef struct progress_s {
   const char *label;
-  struct timespec last;
+  double last; /* ab_clock_s() */
   bool shown;
 } progress_t;
 
 static void show_progress(void *ctx, size_t done, size_t total) {
   progress_t *p = ctx;
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  double dt = (double)(now.tv_sec - p->last.tv_sec) + (double)(now.tv_nsec - p->last.tv_nsec) * 1e-9;
-  if (p->shown && dt < 0.1) return;
+  double now = ab_clock_s();
+  if (p->shown && now - p->last < 0.1) return;
   p->last = now;
   p->shown = true;
   fprintf(stderr, "\r%s: %3.0f%% (%zu/%zu events)", p->label, 100.0 * (double)done / (double)total, done, total);
@@ -561,7 +559,7 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   char label[160], name[256];
   ab_results_workload_name(es->source, name, sizeof name);
   snprintf(label, sizeof label, "%s on %s", strategy, name);
-  progress_t prog = {label, {0, 0}, false};
+  progress_t prog = {label, 0, false};
   ab_run_opts_t ro = ab_run_defaults();
   ro.timeline = o->timeline;
   ro.check = o->check;

@@ -19,10 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bisect.h"
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "oommap.h"
 #include "output.h"
@@ -171,12 +171,6 @@ static ab_status search_pair(const ab_cli_opts_t *o, const ab_events_t *es, cons
   return st;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* matrix's own options: --quick, and -w and -c, which may repeat. */
 typedef struct matrix_args_s {
   bool quick;
@@ -262,7 +256,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_oommap_t map;
   ab_oommap_init(&map);
   size_t failed = 0, done = 0, searches_failed = 0;
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   char(*budgets)[32] = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
   if (budgets == NULL) rc = ab_cli_fail(&o, "out of host memory");
   for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_cli_stop; w++) {
@@ -329,7 +323,7 @@ int ab_cmd_matrix(int argc, char **argv) {
         printf("\n");
         ab_table_write_text(&shown, stdout, NULL, 0);
         printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
-               nw, nstrat, now_s() - t0, o.out_dir);
+               nw, nstrat, ab_clock_s() - t0, o.out_dir);
       }
       ab_table_free(&shown);
     } else {

@@ -17,11 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "caching_conf.h"
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "output.h"
 #include "pipeline.h"
@@ -418,12 +418,6 @@ static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t to
           r->search.passed ? ab_format_bytes(r->search.min_budget, b, sizeof b) : "none", r->wall_s);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- the command -------------------------------------------------------------------------- */
 
 typedef struct setup_s {
@@ -615,7 +609,7 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
     }
     if (!o->quiet)
       fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
-              job->n > 1 ? " on every trace" : "", now_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
+              job->n > 1 ? " on every trace" : "", ab_clock_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
               s->jobs == 1 ? "" : "s", o->out_dir);
   }
   ab_table_free(&shown);
@@ -691,7 +685,7 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
   progress_t prog = {o, NULL, 0, 0};
   ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = s.cap, .check = o->check, .jobs = s.jobs,
                          .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   size_t best[AB_TUNE_FAMILIES];
   if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(job), s.cap > 0, &diag);
   for (size_t i = 0; st == AB_OK && i < s.extra.n; i++) st = ab_tune_list_add_reference(&list, s.extra.name[i], &diag);

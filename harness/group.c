@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 typedef struct threads_s {
   ab_group_t g;             /* first: the group.h view */
   ab_waits_t waits;
@@ -93,14 +95,8 @@ static void complete(threads_t *t, ab_lockstep_t phase) {
   pthread_cond_broadcast(&t->cv);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void wait_slice(threads_t *t, double deadline) {
-  double until = now_s() + AB_WAIT_SLICE_MS * 1e-3;
+  double until = ab_clock_s() + AB_WAIT_SLICE_MS * 1e-3;
   if (until > deadline) until = deadline;
   struct timespec ts = {(time_t)until, (long)((until - floor(until)) * 1e9)};
   pthread_cond_timedwait(&t->cv, &t->mu, &ts);
@@ -152,12 +148,12 @@ static ab_verdict_t threads_arrive(ab_group_t *g, unsigned rank, ab_lockstep_t p
   if (++t->arrived + t->ended == g->size) {
     complete(t, phase);
   } else {
-    double deadline = now_s() + t->waits.collective_s;
+    double deadline = ab_clock_s() + t->waits.collective_s;
     /* At ENTER any stop ends the wait; at LAUNCHED only one that aborts, since the others'
      * launches must be over before anyone aborts (Note [Ranks in lockstep]). */
     while (t->generation == gen && !(t->stop && (phase == AB_LOCKSTEP_ENTER || t->abort))) {
       int sig = t->waits.stop ? (int)*t->waits.stop : 0;
-      if (sig || now_s() >= deadline) {
+      if (sig || ab_clock_s() >= deadline) {
         v = give_up(t, rank, sig, what, why, size);
         pthread_mutex_unlock(&t->mu);
         return v;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "units.h"
 
 #define MAGIC 0x56524241u /* "ABRV" */
@@ -129,18 +130,12 @@ ab_status ab_waits_from_env(ab_waits_t *out, ab_diag_t *diag) { return ab_waits_
 /* How a wait ended. */
 typedef enum io_e { IO_OK, IO_CLOSED, IO_TIMEOUT, IO_STOPPED } io_t;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int stop_signal(const ab_waits_t *w) { return w->stop ? (int)*w->stop : 0; }
 
 /* The next poll's timeout: a slice, or what is left before the deadline; IO_OK to poll. */
 static io_t next_slice(double deadline, const ab_waits_t *w, int *ms) {
   if (stop_signal(w)) return IO_STOPPED;
-  double left = deadline - now_s();
+  double left = deadline - ab_clock_s();
   if (left <= 0) return IO_TIMEOUT;
   *ms = left * 1000 < AB_WAIT_SLICE_MS ? (int)ceil(left * 1000) : AB_WAIT_SLICE_MS;
   return IO_OK;
@@ -367,7 +362,7 @@ static ab_verdict_t root_arrive(tcp_t *t, ab_lockstep_t phase, const char *what,
   /* One message from every rank still in: where it is, or its result. */
   memset(t->arrived, 0, t->g.size * sizeof *t->arrived);
   for (unsigned r = 0; r < t->g.size; r++) t->want[r] = r > 0 && !t->ended[r];
-  io_t io = hear_all(t, now_s() + t->waits.collective_s, heard_arrival);
+  io_t io = hear_all(t, ab_clock_s() + t->waits.collective_s, heard_arrival);
   ab_verdict_t v = t->stop ? stop_verdict(t, phase) : AB_VERDICT_GO;
   if (io == IO_STOPPED || io == IO_TIMEOUT) {
     char list[256];
@@ -407,7 +402,7 @@ static ab_verdict_t rank_arrive(tcp_t *t, ab_lockstep_t phase, const char *what,
   verdict_t v;
   kind_t kind = 0;
   size_t bytes = 0;
-  io_t io = recv_msg(t->fd[0], &kind, &v, sizeof v, &bytes, now_s() + t->waits.collective_s, &t->waits);
+  io_t io = recv_msg(t->fd[0], &kind, &v, sizeof v, &bytes, ab_clock_s() + t->waits.collective_s, &t->waits);
   if (io == IO_STOPPED || io == IO_TIMEOUT) {
     if (io == IO_STOPPED)
       snprintf(why, size, "interrupted (%s) while rank %u waited at %s for rank 0 (%s)",
@@ -463,7 +458,7 @@ static ab_status tcp_results(ab_group_t *g, ab_rank_result_t *all, bool *have, a
   if (t->rank != 0)
     return t->gone ? ab_diag_set(diag, AB_ERR_IO, "rank %u: %s: nothing was recorded", t->rank, t->gone_why) : AB_OK;
   for (unsigned r = 0; r < g->size; r++) t->want[r] = r > 0 && !t->ended[r];
-  io_t io = hear_all(t, now_s() + t->waits.collective_s, heard_result);
+  io_t io = hear_all(t, ab_clock_s() + t->waits.collective_s, heard_result);
   if (io == IO_STOPPED || io == IO_TIMEOUT) {
     char list[256];
     wanted(t, list, sizeof list);
@@ -488,7 +483,7 @@ static void tcp_destroy(ab_group_t *g) {
   /* A rank other than 0 closes after rank 0 does: closing with rank 0's unread verdicts in
    * its buffer would reset the connection and could lose its result on the way. */
   if (t->rank != 0 && t->fd && t->fd[0] >= 0 && !t->gone) {
-    double deadline = now_s() + t->waits.collective_s;
+    double deadline = ab_clock_s() + t->waits.collective_s;
     char sink[256];
     while (wait_readable(t->fd[0], deadline, &t->waits) == IO_OK && recv(t->fd[0], sink, sizeof sink, 0) > 0) continue;
   }
@@ -695,7 +690,7 @@ static ab_status root_gave_up(const ab_launch_t *l, tcp_t *t, io_t io, const ab_
 /* Says once, after a second of waiting, what this rank waits for. */
 static void say_once(FILE *say, bool *said, double since, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void say_once(FILE *say, bool *said, double since, const char *fmt, ...) {
-  if (say == NULL || *said || now_s() - since < 1.0) return;
+  if (say == NULL || *said || ab_clock_s() - since < 1.0) return;
   va_list ap;
   va_start(ap, fmt);
   vfprintf(say, fmt, ap);
@@ -709,15 +704,15 @@ static ab_status meet_as_root(const ab_launch_t *l, const ab_waits_t *w, FILE *s
                               const ab_comm_id_t *id, tcp_t *t, ab_diag_t *diag) {
   int lfd = listen_on(l, diag);
   if (lfd < 0) return AB_ERR_IO;
-  double since = now_s(), deadline = since + w->meet_s;
+  double since = ab_clock_s(), deadline = since + w->meet_s;
   bool said = false;
   ab_status st = AB_OK;
   for (unsigned joined = 1; joined < l->world && st == AB_OK;) {
     /* In slices, so that the line below comes while the wait goes on. */
-    io_t io = wait_readable(lfd, now_s() + 1.0 < deadline ? now_s() + 1.0 : deadline, w);
+    io_t io = wait_readable(lfd, ab_clock_s() + 1.0 < deadline ? ab_clock_s() + 1.0 : deadline, w);
     say_once(say, &said, since, "allocbench run: rank 0 of %u waits on port %s for rank%s %s%u (up to %g s)\n",
              l->world, l->port, l->world > 2 ? "s" : "", l->world > 2 ? "1 to " : "", l->world - 1, w->meet_s);
-    if (io == IO_TIMEOUT && now_s() < deadline) continue;
+    if (io == IO_TIMEOUT && ab_clock_s() < deadline) continue;
     if (io != IO_OK) {
       st = root_gave_up(l, t, io, w, diag);
       break;
@@ -764,12 +759,12 @@ static ab_status meet_as_root(const ab_launch_t *l, const ab_waits_t *w, FILE *s
 
 static ab_status meet_as_rank(const ab_launch_t *l, const ab_waits_t *w, FILE *say, uint64_t digest, ab_comm_id_t *id,
                               tcp_t *t, ab_diag_t *diag) {
-  double since = now_s(), deadline = since + w->meet_s;
+  double since = ab_clock_s(), deadline = since + w->meet_s;
   bool said = false;
   int fd = -1;
   /* Connecting in steps of a second, so that the line below comes while the wait goes on. */
   for (;;) {
-    double step = now_s() + 1.0 < deadline ? now_s() + 1.0 : deadline;
+    double step = ab_clock_s() + 1.0 < deadline ? ab_clock_s() + 1.0 : deadline;
     fd = connect_to(l, w, step, diag);
     say_once(say, &said, since, "allocbench run: rank %u of %u waits for rank 0 at %s:%s (up to %g s)\n", l->rank,
              l->world, l->addr, l->port, w->meet_s);
@@ -784,10 +779,10 @@ static ab_status meet_as_rank(const ab_launch_t *l, const ab_waits_t *w, FILE *s
   size_t bytes = 0;
   io_t io = send_msg(fd, HELLO, &h, sizeof h) ? IO_OK : IO_CLOSED;
   while (io == IO_OK) { /* rank 0 answers once every rank has come */
-    io = wait_readable(fd, now_s() + 1.0 < deadline ? now_s() + 1.0 : deadline, w);
+    io = wait_readable(fd, ab_clock_s() + 1.0 < deadline ? ab_clock_s() + 1.0 : deadline, w);
     say_once(say, &said, since, "allocbench run: rank %u of %u waits for rank 0 at %s:%s to hear from every rank (up "
              "to %g s)\n", l->rank, l->world, l->addr, l->port, w->meet_s);
-    if (io == IO_TIMEOUT && now_s() < deadline) io = IO_OK;
+    if (io == IO_TIMEOUT && ab_clock_s() < deadline) io = IO_OK;
     else if (io == IO_OK) break;
   }
   if (io == IO_OK) io = recv_msg(fd, &kind, &wel, sizeof wel, &bytes, deadline, w);

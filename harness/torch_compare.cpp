@@ -21,7 +21,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +31,7 @@
 
 extern "C" {
 #include "caching.h"
+#include "clock.h"
 #include "events.h"
 #include "pipeline.h"
 #include "strategy.h"
@@ -48,18 +48,12 @@ struct Decision {
   uint64_t bytes;
 };
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
 // One pass over the stream: alloc(bytes, stream) and release(ptr, bytes, stream) per event.
 // Returns ns per operation; what is still live afterwards is freed, untimed.
 template <class Alloc, class Release>
 double pass(const ab_events_t& es, std::vector<uint64_t>& ptr, Alloc alloc, Release release) {
   size_t ops = 0;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   for (size_t i = 0; i < es.n; i++) {
     const ab_event_t& e = es.ev[i];
     if (e.kind == AB_EV_ALLOC) {
@@ -71,7 +65,7 @@ double pass(const ab_events_t& es, std::vector<uint64_t>& ptr, Alloc alloc, Rele
       ops++;
     }
   }
-  double ns = static_cast<double>(now_ns() - t0) / static_cast<double>(ops ? ops : 1);
+  double ns = static_cast<double>(ab_clock_ns() - t0) / static_cast<double>(ops ? ops : 1);
   for (size_t i = 0; i < es.n; i++) {
     const ab_event_t& e = es.ev[i];
     if (e.kind == AB_EV_ALLOC && ptr[e.id]) {

@@ -4,14 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 /* The run's figures; as the search's on_probe, its unbudgeted probe is the run, when there
  * is no cap. */
@@ -40,7 +35,7 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
 
 /* One configuration: its run, then its search, into r; run is the worker's, prepared. */
 static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *run, ab_tune_result_t *r) {
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   ab_bisect_opts_t b;
   ab_tune_probe_opts(o, &r->cand, &b);
   ab_diag_t diag = {""};
@@ -60,7 +55,7 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
     r->status = AB_RUN_ERROR;
     snprintf(r->message, sizeof r->message, "%s", diag.msg);
   }
-  r->wall_s = now_s() - t0;
+  r->wall_s = ab_clock_s() - t0;
 }
 
 typedef struct pool_s {

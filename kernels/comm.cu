@@ -15,6 +15,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "clock.h"
 #include "kernels_internal.h"
 
 /* The declarations of nccl_check.h are NCCL's ABI; where the header is at hand, hold them
@@ -146,12 +147,6 @@ static ab_status free_bytes(size_t *out, ab_diag_t *diag) {
 
 #define WATCH_MS 50 /* the watchdog's period */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void nap_ms(double ms) {
   struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
   nanosleep(&ts, NULL);
@@ -164,7 +159,7 @@ static int stop_signal(const ab_waits_t *w) { return w->stop ? (int)*w->stop : 0
  * was waited for ("rank 1 of 2 waited for ..."). The caller aborts h when this fails. */
 static ab_status wait_ready(const ab_nccl_t *a, ab_nccl_comm_t h, const char *call, const ab_waits_t *w, double limit_s,
                             const char *limit_name, const char *what, ab_diag_t *diag) {
-  double deadline = now_s() + limit_s;
+  double deadline = ab_clock_s() + limit_s;
   for (unsigned polls = 0;; polls++) {
     ab_nccl_result_t async = AB_NCCL_SUCCESS;
     ab_nccl_result_t r = a->ncclCommGetAsyncError(h, &async);
@@ -173,7 +168,7 @@ static ab_status wait_ready(const ab_nccl_t *a, ab_nccl_comm_t h, const char *ca
     if (async != AB_NCCL_IN_PROGRESS) return ab_nccl_status(a, async, h, call, __FILE__, __LINE__, diag);
     int sig = stop_signal(w);
     if (sig) return ab_diag_set(diag, AB_ERR_IO, "interrupted (%s) while %s", ab_signal_name(sig), what);
-    if (now_s() >= deadline)
+    if (ab_clock_s() >= deadline)
       return ab_diag_set(diag, AB_ERR_IO, "%s: %g s passed (%s)", what, limit_s, limit_name);
     /* Most calls finish within microseconds; a communicator's making takes seconds. */
     nap_ms(polls < 100 ? 0.05 : 5);
@@ -195,7 +190,7 @@ static ab_nccl_result_t abort_locked(ab_comm_t *c, const char *why) {
  * end ends it (waits.give_up). */
 static void watch_teardown(ab_comm_t *c) {
   int sig = stop_signal(&c->waits);
-  double waited = now_s() - c->teardown_since;
+  double waited = ab_clock_s() - c->teardown_since;
   if (c->waits.give_up == NULL || (!sig && waited < c->waits.collective_s)) return;
   char why[AB_DIAG_BYTES];
   if (sig)
@@ -250,7 +245,7 @@ static void watch_once(ab_comm_t *c) {
     snprintf(why, sizeof why, "rank %u of %u: cudaEventQuery after %s on cuda:%d failed: %s", c->rank, c->size,
              c->pending_what, c->ordinal, cudaGetErrorString(q));
     abort_locked(c, why);
-  } else if (now_s() - c->pending_since > c->waits.collective_s) {
+  } else if (ab_clock_s() - c->pending_since > c->waits.collective_s) {
     snprintf(why, sizeof why,
              "rank %u of %u waited %g s for %s to complete on cuda:%d (AB_COLLECTIVE_TIMEOUT): another rank stopped "
              "taking part",
@@ -441,7 +436,7 @@ ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag) {
    * deadline; it makes no NCCL call meanwhile, so the lock is not held across the call. */
   pthread_mutex_lock(&c->lock);
   c->tearing_down = true;
-  c->teardown_since = now_s();
+  c->teardown_since = ab_clock_s();
   bool aborted = c->aborted;
   pthread_mutex_unlock(&c->lock);
   ab_nccl_result_t r = aborted ? AB_NCCL_SUCCESS : c->nccl->ncclCommDestroy(c->handle);
@@ -511,7 +506,7 @@ static ab_status launch_locked(ab_comm_t *c, const ab_kernel_t *k, char *b0, cha
   c->launched++;
   if (!c->pending) {
     c->pending = true;
-    c->pending_since = now_s();
+    c->pending_since = ab_clock_s();
     snprintf(c->pending_what, sizeof c->pending_what, "%s", what);
   }
   if (measure) {

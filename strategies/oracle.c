@@ -27,9 +27,9 @@
 #include "oracle.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 #include "arena.h"
+#include "clock.h"
 #include "dsa.h"
 #include "hashmap.h"
 #include "units.h"
@@ -79,12 +79,6 @@ static void release_region(oracle_t *o) {
   o->region = 0;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
 static ab_status oracle_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {
   oracle_t *o = (oracle_t *)s;
   if (o->in_region) return ab_diag_set(diag, AB_ERR_INVALID, "oracle: a new plan while planned allocations are live");
@@ -94,7 +88,7 @@ static ab_status oracle_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n
   o->nplan = o->calls = 0;
   o->region_bytes = o->lower_bound = 0;
   if (n == 0) return AB_OK;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   o->offset = malloc(n * sizeof *o->offset);
   o->bytes = malloc(n * sizeof *o->bytes);
   if (o->offset == NULL || o->bytes == NULL || ab_dsa_place(lt, n, ORACLE_ALIGN_BYTES, o->offset, &o->region_bytes) != AB_OK)
@@ -102,7 +96,7 @@ static ab_status oracle_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n
   for (size_t i = 0; i < n; i++) o->bytes[i] = lt[i].bytes;
   o->nplan = n;
   o->lower_bound = ab_dsa_live_peak(lt, n, ORACLE_ALIGN_BYTES);
-  o->plan_ns = now_ns() - t0;
+  o->plan_ns = ab_clock_ns() - t0;
   return AB_OK;
 }
 

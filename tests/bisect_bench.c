@@ -8,22 +8,16 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "bisect.h"
 #include "cli.h"
+#include "clock.h"
 #include "device_open.h"
 #include "registry.h"
 #include "strategy.h"
 #include "workload.h"
 
 #define PROBES 30
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
   const char *workload = argc > 1 ? argv[1] : "random:ops=130000";
@@ -52,7 +46,7 @@ int main(int argc, char **argv) {
       rc = 1;
       continue;
     }
-    double t0 = now_s();
+    double t0 = ab_clock_s();
     size_t events = 0;
     for (int p = 0; p < PROBES; p++) {
       if (ab_bisect_probe(&es, &o, held, NULL, &run, NULL, NULL, &diag) != AB_OK) {
@@ -61,7 +55,7 @@ int main(int argc, char **argv) {
       }
       events += run.events_done;
     }
-    double dt = now_s() - t0;
+    double dt = ab_clock_s() - t0;
     ab_bisect_result_t res;
     if (ab_bisect_search(&es, &o, &run, &res, &diag) != AB_OK) {
       fprintf(stderr, "bisect_bench: %s: %s\n", list.name[i], diag.msg);
@@ -72,7 +66,7 @@ int main(int argc, char **argv) {
   }
   /* The fixed cost of a probe: open a device, create the strategy, destroy, close. */
   enum { OPENS = 10000 };
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   for (int i = 0; i < OPENS; i++) {
     ab_device_config_t cfg = {.budget_bytes = 1ULL << 30};
     ab_device_t *dev;
@@ -85,7 +79,7 @@ int main(int argc, char **argv) {
     ab_strategy_destroy(s);
     ab_device_close(dev, NULL);
   }
-  printf("a fresh device and %s strategy per probe: %.2f us\n", list.name[0], (now_s() - t0) / OPENS * 1e6);
+  printf("a fresh device and %s strategy per probe: %.2f us\n", list.name[0], (ab_clock_s() - t0) / OPENS * 1e6);
   ab_run_release(&run);
   ab_events_free(&es);
   return rc;

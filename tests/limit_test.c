@@ -7,6 +7,7 @@
  * `caching`. */
 #include <time.h>
 
+#include "clock.h"
 #include "device_open.h"
 #include "dsa.h"
 #include "engine.h"
@@ -102,12 +103,6 @@ static void lifetimes_follow_the_stream(void) {
   ab_events_free(&es);
 }
 
-static double seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The oracle plans a stream of a million events; the time is printed for the record. */
 static void plans_a_million_events(void) {
   ab_events_t es;
@@ -118,10 +113,10 @@ static void plans_a_million_events(void) {
   REQUIRE(ab_lifetimes_build(&es, &lt, &n) == AB_OK);
   uint64_t *off = malloc(n * sizeof *off), peak = 0;
   REQUIRE(off != NULL);
-  double t0 = seconds();
+  double t0 = ab_clock_s();
   clock_t c0 = clock();
   REQUIRE(ab_dsa_place(lt, n, 512, off, &peak) == AB_OK);
-  double dt = seconds() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+  double dt = ab_clock_s() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
   uint64_t bound = ab_dsa_live_peak(lt, n, 512);
   printf("  planned %zu allocations of %zu events in %.2f s (%.2f s of CPU): peak %.4f x the most live\n", n, es.n,
          dt, cpu, (double)peak / (double)bound);

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "device_open.h"
 #include "group.h"
 #include "kernels.h"
@@ -299,12 +300,6 @@ static void sleep_ms(unsigned ms) {
   nanosleep(&ts, NULL);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Sets *flag to SIGTERM after ms, from a thread of its own (as a signal handler would). */
 typedef struct later_s {
   volatile sig_atomic_t *flag;
@@ -420,9 +415,9 @@ static void thread_group_waits(void) {
   for (unsigned i = 0; i < N; i++) m[i].collectives = K;
   m[2].stall_at = 5;
   m[2].stall_ms = 1500;
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   REQUIRE(run_members_with(m, N, &w));
-  CHECK(now_s() - t0 < 1.4 + 1.5);
+  CHECK(ab_clock_s() - t0 < 1.4 + 1.5);
   /* The first to give up says whom it waited for; the other hears that it gave up. */
   unsigned first = m[0].verdict == AB_VERDICT_FAIL ? 0 : 1;
   CHECK_EQ(m[first].verdict, AB_VERDICT_FAIL);
@@ -442,7 +437,7 @@ static void thread_group_waits(void) {
   later_t l = {&stop, 300};
   pthread_t th;
   pthread_create(&th, NULL, set_later, &l);
-  t0 = now_s();
+  t0 = ab_clock_s();
   REQUIRE(run_members_with(m, N, &w));
   pthread_join(th, NULL);
   first = m[0].verdict == AB_VERDICT_FAIL ? 0 : 1;
@@ -450,7 +445,7 @@ static void thread_group_waits(void) {
   CHECK_STR_CONTAINS(m[first].why, "interrupted (SIGTERM) while rank ");
   CHECK_STR_CONTAINS(m[first].why, "waited at collective X for rank 2");
   CHECK(m[1 - first].verdict == AB_VERDICT_FAIL || m[1 - first].verdict == AB_VERDICT_ABORT);
-  CHECK(now_s() - t0 < 2.0); /* rank 2's stall (1.5 s) ends it; the others were done at 0.3 */
+  CHECK(ab_clock_s() - t0 < 2.0); /* rank 2's stall (1.5 s) ends it; the others were done at 0.3 */
   char list[64];
   bool pick[6] = {false, true, false, true, true, false};
   ab_rank_list(pick, 6, list, sizeof list);

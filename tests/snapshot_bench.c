@@ -23,25 +23,19 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef AB_HAVE_ZLIB
 #include <zlib.h>
 #endif
 
+#include "clock.h"
 #include "input.h"
 #include "snapshot.h"
 #include "snapshot_frames.h"
 #include "trace.h"
 
 #define MAX_SIZES 16
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t file_bytes(const char *path) {
   struct stat sb;
@@ -51,7 +45,7 @@ static uint64_t file_bytes(const char *path) {
 /* Runs argv as a child; its wall time, processor time (user and system, all threads) and peak
  * resident bytes; false when it failed. */
 static bool measure(char *const argv[], double *secs, double *cpu, uint64_t *peak) {
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) return false;
@@ -63,7 +57,7 @@ static bool measure(char *const argv[], double *secs, double *cpu, uint64_t *pea
   int status = 0;
   struct rusage ru;
   if (wait4(pid, &status, 0, &ru) != pid) return false;
-  *secs = now_s() - t0;
+  *secs = ab_clock_s() - t0;
   *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
          (double)ru.ru_stime.tv_usec * 1e-6;
   *peak = (uint64_t)ru.ru_maxrss << 10;

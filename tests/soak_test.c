@@ -14,8 +14,8 @@
  * events and one fault seed (the CI run); `make soak` runs 1 000 000 events and three seeds,
  * and prints the figures of each pair. */
 #include <stdlib.h>
-#include <time.h>
 
+#include "clock.h"
 #include "device.h"
 #include "device_open.h"
 #include "engine.h"
@@ -31,12 +31,6 @@
 
 static uint64_t events_wanted = 10000;
 static unsigned seeds = 1;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The stream of `name` scaled by its `knob` to at least events_wanted events: the events
  * grow linearly with the knob, measured at two small values. */
@@ -104,9 +98,9 @@ static void soak_one(const ab_events_t *es, const char *strategy, uint64_t seed,
     ro.progress = check_now;
     ro.progress_ctx = &periodic;
   }
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   ab_status st = ab_engine_replay(es, s, &ro, run);
-  double secs = now_s() - t0;
+  double secs = ab_clock_s() - t0;
   const char *what = es->source;
   CHECK_MSG(st == AB_OK && run->status == AB_RUN_OK, "%s on %s, seed %llu: %s: %s", strategy, what,
             (unsigned long long)seed, ab_run_status_name(run->status), run->message);

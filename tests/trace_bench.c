@@ -13,9 +13,9 @@
  *             timing, as the CLI runs it), bare and wrapped in the trace adaptor
  */
 #include <stdio.h>
-#include <time.h>
 
 #include "adaptor_trace.h"
+#include "clock.h"
 #include "device_open.h"
 #include "engine.h"
 #include "input.h"
@@ -24,12 +24,6 @@
 #include "trace.h"
 
 #define REPS 5
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int die(const char *what, const ab_diag_t *d) {
   fprintf(stderr, "trace_bench: %s: %s\n", what, d->msg);
@@ -57,9 +51,9 @@ static double replay(const ab_events_t *es, bool record, ab_diag_t *d) {
     ab_run_opts_t ro = ab_run_defaults();
     ro.timeline = false;
     if (record) ro.at_end = capture;
-    double t0 = now_s();
+    double t0 = ab_clock_s();
     ab_engine_replay(es, s, &ro, &run);
-    double t = now_s() - t0;
+    double t = ab_clock_s() - t0;
     if (t < best) best = t;
     ab_strategy_destroy(s);
     ab_device_close(dev, NULL);
@@ -76,12 +70,12 @@ int main(int argc, char **argv) {
   ab_input_t in;
   double read_s = 1e30, parse_s = 1e30, load_s = 1e30, csv_s = 1e30;
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = ab_clock_s();
     if (ab_input_read(pickle, &in, &d) != AB_OK) return die(pickle, &d);
-    double t1 = now_s();
+    double t1 = ab_clock_s();
     ab_pickle_t pk;
     if (ab_pickle_parse(pickle, in.data, in.len, &pk, &d) != AB_OK) return die(pickle, &d);
-    double t2 = now_s();
+    double t2 = ab_clock_s();
     ab_pickle_free(&pk);
     if (t1 - t0 < read_s) read_s = t1 - t0;
     if (t2 - t1 < parse_s) parse_s = t2 - t1;
@@ -90,11 +84,11 @@ int main(int argc, char **argv) {
   ab_events_t es, ces;
   ab_trace_info_t info;
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = ab_clock_s();
     if (ab_trace_load(pickle, NULL, &es, &info, &d) != AB_OK) return die(pickle, &d);
-    double t1 = now_s();
+    double t1 = ab_clock_s();
     if (ab_trace_load(csv, NULL, &ces, NULL, &d) != AB_OK) return die(csv, &d);
-    double t2 = now_s();
+    double t2 = ab_clock_s();
     if (t1 - t0 < load_s) load_s = t1 - t0;
     if (t2 - t1 < csv_s) csv_s = t2 - t1;
     ab_events_free(&ces);

@@ -3,10 +3,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "device.h"
 #include "device_open.h"
 #include "engine.h"
@@ -19,12 +19,6 @@
 /* fixtures/pytorch-2.11-h200/cnn_dyn.json, default run: requested_bytes.all.peak (peak
  * allocated, 7 815 677 952, adds PyTorch's 512-byte rounding). */
 #define CNN_PEAK_REQUESTED_BYTES 7810783516.0
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static bool build(const char *spec, uint64_t seed, ab_events_t *es) {
   ab_diag_t diag = {""};
@@ -183,14 +177,14 @@ static void test_too_big_refused_before_generating(void) {
   ab_build_opts_t small = {NULL, 64ULL << 20};
   ab_events_t es;
   ab_diag_t diag = {""};
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   CHECK(ab_workload_build_with("dynamic-shapes:steps=1000000,layers=1024", 42, &small, &es, &diag) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(diag.msg, "lower steps or layers");
   CHECK(ab_workload_build_with("cnn-dynamic:steps=100000", 42, &small, &es, &diag) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(diag.msg, "lower steps");
   CHECK(ab_workload_build_with("random:ops=4294967296", 42, &small, &es, &diag) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(diag.msg, "lower ops");
-  CHECK_MSG(now_s() - t0 < 2.0, "refusing took %.1f s: the workloads were generated", now_s() - t0);
+  CHECK_MSG(ab_clock_s() - t0 < 2.0, "refusing took %.1f s: the workloads were generated", ab_clock_s() - t0);
   REQUIRE_MSG(ab_workload_build_with("cnn-dynamic:steps=3,batch=2", 42, &small, &es, &diag) == AB_OK, "%s", diag.msg);
   CHECK(ab_events_bytes(&es) <= small.host_bytes);
   ab_events_free(&es);
@@ -203,19 +197,19 @@ static void test_generation_stops(void) {
   ab_build_opts_t stopped = {&stop, 0};
   ab_events_t es;
   ab_diag_t diag = {""};
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   CHECK(ab_workload_build_with("random:ops=100000000", 42, &stopped, &es, &diag) == AB_ERR_INTERNAL);
   CHECK_STR_CONTAINS(diag.msg, "stopped");
   CHECK(ab_workload_build_with("dynamic-shapes:steps=100000", 42, &stopped, &es, &diag) == AB_ERR_INTERNAL);
-  CHECK_MSG(now_s() - t0 < 2.0, "stopping took %.1f s", now_s() - t0);
+  CHECK_MSG(ab_clock_s() - t0 < 2.0, "stopping took %.1f s", ab_clock_s() - t0);
   /* Past the estimate's check (one step fits), the limit still holds while generating. */
   ab_events_init(&es);
   es.max_bytes = 1 << 20;
   const ab_workload_t *w = ab_workload_find("random");
-  t0 = now_s();
+  t0 = ab_clock_s();
   CHECK(w->generate("ops=100000000", 42, &es, &diag) == AB_OK);
   CHECK(es.failed && es.halted == AB_EVENTS_OVER_LIMIT && ab_events_bytes(&es) <= es.max_bytes);
-  CHECK_MSG(now_s() - t0 < 2.0, "the generator ran on for %.1f s after its stream failed", now_s() - t0);
+  CHECK_MSG(ab_clock_s() - t0 < 2.0, "the generator ran on for %.1f s after its stream failed", ab_clock_s() - t0);
   CHECK(ab_events_finish(&es, &diag) == AB_ERR_INVALID);
   ab_events_free(&es);
 }
@@ -224,9 +218,9 @@ static void test_generation_stops(void) {
 
 static void test_calibration_transformer(void) {
   ab_events_t es;
-  double t0 = now_s();
+  double t0 = ab_clock_s();
   if (!build("dynamic-shapes", 42, &es)) return;
-  double dt = now_s() - t0;
+  double dt = ab_clock_s() - t0;
   double peak = (double)peak_requested(&es), off = peak / TRANSFORMER_PEAK_BYTES - 1;
   printf("  dynamic-shapes (defaults, seed 42): %u steps, %zu events in %.3f s; peak requested %.3f GB, "
          "PyTorch peak allocated %.3f GB: %+.1f%%\n",

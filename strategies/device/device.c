@@ -2,8 +2,8 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "units.h"
 
 ab_status ab_device_close(ab_device_t *d, ab_diag_t *diag) {
@@ -121,22 +121,16 @@ void *ab_device_stream_handle(ab_device_t *d, unsigned stream) {
   return d->ops->stream_handle(d, stream);
 }
 
-static uint64_t host_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 ab_status ab_device_timer_start(ab_device_t *d, unsigned stream) {
   if (d->ops->timer_start) return d->ops->timer_start(d, stream);
   d->timer_modeled_ns = d->modeled_ns;
-  d->timer_host_ns = host_ns();
+  d->timer_host_ns = ab_clock_ns();
   return AB_OK;
 }
 
 ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds) {
   if (d->ops->timer_stop) return d->ops->timer_stop(d, stream, seconds);
-  uint64_t ns = host_ns() - d->timer_host_ns + (d->modeled_ns - d->timer_modeled_ns);
+  uint64_t ns = ab_clock_ns() - d->timer_host_ns + (d->modeled_ns - d->timer_modeled_ns);
   *seconds = (double)ns * 1e-9;
   return AB_OK;
 }
