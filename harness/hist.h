@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "units.h"
+
 #define AB_HIST_SUB_BITS 5
 #define AB_HIST_SUB (1u << AB_HIST_SUB_BITS)
 #define AB_HIST_BUCKETS ((64 - AB_HIST_SUB_BITS + 1) * AB_HIST_SUB)
@@ -23,7 +25,7 @@ void ab_hist_reset(ab_hist_t *h);
 
 static inline unsigned ab_hist_index(uint64_t v) {
   if (v < AB_HIST_SUB) return (unsigned)v;
-  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* e >= AB_HIST_SUB_BITS */
+  unsigned e = ab_log2_floor(v); /* e >= AB_HIST_SUB_BITS */
   unsigned sub = (unsigned)(v >> (e - AB_HIST_SUB_BITS)) & (AB_HIST_SUB - 1);
   return (e - AB_HIST_SUB_BITS + 1) * AB_HIST_SUB + sub;
 }

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "units.h"
+
 #define MiB (1ULL << 20)
 #define MIN_LARGE_ALLOC_MB 10 /* kMinLargeAlloc: large_segment_size_mb must exceed it */
 #define MAX_REGISTER_THREADS 128
@@ -57,8 +59,6 @@ static bool listed(const char *const *keys, const char *s) {
     if (strcmp(*keys, s) == 0) return true;
   return false;
 }
-
-static bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 /* An error at token i (or at the end of the text when i is past the last token). */
 static ab_status fail(const parse_t *p, size_t i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -212,12 +212,6 @@ static ab_status large_segment_size(parse_t *p, size_t *i) {
   return AB_OK;
 }
 
-static unsigned log2_floor(uint64_t v) {
-  unsigned r = 0;
-  while (v >>= 1) r++;
-  return r;
-}
-
 /* roundup_power2_divisions:N, or the list [MB:N,...,>:N]: the first key also fills every
  * lower interval, each later key sets its own, '>' fills those after the last key. */
 static ab_status divisions(parse_t *p, size_t *i) {
@@ -228,7 +222,7 @@ static ab_status divisions(parse_t *p, size_t *i) {
   if (!is(p, j, "[")) {
     uint64_t v;
     AB_TRY(to_size(p, j, key, &v));
-    if (!pow2(v)) return fail(p, j, "For roundups, the divisions has to be power of 2 ");
+    if (!ab_is_pow2(v)) return fail(p, j, "For roundups, the divisions has to be power of 2 ");
     for (size_t k = 0; k < AB_CACHING_DIVISION_INTERVALS; k++) div[k] = v;
     *i = j;
     return AB_OK;
@@ -241,14 +235,14 @@ static ab_status divisions(parse_t *p, size_t *i) {
     uint64_t v;
     AB_TRY(need(p, ++j, key));
     AB_TRY(to_size(p, ++j, key, &v));
-    if (v != 0 && !pow2(v)) return fail(p, j, "For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
+    if (v != 0 && !ab_is_pow2(v)) return fail(p, j, "For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
     if (is(p, at, ">")) {
       for (size_t k = last + 1; k < AB_CACHING_DIVISION_INTERVALS; k++) div[k] = v;
     } else {
       uint64_t mb;
       AB_TRY(to_size(p, at, key, &mb));
-      if (!pow2(mb)) return fail(p, at, "For roundups, the intervals have to be power of 2 ");
-      size_t k = log2_floor(mb);
+      if (!ab_is_pow2(mb)) return fail(p, at, "For roundups, the intervals have to be power of 2 ");
+      size_t k = ab_log2_floor(mb);
       if (k > AB_CACHING_DIVISION_INTERVALS - 1) k = AB_CACHING_DIVISION_INTERVALS - 1;
       if (first) {
         for (size_t m = 0; m < k; m++) div[m] = v;
@@ -343,7 +337,7 @@ static ab_status pass_cuda(parse_t *p) {
     } else if (is(p, i, "pinned_num_register_threads")) {
       AB_TRY(need(p, i + 1, key));
       AB_TRY(to_size(p, i + 2, key, &v));
-      if (!pow2(v)) return fail(p, i + 2, "Number of register threads has to be power of 2, got %llu", (unsigned long long)v);
+      if (!ab_is_pow2(v)) return fail(p, i + 2, "Number of register threads has to be power of 2, got %llu", (unsigned long long)v);
       if (v > MAX_REGISTER_THREADS)
         return fail(p, i + 2, "Number of register threads should be less than or equal to %d, got %llu", MAX_REGISTER_THREADS,
                     (unsigned long long)v);

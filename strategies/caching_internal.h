@@ -18,6 +18,7 @@
 #include "caching_conf.h"
 #include "hashmap.h"
 #include "tree.h"
+#include "units.h"
 
 #define MIN_BLOCK 512ULL                   /* kMinBlockSize */
 #define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */
@@ -166,11 +167,8 @@ static inline ab_status ab_caching_scratch_need(caching_t *c, size_t n) {
 }
 
 /* Sizes [1]: a request rounded (round_size), and the segment it would get (allocation_size). */
-static inline unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
-static inline bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
-
 static inline uint64_t divisions_for(const caching_t *c, uint64_t size) {
-  unsigned log = log2_floor(size), i = log > 20 ? log - 20 : 0;
+  unsigned log = ab_log2_floor(size), i = log > 20 ? log - 20 : 0;
   if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
   return c->conf.divisions[i];
 }
@@ -179,8 +177,8 @@ static inline uint64_t round_size(const caching_t *c, uint64_t size) {
   if (size < MIN_BLOCK) return MIN_BLOCK;
   uint64_t d = divisions_for(c, size);
   if (d > 1 && size > MIN_BLOCK * d) {
-    if (pow2(size)) return size;
-    uint64_t floor = 1ULL << log2_floor(size), step = floor >> log2_floor(d);
+    if (ab_is_pow2(size)) return size;
+    uint64_t floor = 1ULL << ab_log2_floor(size), step = floor >> ab_log2_floor(d);
     if (step == 0) return floor << 1;
     uint64_t down = size & ~(step - 1);
     return down == size ? size : down + step;

@@ -400,7 +400,7 @@ static ab_status pooled_create(ab_device_t *dev, const char *conf, ab_strategy_t
   AB_TRY(ab_kv_get_size(&opts, "chunk", &chunk, diag));
   AB_TRY(ab_kv_get_size(&opts, "initial_pool", &initial, diag));
   AB_TRY(ab_kv_finish(&opts, "classes_per_doubling, min_class, chunk, initial_pool", diag));
-  if (per_doubling & (per_doubling - 1))
+  if (!ab_is_pow2(per_doubling))
     return ab_kv_errorf(&opts, ab_kv_get(&opts, "classes_per_doubling"), diag,
                         "classes_per_doubling must be a power of two, got %llu", (unsigned long long)per_doubling);
   if (min_class < 512 || min_class % 512)

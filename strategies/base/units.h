@@ -27,6 +27,12 @@
 #define AB_MiB ((uint64_t)1 << 20)
 #define AB_GiB ((uint64_t)1 << 30)
 
+/* Whether v is a power of two (0 is not). */
+static inline bool ab_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+/* The exponent of the largest power of two at most v; v > 0. */
+static inline unsigned ab_log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
 /* Parses a size. `what` names the input in the error message. */
 ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_diag_t *diag);
 
