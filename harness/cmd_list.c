@@ -79,6 +79,9 @@ int ab_cmd_list(int argc, char **argv) {
   for (size_t i = 0; i < nw; i++) {
     printf("  %-14s %s\n", workloads[i]->name, workloads[i]->summary);
     if (verbose && workloads[i]->params_help) print_under(workloads[i]->params_help);
+    if (verbose && workloads[i]->bench_args)
+      printf("      in the bench as -w %s%s%s\n", workloads[i]->name, *workloads[i]->bench_args ? ":" : "",
+             workloads[i]->bench_args);
   }
   unsigned np;
   const ab_sim_profile_t *profiles = ab_sim_profiles(&np);

@@ -2,9 +2,9 @@
  * with a summary table at the end. What `make bench` runs.
  *
  * 1. The workloads are built first, all of them, so bad input is refused before anything
- *    runs. The default list is the bench list below, restricted to the workloads this build
- *    has; its recorded trace ships with the repository (tests/data), so one that cannot be
- *    read is an error like any other.
+ *    runs. The default list is the bench's: the registry's workloads with bench arguments
+ *    (workload.h). Its recorded trace ships with the repository (tests/data), so one that
+ *    cannot be read is an error like any other.
  * 2. Each pair runs on a fresh device (ab_cli_run_one); its row is appended to
  *    DIR/summary.csv at once, so an interrupted matrix keeps what it measured, and its
  *    timeline is written.
@@ -34,62 +34,56 @@
 #include "workload.h"
 
 #define MAX_WORKLOADS 64
-#define RECORDED_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
-
-/* The bench list, in the order of the figures. */
-static const char *const bench_list[] = {
-    "dynamic-shapes", "cnn-dynamic", "mixed-precision", "zero:stage=3", "random", "fragmenter", "replay:" RECORDED_TRACE,
-};
 
 static const ab_cli_command_t command = {
     "allocbench matrix", AB_CMD_MATRIX, NULL,
     "Runs every strategy on every workload, appends one row per pair to DIR/summary.csv, writes\n"
     "each pair's timeline, searches each pair's smallest budget (DIR/oom.csv, with the segment\n"
     "map of the run that failed just below it), and prints a summary table. By default: every\n"
-    "strategy of `allocbench list` on the bench workloads (dynamic-shapes, cnn-dynamic,\n"
-    "mixed-precision, zero stage 3, random, fragmenter, and the replay of the recorded trace),\n"
-    "those this build has.\n"
+    "strategy of `allocbench list` on the bench workloads (`allocbench list -v` shows each one's\n"
+    "\"in the bench as\": the workloads of the figures and the replay of the recorded trace).\n"
     "An OOM is a result; the command exits 1 if a run failed.\n"};
 
-/* Whether the arguments args (KEY=VALUE,...) give key. */
-static bool gives(const char *args, const char *key, size_t key_len) {
-  for (const char *p = args; *p;) {
-    size_t item = strcspn(p, ",");
-    if (item > key_len && strncmp(p, key, key_len) == 0 && p[key_len] == '=') return true;
-    p += item + (p[item] == ',');
-  }
-  return false;
-}
-
 /* The workload spec to run: with --quick, NAME:QUICK,ARGS, less the quick arguments the user
- * gave (theirs win; a key may not be given twice). */
+ * gave (theirs win; a key may not be given twice). Arguments that are no KEY=VALUE list go
+ * to the workload as given, for it to refuse with their positions. */
 static void spec_of(const char *given, bool quick, char *out, size_t size) {
   const char *colon = strchr(given, ':');
   size_t len = colon ? (size_t)(colon - given) : strlen(given);
   char name[64];
   snprintf(name, sizeof name, "%.*s", (int)len, given);
   const ab_workload_t *w = ab_workload_find(name);
-  if (!quick || w == NULL || w->quick_args == NULL) {
+  const char *args = colon ? colon + 1 : "";
+  ab_kvlist_t theirs, short_run;
+  ab_diag_t ignored = {""};
+  if (!quick || w == NULL || w->quick_args == NULL || ab_kv_parse("-w", args, '=', &theirs, &ignored) != AB_OK ||
+      ab_kv_parse("--quick", w->quick_args, '=', &short_run, &ignored) != AB_OK) {
     snprintf(out, size, "%s", given);
     return;
   }
-  const char *args = colon ? colon + 1 : "";
-  size_t used = (size_t)snprintf(out, size, "%s:", name);
-  for (const char *q = w->quick_args; *q && used < size;) {
-    size_t item = strcspn(q, ","), key = strcspn(q, "=");
-    if (!gives(args, q, key < item ? key : item))
-      used += (size_t)snprintf(out + used, size - used, "%s%.*s", out[used - 1] == ':' ? "" : ",", (int)item, q);
-    q += item + (q[item] == ',');
+  size_t used = (size_t)snprintf(out, size, "%s", name);
+  char sep = ':';
+  for (size_t i = 0; i < short_run.n && used < size; i++) {
+    const ab_kv_t *q = &short_run.items[i];
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)q->key_len, q->key);
+    if (ab_kv_get(&theirs, key)) continue;
+    used += (size_t)snprintf(out + used, size - used, "%c%s=%.*s", sep, key, (int)q->val_len, q->val);
+    sep = ',';
   }
-  if (*args && used < size) snprintf(out + used, size - used, "%s%s", out[used - 1] == ':' ? "" : ",", args);
-  if (out[strlen(out) - 1] == ':') out[strlen(out) - 1] = '\0';
+  if (*args && used < size) snprintf(out + used, size - used, "%c%s", sep, args);
 }
 
-static bool in_registry(const char *spec) {
-  char name[64];
-  size_t len = strcspn(spec, ":");
-  snprintf(name, sizeof name, "%.*s", (int)len, spec);
-  return ab_workload_find(name) != NULL;
+/* The k-th workload of the bench as a spec in buf, or NULL past the last. */
+static const char *bench_spec(size_t k, char *buf, size_t size) {
+  size_t n;
+  const ab_workload_t *const *reg = ab_workload_registry(&n);
+  for (size_t i = 0; i < n; i++) {
+    if (reg[i]->bench_args == NULL || k--) continue;
+    snprintf(buf, size, "%s%s%s", reg[i]->name, *reg[i]->bench_args ? ":" : "", reg[i]->bench_args);
+    return buf;
+  }
+  return NULL;
 }
 
 /* Time in ns, with a unit a person reads at a glance. */
@@ -230,17 +224,16 @@ int ab_cmd_matrix(int argc, char **argv) {
   size_t ngiven = a.ngiven;
   bool quick = a.quick;
 
-  /* The workloads, built before anything runs. */
-  bool defaults = ngiven == 0;
-  if (defaults)
-    for (size_t i = 0; i < sizeof bench_list / sizeof bench_list[0]; i++)
-      if (in_registry(bench_list[i])) given[ngiven++] = bench_list[i];
+  /* The workloads, built before anything runs: those given, or the bench's. */
+  char bench[4200];
+  if (ngiven == 0)
+    while (bench_spec(ngiven, bench, sizeof bench)) ngiven++;
   ab_events_t *streams = calloc(ngiven ? ngiven : 1, sizeof *streams);
   if (streams == NULL) return ab_cli_fail(&o, "out of host memory");
   size_t nw = 0;
   for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
     char spec[4200];
-    spec_of(given[i], quick, spec, sizeof spec);
+    spec_of(a.ngiven ? given[i] : bench_spec(i, bench, sizeof bench), quick, spec, sizeof spec);
     ab_status st = ab_cli_build(&o, spec, &streams[nw], &diag);
     if (st == AB_OK)
       nw++;

@@ -468,6 +468,7 @@ const ab_workload_t ab_workload_cnn_dynamic = {
                    "  grad_max=X, grad_sigma=X, init_scale=X  fp16 loss scaling (autograd.h; default 6,\n"
                    "                 0.25, 65536)\n",
     .quick_args = "steps=6",
+    .bench_args = "",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"steps", 1}, {NULL, 0}},
 };

@@ -157,6 +157,7 @@ const ab_workload_t ab_workload_dynamic_shapes = {
     "                 times the scale passes 65504 (default 6, 0.25)\n"
     "  init_scale=X   fp16: GradScaler's initial scale (default 65536)\n",
     .quick_args = "steps=8",
+    .bench_args = "",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };

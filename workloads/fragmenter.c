@@ -78,6 +78,7 @@ const ab_workload_t ab_workload_fragmenter = {
                    "  steps=N        times the pattern repeats (default 1)\n"
                    "  budget=SIZE    the budget it is meant for, used by `run` when no --budget is given\n"
                    "                 (default (2 pairs + 1) blocks: 288MiB)\n",
+    .bench_args = "",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"steps", 1}, {"pairs", 1}, {NULL, 0}},
 };

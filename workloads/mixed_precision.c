@@ -143,6 +143,7 @@ const ab_workload_t ab_workload_mixed_precision = {
     "                 times the scale passes the dtype's largest value (default 6, 0.25)\n"
     "  init_scale=X   the initial loss scale (default 65536)\n",
     .quick_args = "steps=5",
+    .bench_args = "",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };

@@ -91,6 +91,7 @@ const ab_workload_t ab_workload_random = {
                    "  step_ops=N     ops per timeline step (default 1000)\n"
                    "  streams=N      streams the allocations are spread over (default 1)\n",
     .quick_args = "ops=20000",
+    .bench_args = "",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"ops", 4096}, {NULL, 0}},
 };

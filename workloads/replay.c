@@ -16,5 +16,7 @@ const ab_workload_t ab_workload_replay = {
     .name = "replay",
     .summary = "a recorded trace: replay:PATH (PyTorch snapshot, allocbench CSV trace or RMM log; plain or gzipped)",
     .params_help = "  PATH           the trace file; its format is recognised from its content\n",
+    /* The recorded run that ships with the repository (tests/data/README.md). */
+    .bench_args = AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz",
     .generate = generate,
 };

@@ -28,6 +28,10 @@ typedef struct ab_workload_s {
   /* Arguments of a short run, for `allocbench matrix --quick` (fewer steps or ops, same
    * pattern); NULL when the defaults are short already. Arguments the user gives win. */
   const char *quick_args;
+  /* Its arguments in the bench (`allocbench matrix` without -w, what `make bench` runs), ""
+   * for its defaults; NULL when it is not in the bench. The bench runs the registry's
+   * workloads that have them, in the registry's order, which is the order of the figures. */
+  const char *bench_args;
   /* Appends the workload's events to out (initialised, empty). args is "" when none were
    * given. Bad arguments: AB_ERR_INVALID, naming the key and its position. */
   ab_status (*generate)(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag);

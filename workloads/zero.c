@@ -521,6 +521,7 @@ const ab_workload_t ab_workload_zero = {
     "  overlap_comm=BOOL  reduce on a side stream with two IPG buffers (default: true iff stage 3)\n"
     "  grad_max=X, grad_sigma=X, init_scale=X  fp16 loss scaling (autograd.h; default 6, 0.25, 65536)\n",
     .quick_args = "steps=4",
+    .bench_args = "stage=3",
     .generate = generate,
     .scale = (const ab_scale_key_t[]){{"steps", 1}, {"layers", 1}, {NULL, 0}},
 };
