@@ -81,7 +81,7 @@ bench: deps-bench build fresh-results
 	$(BUILD)/allocbench report $(RESULTS)
 
 plots:
-	@plots/draw.sh $(RESULTS)
+	@ALLOCBENCH=$(BUILD)/allocbench plots/draw.sh $(RESULTS)
 
 soak: build
 	$(BUILD)/tests/soak_test --events=$(SOAK_EVENTS) --seeds=$(SOAK_SEEDS)

@@ -31,11 +31,12 @@ if (fmt eq "svg") {
 set output out . "." . fmt
 
 # One colour per strategy, the same in every figure whatever order a file lists them in: the
-# strategies of allocbench's registry by name; any other takes the colours after them, by
-# its place in the file (S, from scan()).
+# strategies of allocbench's registry by name (REGISTRY, given by draw.sh from `allocbench
+# list --strategies`); any other takes the colours after them, by its place in the file (S,
+# from scan()).
 array PALETTE[10] = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666", "#1f78b4", "#b2df8a"]
 color(k) = PALETTE[(k - 1) % 10 + 1]
-REGISTRY = "raw caching split-limited expandable pooled async stitching planned oracle"
+if (!exists("REGISTRY")) { REGISTRY = "" }
 color_of(s) = index_of(REGISTRY, s) ? color(index_of(REGISTRY, s)) : color(words(REGISTRY) + index_of(S, s))
 # Lines that coincide (raw and oracle in the micro-benchmarks, the strategies that reserve the
 # same at every step) must each stay visible: each strategy also has its own marker, drawn at

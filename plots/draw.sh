@@ -3,9 +3,15 @@
 # results/latest) into RESULTS_DIR, as NAME.png and NAME.svg. Each figure is one gnuplot
 # script of this folder, run as `gnuplot -c SCRIPT INPUT... OUT FMT`; a figure whose CSV is
 # missing is passed over with a one-line note. Without gnuplot it says so and draws nothing.
+# Each strategy's colour follows its place in the registry, which ALLOCBENCH lists (default:
+# the build's binary beside this folder, else an installed one, PREFIX/bin beside
+# PREFIX/lib/allocbench/plots, else the one on PATH); without a binary, its place in each file.
 set -u
 dir=${1:-results/latest}
 here=$(cd "$(dirname "$0")" && pwd)
+allocbench=${ALLOCBENCH:-$here/../build/allocbench}
+[ -x "$allocbench" ] || allocbench=$here/../../../bin/allocbench
+[ -x "$allocbench" ] || allocbench=$(command -v allocbench || true)
 # The workload whose memory over time is drawn.
 timeline_workload=${TIMELINE_WORKLOAD:-dynamic-shapes}
 
@@ -18,6 +24,13 @@ if [ ! -d "$dir" ]; then
   exit 1
 fi
 
+registry=""
+if [ -n "$allocbench" ]; then
+  registry=$("$allocbench" list --strategies | tr '\n' ' ') || { echo "plots: $allocbench list --strategies failed" >&2; exit 1; }
+else
+  echo "plots: no allocbench binary (set ALLOCBENCH): each strategy coloured by its place in each file"
+fi
+
 status=0
 drawn=0
 # draw NAME SCRIPT INPUT...: DIR/NAME.png and DIR/NAME.svg from the script over the inputs.
@@ -25,7 +38,7 @@ draw() {
   local name=$1 script=$2
   shift 2
   for fmt in png svg; do
-    if ! gnuplot -c "$here/$script" "$@" "$dir/$name" "$fmt"; then
+    if ! gnuplot -e "REGISTRY = '${registry% }'" -c "$here/$script" "$@" "$dir/$name" "$fmt"; then
       echo "plots: $script failed on $*" >&2
       status=1
       return

@@ -2,8 +2,10 @@
 # plots_test.sh PLOTS_DIR: every figure script (the bench's and tune's) draws from small CSVs in the layout allocbench
 # writes, as PNG and SVG; a figure whose CSV is missing is passed over with a note; a CSV
 # without the columns a figure needs fails the drawing. Skipped (77) without gnuplot.
+# ALLOCBENCH names the binary whose registry orders the colours.
 set -u
 plots=${1:?usage: plots_test.sh PLOTS_DIR}
+: "${ALLOCBENCH:?plots_test.sh needs ALLOCBENCH, the allocbench binary}"
 command -v gnuplot >/dev/null 2>&1 || { echo "skipped: no gnuplot"; exit 77; }
 source "$(dirname "$0")/lib.sh"
 
@@ -79,6 +81,15 @@ for s in raw pooled; do
     [ "$(colour "$d/$f.svg" $s)" = "$want" ] || fail "$s is $(colour "$d/$f.svg" $s) in $f.svg, $want in peak_reserved.svg"
   done
 done
+# The colours follow the registry's order, as the binary lists it: the first strategy listed
+# takes the first colour, whichever the file names first.
+first=$(colour "$d/peak_reserved.svg" "$("$ALLOCBENCH" list --strategies | grep -xE 'raw|pooled' | head -n 1)")
+printf '#!/bin/sh\nprintf "pooled\\nraw\\n"\n' >"$work/pooled_first"
+chmod +x "$work/pooled_first"
+ALLOCBENCH=$work/pooled_first "$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh with pooled listed first exited $?"
+[ "$(colour "$d/peak_reserved.svg" pooled)" = "$first" ] ||
+  fail "pooled, listed first, is $(colour "$d/peak_reserved.svg" pooled), not the first colour $first"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on the reordered files exited $?"
 grep -q '>256 MiB<' "$d/min_budget.svg" && grep -q '>320 MiB<' "$d/min_budget.svg" ||
   fail "min_budget.svg does not label 256 and 320 MiB apart: $(grep -o '>[0-9.]* [MG]iB<' "$d/min_budget.svg" | tr '\n' ' ')"
 # The two strategies' timelines are the same: the one drawn on top is thinner, so both show.
