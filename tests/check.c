@@ -50,12 +50,24 @@ const char *ab_test_write_file(const char *name, const void *data, size_t len) {
   return path;
 }
 
+/* Whether name contains one of the comma-separated words of list. */
+static bool named_in(const char *name, const char *list) {
+  for (const char *w = list; *w;) {
+    size_t len = strcspn(w, ",");
+    char word[128];
+    snprintf(word, sizeof word, "%.*s", (int)len, w);
+    if (len && strstr(name, word)) return true;
+    w += len + (w[len] == ',');
+  }
+  return false;
+}
+
 int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
   if (!make_tmpdir() || chdir(tmpdir) != 0) {
     fprintf(stderr, "cannot make a working folder %s\n", tmpdir);
     return 1;
   }
-  const char *filter = NULL;
+  const char *filter = NULL, *except = NULL;
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--device=", 9) == 0)
       ab_test_device = argv[i] + 9;
@@ -63,12 +75,14 @@ int ab_test_main(int argc, char **argv, const ab_test_t *tests, size_t n) {
       ab_test_strategy = argv[i] + 11;
     else if (strncmp(argv[i], "--conf=", 7) == 0)
       ab_test_conf = argv[i] + 7;
+    else if (strncmp(argv[i], "--except=", 9) == 0)
+      except = argv[i] + 9;
     else
       filter = argv[i];
   }
   int ran = 0, skipped = 0, failed = 0;
   for (size_t i = 0; i < n; i++) {
-    if (filter && strstr(tests[i].name, filter) == NULL) continue;
+    if ((filter && !named_in(tests[i].name, filter)) || (except && named_in(tests[i].name, except))) continue;
     int before = ab_check_failures;
     ab_check_skipped = false;
     tests[i].fn();

@@ -3,8 +3,9 @@
  * A test file defines static test functions and lists them in a table given to
  * AB_TEST_MAIN. CHECK* record a failure (file, line, the expression and its values) and go
  * on; REQUIRE* also leave the test. The binary runs every test, or those whose name
- * contains its first argument; --device=SPEC sets ab_test_device for suites that run on
- * either device. It exits 0 (all passed), 1 (a failure) or AB_TEST_SKIP (nothing could
+ * contains a word of its first argument (words separated by commas), less those whose name
+ * contains a word of --except=WORDS; --device=SPEC sets ab_test_device for suites that run
+ * on either device. It exits 0 (all passed), 1 (a failure) or AB_TEST_SKIP (nothing could
  * run here, e.g. no GPU), which CTest reports as skipped.
  *
  * Files a test writes go to a folder of the binary's own under /tmp (ab_test_tmp_path),

@@ -84,7 +84,7 @@ static void soak_one(const ab_events_t *es, const char *strategy, uint64_t seed,
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   REQUIRE_MSG(ab_device_open("sim", &cfg, &dev, &d) == AB_OK, "%s", d.msg);
-  if (ab_strategy_create(strategy, dev, NULL, &s, &d) != AB_OK) {
+  if (ab_strategy_create(strategy, dev, ab_test_conf_for(strategy), &s, &d) != AB_OK) {
     CHECK_MSG(false, "%s: %s", strategy, d.msg);
     ab_device_close(dev, NULL);
     return;
@@ -136,11 +136,10 @@ static void soak(const char *workload, const char *knob) {
   REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
   printf("  %-15s %-34s %5s %9s %9s %7s %7s %6s %8s %5s %7s\n", "strategy", "workload", "seed", "events", "dev calls",
          "failed", "ooms", "streak", "passed", "live", "seconds");
-  size_t n;
-  const ab_strategy_entry_t *all = ab_strategy_registry(&n);
+  const char *names[64];
+  size_t n = ab_test_strategies(names, 64);
   for (unsigned seed = 1; seed <= seeds; seed++)
-    for (size_t i = 0; i < n; i++)
-      if (!all[i].hidden) soak_one(&es, all[i].name, seed, &run);
+    for (size_t i = 0; i < n; i++) soak_one(&es, names[i], seed, &run);
   ab_run_release(&run);
   ab_events_free(&es);
 }
