@@ -25,6 +25,8 @@ need REQUIRED gcc gcc
 need REQUIRED make make
 need REQUIRED cmake cmake
 need REQUIRED zlib1g-dev
+# The count of include circles and upward includes (tests/includes.py; skipped without it).
+need OPTIONAL python3 python3
 if [ "$want" = bench ]; then
   need OPTIONAL gnuplot-nox gnuplot
   need OPTIONAL libbenchmark-dev

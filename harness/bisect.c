@@ -52,10 +52,8 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
     memset(&plain, 0, sizeof plain);
     plain.check = o->check;
     plain.stop = o->stop;
-    if (o->map) {
-      plain.on_oom = ab_oommap_capture;
-      plain.on_oom_ctx = o->map;
-    }
+    plain.on_oom = o->on_oom;
+    plain.on_oom_ctx = o->on_oom_ctx;
     ro = &plain;
   }
   ab_pipeline_t p = pipeline_of(o, budget);

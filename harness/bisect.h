@@ -48,7 +48,6 @@
 #include "device.h"
 #include "engine.h"
 #include "events.h"
-#include "oommap.h"
 #include "pipeline.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
@@ -64,8 +63,10 @@ typedef struct ab_bisect_opts_s {
   bool cap;                  /* probe PyTorch's memory cap, not a device budget (Note
                                 [Budget or cap], bisect.c); only for strategies that take
                                 per_process_memory_fraction */
-  ab_oommap_t *map;          /* filled at each failing probe, so it ends with the map of
-                                max_fail's OOM; may be NULL */
+  /* Called at each failing probe's OOM (the engine's on_oom hook), so that what it keeps
+   * ends with max_fail's OOM: ab_oommap_capture and a map (oommap.h); may be NULL. */
+  void (*on_oom)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  void *on_oom_ctx;
   const volatile sig_atomic_t *stop; /* nonzero: the probe in progress stops (engine.h) and
                                         the search ends, interrupted; may be NULL */
   /* Called after each probe (budget 0: the unbudgeted run); may be NULL. */

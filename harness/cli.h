@@ -24,6 +24,7 @@
 #include "device.h"
 #include "engine.h"
 #include "events.h"
+#include "oommap.h"
 #include "table.h"
 
 #define AB_EXIT_OK 0

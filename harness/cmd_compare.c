@@ -104,7 +104,8 @@ int ab_cmd_compare(int argc, char **argv) {
      * scratch pointers are not used). */
     ab_run_t unbudgeted = run;
     ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
-    b.map = &map;
+    b.on_oom = ab_oommap_capture;
+    b.on_oom_ctx = &map;
     ab_bisect_result_t res;
     if (ab_bisect_search(&es, &b, &run, &res, &diag) != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);

@@ -152,7 +152,8 @@ static ab_status search_pair(const ab_cli_opts_t *o, const ab_events_t *es, cons
                              ab_oommap_t *map, ab_bisect_result_t *res, ab_diag_t *diag) {
   ab_bisect_opts_t range = {0};
   ab_bisect_opts_t b = ab_cli_search_opts(o, &range, strategy, o->conf);
-  b.map = map;
+  b.on_oom = ab_oommap_capture;
+  b.on_oom_ctx = map;
   AB_TRY(ab_bisect_search(es, &b, run, res, diag));
   if (res->interrupted) return AB_OK; /* no answer to record */
   ab_table_t row;

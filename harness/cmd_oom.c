@@ -85,7 +85,8 @@ int ab_cmd_oom(int argc, char **argv) {
   size_t nanswers = 0;
   for (size_t i = 0; i < list.n; i++) {
     ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
-    b.map = &map;
+    b.on_oom = ab_oommap_capture;
+    b.on_oom_ctx = &map;
     ab_bisect_result_t res;
     ab_diag_t diag = {""};
     if (ab_bisect_search(&es, &b, &run, &res, &diag) != AB_OK) {

@@ -168,7 +168,8 @@ static void oom_map_rows(void) {
   ab_oommap_t map;
   ab_oommap_init(&map);
   ab_bisect_opts_t o = opts("pooled", "chunk:4MiB");
-  o.map = &map;
+  o.on_oom = ab_oommap_capture;
+  o.on_oom_ctx = &map;
   o.tolerance = 1;
   ab_bisect_result_t r;
   ab_diag_t diag = {""};
@@ -239,7 +240,8 @@ static void oom_map_ids_of_raw(void) {
   ab_oommap_t map;
   ab_oommap_init(&map);
   ab_bisect_opts_t o = opts("raw", NULL);
-  o.map = &map;
+  o.on_oom = ab_oommap_capture;
+  o.on_oom_ctx = &map;
   uint64_t held;
   ab_diag_t diag = {""};
   REQUIRE(ab_bisect_probe(&es, &o, 8000, NULL, &run, &held, NULL, &diag) == AB_OK);

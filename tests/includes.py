@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""includes.py [ROOT]: the include graph of allocbench's C sources, counted.
+
+A module is a source file, its header and its private header (x.c, x.h and x_internal.h are
+one module, x); module a reaches b when a file of a includes "b.h". The script prints
+  circles   the strongly connected groups of more than one module (a reaches b and b reaches
+            a, directly or through others), each with its modules;
+  upward    the includes from a file of a layer to a header of a layer its library does not
+            link (the layers of CMakeLists.txt, each folder one library);
+and exits 1 when either count is not 0. Headers are found by name in the layer folders, as
+the build's include paths find them; an include that names no file of the tree (a system
+or generated header) is passed over."""
+import os
+import re
+import sys
+
+# Each layer's folder, and the layers its library links (itself included), as CMakeLists.txt
+# declares them.
+LAYERS = {
+    "strategies/base": {"strategies/base"},
+    "strategies/device": {"strategies/device", "strategies/base"},
+    "strategies": {"strategies", "strategies/device", "strategies/base"},
+    "kernels": {"kernels", "strategies/device", "strategies/base"},
+    "workloads/events": {"workloads/events", "strategies", "kernels", "strategies/device", "strategies/base"},
+}
+LAYERS["workloads/traces"] = {"workloads/traces"} | LAYERS["workloads/events"]
+LAYERS["workloads"] = {"workloads"} | LAYERS["workloads/traces"]
+LAYERS["harness"] = {"harness"} | LAYERS["workloads"]
+SOURCE = re.compile(r"\.(c|h|cu|cc|cpp)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def files(root):
+    """Every source file directly in a layer's folder: {path: layer}."""
+    out = {}
+    for layer in LAYERS:
+        folder = os.path.join(root, layer)
+        for name in sorted(os.listdir(folder)):
+            if SOURCE.search(name) and os.path.isfile(os.path.join(folder, name)):
+                out[os.path.join(layer, name)] = layer
+    return out
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    layer_of = files(root)
+    header = {}  # a header's name: its path
+    for path in layer_of:
+        if path.endswith(".h"):
+            header.setdefault(os.path.basename(path), []).append(path)
+    module = lambda path: re.sub(r"_internal$", "", SOURCE.sub("", path))
+    reaches = {module(p): set() for p in layer_of}
+    upward = []
+    for path, layer in layer_of.items():
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for name in INCLUDE.findall(text):
+            found = [h for h in header.get(os.path.basename(name), []) if layer_of[h] in LAYERS[layer]]
+            if not found:
+                if header.get(os.path.basename(name)):
+                    upward.append(f"{path} includes {name} ({layer_of[header[os.path.basename(name)][0]]})")
+                continue
+            target = module(found[0])
+            if target != module(path):
+                reaches[module(path)].add(target)
+    circles = strongly_connected(reaches)
+    for group in circles:
+        print("circle: " + " -> ".join(sorted(group)))
+    for line in upward:
+        print("upward: " + line)
+    print(f"{len(reaches)} modules, {len(circles)} circles, {len(upward)} upward includes")
+    return 1 if circles or upward else 0
+
+
+def strongly_connected(graph):
+    """Tarjan's algorithm, iterative: the groups of more than one node."""
+    index, low, on, stack, groups, counter = {}, {}, set(), [], [], [0]
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    group.add(top)
+                    if top == node:
+                        break
+                if len(group) > 1:
+                    groups.append(group)
+    return groups
+
+
+if __name__ == "__main__":
+    sys.exit(main())
