@@ -84,6 +84,45 @@ static void test_pool_events_balanced(void) {
 }
 
 /* The weights are the model's shapes in bf16: everything tagged PARAM. */
+/* vLLM's capture sizes: 1, 2, 4, every 8 below 256, every 16 from 256, up to
+ * min(2 x max_batch, 512, max_tokens), the largest captured first: counted from the pool's
+ * BEGIN calls, the largest from the first graph's kept output (size x hidden x dtype). */
+static void test_capture_sizes_as_vllm(void) {
+  static const struct {
+    const char *spec;
+    size_t captures;
+    uint64_t largest;
+  } cases[] = {
+      {SPEC, 9, 48},                                               /* 1 2 4 8 .. 48 */
+      {"serve:hidden=256,layers=3,heads=4,kv_heads=2,vocab=1000,ffn=512,max_batch=24,max_tokens=40,card=1GiB,"
+       "util=0.5,requests=4,prompt_max=30,gen_min=4,gen_max=8",
+       8, 40},                                                      /* capped by max_tokens */
+      {"serve:hidden=256,layers=1,heads=4,kv_heads=2,vocab=1000,ffn=512,max_batch=300,max_tokens=8192,card=4GiB,"
+       "util=0.5,requests=4,prompt_max=30,gen_min=4,gen_max=8",
+       3 + 31 + 17, 512},                                           /* up to 512 */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ab_events_t es;
+    if (!build(cases[c].spec, 1, &es)) continue;
+    size_t begins = 0;
+    uint64_t first_output = 0;
+    bool in_first = false;
+    for (size_t i = 0; i < es.n; i++) {
+      const ab_event_t *e = &es.ev[i];
+      if (e->kind == AB_EV_POOL) {
+        in_first = e->aux == AB_POOL_BEGIN && begins++ == 0;
+        continue;
+      }
+      /* The first capture's last allocation is its output, the one it keeps. */
+      if (in_first && e->kind == AB_EV_ALLOC) first_output = e->bytes;
+    }
+    CHECK_MSG(begins == cases[c].captures, "%s: %zu captures, expected %zu", cases[c].spec, begins, cases[c].captures);
+    CHECK_MSG(first_output == cases[c].largest * D * 2, "%s: the largest graph's output is %llu bytes", cases[c].spec,
+              (unsigned long long)first_output);
+    ab_events_free(&es);
+  }
+}
+
 static void test_weights_from_shapes(void) {
   ab_events_t es;
   if (!build(SPEC, 1, &es)) return;
@@ -177,6 +216,7 @@ static void test_bad_arguments(void) {
 }
 
 static const ab_test_t tests[] = {
+    {"capture_sizes_as_vllm", test_capture_sizes_as_vllm},
     {"pool_events_balanced", test_pool_events_balanced},
     {"weights_from_shapes", test_weights_from_shapes},
     {"kv_cache_from_profiled_peak", test_kv_cache_from_profiled_peak},
