@@ -2,6 +2,7 @@
 
 #include "arena.h"
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,15 +198,17 @@ static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
   return st;
 }
 
+/* Sizes are unsigned and may reach 2^64 - 1: a change is a size and whether it ends. */
 typedef struct change_s {
   uint64_t at;
-  int64_t delta;
+  uint64_t bytes;
+  bool ends;
 } change_t;
 
 static int by_time(const void *a, const void *b) {
   const change_t *x = a, *y = b;
   if (x->at != y->at) return (x->at > y->at) - (x->at < y->at);
-  return (x->delta > y->delta) - (x->delta < y->delta); /* frees before allocations at a tie */
+  return (int)y->ends - (int)x->ends; /* frees before allocations at a tie */
 }
 
 uint64_t ab_dsa_live_peak(const ab_lifetime_t *lt, size_t n, uint64_t align) {
@@ -213,18 +216,25 @@ uint64_t ab_dsa_live_peak(const ab_lifetime_t *lt, size_t n, uint64_t align) {
   if (c == NULL) return 0;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    int64_t sz = (int64_t)((lt[i].bytes + align - 1) & ~(align - 1));
-    c[m++] = (change_t){lt[i].start, sz};
-    if (lt[i].end != UINT64_MAX) c[m++] = (change_t){lt[i].end, -sz};
+    uint64_t sz = ab_dsa_round(lt[i].bytes, align);
+    c[m++] = (change_t){lt[i].start, sz, false};
+    if (lt[i].end != UINT64_MAX) c[m++] = (change_t){lt[i].end, sz, true};
   }
   qsort(c, m, sizeof *c, by_time);
-  int64_t live = 0, peak = 0;
-  for (size_t i = 0; i < m; i++) {
-    live += c[i].delta;
+  /* A live sum past 2^64 - 1 stays there: no range could hold it anyway. Ends are only
+   * subtracted from what their starts added, so an unsaturated sum never goes below 0. */
+  uint64_t live = 0, peak = 0;
+  bool saturated = false;
+  for (size_t i = 0; i < m && !saturated; i++) {
+    if (c[i].ends) {
+      live -= c[i].bytes;
+    } else if (__builtin_add_overflow(live, c[i].bytes, &live)) {
+      saturated = true;
+    }
     if (live > peak) peak = live;
   }
   free(c);
-  return (uint64_t)peak;
+  return saturated ? UINT64_MAX : peak;
 }
 
 typedef struct release_s {
@@ -275,9 +285,40 @@ static ab_status best_fit_in_time(const ab_lifetime_t *lt, size_t n, uint64_t al
   return st;
 }
 
+ab_status ab_dsa_refuse(ab_diag_t *diag, const char *who, const ab_lifetime_t *lt, size_t n) {
+  uint64_t largest = 0;
+  for (size_t i = 0; i < n; i++)
+    if (lt[i].bytes > largest) largest = lt[i].bytes;
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s: the %zu allocations to plan ask more than 2^64 - 1 bytes together (the largest %" PRIu64
+                     " bytes): no address range holds them, so no plan can be made",
+                     who, n, largest);
+}
+
+uint64_t ab_dsa_round(uint64_t bytes, uint64_t align) {
+  return bytes > UINT64_MAX - (align - 1) ? UINT64_MAX : (bytes + align - 1) & ~(align - 1);
+}
+
+bool ab_dsa_fits(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *total) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; i++)
+    if (lt[i].bytes > UINT64_MAX - (align - 1) ||
+        __builtin_add_overflow(sum, (lt[i].bytes + align - 1) & ~(align - 1), &sum)) {
+      *total = UINT64_MAX;
+      return false;
+    }
+  *total = sum;
+  return true;
+}
+
 ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak) {
   *peak = 0;
   if (n == 0) return AB_OK;
+  /* Every offset and end below is at most the sum of the rounded sizes (a lifetime goes no
+   * higher than the top of those already placed), so a sum that fits keeps all of it in
+   * range. */
+  uint64_t total;
+  if (!ab_dsa_fits(lt, n, align, &total)) return AB_ERR_OOM;
   uint64_t *other = malloc(n * sizeof *other), other_peak = 0;
   if (other == NULL) return AB_ERR_INTERNAL;
   bool one_stream = true;

@@ -18,6 +18,7 @@
 #ifndef AB_DSA_H
 #define AB_DSA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,12 +26,24 @@
 #include "strategy.h"
 
 /* Places lt[0..n), sorted by start, each rounded up to align bytes (a power of two):
- * offset[i] receives lt[i]'s offset, *peak the range's size. AB_ERR_INTERNAL when host
- * memory runs out. */
+ * offset[i] receives lt[i]'s offset, *peak the range's size. AB_ERR_OOM when the rounded
+ * sizes add up past 2^64 - 1 bytes (ab_dsa_fits: no range could hold them, whatever the
+ * placement), AB_ERR_INTERNAL when host memory runs out. */
 ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak);
 
+/* bytes rounded up to align (a power of two); UINT64_MAX when that passes 2^64 - 1. */
+uint64_t ab_dsa_round(uint64_t bytes, uint64_t align);
+
+/* Whether the sizes of lt[0..n), each rounded up to align, add up to at most 2^64 - 1;
+ * *total receives the sum (UINT64_MAX when they do not). */
+bool ab_dsa_fits(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *total);
+
+/* Why ab_dsa_place could not make a plan (AB_ERR_OOM), in diag: "WHO: the N allocations to
+ * plan ask more than 2^64 - 1 bytes together (the largest ...)"; returns AB_ERR_INVALID. */
+ab_status ab_dsa_refuse(ab_diag_t *diag, const char *who, const ab_lifetime_t *lt, size_t n);
+
 /* The most bytes live at once among lt[0..n), each rounded up to align: the bound no
- * placement can beat. */
+ * placement can beat; UINT64_MAX when it passes 2^64 - 1. */
 uint64_t ab_dsa_live_peak(const ab_lifetime_t *lt, size_t n, uint64_t align);
 
 #endif

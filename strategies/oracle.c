@@ -26,6 +26,7 @@
  */
 #include "oracle.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "arena.h"
@@ -50,6 +51,7 @@ typedef struct oracle_s {
   uint64_t misses;        /* calls served online */
   uint64_t in_region;     /* live allocations in the region */
   ab_map_t live;          /* address -> requested << 1 | in the region */
+  char unplanned[AB_DIAG_BYTES]; /* why the run has no plan; "" when it has one */
 } oracle_t;
 
 static uint64_t round_up(uint64_t bytes) { return (bytes + ORACLE_ALIGN_BYTES - 1) & ~(uint64_t)(ORACLE_ALIGN_BYTES - 1); }
@@ -87,12 +89,25 @@ static ab_status oracle_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n
   o->offset = o->bytes = NULL;
   o->nplan = o->calls = 0;
   o->region_bytes = o->lower_bound = 0;
+  o->unplanned[0] = '\0';
   if (n == 0) return AB_OK;
   uint64_t t0 = ab_clock_ns();
   o->offset = malloc(n * sizeof *o->offset);
   o->bytes = malloc(n * sizeof *o->bytes);
-  if (o->offset == NULL || o->bytes == NULL || ab_dsa_place(lt, n, ORACLE_ALIGN_BYTES, o->offset, &o->region_bytes) != AB_OK)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: out of host memory planning %zu allocations", n);
+  if (o->offset == NULL || o->bytes == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: out of host memory planning %zu allocations", n);
+  ab_status st = ab_dsa_place(lt, n, ORACLE_ALIGN_BYTES, o->offset, &o->region_bytes);
+  if (st == AB_ERR_OOM) {
+    /* Sizes no address range holds together: no plan; every call is served online (policy
+     * 3), where those sizes run out of memory, and the OOM says why there was no plan. */
+    ab_diag_t why = {""};
+    ab_dsa_refuse(&why, "oracle", lt, n);
+    snprintf(o->unplanned, sizeof o->unplanned, "%s", why.msg);
+    free(o->offset), free(o->bytes);
+    o->offset = o->bytes = NULL;
+    o->region_bytes = 0;
+    return AB_OK;
+  }
+  if (st != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: out of host memory planning %zu allocations", n);
   for (size_t i = 0; i < n; i++) o->bytes[i] = lt[i].bytes;
   o->nplan = n;
   o->lower_bound = ab_dsa_live_peak(lt, n, ORACLE_ALIGN_BYTES);
@@ -226,6 +241,19 @@ static void oracle_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   fn(ctx, "plan.ns", (int64_t)o->plan_ns);
 }
 
+/* The OOM in PyTorch's words, and why there was no plan when there was none. */
+static void oracle_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, char *buf, size_t size) {
+  oracle_t *o = (oracle_t *)s;
+  (void)stream;
+  char req[32], cap[32], alloc[32];
+  uint64_t limit = s->dev->budget_bytes ? s->dev->budget_bytes : s->dev->total_bytes;
+  int n = snprintf(buf, size, "out of memory: tried to allocate %s on %s with %s %s; %s is allocated by oracle",
+                   ab_format_bytes(bytes, req, sizeof req), s->dev->name, ab_format_bytes(limit, cap, sizeof cap),
+                   s->dev->budget_bytes ? "allowed" : "in total",
+                   ab_format_bytes((uint64_t)s->stats.allocated_bytes.current, alloc, sizeof alloc));
+  if (o->unplanned[0] && n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "; no plan: %s", o->unplanned);
+}
+
 static void oracle_destroy(ab_strategy_t *s) {
   oracle_t *o = (oracle_t *)s;
   for (size_t i = 0; i < o->live.cap; i++)
@@ -249,4 +277,5 @@ const ab_strategy_ops_t ab_oracle_ops = {
     .check = oracle_check,
     .memory_stats = oracle_memory_stats,
     .plan = oracle_plan,
+    .describe_oom = oracle_describe_oom,
 };

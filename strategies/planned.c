@@ -200,6 +200,13 @@ static ab_status planned_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t 
   }
   /* Policy 2: the plan. */
   ab_status st = ab_dsa_place(prof, np, PLANNED_ALIGN_BYTES, p->offset, &p->plan_bytes);
+  if (st == AB_ERR_OOM) {
+    /* Sizes no address range holds together: no plan; everything is served online (policy
+     * 4), where those sizes run out of memory. */
+    free(prof);
+    drop_plan(p);
+    return AB_OK;
+  }
   free(prof);
   if (st != AB_OK) {
     drop_plan(p);

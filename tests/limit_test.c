@@ -5,6 +5,7 @@
  * where `arena` places it in the region; and on the bench's dynamic workloads and the
  * recorded CNN run, `oracle` holds within 5% of the live peak and `arena` less than
  * `caching`. */
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -74,6 +75,35 @@ static void packer_reaches_the_bound(void) {
   CHECK_EQ(ab_dsa_live_peak(lt, 3, 512), 3072);
   CHECK_EQ(peak, 3072);
   check_apart(lt, 3, off, 512);
+}
+
+/* Sizes up to 2^64 - 1 (a trace may carry any): one of 2^63 is placed, its rounding and
+ * the peak in range; sizes whose sum passes 2^64 - 1 are refused, not wrapped; the bound
+ * stops at 2^64 - 1 instead of wrapping below zero (a sanitized build checks each sum). */
+static void packer_takes_sizes_to_2_64(void) {
+  const uint64_t half = 1ULL << 63;
+  const ab_lifetime_t one[] = {{half, 0, 2, 2, 0, 0}, {1000, 1, 3, 3, 0, 0}};
+  uint64_t off[3], peak = 0;
+  REQUIRE(ab_dsa_place(one, 2, 512, off, &peak) == AB_OK);
+  CHECK_EQ(peak, half + 1024);
+  check_apart(one, 2, off, 512);
+  CHECK_EQ(ab_dsa_live_peak(one, 2, 512), half + 1024);
+  /* Apart in time, two of 2^63 fit one after the other in 2^63 bytes. */
+  const ab_lifetime_t apart[] = {{half, 0, 1, 1, 0, 0}, {half, 2, 3, 3, 0, 0}};
+  CHECK_EQ(ab_dsa_live_peak(apart, 2, 512), half);
+  /* Together they pass 2^64 - 1: no range holds them. */
+  const ab_lifetime_t together[] = {{half, 0, 3, 3, 0, 0}, {half, 1, 2, 2, 0, 0}, {UINT64_MAX, 2, UINT64_MAX, UINT64_MAX, 0, 0}};
+  uint64_t total = 0;
+  CHECK(!ab_dsa_fits(together, 2, 512, &total) && total == UINT64_MAX);
+  CHECK(ab_dsa_place(together, 2, 512, off, &peak) == AB_ERR_OOM);
+  CHECK(ab_dsa_place(together + 2, 1, 512, off, &peak) == AB_ERR_OOM); /* its rounding passes 2^64 - 1 */
+  CHECK_EQ(ab_dsa_live_peak(together, 3, 512), UINT64_MAX);
+  CHECK_EQ(ab_dsa_round(UINT64_MAX, 512), UINT64_MAX);
+  ab_diag_t diag = {""};
+  CHECK(ab_dsa_refuse(&diag, "oracle", together, 3) == AB_ERR_INVALID);
+  CHECK_MSG(strstr(diag.msg, "oracle: the 3 allocations to plan ask more than 2^64 - 1 bytes together (the largest "
+                             "18446744073709551615 bytes)") != NULL,
+            "%s", diag.msg);
 }
 
 /* Lifetimes as the engine hands them: ids in order, a FREE NOW or COMPLETE ends one, a later
@@ -220,6 +250,7 @@ static void distance_to_the_live_peak(void) {
 static const ab_test_t tests[] = {
     {"packer_keeps_meeting_lifetimes_apart", packer_keeps_meeting_lifetimes_apart},
     {"packer_reaches_the_bound", packer_reaches_the_bound},
+    {"packer_takes_sizes_to_2_64", packer_takes_sizes_to_2_64},
     {"lifetimes_follow_the_stream", lifetimes_follow_the_stream},
     {"plans_a_million_events", plans_a_million_events},
     {"plan_miss_goes_to_caching", plan_miss_goes_to_caching},
