@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -12,6 +13,7 @@
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
+#include "supervise.h"
 #include "strategy.h"
 #include "units.h"
 #include "workload.h"
@@ -446,12 +448,13 @@ int ab_cli_fail(const ab_cli_opts_t *o, const char *msg) {
   return AB_EXIT_FAIL;
 }
 
+bool ab_cli_device_said = false;
+
 void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind) {
-  static bool said = false; /* once per process, not once per run */
-  if (strcmp(o->device, "auto") == 0 && !o->quiet && !said) {
+  if (strcmp(o->device, "auto") == 0 && !o->quiet && !ab_cli_device_said) {
     fprintf(stderr, "%s: --device auto: using %s%s\n", o->cmd, name,
             kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
-    said = true;
+    ab_cli_device_said = true;
   }
 }
 
@@ -465,8 +468,45 @@ ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es
   return st;
 }
 
+/* Whether two folder names are one folder: the same file when both exist, else the same
+ * name once "./" and trailing slashes are set aside. */
+static bool same_folder(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  while (a[0] == '.' && a[1] == '/') a += 2;
+  while (b[0] == '.' && b[1] == '/') b += 2;
+  size_t la = strlen(a), lb = strlen(b);
+  while (la > 1 && a[la - 1] == '/') la--;
+  while (lb > 1 && b[lb - 1] == '/') lb--;
+  return la == lb && strncmp(a, b, la) == 0;
+}
+
+ab_status ab_cli_check_not_results(const ab_cli_opts_t *o, const char *what, const char *path, ab_diag_t *diag) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char dir[4096];
+  if (slash == path) snprintf(dir, sizeof dir, "/");
+  else if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else snprintf(dir, sizeof dir, ".");
+  static const char *const files[] = {"summary.csv", "oom.csv", "compare.csv", "tune.csv"};
+  bool ours = false;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) ours |= strcmp(base, files[i]) == 0;
+  size_t n = strlen(base);
+  bool csv = n > 4 && strcmp(base + n - 4, ".csv") == 0;
+  ours |= csv && (strncmp(base, "timeline_", 9) == 0 || strncmp(base, "oommap_", 7) == 0);
+  if (ours && same_folder(dir, o->out_dir))
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': is a file this run writes in --out %s; choose another name", what,
+                       path, o->out_dir);
+  return AB_OK;
+}
+
+int ab_cli_stopped(const ab_cli_opts_t *o, const char *what) {
+  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT", what);
+  return 128 + (ab_cli_stop ? ab_cli_stop : SIGINT);
+}
+
 int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {
-  if (ab_cli_stop) return ab_cli_interrupted(o, 0, 1);
+  if (ab_cli_stop) return ab_cli_stopped(o, " while building the workload: nothing was run or written");
   /* Bad arguments, a missing trace, a workload too big for the host: the user's to change. */
   return st == AB_ERR_INTERNAL ? ab_cli_fail(o, diag->msg) : ab_cli_usage_error(o, diag->msg);
 }
@@ -481,6 +521,7 @@ void ab_cli_catch_stop(void) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  ab_output_stop_on(&ab_cli_stop); /* a FIFO nobody reads does not hold the command */
 }
 
 int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned) {
@@ -537,6 +578,8 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
       fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
+  /* A library's run goes to a process of its own (supervise.h). */
+  if (o->hooks == NULL && ab_supervised(strategy)) return ab_supervise_run_one(o, es, strategy, run, summary, diag);
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
   if (o->hooks && o->hooks->wrap) {
     p.wrap = o->hooks->wrap;
@@ -1011,6 +1054,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
     return ab_cli_usage_error(o, diag.msg);
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  ab_cli_catch_stop(); /* a search stops within 1024 events of a signal, and says so */
   ab_status built = ab_cli_build(o, o->workload, es, &diag);
   if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;

@@ -139,8 +139,10 @@ int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
 /* Prints "CMD: MESSAGE" and returns AB_EXIT_FAIL. */
 int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
 
-/* Says on stderr, once per process, which device `--device auto` chose. */
+/* Says on stderr, once per command, which device `--device auto` chose. */
 void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind);
+/* Whether it was said (a supervised run's process says it for the command, supervise.h). */
+extern bool ab_cli_device_said;
 
 /* The signal that asked the runs to stop, once one did (after ab_cli_catch_stop); else 0. */
 extern volatile sig_atomic_t ab_cli_stop;
@@ -151,6 +153,12 @@ ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es
 /* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
  * failed (out of host memory), with its line. */
 int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag);
+/* Refuses (AB_ERR_INVALID) an output path that names a file the run itself writes in
+ * o->out_dir (summary.csv, oom.csv, compare.csv, tune.csv, a timeline or a segment map):
+ * one of the two would be lost. what names the option. */
+ab_status ab_cli_check_not_results(const ab_cli_opts_t *o, const char *what, const char *path, ab_diag_t *diag);
+/* Prints "CMD: interrupted (SIGTERM)WHAT" and returns the exit status for the signal. */
+int ab_cli_stopped(const ab_cli_opts_t *o, const char *what);
 /* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
  * and returns the exit status for the signal (128 + its number). */
 int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);

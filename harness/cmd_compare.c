@@ -90,12 +90,14 @@ int ab_cmd_compare(int argc, char **argv) {
   ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
   ab_oommap_t map;
   ab_oommap_init(&map);
-  for (size_t i = 0; i < list.n; i++) {
+  for (size_t i = 0; i < list.n && !ab_cli_stop; i++) {
     ab_cli_opts_t one = o;
     one.conf = list.conf[i];
     ab_diag_t diag = {""};
     char msg[AB_DIAG_BYTES + 80];
-    if (ab_cli_run_one(&one, &es, list.name[i], &run, &summary, &diag) != AB_OK) {
+    ab_status ran = ab_cli_run_one(&one, &es, list.name[i], &run, &summary, &diag);
+    if (ab_cli_stop) break;
+    if (ran != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
       rc = ab_cli_fail(&o, msg);
       continue;
@@ -107,7 +109,9 @@ int ab_cmd_compare(int argc, char **argv) {
     b.on_oom = ab_oommap_capture;
     b.on_oom_ctx = &map;
     ab_bisect_result_t res;
-    if (ab_bisect_search(&es, &b, &run, &res, &diag) != AB_OK) {
+    ab_status searched = ab_bisect_search(&es, &b, &run, &res, &diag);
+    if (ab_cli_stop) break; /* a search cut short has no answer */
+    if (searched != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
       rc = ab_cli_fail(&o, msg);
       continue;
@@ -119,6 +123,13 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
+  if (ab_cli_stop) {
+    ab_table_free(&rows), ab_table_free(&searches), ab_table_free(&summary);
+    ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
+    ab_table_init(&searches, ab_oom_cols, ab_oom_ncols);
+    ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+    rc = ab_cli_stopped(&o, ": the run or search in progress was stopped; nothing was written");
+  }
   if ((summary.nrows && ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) ||
       (searches.nrows && ab_cli_append(&o, &searches, "oom.csv", &io) != AB_OK) ||
       (rows.nrows && ab_cli_append(&o, &rows, "compare.csv", &io) != AB_OK))

@@ -11,12 +11,21 @@
  * (AB_RECORD_STATE) that lives as long as this command. When the program has ended, each file
  * named there is read back with the trace reader (trace.h) and summarised in one line.
  *
+ * The hook dumps into that folder; this command then writes each snapshot where it belongs
+ * with the rules of every output (output.h, Note [Writing where the user points]): a device
+ * or a FIFO written straight to, a link written through, a regular file replaced whole,
+ * keeping its mode and owner. An output that is an input of the job (the program, a file
+ * named among its arguments, also after a '=') is refused before the job starts.
+ *
  * Signals: SIGINT and SIGTERM sent to this command are forwarded to the program, whose hook
  * dumps and then dies of the signal. A Ctrl-C on the terminal reaches the whole foreground
  * process group, the program included, so that one is not forwarded a second time (a program
  * may take a second Ctrl-C as "stop now"). The program's exit status is this command's, 128 + N
  * for a death by signal N, so that a script or a scheduler sees the job's own outcome; a command
- * that cannot be started exits 127 (not found) or 126, as a shell does.
+ * that cannot be started exits 127 (not found) or 126, as a shell does. A job that ends
+ * without a snapshot written (the program never used CUDA, was killed before its hook could
+ * dump, or the snapshot could not be written where -o says) exits EXIT_NO_SNAPSHOT, 125, so
+ * that `record ... && tune ...` does not go on to a file that is not there.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -42,6 +51,7 @@
 #define INSTALLED_HOOK_DIR "../lib/allocbench/record" /* from PREFIX/bin, where make install puts it */
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
+#define EXIT_NO_SNAPSHOT 125
 
 static const ab_cli_command_t command = {
     "allocbench record", AB_CMD_RECORD, "-- COMMAND [ARGS...]",
@@ -51,7 +61,10 @@ static const ab_cli_command_t command = {
     "uncaught torch.OutOfMemoryError (while the memory is still held) and on SIGTERM or SIGINT.\n"
     "Under torchrun each rank writes its own file, the rank in its name (FILE.rankN.pickle).\n"
     "Then it says on stderr where it wrote and what each file holds, and exits with the program's\n"
-    "exit status (128 + N when a signal N ended it). Read the snapshot with\n"
+    "exit status (128 + N when a signal N ended it), or 125 when no snapshot was written (it says\n"
+    "why). -o is written as every output of allocbench is: a device or a FIFO straight to, a link\n"
+    "through, a file replaced whole keeping its mode and owner; the program's own files are\n"
+    "refused. Read the snapshot with\n"
     "`allocbench tune -w replay:FILE` (the best PYTORCH_CUDA_ALLOC_CONF for the job) or\n"
     "`allocbench replay FILE`.\n"};
 
@@ -86,6 +99,7 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
     return ab_diag_set(diag, AB_ERR_IO, "-o '%s': cannot tell the current folder: %s", arg, strerror(errno));
   int n = snprintf(out, size, "%s%s%s", cwd, cwd[0] ? "/" : "", arg);
   if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': the path is too long", arg);
+  if (ab_output_is_special(out)) return AB_OK; /* a device or a FIFO: written straight to */
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", out);
   *strrchr(dir, '/') = '\0';
@@ -93,6 +107,46 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
   AB_TRY(ab_output_mkdirs(dir, diag));
   if (access(dir, W_OK | X_OK) != 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': cannot write in %s: %s", arg, dir, strerror(errno));
+  return AB_OK;
+}
+
+/* Whether path and the output out are one file (through any link). */
+static bool same_file(const char *path, const struct stat *out) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && sb.st_dev == out->st_dev && sb.st_ino == out->st_ino;
+}
+
+/* The program's file as execvp finds it: cmd itself when it has a '/', else the first
+ * match on PATH. */
+static bool program_is(const char *cmd, const struct stat *out) {
+  if (strchr(cmd, '/')) return same_file(cmd, out);
+  const char *path = getenv("PATH");
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+    size_t len = strcspn(p, ":");
+    char file[PATH_MAX];
+    if (snprintf(file, sizeof file, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd) < (int)sizeof file &&
+        access(file, X_OK) == 0)
+      return same_file(file, out);
+    p += len + (p[len] == ':');
+  }
+  return false;
+}
+
+/* Refuses an output that is an input of the job: the program, or a file named among its
+ * arguments, whole or after a '=' (--config=FILE): writing there would destroy the job. */
+static ab_status not_an_input(const char *arg, const char *out, char **cmd, ab_diag_t *diag) {
+  struct stat sb;
+  if (stat(out, &sb) != 0 || !S_ISREG(sb.st_mode)) return AB_OK; /* nothing there yet, or a device */
+  if (program_is(cmd[0], &sb))
+    return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': is the program '%s'; refusing to write over it", arg, cmd[0]);
+  for (size_t i = 1; cmd[i]; i++) {
+    const char *eq = strchr(cmd[i], '=');
+    if (same_file(cmd[i], &sb) || (eq && same_file(eq + 1, &sb)))
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "-o '%s': is '%s', named among the program's arguments (an input of the job); refusing to "
+                         "write over it",
+                         arg, cmd[i]);
+  }
   return AB_OK;
 }
 
@@ -217,12 +271,12 @@ static ab_status run_program(char **cmd, int *status, ab_diag_t *diag) {
 
 /* ---- what was written ---------------------------------------------------------------------- */
 
-/* One line on a snapshot, from what `replay --info` reads of it. */
-static void summarise(const char *path, const char *why) {
+/* One line on a snapshot written to path, from what `replay --info` reads of its dump. */
+static void summarise(const char *dump, const char *path, const char *why) {
   ab_events_t es;
   ab_trace_info_t info;
   ab_diag_t diag = {""};
-  if (ab_trace_load(path, NULL, &es, &info, &diag) != AB_OK) {
+  if (ab_trace_load(dump, NULL, &es, &info, &diag) != AB_OK) {
     fprintf(stderr, "allocbench record: wrote %s (%s), which does not read back: %s\n", path, why, diag.msg);
     return;
   }
@@ -251,8 +305,35 @@ static bool rank_pattern(const char *path, char *out, size_t size) {
   return (size_t)snprintf(out, size, "%.*s.rank*%s", (int)(mark - path), path, rest) < size;
 }
 
-/* Reads the hook's manifest: summarises each file written, or says why none was. */
-static void report(const char *state, bool quiet) {
+/* Writes the dump to path by the output rules (output.h); false, with why, when it could
+ * not. */
+static bool place(const char *dump, const char *path, ab_diag_t *why) {
+  FILE *in = fopen(dump, "rb");
+  if (in == NULL) {
+    ab_diag_set(why, AB_ERR_IO, "%s: cannot read the dump %s: %s", path, dump, strerror(errno));
+    return false;
+  }
+  ab_output_t o;
+  if (ab_output_open(&o, path, why) != AB_OK) {
+    fclose(in);
+    return false;
+  }
+  char buf[1 << 16];
+  bool ok = true;
+  for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
+    if (fwrite(buf, 1, n, o.f) != n) ok = !ab_diag_set(why, AB_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+  if (ok && ferror(in)) ok = !ab_diag_set(why, AB_ERR_IO, "%s: cannot read the dump %s", path, dump);
+  fclose(in);
+  if (!ok) {
+    ab_output_abort(&o);
+    return false;
+  }
+  return ab_output_commit(&o, why) == AB_OK;
+}
+
+/* Reads the hook's manifest: writes and summarises each snapshot dumped, or says why none
+ * was; the number written. */
+static size_t report(const char *state, bool quiet) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/manifest", state);
   FILE *f = fopen(path, "r");
@@ -267,7 +348,14 @@ static void report(const char *state, bool quiet) {
     char *file = strchr(rest, '\t');
     if (strcmp(kind, "wrote") == 0 && file) {
       *file++ = '\0';
-      if (!quiet) summarise(file, rest);
+      char *dump = strchr(file, '\t');
+      if (dump) *dump++ = '\0';
+      ab_diag_t why = {""};
+      if (dump && !place(dump, file, &why)) {
+        if (nnotes < 4) snprintf(notes[nnotes++], sizeof notes[0], "%s", why.msg);
+        continue;
+      }
+      if (!quiet) summarise(dump ? dump : file, file, rest);
       if (written++ == 0) snprintf(first, sizeof first, "%s", file);
       char pattern[sizeof ranks];
       if (rank_pattern(file, pattern, sizeof pattern) && ranked++ == 0) snprintf(ranks, sizeof ranks, "%s", pattern);
@@ -280,14 +368,15 @@ static void report(const char *state, bool quiet) {
   if (f) fclose(f);
   if (written == 0) {
     fprintf(stderr, "allocbench record: no snapshot was written%s\n",
-            nnotes ? "; the start-up hook said:" : ": no Python process of the program started the hook (is it a Python program?)");
-    for (size_t i = 0; i < nnotes; i++) fprintf(stderr, "  %s\n", notes[i]);
+            nnotes ? ":" : ": no Python process of the program started the hook (is it a Python program?)");
   } else if (!quiet && ranked > 1) {
     /* A torchrun job: its ranks tuned together (cmd_tune.c, Note [A job of several traces]). */
     fprintf(stderr, "allocbench record: next: allocbench tune -w 'replay:%s'\n", ranks);
   } else if (!quiet) {
     fprintf(stderr, "allocbench record: next: allocbench tune -w replay:%s\n", first);
   }
+  for (size_t i = 0; i < nnotes; i++) fprintf(stderr, "  %s\n", notes[i]);
+  return written;
 }
 
 static void remove_state(const char *state) {
@@ -321,6 +410,7 @@ int ab_cmd_record(int argc, char **argv) {
   ab_diag_t diag = {""};
   char out[PATH_MAX];
   ab_status st = output_path(a.output, out, sizeof out, &diag);
+  if (st == AB_OK) st = not_an_input(a.output, out, argv + dd + 1, &diag);
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   char hook[PATH_MAX];
   if (hook_dir(hook, sizeof hook, &diag) != AB_OK) return ab_cli_fail(&o, diag.msg);
@@ -340,7 +430,16 @@ int ab_cmd_record(int argc, char **argv) {
   if (run_program(argv + dd + 1, &status, &diag) != AB_OK) {
     ab_cli_fail(&o, diag.msg);
   } else {
-    report(state, o.quiet);
+    /* Writing to a FIFO nobody reads stops at a signal (output.h). */
+    ab_cli_catch_stop();
+    size_t written = report(state, o.quiet);
+    if (written == 0) {
+      char how[64];
+      if (status > 128) snprintf(how, sizeof how, "ended by signal %d", status - 128);
+      else snprintf(how, sizeof how, "exited %d", status);
+      fprintf(stderr, "allocbench record: the program %s; exiting %d: no snapshot\n", how, EXIT_NO_SNAPSHOT);
+      status = EXIT_NO_SNAPSHOT;
+    }
   }
   remove_state(state);
   return status;

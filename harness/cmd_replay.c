@@ -176,9 +176,12 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
 
 /* The export paths, refused before the run where writing them would harm something
  * (Note [Writing where the user points]) or where both name one file. */
-static ab_status check_exports(const char *trace_path, const char *snapshot_path, ab_diag_t *diag) {
+static ab_status check_exports(const ab_cli_opts_t *o, const char *trace_path, const char *snapshot_path,
+                               ab_diag_t *diag) {
   if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
   if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
+  if (trace_path) AB_TRY(ab_cli_check_not_results(o, "--export-trace", trace_path, diag));
+  if (snapshot_path) AB_TRY(ab_cli_check_not_results(o, "--export-snapshot", snapshot_path, diag));
   struct stat a, b;
   bool same = trace_path && snapshot_path &&
               (strcmp(trace_path, snapshot_path) == 0 ||
@@ -272,7 +275,7 @@ int ab_cmd_replay(int argc, char **argv) {
   topts.decisions_only = info_only; /* a trace of decisions alone can be described */
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   /* Before the run, not after it: the trace now counts as an input (output.h). */
-  if (check_exports(export_trace, export_snapshot, &diag) != AB_OK) {
+  if (check_exports(&o, export_trace, export_snapshot, &diag) != AB_OK) {
     ab_events_free(&es);
     return ab_cli_usage_error(&o, diag.msg);
   }

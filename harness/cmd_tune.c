@@ -87,8 +87,10 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       if (*st == AB_OK) ab_cli_size_given("--cap", arg, a->cap);
       return true;
     case AB_OPT_JOBS:
+      /* One range in every refusal, whatever is wrong with the number. */
       *st = ab_parse_u64("--jobs", arg, 1024, &a->jobs, diag);
-      if (*st == AB_OK && a->jobs == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--jobs '%s': expected 1 to 1024", arg);
+      if (*st != AB_OK || a->jobs == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--jobs '%s': expected a whole number from 1 to 1024", arg);
       return true;
     case AB_OPT_REPORT: a->report = true; return true;
     default: return false;
@@ -607,10 +609,12 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
     } else {
       rc = ab_cli_fail(o, io.msg);
     }
+    /* The threads that ran: never more than the configurations. */
+    size_t threads = s->jobs ? s->jobs : (size_t)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads > n) threads = n;
     if (!o->quiet)
-      fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %u thread%s; all of them in %s/tune.csv\n", n,
-              job->n > 1 ? " on every trace" : "", ab_clock_s() - t0, s->jobs ? s->jobs : (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
-              s->jobs == 1 ? "" : "s", o->out_dir);
+      fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %zu thread%s; all of them in %s/tune.csv\n", n,
+              job->n > 1 ? " on every trace" : "", ab_clock_s() - t0, threads, threads == 1 ? "" : "s", o->out_dir);
   }
   ab_table_free(&shown);
   ab_table_free(&rows);

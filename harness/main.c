@@ -1,5 +1,6 @@
 /* main.c: `allocbench`, the command. Dispatches to the subcommands of commands.h. */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "ab_version.h" /* generated at build time (harness/version.cmake) */
 #include "cli.h"
 #include "commands.h"
+#include "supervise.h"
 
 static const struct {
   const char *name;
@@ -46,6 +48,8 @@ static int close_stdout(const char *cmd, int rc) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], AB_SUPERVISE_ARG) == 0) return ab_supervise_child();
+  ab_supervise_enable();
   if (argc < 2) {
     usage(stderr);
     return AB_EXIT_USAGE;
@@ -65,7 +69,15 @@ int main(int argc, char **argv) {
     return close_stdout("--help", AB_EXIT_OK);
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return close_stdout(argv[1], commands[i].fn(argc - 1, argv + 1));
+    if (strcmp(argv[1], commands[i].name) == 0) {
+      int rc = commands[i].fn(argc - 1, argv + 1);
+      /* A signal that stopped an output (a FIFO nobody read) ends the command as a signal does. */
+      if (ab_cli_stop && rc != 128 + ab_cli_stop) {
+        fprintf(stderr, "allocbench %s: interrupted (%s)\n", argv[1], ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+        rc = 128 + ab_cli_stop;
+      }
+      return close_stdout(argv[1], rc);
+    }
   fprintf(stderr, "allocbench: unknown command '%s' (expected one of", argv[1]);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(stderr, " %s", commands[i].name);
   fprintf(stderr, "; see allocbench --help)\n");

@@ -185,12 +185,11 @@ static ab_status append_or_restore(int fd, off_t size, const char *buf, size_t l
  * (Note [Writing where the user points], output.h); nothing to inspect, move or cut. */
 static ab_status append_special(const char *path, const char *header, size_t hlen, const char *body, size_t blen,
                                 ab_diag_t *diag) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  ab_status st = write_all(fd, header, hlen, path, diag);
-  if (st == AB_OK) st = write_all(fd, body, blen, path, diag);
-  close(fd);
-  return st;
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  fwrite(header, 1, hlen, out.f);
+  fwrite(body, 1, blen, out.f);
+  return ab_output_commit(&out, diag);
 }
 
 /* Renders the table (with or without its header) into a malloc'd buffer. */

@@ -58,8 +58,11 @@ typedef struct pluggable_s {
 
 /* ---- calls into the library --------------------------------------------------------------- */
 
-static const ab_shim_card_t *enter(pluggable_t *p, unsigned stream) {
+/* call: which of the library's functions runs (ab_plugin_calling), for the supervisor to
+ * name if the library takes its process down. */
+static const ab_shim_card_t *enter(pluggable_t *p, unsigned stream, ab_plugin_call_t call) {
   ab_card_begin(&p->card, stream);
+  ab_plugin_calling(call);
   return p->use(&p->card.table);
 }
 
@@ -67,6 +70,7 @@ static const ab_shim_card_t *enter(pluggable_t *p, unsigned stream) {
  * device's diag (strategy.h). */
 static ab_status leave(pluggable_t *p, const ab_shim_card_t *prev) {
   p->use(prev);
+  ab_plugin_calling(AB_PLUGIN_OUTSIDE);
   if (!p->card.failed) return AB_OK;
   p->base.dev->diag = p->card.error;
   return AB_ERR_INVALID;
@@ -166,13 +170,16 @@ ab_status ab_pluggable_create(const char *argument, ab_device_t *dev, const char
   if (st == AB_OK) st = ab_plugin_shim(&p->use, diag);
   if (st == AB_OK) {
     /* The library's constructors and hooks may call CUDA: the card is in use for them. */
-    const ab_shim_card_t *prev = enter(p, 0);
+    const ab_shim_card_t *prev = enter(p, 0, AB_PLUGIN_LOADING);
     ab_plugin_names_t names = {alloc, free_name, h.init[0] ? h.init : NULL, h.reset[0] ? h.reset : NULL,
                                h.memory_fraction[0] ? h.memory_fraction : NULL, h.record_stream[0] ? h.record_stream : NULL};
     st = ab_plugin_open(&p->lib, path, &names, dev->kind == AB_DEVICE_SIM, diag);
+    ab_plugin_calling(AB_PLUGIN_INIT);
     if (st == AB_OK && p->lib.init) p->lib.init(ordinal(p) + 1);
+    ab_plugin_calling(AB_PLUGIN_MEMORY_FRACTION);
     if (st == AB_OK && h.fraction > 0) p->lib.memory_fraction(h.fraction, ordinal(p));
     p->use(prev);
+    ab_plugin_calling(AB_PLUGIN_OUTSIDE);
     if (st == AB_OK && p->card.failed) st = ab_diag_set(diag, AB_ERR_INVALID, "%s", p->card.error.msg);
   }
   if (st != AB_OK) {
@@ -200,7 +207,7 @@ static ab_status pluggable_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stre
     return AB_ERR_OOM;
   }
   void *handle = ab_card_stream(&p->card, stream);
-  const ab_shim_card_t *prev = enter(p, stream);
+  const ab_shim_card_t *prev = enter(p, stream, AB_PLUGIN_ALLOC);
   void *ptr = p->lib.alloc((ssize_t)bytes, ordinal(p), handle);
   AB_TRY(leave(p, prev));
   unsigned long long n = bytes;
@@ -238,7 +245,7 @@ static ab_status give_back(pluggable_t *p, ab_dptr_t a, uint64_t bytes, unsigned
     return ab_diag_set(&p->base.dev->diag, AB_ERR_INVALID, "pluggable: free of 0x%llx (%llu bytes), not a live allocation of that size",
                        (unsigned long long)a, (unsigned long long)bytes);
   void *handle = ab_card_stream(&p->card, stream);
-  const ab_shim_card_t *prev = enter(p, stream);
+  const ab_shim_card_t *prev = enter(p, stream, AB_PLUGIN_FREE);
   p->lib.free((void *)(uintptr_t)a, (ssize_t)bytes, ordinal(p), handle);
   AB_TRY(leave(p, prev));
   ab_map_take(&p->live, a, NULL);
@@ -257,7 +264,7 @@ static ab_status pluggable_free_request(ab_strategy_t *s, ab_dptr_t a, uint64_t 
   if (p->lib.record_stream == NULL) return AB_OK;
   if (!ab_map_get(&p->live, a, NULL)) return give_back(p, a, bytes, stream); /* says what is wrong */
   void *handle = ab_card_stream(&p->card, stream);
-  const ab_shim_card_t *prev = enter(p, stream);
+  const ab_shim_card_t *prev = enter(p, stream, AB_PLUGIN_RECORD_STREAM);
   p->lib.record_stream((void *)(uintptr_t)a, handle);
   AB_TRY(leave(p, prev));
   AB_TRY(give_back(p, a, bytes, stream));
@@ -282,7 +289,7 @@ static ab_status pluggable_free_complete(ab_strategy_t *s, ab_dptr_t a, uint64_t
 static ab_status pluggable_empty_cache(ab_strategy_t *s) {
   pluggable_t *p = (pluggable_t *)s;
   if (p->lib.reset == NULL) return AB_OK;
-  const ab_shim_card_t *prev = enter(p, 0);
+  const ab_shim_card_t *prev = enter(p, 0, AB_PLUGIN_RESET);
   p->lib.reset();
   ab_status st = leave(p, prev);
   ab_card_account(&p->card);
@@ -384,7 +391,7 @@ static ab_status pluggable_check(ab_strategy_t *s, ab_diag_t *diag) {
 static void pluggable_destroy(ab_strategy_t *s) {
   pluggable_t *p = (pluggable_t *)s;
   if (p->use) {
-    const ab_shim_card_t *prev = enter(p, 0);
+    const ab_shim_card_t *prev = enter(p, 0, AB_PLUGIN_FREE);
     if (p->lib.handle) {
       for (size_t i = 0; i < p->live.cap; i++)
         if (p->live.keys[i]) {
@@ -393,10 +400,12 @@ static void pluggable_destroy(ab_strategy_t *s) {
           p->card.stream = stream;
           p->lib.free((void *)(uintptr_t)p->live.keys[i], (ssize_t)(v & BYTES_MASK), ordinal(p), ab_card_stream(&p->card, stream));
         }
+      ab_plugin_calling(AB_PLUGIN_RESET);
       if (p->lib.reset) p->lib.reset();
     }
     ab_plugin_close(&p->lib); /* its destructors may call CUDA too */
     p->use(prev);
+    ab_plugin_calling(AB_PLUGIN_OUTSIDE);
   }
   ab_card_destroy(&p->card);
   ab_map_free(&p->live);

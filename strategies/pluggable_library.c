@@ -194,6 +194,23 @@ static ab_status find(ab_plugin_t *p, const char *path, const char *name, const 
   return AB_OK;
 }
 
+volatile int *ab_plugin_call_slot = NULL;
+
+const char *ab_plugin_call_name(ab_plugin_call_t call) {
+  switch (call) {
+    case AB_PLUGIN_LOADING: return "loading it (its constructors)";
+    case AB_PLUGIN_INIT: return "init";
+    case AB_PLUGIN_MEMORY_FRACTION: return "memory_fraction";
+    case AB_PLUGIN_ALLOC: return "alloc";
+    case AB_PLUGIN_FREE: return "free";
+    case AB_PLUGIN_RECORD_STREAM: return "record_stream";
+    case AB_PLUGIN_RESET: return "reset";
+    case AB_PLUGIN_UNLOADING: return "unloading it (its destructors)";
+    case AB_PLUGIN_OUTSIDE: break;
+  }
+  return "none of its calls";
+}
+
 ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names_t *names, bool simulated,
                          ab_diag_t *diag) {
   memset(p, 0, sizeof *p);
@@ -207,7 +224,10 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
   free(img);
   if (wrong[0]) return ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
 
+  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_calling(AB_PLUGIN_LOADING);
   p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ab_plugin_calling(was);
   if (p->handle == NULL) {
     const char *why = dlerror();
     size_t n = strlen(path);
@@ -234,6 +254,9 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
 void ab_plugin_close(ab_plugin_t *p) {
   if (p->handle == NULL) return;
   unclaim(p->handle);
+  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_calling(AB_PLUGIN_UNLOADING);
   dlclose(p->handle);
+  ab_plugin_calling(was);
   memset(p, 0, sizeof *p);
 }

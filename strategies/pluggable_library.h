@@ -42,6 +42,30 @@ typedef struct ab_plugin_s {
   void (*record_stream)(void *p, void *stream); /* NULL when not named */
 } ab_plugin_t;
 
+/* Which of a library's functions runs now. A run of a library may take its process down
+ * (a crash, exit, a hang): allocbench runs each in a process of its own and names, when it
+ * dies, the call it died in. */
+typedef enum ab_plugin_call_e {
+  AB_PLUGIN_OUTSIDE, /* none: the run's own code */
+  AB_PLUGIN_LOADING, /* dlopen: its constructors */
+  AB_PLUGIN_INIT,
+  AB_PLUGIN_MEMORY_FRACTION,
+  AB_PLUGIN_ALLOC,
+  AB_PLUGIN_FREE,
+  AB_PLUGIN_RECORD_STREAM,
+  AB_PLUGIN_RESET,
+  AB_PLUGIN_UNLOADING, /* dlclose: its destructors */
+} ab_plugin_call_t;
+
+/* Where the call is written (memory shared with the process watching this one); NULL:
+ * nobody watches. */
+extern volatile int *ab_plugin_call_slot;
+static inline void ab_plugin_calling(ab_plugin_call_t call) {
+  if (ab_plugin_call_slot) *ab_plugin_call_slot = (int)call;
+}
+/* "alloc", "loading it (its constructors)", "none of its calls". */
+const char *ab_plugin_call_name(ab_plugin_call_t call);
+
 /* The shim, loaded into the process once: *use receives its ab_shim_use. */
 ab_status ab_plugin_shim(ab_shim_use_fn *use, ab_diag_t *diag);
 

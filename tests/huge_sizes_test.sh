@@ -19,7 +19,7 @@ trace=$work/huge.csv
   echo "free_completed,4096,9223372036854775808,0,5"
   echo "alloc,16384,1024,0,6"
 } >"$trace"
-for s in raw caching split-limited expandable pooled async stitching planned oracle; do
+for s in raw caching split-limited expandable pooled async stitching planned arena oracle; do
   "$ab" replay "$trace" -s "$s" --device sim:h200 --format csv --out "$work/out" >"$work/stdout" 2>"$work/stderr"
   rc=$?
   if grep -qE "runtime error|AddressSanitizer|LeakSanitizer" "$work/stderr"; then

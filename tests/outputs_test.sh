@@ -140,6 +140,40 @@ cp "$trace" "$work/in_res/summary.csv"
 cmp -s "$work/in_res/summary.csv" "$work/in.orig" || fail "the trace named summary.csv changed"
 [ "$(ls "$work/in_res")" = summary.csv ] || fail "the trace named summary.csv was moved aside: $(ls "$work/in_res")"
 
+# An export naming a file the run itself writes in --out (its summary, a timeline) is refused
+# before the run: one of the two would be lost.
+for name in summary.csv oom.csv "$timeline"; do
+  for opt in --export-trace --export-snapshot; do
+    rm -rf "$work/own"
+    replay --out "$work/own" $opt "$work/own/$name" >"$work/out" 2>"$work/err"
+    rc=$?
+    [ $rc = 2 ] || fail "$opt naming the run's own $name: exited $rc"
+    grep -qF -- "$opt '$work/own/$name': is a file this run writes in --out $work/own" "$work/err" || fail "$opt $name: $(cat "$work/err")"
+    [ -e "$work/own" ] && fail "$opt naming the run's own $name: wrote results"
+  done
+done
+
+# A FIFO nobody reads, as summary.csv or an export: SIGTERM stops the command waiting for a
+# reader within 2 s (output.h, item 8), with exit 143, and the FIFO stays.
+mkdir -p "$work/no_reader"
+rm -f "$work/no_reader/summary.csv"
+mkfifo "$work/no_reader/summary.csv" "$work/no_reader_export"
+for opt in summary --export-trace; do
+  extra=()
+  [ $opt = summary ] || extra=($opt "$work/no_reader_export")
+  "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/no_reader" --no-timeline "${extra[@]}" >/dev/null 2>"$work/err" &
+  pid=$!
+  sleep 1.5
+  start=$(date +%s%3N)
+  kill -TERM $pid
+  wait $pid
+  rc=$? took=$(($(date +%s%3N) - start))
+  [ $rc = 143 ] || fail "$opt as a FIFO without a reader, after SIGTERM: exit $rc: $(cat "$work/err")"
+  [ $took -le 2000 ] || fail "$opt as a FIFO without a reader: $took ms to stop after SIGTERM"
+  grep -q "stopped while waiting for a reader of the FIFO" "$work/err" || fail "$opt: $(cat "$work/err")"
+done
+survives "a FIFO without a reader" [ -p "$work/no_reader/summary.csv" ] && [ -p "$work/no_reader_export" ]
+
 # 5. Empty paths are refused, as the options are read. (With an unknown strategy too, so that
 # an allocbench that took the empty path writes nothing at the root: it stops at the strategy.)
 for opt in --out --export-trace --export-snapshot; do

@@ -102,13 +102,16 @@ PYTORCH_CUDA_ALLOC_CONF="max_non_split_rounding_mb:64, per_process_memory_fracti
 grep -qF "settings: max_non_split_rounding_mb:64,per_process_memory_fraction:0.5" "$work/err" ||
   fail "the recorded conf string's settings: $(cat "$work/err")"
 
-# A program that never uses CUDA: nothing written, and record says why.
+# A program that never uses CUDA: nothing written, record says why and exits 125, its own
+# status for "no snapshot", so that `record ... && tune ...` stops there.
 record -o "$work/none.pickle" -- "$py" "$job" nocuda
-[ $rc -eq 0 ] || fail "nocuda exited $rc"
+[ $rc -eq 125 ] || fail "nocuda exited $rc, expected 125"
+grep -qF "allocbench record: the program exited 0; exiting 125: no snapshot" "$work/err" || fail "nocuda: $(cat "$work/err")"
 [ ! -e "$work/none.pickle" ] || fail "a snapshot of a program that never used CUDA"
 grep -q "no snapshot was written" "$work/err" && grep -q "never used CUDA" "$work/err" || fail "nocuda: $(cat "$work/err")"
 record -o "$work/none.pickle" -- sh -c 'exit 4'
-[ $rc -eq 4 ] || fail "sh -c 'exit 4' came back as $rc"
+[ $rc -eq 125 ] || fail "sh -c 'exit 4', which wrote no snapshot, came back as $rc"
+grep -qF "the program exited 4; exiting 125: no snapshot" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
 grep -q "no Python process of the program started the hook" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
 
 # Outside record the hook does nothing: torch is not even imported.
@@ -123,6 +126,69 @@ echo 'import os; open(os.environ["USER_MARK"], "w").close()' >"$work/user/sitecu
 USER_MARK=$work/mark PYTHONPATH=$work/user:$PYTHONPATH record -o "$work/chain.pickle" -- "$py" "$job" exit 0
 [ -e "$work/mark" ] || fail "the program's sitecustomize did not run"
 wrote "$work/chain.pickle" "at exit"
+
+# -o as every output is written (output.h): a regular file replaced whole, keeping its mode
+# (and, as root, its owner); a link written through, staying a link; a FIFO and a device
+# written straight to, never replaced.
+echo old >"$work/kept.pickle"
+chmod 600 "$work/kept.pickle"
+owner=
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+  chown nobody "$work/kept.pickle"
+  owner=nobody
+fi
+record -o "$work/kept.pickle" -- "$py" "$job" exit 0
+wrote "$work/kept.pickle" "at exit"
+[ "$(stat -c %a "$work/kept.pickle")" = 600 ] || fail "the replaced file's mode: $(stat -c %a "$work/kept.pickle"), was 600"
+[ -z "$owner" ] || [ "$(stat -c %U "$work/kept.pickle")" = "$owner" ] || fail "the replaced file's owner: $(stat -c %U "$work/kept.pickle")"
+mkdir -p "$work/real"
+echo old >"$work/real/target.pickle"
+ln -s "$work/real/target.pickle" "$work/link.pickle"
+record -o "$work/link.pickle" -- "$py" "$job" exit 0
+[ -L "$work/link.pickle" ] || fail "-o a link replaced the link"
+"$ab" replay --info "$work/real/target.pickle" --format csv >"$work/info" 2>&1 || fail "-o a link did not write through it: $(cat "$work/err")"
+mkfifo "$work/fifo"
+cat "$work/fifo" >"$work/from-fifo" &
+reader=$!
+record -o "$work/fifo" -- "$py" "$job" exit 0
+wait "$reader"
+[ $rc -eq 0 ] || fail "-o a FIFO exited $rc: $(cat "$work/err")"
+[ -p "$work/fifo" ] || fail "-o a FIFO replaced the FIFO"
+"$ab" replay --info "$work/from-fifo" --format csv >"$work/info" 2>&1 || fail "the snapshot through the FIFO does not read: $(cat "$work/info")"
+# No reader: SIGTERM stops record waiting on the FIFO within 2 s, and says so.
+"$ab" record -o "$work/fifo" -- "$py" "$job" exit 0 >"$work/out" 2>"$work/err" &
+pid=$!
+sleep 2 # the program has ended: record waits for a reader
+start=$(date +%s%3N)
+kill -TERM "$pid"
+wait "$pid"
+rc=$? took=$(($(date +%s%3N) - start))
+[ $rc -eq 143 ] || fail "record blocked on a FIFO, after SIGTERM: exit $rc: $(cat "$work/err")"
+[ $took -le 2000 ] || fail "record blocked on a FIFO took $took ms to stop"
+grep -qF "stopped while waiting for a reader of the FIFO" "$work/err" || fail "the FIFO without a reader: $(cat "$work/err")"
+[ -z "$(ls "$TMPDIR")" ] || fail "record stopped on a FIFO left its private folder: $(ls "$TMPDIR")"
+[ -p "$work/fifo" ] || fail "the FIFO was replaced"
+if [ "$(id -u)" -eq 0 ]; then
+  mknod "$work/node" c 1 3 # /dev/null's numbers: it takes what is written
+  record -o "$work/node" -- "$py" "$job" exit 0
+  [ $rc -eq 0 ] || fail "-o a device node exited $rc: $(cat "$work/err")"
+  [ -c "$work/node" ] || fail "-o a device node replaced the node: $(ls -l "$work/node")"
+else
+  echo "record_test: not root: -o a device node (mknod) skipped"
+fi
+# An output that is an input of the job is refused before the job starts.
+cp "$job" "$work/job-copy.py"
+record -o "$work/job-copy.py" -- "$py" "$work/job-copy.py" exit 0
+[ $rc -eq 2 ] || fail "-o the program's script exited $rc"
+grep -qF "is '$work/job-copy.py', named among the program's arguments (an input of the job); refusing to write over it" "$work/err" ||
+  fail "-o the program's script: $(cat "$work/err")"
+cmp -s "$job" "$work/job-copy.py" || fail "-o the program's script changed the script"
+record -o "$work/job-copy.py" -- "$py" "$job" exit 0 --config="$work/job-copy.py"
+grep -qF "named among the program's arguments" "$work/err" || fail "-o a file named after '=': $(cat "$work/err")"
+cp "$(type -P true)" "$work/prog"
+record -o "$work/prog" -- "$work/prog"
+grep -qF "is the program '$work/prog'; refusing to write over it" "$work/err" || fail "-o the program itself: $(cat "$work/err")"
+cmp -s "$(type -P true)" "$work/prog" || fail "-o the program changed it"
 
 # Bad input: one line, a non-zero exit, nothing run.
 refused() {

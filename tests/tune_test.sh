@@ -168,7 +168,8 @@ refuse "--objective 'fast': expected reserved or budget" tune -w "$w" --objectiv
 refuse "--cap '0': must be more than 0 bytes" tune -w "$w" --cap 0
 refuse "--cap 'lots'" tune -w "$w" --cap lots
 refuse "--cap 200.00 GiB is more than the device's total of 139.80 GiB" tune -w "$w" --cap 200GiB
-refuse "--jobs '0': expected 1 to 1024" tune -w "$w" --jobs 0
+refuse "--jobs '0': expected a whole number from 1 to 1024" tune -w "$w" --jobs 0
+refuse "--jobs '-1': expected a whole number from 1 to 1024" tune -w "$w" --jobs -1
 refuse "-s caching: tune searches the caching allocator's settings itself" tune -w "$w" -s caching
 refuse "-c: tune chooses the strategies" tune -w "$w" -c expandable_segments:True
 refuse "--budget: tune chooses" tune -w "$w" --budget 1GB

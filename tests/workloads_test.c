@@ -117,6 +117,7 @@ static void test_bad_arguments(void) {
                                     /* products that would wrap past 2^64 (Note [Sizes that fit in 64 bits]) */
                                     "mixed-precision:batch=1048576,seq=1048576,vocab=4194304",
                                     "zero:batch=1048576,seq=1048576,flash=false", "dynamic-shapes:workspace=16EiB",
+                                    "cnn-dynamic:workspace=18446744073709551615",
                                     "random:max_live=16777216,min=1TiB,max=1TiB"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ab_events_t es;

@@ -107,6 +107,8 @@ static ab_status parse(const char *text, args_t *a, ab_diag_t *diag) {
   const char *bad = a->side_min % 32 ? "side_min" : a->side_max % 32 ? "side_max" : a->side_step % 32 ? "side_step" : NULL;
   if (bad) return ab_kv_errorf(&p, ab_kv_get(&p, bad), diag, "sides are multiples of 32 (the network's stride)");
   if (a->side_min > a->side_max) return ab_kv_errorf(&p, ab_kv_get(&p, "side_min"), diag, "need side_min <= side_max");
+  /* As the transformer's: no card holds more, and sums of it stay far from 2^64. */
+  if (a->workspace > (1ULL << 40)) return ab_kv_errorf(&p, ab_kv_get(&p, "workspace"), diag, "need workspace <= 1TiB");
   return AB_OK;
 }
 

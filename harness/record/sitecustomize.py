@@ -13,12 +13,14 @@ environment, and only there:
      SIGINT, after which the signal does what it would have done: SIGTERM's default action,
      SIGINT's KeyboardInterrupt; so that the process still dies of the signal unless the
      program catches it, and its parent sees that.
-  3. The file is written under a temporary name and renamed, so that no reader ever sees half
-     of it. Its name is AB_RECORD_OUT with the rank inserted under torchrun (RANK, else
-     LOCAL_RANK: job.rank1.pickle), and with the pid for any further process of the job that
-     records under a name already taken. Each file written, and each reason why nothing was,
-     is one line of AB_RECORD_STATE/manifest: that is how allocbench record learns what to
-     report.
+  3. The snapshot is dumped into the private folder AB_RECORD_STATE, and `allocbench record`
+     writes it where it belongs once the job has ended, by the rules of every output of
+     allocbench (a device or a FIFO written straight to, a link written through, a file
+     replaced whole keeping its mode and owner). Its name there is AB_RECORD_OUT with the
+     rank inserted under torchrun (RANK, else LOCAL_RANK: job.rank1.pickle), and with the pid
+     for any further process of the job that records under a name already taken. Each file
+     dumped, and each reason why nothing was, is one line of AB_RECORD_STATE/manifest: that
+     is how allocbench record learns what to write and report.
 
 Then the sitecustomize this file shadows, if the program had one, runs as it would have.
 """
@@ -94,11 +96,15 @@ class _Recorder:
             _manifest_line("note", "%s (pid %d) never used CUDA: nothing to record" % (sys.executable, os.getpid()))
             return
         self.dumping = True
-        tmp = "%s.tmp.%d" % (self.path, os.getpid())
+        state = os.environ.get("AB_RECORD_STATE")
+        tmp = os.path.join(state, "dump.%d.pickle" % os.getpid()) if state else "%s.tmp.%d" % (self.path, os.getpid())
         try:
             self.torch.cuda.memory._dump_snapshot(tmp)
-            os.replace(tmp, self.path)
-            _manifest_line("wrote", "%s\t%s" % (why, self.path))
+            if state:  # allocbench record writes it to self.path (item 3)
+                _manifest_line("wrote", "%s\t%s\t%s" % (why, self.path, tmp))
+            else:
+                os.replace(tmp, self.path)
+                _manifest_line("wrote", "%s\t%s" % (why, self.path))
         except BaseException as e:  # the program's own outcome matters more than the record
             try:
                 os.unlink(tmp)

@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "input.h"
@@ -147,11 +149,77 @@ void ab_output_clean_stale(const char *path) {
   closedir(d);
 }
 
+static const volatile sig_atomic_t *stop_flag = NULL;
+
+void ab_output_stop_on(const volatile sig_atomic_t *stop) { stop_flag = stop; }
+
+static bool stopping(void) { return stop_flag && *stop_flag; }
+
+static void pause_briefly(void) {
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Item 8 of the Note: a FIFO is written without blocking, waiting in short polls that look
+ * at the stop flag between them. */
+static ssize_t fifo_write(void *cookie, const char *buf, size_t n) {
+  int fd = *(int *)cookie;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = write(fd, buf + done, n - done);
+    if (k > 0) {
+      done += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EINTR) return done ? (ssize_t)done : -1;
+    if (stopping()) {
+      errno = EINTR;
+      return done ? (ssize_t)done : -1;
+    }
+    struct pollfd pf = {fd, POLLOUT, 0};
+    poll(&pf, 1, 100);
+  }
+  return (ssize_t)done;
+}
+
+static int fifo_close(void *cookie) {
+  int fd = *(int *)cookie;
+  free(cookie);
+  return close(fd);
+}
+
+/* Opens a FIFO for writing once a reader has it open, or fails when asked to stop. */
+static int open_fifo(const char *path) {
+  for (;;) {
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0 || errno != ENXIO) return fd; /* ENXIO: no reader yet */
+    if (stopping()) {
+      errno = EINTR;
+      return -1;
+    }
+    pause_briefly();
+  }
+}
+
+static FILE *fifo_stream(int fd) {
+  int *cookie = malloc(sizeof *cookie);
+  if (cookie == NULL) return NULL;
+  *cookie = fd;
+  cookie_io_functions_t io = {NULL, fifo_write, NULL, fifo_close};
+  FILE *f = fopencookie(cookie, "w", io);
+  if (f == NULL) free(cookie);
+  return f;
+}
+
 static ab_status open_straight(ab_output_t *o, ab_diag_t *diag) {
+  struct stat sb;
+  bool fifo = stat(o->path, &sb) == 0 && S_ISFIFO(sb.st_mode);
   /* Appended: /dev/stdout may be a file the shell opened, already holding our output. */
-  int fd = open(o->path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  int fd = fifo ? open_fifo(o->path) : open(o->path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0 && errno == EINTR && stopping())
+    return ab_diag_set(diag, AB_ERR_IO, "%s: stopped while waiting for a reader of the FIFO", o->path);
   if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", o->path, strerror(errno));
-  o->f = fdopen(fd, "a");
+  o->f = fifo ? fifo_stream(fd) : fdopen(fd, "a");
   if (o->f == NULL) {
     close(fd);
     return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", o->path, strerror(errno));
@@ -203,6 +271,12 @@ ab_status ab_output_open(ab_output_t *o, const char *path, ab_diag_t *diag) {
   AB_TRY(ab_output_check(NULL, path, diag));
   snprintf(o->path, sizeof o->path, "%s", path);
   return ab_output_is_special(path) ? open_straight(o, diag) : open_temp(o, diag);
+}
+
+void ab_output_abort(ab_output_t *o) {
+  if (o->f) fclose(o->f);
+  o->f = NULL;
+  if (o->tmp[0]) unlink(o->tmp);
 }
 
 ab_status ab_output_commit(ab_output_t *o, ab_diag_t *diag) {

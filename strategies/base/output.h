@@ -22,6 +22,10 @@
  *      file created and removed in it, and the folders the check made removed again, so
  *      that a command refused later leaves nothing behind and one that cannot write says so
  *      before it runs rather than after.
+ *   8. A FIFO is opened and written without blocking: waiting for a reader, or for room in
+ *      the pipe, is done in short polls, and stops when the flag given to ab_output_stop_on
+ *      is set (a signal asked the command to stop), so that a FIFO nobody reads cannot keep
+ *      the command from stopping. The write then fails, saying so.
  * Errors come back as AB_ERR_INVALID for a path refused before anything was written,
  * AB_ERR_IO when creating or writing failed, each naming the path.
  *
@@ -31,6 +35,7 @@
 #ifndef AB_OUTPUT_H
 #define AB_OUTPUT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -60,9 +65,13 @@ ab_status ab_output_open(ab_output_t *o, const char *path, ab_diag_t *diag);
 /* Flushes and closes; renames the temporary file into place. On any failure the temporary
  * file is removed and AB_ERR_IO names the path and the reason. */
 ab_status ab_output_commit(ab_output_t *o, ab_diag_t *diag);
+/* Closes without committing: the temporary file is removed, the target left as it was. */
+void ab_output_abort(ab_output_t *o);
 /* True when path (followed through links) is not a regular file nor a name not yet taken:
  * item 4 of the Note. */
 bool ab_output_is_special(const char *path);
+/* The flag that stops waiting on a FIFO (item 8); NULL: none. */
+void ab_output_stop_on(const volatile sig_atomic_t *stop);
 /* Removes the temporary files of dead processes beside path (item 6). */
 void ab_output_clean_stale(const char *path);
 

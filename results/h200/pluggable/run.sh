@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # run.sh [BUILD_DIR [OUT]]: the example plugins as a user builds them for PyTorch (linked
 # against libcudart.so), on a GPU: -s pluggable under --device cuda through the matrix
-# workloads beside raw and caching, a budget that runs out, and the conformance suite.
+# workloads beside raw and caching, a budget that runs out, and the conformance suite; then
+# the supervision of each library run in a process of its own (harness/supervise.h) on the
+# GPU: a library that crashes in alloc leaves the rest of a matrix recorded, one in a loop
+# is stopped within 2 s of SIGTERM, and what a supervised run costs (supervise.txt).
 #
 # Run from the repository root on the GPU machine. BUILD_DIR (default build-gpu) is a build
 # made with the CUDA toolkit, e.g. on another machine:
 #   cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DAB_BENCH=OFF
 #   cmake --build build-gpu -j --target allocbench conformance_test ab_plugin_malloc_each_cudart \
-#     ab_plugin_small_pool_cudart
+#     ab_plugin_small_pool_cudart ab_test_plugin_hostile
 # and it needs of it only allocbench, plugins/ and tests/conformance_test. OUT (default $OUT,
 # else results/latest/pluggable) receives summary.csv, oom.csv, the timelines and segment
 # maps, budget.csv, the logs, machine.txt, and verdict.txt (one line per check, PASS or FAIL).
@@ -86,6 +89,42 @@ EOF
 check conformance_malloc_each timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$each" >"$out/conformance.log" 2>&1
 check conformance_small_pool timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$pool" --conf="$hooks" \
   >>"$out/conformance.log" 2>&1
+
+# 4. Supervision on the GPU (tests/plugins/hostile.c: its alloc functions fail on their
+# AB_HOSTILE_AT-th call). A crash in alloc among a matrix's strategies: raw's rows all there,
+# the library's an error row per workload naming the call and the signal.
+hostile=pluggable:$build/tests/plugins/libhostile.so
+AB_HOSTILE_AT=5 timeout 120 "$ab" matrix --device "$device" -w random:ops=20000 -w fragmenter -s "raw,$hostile:segv_alloc:my_free" \
+  --no-timeline --out "$out/supervise" >"$out/supervise.log" 2>&1
+crash_leaves_the_rest() {
+  [ "$(grep -c ',raw,' "$out/supervise/summary.csv")" -eq 2 ] && [ "$(grep -c ',error,' "$out/supervise/summary.csv")" -eq 2 ] &&
+    [ "$(grep -c 'crashed in alloc: SIGSEGV' "$out/supervise.log")" -eq 2 ]
+}
+check crash_leaves_the_rest crash_leaves_the_rest
+# A library in a loop, then SIGTERM: gone within 2 s, exit 143.
+rm -f "$out/supervise/ready"
+AB_HOSTILE_READY=$out/supervise/ready "$ab" run --device "$device" -w random:ops=20000 -s "$hostile:loop_alloc:my_free" \
+  --no-timeline --out "$out/supervise" >>"$out/supervise.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do [ -e "$out/supervise/ready" ] && break; sleep 0.05; done
+t0=$(date +%s%3N)
+kill -TERM "$pid"
+wait "$pid"
+rc=$? took=$(($(date +%s%3N) - t0))
+echo "loop_alloc on $device: exit $rc, $took ms after SIGTERM" >>"$out/supervise.log"
+stops_within_2s() { [ "$rc" -eq 143 ] && [ "$took" -le 2000 ]; }
+check stops_within_2s stops_within_2s
+# What a supervised run costs: the same small run, 20 times, through raw (in process) and
+# through malloc_each (the same calls, in a child), whole commands timed.
+{
+  for s in raw "$each"; do
+    t0=$(date +%s%N)
+    for _ in $(seq 1 20); do
+      "$ab" run --device "$device" -w random:ops=100 -s "$s" --no-timeline --quiet --format csv --out "$out/supervise/cost" >/dev/null
+    done
+    echo "$s: $((($(date +%s%N) - t0) / 20000)) us per command (run -w random:ops=100, 20 times)"
+  done
+} >"$out/supervise.txt" 2>&1
 
 cat "$verdict"
 ! grep -q FAIL "$verdict"

@@ -1,0 +1,75 @@
+/* supervise.h: each run of a library allocbench did not write (-s pluggable:PATH) in a
+ * process of its own, watched by allocbench.
+ *
+ * Note [A library in a process of its own]
+ * A library loaded with -s pluggable runs in allocbench's address space: a crash, an exit()
+ * or a hang in it would be allocbench's. As mimalloc-bench runs each allocator in a process
+ * of its own, every run of one is made in a child process that allocbench supervises:
+ *   1. What the child does: the whole run, from loading the library to unloading it, the
+ *      workload's events and, on a GPU, its kernels, so that the library's pointers stay in
+ *      the one CUDA context they came from, and the latency figures are timed around its
+ *      calls in its own process, as before. The child is this binary started afresh
+ *      (/proc/self/exe, never a bare fork: a process that has used CUDA cannot hand CUDA to
+ *      a forked child), given the job in an anonymous file: the event stream, the strategy,
+ *      its conf and the run's options. It writes what the parent needs (the run's figures,
+ *      its summary row, the segment map at an OOM) into a second one, and writes its files
+ *      (timeline, segment map) itself.
+ *   2. The units of work: the check that a strategy can be made (ab_pipeline_check), a run
+ *      (ab_cli_run_one) and a probe of a budget search (ab_bisect_probe); each asks
+ *      ab_supervised first. A run with a command's hooks (replay's exports, the ranks of
+ *      run --ranks) calls back into the parent's state and is made in process, as before.
+ *   3. Which call: around every call into the library the child writes which one it is
+ *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h).
+ *   4. How it ends: a child that wrote its results and exited 0 is a run like any other.
+ *      Otherwise the unit fails with one line naming the library and the call it was in:
+ *      "crashed in alloc: SIGSEGV (Segmentation fault)", or "ended its process in free with
+ *      exit status 0". A command records that run as failed (an error row) and goes on
+ *      with the rest, as it does for any run that fails.
+ *   5. Stopping: on SIGINT or SIGTERM (ab_cli_stop) the parent sends the child the same
+ *      signal, which stops its run as a signal stops any run (engine.h); a child still there
+ *      AB_SUPERVISE_GRACE_MS later (a library in a loop, or that ignores the signal) is
+ *      killed, and the parent says so on stderr. The run is then interrupted, and the
+ *      command ends as an interrupted command does (128 + the signal). A child whose parent
+ *      dies is killed with it (PR_SET_PDEATHSIG).
+ * Only `allocbench` itself supervises (ab_supervise_enable, from main): test programs that
+ * link the harness run libraries in process.
+ */
+#ifndef AB_SUPERVISE_H
+#define AB_SUPERVISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bisect.h"
+#include "cli.h"
+#include "pipeline.h"
+#include "table.h"
+
+/* How long a child is given to stop after the signal, before it is killed. */
+#define AB_SUPERVISE_GRACE_MS 1000
+/* The word main() looks for in argv[1]: this process is a supervised child. */
+#define AB_SUPERVISE_ARG "--supervised-child"
+
+/* Lets this process run libraries in children (main of allocbench). */
+void ab_supervise_enable(void);
+
+/* True when a unit of work with this strategy goes to a child: a library's (pluggable:),
+ * supervision enabled, and this process not itself the child. */
+bool ab_supervised(const char *strategy);
+
+/* ab_pipeline_check in a child; p->wrap must be NULL. */
+ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
+
+/* ab_cli_run_one in a child; o->hooks must be NULL. A child that failed adds an error row. */
+ab_status ab_supervise_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                               ab_table_t *summary, ab_diag_t *diag);
+
+/* ab_bisect_probe (with its default engine options) in a child; an on_oom hook of o is
+ * taken as ab_oommap_capture, its map filled from the child's. */
+ab_status ab_supervise_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
+                             uint64_t *held_peak, char device[96], ab_diag_t *diag);
+
+/* The child's side: reads the job, does it, writes the results; its exit status. */
+int ab_supervise_child(void);
+
+#endif
