@@ -299,6 +299,13 @@ static const ab_col_t display_cols[] = {{"rank", true},          {"strategy", fa
                                         {"peak reserved", true}, {"smallest cap", true}, {"device allocs", true},
                                         {"worst trace", false},  {"", false}};
 
+/* Whether the job's settings were recorded (a trace), or are only the defaults (a generator). */
+static bool recorded_any(const tune_view_t *v) { return strncmp(v->job->t[0].es.source, "replay:", 7) == 0; }
+
+/* A conf for the table: cut to CONF_WIDTH characters, the rest "..." (tune.csv has it whole),
+ * so that the table fits 132 columns. */
+enum { CONF_WIDTH = 40 };
+
 static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r) {
   char rank[16], reserved[48], cap[48], allocs[24], note[AB_DIAG_BYTES + 64], mark[AB_DIAG_BYTES + 128];
   snprintf(rank, sizeof rank, "%zu", r->rank);
@@ -314,13 +321,23 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
   snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
   const ab_events_t *es = &v->job->t[r->trace].es;
   note_of(v, es, r, note, sizeof note);
-  if (r->cand.family == AB_TUNE_REFERENCE) note[0] = '\0'; /* the "budget" beside its figure says it */
-  snprintf(mark, sizeof mark, "%s%s%s%s%s", r == v->winner ? "<- recommended" : "",
-           r == v->winner && r->cand.recorded ? ", " : "", r->cand.recorded ? "recorded" : "",
-           (r == v->winner || r->cand.recorded) && note[0] ? "; " : "", note);
-  const char *row[] = {rank, r->cand.strategy,
-                       r->cand.family == AB_TUNE_REFERENCE ? "-" : r->cand.conf[0] ? r->cand.conf : "(default)",
-                       reserved, cap, allocs, short_name(es->source), mark};
+  /* The "budget" beside its figure says the first; "OOM" in the peak's column and the title's
+   * "under the cap" the second. */
+  if (r->cand.family == AB_TUNE_REFERENCE || (r->status == AB_RUN_OOM && r->search.passed && !r->search.upper_bound))
+    note[0] = '\0';
+  /* The references (raw, pooled, async, -s) are no PYTORCH_CUDA_ALLOC_CONF: marked so. */
+  bool reference = r->cand.family == AB_TUNE_REFERENCE;
+  const char *recorded = recorded_any(v) ? "recorded" : "the defaults";
+  snprintf(mark, sizeof mark, "%s%s%s%s%s%s", r == v->winner ? "<- recommended" : "", reference ? "reference" : "",
+           r == v->winner && r->cand.recorded ? ", " : "", r->cand.recorded ? recorded : "",
+           (r == v->winner || r->cand.recorded || reference) && note[0] ? "; " : "", note);
+  char conf[CONF_WIDTH + 1];
+  const char *whole = reference ? "-" : r->cand.conf[0] ? r->cand.conf : "(default)";
+  if (strlen(whole) > CONF_WIDTH)
+    snprintf(conf, sizeof conf, "%.*s...", CONF_WIDTH - 3, whole);
+  else
+    snprintf(conf, sizeof conf, "%s", whole);
+  const char *row[] = {rank, r->cand.strategy, conf, reserved, cap, allocs, short_name(es->source), mark};
   return ab_table_add(t, row);
 }
 
@@ -377,15 +394,20 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
     fprintf(f, "# the most any trace reserves at its peak: %s (%s)\n",
             ab_format_bytes((uint64_t)m->stats.reserved_bytes.peak, a, sizeof a), short_name(v->job->t[most].es.source));
   if (rec == NULL) return;
-  const char *name = rec->cand.conf[0] ? rec->cand.conf : "the defaults";
+  /* A trace recorded its configuration; a generator has none but PyTorch's defaults. */
+  char name[sizeof rec->cand.conf + 48];
+  if (recorded_any(v))
+    snprintf(name, sizeof name, "the recorded configuration (%s)", rec->cand.conf[0] ? rec->cand.conf : "the defaults");
+  else
+    snprintf(name, sizeof name, "the defaults");
   if (rec == w) {
-    fprintf(f, "# the recorded configuration (%s) is already the best of the %zu tried\n", name, ntried);
+    fprintf(f, "# %s %s already the best of the %zu tried\n", name, recorded_any(v) ? "is" : "are", ntried);
   } else if (rec->status != AB_RUN_OK) {
-    fprintf(f, "# the recorded configuration (%s) ran out of memory%s%s\n", name, v->cap ? " under the cap" : "",
-            on_worst(v, rec, where, sizeof where));
+    fprintf(f, "# %s ran out of memory%s%s\n", name, v->cap ? " under the cap" : "", on_worst(v, rec, where, sizeof where));
   } else {
     uint64_t rp = (uint64_t)rec->stats.reserved_bytes.peak, wp = (uint64_t)w->stats.reserved_bytes.peak;
-    fprintf(f, "# against the recorded configuration (%s: peak reserved %s, smallest cap %s%s): %s", name,
+    /* Two lines, so that each fits a terminal of 132 columns. */
+    fprintf(f, "# against %s: peak reserved %s, smallest cap %s%s\n# the recommended: %s", name,
             ab_format_bytes(rp, a, sizeof a), rec->search.passed ? ab_format_bytes(rec->search.min_budget, b, sizeof b) : "none found",
             on_worst(v, rec, where, sizeof where), saving(rp, wp, c, sizeof c));
     if (rp > wp) fprintf(f, " (%.1f%%)", 100.0 * (double)(rp - wp) / (double)rp);
@@ -532,8 +554,9 @@ static ab_status run_stage(job_t *job, const ab_tune_list_t *list, size_t first,
     one.plan = t->plan;
     one.plan_len = t->plan_len;
     prog->trace = job->n > 1 ? t->es.source : NULL;
-    prog->offset = first * job->n + k * n;
-    prog->total = list->n * job->n;
+    /* Each stage counts to its own total: the second one's size is known only after the first. */
+    prog->offset = k * n;
+    prog->total = n * job->n;
     AB_TRY(ab_tune_run(&t->es, list->c + first, n, first, &one, t->r + first, diag));
   }
   return AB_OK;
@@ -704,6 +727,9 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
     ab_tune_best_of_families(worst, first, a->objective, best);
     st = ab_tune_grid_combine(&list, best, s.cap > 0, &diag);
     if (st == AB_OK && list.n > 2 * first) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "the grid's second stage outgrew its room");
+    if (st == AB_OK && list.n > first && !o->quiet)
+      fprintf(stderr, "allocbench tune: then %zu combination%s of the settings that did best\n", list.n - first,
+              list.n - first == 1 ? "" : "s");
     if (st == AB_OK) st = run_stage(job, &list, first, &opts, &prog, &diag);
     if (st == AB_OK) take_worst(job, first, list.n, a->objective, worst);
   }

@@ -137,7 +137,9 @@ void ab_table_write_text(const ab_table_t *t, FILE *f, const char *const *names,
     for (size_t i = 0; i < n; i++) {
       const ab_col_t *col = &t->cols[idx[i]];
       const char *v = r == 0 ? col->name : t->cells[(r - 1) * t->ncols + idx[i]];
-      fprintf(f, col->numeric ? "%s%*s" : "%s%-*s", i ? "  " : "", (int)width[i], v);
+      /* A text column at the end is not padded: no trailing blanks to widen the line. */
+      int w = !col->numeric && i + 1 == n ? 0 : (int)width[i];
+      fprintf(f, col->numeric ? "%s%*s" : "%s%-*s", i ? "  " : "", w, v);
     }
     fputc('\n', f);
   }

@@ -110,8 +110,18 @@ conf=$(eval "$line"; printf %s "$PYTORCH_CUDA_ALLOC_CONF")
 want=$(check field "$work/table/tune.csv" "$conf" peak_reserved_bytes)
 "$py" -c 'import csv,sys; sys.exit(list(csv.DictReader(open(sys.argv[1])))[0]["peak_reserved_bytes"] != sys.argv[2])' \
   "$work/run.csv" "$want" || fail "run -c '$conf' reserved other than the $want predicted"
-grep -q "^# against the recorded configuration (the defaults: peak reserved" "$work/table.txt" ||
-  fail "no saving over the recorded configuration: $(cat "$work/table.txt")"
+# A workload generated here recorded nothing: the comparison is with the defaults. The table
+# fits 132 columns, marks the references, and each stage's progress counts to one total.
+grep -q "^# against the defaults: peak reserved" "$work/table.txt" && grep -q "^# the recommended: .* at the peak" "$work/table.txt" ||
+  fail "no saving over the defaults: $(cat "$work/table.txt")"
+grep -q "recorded" "$work/table.txt" && fail "a generated workload's defaults called recorded: $(cat "$work/table.txt")"
+awk 'length($0) > 132 { bad = 1; print "FAIL: wider than 132 columns: " $0 } END { exit bad }' "$work/table.txt" || fail "tune's output is too wide"
+for s in raw pooled async; do
+  grep -qE "^ +[0-9]+  $s +- .* reference( |$)" "$work/table.txt" || fail "$s is not marked a reference: $(grep " $s " "$work/table.txt")"
+done
+grep -E "^ +[0-9]+  caching " "$work/table.txt" | grep -q "reference" && fail "a setting marked as a reference"
+sed -nE 's/^allocbench tune: \[[0-9]+\/([0-9]+)\].*/\1/p' "$work/err" | uniq | awk 'seen[$0]++ { bad = 1 } END { exit bad }' ||
+  fail "progress counts to more than one total per stage: $(grep -o '\[[0-9]*/[0-9]*\]' "$work/err" | tr '\n' ' ')"
 "$ab" tune -w "$w" --format json --out "$work/json" >"$work/rows.json" 2>/dev/null || fail "tune --format json"
 check json "$work/json/tune.csv" "$work/rows.json" || fail "tune --format json: $(head -c 300 "$work/rows.json")"
 
