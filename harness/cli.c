@@ -1,12 +1,14 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caching_conf.h"
 #include "clock.h"
 #include "oommap.h"
 #include "output.h"
@@ -84,7 +86,13 @@ static const option_entry_t options[] = {
      "sim (default; or the environment variable AB_DEVICE), sim:PROFILE,\n"
      "cuda, cuda:N, auto. On cuda the time is the GPU's, from CUDA events"},
     {"budget", 0, AB_OPT_BUDGET, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX, 0, 0, 0,
-     "bytes the strategy may hold from the device (512, 2MiB, 40GB, 1.5GiB)"},
+     "a hard limit: bytes the strategy may hold from the device, a card of\n"
+     "that size (512, 2MiB, 40GB, 1.5GiB); not PyTorch's cap (see --cap)"},
+    {"cap", 0, AB_OPT_CAP, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX, 0, 0, 0,
+     "PyTorch's memory cap, torch.cuda.set_per_process_memory_fraction(SIZE /\n"
+     "the card's total): the caching strategies refuse a segment that would take\n"
+     "reserved past it, collect garbage under it, and a trace is read knowing\n"
+     "it (the cap the program ran under); strategies without it are refused"},
     {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, SEARCHES,
      "the search sets the budget of each run; give --lo and --hi instead"},
     {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
@@ -309,6 +317,11 @@ bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status 
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget '%s': must be more than 0 bytes", arg);
       if (*st == AB_OK) ab_cli_size_given("--budget", arg, o->dev.budget_bytes);
       break;
+    case AB_OPT_CAP:
+      *st = ab_parse_size("--cap", arg, &o->cap_bytes, diag);
+      if (*st == AB_OK && o->cap_bytes == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
+      if (*st == AB_OK) ab_cli_size_given("--cap", arg, o->cap_bytes);
+      break;
     case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
     case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
     case AB_OPT_FORMAT:
@@ -426,6 +439,8 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
       return ab_cli_usage_error(o, "bad option");
     if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
   }
+  if (o->cap_bytes && o->dev.budget_bytes)
+    return ab_cli_usage_error(o, "--cap and --budget: choose one (--cap is PyTorch's memory cap, --budget a card of that size)");
   size_t n = (size_t)(argc - optind);
   if (size_note[0] && !o->quiet) fprintf(stderr, "%s: %s\n", o->cmd, size_note);
   size_note[0] = '\0';
@@ -460,8 +475,25 @@ void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind
 
 volatile sig_atomic_t ab_cli_stop = 0;
 
+ab_status ab_cli_trace_limits(const ab_cli_opts_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag) {
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
+  ab_world_t closed;
+  AB_TRY(ab_pipeline_check(&p, &closed, diag));
+  *card = closed.total_bytes;
+  *cap = o->cap_bytes;
+  ab_caching_conf_t conf;
+  ab_caching_conf_defaults(&conf);
+  if (*cap == 0 && o->conf && ab_caching_conf_apply(&conf, "-c", o->conf, NULL) == AB_OK && conf.memory_fraction < 1.0)
+    *cap = (uint64_t)(conf.memory_fraction * (double)*card); /* as PyTorch (and caching.c) make it */
+  return AB_OK;
+}
+
 ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
-  ab_build_opts_t b = {&ab_cli_stop, 0};
+  ab_build_opts_t b = {.stop = &ab_cli_stop};
+  if (strncmp(spec, "replay:", 7) == 0) {
+    ab_events_init(es); /* released on failure, as a build's */
+    AB_TRY(ab_cli_trace_limits(o, &b.cap, &b.card, diag));
+  }
   ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
   /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
   if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
@@ -561,6 +593,24 @@ static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
 }
 
+/* --cap: within the card, and for a strategy that has PyTorch's cap (its conf takes
+ * per_process_memory_fraction). */
+static ab_status check_cap(const ab_pipeline_t *p, ab_diag_t *diag) {
+  ab_pipeline_t plain = *p;
+  plain.memory_cap = 0;
+  ab_world_t closed;
+  AB_TRY(ab_pipeline_check(&plain, &closed, diag));
+  char a[32], b[32];
+  if (p->memory_cap > closed.total_bytes)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap %s is more than the device's total of %s",
+                       ab_format_bytes(p->memory_cap, a, sizeof a), ab_format_bytes(closed.total_bytes, b, sizeof b));
+  if (ab_pipeline_check(p, NULL, diag) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); give it --budget instead",
+                       p->strategy);
+  return AB_OK;
+}
+
 ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
@@ -578,9 +628,12 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
       fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
-  /* A library's run goes to a process of its own (supervise.h). */
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
+  if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
+  /* A library's run goes to a process of its own (supervise.h), which is given no --cap. */
+  if (o->hooks == NULL && ab_supervised(strategy) && o->cap_bytes)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
   if (o->hooks == NULL && ab_supervised(strategy)) return ab_supervise_run_one(o, es, strategy, run, summary, diag);
-  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf};
   if (o->hooks && o->hooks->wrap) {
     p.wrap = o->hooks->wrap;
     p.wrap_ctx = o->hooks->ctx;
@@ -632,11 +685,19 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_status cst = ab_pipeline_close(&w, run, NULL);
   if (rst == AB_OK) rst = cst;
   const char *device_name = w.device;
+  if (run->caught_served && !o->quiet)
+    fprintf(stderr,
+            "%s: approximate: the program caught %" PRIu64 " OOM%s that %s served under these settings: its path "
+            "would have differed from the recorded one\n",
+            o->cmd, run->caught_served, run->caught_served == 1 ? "" : "s", strategy);
   if (run->status == AB_RUN_INTERRUPTED) {
     ab_oommap_free(&map);
     return AB_OK;
   }
-  ab_run_desc_t desc = {es->source, strategy, o->conf, device_name, o->dev.budget_bytes, o->seed, 0};
+  /* The conf the strategy got: with --cap, PyTorch's fraction of the card. */
+  char conf[1200];
+  if (ab_pipeline_conf(&p, w.total_bytes, conf, sizeof conf, diag) != AB_OK) snprintf(conf, sizeof conf, "%s", o->conf ? o->conf : "");
+  ab_run_desc_t desc = {es->source, strategy, o->cap_bytes || o->conf ? conf : NULL, device_name, o->dev.budget_bytes, o->seed, 0};
   st = ab_results_add_summary(summary, &desc, es, run);
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
     st = ab_results_write_timeline(o->out_dir, &desc, run, diag);

@@ -55,6 +55,8 @@ typedef struct ab_cli_opts_s {
   const char *out_dir;    /* --out DIR */
   uint64_t seed;          /* --seed N */
   ab_device_config_t dev; /* --budget, --faults */
+  uint64_t cap_bytes;     /* --cap SIZE: PyTorch's memory cap (set_per_process_memory_fraction)
+                           * in bytes, for the strategy (pipeline.h) and a trace's reader; 0: none */
   int faults_rank;        /* --faults ...,rank=R: only rank R's card fails (ranks.h); -1: every card */
   ab_format_t format;     /* --format */
   bool timeline;          /* not --no-timeline */
@@ -148,8 +150,13 @@ extern bool ab_cli_device_said;
 extern volatile sig_atomic_t ab_cli_stop;
 /* Makes SIGINT and SIGTERM set ab_cli_stop instead of ending the process, once each. */
 void ab_cli_catch_stop(void);
-/* Builds the workload spec with the run's seed, stopping at ab_cli_stop (workload.h). */
+/* Builds the workload spec with the run's seed, stopping at ab_cli_stop (workload.h). A trace
+ * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
+ * and the card of o->device (trace.h). */
 ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+/* What a trace's reader is told of the run (trace.h): the card of o->device, and the cap the
+ * program ran under: --cap, else -c's per_process_memory_fraction of that card; 0: none. */
+ab_status ab_cli_trace_limits(const ab_cli_opts_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag);
 /* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
  * failed (out of host memory), with its line. */
 int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag);

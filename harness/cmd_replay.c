@@ -104,6 +104,8 @@ static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_
   cell(&r, "pool_allocs_inferred", true, "%" PRIu64, in->pool_inferred);
   cell(&r, "pool_allocs_unknown", true, "%" PRIu64, in->pool_unknown);
   cell(&r, "empty_caches", true, "%" PRIu64, in->empty_caches);
+  cell(&r, "releases_pytorch", true, "%" PRIu64, in->releases_pytorch);
+  cell(&r, "releases_untold", true, "%" PRIu64, in->releases_untold);
   cell(&r, "approximate", false, "%s", es->approximate[0] ? es->approximate : "no");
   cell(&r, "preexisting_allocs", true, "%" PRIu64, in->preexisting);
   cell(&r, "ignored_records", true, "%" PRIu64, es->ignored);
@@ -254,7 +256,7 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_cli_opts_t o;
   ab_cli_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
-  replay_args_t a = {{-1, 0, false}, false, false, NULL, NULL};
+  replay_args_t a = {.topts = {.device = -1}};
   char **args;
   size_t nargs;
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);
@@ -273,6 +275,7 @@ int ab_cmd_replay(int argc, char **argv) {
   ab_events_t es;
   ab_trace_info_t info;
   topts.decisions_only = info_only; /* a trace of decisions alone can be described */
+  if (ab_cli_trace_limits(&o, &topts.cap, &topts.card, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   /* Before the run, not after it: the trace now counts as an input (output.h). */
   if (check_exports(&o, export_trace, export_snapshot, &diag) != AB_OK) {

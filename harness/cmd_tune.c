@@ -769,6 +769,7 @@ int ab_cmd_tune(int argc, char **argv) {
   }
   if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required");
   job_t job = {NULL, 0, ""};
+  o.cap_bytes = a.cap; /* each trace is read knowing it (trace.h) */
   if (rc < 0) rc = tune_job(&o, &a, &job, argc, argv);
   job_free(&job);
   free(a.specs);

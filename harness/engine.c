@@ -344,6 +344,7 @@ typedef struct replay_s {
 /* What an event handler tells the loop. */
 typedef enum next_e {
   NEXT,          /* go on to the next event */
+  CAUGHT,        /* a caught request failed: go on after its FREE (Note [Caught OOMs]) */
   OOM,           /* the allocation failed: the replay ends at this event */
   STOPPED,       /* another rank failed: the replay stops before this event */
   STOPPED_AFTER, /* ... after this event, a collective that ran */
@@ -359,8 +360,16 @@ static next_t failed(replay_t *r, ab_status st) {
 /* The handlers, one per event kind. Each is called from the loop alone, so the compiler
  * inlines it there: the loop pays no call per event. */
 
+/* Note [Caught OOMs]
+ * A request tagged AB_TAG_CAUGHT is one the recorded program saw fail and went on from
+ * (trace_builder.h, Note [A trace that ends in an OOM]). Where it fails here too, the strategy
+ * counts the OOM (num_ooms, as PyTorch did), and the replay goes on after its FREE, which
+ * follows it directly (ab_events_finish checks that): nothing was handed out to free. Where it
+ * is served, it is freed at once by that FREE, and counted in caught_served: the program would
+ * have gone another way, which whoever reports the run says. */
+
 /* ALLOC at event i, timed. An OOM ends the replay, or with continue_on_oom is counted and
- * its id's later events are passed over. */
+ * its id's later events are passed over; a caught request's is counted and passed. */
 static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
   ab_device_t *dev = r->dev;
   ab_run_t *run = r->run;
@@ -371,6 +380,10 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
     uint64_t dt = now_ns() - t0;
     r->c.outside_ns += dt;
     ab_hist_add(&run->alloc_ns, dt + (dev->modeled_ns - m0));
+  }
+  if (st == AB_ERR_OOM && e->aux == AB_TAG_CAUGHT) {
+    run->caught_ooms++;
+    return CAUGHT;
   }
   if (st == AB_ERR_OOM) {
     if (!r->opts->continue_on_oom) return OOM;
@@ -386,6 +399,7 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
     return NEXT;
   }
   if (st != AB_OK) return failed(r, st);
+  run->caught_served += e->aux == AB_TAG_CAUGHT;
   run->ptr[e->id] = p;
   run->stream_of[e->id] = e->stream;
   r->live_requested += e->bytes;
@@ -528,6 +542,7 @@ static void reset_results(ab_run_t *run) {
   run->harness_ns = 0;
   run->comm_bytes = 0;
   run->ooms = run->oom_streak = run->passed_over = 0;
+  run->caught_ooms = run->caught_served = 0;
   run->last_oom_event = 0;
 }
 
@@ -605,6 +620,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
       final_stats(run, s);
       break;
     case STOPPED_AFTER: /* made STOPPED by the loop */
+    case CAUGHT: /* made NEXT by the loop */
     case FAILED: break; /* handled above */
   }
   return drain(es, s, run, r->v);
@@ -654,6 +670,10 @@ events:
       case AB_EV_SYNC: next = replay_sync(&r); break;
       case AB_EV_EMPTY_CACHE: next = replay_empty_cache(&r); break;
       case AB_EV_POOL: next = replay_pool(&r, e); break;
+    }
+    if (next == CAUGHT) { /* its FREE, next, has nothing to free */
+      i++;
+      next = NEXT;
     }
     if (next != NEXT) break;
     if (opts->check && (next = check_invariants(&r)) != NEXT) break;

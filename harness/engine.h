@@ -173,6 +173,10 @@ struct ab_run_s {
   uint64_t oom_streak;       /* the most allocations in a row that ended in OOM */
   size_t last_oom_event;     /* the index of the last of them */
   uint64_t passed_over;      /* events of dead ids passed over (continue_on_oom) */
+  uint64_t caught_ooms;      /* requests the program caught failing (AB_TAG_CAUGHT) that failed
+                              * here too: the run went on, as the program did */
+  uint64_t caught_served;    /* such requests this run served: the program's path would have
+                              * differed, so the run only approximates its job */
   ab_stats_t stats;          /* the strategy's statistics at the end or at the OOM */
   ab_stats_t seen;           /* the peaks of the samples taken so far (Note [Step peaks]) */
   ab_hist_t alloc_ns, free_ns;

@@ -10,7 +10,11 @@
 /* The user's conf with the cap as a fraction of the device, half a byte up so that the
  * strategy's fraction x total truncates back to the cap; a cap of the whole card is a
  * fraction of 1, which PyTorch reads as no cap. */
-static ab_status conf_with_cap(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag) {
+ab_status ab_pipeline_conf(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag) {
+  if (p->memory_cap == 0) {
+    snprintf(buf, size, "%s", p->conf ? p->conf : "");
+    return AB_OK;
+  }
   double fraction = p->memory_cap >= total ? 1.0 : ((double)p->memory_cap + 0.5) / (double)total;
   int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", p->conf ? p->conf : "",
                    p->conf && p->conf[0] ? "," : "", fraction);
@@ -25,7 +29,7 @@ ab_status ab_pipeline_open(const ab_pipeline_t *p, ab_world_t *w, ab_diag_t *dia
   const char *conf = p->conf;
   ab_status st = AB_OK;
   if (p->memory_cap) {
-    st = conf_with_cap(p, w->dev->total_bytes, capped, sizeof capped, diag);
+    st = ab_pipeline_conf(p, w->dev->total_bytes, capped, sizeof capped, diag);
     conf = capped;
   }
   if (st == AB_OK) st = ab_strategy_create(p->strategy, w->dev, conf, &w->s, diag);

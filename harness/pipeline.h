@@ -46,6 +46,10 @@ typedef struct ab_world_s {
   uint64_t held_peak;    /* the most bytes the device held */
 } ab_world_t;
 
+/* The conf the strategy gets on a card of total bytes: p->conf, with p->memory_cap as
+ * per_process_memory_fraction when there is one. */
+ab_status ab_pipeline_conf(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag);
+
 /* Opens the device and makes the strategy. On failure nothing is left open; diag says why
  * (an unknown strategy, a bad conf, no such device). On success diag may hold the strategy's
  * note (keys accepted without effect). */

@@ -39,6 +39,26 @@ typedef struct summary_cells_s {
 #define CELL(field, ...) snprintf(c.field, sizeof c.field, __VA_ARGS__)
 #define WORKLOAD_CELL(c, d) ab_results_workload_name((d)->workload, (c).workload, sizeof (c).workload)
 
+void ab_results_approximate(const ab_events_t *es, const ab_run_t *run, char *out, size_t size) {
+  out[0] = '\0';
+  /* Each reason of the stream in short, up to its parenthesis: the whole line went to stderr. */
+  for (const char *p = es->approximate; *p;) {
+    size_t len = strcspn(p, ";"), keep = len;
+    const char *paren = strstr(p, " (");
+    if (paren && paren < p + len) keep = (size_t)(paren - p);
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, "%s%.*s", used ? "; " : "", (int)keep, p);
+    p += len;
+    while (*p == ';' || *p == ' ') p++;
+  }
+  if (run && run->caught_served) {
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, "%sthe program caught %" PRIu64 " OOM%s that this run served", used ? "; " : "",
+             run->caught_served, run->caught_served == 1 ? "" : "s");
+  }
+  if (out[0] == '\0') snprintf(out, size, "no");
+}
+
 ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab_events_t *es, const ab_run_t *run) {
   summary_cells_t c;
   memset(&c, 0, sizeof c);
@@ -50,10 +70,7 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(budget_bytes, "%" PRIu64, d->budget_bytes);
   CELL(seed, "%" PRIu64, d->seed);
   CELL(events, "%zu", es->n);
-  if (es->approximate[0]) /* the reason in short: the whole line went to stderr */
-    CELL(approximate, "the pools of %" PRIu64 " allocations cannot be told", es->unknown_pools);
-  else
-    CELL(approximate, "no");
+  ab_results_approximate(es, run, c.approximate, sizeof c.approximate);
   CELL(status, "%s", ab_run_status_name(run->status));
   CELL(oom_kind, "%s", ab_oom_kind_name(run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE));
   CELL(oom_event, "%lld", run->status == AB_RUN_OOM ? (long long)run->oom.event : -1LL);

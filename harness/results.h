@@ -3,7 +3,9 @@
  * summary.csv gets one row per run (README.md documents every column):
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
  *   approximate       "no", or why the figures cannot be exact: a snapshot whose pools could
- *                     not all be told (trace_builder.h, Note [Pools of a trace])
+ *                     not all be told (trace_builder.h, Note [Pools of a trace]), releases
+ *                     that only the cap could tell apart (trace_builder.c, Note [Releases
+ *                     inside a malloc]), OOMs the program caught that the run served
  *   status (ok | oom | error | stopped: another rank failed first, ranks.h),
  *   oom_kind (none | fragmentation | capacity), oom_event (-1: none)
  *   peak_<gauge>      the peak of each gauge of stats.h (peak_requested_bytes, ...), PyTorch's
@@ -107,6 +109,10 @@ typedef struct ab_run_desc_s {
   uint64_t seed;
   uint64_t live_peak_bytes; /* 0: counted from the events (a rank's shell row gives its own) */
 } ab_run_desc_t;
+
+/* The approximate column: "no", or the reasons in short, the stream's (es->approximate) and
+ * the run's (caught OOMs it served: engine.c, Note [Caught OOMs]); run may be NULL. */
+void ab_results_approximate(const ab_events_t *es, const ab_run_t *run, char *out, size_t size);
 
 /* Appends the summary row of a finished run to t (whose columns are ab_summary_cols). */
 ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es, const ab_run_t *run);

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "status.h"
+#include "units.h"
 
 #define AB_CACHING_DIVISION_INTERVALS 16
 
@@ -55,5 +56,33 @@ void ab_caching_conf_defaults(ab_caching_conf_t *c);
 /* Applies text (NULL or "" applies nothing but the resets) to c as one settings parse.
  * `what` names the input in messages ("-c"). AB_ERR_INVALID on a refused string. */
 ab_status ab_caching_conf_apply(ab_caching_conf_t *c, const char *what, const char *text, ab_diag_t *diag);
+
+/* PyTorch's sizes (v2.11.0 c10/cuda/CUDACachingAllocator.cpp, round_size and
+ * get_allocation_size): a request rounded up to 512 B, or to a power-of-two division of its
+ * interval when the table asks for more than one; and the segment a rounded size gets: 2 MiB up
+ * to 1 MiB (the small pool), large_segment_size below 10 MiB, else the size rounded up to 2 MiB. */
+static inline uint64_t ab_caching_round_size(const ab_caching_conf_t *c, uint64_t size) {
+  const uint64_t min_block = 512;
+  if (size < min_block) return min_block;
+  unsigned log = ab_log2_floor(size), i = log > 20 ? log - 20 : 0;
+  if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
+  uint64_t d = c->divisions[i];
+  if (d > 1 && size > min_block * d) {
+    if (ab_is_pow2(size)) return size;
+    uint64_t floor = 1ULL << log, step = floor >> ab_log2_floor(d);
+    if (step == 0) return floor << 1;
+    uint64_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+  }
+  return (size + min_block - 1) / min_block * min_block;
+}
+
+static inline uint64_t ab_caching_allocation_size(const ab_caching_conf_t *c, uint64_t rounded) {
+  const uint64_t small_size = 1ULL << 20, small_buffer = 2ULL << 20, min_large_alloc = 10ULL << 20,
+                 round_large = 2ULL << 20;
+  if (rounded <= small_size) return small_buffer;
+  if (rounded < min_large_alloc) return c->large_segment_size;
+  return (rounded + round_large - 1) / round_large * round_large;
+}
 
 #endif

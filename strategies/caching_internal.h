@@ -166,30 +166,11 @@ static inline ab_status ab_caching_scratch_need(caching_t *c, size_t n) {
   return AB_OK;
 }
 
-/* Sizes [1]: a request rounded (round_size), and the segment it would get (allocation_size). */
-static inline uint64_t divisions_for(const caching_t *c, uint64_t size) {
-  unsigned log = ab_log2_floor(size), i = log > 20 ? log - 20 : 0;
-  if (i > AB_CACHING_DIVISION_INTERVALS - 1) i = AB_CACHING_DIVISION_INTERVALS - 1;
-  return c->conf.divisions[i];
-}
-
-static inline uint64_t round_size(const caching_t *c, uint64_t size) {
-  if (size < MIN_BLOCK) return MIN_BLOCK;
-  uint64_t d = divisions_for(c, size);
-  if (d > 1 && size > MIN_BLOCK * d) {
-    if (ab_is_pow2(size)) return size;
-    uint64_t floor = 1ULL << ab_log2_floor(size), step = floor >> ab_log2_floor(d);
-    if (step == 0) return floor << 1;
-    uint64_t down = size & ~(step - 1);
-    return down == size ? size : down + step;
-  }
-  return (size + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
-}
-
+/* Sizes: a request rounded (round_size), and the segment it would get (allocation_size),
+ * as caching_conf.h computes them for any reader of PyTorch's rules. */
+static inline uint64_t round_size(const caching_t *c, uint64_t size) { return ab_caching_round_size(&c->conf, size); }
 static inline uint64_t allocation_size(const caching_t *c, uint64_t size) {
-  if (size <= SMALL_SIZE) return SMALL_BUFFER;
-  if (size < MIN_LARGE_ALLOC) return c->conf.large_segment_size;
-  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+  return ab_caching_allocation_size(&c->conf, size);
 }
 
 /* caching_inspect.c: the vtable's walk, check, memory_stats, describe_oom and device_bytes

@@ -40,7 +40,7 @@ static bool load_decisions(const char *name, ab_events_t *es) {
   char path[1024];
   snprintf(path, sizeof path, RECORDED "cnn_dyn.%s.segments.csv.gz", name);
   ab_diag_t d = {""};
-  static const ab_trace_opts_t decisions = {-1, 0, true}; /* no allocations in these files */
+  static const ab_trace_opts_t decisions = {.device = -1, .decisions_only = true}; /* no allocations in these files */
   if (ab_trace_load(path, &decisions, es, NULL, &d) != AB_OK) {
     CHECK_MSG(false, "recorded run: %s", d.msg);
     return false;

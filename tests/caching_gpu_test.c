@@ -150,7 +150,7 @@ static void recorded_replay(void) {
     char path[1024];
     snprintf(path, sizeof path, RECORDED "cnn_dyn.%s.segments.csv.gz", recorded_configs[i]);
     ab_events_t recorded;
-    static const ab_trace_opts_t decisions = {-1, 0, true}; /* no allocations in these files */
+    static const ab_trace_opts_t decisions = {.device = -1, .decisions_only = true}; /* no allocations in these files */
     REQUIRE_MSG(ab_trace_load(path, &decisions, &recorded, NULL, &d) == AB_OK, "%s", d.msg);
     gpu_equals_sim(strategies[i], &es, &recorded);
     ab_events_free(&recorded);

@@ -85,6 +85,33 @@ for name in graph_pool mempool_oom; do
 done
 grep -q '^empty_cache,' "$tmp/graph_pool.x.csv" || fail "graph_pool: the CSV export has no empty_cache row"
 
+# 1d. --cap: PyTorch's cap given on the command line, as a program sets it in code, is the cap
+#     the trace is read under and the one the replay runs under: the same figures as PyTorch's,
+#     the conf of the row naming the fraction. A strategy without that cap, or --cap with
+#     --budget, is refused; --help says which of the two is PyTorch's.
+cap=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(int(0.0521 * j["total_memory"]))' "$fx/moe_gc06.json")
+"$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 --cap "$cap" --format csv --out "$tmp/out" >"$tmp/cap.csv" 2>"$tmp/cap.err" ||
+  fail "--cap $cap: replay exited $?: $(cat "$tmp/cap.err")"
+python3 - "$fx/moe_gc06.json" "$tmp/cap.csv" <<'PY' || fail "--cap: the replay is not what PyTorch did"
+import csv, json, sys
+st = json.load(open(sys.argv[1]))["stats"]
+row = list(csv.DictReader(open(sys.argv[2])))[0]
+bad = ["%s %s, PyTorch %s" % (c, row[c], st[k]) for c, k in (("peak_reserved_bytes", "reserved_bytes.all.peak"),
+       ("num_device_alloc", "num_device_alloc"), ("num_device_free", "num_device_free")) if int(row[c]) != st[k]]
+if "per_process_memory_fraction" not in row["conf"] or row["approximate"] != "no":
+    bad.append("conf %r, approximate %r" % (row["conf"], row["approximate"]))
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+"$ab" replay "$fx/moe_gc06.pickle.gz" -s raw --cap 1GiB --device sim:h200 --out "$tmp/out" >/dev/null 2>"$tmp/raw.err"
+[ $? = 2 ] && grep -q "raw has no memory cap" "$tmp/raw.err" || fail "--cap with raw: $(cat "$tmp/raw.err")"
+"$ab" run -w "replay:$fx/moe_gc06.pickle.gz" -s caching --cap 1GiB --budget 2GiB --out "$tmp/out" >/dev/null 2>"$tmp/both.err"
+[ $? = 2 ] && grep -q "choose one" "$tmp/both.err" || fail "--cap with --budget: $(cat "$tmp/both.err")"
+for cmd in replay run matrix; do
+  "$ab" $cmd --help | grep -q "PyTorch's memory cap, torch.cuda.set_per_process_memory_fraction" || fail "$cmd --help: --cap is not said to be PyTorch's"
+  "$ab" $cmd --help | grep -q "not PyTorch's cap" || fail "$cmd --help: --budget is not told from the cap"
+done
+
 # 2. --info lists the pools: the graphs' shared pool, and the default pool, with allocations.
 "$ab" replay --info "$fx/graph_pool.pickle.gz" >"$tmp/info.txt" 2>"$tmp/info.err" || fail "--info exited $?"
 pools=$(awk '$1 == "private_pools" { print $2 }' "$tmp/info.txt")

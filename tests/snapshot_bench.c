@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     ab_events_t es;
     ab_trace_info_t info;
     ab_diag_t d = {""};
-    ab_trace_opts_t opts = {-1, 8ULL << 30, false};
+    ab_trace_opts_t opts = {.device = -1, .max_inflated = 8ULL << 30};
     if (ab_trace_load(path, &opts, &es, &info, &d) != AB_OK) {
       fprintf(stderr, "snapshot_bench: %s\n", d.msg);
       return 1;

@@ -245,7 +245,7 @@ static void snapshot_structure_errors_say_where(void) {
   /* A device that is not in the snapshot. */
   ab_events_t es;
   ab_diag_t d = {""};
-  ab_trace_opts_t opts = {3, 0, false};
+  ab_trace_opts_t opts = {.device = 3};
   const char *path = write_pickle("dev.pickle", body_list_for_dict);
   CHECK(ab_trace_load(path, &opts, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "no device 3: the snapshot traces 1 device (0 to 0)");

@@ -229,11 +229,11 @@ static void gzip_bomb_refused_unless_allowed(void) {
   CHECK(ab_trace_load(path, NULL, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "inflate past 67108864");
   CHECK_STR_CONTAINS(d.msg, "--max-inflated");
-  ab_trace_opts_t roomy = {-1, 200u << 20, false};
+  ab_trace_opts_t roomy = {.device = -1, .max_inflated = 200u << 20};
   REQUIRE_MSG(ab_trace_load(path, &roomy, &es, NULL, &d) == AB_OK, "%s", d.msg);
   CHECK_EQ(es.nids, 1);
   ab_events_free(&es);
-  ab_trace_opts_t tight = {-1, 1u << 20, false};
+  ab_trace_opts_t tight = {.device = -1, .max_inflated = 1u << 20};
   CHECK(ab_trace_load(path, &tight, &es, NULL, &d) == AB_ERR_INVALID);
   CHECK_STR_CONTAINS(d.msg, "past the 1048576 bytes allowed");
 #else

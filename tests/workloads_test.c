@@ -175,7 +175,7 @@ static void test_estimate_is_close(void) {
 /* A workload that will not fit in the host memory it may take is refused before it is
  * generated, naming its scaling keys; within it, it is built. */
 static void test_too_big_refused_before_generating(void) {
-  ab_build_opts_t small = {NULL, 64ULL << 20};
+  ab_build_opts_t small = {.host_bytes = 64ULL << 20};
   ab_events_t es;
   ab_diag_t diag = {""};
   double t0 = ab_clock_s();
@@ -195,7 +195,7 @@ static void test_too_big_refused_before_generating(void) {
  * generators end at their next step instead of running on. */
 static void test_generation_stops(void) {
   static volatile sig_atomic_t stop = 1;
-  ab_build_opts_t stopped = {&stop, 0};
+  ab_build_opts_t stopped = {.stop = &stop};
   ab_events_t es;
   ab_diag_t diag = {""};
   double t0 = ab_clock_s();

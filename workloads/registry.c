@@ -248,7 +248,7 @@ ab_status ab_workload_estimate(const char *spec, uint64_t seed, ab_workload_size
 
 ab_status ab_workload_build_with(const char *spec, uint64_t seed, const ab_build_opts_t *opts, ab_events_t *out,
                                  ab_diag_t *diag) {
-  static const ab_build_opts_t defaults = {NULL, 0};
+  static const ab_build_opts_t defaults = {.stop = NULL};
   if (opts == NULL) opts = &defaults;
   ab_events_init(out);
   const char *args;
@@ -258,7 +258,7 @@ ab_status ab_workload_build_with(const char *spec, uint64_t seed, const ab_build
   if (w->scale) AB_TRY(check_fits(spec, w, args, seed, host_bytes, diag));
   out->stop = opts->stop;
   out->max_bytes = host_bytes == UINT64_MAX ? 0 : host_bytes;
-  ab_status st = w->generate(args, seed, out, diag);
+  ab_status st = w->read ? w->read(args, opts, out, diag) : w->generate(args, seed, out, diag);
   if (st == AB_OK) st = ab_events_finish(out, diag);
   if (st != AB_OK) {
     ab_events_free(out);

@@ -4,12 +4,12 @@
 
 #include "trace.h"
 
-static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
-  (void)seed;
+static ab_status read_trace(const char *args, const ab_build_opts_t *opts, ab_events_t *out, ab_diag_t *diag) {
   if (args == NULL || *args == '\0')
     return ab_diag_set(diag, AB_ERR_INVALID, "-w replay: expected replay:PATH, the trace to replay");
   ab_events_free(out);
-  return ab_trace_load(args, NULL, out, NULL, diag);
+  ab_trace_opts_t topts = {.device = -1, .cap = opts->cap, .card = opts->card};
+  return ab_trace_load(args, &topts, out, NULL, diag);
 }
 
 const ab_workload_t ab_workload_replay = {
@@ -18,5 +18,5 @@ const ab_workload_t ab_workload_replay = {
     .params_help = "  PATH           the trace file; its format is recognised from its content\n",
     /* The recorded run that ships with the repository (tests/data/README.md). */
     .bench_args = AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz",
-    .generate = generate,
+    .read = read_trace,
 };

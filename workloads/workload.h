@@ -21,6 +21,8 @@
 #include "events.h"
 #include "status.h"
 
+struct ab_build_opts_s; /* below */
+
 typedef struct ab_workload_s {
   const char *name;
   const char *summary;     /* one line for `allocbench list` */
@@ -35,6 +37,9 @@ typedef struct ab_workload_s {
   /* Appends the workload's events to out (initialised, empty). args is "" when none were
    * given. Bad arguments: AB_ERR_INVALID, naming the key and its position. */
   ab_status (*generate)(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag);
+  /* An importer's instead of generate: reads the trace args names into out (initialised,
+   * empty), knowing what the run is made under (opts: cap and card). */
+  ab_status (*read)(const char *args, const struct ab_build_opts_s *opts, ab_events_t *out, ab_diag_t *diag);
   /* The keys its stream grows with, as the loops of its generator nest (steps, then layers
    * or pairs), at most two, ending with a NULL key: Note [A workload's size before it is
    * generated]. NULL for a workload whose arguments are no key=value list (replay). */
@@ -64,6 +69,9 @@ typedef struct ab_scale_key_s {
 typedef struct ab_build_opts_s {
   const volatile sig_atomic_t *stop; /* may be NULL: building stops once *stop is set */
   uint64_t host_bytes;               /* host memory the stream may take; 0: what is available now */
+  /* For a trace's reader (trace.h, ab_trace_opts_t), in bytes; 0: not known. */
+  uint64_t cap;  /* the memory cap the program ran under */
+  uint64_t card; /* the card's total */
 } ab_build_opts_t;
 
 /* What a workload's stream will hold, by the Note's estimate. */

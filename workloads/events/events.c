@@ -1,5 +1,7 @@
 #include "events.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +136,18 @@ void ab_events_empty_cache(ab_events_t *es) {
   if (e) e->kind = AB_EV_EMPTY_CACHE;
 }
 
+void ab_events_approximate(ab_events_t *es, const char *fmt, ...) {
+  size_t used = strlen(es->approximate);
+  if (used && used + 2 < sizeof es->approximate) {
+    memcpy(es->approximate + used, "; ", 3);
+    used += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(es->approximate + used, sizeof es->approximate - used, fmt, ap);
+  va_end(ap);
+}
+
 void ab_events_pool(ab_events_t *es, ab_pool_op_t op, uint32_t pool, unsigned stream, unsigned flags) {
   ab_event_t *e = push(es);
   if (e) {
@@ -204,7 +218,9 @@ ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
     ab_event_t *e = &es->ev[i];
     switch ((ab_event_kind_t)e->kind) {
       case AB_EV_ALLOC:
-        if (e->id >= es->nids || state[e->id] != ID_UNBORN || e->bytes == 0 || e->aux >= AB_TAG_COUNT)
+        if (e->id >= es->nids || state[e->id] != ID_UNBORN || e->bytes == 0 || e->aux >= AB_TAG_COUNT ||
+            (e->aux == AB_TAG_CAUGHT && (i + 1 == es->n || es->ev[i + 1].kind != AB_EV_FREE || es->ev[i + 1].id != e->id ||
+                                         es->ev[i + 1].aux != AB_FREE_NOW)))
           st = ab_diag_set(diag, AB_ERR_INVALID, "event %zu: ALLOC of id %u with %llu bytes is not valid", i, e->id,
                            (unsigned long long)e->bytes);
         else {

@@ -76,6 +76,10 @@ typedef enum ab_tag_e {
   AB_TAG_WORKSPACE,
   AB_TAG_COMM,      /* communication */
   AB_TAG_INPUT,
+  /* Not a buffer: a request the recorded program saw fail (PyTorch's `oom` record) and went on
+   * from. Its FREE (NOW) follows at once; where the replay fails it too, the engine counts the
+   * OOM and passes over that FREE, as the program went on (engine.c, Note [Caught OOMs]). */
+  AB_TAG_CAUGHT,
   AB_TAG_COUNT
 } ab_tag_t;
 
@@ -111,8 +115,9 @@ typedef struct ab_events_s {
   uint32_t nsteps;      /* STEP events */
   uint16_t nstreams;    /* highest stream index used, plus one */
   uint32_t npools;      /* highest private pool number used (POOL events), 0: none */
-  char approximate[160]; /* why the stream only approximates what was recorded (a trace
-                          * whose pools could not all be told); "" when it does not */
+  char approximate[640]; /* why the stream only approximates what was recorded (a trace
+                          * whose pools could not all be told, ...), reasons separated by
+                          * "; "; "" when it does not (ab_events_approximate) */
   uint64_t unknown_pools; /* with approximate: allocations whose pool could not be told */
   ab_seg_event_t *segs; /* recorded segment decisions of a trace; none for generators */
   size_t nsegs, capsegs;
@@ -159,6 +164,8 @@ void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
 /* Appends POOL: op on pool (>= 1) with flags (strategy.h); stream is BEGIN's stream. */
 void ab_events_pool(ab_events_t *es, ab_pool_op_t op, uint32_t pool, unsigned stream, unsigned flags);
+/* Adds a reason why the stream only approximates what was recorded to es->approximate. */
+void ab_events_approximate(ab_events_t *es, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Records a segment decision of the traced allocator, before the next event. */
 void ab_events_segment(ab_events_t *es, ab_trace_action_t action, unsigned stream, uint64_t addr, uint64_t bytes);
 

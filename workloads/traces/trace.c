@@ -16,7 +16,7 @@ static bool starts_line(const unsigned char *data, size_t len, const char *heade
 /* The format from the first bytes, then its reader over the stream from its first byte. */
 static ab_status parse_stream(const char *path, ab_instream_t *in, const ab_trace_opts_t *opts, ab_events_t *out,
                               ab_trace_info_t *info, ab_diag_t *diag) {
-  static const ab_trace_opts_t defaults = {-1, 0, false};
+  static const ab_trace_opts_t defaults = {.device = -1};
   if (opts == NULL) opts = &defaults;
   ab_events_init(out);
   size_t head = strlen(ab_trace_csv_header_pooled) > strlen(ab_rmm_log_header) ? strlen(ab_trace_csv_header_pooled)
@@ -27,6 +27,8 @@ static ab_status parse_stream(const char *path, ab_instream_t *in, const ab_trac
   ab_trace_builder_t b;
   bool pickle = len > 0 && data[0] == 0x80; /* PROTO: protocols 2 and up */
   ab_trace_builder_init(&b, out, path, pickle);
+  b.cap = opts->cap;
+  b.card = opts->card;
   ab_status st;
   if (len == 0)
     st = ab_diag_set(diag, AB_ERR_INVALID, "%s: empty file (expected a trace)", path);

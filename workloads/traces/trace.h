@@ -25,6 +25,11 @@ typedef struct ab_trace_opts_s {
    * the allocator's decisions alone in tests/data); false: it is refused, having nothing to
    * replay. */
   bool decisions_only;
+  /* What the run is made under, in bytes (0: not known): the memory cap the program ran under
+   * (PyTorch's set_per_process_memory_fraction) and the card's total, which tell PyTorch's
+   * own segment releases from the program's empty_cache (trace_builder.c, Note [Releases
+   * inside a malloc]). */
+  uint64_t cap, card;
 } ab_trace_opts_t;
 
 /* Reads the trace at path into out (initialised here; released on failure) and, when info

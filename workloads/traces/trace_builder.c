@@ -403,37 +403,120 @@ static bool oom_is_a_request(const ab_trace_builder_t *b) {
   return pytorch(b) || b->info.format == NULL || strcmp(b->info.format, "rmm-log") != 0;
 }
 
-/* Rule 3 of Note [Pools of a trace]: marks the first record of each run of segment releases
- * that was the program's empty_cache. */
+/* Note [Releases inside a malloc]
+ * PyTorch's malloc frees cached segments itself in three places (v2.11.0
+ * c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc): garbage collection
+ * (garbage_collect_cached_blocks, run only under a memory cap with a threshold, when reserved
+ * is above threshold x cap), and after alloc_block was refused a segment (the cap: reserved +
+ * the segment > cap; or the card), release_available_cached_blocks and release_cached_blocks
+ * before the retry. Its records then show a run of segment_free (or segment_unmap) followed by
+ * the segment_alloc (segment_map, or oom) of the same malloc, exactly as the program's own
+ * torch.cuda.empty_cache() followed by a malloc that needs a new segment would. The run is
+ * PyTorch's when its condition held at that moment under the cap the program ran under, the
+ * reserved bytes read off the records (the start implied by the end state, as summarise()
+ * does):
+ *   - garbage collection: a threshold is set and reserved > threshold x cap; it frees only
+ *     whole large segments, never a 2 MiB small one and never unmaps;
+ *   - refusal: reserved + the segment the malloc asked for > cap (the segment_alloc's size;
+ *     for a map, the allocation size of the request that follows; an oom's request is always
+ *     one);
+ *   - the program's empty_cache otherwise.
+ * The cap is the run's (the builder's `cap`), else the recorded per_process_memory_fraction of
+ * the card (`card`). Without one the trace cannot always tell: a cap holds at least the peak
+ * reserved (less a page with expandable segments), so a run where reserved + the segment stays
+ * within that peak, and reserved within the threshold of it, is surely the program's; any other
+ * run is counted in info.releases_untold, read as it was before caps were known (PyTorch's when
+ * the trace shows an OOM or a fraction whose card is unknown, else the program's), and the
+ * stream is approximate, saying why. */
+
+__extension__ typedef __int128 i128_t;
+
+/* The reserved bytes before the first record: what the records free beyond what they
+ * allocated, or what the end state implies (summarise() reads the events the same way). */
+static i128_t reserved_at_start(const ab_trace_builder_t *b, i128_t *peak) {
+  i128_t res = 0, lo = 0, hi = 0;
+  for (size_t i = 0; i < b->nrecs; i++) {
+    const ab_trace_rec_in_t *r = &b->recs[i];
+    if (r->action == AB_TR_SEGMENT_ALLOC || r->action == AB_TR_SEGMENT_MAP) res += r->size;
+    else if (r->action == AB_TR_SEGMENT_FREE || r->action == AB_TR_SEGMENT_UNMAP) res -= r->size;
+    if (res < lo) lo = res;
+    if (res > hi) hi = res;
+  }
+  i128_t start = -lo;
+  if (b->info.end_state && (i128_t)b->end_reserved - res > start) start = (i128_t)b->end_reserved - res;
+  *peak = start + hi;
+  return start;
+}
+
+/* The segment the malloc that ends the run at j asked for (PyTorch's alloc_size). */
+static uint64_t asked_for(const ab_trace_builder_t *b, const ab_caching_conf_t *conf, size_t j) {
+  const ab_trace_rec_in_t *next = &b->recs[j];
+  if (next->action == AB_TR_SEGMENT_ALLOC) return next->size;
+  if (next->action == AB_TR_OOM) return ab_caching_allocation_size(conf, next->size); /* recorded rounded */
+  for (size_t k = j; k < b->nrecs; k++) /* a map: the request it was mapped for follows */
+    if (b->recs[k].action == AB_TR_ALLOC) return ab_caching_allocation_size(conf, ab_caching_round_size(conf, b->recs[k].size));
+  return next->size;
+}
+
+static bool is_release(uint8_t a) { return a == AB_TR_SEGMENT_FREE || a == AB_TR_SEGMENT_UNMAP; }
+
+/* Marks the first record of each run of segment releases that was the program's empty_cache
+ * (rule 3 of Note [Pools of a trace]; Note [Releases inside a malloc]). */
 static uint8_t *find_empty_caches(ab_trace_builder_t *b) {
   uint8_t *mark = calloc(b->nrecs ? b->nrecs : 1, 1);
   if (mark == NULL || !pytorch(b)) return mark; /* other allocators free segments as they please */
   ab_caching_conf_t conf;
   ab_caching_conf_defaults(&conf);
-  bool malloc_frees = false; /* can a private pool's malloc free segments? */
-  bool pressed = false;
-  if (ab_caching_conf_apply(&conf, "settings", b->es->settings, NULL) == AB_OK) {
-    malloc_frees = conf.gc_threshold > 0 || conf.max_split_size != UINT64_MAX;
-    pressed |= conf.memory_fraction < 1.0;
-  }
-  /* A malloc releases segments only after a new one was refused: under a cap, or with the
-   * card full, which a run that never ran out of memory shows nowhere else. */
+  bool conf_ok = ab_caching_conf_apply(&conf, "settings", b->es->settings, NULL) == AB_OK;
+  if (!conf_ok) ab_caching_conf_defaults(&conf);
+  bool malloc_frees = conf.gc_threshold > 0 || conf.max_split_size != UINT64_MAX; /* a private pool's malloc */
+  uint64_t cap = b->cap;
+  if (cap == 0 && conf.memory_fraction < 1.0 && b->card) cap = (uint64_t)(conf.memory_fraction * (double)b->card);
+  bool pressed = conf.memory_fraction < 1.0; /* a fraction whose card is unknown */
   for (size_t i = 0; i < b->nrecs && !pressed; i++) pressed = b->recs[i].action == AB_TR_OOM;
+  i128_t peak = 0, res = reserved_at_start(b, &peak);
+  /* Without a cap: the least a cap (or the card) held, the run having reached its peak. */
+  i128_t least = peak - (i128_t)(conf.expandable ? conf.large_segment_size : 0);
   for (size_t i = 0; i < b->nrecs;) {
     uint8_t a = b->recs[i].action;
-    if (a != AB_TR_SEGMENT_FREE && a != AB_TR_SEGMENT_UNMAP) {
+    if (!is_release(a)) {
+      if (a == AB_TR_SEGMENT_ALLOC || a == AB_TR_SEGMENT_MAP) res += b->recs[i].size;
       i++;
       continue;
     }
+    i128_t before = res;
+    bool gc_can = true; /* garbage collection frees whole large segments only */
     size_t j = i;
-    while (j < b->nrecs && (b->recs[j].action == AB_TR_SEGMENT_FREE || b->recs[j].action == AB_TR_SEGMENT_UNMAP)) j++;
+    for (; j < b->nrecs && is_release(b->recs[j].action); j++) {
+      res -= b->recs[j].size;
+      gc_can &= b->recs[j].action == AB_TR_SEGMENT_FREE && b->recs[j].size > (2ULL << 20);
+    }
     const ab_trace_rec_in_t *next = j < b->nrecs ? &b->recs[j] : NULL;
     bool in_malloc = next && (next->action == AB_TR_SEGMENT_ALLOC || next->action == AB_TR_SEGMENT_MAP || next->action == AB_TR_OOM);
-    if (in_malloc && next->action != AB_TR_OOM && ((next->pool > 0 && !malloc_frees) || !pressed)) in_malloc = false;
-    mark[i] = !in_malloc;
-    b->info.empty_caches += !in_malloc;
+    bool own = in_malloc && (next->action == AB_TR_OOM || !(next->pool > 0 && !malloc_frees));
+    if (own && next->action != AB_TR_OOM) { /* an oom's releases are always the last retry's */
+      i128_t asked = (i128_t)asked_for(b, &conf, j), limit = cap ? (i128_t)cap : least;
+      bool refused = before + asked > limit;
+      bool collected = gc_can && conf.gc_threshold > 0 && before > (i128_t)(uint64_t)(conf.gc_threshold * (double)limit);
+      if (cap == 0 && (refused || collected)) {
+        b->info.releases_untold++;
+        own = pressed;
+      } else {
+        own = refused || collected;
+      }
+    }
+    mark[i] = !own;
+    b->info.empty_caches += !own;
+    b->info.releases_pytorch += own;
     i = j;
   }
+  if (b->info.releases_untold)
+    ab_events_approximate(b->es,
+                          "%" PRIu64 " runs of segment releases inside a malloc may be PyTorch's own (garbage collection, "
+                          "or a retry after a refused segment) or the program's empty_cache; without the cap the program "
+                          "ran under they cannot be told apart (read as %s; give the cap: --cap, or "
+                          "per_process_memory_fraction in -c)",
+                          b->info.releases_untold, pressed ? "PyTorch's" : "the program's");
   return mark;
 }
 
@@ -497,6 +580,9 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, con
       if (r->pending && r->size) { /* Note [A trace that ends in an OOM] */
         b->info.final_oom = true;
         ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
+      } else if (r->size && oom_is_a_request(b)) { /* one it caught: requested again, and let go */
+        b->info.caught_ooms++;
+        ab_events_free_id(es, ab_events_alloc(es, r->size, r->stream, AB_TAG_CAUGHT));
       }
       return AB_OK;
     case AB_TR_EMPTY_CACHE:
@@ -557,10 +643,10 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_map_free(&live);
   if (st == AB_OK && b->info.pool_unknown && b->info.npools > 1) {
     es->unknown_pools = b->info.pool_unknown;
-    snprintf(es->approximate, sizeof es->approximate,
-             "the pools of %" PRIu64 " allocations cannot be told (their segments were freed before the snapshot); "
-             "they were replayed in the default pool",
-             b->info.pool_unknown);
+    ab_events_approximate(es,
+                          "the pools of %" PRIu64 " allocations cannot be told (their segments were freed before the "
+                          "snapshot; they were replayed in the default pool)",
+                          b->info.pool_unknown);
   }
   if (st == AB_ERR_INTERNAL) ab_diag_set(diag, st, "%s: out of host memory while reading the trace", b->path);
   return st;
@@ -590,6 +676,10 @@ static void summarise(ab_trace_builder_t *b) {
   for (size_t i = 0; i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
     if (e->kind == AB_EV_ALLOC && in->final_oom && e->id == es->nids - 1) continue; /* the request PyTorch refused */
+    if (e->kind == AB_EV_ALLOC && e->aux == AB_TAG_CAUGHT) { /* refused too, with its FREE after it */
+      i++;
+      continue;
+    }
     if (e->kind == AB_EV_ALLOC) {
       cur += e->bytes;
       if (cur > peak) peak = cur;

@@ -50,17 +50,16 @@
  *      run, before any other allocation or any two-halved free), as use_mem_pool does.
  *      Pools are never released: a trace does not say when a graph or MemPool died.
  *   3. (Snapshots PyTorch wrote: their records are its allocator's.) A run of segment_free or
- *      segment_unmap records that no allocation follows with a new
- *      segment is the program's torch.cuda.empty_cache() (torch.cuda.graph calls it before
- *      each capture): it becomes an EMPTY_CACHE event. So is a run that a new segment of a
- *      private pool follows, when neither garbage collection nor max_split_size is set (the
- *      only ways a malloc of a private pool frees segments), and any run of a snapshot whose
- *      settings set no memory fraction and that never ran out of memory (a malloc releases
- *      only after a new segment was refused: under a cap or on a full card). A program that
- *      called set_per_process_memory_fraction() is not told apart in a snapshot that does
- *      not show an OOM: record its cap as per_process_memory_fraction in the conf.
+ *      segment_unmap records that no allocation follows with a new segment is the program's
+ *      torch.cuda.empty_cache() (torch.cuda.graph calls it before each capture): it becomes an
+ *      EMPTY_CACHE event. So is a run that a new segment of a private pool follows, when
+ *      neither garbage collection nor max_split_size is set (the only ways a malloc of a
+ *      private pool frees segments). A run that a new segment of the default pool follows is
+ *      PyTorch's own when its condition held under the cap the program ran under, else the
+ *      program's (trace_builder.c, Note [Releases inside a malloc]).
  * A replay is approximate (ab_events_t.approximate says why) when private pools were seen and
- * some allocation's pool could not be told.
+ * some allocation's pool could not be told, or when a run of releases could be told only with
+ * the cap, which was not given.
  *
  * Note [A trace that ends in an OOM]
  * PyTorch records an `oom` entry, not an alloc, for the request it could not serve, and so do
@@ -69,6 +68,11 @@
  * request is replayed: an ALLOC of the recorded (rounded) size on its stream,
  * where the OOM was, so that a replay runs out of memory where PyTorch did, or shows that it
  * would not. Every `oom` entry counts in ab_events_t.trace_ooms, the OOMs the program met.
+ * One that an alloc follows, the program caught and went on from (a batch-size finder halving
+ * its batch): its request is replayed too, where it was, as an ALLOC tagged AB_TAG_CAUGHT
+ * followed by its FREE, so that a replay under the recorded settings and cap fails there as
+ * PyTorch did (num_ooms equal) and goes on; a replay that serves it ran a job the program
+ * would not have (engine.h, ab_run_t.caught_served). They are counted in info.caught_ooms.
  * The recorded segment decisions get the same treatment in the info: the reserved bytes
  * and segments at the start are those the end state implies (a snapshot's `segments`
  * total less what the trace added), or, without an end state, what the trace frees
@@ -126,7 +130,11 @@ typedef struct ab_trace_info_s {
   uint64_t pool_inferred;    /* allocations whose pool came from the segment they fall in */
   uint64_t pool_unknown;     /* allocations whose pool could not be told (in pools[0]) */
   uint64_t empty_caches;     /* torch.cuda.empty_cache() calls recognised in the records */
+  uint64_t releases_pytorch; /* runs of segment releases that were PyTorch's own (Note [Releases
+                              * inside a malloc], trace_builder.c) */
+  uint64_t releases_untold;  /* runs that could be either, without the cap (the same Note) */
   bool final_oom;            /* Note [A trace that ends in an OOM]: its request is replayed */
+  uint64_t caught_ooms;      /* the same Note: OOMs the program caught, requested again */
 } ab_trace_info_t;
 
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
@@ -154,6 +162,11 @@ typedef struct ab_trace_builder_s {
   bool infer;                 /* some record's pool is to be inferred */
   bool pytorch;               /* the records are PyTorch's allocator's (a snapshot with its
                                * structured allocator_settings), whose rules the builder reads in */
+  /* What the run is made under, set after init (plain numbers; 0: not known): the memory cap
+   * the program ran under, in bytes (PyTorch's set_per_process_memory_fraction times the
+   * card), and the card's total, which turns a recorded per_process_memory_fraction into one
+   * (trace_builder.c, Note [Releases inside a malloc]). */
+  uint64_t cap, card;
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
