@@ -355,6 +355,15 @@ static ab_status give_back(stitching_t *t, seg_t *home, ab_dptr_t addr, uint64_t
 
 typedef ab_status (*move_fn)(stitching_t *t, seg_t *home, ab_dptr_t addr, uint64_t bytes);
 
+/* Note [Unmap after the kernels]: a block the program freed may still be read or written by
+ * kernels it queued before the free (frees are stream-ordered), and cuMemUnmap does not wait
+ * for them in every case: on an H200 a kernel hit an illegal address when an sBlock's reuse
+ * unmapped chunks freed just before. GMLake never unmaps a chunk to reuse it (it keeps both
+ * views mapped); here, where a chunk is mapped at one place at a time, every unmap of memory
+ * the program has used waits for the device first, as PyTorch's release of cached blocks does
+ * (synchronize_and_free_events before cudaFree). */
+static ab_status after_the_kernels(stitching_t *t) { return ab_device_synchronize(t->base.dev); }
+
 /* Applies move (lend or give_back) to the chunks of sBlock sb's first `upto` bytes, run by
  * run; stops at the first failure. *done receives the bytes moved. */
 static ab_status move_runs(stitching_t *t, const seg_t *sb, uint64_t upto, move_fn move, uint64_t *done) {
@@ -383,8 +392,9 @@ static bool chunks_free(const seg_t *sb) {
  * as one block. On failure what was lent is given back. */
 static ab_status serve_sblock(stitching_t *t, seg_t *sb, uint64_t size, uint64_t bytes, ab_dptr_t *out) {
   ab_strategy_t *s = &t->base;
-  uint64_t done, back;
-  ab_status st = move_runs(t, sb, size, lend, &done);
+  uint64_t done = 0, back;
+  ab_status st = after_the_kernels(t);
+  if (st == AB_OK) st = move_runs(t, sb, size, lend, &done);
   blk_t *b = sb->first, *rest = NULL;
   if (st == AB_OK && size < sb->va_bytes && (rest = new_blk(sb, sb->base + size, sb->va_bytes - size, B_UNMAPPED)) == NULL)
     st = AB_ERR_INTERNAL;
@@ -413,6 +423,7 @@ static ab_status serve_sblock(stitching_t *t, seg_t *sb, uint64_t size, uint64_t
 static ab_status free_sblock(stitching_t *t, seg_t *sb) {
   blk_t *b = sb->first;
   uint64_t size = b->bytes;
+  AB_TRY(after_the_kernels(t));
   AB_TRY(unmap_granules(t, sb->base, size, sb->stream));
   sb->mapped = 0;
   b->state = B_UNMAPPED;
@@ -490,6 +501,7 @@ static ab_status new_segment(stitching_t *t, seg_kind_t kind, uint64_t va, unsig
  * viewing those pBlocks; with all_views (empty_cache) every sBlock not in use too. */
 static ab_status release_cached(stitching_t *t, bool all_views) {
   ab_tnode_t *n, *next;
+  AB_TRY(after_the_kernels(t));
   for (n = ab_tree_first(&t->ppool); n != NULL; n = next) {
     next = ab_tree_next(n);
     blk_t *b = AB_CONTAINER_OF(n, blk_t, node);
