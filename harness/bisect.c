@@ -5,7 +5,6 @@
 
 #include "clock.h"
 #include "pipeline.h"
-#include "supervise.h"
 #include "units.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
@@ -49,7 +48,8 @@ static void classify_against_cap(ab_oom_info_t *oom, uint64_t cap) {
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
   /* A library's probe goes to a process of its own (supervise.h). */
-  if (ro == NULL && ab_supervised(o->strategy)) return ab_supervise_probe(es, o, budget, run, held_peak, device, diag);
+  if (ro == NULL && ab_apart(ab_bisect_probe_apart != NULL, o->strategy))
+    return ab_bisect_probe_apart(es, o, budget, run, held_peak, device, diag);
   ab_run_opts_t plain;
   if (ro == NULL) {
     memset(&plain, 0, sizeof plain);

@@ -112,4 +112,8 @@ ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
                            ab_diag_t *diag);
 
+/* ab_bisect_probe in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
+extern ab_status (*ab_bisect_probe_apart)(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget,
+                                          ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
+
 #endif

@@ -15,7 +15,6 @@
 #include "pipeline.h"
 #include "registry.h"
 #include "results.h"
-#include "supervise.h"
 #include "strategy.h"
 #include "units.h"
 #include "workload.h"
@@ -631,9 +630,10 @@ ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const ch
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
   if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
   /* A library's run goes to a process of its own (supervise.h), which is given no --cap. */
-  if (o->hooks == NULL && ab_supervised(strategy) && o->cap_bytes)
+  bool apart = o->hooks == NULL && ab_apart(ab_cli_run_one_apart != NULL, strategy);
+  if (apart && o->cap_bytes)
     return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
-  if (o->hooks == NULL && ab_supervised(strategy)) return ab_supervise_run_one(o, es, strategy, run, summary, diag);
+  if (apart) return ab_cli_run_one_apart(o, es, strategy, run, summary, diag);
   if (o->hooks && o->hooks->wrap) {
     p.wrap = o->hooks->wrap;
     p.wrap_ctx = o->hooks->ctx;

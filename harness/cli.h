@@ -237,4 +237,8 @@ void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const
 /* Appends a table to DIR/NAME, saying on stderr if an older file was moved aside. */
 ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag);
 
+/* ab_cli_run_one in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
+extern ab_status (*ab_cli_run_one_apart)(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
+                                         ab_run_t *run, ab_table_t *summary, ab_diag_t *diag);
+
 #endif

@@ -5,7 +5,6 @@
 
 #include "device_open.h"
 #include "registry.h"
-#include "supervise.h"
 
 /* The user's conf with the cap as a fraction of the device, half a byte up so that the
  * strategy's fraction x total truncates back to the cap; a cap of the whole card is a
@@ -66,7 +65,7 @@ ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag) {
 
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
   /* Loading a library runs its constructors: in a process of its own (supervise.h). */
-  if (p->wrap == NULL && ab_supervised(p->strategy)) return ab_supervise_check(p, closed, diag);
+  if (p->wrap == NULL && ab_apart(ab_pipeline_check_apart != NULL, p->strategy)) return ab_pipeline_check_apart(p, closed, diag);
   ab_world_t w;
   AB_TRY(ab_pipeline_open(p, &w, diag));
   ab_pipeline_close(&w, NULL, NULL);

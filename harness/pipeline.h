@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include <string.h>
+
 #include "device.h"
 #include "engine.h"
 #include "strategy.h"
@@ -62,5 +64,14 @@ ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag);
 /* Opens and closes at once: the check that p can run, before any work. *closed describes the
  * device (when closed is not NULL). */
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
+
+/* Work made in a process of its own (Note [A library in a process of its own], supervise.h):
+ * the supervisor installs these when allocbench starts (ab_supervise_enable); they stay NULL
+ * in a supervised child and in programs that link the harness, where libraries run in
+ * process. ab_apart says whether a strategy's work goes there. */
+extern ab_status (*ab_pipeline_check_apart)(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
+static inline bool ab_apart(bool installed, const char *strategy) {
+  return installed && strategy != NULL && strncmp(strategy, "pluggable:", 10) == 0;
+}
 
 #endif

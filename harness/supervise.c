@@ -33,13 +33,18 @@
 
 typedef enum unit_e { UNIT_CHECK, UNIT_RUN_ONE, UNIT_PROBE } unit_t;
 
-static bool enabled = false;
-static bool in_child = false;
+/* The hooks of the layers below (pipeline.h, bisect.h, cli.h): NULL until enabled, and so
+ * in a child, which runs its library in process. */
+ab_status (*ab_pipeline_check_apart)(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
+ab_status (*ab_bisect_probe_apart)(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
+                                   uint64_t *held_peak, char device[96], ab_diag_t *diag);
+ab_status (*ab_cli_run_one_apart)(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                                  ab_table_t *summary, ab_diag_t *diag);
 
-void ab_supervise_enable(void) { enabled = true; }
-
-bool ab_supervised(const char *strategy) {
-  return enabled && !in_child && strategy && strncmp(strategy, "pluggable:", 10) == 0;
+void ab_supervise_enable(void) {
+  ab_pipeline_check_apart = ab_supervise_check;
+  ab_bisect_probe_apart = ab_supervise_probe;
+  ab_cli_run_one_apart = ab_supervise_run_one;
 }
 
 /* ---- writing and reading the files passed between the two ---------------------------------- */
@@ -652,7 +657,6 @@ static int child_probe(const job_t *j, writer_t *w) {
 }
 
 int ab_supervise_child(void) {
-  in_child = true;
   /* A signal stops the run as it stops any (engine.h); the parent kills what does not. */
   ab_cli_catch_stop();
   void *watch = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);

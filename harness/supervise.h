@@ -15,9 +15,10 @@
  *      its summary row, the segment map at an OOM) into a second one, and writes its files
  *      (timeline, segment map) itself.
  *   2. The units of work: the check that a strategy can be made (ab_pipeline_check), a run
- *      (ab_cli_run_one) and a probe of a budget search (ab_bisect_probe); each asks
- *      ab_supervised first. A run with a command's hooks (replay's exports, the ranks of
- *      run --ranks) calls back into the parent's state and is made in process, as before.
+ *      (ab_cli_run_one) and a probe of a budget search (ab_bisect_probe); each asks its
+ *      hook first (ab_apart, pipeline.h). A run with a command's hooks (replay's exports,
+ *      the ranks of run --ranks) calls back into the parent's state and is made in process,
+ *      as before.
  *   3. Which call: around every call into the library the child writes which one it is
  *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h).
  *   4. How it ends: a child that wrote its results and exited 0 is a run like any other.
@@ -50,12 +51,10 @@
 /* The word main() looks for in argv[1]: this process is a supervised child. */
 #define AB_SUPERVISE_ARG "--supervised-child"
 
-/* Lets this process run libraries in children (main of allocbench). */
+/* Lets this process run libraries in children (main of allocbench): installs the hooks of
+ * pipeline.h, bisect.h and cli.h (ab_apart), through which a library's unit of work, and
+ * only a library's, comes to the three functions below. */
 void ab_supervise_enable(void);
-
-/* True when a unit of work with this strategy goes to a child: a library's (pluggable:),
- * supervision enabled, and this process not itself the child. */
-bool ab_supervised(const char *strategy);
 
 /* ab_pipeline_check in a child; p->wrap must be NULL. */
 ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);

@@ -115,12 +115,12 @@ building="interrupted (SIGINT) while building the workload: nothing was run or w
 grep -qF "$said" "$work/err" || grep -qF "$building" "$work/err" || fail "run after SIGINT: $(cat "$work/err")"
 [ "$(wc -l <"$out/summary.csv")" -eq 2 ] || fail "the interrupted run changed summary.csv: $(cat "$out/summary.csv")"
 
-# SIGTERM while the workload is still being generated (some 15 s of it): the run stops within
-# moments, not once the generation is done.
-"$ab" run --device sim -w dynamic-shapes:steps=2000,layers=48 -s raw --out "$out" >"$work/out" 2>"$work/err" &
+# SIGTERM while the workload is still being generated (some seconds of it: 57 million events):
+# the run stops within moments, not once the generation is done.
+"$ab" run --device sim -w dynamic-shapes:steps=6000,layers=48 -s raw --out "$out" >"$work/out" 2>"$work/err" &
 pid=$!
 pids+=("$pid")
-sleep 1
+sleep 0.3
 start=$(date +%s%N)
 kill -TERM "$pid"
 wait_exit "$pid"
