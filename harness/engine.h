@@ -108,7 +108,7 @@ typedef enum ab_lockstep_e {
 } ab_lockstep_t;
 
 typedef struct ab_run_opts_s {
-  bool time_calls; /* histogram every alloc and free */
+  bool time_calls; /* histogram the allocs and frees (one in N timed: Note [Timing one call in N], engine.c) */
   bool timeline;   /* sample at every STEP (a trace: every n/200 events) and at the end */
   bool check;      /* run the strategy's invariant checks after every event (slow) */
   bool kernels;    /* launch KERNEL events where the device can */

@@ -3,7 +3,8 @@
  * Log-linear buckets: each power of two is split into 32 buckets, so a quantile is known to
  * within 1/32 (about 3%) of its value, over the whole range of uint64_t nanoseconds. Adding
  * a sample is a few instructions, cheap enough for the replay loop. Count, sum, min and max
- * are exact.
+ * are exact over the values added; the replay adds a sample of its calls, each counted for the
+ * calls it stands for (Note [Timing one call in N], engine.c).
  */
 #ifndef AB_HIST_H
 #define AB_HIST_H
@@ -34,6 +35,16 @@ static inline void ab_hist_add(ab_hist_t *h, uint64_t v) {
   h->bucket[ab_hist_index(v)]++;
   h->count++;
   h->sum += v;
+  if (v < h->min) h->min = v;
+  if (v > h->max) h->max = v;
+}
+
+/* v counted n times: a sampled value that stands for n calls (Note [Timing one call in N],
+ * engine.c). */
+static inline void ab_hist_add_n(ab_hist_t *h, uint64_t v, uint64_t n) {
+  h->bucket[ab_hist_index(v)] += n;
+  h->count += n;
+  h->sum += v * n;
   if (v < h->min) h->min = v;
   if (v > h->max) h->max = v;
 }

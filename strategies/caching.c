@@ -221,12 +221,18 @@ static block_t *block_new(caching_t *c, ab_dptr_t ptr, uint64_t size, unsigned s
   block_t *b = c->spare;
   c->spare = b->next;
   c->nspare--;
-  memset(b, 0, sizeof *b);
+  /* Every field but the tree node, which is set when the block joins a set (and read only
+   * while it is in one). */
+  b->prev = b->next = NULL;
+  b->xs = xs;
   b->ptr = ptr;
   b->size = size;
+  b->requested = 0;
+  b->gc_base = 0;
   b->stream = (uint16_t)stream;
   b->pool = (uint16_t)pool;
-  b->xs = xs;
+  b->state = B_SPARE;
+  b->deferred = DEFER_NONE;
   return b;
 }
 
@@ -901,11 +907,12 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   return alloc_found_block(c, &p, bytes, out);
 }
 
-/* The block of a live address, checked against what the caller says about it. */
+/* The block of a live address, checked against what the caller says about it; *slot: its
+ * slot in the live map, for a free that then takes it out without a second search. */
 static ab_status lookup(caching_t *c, const char *op, ab_dptr_t ptr, uint64_t bytes, unsigned stream, int state,
-                        block_t **out) {
-  uint64_t v;
-  block_t *b = ab_map_get(&c->live, ptr, &v) ? (block_t *)(uintptr_t)v : NULL;
+                        block_t **out, size_t *slot) {
+  size_t at = ab_map_slot(&c->live, ptr);
+  block_t *b = at < c->live.cap ? (block_t *)(uintptr_t)c->live.vals[at] : NULL;
   if (b == NULL || b->state != state)
     return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID, "caching: %s of 0x%llx, which is not %s", op,
                        (unsigned long long)ptr, state == B_ALLOCATED ? "allocated" : "waiting for its free to complete");
@@ -915,14 +922,16 @@ static ab_status lookup(caching_t *c, const char *op, ab_dptr_t ptr, uint64_t by
                        (unsigned long long)ptr, (unsigned long long)bytes, stream, (unsigned long long)b->requested,
                        b->stream);
   *out = b;
+  if (slot) *slot = at;
   return AB_OK;
 }
 
 static ab_status caching_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   caching_t *c = of(s);
   block_t *b = NULL;
-  AB_TRY(lookup(c, "free", ptr, bytes, stream, B_ALLOCATED, &b));
-  ab_map_take(&c->live, ptr, NULL);
+  size_t slot = 0;
+  AB_TRY(lookup(c, "free", ptr, bytes, stream, B_ALLOCATED, &b, &slot));
+  ab_map_remove_slot(&c->live, slot);
   user_free(c, b);
   return free_block(c, b);
 }
@@ -930,7 +939,7 @@ static ab_status caching_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, u
 static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, unsigned stream) {
   caching_t *c = of(s);
   block_t *b = NULL;
-  AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b));
+  AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b, NULL));
   user_free(c, b);
   b->state = B_PENDING;
   /* Note [Captures]: no event can be recorded while a capture is open. */
@@ -950,14 +959,15 @@ static ab_status caching_free_complete(ab_strategy_t *s, ab_dptr_t ptr, uint64_t
     return AB_OK;
   }
   block_t *b = NULL;
-  AB_TRY(lookup(c, "free_complete", ptr, bytes, stream, B_PENDING, &b));
+  size_t slot = 0;
+  AB_TRY(lookup(c, "free_complete", ptr, bytes, stream, B_PENDING, &b, &slot));
   if (b->deferred == DEFER_WAITING && c->ncaptures) { /* Note [Captures] */
     b->deferred = DEFER_READY;
     c->nready++;
     return AB_OK;
   }
   b->deferred = DEFER_NONE;
-  ab_map_take(&c->live, ptr, NULL);
+  ab_map_remove_slot(&c->live, slot);
   c->npending--;
   return free_block(c, b);
 }

@@ -63,14 +63,15 @@ bool ab_map_get(const ab_map_t *m, uint64_t key, uint64_t *val) {
   return false;
 }
 
-bool ab_map_take(ab_map_t *m, uint64_t key, uint64_t *val) {
-  if (m->cap == 0 || key == 0) return false;
-  size_t mask = m->cap - 1, s = slot_of(m, key);
-  while (m->keys[s] != key) {
-    if (m->keys[s] == 0) return false;
-    s = (s + 1) & mask;
-  }
-  if (val) *val = m->vals[s];
+size_t ab_map_slot(const ab_map_t *m, uint64_t key) {
+  if (m->cap == 0 || key == 0) return m->cap;
+  for (size_t s = slot_of(m, key); m->keys[s]; s = (s + 1) & (m->cap - 1))
+    if (m->keys[s] == key) return s;
+  return m->cap;
+}
+
+void ab_map_remove_slot(ab_map_t *m, size_t s) {
+  size_t mask = m->cap - 1;
   /* Backward shift: pull later entries of the probe run into the hole when their home slot
    * does not lie (cyclically) between the hole and their current slot. */
   size_t hole = s;
@@ -85,5 +86,12 @@ bool ab_map_take(ab_map_t *m, uint64_t key, uint64_t *val) {
   }
   m->keys[hole] = 0;
   m->n--;
+}
+
+bool ab_map_take(ab_map_t *m, uint64_t key, uint64_t *val) {
+  size_t s = ab_map_slot(m, key);
+  if (s == m->cap) return false;
+  if (val) *val = m->vals[s];
+  ab_map_remove_slot(m, s);
   return true;
 }

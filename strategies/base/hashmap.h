@@ -30,5 +30,10 @@ ab_status ab_map_put(ab_map_t *m, uint64_t key, uint64_t val);
 bool ab_map_get(const ab_map_t *m, uint64_t key, uint64_t *val);
 /* Removes key; writes its value to *val (may be NULL). False if absent. */
 bool ab_map_take(ab_map_t *m, uint64_t key, uint64_t *val);
+/* The slot of key (its value is m->vals[slot]), or m->cap when absent: one search for a
+ * lookup that may be followed by a removal. */
+size_t ab_map_slot(const ab_map_t *m, uint64_t key);
+/* Removes the key at slot, a slot ab_map_slot gave with no change to m since. */
+void ab_map_remove_slot(ab_map_t *m, size_t slot);
 
 #endif

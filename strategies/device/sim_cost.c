@@ -16,17 +16,28 @@ typedef struct cost_point_s {
   double ns;
 } cost_point_t;
 
-#define PTS(a) a, sizeof a / sizeof a[0]
+#define PTS(a) a, cost_logs(a, log_##a, sizeof a / sizeof a[0]), sizeof a / sizeof a[0]
 static const cost_point_t cost_malloc[] = {{512, 43e3}, {20 << 20, 43e3}, {256 << 20, 83e3}, {1ULL << 30, 196e3}};
 static const cost_point_t cost_free[] = {{512, 36e3}, {2 << 20, 36e3}, {20 << 20, 50e3}, {256 << 20, 174e3}, {1ULL << 30, 556e3}};
 static const cost_point_t cost_create[] = {{2 << 20, 12e3}, {20 << 20, 14e3}, {256 << 20, 31e3}};
 static const cost_point_t cost_unmap_release[] = {{2 << 20, 37e3}, {256 << 20, 158e3}};
-static double cost_at(const cost_point_t *pts, size_t n, uint64_t bytes) {
+/* log() of each point's size, computed on first use: the model is asked on every device
+ * call, and one log() a call is what the interpolation needs. The values are the same
+ * whoever computes them, so two threads filling a table at once write the same numbers. */
+#define LOGS(a) log_##a[sizeof a / sizeof a[0]]
+static double LOGS(cost_malloc), LOGS(cost_free), LOGS(cost_create), LOGS(cost_unmap_release);
+
+static const double *cost_logs(const cost_point_t *pts, double *logs, size_t n) {
+  if (logs[n - 1] == 0)
+    for (size_t i = 0; i < n; i++) logs[i] = log((double)pts[i].bytes);
+  return logs;
+}
+
+static double cost_at(const cost_point_t *pts, const double *logs, size_t n, uint64_t bytes) {
   if (bytes <= pts[0].bytes) return pts[0].ns;
   for (size_t i = 1; i < n; i++)
     if (bytes <= pts[i].bytes) {
-      double t = (log((double)bytes) - log((double)pts[i - 1].bytes)) /
-                 (log((double)pts[i].bytes) - log((double)pts[i - 1].bytes));
+      double t = (log((double)bytes) - logs[i - 1]) / (logs[i] - logs[i - 1]);
       return pts[i - 1].ns + t * (pts[i].ns - pts[i - 1].ns);
     }
   return pts[n - 1].ns * (double)bytes / (double)pts[n - 1].bytes;
