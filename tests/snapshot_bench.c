@@ -67,7 +67,7 @@ static bool measure(char *const argv[], double *secs, double *cpu, uint64_t *pea
 /* ---- the child modes ------------------------------------------------------------------------ */
 
 /* Writes a snapshot of about `entries` entries at path (gzipped when zlib is there). */
-static int generate(uint64_t entries, const char *path) {
+static int generate(uint64_t entries, bool frames, const char *path) {
   ab_diag_t d = {""};
   /* Entries per random op, from a short run: an alloc or a free each, and segment actions. */
   const char *pilot = "/dev/null";
@@ -76,14 +76,14 @@ static int generate(uint64_t entries, const char *path) {
   snprintf(spec, sizeof spec, "random:ops=200000");
   char plain[4096];
   snprintf(plain, sizeof plain, "%s.tmp", path);
-  if (ab_frames_export(spec, true, plain, &pilot_records, &d) != AB_OK || pilot_records == 0) {
+  if (ab_frames_export(spec, frames, plain, &pilot_records, &d) != AB_OK || pilot_records == 0) {
     fprintf(stderr, "snapshot_bench: %s: %s\n", pilot, d.msg);
     return 1;
   }
   uint64_t ops = (uint64_t)((double)entries * 200000.0 / (double)pilot_records);
   snprintf(spec, sizeof spec, "random:ops=%llu", (unsigned long long)ops);
   size_t records = 0;
-  if (ab_frames_export(spec, true, plain, &records, &d) != AB_OK) {
+  if (ab_frames_export(spec, frames, plain, &records, &d) != AB_OK) {
     fprintf(stderr, "snapshot_bench: %s\n", d.msg);
     return 1;
   }
@@ -134,23 +134,26 @@ static bool find_python(char *out, size_t size) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && strcmp(argv[1], "--generate") == 0) return generate(strtoull(argv[2], NULL, 10), argv[3]);
+  if (argc == 5 && strcmp(argv[1], "--generate") == 0)
+    return generate(strtoull(argv[2], NULL, 10), strcmp(argv[3], "frames") == 0, argv[4]);
   if (argc == 3 && strcmp(argv[1], "--read-tree") == 0) return read_tree(argv[2]);
   const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   char dir[2048];
   snprintf(dir, sizeof dir, "%s/allocbench-snapshots", tmp);
   uint64_t sizes[MAX_SIZES] = {0}, python_max = 3000000;
+  bool frames = true;
   const char *files[MAX_SIZES] = {NULL}; /* files[i] set: measured as it is, sizes[i] unused */
   size_t nsizes = 0;
   for (int i = 1; i < argc; i++) {
     char *end;
     uint64_t n = strtoull(argv[i], &end, 10);
     if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
+    else if (strcmp(argv[i], "--frameless") == 0) frames = false;
     else if (strcmp(argv[i], "--python-max") == 0 && i + 1 < argc) python_max = strtoull(argv[++i], NULL, 10);
     else if (nsizes < MAX_SIZES && n > 0 && *end == '\0') sizes[nsizes++] = n;
     else if (nsizes < MAX_SIZES && file_bytes(argv[i]) > 0) files[nsizes++] = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [ENTRIES|FILE...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [--frameless] [ENTRIES|FILE...]\n", argv[0]);
       return 2;
     }
   }
@@ -171,13 +174,14 @@ int main(int argc, char **argv) {
          "wall (cpu)", "", "wall (cpu)");
   for (size_t i = 0; i < nsizes; i++) {
     char path[4096], n[32];
-    snprintf(path, sizeof path, "%s/random_%llu.pickle.gz", dir, (unsigned long long)sizes[i]);
+    snprintf(path, sizeof path, "%s/random_%llu%s.pickle.gz", dir, (unsigned long long)sizes[i],
+             frames ? "" : "_frameless");
     if (files[i] != NULL) snprintf(path, sizeof path, "%s", files[i]);
     snprintf(n, sizeof n, "%llu", (unsigned long long)sizes[i]);
     double secs, cpu;
     uint64_t peak;
     if (files[i] == NULL && file_bytes(path) == 0) {
-      char *gen[] = {argv[0], "--generate", n, path, NULL};
+      char *gen[] = {argv[0], "--generate", n, frames ? "frames" : "frameless", path, NULL};
       if (!measure(gen, &secs, &cpu, &peak)) {
         fprintf(stderr, "snapshot_bench: could not write %s\n", path);
         return 1;
