@@ -166,8 +166,16 @@ static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
   key.stream = b->stream;
   key.size = size;
   key.ptr = ptr;
-  ab_tnode_t *before = ab_tree_prev(&b->node), *after = ab_tree_next(&b->node);
-  if ((before == NULL || free_before(BLOCK(before), &key)) && (after == NULL || free_before(&key, BLOCK(after)))) {
+  /* A key that grows can pass only the blocks after it; one that shrinks, those before. */
+  bool stays;
+  if (free_before(b, &key)) {
+    ab_tnode_t *after = ab_tree_next(&b->node);
+    stays = after == NULL || free_before(&key, BLOCK(after));
+  } else {
+    ab_tnode_t *before = ab_tree_prev(&b->node);
+    stays = before == NULL || free_before(BLOCK(before), &key);
+  }
+  if (stays) {
     b->ptr = ptr;
     b->size = size;
     b->gc_base = pl->gc_calls;

@@ -13,6 +13,8 @@ const char *ab_trace_action_name(ab_trace_action_t a) { return (size_t)a < NACTI
 
 ab_trace_action_t ab_trace_action_of(const char *name, size_t len) {
   for (size_t i = 0; i < NACTIONS; i++)
-    if (strlen(action_names[i]) == len && memcmp(action_names[i], name, len) == 0) return (ab_trace_action_t)i;
+    if (len > 0 && action_names[i][0] == name[0] && strlen(action_names[i]) == len &&
+        memcmp(action_names[i], name, len) == 0)
+      return (ab_trace_action_t)i;
   return AB_TR_OTHER;
 }

@@ -114,16 +114,16 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
 
 static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   sim_t *s = sim_of(d);
-  uint64_t had;
-  if (!ab_map_get(&s->live, p, &had))
+  size_t slot = ab_map_slot(&s->live, p);
+  if (slot == s->live.cap)
     return ab_diag_set(&d->diag, AB_ERR_INVALID,
                        "sim device: free of 0x%llx, which is not a live allocation (double free or foreign pointer)",
                        (unsigned long long)p);
-  if (had != bytes)
+  if (s->live.vals[slot] != bytes)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: free of 0x%llx with size %llu; it was allocated with %llu",
-                       (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)had);
+                       (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)s->live.vals[slot]);
   CHARGE(s, ab_sim_cost_ns(AB_SIM_CALL_FREE, bytes));
-  ab_map_take(&s->live, p, NULL);
+  ab_map_remove_slot(&s->live, slot);
   int64_t pages = 0;
   ab_sim_touched_remove(&s->malloc_pages, p, bytes, &pages);
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);

@@ -115,18 +115,19 @@ ab_status ab_sim_touched_add(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t
   uint64_t first = at / t->page_bytes, last = (at + bytes - 1) / t->page_bytes;
   *delta_pages = 0;
   for (uint64_t pg = first; pg <= last; pg++) {
-    uint64_t n = 0;
-    ab_map_get(&t->live, pg, &n);
-    if (ab_map_put(&t->live, pg, n + 1) != AB_OK) {
+    size_t slot = ab_map_slot(&t->live, pg);
+    if (slot < t->live.cap) { /* a page already touched: one search */
+      t->live.vals[slot]++;
+      continue;
+    }
+    if (ab_map_put(&t->live, pg, 1) != AB_OK) {
       int64_t undone;
       if (pg > first) ab_sim_touched_remove(t, at, (pg - first) * t->page_bytes - at % t->page_bytes, &undone);
       *delta_pages = 0;
       return AB_ERR_INTERNAL;
     }
-    if (n == 0) {
-      t->pages++;
-      (*delta_pages)++;
-    }
+    t->pages++;
+    (*delta_pages)++;
   }
   return AB_OK;
 }
@@ -135,12 +136,12 @@ void ab_sim_touched_remove(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *
   uint64_t first = at / t->page_bytes, last = (at + bytes - 1) / t->page_bytes;
   *delta_pages = 0;
   for (uint64_t pg = first; pg <= last; pg++) {
-    uint64_t n = 0;
-    if (!ab_map_get(&t->live, pg, &n)) continue;
-    if (n > 1) {
-      ab_map_put(&t->live, pg, n - 1); /* the key is there: no growth, no failure */
+    size_t slot = ab_map_slot(&t->live, pg);
+    if (slot == t->live.cap) continue;
+    if (t->live.vals[slot] > 1) {
+      t->live.vals[slot]--;
     } else {
-      ab_map_take(&t->live, pg, NULL);
+      ab_map_remove_slot(&t->live, slot);
       t->pages--;
       (*delta_pages)--;
     }

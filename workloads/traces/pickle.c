@@ -609,7 +609,8 @@ const ab_pk_t *ab_pk_get(const ab_pk_t *dict, const char *key) {
   if (seq->index == NULL || len > AB_PK_INDEX_KEY_BYTES) {
     for (uint32_t i = seq->n; i >= 2; i -= 2) {
       const ab_pk_t *k = &seq->items[i - 2];
-      if (k->type == AB_PK_STR && k->len == len && memcmp(k->v.s, key, len) == 0) return k + 1;
+      if (k->type == AB_PK_STR && k->len == len && (len == 0 || k->v.s[0] == key[0]) && memcmp(k->v.s, key, len) == 0)
+        return k + 1;
     }
     return NULL;
   }

@@ -60,17 +60,23 @@ static const char *where(const ab_trace_builder_t *b, size_t pos, char *buf, siz
 void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len) {
   ab_trace_info_t *in = &b->info;
   in->records++;
-  for (unsigned i = 0; i < in->nactions; i++)
-    if (strlen(in->actions[i].name) == len && memcmp(in->actions[i].name, name, len) == 0) {
+  /* The name counted last first: a trace names few actions, often several in a row. */
+  for (unsigned k = 0; k < in->nactions; k++) {
+    unsigned i = k == 0 ? b->last_action : k - 1 < b->last_action ? k - 1 : k;
+    if (b->action_len[i] == len && memcmp(in->actions[i].name, name, len) == 0) {
       in->actions[i].count++;
+      b->last_action = i;
       return;
     }
+  }
   if (in->nactions == AB_TRACE_MAX_ACTION_NAMES || len >= sizeof in->actions[0].name) {
     in->other_actions++;
     return;
   }
   memcpy(in->actions[in->nactions].name, name, len);
   in->actions[in->nactions].name[len] = '\0';
+  b->action_len[in->nactions] = (uint8_t)len;
+  b->last_action = in->nactions;
   in->actions[in->nactions++].count = 1;
 }
 

@@ -167,6 +167,8 @@ typedef struct ab_trace_builder_s {
    * card), and the card's total, which turns a recorded per_process_memory_fraction into one
    * (trace_builder.c, Note [Releases inside a malloc]). */
   uint64_t cap, card;
+  uint8_t action_len[AB_TRACE_MAX_ACTION_NAMES]; /* strlen of info.actions[i].name */
+  unsigned last_action;       /* the index of info.actions counted last */
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
