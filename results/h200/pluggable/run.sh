@@ -47,7 +47,7 @@ check() { # check NAME COMMAND...: runs it, records PASS or FAIL (SKIP: a compar
 
 # 1. The matrix workloads, each with its smallest budget, the plugins beside raw and caching.
 t0=$(date +%s)
-check matrix timeout 360 "$ab" matrix --device "$device" -s "raw,caching,$each,$pool" -c '' -c '' -c '' -c "$hooks" \
+check matrix timeout 450 "$ab" matrix --device "$device" -s "raw,caching,$each,$pool" -c '' -c '' -c '' -c "$hooks" \
   --out "$out" >"$out/matrix.txt" 2>"$out/matrix.log"
 echo "matrix: $(($(date +%s) - t0)) s" >>"$out/machine.txt"
 
