@@ -85,9 +85,13 @@ ok = ok and all(int(r["peak_reserved_bytes"]) <= 20 << 30 for r in rows.values()
 sys.exit(0 if ok else 1)
 EOF
 
-# 3. The conformance suite, on the GPU, through each plugin.
-check conformance_malloc_each timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$each" >"$out/conformance.log" 2>&1
-check conformance_small_pool timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$pool" --conf="$hooks" \
+# 3. The conformance suite, on the GPU, through each plugin. The test runs in a temporary
+# folder of its own, so it is given the libraries by absolute path.
+absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+each_abs=pluggable:$(absolute "$build")/plugins/libmalloc_each_cudart.so
+pool_abs=pluggable:$(absolute "$build")/plugins/libsmall_pool_cudart.so
+check conformance_malloc_each timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$each_abs" >"$out/conformance.log" 2>&1
+check conformance_small_pool timeout 60 "$build/tests/conformance_test" --device="$device" --strategy="$pool_abs" --conf="$hooks" \
   >>"$out/conformance.log" 2>&1
 
 # 4. Supervision on the GPU (tests/plugins/hostile.c: its alloc functions fail on their
