@@ -59,7 +59,6 @@ static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
     AB_TRY(trim_all(s));
     st = ab_device_malloc_async(s->dev, bytes, stream, out);
   }
-  if (st == AB_ERR_OOM) s->stats.num_ooms++;
   if (st != AB_OK) return st;
   if (ab_map_put(&a->live, *out, (uint64_t)stream << STREAM_SHIFT | bytes) != AB_OK) {
     ab_device_free_async(s->dev, *out, bytes, stream);

@@ -878,10 +878,7 @@ static ab_status free_ready(caching_t *c) {
 
 static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   caching_t *c = of(s);
-  if (bytes >= ONE_EB) {
-    s->stats.num_ooms++; /* not in PyTorch's num_ooms: it fails before the allocator */
-    return AB_ERR_OOM;
-  }
+  if (bytes >= ONE_EB) return AB_ERR_OOM; /* not in PyTorch's num_ooms: it fails before the allocator */
   AB_TRY(reserve_blocks(c, 64));
   if (c->nready && c->ncaptures == 0) AB_TRY(free_ready(c));
   params_t p;
@@ -906,10 +903,7 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
       AB_TRY(release_cached(c, 0));
       st = alloc_block(c, &p, true);
     }
-    if (st == AB_ERR_OOM) {
-      c->st.num_ooms++;
-      s->stats.num_ooms++;
-    }
+    if (st == AB_ERR_OOM) c->st.num_ooms++; /* PyTorch's own count; the wrapper keeps stats.num_ooms */
     if (st != AB_OK) return st;
   }
   return alloc_found_block(c, &p, bytes, out);

@@ -58,7 +58,6 @@ static ab_status overlap_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
     *out = alias;
   } else {
     ab_status st = ab_device_malloc(s->dev, bytes, out);
-    if (st == AB_ERR_OOM) s->stats.num_ooms++;
     if (st != AB_OK) return st;
     if (ab_map_put(&o->live, *out, bytes << 1) != AB_OK) {
       ab_device_free(s->dev, *out, bytes);

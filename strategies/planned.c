@@ -107,6 +107,8 @@ static void absorb(planned_t *p, const ab_stats_t *before) {
 #define COUNTER(name, doc) st->name += now->name - before->name;
   AB_STAT_COUNTERS(COUNTER)
 #undef COUNTER
+  /* An OOM of the caching allocator is this strategy's, which ab_strategy_alloc counts. */
+  st->num_ooms -= now->num_ooms - before->num_ooms;
 }
 
 static ab_status planned_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
@@ -268,7 +270,7 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   planned_t *p = (planned_t *)s;
   size_t k = p->calls++;
   /* No device holds 2^56 bytes; larger sizes would wrap in the rounding below. */
-  if (bytes >> 56) return s->stats.num_ooms++, AB_ERR_OOM;
+  if (bytes >> 56) return AB_ERR_OOM;
   uint64_t size = align_up(bytes, PLANNED_ALIGN_BYTES);
   ab_status st = AB_OK;
   if (p->arena.bytes == 0 && p->plan_bytes) st = grow(p, p->plan_bytes);
@@ -277,7 +279,7 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
     p->hits++;
   } else if (st == AB_OK && p->misses_to) {
     p->misses++;
-    return miss_to_caching(p, bytes, stream, out); /* it counts its OOMs, absorbed */
+    return miss_to_caching(p, bytes, stream, out);
   } else if (st == AB_OK) {
     /* Policy 4 under misses:arena: best fit, growing the top when nothing holds it. */
     p->misses++;
@@ -287,7 +289,6 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
       if (st == AB_OK) st = ab_arena_take_best(&p->arena, size, &off);
     }
   }
-  if (st == AB_ERR_OOM) s->stats.num_ooms++;
   if (st != AB_OK) return st;
   *out = p->region + off;
   if (ab_map_put(&p->live, *out, bytes << 1 | 1) != AB_OK) {

@@ -202,20 +202,14 @@ static bool ran_out(pluggable_t *p, uint64_t bytes) {
 
 static ab_status pluggable_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   pluggable_t *p = (pluggable_t *)s;
-  if (bytes > BYTES_MASK) {
-    s->stats.num_ooms++; /* no card has 64 PiB */
-    return AB_ERR_OOM;
-  }
+  if (bytes > BYTES_MASK) return AB_ERR_OOM; /* no card has 64 PiB */
   void *handle = ab_card_stream(&p->card, stream);
   const ab_shim_card_t *prev = enter(p, stream, AB_PLUGIN_ALLOC);
   void *ptr = p->lib.alloc((ssize_t)bytes, ordinal(p), handle);
   AB_TRY(leave(p, prev));
   unsigned long long n = bytes;
   if (ptr == NULL) {
-    if (ran_out(p, bytes)) {
-      s->stats.num_ooms++;
-      return AB_ERR_OOM;
-    }
+    if (ran_out(p, bytes)) return AB_ERR_OOM;
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID,
                        "pluggable: %s: %s(%llu) returned NULL without running out of memory (none of its CUDA calls "
                        "did, the device had room, it held none spare)",

@@ -200,10 +200,7 @@ static ab_status pooled_empty_cache(ab_strategy_t *s) {
 static ab_status pooled_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   pooled_t *p = (pooled_t *)s;
   size_t ci = class_of(p, bytes);
-  if (ci == p->nclasses) {
-    s->stats.num_ooms++;
-    return AB_ERR_OOM;
-  }
+  if (ci == p->nclasses) return AB_ERR_OOM;
   class_t *cl = &p->classes[ci];
   if (cl->nfree == 0) {
     ab_status st = add_chunk(p, ci, stream);
@@ -212,7 +209,6 @@ static ab_status pooled_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream,
       AB_TRY(pooled_empty_cache(s));
       st = add_chunk(p, ci, stream);
     }
-    if (st == AB_ERR_OOM) s->stats.num_ooms++;
     if (st != AB_OK) return st;
   }
   ab_dptr_t addr = cl->free[--cl->nfree];

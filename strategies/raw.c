@@ -36,7 +36,6 @@ static ab_status raw_create(ab_device_t *dev, const char *conf, ab_strategy_t **
 static ab_status raw_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   raw_t *r = (raw_t *)s;
   ab_status st = ab_device_malloc(s->dev, bytes, out);
-  if (st == AB_ERR_OOM) s->stats.num_ooms++;
   if (st != AB_OK) return st;
   if (ab_map_put(&r->live, *out, bytes) != AB_OK) {
     ab_device_free(s->dev, *out, bytes);

@@ -660,10 +660,8 @@ static ab_status alloc_large(stitching_t *t, uint64_t bytes, unsigned stream, ab
 
 static ab_status stitching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   stitching_t *t = (stitching_t *)s;
-  if (bytes >> 56) return s->stats.num_ooms++, AB_ERR_OOM; /* would wrap in the rounding */
-  ab_status st = bytes <= SMALL_SIZE_BYTES ? alloc_small(t, bytes, stream, out) : alloc_large(t, bytes, stream, out);
-  if (st == AB_ERR_OOM) s->stats.num_ooms++;
-  return st;
+  if (bytes >> 56) return AB_ERR_OOM; /* would wrap in the rounding */
+  return bytes <= SMALL_SIZE_BYTES ? alloc_small(t, bytes, stream, out) : alloc_large(t, bytes, stream, out);
 }
 
 static ab_status stitching_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {

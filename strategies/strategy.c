@@ -19,7 +19,11 @@ ab_status ab_strategy_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, a
   if (bytes == 0 || out == NULL || stream >= AB_MAX_STREAMS)
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "%s: alloc of %llu bytes on stream %u", s->ops->name,
                        (unsigned long long)bytes, stream);
-  return s->ops->alloc(s, bytes, stream, out);
+  /* An OOM is counted here, once, whatever the strategy tried before giving up (RMM counts
+   * likewise in device_memory_resource::allocate, around do_allocate). */
+  ab_status st = s->ops->alloc(s, bytes, stream, out);
+  if (st == AB_ERR_OOM) s->stats.num_ooms++;
+  return st;
 }
 
 ab_status ab_strategy_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsigned stream) {

@@ -10,8 +10,9 @@
  * - Never print, exit or read the environment; return a status and say why in the diag of
  *   create or, for later calls, the device's diag.
  * - alloc returns AB_ERR_OOM when it cannot serve the request (after whatever releasing and
- *   retrying the strategy does), counts it in stats.num_ooms, and leaves the strategy usable:
- *   frees may follow and later allocations may succeed.
+ *   retrying the strategy does) and leaves the strategy usable: frees may follow and later
+ *   allocations may succeed. ab_strategy_alloc counts the OOM in stats.num_ooms, once; the
+ *   implementation does not.
  * - free is sized and stream-ordered: the caller passes the size it asked for and the
  *   stream of the allocation; memory freed on a stream may be reused by later allocations
  *   on that stream at once.
