@@ -60,8 +60,8 @@ ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free
  * (or host memory ran out). */
 bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
-/* Carves `bytes` aligned to `align` from the top of the smallest free range larger than
- * them, the highest of several such ranges of one size (Note [Driver placement]). */
+/* Carves `bytes` aligned to `align` from the top of the highest free range larger than them
+ * (Note [Driver placement]). */
 ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out);
 
 /* ---- the driver's placement of cudaMalloc (sim_place.c, Note [Driver placement]) ----------- */

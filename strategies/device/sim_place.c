@@ -20,25 +20,34 @@
  *     has room for it, at the lowest address of that room. (A 2 MiB request after a 114 MiB
  *     one lands right after it; thirty-MiB requests fill the 30 MiB tails of the 226 MiB
  *     chunks, the newest first.)
- *  3. A new chunk is cut from the top of the smallest free range of addresses that is larger
- *     than it, the highest such range where several are the same size. Fresh addresses
- *     therefore go down: each new chunk sits just below the one before, and newer segments
- *     have lower addresses.
+ *  3. A new chunk is cut from the top of the highest free range of addresses that is larger
+ *     than it: first fit, walking down. Fresh addresses therefore go down: each new chunk
+ *     sits just below the one before, and newer segments have lower addresses. Ranges freed
+ *     above the lowest chunk are reused first, the highest of them first, before the space
+ *     below is touched. (A caching allocator's program under garbage collection, run four
+ *     times on the H200, placed its 1 648 segments at the same offsets each time; after four
+ *     segments went back, a 160 MiB chunk went to the top of the highest free range, 608 MiB
+ *     long, over a lower one of 288 MiB, and a 224 MiB chunk passed over a free range of
+ *     exactly 224 MiB for the next one down, of 320 MiB, over a lower one of 288.)
  *  4. A chunk whose allocations are all freed goes back whole: its addresses become a free
  *     range again (merged with free neighbours), available to rule 3. A free range exactly
  *     the size of a chunk was never reused for it (a freed 64 MiB chunk stayed empty while
  *     58 MiB requests took the tops of 128 MiB ranges; a freed 256 MiB range beside another
  *     was passed over by a 226 MiB request), hence "larger" in rule 3.
  *
- * The same probe run three times, in three processes, gave the same offsets from its first
- * address every time; the base itself differs from process to process, and the ranges the
- * CUDA context and libraries hold before the first request leave holes that a program's
- * first small segments fill (in the recorded PyTorch runs, the first four 2 MiB segments).
- * Those holes are not modelled: the simulated card starts with one free range. Requests below
- * 2 MiB (never a caching allocator's: its smallest segment is 2 MiB) keep the card's older
- * rule, best fit at the top of a free range (sim_vaspace.c); address reservations
- * (cuMemAddressReserve) too: on the H200 they lay in a low region of their own, apart from
- * cudaMalloc's chunks, which the simulated card does not separate.
+ * How far the driver itself varies: the same probe run three times, in three processes, gave
+ * the same offsets from its first address every time, and so did the program above; the base
+ * differs from process to process. The ranges the CUDA context and libraries hold before the
+ * first request leave holes that a program's first segments may fill (in one recorded
+ * mixture-of-experts training job, a 2 MiB and a 20 MiB segment 478 and 552 MiB above the
+ * first). That job, run four times, also split its 20 MiB chunks between two free ranges in
+ * an order that changed from run to run, while PyTorch's figures stayed the same each time:
+ * where two ranges qualify, the driver's choice is not a function of the requests alone.
+ * Neither is modelled: the simulated card starts with one free range, and takes a range by
+ * rule 3. Requests below 2 MiB (never a caching allocator's: its smallest segment is 2 MiB)
+ * keep the card's older rule, best fit at the top of a free range (sim_vaspace.c); address
+ * reservations (cuMemAddressReserve) too: on the H200 they lay in a low region of their own,
+ * apart from cudaMalloc's chunks, which the simulated card does not separate.
  *
  * Finding "the chunk made last that has room" is a search over every chunk ever made that
  * is still held; a tree of the largest room per range of creation order answers it in
