@@ -98,7 +98,7 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * Several ranks in one process get theirs from ab_comm_init_all (one per GPU, made together
  * in one NCCL group); a rank in its own process gets its own from ab_comm_init_rank with the
  * unique id rank 0 made (ab_comm_unique_id) and the launcher handed round
- * (harness/rendezvous.h). Every communicator is non-blocking (Note [Bounded waits]).
+ * (harness/ranks/rendezvous.h). Every communicator is non-blocking (Note [Bounded waits]).
  * With a communicator set on a kernels context, each allgather and reduce_scatter KERNEL
  * event runs as ncclAllGather / ncclReduceScatter of its n bytes per rank on the event's
  * stream: the shard buffer holds n bytes, the full buffer N x n, rank r's part at r x n.
@@ -108,7 +108,7 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * run on the device in the order they were launched, whatever their streams (each waits
  * for the one before), so that all ranks' GPUs meet them in the same order. The caller checks the
  * full buffers against N beforehand (the events carry no world size) and keeps the ranks
- * in lockstep (harness/ranks.h): every rank launches the same collectives in the same
+ * in lockstep (harness/ranks/ranks.h): every rank launches the same collectives in the same
  * order, which NCCL needs.
  * NCCL is loaded at run time (nccl_check.h) and NCCL 2.14 or later is needed. Before NCCL
  * first initialises, ab_comm_load sets NCCL_NVLS_ENABLE=0 in the environment unless it is
@@ -122,8 +122,8 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * (Note [Bounded waits]); ab_comm_load and ab_comm_unique_id may be called from any thread.
  *
  * Note [Bounded waits]
- * Ranks wait for each other in four places: the rendezvous (harness/rendezvous.h), the
- * lockstep barriers (harness/group.h), NCCL's making and tearing down of communicators, and
+ * Ranks wait for each other in four places: the rendezvous (harness/ranks/rendezvous.h), the
+ * lockstep barriers (harness/ranks/group.h), NCCL's making and tearing down of communicators, and
  * a collective on the device, which ends only once every rank has launched it. A rank whose
  * peer died, hangs or was stopped would wait in any of them for ever, and a launcher's
  * SIGTERM would not end it. So no wait blocks without bound:
@@ -210,7 +210,7 @@ ab_status ab_comm_destroy(ab_comm_t *c, ab_diag_t *diag);
 void ab_kernels_set_comm(ab_kernels_t *kx, ab_comm_t *c);
 
 /* Makes stream `to` wait for the work queued so far on stream `from`, without the host
- * waiting (Note [Buffers on other streams] in harness/engine.c). */
+ * waiting (Note [Buffers on other streams] in harness/run/engine.c). */
 ab_status ab_kernels_join(ab_kernels_t *kx, unsigned from, unsigned to);
 
 /* Records a step mark on stream 0 (the default stream, where the workloads compute). */

@@ -2,7 +2,7 @@
 # at the peak under the recorded configuration (left) and the recommended one (right): the
 # segment maps tune wrote at the moment each run's reserved bytes first reached their peak (or
 # at its OOM), as plots/oommap.gp draws a map: one bar per segment in address order, its
-# blocks coloured by state. NOTES is tune_segments.txt (harness/tune_figures.h): the trace,
+# blocks coloured by state. NOTES is tune_segments.txt (harness/tune/tune_figures.h): the trace,
 # and for each map its event and reserved bytes. A map that is missing (the recorded
 # configuration was the one recommended: one panel) is left out.
 array MAP[2] = [ARG1, ARG2]

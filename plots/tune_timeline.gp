@@ -1,6 +1,6 @@
 # tune_timeline.gp TIMELINE_CSV TUNE_CSV OUT FMT: memory over the job under the recorded
 # configuration and under the one `allocbench tune` recommends, from tune_timeline.csv
-# (harness/tune_figures.h): reserved (solid) and allocated (dashed), the highest between
+# (harness/tune/tune_figures.h): reserved (solid) and allocated (dashed), the highest between
 # samples (Note [Step peaks]), against the events of the job in order. Where the trace
 # recorded its allocator's own segment decisions, what PyTorch held (the reserved bytes it
 # recorded) is drawn as dots over the recorded configuration's line: the check of the

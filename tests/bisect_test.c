@@ -1,5 +1,5 @@
-/* bisect_test.c: the budget search (harness/bisect.h) and the memory at an OOM
- * (harness/oommap.h), on streams whose answers are known by construction, and on the
+/* bisect_test.c: the budget search (harness/run/bisect.h) and the memory at an OOM
+ * (harness/run/oommap.h), on streams whose answers are known by construction, and on the
  * recorded trace (tests/data) against the bracket PyTorch itself showed. Runs on the device of
  * --device= (sim by default; on cuda every probe is a real run, and the test skips where no
  * GPU is usable). */

@@ -25,7 +25,11 @@ LAYERS = {
 }
 LAYERS["workloads/traces"] = {"workloads/traces"} | LAYERS["workloads/events"]
 LAYERS["workloads"] = {"workloads"} | LAYERS["workloads/traces"]
-LAYERS["harness"] = {"harness"} | LAYERS["workloads"]
+LAYERS["harness/run"] = {"harness/run"} | LAYERS["workloads"]
+LAYERS["harness/ranks"] = {"harness/ranks"} | LAYERS["harness/run"]
+LAYERS["harness/tune"] = {"harness/tune"} | LAYERS["harness/run"]
+LAYERS["harness/cli"] = {"harness/cli"} | LAYERS["harness/ranks"] | LAYERS["harness/tune"]
+LAYERS["harness/micro"] = {"harness/micro"} | LAYERS["harness/cli"]
 SOURCE = re.compile(r"\.(c|h|cu|cc|cpp)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -42,7 +42,7 @@ random/raw/ops:200000/manual_time,random,raw,ops:200000,sim:h200,iteration,,,8e+
 random/pooled/ops:200000/manual_time,random,pooled,ops:200000,sim:h200,iteration,,out of memory: at event 3,0,0,0,0,0
 CSV
 
-# Two segments at the fragmenter's OOM: every state of a block (harness/oommap.h's columns).
+# Two segments at the fragmenter's OOM: every state of a block (harness/run/oommap.h's columns).
 cat >"$d/oommap_fragmenter_caching.csv" <<'CSV'
 segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream
 0,0,1048576,allocated,3,1000000,20971520,17592186044416,large,0

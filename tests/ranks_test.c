@@ -1,4 +1,4 @@
-/* ranks_test.c: runs of several ranks (harness/ranks.h), their lockstep (group.h), the
+/* ranks_test.c: runs of several ranks (harness/ranks/ranks.h), their lockstep (group.h), the
  * launcher's environment and the TCP rendezvous (rendezvous.h), and NCCL (kernels.h,
  * Note [Collectives]).
  *
@@ -47,9 +47,9 @@ static ab_ranks_opts_t ranks_of(unsigned n) {
   return r;
 }
 
-static ab_cli_opts_t opts(const char *workload, const char *strategy) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench test");
+static ab_run_spec_t opts(const char *workload, const char *strategy) {
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench test");
   o.workload = workload;
   o.strategy = strategy;
   o.device = ab_test_device;
@@ -69,7 +69,7 @@ static bool ends_with(const char *s, const char *end) {
 }
 
 /* One run of n ranks; the results go to res (n of them). */
-static ab_status run_ranks(const ab_cli_opts_t *o, unsigned n, ab_table_t *t, ab_rank_result_t *res, ab_diag_t *diag) {
+static ab_status run_ranks(const ab_run_spec_t *o, unsigned n, ab_table_t *t, ab_rank_result_t *res, ab_diag_t *diag) {
   ab_ranks_opts_t r = ranks_of(n);
   unsigned got = 0;
   ab_table_init(t, ab_summary_cols, ab_summary_ncols);
@@ -85,7 +85,7 @@ static ab_status run_ranks(const ab_cli_opts_t *o, unsigned n, ab_table_t *t, ab
 static void rows_and_combined(void) {
   if (on_cuda()) SKIP("runs with --device=sim");
   enum { N = 3 };
-  ab_cli_opts_t o = opts(SMALL, "pooled");
+  ab_run_spec_t o = opts(SMALL, "pooled");
   ab_table_t t;
   ab_rank_result_t res[N];
   ab_diag_t diag = {""};
@@ -117,7 +117,7 @@ static void rows_and_combined(void) {
 static void deterministic_and_as_alone(void) {
   if (on_cuda()) SKIP("runs with --device=sim");
   enum { N = 2 };
-  ab_cli_opts_t o = opts(SMALL, "raw");
+  ab_run_spec_t o = opts(SMALL, "raw");
   ab_table_t a, b;
   ab_rank_result_t ra[N], rb[N];
   ab_diag_t diag = {""};
@@ -135,7 +135,7 @@ static void deterministic_and_as_alone(void) {
     ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
     REQUIRE_MSG(ab_workload_build(ra[r].workload, o.seed, &es, &diag) == AB_OK, "%s", diag.msg);
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
-    CHECK(ab_cli_run_one(&o, &es, "raw", &run, &one, &diag) == AB_OK);
+    CHECK(ab_run_one(&o, &es, "raw", &run, &one, &diag) == AB_OK);
     CHECK_EQ(run.stats.allocated_bytes.peak, ra[r].run.stats.allocated_bytes.peak);
     CHECK_EQ(run.stats.num_device_alloc, ra[r].run.stats.num_device_alloc);
     CHECK_EQ(es.n, ra[r].events);
@@ -153,7 +153,7 @@ static void oom_on_one_rank(void) {
   if (on_cuda()) SKIP("runs with --device=sim");
   enum { N = 3 };
   for (unsigned bad = 0; bad < N; bad += 2) {
-    ab_cli_opts_t o = opts(SMALL, "raw");
+    ab_run_spec_t o = opts(SMALL, "raw");
     o.dev.faults.fail_nth = 100; /* well into the first step, after collectives began */
     o.faults_rank = (int)bad;
     ab_table_t t;
@@ -194,7 +194,7 @@ static void stages_with_uneven_world(void) {
   for (unsigned stage = 0; stage <= 3; stage++) {
     char w[256];
     snprintf(w, sizeof w, "%s,stage=%u,reduce_bucket=100001,persistence_threshold=1000", SMALL, stage);
-    ab_cli_opts_t o = opts(w, "raw");
+    ab_run_spec_t o = opts(w, "raw");
     ab_table_t t;
     ab_rank_result_t res[3];
     ab_diag_t diag = {""};
@@ -253,7 +253,7 @@ static void bad_arguments(void) {
       {"zero:stage=9", 2, -1, "stage"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ab_cli_opts_t o = opts(cases[i].workload, "raw");
+    ab_run_spec_t o = opts(cases[i].workload, "raw");
     o.device = "sim";
     o.faults_rank = cases[i].faults_rank;
     if (o.faults_rank >= 0) o.dev.faults.fail_nth = 1;
@@ -267,7 +267,7 @@ static void bad_arguments(void) {
     ab_table_free(&t);
   }
   /* A bad -c is one error, before anything runs. */
-  ab_cli_opts_t o = opts(SMALL, "pooled");
+  ab_run_spec_t o = opts(SMALL, "pooled");
   o.device = "sim";
   o.conf = "bogus:1";
   ab_ranks_opts_t r = ranks_of(2);
@@ -835,7 +835,7 @@ static void ranks_on_gpus(void) {
   unsigned n = gpu_count();
   for (unsigned ranks = 1; ranks <= n; ranks = ranks == n ? n + 1 : n) {
     for (int verify = 0; verify < 2; verify++) {
-      ab_cli_opts_t o = opts(SMALL, "raw");
+      ab_run_spec_t o = opts(SMALL, "raw");
       o.device = "cuda";
       o.verify = verify;
       ab_table_t t;

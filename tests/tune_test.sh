@@ -208,7 +208,7 @@ for name in ("default", "expandable", "split128", "pow2div4"):
 sys.exit(bad)
 EOF
 
-# The figures' data (harness/tune_figures.h): each configuration's timeline peaks where its
+# The figures' data (harness/tune/tune_figures.h): each configuration's timeline peaks where its
 # row of tune.csv says; the recorded configuration's timeline is, sample by sample, the
 # reserved bytes PyTorch recorded; each map at the peak holds that peak in its segments.
 "$py" - "$work/recorded" <<'EOF' || fail "the figures' data of the recorded job"

@@ -2,7 +2,7 @@
 # run.sh [BUILD_DIR [OUT]]: the example plugins as a user builds them for PyTorch (linked
 # against libcudart.so), on a GPU: -s pluggable under --device cuda through the matrix
 # workloads beside raw and caching, a budget that runs out, and the conformance suite; then
-# the supervision of each library run in a process of its own (harness/supervise.h) on the
+# the supervision of each library run in a process of its own (harness/run/supervise.h) on the
 # GPU: a library that crashes in alloc leaves the rest of a matrix recorded, one in a loop
 # is stopped within 2 s of SIGTERM, and what a supervised run costs (supervise.txt).
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # results/h200/torch_compare/run.sh [BUILD_DIR]: PyTorch's caching allocator and allocbench's
-# caching side by side in one process on the H200 (harness/torch_compare.cpp), on the random
+# caching side by side in one process on the H200 (harness/micro/torch_compare.cpp), on the random
 # sequence (seed 42), under the defaults, expandable segments and max_split_size_mb:128. Builds
 # torch_compare with -DAB_TORCH=ON into BUILD_DIR (default build-torch) and writes one log per
 # setting here: ns per operation of each allocator (cold pass, median and best of the warm

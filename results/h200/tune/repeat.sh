@@ -20,7 +20,7 @@ one() { # NAME CONF RECORD [VAR=VALUE...]
   local name=$1 conf=$2 record=$3
   shift 3
   local hook=()
-  [ "$record" = 1 ] && hook=(AB_RECORD_OUT="$out/$name.pickle" PYTHONPATH=harness/record)
+  [ "$record" = 1 ] && hook=(AB_RECORD_OUT="$out/$name.pickle" PYTHONPATH=harness/cli/record)
   env "$@" "${hook[@]}" PYTORCH_CUDA_ALLOC_CONF="$conf" SEG_OUT="$out/$name.json" "$py" -c "$probe" >"$out/$name.txt" 2>&1
   echo "$name: $(tr '\n' ' ' <"$out/$name.txt")"
 }

@@ -15,7 +15,7 @@
  *      its summary row, the segment map at an OOM) into a second one, and writes its files
  *      (timeline, segment map) itself.
  *   2. The units of work: the check that a strategy can be made (ab_pipeline_check), a run
- *      (ab_cli_run_one) and a probe of a budget search (ab_bisect_probe); each asks its
+ *      (ab_run_one) and a probe of a budget search (ab_bisect_probe); each asks its
  *      hook first (ab_apart, pipeline.h). A run with a command's hooks (replay's exports,
  *      the ranks of run --ranks) calls back into the parent's state and is made in process,
  *      as before.
@@ -26,7 +26,7 @@
  *      "crashed in alloc: SIGSEGV (Segmentation fault)", or "ended its process in free with
  *      exit status 0". A command records that run as failed (an error row) and goes on
  *      with the rest, as it does for any run that fails.
- *   5. Stopping: on SIGINT or SIGTERM (ab_cli_stop) the parent sends the child the same
+ *   5. Stopping: on SIGINT or SIGTERM (ab_run_stop) the parent sends the child the same
  *      signal, which stops its run as a signal stops any run (engine.h); a child still there
  *      AB_SUPERVISE_GRACE_MS later (a library in a loop, or that ignores the signal) is
  *      killed, and the parent says so on stderr. The run is then interrupted, and the
@@ -42,8 +42,8 @@
 #include <stdint.h>
 
 #include "bisect.h"
-#include "cli.h"
 #include "pipeline.h"
+#include "run_one.h"
 #include "table.h"
 
 /* How long a child is given to stop after the signal, before it is killed. */
@@ -52,15 +52,15 @@
 #define AB_SUPERVISE_ARG "--supervised-child"
 
 /* Lets this process run libraries in children (main of allocbench): installs the hooks of
- * pipeline.h, bisect.h and cli.h (ab_apart), through which a library's unit of work, and
+ * pipeline.h, bisect.h and run_one.h (ab_apart), through which a library's unit of work, and
  * only a library's, comes to the three functions below. */
 void ab_supervise_enable(void);
 
 /* ab_pipeline_check in a child; p->wrap must be NULL. */
 ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
 
-/* ab_cli_run_one in a child; o->hooks must be NULL. A child that failed adds an error row. */
-ab_status ab_supervise_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+/* ab_run_one in a child; o->hooks must be NULL. A child that failed adds an error row. */
+ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                                ab_table_t *summary, ab_diag_t *diag);
 
 /* ab_bisect_probe (with its default engine options) in a child; an on_oom hook of o is

@@ -39,8 +39,8 @@ static const ab_strategy_entry_t *same_keys_as(const ab_strategy_entry_t *all, s
 }
 
 int ab_cmd_list(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench list");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench list");
   int names_only = 0;
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &names_only, 0, NULL, NULL);
   if (rc >= 0) return rc;

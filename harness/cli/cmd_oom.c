@@ -63,8 +63,8 @@ static void say_answer(answer_t *a, size_t n) {
 }
 
 int ab_cmd_oom(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench oom");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench oom");
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;
@@ -83,14 +83,14 @@ int ab_cmd_oom(int argc, char **argv) {
   ab_oommap_init(&map);
   answer_t answers[AB_CLI_MAX_STRATEGIES];
   size_t nanswers = 0;
-  for (size_t i = 0; i < list.n && !ab_cli_stop; i++) {
-    ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
+  for (size_t i = 0; i < list.n && !ab_run_stop; i++) {
+    ab_bisect_opts_t b = ab_run_search_opts(&o, &search, list.name[i], list.conf[i]);
     b.on_oom = ab_oommap_capture;
     b.on_oom_ctx = &map;
     ab_bisect_result_t res;
     ab_diag_t diag = {""};
     ab_status searched = ab_bisect_search(&es, &b, &run, &res, &diag);
-    if (ab_cli_stop) break; /* a search cut short has no answer */
+    if (ab_run_stop) break; /* a search cut short has no answer */
     if (searched != AB_OK) {
       char msg[AB_DIAG_BYTES + 80];
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
@@ -102,7 +102,7 @@ int ab_cmd_oom(int argc, char **argv) {
     answers[nanswers++] = (answer_t){list.name[i], list.conf[i], res.passed, res.upper_bound, res.cap, res.min_budget};
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
-  if (ab_cli_stop) {
+  if (ab_run_stop) {
     rc = ab_cli_stopped(&o, ": the search in progress was stopped; nothing was written");
   } else if (rows.nrows) {
     ab_diag_t io = {""};

@@ -38,9 +38,9 @@
 #ifndef AB_RANKS_H
 #define AB_RANKS_H
 
-#include "cli.h"
 #include "group.h"
 #include "rendezvous.h"
+#include "run_one.h"
 #include "table.h"
 
 #define AB_RANKS_MAX 1024 /* ranks as threads of one process */
@@ -60,7 +60,7 @@ typedef struct ab_ranks_opts_s {
  * Returns AB_OK when every rank ran to its end, to an OOM or to a stop; else the status of
  * the first rank that failed, with diag naming it. AB_ERR_INVALID before anything ran for
  * bad arguments (the workload, -c, the streams, --device, --faults). */
-ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
+ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
                        unsigned *nresults, ab_diag_t *diag);
 
 /* Checks a rank's stream for a world of `world` ranks: every collective's full buffer holds
@@ -80,6 +80,6 @@ ab_status ab_ranks_check_stream(const ab_events_t *es, unsigned world, uint64_t 
  *   latencies     percentiles over every rank's calls (the histograms merged)
  *   wall_s, step_ms_p50  the slowest rank's (the job runs at its pace); events_per_s the
  *                 ranks' events over that wall time */
-ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n);
+ab_status ab_ranks_combine(ab_table_t *summary, const ab_run_spec_t *o, const ab_rank_result_t *results, unsigned n);
 
 #endif

@@ -1,6 +1,6 @@
 /* engine.h: the replay engine. It drives one event stream (events.h) through one strategy
  * (strategy.h) and measures what happened.
- * Layer: harness (harness/), the top floor: nothing below includes it.
+ * Layer: run (harness/run/), the lowest of the harness: nothing below it includes it.
  *
  * For every ALLOC and FREE it times the strategy call on the host (plus, on the simulated
  * device, the modelled time of the device calls made inside it) into a histogram; it keeps

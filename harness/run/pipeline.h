@@ -8,7 +8,7 @@
  *   close   the strategy destroyed, then the device closed with the leak check: a strategy
  *           that leaks device memory fails the run, whatever it measured
  *
- * Every run goes through it: run, replay, matrix and compare (ab_cli_run_one), each probe of
+ * Every run goes through it: run, replay, matrix and compare (ab_run_one), each probe of
  * the budget search, each rank, the micro-benchmarks and torch_compare. "Can this strategy
  * be made with this conf on this device" is ab_pipeline_check, asked once before a command
  * starts its work.

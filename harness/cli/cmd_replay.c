@@ -52,7 +52,7 @@ static void cell(info_row_t *r, const char *name, bool numeric, const char *fmt,
   r->n++;
 }
 
-static int print_info(const ab_cli_opts_t *o, const char *path, const ab_events_t *es, const ab_trace_info_t *in) {
+static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_t *es, const ab_trace_info_t *in) {
   info_row_t r;
   memset(&r, 0, sizeof r);
   cell(&r, "trace", false, "%s", path);
@@ -159,7 +159,7 @@ static void full_conf(const char *strategy, const char *conf, char *out, size_t 
   snprintf(out, size, "%s%s%s", preset, *preset && *conf ? "," : "", conf);
 }
 
-static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_trace_info_t *in, const char *trace_path,
+static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_trace_info_t *in, const char *trace_path,
                          const char *snapshot_path) {
   ab_diag_t diag = {""};
   if (!x->log.captured || x->log.failed)
@@ -178,7 +178,7 @@ static int write_exports(const ab_cli_opts_t *o, const export_t *x, const ab_tra
 
 /* The export paths, refused before the run where writing them would harm something
  * (Note [Writing where the user points]) or where both name one file. */
-static ab_status check_exports(const ab_cli_opts_t *o, const char *trace_path, const char *snapshot_path,
+static ab_status check_exports(const ab_run_spec_t *o, const char *trace_path, const char *snapshot_path,
                                ab_diag_t *diag) {
   if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
   if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
@@ -206,7 +206,7 @@ static ab_status check_exports(const ab_cli_opts_t *o, const char *trace_path, c
  * settings, no other budget) on the simulated card takes each cudaMalloc's address from the
  * trace; under other settings the run differs and the card places segments itself. On a GPU
  * the driver places them, always. */
-static bool as_recorded(const ab_cli_opts_t *o, const ab_events_t *es) {
+static bool as_recorded(const ab_run_spec_t *o, const ab_events_t *es) {
   const char *dev = o->device && *o->device ? o->device : "auto";
   bool sim = strcmp(dev, "auto") == 0 ? !ab_device_cuda_usable() : strncmp(dev, "sim", 3) == 0;
   if (!sim || strcmp(o->strategy, "caching") != 0 || o->dev.budget_bytes != 0 || o->conf == NULL) return false;
@@ -253,8 +253,8 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_replay(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench replay");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench replay");
   ab_diag_t diag = {""};
   replay_args_t a = {.topts = {.device = -1}};
   char **args;
@@ -270,12 +270,12 @@ int ab_cmd_replay(int argc, char **argv) {
   const char *path = args[0];
   /* --info writes nothing. */
   if (!info_only && ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-  ab_cli_catch_stop();
+  ab_run_catch_stop();
 
   ab_events_t es;
   ab_trace_info_t info;
   topts.decisions_only = info_only; /* a trace of decisions alone can be described */
-  if (ab_cli_trace_limits(&o, &topts.cap, &topts.card, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (ab_run_trace_limits(&o, &topts.cap, &topts.card, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   /* Before the run, not after it: the trace now counts as an input (output.h). */
   if (check_exports(&o, export_trace, export_snapshot, &diag) != AB_OK) {
@@ -302,7 +302,7 @@ int ab_cmd_replay(int argc, char **argv) {
   }
   export_t x;
   ab_trace_log_init(&x.log);
-  ab_cli_hooks_t hooks = {.ctx = &x, .wrap = wrap, .at_end = at_end};
+  ab_run_hooks_t hooks = {.ctx = &x, .wrap = wrap, .at_end = at_end};
   if (export_trace || export_snapshot) o.hooks = &hooks;
 
   ab_run_t run;

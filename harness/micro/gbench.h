@@ -1,7 +1,7 @@
 /* gbench.h: Google Benchmark from C.
  *
  * Google Benchmark has no C interface (its header needs C++), so this header declares one
- * and harness/gbench_shim.cc, the project's only C++ file, implements it over the library.
+ * and harness/micro/gbench_shim.cc, the project's only C++ file, implements it over the library.
  * A benchmark is a C function that receives an opaque state and the context pointer it was
  * registered with, and loops while ab_gb_keep_running says so:
  *

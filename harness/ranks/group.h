@@ -56,7 +56,7 @@ typedef struct ab_rank_result_s {
   uint64_t budget_bytes;   /* the budget it ran under */
   char workload[256];      /* its workload spec, which names the rank */
   char device[96];         /* what it ran on */
-  ab_status status;        /* what its run returned (ab_cli_run_one) */
+  ab_status status;        /* what its run returned (ab_run_one) */
   char diag[AB_DIAG_BYTES]; /* why, when status is not AB_OK */
 } ab_rank_result_t;
 

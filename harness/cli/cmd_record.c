@@ -2,7 +2,7 @@
  * recorded as the memory snapshot that `replay` and `tune` read.
  *
  * Note [Recording a job]
- * The program is not edited. A start-up hook (harness/record/sitecustomize.py, which the build
+ * The program is not edited. A start-up hook (harness/cli/record/sitecustomize.py, which the build
  * copies beside this binary into allocbench_record/, and make install into lib/allocbench/record/
  * of the prefix) goes first on its PYTHONPATH, so every
  * Python process of the job runs it (torchrun's workers too), and AB_RECORD_OUT tells the hook
@@ -167,7 +167,7 @@ static ab_status hook_dir(char *dir, size_t size, ab_diag_t *diag) {
   }
   return ab_diag_set(diag, AB_ERR_IO,
                      "the start-up hook sitecustomize.py is in neither %s/%s nor %s/%s (the build copies "
-                     "harness/record/sitecustomize.py to the first, make install to the second: run make)",
+                     "harness/cli/record/sitecustomize.py to the first, make install to the second: run make)",
                      exe, HOOK_DIR, exe, INSTALLED_HOOK_DIR);
 }
 
@@ -394,8 +394,8 @@ static void remove_state(const char *state) {
 }
 
 int ab_cmd_record(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench record");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench record");
   /* The options end at "--"; the program and its arguments follow it untouched. */
   int dd = 1;
   while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
@@ -431,7 +431,7 @@ int ab_cmd_record(int argc, char **argv) {
     ab_cli_fail(&o, diag.msg);
   } else {
     /* Writing to a FIFO nobody reads stops at a signal (output.h). */
-    ab_cli_catch_stop();
+    ab_run_catch_stop();
     size_t written = report(state, o.quiet);
     if (written == 0) {
       char how[64];

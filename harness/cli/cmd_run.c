@@ -36,7 +36,7 @@ static void give_up_now(int code, const char *why) {
 }
 
 /* `run --ranks`: the ranks' rows and the combined one, printed and appended. */
-static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
+static int run_ranks(const ab_run_spec_t *o, const ab_ranks_opts_t *ro) {
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
@@ -45,9 +45,9 @@ static int run_ranks(const ab_cli_opts_t *o, const ab_ranks_opts_t *ro) {
   if (results == NULL) return ab_cli_fail(o, "out of host memory");
   ab_status st = ab_ranks_run(o, ro, &summary, results, &n, &diag);
   int rc = AB_EXIT_OK;
-  if (ab_cli_stop) { /* the ranks stopped part way: nothing to record; say what they waited for */
+  if (ab_run_stop) { /* the ranks stopped part way: nothing to record; say what they waited for */
     fprintf(stderr, "allocbench run: %s; nothing recorded\n", diag.msg[0] ? diag.msg : "interrupted");
-    rc = 128 + ab_cli_stop;
+    rc = 128 + ab_run_stop;
   } else if (summary.nrows == 0) {
     if (st != AB_OK)
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
@@ -96,15 +96,15 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 
 int ab_cmd_run(int argc, char **argv) {
   run_args_t a = {NULL, NULL, NULL};
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench run");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench run");
   ab_diag_t diag = {""};
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
   const char *ranks = a.ranks, *nccl = a.nccl;
   if (o.workload == NULL || o.strategy == NULL) return ab_cli_usage_error(&o, "-w WORKLOAD and -s STRATEGY are required");
   if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-  ab_cli_catch_stop();
+  ab_run_catch_stop();
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (nccl && ranks == NULL) return ab_cli_usage_error(&o, "--nccl: only runs of several ranks (--ranks) use NCCL");
@@ -118,7 +118,7 @@ int ab_cmd_run(int argc, char **argv) {
         (a.collective_timeout &&
          ab_parse_seconds("--collective-timeout", a.collective_timeout, &ro.waits.collective_s, &diag) != AB_OK))
       return ab_cli_usage_error(&o, diag.msg);
-    ro.waits.stop = &ab_cli_stop;
+    ro.waits.stop = &ab_run_stop;
     ro.waits.give_up = give_up_now;
     ro.say = o.quiet ? NULL : stderr;
     ab_launch_t launch;
@@ -134,7 +134,7 @@ int ab_cmd_run(int argc, char **argv) {
     return run_ranks(&o, &ro);
   }
   ab_events_t es;
-  ab_status built = ab_cli_build(&o, o.workload, &es, &diag);
+  ab_status built = ab_run_build(&o, o.workload, &es, &diag);
   if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {

@@ -7,7 +7,7 @@
  * 3. The communicators: on cuda, NCCL is loaded and one NCCL group makes one per thread;
  *    a launched rank meets the others first (rendezvous.h), then joins its own. Every wait
  *    is bounded (Note [Bounded waits], kernels/kernels.h).
- * 4. Each rank runs through ab_cli_run_one, as a single run does, on its own device, with
+ * 4. Each rank runs through ab_run_one, as a single run does, on its own device, with
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.
  * 5. Where the results come together, one row per rank and the combined row. */
@@ -36,14 +36,14 @@ typedef struct rank_s {
   bool failed;              /* it gave up a wait (Note [Bounded waits]) */
   char fail_why[512];
   ab_waits_t waits;
-  ab_cli_opts_t o;          /* this rank's options: its device, its faults, quiet */
+  ab_run_spec_t o;          /* this rank's options: its device, its faults, quiet */
   char device[32];          /* its device spec */
   ab_events_t es;
   ab_run_t run;
   ab_comm_t *comm;          /* NULL on the simulated card */
   ab_group_t *group;
   const char *strategy;
-  ab_cli_hooks_t hooks;
+  ab_run_hooks_t hooks;
   ab_rank_result_t result;
   pthread_t thread;
   bool started;             /* thread was created */
@@ -86,7 +86,7 @@ static ab_status rank_spec(const char *workload, unsigned world, unsigned rank, 
 /* Opens the first rank's device as it will run and makes the strategy on it, so that a bad
  * -c, --budget or --faults is one error before anything runs. Faults are left out on the
  * simulated card (they are for the run), kept on cuda (which refuses them). */
-static ab_status try_strategy(const ab_cli_opts_t *o, const char *device, ab_diag_t *diag) {
+static ab_status try_strategy(const ab_run_spec_t *o, const char *device, ab_diag_t *diag) {
   ab_pipeline_t p = {.device = device, .dev = o->dev, .strategy = o->strategy, .conf = o->conf};
   if (strncmp(device, "cuda", 4) != 0) memset(&p.dev.faults, 0, sizeof p.dev.faults);
   return ab_pipeline_check(&p, NULL, diag);
@@ -213,7 +213,7 @@ static void *rank_main(void *arg) {
   ab_table_t row;
   ab_table_init(&row, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
-  res->status = ab_cli_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, &diag);
+  res->status = ab_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, &diag);
   if (rk->failed && res->status == AB_OK) { /* it gave up a wait: its run failed */
     res->status = AB_ERR_IO;
     snprintf(diag.msg, sizeof diag.msg, "%s", rk->fail_why);
@@ -247,7 +247,7 @@ static int severity(const ab_rank_result_t *r) {
   return r->run.status == AB_RUN_OOM ? 2 : r->run.status == AB_RUN_STOPPED ? 1 : 0;
 }
 
-ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n) {
+ab_status ab_ranks_combine(ab_table_t *summary, const ab_run_spec_t *o, const ab_rank_result_t *results, unsigned n) {
   ab_run_t all;
   memset(&all, 0, sizeof all);
   ab_hist_reset(&all.alloc_ns);
@@ -292,7 +292,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_cli_opts_t *o, const ab
 
 /* ---- the run --------------------------------------------------------------------------------------- */
 
-static ab_status rows(ab_table_t *summary, const ab_cli_opts_t *o, const ab_rank_result_t *results, unsigned n) {
+static ab_status rows(ab_table_t *summary, const ab_run_spec_t *o, const ab_rank_result_t *results, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     const ab_rank_result_t *res = &results[i];
     ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed, res->live_peak};
@@ -341,7 +341,7 @@ static void sim_id(ab_comm_id_t *id) {
   }
 }
 
-ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
+ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
                        unsigned *nresults, ab_diag_t *diag) {
   if (nresults) *nresults = 0;
   unsigned world = r->launch ? r->launch->world : r->n, local = r->launch ? 1 : r->n;
@@ -372,7 +372,7 @@ ab_status ab_ranks_run(const ab_cli_opts_t *o, const ab_ranks_opts_t *r, ab_tabl
     rank_t *x = &rk[i];
     x->strategy = o->strategy;
     st = rank_spec(o->workload, world, x->rank, spec, sizeof spec, diag);
-    if (st == AB_OK) st = ab_cli_build(o, spec, &x->es, diag);
+    if (st == AB_OK) st = ab_run_build(o, spec, &x->es, diag);
     uint64_t d = 0;
     if (st == AB_OK) st = ab_ranks_check_stream(&x->es, world, &d, diag);
     if (st == AB_OK && i > 0 && d != digest)

@@ -5,7 +5,7 @@
  *    runs. The default list is the bench's: the registry's workloads with bench arguments
  *    (workload.h). Its recorded trace ships with the repository (tests/data), so one that
  *    cannot be read is an error like any other.
- * 2. Each pair runs on a fresh device (ab_cli_run_one); its row is appended to
+ * 2. Each pair runs on a fresh device (ab_run_one); its row is appended to
  *    DIR/summary.csv at once, so an interrupted matrix keeps what it measured, and its
  *    timeline is written.
  * 3. An OOM is a result. A run that fails (a strategy error, a leak) is recorded with status
@@ -148,10 +148,10 @@ static ab_status display(const ab_table_t *rows, char (*budgets)[32], ab_table_t
 
 /* The smallest budget of one pair, searched into the pair's run, appended to DIR/oom.csv;
  * the segment map of its failing probe is written beside it. */
-static ab_status search_pair(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                              ab_oommap_t *map, ab_bisect_result_t *res, ab_diag_t *diag) {
   ab_bisect_opts_t range = {0};
-  ab_bisect_opts_t b = ab_cli_search_opts(o, &range, strategy, o->conf);
+  ab_bisect_opts_t b = ab_run_search_opts(o, &range, strategy, o->conf);
   b.on_oom = ab_oommap_capture;
   b.on_oom_ctx = map;
   AB_TRY(ab_bisect_search(es, &b, run, res, diag));
@@ -192,8 +192,8 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_matrix(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench matrix");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench matrix");
   ab_diag_t diag = {""};
   matrix_args_t a;
   memset(&a, 0, sizeof a);
@@ -201,7 +201,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   rc = AB_EXIT_OK;
-  ab_cli_catch_stop();
+  ab_run_catch_stop();
 
   /* The strategies: -s with their -c (as `allocbench oom` takes them), or every one listed. */
   ab_cli_strategies_t list;
@@ -235,10 +235,10 @@ int ab_cmd_matrix(int argc, char **argv) {
   for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
     char spec[4200];
     spec_of(a.ngiven ? given[i] : bench_spec(i, bench, sizeof bench), quick, spec, sizeof spec);
-    ab_status st = ab_cli_build(&o, spec, &streams[nw], &diag);
+    ab_status st = ab_run_build(&o, spec, &streams[nw], &diag);
     if (st == AB_OK)
       nw++;
-    else if (ab_cli_stop)
+    else if (ab_run_stop)
       rc = ab_cli_interrupted(&o, 0, 0);
     else
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
@@ -253,20 +253,20 @@ int ab_cmd_matrix(int argc, char **argv) {
   double t0 = ab_clock_s();
   char(*budgets)[32] = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
   if (budgets == NULL) rc = ab_cli_fail(&o, "out of host memory");
-  for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_cli_stop; w++) {
+  for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_run_stop; w++) {
     ab_run_t run;
     if (ab_run_prepare(&run, &streams[w]) != AB_OK) {
       rc = ab_cli_fail(&o, "out of host memory");
       break;
     }
-    for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK && !ab_cli_stop; s++) {
-      ab_cli_opts_t os = o; /* the strategy's own -c */
+    for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK && !ab_run_stop; s++) {
+      ab_run_spec_t os = o; /* the strategy's own -c */
       os.conf = list.conf[s];
       const char *strategy = list.name[s];
       ab_table_t one;
       ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
       ab_diag_t why = {""};
-      ab_status st = ab_cli_run_one(&os, &streams[w], strategy, &run, &one, &why);
+      ab_status st = ab_run_one(&os, &streams[w], strategy, &run, &one, &why);
       if (run.status == AB_RUN_INTERRUPTED) break;
       if (one.nrows == 0) { /* nothing ran: no device, or a bad -c */
         rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
@@ -324,7 +324,7 @@ int ab_cmd_matrix(int argc, char **argv) {
       ab_cli_print(&o, &all, NULL, 0);
     }
   }
-  if (rc == AB_EXIT_OK && ab_cli_stop) rc = ab_cli_interrupted(&o, done, nw * nstrat);
+  if (rc == AB_EXIT_OK && ab_run_stop) rc = ab_cli_interrupted(&o, done, nw * nstrat);
   if (rc == AB_EXIT_OK && failed) {
     snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
     rc = ab_cli_fail(&o, diag.msg);

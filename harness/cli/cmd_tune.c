@@ -174,10 +174,10 @@ static ab_status expand(const tune_args_t *a, job_t *job, ab_diag_t *diag) {
 /* Builds every trace; each is then called by the name people read (a trace by its file name),
  * or by its whole spec where two file names are the same. tune writes no file named after its
  * workload, so the stream can carry that name into tune.csv and every line. */
-static ab_status build_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+static ab_status build_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
   for (size_t k = 0; k < job->n; k++) {
     trace_t *t = &job->t[k];
-    AB_TRY(ab_cli_build(o, t->spec, &t->es, diag));
+    AB_TRY(ab_run_build(o, t->spec, &t->es, diag));
     t->built = true;
     char name[sizeof t->es.source];
     ab_results_workload_name(t->es.source, name, sizeof name);
@@ -422,7 +422,7 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
 /* ---- progress ----------------------------------------------------------------------------- */
 
 typedef struct progress_s {
-  const ab_cli_opts_t *o;
+  const ab_run_spec_t *o;
   const char *trace;    /* the trace the runs are on, where the job has several; else NULL */
   size_t offset, total; /* runs before this trace's part of the stage, and in all so far */
 } progress_t;
@@ -457,7 +457,7 @@ typedef struct setup_s {
 
 /* The recorded configuration (the first trace's), the device and the cap: bad input refused
  * as one line. */
-static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t *es, setup_t *s) {
+static int setup(const ab_run_spec_t *o, const tune_args_t *a, const ab_events_t *es, setup_t *s) {
   ab_diag_t diag = {""};
   memset(s, 0, sizeof *s);
   ab_tune_split_fraction(es->settings, s->recorded, sizeof s->recorded, s->fraction, sizeof s->fraction);
@@ -479,7 +479,7 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
     st = ab_pipeline_check(&q, NULL, &diag);
   }
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
-  ab_cli_note_device(o, closed.device, closed.kind);
+  ab_run_note_device(o, closed.device, closed.kind);
   snprintf(s->device, sizeof s->device, "%s", closed.device);
   s->total = closed.total_bytes;
   char x[32], y[32];
@@ -508,7 +508,7 @@ static int setup(const ab_cli_opts_t *o, const tune_args_t *a, const ab_events_t
 }
 
 /* What is said of each trace before the runs, and the recorded addresses each takes. */
-static ab_status prepare_traces(const ab_cli_opts_t *o, bool addresses, job_t *job, ab_diag_t *diag) {
+static ab_status prepare_traces(const ab_run_spec_t *o, bool addresses, job_t *job, ab_diag_t *diag) {
   const ab_events_t *first = &job->t[0].es;
   for (size_t k = 0; k < job->n; k++) {
     trace_t *t = &job->t[k];
@@ -548,7 +548,7 @@ static uint64_t largest_request(const job_t *job) {
 static ab_status run_stage(job_t *job, const ab_tune_list_t *list, size_t first, const ab_tune_opts_t *opts,
                            progress_t *prog, ab_diag_t *diag) {
   size_t n = list->n - first;
-  for (size_t k = 0; k < job->n && !ab_cli_stop; k++) {
+  for (size_t k = 0; k < job->n && !ab_run_stop; k++) {
     trace_t *t = &job->t[k];
     ab_tune_opts_t one = *opts;
     one.plan = t->plan;
@@ -577,7 +577,7 @@ static void take_worst(const job_t *job, size_t from, size_t to, ab_tune_objecti
 }
 
 /* The results ranked: appended to DIR/tune.csv, printed, with the line to paste. */
-static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s, const job_t *job, ab_tune_result_t *r,
+static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s, const job_t *job, ab_tune_result_t *r,
                   size_t n, double t0, tune_view_t *view) {
   ab_tune_rank(r, n, a->objective);
   tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL};
@@ -647,7 +647,7 @@ static int report(const ab_cli_opts_t *o, const tune_args_t *a, const setup_t *s
 
 /* The data of the figures beside tune.csv (tune_figures.h): the recorded configuration
  * against the recommended one over the job, on every trace. */
-static int write_figures(const ab_cli_opts_t *o, const job_t *job, const ab_tune_opts_t *opts, const tune_view_t *v) {
+static int write_figures(const ab_run_spec_t *o, const job_t *job, const ab_tune_opts_t *opts, const tune_view_t *v) {
   if (v->recorded == NULL) return AB_EXIT_OK;
   ab_tune_trace_t *traces = calloc(job->n, sizeof *traces);
   if (traces == NULL) return ab_cli_fail(o, "out of host memory");
@@ -663,14 +663,14 @@ static int write_figures(const ab_cli_opts_t *o, const job_t *job, const ab_tune
   if (st != AB_OK) return ab_cli_fail(o, diag.msg);
   if (interrupted) {
     fprintf(stderr, "allocbench tune: interrupted while the figures' data was written: tune.csv is complete, the figures' files are not\n");
-    return 128 + ab_cli_stop;
+    return 128 + ab_run_stop;
   }
   return AB_EXIT_OK;
 }
 
 /* What the page needs beyond the results (report.h): the command line, what the trace holds;
  * then, with --report, the figures and the page. */
-static int write_page(const ab_cli_opts_t *o, const tune_args_t *a, const job_t *job, const tune_view_t *v, int argc,
+static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const job_t *job, const tune_view_t *v, int argc,
                       char **argv) {
   ab_diag_t diag = {""};
   if (ab_report_log_command(o->out_dir, argc, argv, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
@@ -693,12 +693,12 @@ static int write_page(const ab_cli_opts_t *o, const tune_args_t *a, const job_t 
 }
 
 /* Everything after the parse: the job built and checked, the grid run on it, the report. */
-static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, int argc, char **argv) {
+static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, int argc, char **argv) {
   ab_diag_t diag = {""};
   if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   ab_status listed = expand(a, job, &diag);
   if (listed != AB_OK) return listed == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
-  ab_cli_catch_stop(); /* a signal while the workload is generated stops that too */
+  ab_run_catch_stop(); /* a signal while the workload is generated stops that too */
   ab_status built = build_job(o, a, job, &diag);
   if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   setup_t s;
@@ -711,7 +711,7 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
   ab_tune_result_t *worst = NULL;
   progress_t prog = {o, NULL, 0, 0};
   ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = s.cap, .check = o->check, .jobs = s.jobs,
-                         .stop = &ab_cli_stop, .on_done = on_done, .on_done_ctx = &prog};
+                         .stop = &ab_run_stop, .on_done = on_done, .on_done_ctx = &prog};
   double t0 = ab_clock_s();
   size_t best[AB_TUNE_FAMILIES];
   if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(job), s.cap > 0, &diag);
@@ -722,7 +722,7 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
   for (size_t k = 0; st == AB_OK && k < job->n; k++)
     if ((job->t[k].r = calloc(2 * first, sizeof *job->t[k].r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
   if (st == AB_OK) st = run_stage(job, &list, 0, &opts, &prog, &diag);
-  if (st == AB_OK && !ab_cli_stop) {
+  if (st == AB_OK && !ab_run_stop) {
     take_worst(job, 0, first, a->objective, worst);
     ab_tune_best_of_families(worst, first, a->objective, best);
     st = ab_tune_grid_combine(&list, best, s.cap > 0, &diag);
@@ -735,10 +735,10 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
   }
   if (st != AB_OK) {
     rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
-  } else if (ab_cli_stop) {
+  } else if (ab_run_stop) {
     fprintf(stderr, "allocbench tune: interrupted (%s): the configurations tried were not ranked, and nothing was written\n",
-            ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
-    rc = 128 + ab_cli_stop;
+            ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 128 + ab_run_stop;
   } else {
     tune_view_t v;
     rc = report(o, a, &s, job, worst, list.n, t0, &v);
@@ -751,8 +751,8 @@ static int tune_job(const ab_cli_opts_t *o, const tune_args_t *a, job_t *job, in
 }
 
 int ab_cmd_tune(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench tune");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
   tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0, false};
   char **args, replay_spec[4096 + 8];

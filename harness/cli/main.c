@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ab_version.h" /* generated at build time (harness/version.cmake) */
+#include "ab_version.h" /* generated at build time (harness/cli/version.cmake) */
 #include "cli.h"
 #include "commands.h"
 #include "supervise.h"
@@ -72,9 +72,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], commands[i].name) == 0) {
       int rc = commands[i].fn(argc - 1, argv + 1);
       /* A signal that stopped an output (a FIFO nobody read) ends the command as a signal does. */
-      if (ab_cli_stop && rc != 128 + ab_cli_stop) {
-        fprintf(stderr, "allocbench %s: interrupted (%s)\n", argv[1], ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT");
-        rc = 128 + ab_cli_stop;
+      if (ab_run_stop && rc != 128 + ab_run_stop) {
+        fprintf(stderr, "allocbench %s: interrupted (%s)\n", argv[1], ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+        rc = 128 + ab_run_stop;
       }
       return close_stdout(argv[1], rc);
     }

@@ -1,13 +1,13 @@
-/* cli.h: what the subcommands of `allocbench` share: the options that name a run, their
- * parsing, progress on a terminal, and running one strategy over one event stream.
+/* cli.h: what the subcommands of `allocbench` share: the options, parsed into a run's spec
+ * (run_one.h, which runs it), and the printing of what the runs recorded.
  *
  * Errors on the command line are printed as one line, "allocbench CMD: MESSAGE" (the command
- * as ab_cli_defaults names it; allocbench_micro parses its options here too), and the command
+ * as ab_run_spec_defaults names it; allocbench_micro parses its options here too), and the command
  * exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a result,
  * not a failure: it exits 0.
  *
- * Stopping: the commands that run catch SIGINT and SIGTERM (ab_cli_catch_stop). The run in
- * progress (or the budget search, ab_cli_search_opts) stops within 1024 events, frees what
+ * Stopping: the commands that run catch SIGINT and SIGTERM (ab_run_catch_stop). The run in
+ * progress (or the budget search, ab_run_search_opts) stops within 1024 events, frees what
  * it holds and is not recorded (a result of part of a stream would mislead); what earlier
  * runs appended stays, whole rows only (table.h); the command says where, and exits 128 +
  * the signal. A second signal kills at once.
@@ -25,51 +25,8 @@
 #include "engine.h"
 #include "events.h"
 #include "oommap.h"
+#include "run_one.h"
 #include "table.h"
-
-#define AB_EXIT_OK 0
-#define AB_EXIT_FAIL 1
-#define AB_EXIT_USAGE 2
-
-typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
-
-/* A command's hooks around each run (replay's exports); every member may be NULL. */
-typedef struct ab_cli_hooks_s {
-  void *ctx;
-  /* Called with the strategy just created; may put an adaptor around *s, which then owns
-   * the strategy and is destroyed in its place. */
-  ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
-  /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
-  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
-  /* Called with the replay's options just before it starts, to add to them (a rank's
-   * communicator and lockstep, ranks.h). */
-  void (*replay_opts)(void *ctx, ab_run_opts_t *ro);
-} ab_cli_hooks_t;
-
-typedef struct ab_cli_opts_s {
-  const char *cmd;        /* "allocbench run": the command as its messages name it */
-  const char *workload;   /* -w NAME[:ARGS] */
-  const char *strategy;   /* -s NAME (or a comma list where the command takes several) */
-  const char *conf;       /* -c CONF */
-  const char *device;     /* --device SPEC */
-  const char *out_dir;    /* --out DIR */
-  uint64_t seed;          /* --seed N */
-  ab_device_config_t dev; /* --budget, --faults */
-  uint64_t cap_bytes;     /* --cap SIZE: PyTorch's memory cap (set_per_process_memory_fraction)
-                           * in bytes, for the strategy (pipeline.h) and a trace's reader; 0: none */
-  int faults_rank;        /* --faults ...,rank=R: only rank R's card fails (ranks.h); -1: every card */
-  ab_format_t format;     /* --format */
-  bool timeline;          /* not --no-timeline */
-  bool check;             /* --check: invariants after every event */
-  bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
-  bool verify;            /* --verify: no two live allocations may share memory */
-  bool quiet;             /* --quiet: no progress, no device notice */
-  bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
-  bool cap;               /* the limits are memory caps (--cap): the tables say cap, not budget */
-  uint64_t recorded_peak_reserved; /* replay: the peak reserved the trace recorded, said beside the run's; 0: none */
-  bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
-  const ab_cli_hooks_t *hooks; /* NULL: none */
-} ab_cli_opts_t;
 
 /* ---- the options: one table (cli.c) for every command ----
  *
@@ -113,10 +70,6 @@ typedef struct ab_cli_command_s {
   const char *about;    /* what it does: the lines between the usage and the options */
 } ab_cli_command_t;
 
-/* The defaults: device auto, seed 42, out results/latest, format table, timeline and
- * kernels on. cmd names the command in messages ("allocbench run", "allocbench_micro"). */
-void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd);
-
 /* A command's own options: called for each option that is not a common one; returns true
  * when it took opt, setting *st when its value is bad (the reason in diag). */
 typedef bool (*ab_cli_own_fn)(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag);
@@ -126,10 +79,10 @@ typedef bool (*ab_cli_own_fn)(void *ctx, int opt, const char *arg, ab_status *st
  * refuses is refused with its reason. -h prints the help. At most max_args operands are
  * taken, into *args and *nargs. Returns -1 when the command goes on, else the exit code
  * (help printed, or one line saying what was wrong). */
-int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_cli_own_fn own, void *ctx,
+int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec_t *o, ab_cli_own_fn own, void *ctx,
                  size_t max_args, char ***args, size_t *nargs);
 /* Applies one common option; false if opt is not one of them. Errors go to diag. */
-bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag);
+bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status *st, ab_diag_t *diag);
 /* A budget or cap (what: "--budget") of text, parsed to bytes: when text has a decimal unit,
  * ab_cli_parse says both readings on stderr once it has parsed the line (Note [Decimal sizes]). */
 void ab_cli_size_given(const char *what, const char *text, uint64_t bytes);
@@ -137,54 +90,28 @@ void ab_cli_size_given(const char *what, const char *text, uint64_t bytes);
 void ab_cli_help(FILE *f, const ab_cli_command_t *cmd);
 
 /* Prints "CMD: MESSAGE" (CMD: "allocbench run", ...) and returns AB_EXIT_USAGE. */
-int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg);
+int ab_cli_usage_error(const ab_run_spec_t *o, const char *msg);
 /* Prints "CMD: MESSAGE" and returns AB_EXIT_FAIL. */
-int ab_cli_fail(const ab_cli_opts_t *o, const char *msg);
+int ab_cli_fail(const ab_run_spec_t *o, const char *msg);
 
-/* Says on stderr, once per command, which device `--device auto` chose. */
-void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind);
-/* Whether it was said (a supervised run's process says it for the command, supervise.h). */
-extern bool ab_cli_device_said;
-
-/* The signal that asked the runs to stop, once one did (after ab_cli_catch_stop); else 0. */
-extern volatile sig_atomic_t ab_cli_stop;
-/* Makes SIGINT and SIGTERM set ab_cli_stop instead of ending the process, once each. */
-void ab_cli_catch_stop(void);
-/* Builds the workload spec with the run's seed, stopping at ab_cli_stop (workload.h). A trace
- * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
- * and the card of o->device (trace.h). */
-ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
-/* What a trace's reader is told of the run (trace.h): the card of o->device, and the cap the
- * program ran under: --cap, else -c's per_process_memory_fraction of that card; 0: none. */
-ab_status ab_cli_trace_limits(const ab_cli_opts_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag);
 /* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
  * failed (out of host memory), with its line. */
-int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag);
+int ab_cli_build_failed(const ab_run_spec_t *o, ab_status st, const ab_diag_t *diag);
 /* Refuses (AB_ERR_INVALID) an output path that names a file the run itself writes in
  * o->out_dir (summary.csv, oom.csv, compare.csv, tune.csv, a timeline or a segment map):
  * one of the two would be lost. what names the option. */
-ab_status ab_cli_check_not_results(const ab_cli_opts_t *o, const char *what, const char *path, ab_diag_t *diag);
+ab_status ab_cli_check_not_results(const ab_run_spec_t *o, const char *what, const char *path, ab_diag_t *diag);
 /* Prints "CMD: interrupted (SIGTERM)WHAT" and returns the exit status for the signal. */
-int ab_cli_stopped(const ab_cli_opts_t *o, const char *what);
+int ab_cli_stopped(const ab_run_spec_t *o, const char *what);
 /* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
  * and returns the exit status for the signal (128 + its number). */
-int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned);
-
-/* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
- * stream's suggested budget) and adds its summary row to summary (columns ab_summary_cols).
- * The run keeps its results. At an OOM the segment map is written to
- * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to stderr unless
- * quiet. AB_OK when the run completed or ended in OOM; otherwise the row says error and diag
- * says why. A run stopped by a signal (run->status interrupted) adds no row and returns
- * AB_OK. */
-ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                         ab_table_t *summary, ab_diag_t *diag);
+int ab_cli_interrupted(const ab_run_spec_t *o, size_t recorded, size_t planned);
 
 /* The end of a command that runs one strategy over es (run, replay): runs it
- * (ab_cli_run_one), appends its row to DIR/summary.csv, prints it, and tells a reader of the
+ * (ab_run_one), appends its row to DIR/summary.csv, prints it, and tells a reader of the
  * table what the row cannot (kernels that did not run). Returns the exit code; run keeps the
  * results. */
-int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *run);
+int ab_cli_run_single(const ab_run_spec_t *o, const ab_events_t *es, ab_run_t *run);
 
 /* ---- commands that take several strategies and search budgets (oom, compare) ---- */
 
@@ -206,39 +133,32 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
 /* Opens the device of o (saying which one `auto` chose) and checks each strategy with its
  * conf for the search (ab_bisect_check), so that a bad conf, or --cap for a strategy without
  * one, is refused before anything runs; the device's total goes to *total. */
-ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+ab_status ab_cli_check_strategies(const ab_run_spec_t *o, const ab_bisect_opts_t *search,
                                   const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag);
 
 /* Applies one search option (--lo, --hi, --tolerance, --cap) to b; false if opt is not one
  * of them. Errors go to diag. */
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag);
 
-/* The search options of o for one strategy of the list (device, faults, check). */
-ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts_t *search, const char *strategy,
-                                    const char *conf);
-
 /* The start of a command that takes several strategies and searches budgets (oom, compare):
  * parses the command line (cmd's options: the search options, -c once or once per
  * strategy), builds the workload into es and checks every strategy and conf on the device,
  * so that bad input is refused before anything runs. Returns -1 when the command goes on (es
  * is then the caller's to free), else the exit code to return (help printed, or the error). */
-int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es);
 
 /* Writes the map of a search's failing probe and, with report (and not quiet), prints its
  * OOM report. */
-ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
+ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
                             const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag);
 
 /* Prints a results table in the chosen format: csv (header and rows), json, or text with
  * the named columns (all when NULL). */
-void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols);
+void ab_cli_print(const ab_run_spec_t *o, const ab_table_t *t, const char *const *cols, size_t ncols);
 
 /* Appends a table to DIR/NAME, saying on stderr if an older file was moved aside. */
-ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag);
+ab_status ab_cli_append(const ab_run_spec_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag);
 
-/* ab_cli_run_one in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
-extern ab_status (*ab_cli_run_one_apart)(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
-                                         ab_run_t *run, ab_table_t *summary, ab_diag_t *diag);
 
 #endif

@@ -1,5 +1,5 @@
 /* lifetimes.h: the allocations of an event stream as the lifetimes a planning strategy is
- * handed (Note [Plans], strategy.h). Layer: harness (harness/).
+ * handed (Note [Plans], strategy.h). Layer: run (harness/run/).
  *
  * Lifetime i is ALLOC id i (ids are dense, in the order of the ALLOC events). A FREE NOW
  * ends a lifetime where it stands, a FREE COMPLETE where it stands (the REQUEST before it

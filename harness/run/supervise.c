@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "oommap.h"
 #include "pluggable_library.h"
 #include "results.h"
 
@@ -33,18 +34,18 @@
 
 typedef enum unit_e { UNIT_CHECK, UNIT_RUN_ONE, UNIT_PROBE } unit_t;
 
-/* The hooks of the layers below (pipeline.h, bisect.h, cli.h): NULL until enabled, and so
+/* The hooks of the layers below (pipeline.h, bisect.h, run_one.h): NULL until enabled, and so
  * in a child, which runs its library in process. */
 ab_status (*ab_pipeline_check_apart)(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
 ab_status (*ab_bisect_probe_apart)(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
                                    uint64_t *held_peak, char device[96], ab_diag_t *diag);
-ab_status (*ab_cli_run_one_apart)(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+ab_status (*ab_run_one_apart)(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                                   ab_table_t *summary, ab_diag_t *diag);
 
 void ab_supervise_enable(void) {
   ab_pipeline_check_apart = ab_supervise_check;
   ab_bisect_probe_apart = ab_supervise_probe;
-  ab_cli_run_one_apart = ab_supervise_run_one;
+  ab_run_one_apart = ab_supervise_run_one;
 }
 
 /* ---- writing and reading the files passed between the two ---------------------------------- */
@@ -344,7 +345,7 @@ static void wait_child(pid_t pid, volatile int *watch, ending_t *e) {
   for (;;) {
     pid_t r = waitpid(pid, &e->ws, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
-    int sig = ab_cli_stop;
+    int sig = ab_run_stop;
     if (sig && !e->stopped) {
       e->stopped = true;
       kill(pid, sig);
@@ -478,7 +479,7 @@ ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag
   return st;
 }
 
-ab_status ab_supervise_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                                ab_table_t *summary, ab_diag_t *diag) {
   job_t j;
   memset(&j, 0, sizeof j);
@@ -489,7 +490,7 @@ ab_status ab_supervise_run_one(const ab_cli_opts_t *o, const ab_events_t *es, co
   j.h.format = (int32_t)o->format;
   j.h.timeline = o->timeline, j.h.check = o->check, j.h.kernels = o->kernels, j.h.verify = o->verify;
   j.h.quiet = o->quiet, j.h.verbose = o->verbose, j.h.recorded_addresses = o->recorded_addresses;
-  j.h.device_said = ab_cli_device_said;
+  j.h.device_said = ab_run_device_said;
   j.cmd = o->cmd, j.strategy = strategy, j.conf = o->conf, j.device = o->device, j.workload = o->workload;
   j.out_dir = o->out_dir;
   j.es = es;
@@ -515,7 +516,7 @@ ab_status ab_supervise_run_one(const ab_cli_opts_t *o, const ab_events_t *es, co
   const ab_tl_sample_t *timeline = view_array(&r, h.run.ntimeline * sizeof *timeline);
   const double *step_ms = view_array(&r, h.run.nstep_ms * sizeof *step_ms);
   adopt_run(run, &h.run, timeline, step_ms);
-  if (h.device_said) ab_cli_device_said = true;
+  if (h.device_said) ab_run_device_said = true;
   st = (ab_status)h.status;
   if (st != AB_OK) ab_diag_set(diag, st, "%s", h.msg);
   const char **row = calloc(h.ncols ? h.ncols : 1, sizeof *row);
@@ -605,14 +606,14 @@ static int child_check(const job_t *j, writer_t *w) {
 }
 
 static int child_run_one(const job_t *j, writer_t *w) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, j->cmd ? j->cmd : "allocbench");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, j->cmd ? j->cmd : "allocbench");
   o.workload = j->workload, o.strategy = j->strategy, o.conf = j->conf, o.device = j->device;
   o.out_dir = j->out_dir ? j->out_dir : o.out_dir;
   o.seed = j->h.seed, o.dev = j->h.dev, o.faults_rank = j->h.faults_rank, o.format = (ab_format_t)j->h.format;
   o.timeline = j->h.timeline, o.check = j->h.check, o.kernels = j->h.kernels, o.verify = j->h.verify;
   o.quiet = j->h.quiet, o.verbose = j->h.verbose, o.recorded_addresses = j->h.recorded_addresses;
-  ab_cli_device_said = j->h.device_said;
+  ab_run_device_said = j->h.device_said;
   ab_run_t run;
   if (ab_run_prepare(&run, j->es) != AB_OK) return AB_EXIT_FAIL;
   ab_table_t summary;
@@ -620,9 +621,9 @@ static int child_run_one(const job_t *j, writer_t *w) {
   ab_diag_t diag = {""};
   result_head_t h;
   memset(&h, 0, sizeof h);
-  h.status = ab_cli_run_one(&o, j->es, j->strategy, &run, &summary, &diag);
+  h.status = ab_run_one(&o, j->es, j->strategy, &run, &summary, &diag);
   snprintf(h.msg, sizeof h.msg, "%s", diag.msg);
-  h.device_said = ab_cli_device_said;
+  h.device_said = ab_run_device_said;
   h.nrows = summary.nrows, h.ncols = summary.ncols;
   put_result(w, &h, &run);
   for (size_t i = 0; i < summary.nrows * summary.ncols; i++) put_str(w, summary.cells[i]);
@@ -636,7 +637,7 @@ static int child_probe(const job_t *j, writer_t *w) {
   ab_bisect_opts_t b;
   memset(&b, 0, sizeof b);
   b.strategy = j->strategy, b.conf = j->conf, b.device = j->device, b.dev = j->h.dev;
-  b.check = j->h.check, b.cap = j->h.cap, b.stop = &ab_cli_stop;
+  b.check = j->h.check, b.cap = j->h.cap, b.stop = &ab_run_stop;
   ab_oommap_t map;
   ab_oommap_init(&map);
   if (j->h.want_map) b.on_oom = ab_oommap_capture, b.on_oom_ctx = &map;
@@ -658,7 +659,7 @@ static int child_probe(const job_t *j, writer_t *w) {
 
 int ab_supervise_child(void) {
   /* A signal stops the run as it stops any (engine.h); the parent kills what does not. */
-  ab_cli_catch_stop();
+  ab_run_catch_stop();
   void *watch = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);
   if (watch == MAP_FAILED) return AB_EXIT_FAIL;
   ab_plugin_call_slot = watch;

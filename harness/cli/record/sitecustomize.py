@@ -1,4 +1,4 @@
-"""The start-up hook of `allocbench record` (harness/cmd_record.c, Note [Recording a job]).
+"""The start-up hook of `allocbench record` (harness/cli/cmd_record.c, Note [Recording a job]).
 
 The build copies this file beside the allocbench binary, into allocbench_record/, and
 `allocbench record` puts that folder first on the program's PYTHONPATH, so every Python

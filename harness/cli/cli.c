@@ -1,23 +1,17 @@
 #include "cli.h"
 
 #include <getopt.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "caching_conf.h"
-#include "clock.h"
 #include "oommap.h"
 #include "output.h"
-#include "pipeline.h"
 #include "registry.h"
 #include "results.h"
 #include "strategy.h"
 #include "units.h"
-#include "workload.h"
 
 /* ---- the option table ---------------------------------------------------------------------- */
 
@@ -254,18 +248,6 @@ void ab_cli_help(FILE *f, const ab_cli_command_t *cmd) {
     if (options[i].takes & cmd->bit) write_option_help(f, &options[i]);
 }
 
-void ab_cli_defaults(ab_cli_opts_t *o, const char *cmd) {
-  memset(o, 0, sizeof *o);
-  o->cmd = cmd;
-  o->device = "auto";
-  o->out_dir = "results/latest";
-  o->seed = 42;
-  o->timeline = true;
-  o->kernels = true;
-  o->dev.cost_model = true;
-  o->faults_rank = -1;
-}
-
 static ab_status parse_faults(const char *arg, ab_faults_t *f, int *rank, ab_diag_t *diag) {
   ab_kvlist_t kv;
   uint64_t r = UINT64_MAX;
@@ -295,7 +277,7 @@ void ab_cli_size_given(const char *what, const char *text, uint64_t bytes) {
            ab_format_bytes(bytes, b, sizeof b), (int)strspn(text, "0123456789."), text);
 }
 
-bool ab_cli_common_option(int opt, const char *arg, ab_cli_opts_t *o, ab_status *st, ab_diag_t *diag) {
+bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status *st, ab_diag_t *diag) {
   *st = AB_OK;
   switch (opt) {
     case 'w': o->workload = arg; break;
@@ -372,7 +354,7 @@ static bool names_option(unsigned bit, const char *word) {
 }
 
 /* "--budget needs a value (SIZE)", and what came in its place. */
-static int missing_value(const ab_cli_opts_t *o, const ab_cli_command_t *cmd, const option_entry_t *e, const char *next) {
+static int missing_value(const ab_run_spec_t *o, const ab_cli_command_t *cmd, const option_entry_t *e, const char *next) {
   char msg[AB_DIAG_BYTES], name[64];
   if (e == NULL) return ab_cli_usage_error(o, "an option lacks its value");
   if (e->letter)
@@ -387,7 +369,7 @@ static int missing_value(const ab_cli_opts_t *o, const ab_cli_command_t *cmd, co
   return ab_cli_usage_error(o, msg);
 }
 
-int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_cli_own_fn own, void *ctx,
+int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec_t *o, ab_cli_own_fn own, void *ctx,
                  size_t max_args, char ***args, size_t *nargs) {
   struct option longopts[NOPTIONS + 1];
   char shortopts[2 * NOPTIONS + 2] = "";
@@ -452,51 +434,14 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts
   return -1;
 }
 
-int ab_cli_usage_error(const ab_cli_opts_t *o, const char *msg) {
+int ab_cli_usage_error(const ab_run_spec_t *o, const char *msg) {
   fprintf(stderr, "%s: %s\n", o->cmd, msg);
   return AB_EXIT_USAGE;
 }
 
-int ab_cli_fail(const ab_cli_opts_t *o, const char *msg) {
+int ab_cli_fail(const ab_run_spec_t *o, const char *msg) {
   fprintf(stderr, "%s: %s\n", o->cmd, msg);
   return AB_EXIT_FAIL;
-}
-
-bool ab_cli_device_said = false;
-
-void ab_cli_note_device(const ab_cli_opts_t *o, const char *name, ab_device_kind_t kind) {
-  if (strcmp(o->device, "auto") == 0 && !o->quiet && !ab_cli_device_said) {
-    fprintf(stderr, "%s: --device auto: using %s%s\n", o->cmd, name,
-            kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
-    ab_cli_device_said = true;
-  }
-}
-
-volatile sig_atomic_t ab_cli_stop = 0;
-
-ab_status ab_cli_trace_limits(const ab_cli_opts_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag) {
-  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
-  ab_world_t closed;
-  AB_TRY(ab_pipeline_check(&p, &closed, diag));
-  *card = closed.total_bytes;
-  *cap = o->cap_bytes;
-  ab_caching_conf_t conf;
-  ab_caching_conf_defaults(&conf);
-  if (*cap == 0 && o->conf && ab_caching_conf_apply(&conf, "-c", o->conf, NULL) == AB_OK && conf.memory_fraction < 1.0)
-    *cap = (uint64_t)(conf.memory_fraction * (double)*card); /* as PyTorch (and caching.c) make it */
-  return AB_OK;
-}
-
-ab_status ab_cli_build(const ab_cli_opts_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
-  ab_build_opts_t b = {.stop = &ab_cli_stop};
-  if (strncmp(spec, "replay:", 7) == 0) {
-    ab_events_init(es); /* released on failure, as a build's */
-    AB_TRY(ab_cli_trace_limits(o, &b.cap, &b.card, diag));
-  }
-  ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
-  /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
-  if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
-  return st;
 }
 
 /* Whether two folder names are one folder: the same file when both exist, else the same
@@ -512,7 +457,7 @@ static bool same_folder(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
-ab_status ab_cli_check_not_results(const ab_cli_opts_t *o, const char *what, const char *path, ab_diag_t *diag) {
+ab_status ab_cli_check_not_results(const ab_run_spec_t *o, const char *what, const char *path, ab_diag_t *diag) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
   char dir[4096];
@@ -531,193 +476,28 @@ ab_status ab_cli_check_not_results(const ab_cli_opts_t *o, const char *what, con
   return AB_OK;
 }
 
-int ab_cli_stopped(const ab_cli_opts_t *o, const char *what) {
-  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT", what);
-  return 128 + (ab_cli_stop ? ab_cli_stop : SIGINT);
+int ab_cli_stopped(const ab_run_spec_t *o, const char *what) {
+  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", what);
+  return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 
-int ab_cli_build_failed(const ab_cli_opts_t *o, ab_status st, const ab_diag_t *diag) {
-  if (ab_cli_stop) return ab_cli_stopped(o, " while building the workload: nothing was run or written");
+int ab_cli_build_failed(const ab_run_spec_t *o, ab_status st, const ab_diag_t *diag) {
+  if (ab_run_stop) return ab_cli_stopped(o, " while building the workload: nothing was run or written");
   /* Bad arguments, a missing trace, a workload too big for the host: the user's to change. */
   return st == AB_ERR_INTERNAL ? ab_cli_fail(o, diag->msg) : ab_cli_usage_error(o, diag->msg);
 }
 
-static void ask_to_stop(int sig) { ab_cli_stop = sig; }
-
-void ab_cli_catch_stop(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = ask_to_stop;
-  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  ab_output_stop_on(&ab_cli_stop); /* a FIFO nobody reads does not hold the command */
-}
-
-int ab_cli_interrupted(const ab_cli_opts_t *o, size_t recorded, size_t planned) {
+int ab_cli_interrupted(const ab_run_spec_t *o, size_t recorded, size_t planned) {
   fprintf(stderr,
           "%s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv; what was in progress was "
           "stopped and not recorded\n",
-          o->cmd, ab_cli_stop == SIGTERM ? "SIGTERM" : "SIGINT", recorded, planned, o->out_dir);
-  return 128 + (ab_cli_stop ? ab_cli_stop : SIGINT);
-}
-
-/* Progress on a terminal, at most ten updates a second. */
-typedef struct progress_s {
-  const char *label;
-  double last; /* ab_clock_s() */
-  bool shown;
-} progress_t;
-
-static void show_progress(void *ctx, size_t done, size_t total) {
-  progress_t *p = ctx;
-  double now = ab_clock_s();
-  if (p->shown && now - p->last < 0.1) return;
-  p->last = now;
-  p->shown = true;
-  fprintf(stderr, "\r%s: %3.0f%% (%zu/%zu events)", p->label, 100.0 * (double)done / (double)total, done, total);
-  fflush(stderr);
-}
-
-/* At an OOM: the segment map, then the command's own hook. */
-typedef struct oom_ctx_s {
-  ab_oommap_t *map;
-  const ab_cli_hooks_t *hooks; /* may be NULL */
-} oom_ctx_t;
-
-static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
-  oom_ctx_t *c = ctx;
-  ab_oommap_capture(c->map, s, run);
-  if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
-}
-
-/* --cap: within the card, and for a strategy that has PyTorch's cap (its conf takes
- * per_process_memory_fraction). */
-static ab_status check_cap(const ab_pipeline_t *p, ab_diag_t *diag) {
-  ab_pipeline_t plain = *p;
-  plain.memory_cap = 0;
-  ab_world_t closed;
-  AB_TRY(ab_pipeline_check(&plain, &closed, diag));
-  char a[32], b[32];
-  if (p->memory_cap > closed.total_bytes)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--cap %s is more than the device's total of %s",
-                       ab_format_bytes(p->memory_cap, a, sizeof a), ab_format_bytes(closed.total_bytes, b, sizeof b));
-  if (ab_pipeline_check(p, NULL, diag) != AB_OK)
-    return ab_diag_set(diag, AB_ERR_INVALID,
-                       "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); give it --budget instead",
-                       p->strategy);
-  return AB_OK;
-}
-
-ab_status ab_cli_run_one(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                         ab_table_t *summary, ab_diag_t *diag) {
-  if (o->faults_rank >= 0)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: only a run of several ranks (run --ranks) has ranks",
-                       o->faults_rank);
-  /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
-  ab_cli_opts_t suggested;
-  if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
-    suggested = *o;
-    suggested.dev.budget_bytes = es->suggested_budget;
-    o = &suggested;
-    char b[32], name[256];
-    ab_results_workload_name(es->source, name, sizeof name);
-    if (!o->quiet)
-      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
-              ab_format_bytes(es->suggested_budget, b, sizeof b));
-  }
-  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
-  if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
-  /* A library's run goes to a process of its own (supervise.h), which is given no --cap. */
-  bool apart = o->hooks == NULL && ab_apart(ab_cli_run_one_apart != NULL, strategy);
-  if (apart && o->cap_bytes)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
-  if (apart) return ab_cli_run_one_apart(o, es, strategy, run, summary, diag);
-  if (o->hooks && o->hooks->wrap) {
-    p.wrap = o->hooks->wrap;
-    p.wrap_ctx = o->hooks->ctx;
-  }
-  ab_addr_hint_t *plan = NULL;
-  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &p.dev.plan_len) != AB_OK)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  p.dev.plan = plan;
-  ab_world_t w;
-  ab_status st = ab_pipeline_open(&p, &w, diag);
-  free(plan);
-  if (st != AB_OK) return st;
-  ab_cli_note_device(o, w.dev->name, w.dev->kind);
-  if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
-  /* A GPU's driver places its own allocations: only the simulated card takes the plan. */
-  if (p.dev.plan_len && w.dev->kind == AB_DEVICE_SIM && !o->quiet)
-    fprintf(stderr, "%s: each cudaMalloc at the address the recorded run got\n", o->cmd);
-  diag->msg[0] = '\0';
-  char label[160], name[256];
-  ab_results_workload_name(es->source, name, sizeof name);
-  snprintf(label, sizeof label, "%s on %s", strategy, name);
-  progress_t prog = {label, 0, false};
-  ab_run_opts_t ro = ab_run_defaults();
-  ro.timeline = o->timeline;
-  ro.check = o->check;
-  ro.kernels = o->kernels;
-  ro.verify = o->verify;
-  ro.stop = &ab_cli_stop;
-  ab_oommap_t map;
-  ab_oommap_init(&map);
-  oom_ctx_t at_oom_ctx = {&map, o->hooks};
-  ro.on_oom = at_oom;
-  ro.on_oom_ctx = &at_oom_ctx;
-  if (o->hooks && o->hooks->at_end) {
-    ro.at_end = o->hooks->at_end;
-    ro.at_end_ctx = o->hooks->ctx;
-  }
-  if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
-  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
-    ro.progress = show_progress;
-    ro.progress_ctx = &prog;
-  }
-  ab_status rst = ab_engine_replay(es, w.s, &ro, run);
-  if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
-  int64_t hits, misses;
-  if (!o->quiet && ab_strategy_memory_stat(w.s, "plan.hits", &hits) && ab_strategy_memory_stat(w.s, "plan.misses", &misses))
-    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
-            (long long)hits, (long long)misses);
-  ab_status cst = ab_pipeline_close(&w, run, NULL);
-  if (rst == AB_OK) rst = cst;
-  const char *device_name = w.device;
-  if (run->caught_served && !o->quiet)
-    fprintf(stderr,
-            "%s: approximate: the program caught %" PRIu64 " OOM%s that %s served under these settings: its path "
-            "would have differed from the recorded one\n",
-            o->cmd, run->caught_served, run->caught_served == 1 ? "" : "s", strategy);
-  if (run->status == AB_RUN_INTERRUPTED) {
-    ab_oommap_free(&map);
-    return AB_OK;
-  }
-  /* The conf the strategy got: with --cap, PyTorch's fraction of the card. */
-  char conf[1200];
-  if (ab_pipeline_conf(&p, w.total_bytes, conf, sizeof conf, diag) != AB_OK) snprintf(conf, sizeof conf, "%s", o->conf ? o->conf : "");
-  ab_run_desc_t desc = {es->source, strategy, o->cap_bytes || o->conf ? conf : NULL, device_name, o->dev.budget_bytes, o->seed, 0};
-  st = ab_results_add_summary(summary, &desc, es, run);
-  if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
-    st = ab_results_write_timeline(o->out_dir, &desc, run, diag);
-  }
-  if (st == AB_OK && run->status == AB_RUN_OOM) {
-    char path[4096];
-    st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
-    if (!o->quiet) ab_oommap_report(stderr, &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
-  }
-  ab_oommap_free(&map);
-  if (rst != AB_OK) {
-    ab_diag_set(diag, rst, "%s", run->message);
-    return rst;
-  }
-  return st;
+          o->cmd, ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", recorded, planned, o->out_dir);
+  return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 
 /* The answer of a single run, in a sentence or two after its table: how it ended, its peak
  * reserved beside what PyTorch recorded where the trace says so, and where it was written. */
-static void say_run(const ab_cli_opts_t *o, const ab_events_t *es, const ab_table_t *summary) {
+static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_table_t *summary) {
   const char *status = ab_table_get(summary, 0, "status"), *kind = ab_table_get(summary, 0, "oom_kind");
   const char *event = ab_table_get(summary, 0, "oom_event"), *peak = ab_table_get(summary, 0, "peak_reserved_bytes");
   if (status == NULL || peak == NULL) return;
@@ -749,11 +529,11 @@ static void say_run(const ab_cli_opts_t *o, const ab_events_t *es, const ab_tabl
   printf(".\n");
 }
 
-int ab_cli_run_single(const ab_cli_opts_t *o, const ab_events_t *es, ab_run_t *run) {
+int ab_cli_run_single(const ab_run_spec_t *o, const ab_events_t *es, ab_run_t *run) {
   ab_diag_t diag = {""};
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-  ab_status st = ab_cli_run_one(o, es, o->strategy, run, &summary, &diag);
+  ab_status st = ab_run_one(o, es, o->strategy, run, &summary, &diag);
   int rc = AB_EXIT_OK;
   if (run->status == AB_RUN_INTERRUPTED) {
     rc = ab_cli_interrupted(o, 0, 1);
@@ -954,7 +734,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
   return st;
 }
 
-void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
+void ab_cli_print(const ab_run_spec_t *o, const ab_table_t *t, const char *const *cols, size_t ncols) {
   ab_table_t shown = {0};
   ab_col_t *headers = NULL;
   switch (o->format) {
@@ -979,7 +759,7 @@ void ab_cli_print(const ab_cli_opts_t *o, const ab_table_t *t, const char *const
   fflush(stdout);
 }
 
-ab_status ab_cli_append(const ab_cli_opts_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag) {
+ab_status ab_cli_append(const ab_run_spec_t *o, const ab_table_t *t, const char *name, ab_diag_t *diag) {
   char path[4096], moved[4200];
   snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
   AB_TRY(ab_table_append_csv(t, path, moved, sizeof moved, diag));
@@ -1017,18 +797,18 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
   return AB_OK;
 }
 
-ab_status ab_cli_check_strategies(const ab_cli_opts_t *o, const ab_bisect_opts_t *search,
+ab_status ab_cli_check_strategies(const ab_run_spec_t *o, const ab_bisect_opts_t *search,
                                   const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag) {
   ab_world_t device;
   for (size_t i = 0; i < list->n; i++) {
-    ab_bisect_opts_t b = ab_cli_search_opts(o, search, list->name[i], list->conf[i]);
+    ab_bisect_opts_t b = ab_run_search_opts(o, search, list->name[i], list->conf[i]);
     ab_status st = ab_bisect_check(&b, &device, diag);
     /* With several strategies, which one's conf was refused. */
     if (st != AB_OK && list->n > 1) ab_diag_prefix(diag, "%s: ", list->name[i]);
     if (st != AB_OK) return st;
   }
   *total = device.total_bytes;
-  if (list->n) ab_cli_note_device(o, device.device, device.kind);
+  if (list->n) ab_run_note_device(o, device.device, device.kind);
   return AB_OK;
 }
 
@@ -1046,18 +826,6 @@ bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_stat
   *st = ab_parse_size(what, arg, field, diag);
   if (*st == AB_OK && *field == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': must be more than 0 bytes", what, arg);
   return true;
-}
-
-ab_bisect_opts_t ab_cli_search_opts(const ab_cli_opts_t *o, const ab_bisect_opts_t *search, const char *strategy,
-                                    const char *conf) {
-  ab_bisect_opts_t b = *search;
-  b.strategy = strategy;
-  b.conf = conf;
-  b.device = o->device;
-  b.dev = o->dev;
-  b.check = o->check;
-  b.stop = &ab_cli_stop;
-  return b;
 }
 
 /* The own options of the search commands: the search's, -c once per strategy. */
@@ -1083,7 +851,7 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 /* A workload that asks for more than the card at its peak fits no budget, whatever the
  * strategy: said first, in words, before the searches find it out one by one. On stdout
  * with the table it heads; on stderr where stdout is data. */
-static void say_too_large(const ab_cli_opts_t *o, const ab_events_t *es, uint64_t total) {
+static void say_too_large(const ab_run_spec_t *o, const ab_events_t *es, uint64_t total) {
   uint64_t peak = ab_bisect_peak_requested(es);
   if (peak <= total) return;
   char a[32], b[32], line[AB_DIAG_BYTES], name[256];
@@ -1097,7 +865,7 @@ static void say_too_large(const ab_cli_opts_t *o, const ab_events_t *es, uint64_
   fflush(stdout);
 }
 
-int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_cli_opts_t *o, ab_bisect_opts_t *search,
+int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec_t *o, ab_bisect_opts_t *search,
                         ab_cli_strategies_t *list, ab_events_t *es) {
   ab_diag_t diag = {""};
   memset(search, 0, sizeof *search);
@@ -1115,8 +883,8 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
     return ab_cli_usage_error(o, diag.msg);
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
-  ab_cli_catch_stop(); /* a search stops within 1024 events of a signal, and says so */
-  ab_status built = ab_cli_build(o, o->workload, es, &diag);
+  ab_run_catch_stop(); /* a search stops within 1024 events of a signal, and says so */
+  ab_status built = ab_run_build(o, o->workload, es, &diag);
   if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);
@@ -1132,7 +900,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_c
   return -1;
 }
 
-ab_status ab_cli_search_oom(const ab_cli_opts_t *o, const ab_events_t *es, const char *strategy,
+ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
                             const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];

@@ -23,8 +23,8 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 }
 
 int ab_cmd_report(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench report");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench report");
   const char *out = NULL;
   char **args = NULL;
   size_t nargs = 0;

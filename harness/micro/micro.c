@@ -225,8 +225,8 @@ static void register_all(const char *device, const ab_events_t *random_es, const
 }
 
 int main(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench_micro");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench_micro");
   o.device = getenv("AB_DEVICE");
   if (o.device == NULL || *o.device == '\0') o.device = "sim";
   o.out_dir = NULL; /* no --out: the console only */

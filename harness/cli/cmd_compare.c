@@ -70,8 +70,8 @@ static void say_best(const ab_table_t *t, const char *column, const char *what, 
 }
 
 int ab_cmd_compare(int argc, char **argv) {
-  ab_cli_opts_t o;
-  ab_cli_defaults(&o, "allocbench compare");
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, "allocbench compare");
   ab_bisect_opts_t search;
   ab_cli_strategies_t list;
   ab_events_t es;
@@ -90,13 +90,13 @@ int ab_cmd_compare(int argc, char **argv) {
   ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
   ab_oommap_t map;
   ab_oommap_init(&map);
-  for (size_t i = 0; i < list.n && !ab_cli_stop; i++) {
-    ab_cli_opts_t one = o;
+  for (size_t i = 0; i < list.n && !ab_run_stop; i++) {
+    ab_run_spec_t one = o;
     one.conf = list.conf[i];
     ab_diag_t diag = {""};
     char msg[AB_DIAG_BYTES + 80];
-    ab_status ran = ab_cli_run_one(&one, &es, list.name[i], &run, &summary, &diag);
-    if (ab_cli_stop) break;
+    ab_status ran = ab_run_one(&one, &es, list.name[i], &run, &summary, &diag);
+    if (ab_run_stop) break;
     if (ran != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
       rc = ab_cli_fail(&o, msg);
@@ -105,12 +105,12 @@ int ab_cmd_compare(int argc, char **argv) {
     /* The search replays into the same run: keep the figures of the unbudgeted one (its
      * scratch pointers are not used). */
     ab_run_t unbudgeted = run;
-    ab_bisect_opts_t b = ab_cli_search_opts(&o, &search, list.name[i], list.conf[i]);
+    ab_bisect_opts_t b = ab_run_search_opts(&o, &search, list.name[i], list.conf[i]);
     b.on_oom = ab_oommap_capture;
     b.on_oom_ctx = &map;
     ab_bisect_result_t res;
     ab_status searched = ab_bisect_search(&es, &b, &run, &res, &diag);
-    if (ab_cli_stop) break; /* a search cut short has no answer */
+    if (ab_run_stop) break; /* a search cut short has no answer */
     if (searched != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
       rc = ab_cli_fail(&o, msg);
@@ -123,7 +123,7 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
-  if (ab_cli_stop) {
+  if (ab_run_stop) {
     ab_table_free(&rows), ab_table_free(&searches), ab_table_free(&summary);
     ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
     ab_table_init(&searches, ab_oom_cols, ab_oom_ncols);

@@ -1,0 +1,244 @@
+/* run_one.c: the run as a service (run_one.h). */
+#include "run_one.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "caching_conf.h"
+#include "clock.h"
+#include "oommap.h"
+#include "output.h"
+#include "pipeline.h"
+#include "results.h"
+#include "strategy.h"
+#include "units.h"
+#include "workload.h"
+
+void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd) {
+  memset(o, 0, sizeof *o);
+  o->cmd = cmd;
+  o->device = "auto";
+  o->out_dir = "results/latest";
+  o->seed = 42;
+  o->timeline = true;
+  o->kernels = true;
+  o->dev.cost_model = true;
+  o->faults_rank = -1;
+}
+
+bool ab_run_device_said = false;
+
+void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind_t kind) {
+  if (strcmp(o->device, "auto") == 0 && !o->quiet && !ab_run_device_said) {
+    fprintf(stderr, "%s: --device auto: using %s%s\n", o->cmd, name,
+            kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
+    ab_run_device_said = true;
+  }
+}
+
+volatile sig_atomic_t ab_run_stop = 0;
+
+ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag) {
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
+  ab_world_t closed;
+  AB_TRY(ab_pipeline_check(&p, &closed, diag));
+  *card = closed.total_bytes;
+  *cap = o->cap_bytes;
+  ab_caching_conf_t conf;
+  ab_caching_conf_defaults(&conf);
+  if (*cap == 0 && o->conf && ab_caching_conf_apply(&conf, "-c", o->conf, NULL) == AB_OK && conf.memory_fraction < 1.0)
+    *cap = (uint64_t)(conf.memory_fraction * (double)*card); /* as PyTorch (and caching.c) make it */
+  return AB_OK;
+}
+
+ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
+  ab_build_opts_t b = {.stop = &ab_run_stop};
+  if (strncmp(spec, "replay:", 7) == 0) {
+    ab_events_init(es); /* released on failure, as a build's */
+    AB_TRY(ab_run_trace_limits(o, &b.cap, &b.card, diag));
+  }
+  ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
+  /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
+  if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
+  return st;
+}
+
+static void ask_to_stop(int sig) { ab_run_stop = sig; }
+
+void ab_run_catch_stop(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ask_to_stop;
+  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
+}
+
+/* Progress on a terminal, at most ten updates a second. */
+typedef struct progress_s {
+  const char *label;
+  double last; /* ab_clock_s() */
+  bool shown;
+} progress_t;
+
+static void show_progress(void *ctx, size_t done, size_t total) {
+  progress_t *p = ctx;
+  double now = ab_clock_s();
+  if (p->shown && now - p->last < 0.1) return;
+  p->last = now;
+  p->shown = true;
+  fprintf(stderr, "\r%s: %3.0f%% (%zu/%zu events)", p->label, 100.0 * (double)done / (double)total, done, total);
+  fflush(stderr);
+}
+
+/* At an OOM: the segment map, then the command's own hook. */
+typedef struct oom_ctx_s {
+  ab_oommap_t *map;
+  const ab_run_hooks_t *hooks; /* may be NULL */
+} oom_ctx_t;
+
+static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  oom_ctx_t *c = ctx;
+  ab_oommap_capture(c->map, s, run);
+  if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
+}
+
+/* --cap: within the card, and for a strategy that has PyTorch's cap (its conf takes
+ * per_process_memory_fraction). */
+static ab_status check_cap(const ab_pipeline_t *p, ab_diag_t *diag) {
+  ab_pipeline_t plain = *p;
+  plain.memory_cap = 0;
+  ab_world_t closed;
+  AB_TRY(ab_pipeline_check(&plain, &closed, diag));
+  char a[32], b[32];
+  if (p->memory_cap > closed.total_bytes)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap %s is more than the device's total of %s",
+                       ab_format_bytes(p->memory_cap, a, sizeof a), ab_format_bytes(closed.total_bytes, b, sizeof b));
+  if (ab_pipeline_check(p, NULL, diag) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap: %s has no memory cap (PyTorch's per_process_memory_fraction); give it --budget instead",
+                       p->strategy);
+  return AB_OK;
+}
+
+ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                         ab_table_t *summary, ab_diag_t *diag) {
+  if (o->faults_rank >= 0)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: only a run of several ranks (run --ranks) has ranks",
+                       o->faults_rank);
+  /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
+  ab_run_spec_t suggested;
+  if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
+    suggested = *o;
+    suggested.dev.budget_bytes = es->suggested_budget;
+    o = &suggested;
+    char b[32], name[256];
+    ab_results_workload_name(es->source, name, sizeof name);
+    if (!o->quiet)
+      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
+              ab_format_bytes(es->suggested_budget, b, sizeof b));
+  }
+  ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
+  if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
+  /* A library's run goes to a process of its own (supervise.h), which is given no --cap. */
+  bool apart = o->hooks == NULL && ab_apart(ab_run_one_apart != NULL, strategy);
+  if (apart && o->cap_bytes)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
+  if (apart) return ab_run_one_apart(o, es, strategy, run, summary, diag);
+  if (o->hooks && o->hooks->wrap) {
+    p.wrap = o->hooks->wrap;
+    p.wrap_ctx = o->hooks->ctx;
+  }
+  ab_addr_hint_t *plan = NULL;
+  if (o->recorded_addresses && ab_events_address_plan(es, &plan, &p.dev.plan_len) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  p.dev.plan = plan;
+  ab_world_t w;
+  ab_status st = ab_pipeline_open(&p, &w, diag);
+  free(plan);
+  if (st != AB_OK) return st;
+  ab_run_note_device(o, w.dev->name, w.dev->kind);
+  if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
+  /* A GPU's driver places its own allocations: only the simulated card takes the plan. */
+  if (p.dev.plan_len && w.dev->kind == AB_DEVICE_SIM && !o->quiet)
+    fprintf(stderr, "%s: each cudaMalloc at the address the recorded run got\n", o->cmd);
+  diag->msg[0] = '\0';
+  char label[160], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(label, sizeof label, "%s on %s", strategy, name);
+  progress_t prog = {label, 0, false};
+  ab_run_opts_t ro = ab_run_defaults();
+  ro.timeline = o->timeline;
+  ro.check = o->check;
+  ro.kernels = o->kernels;
+  ro.verify = o->verify;
+  ro.stop = &ab_run_stop;
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  oom_ctx_t at_oom_ctx = {&map, o->hooks};
+  ro.on_oom = at_oom;
+  ro.on_oom_ctx = &at_oom_ctx;
+  if (o->hooks && o->hooks->at_end) {
+    ro.at_end = o->hooks->at_end;
+    ro.at_end_ctx = o->hooks->ctx;
+  }
+  if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
+  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
+    ro.progress = show_progress;
+    ro.progress_ctx = &prog;
+  }
+  ab_status rst = ab_engine_replay(es, w.s, &ro, run);
+  if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
+  int64_t hits, misses;
+  if (!o->quiet && ab_strategy_memory_stat(w.s, "plan.hits", &hits) && ab_strategy_memory_stat(w.s, "plan.misses", &misses))
+    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
+            (long long)hits, (long long)misses);
+  ab_status cst = ab_pipeline_close(&w, run, NULL);
+  if (rst == AB_OK) rst = cst;
+  const char *device_name = w.device;
+  if (run->caught_served && !o->quiet)
+    fprintf(stderr,
+            "%s: approximate: the program caught %" PRIu64 " OOM%s that %s served under these settings: its path "
+            "would have differed from the recorded one\n",
+            o->cmd, run->caught_served, run->caught_served == 1 ? "" : "s", strategy);
+  if (run->status == AB_RUN_INTERRUPTED) {
+    ab_oommap_free(&map);
+    return AB_OK;
+  }
+  /* The conf the strategy got: with --cap, PyTorch's fraction of the card. */
+  char conf[1200];
+  if (ab_pipeline_conf(&p, w.total_bytes, conf, sizeof conf, diag) != AB_OK) snprintf(conf, sizeof conf, "%s", o->conf ? o->conf : "");
+  ab_run_desc_t desc = {es->source, strategy, o->cap_bytes || o->conf ? conf : NULL, device_name, o->dev.budget_bytes, o->seed, 0};
+  st = ab_results_add_summary(summary, &desc, es, run);
+  if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
+    st = ab_results_write_timeline(o->out_dir, &desc, run, diag);
+  }
+  if (st == AB_OK && run->status == AB_RUN_OOM) {
+    char path[4096];
+    st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+    if (!o->quiet) ab_oommap_report(stderr, &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+  }
+  ab_oommap_free(&map);
+  if (rst != AB_OK) {
+    ab_diag_set(diag, rst, "%s", run->message);
+    return rst;
+  }
+  return st;
+}
+
+ab_bisect_opts_t ab_run_search_opts(const ab_run_spec_t *o, const ab_bisect_opts_t *search, const char *strategy,
+                                    const char *conf) {
+  ab_bisect_opts_t b = *search;
+  b.strategy = strategy;
+  b.conf = conf;
+  b.device = o->device;
+  b.dev = o->dev;
+  b.check = o->check;
+  b.stop = &ab_run_stop;
+  return b;
+}

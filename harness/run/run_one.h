@@ -1,0 +1,111 @@
+/* run_one.h: the run as a service: a run's spec, and running one strategy over one event
+ * stream on a fresh device, recording its summary row, its timeline and, at an OOM, its
+ * segment map. Every command runs through it (cli.h parses a command line into a spec), and
+ * so do the ranks (ranks.h) and a library's run in a process of its own (supervise.h).
+ *
+ * Stopping: a command that runs catches SIGINT and SIGTERM (ab_run_catch_stop). The run in
+ * progress (or the budget search, ab_run_search_opts) stops within 1024 events, frees what
+ * it holds and is not recorded (a result of part of a stream would mislead).
+ */
+#ifndef AB_RUN_ONE_H
+#define AB_RUN_ONE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bisect.h"
+#include "device.h"
+#include "engine.h"
+#include "events.h"
+#include "table.h"
+
+/* The exit status of a command (cli.h) and of a run's process of its own (supervise.h). */
+#define AB_EXIT_OK 0
+#define AB_EXIT_FAIL 1
+#define AB_EXIT_USAGE 2
+
+/* How a command shows its tables (cli.h prints them); the spec carries it to a run in a
+ * process of its own, whose notes follow it. */
+typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
+
+/* A command's hooks around each run (replay's exports); every member may be NULL. */
+typedef struct ab_run_hooks_s {
+  void *ctx;
+  /* Called with the strategy just created; may put an adaptor around *s, which then owns
+   * the strategy and is destroyed in its place. */
+  ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
+  /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
+  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  /* Called with the replay's options just before it starts, to add to them (a rank's
+   * communicator and lockstep, ranks.h). */
+  void (*replay_opts)(void *ctx, ab_run_opts_t *ro);
+} ab_run_hooks_t;
+
+/* A run's spec: what the command line says of the runs it asks for (cli.h parses it), or what
+ * a caller sets after ab_run_spec_defaults. */
+typedef struct ab_run_spec_s {
+  const char *cmd;        /* "allocbench run": the command as its messages name it */
+  const char *workload;   /* -w NAME[:ARGS] */
+  const char *strategy;   /* -s NAME (or a comma list where the command takes several) */
+  const char *conf;       /* -c CONF */
+  const char *device;     /* --device SPEC */
+  const char *out_dir;    /* --out DIR */
+  uint64_t seed;          /* --seed N */
+  ab_device_config_t dev; /* --budget, --faults */
+  uint64_t cap_bytes;     /* --cap SIZE: PyTorch's memory cap (set_per_process_memory_fraction)
+                           * in bytes, for the strategy (pipeline.h) and a trace's reader; 0: none */
+  int faults_rank;        /* --faults ...,rank=R: only rank R's card fails (ranks.h); -1: every card */
+  ab_format_t format;     /* --format */
+  bool timeline;          /* not --no-timeline */
+  bool check;             /* --check: invariants after every event */
+  bool kernels;           /* not --no-kernels: launch the workload's kernels on cuda */
+  bool verify;            /* --verify: no two live allocations may share memory */
+  bool quiet;             /* --quiet: no progress, no device notice */
+  bool verbose;           /* -v: list's keys and arguments; compare's OOM reports */
+  bool cap;               /* the limits are memory caps (--cap): the tables say cap, not budget */
+  uint64_t recorded_peak_reserved; /* replay: the peak reserved the trace recorded, said beside the run's; 0: none */
+  bool recorded_addresses; /* --recorded-addresses: the trace's cudaMalloc addresses (sim) */
+  const ab_run_hooks_t *hooks; /* NULL: none */
+} ab_run_spec_t;
+
+/* The defaults: device auto, seed 42, out results/latest, format table, timeline and
+ * kernels on. cmd names the command in messages ("allocbench run", "allocbench_micro"). */
+void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd);
+
+/* Says on stderr, once per command, which device `--device auto` chose. */
+void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind_t kind);
+/* Whether it was said (a supervised run's process says it for the command, supervise.h). */
+extern bool ab_run_device_said;
+
+/* The signal that asked the runs to stop, once one did (after ab_run_catch_stop); else 0. */
+extern volatile sig_atomic_t ab_run_stop;
+/* Makes SIGINT and SIGTERM set ab_run_stop instead of ending the process, once each. */
+void ab_run_catch_stop(void);
+/* Builds the workload spec with the run's seed, stopping at ab_run_stop (workload.h). A trace
+ * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
+ * and the card of o->device (trace.h). */
+ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+/* What a trace's reader is told of the run (trace.h): the card of o->device, and the cap the
+ * program ran under: --cap, else -c's per_process_memory_fraction of that card; 0: none. */
+ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag);
+
+/* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
+ * stream's suggested budget) and adds its summary row to summary (columns ab_summary_cols).
+ * The run keeps its results. At an OOM the segment map is written to
+ * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to stderr unless
+ * quiet. AB_OK when the run completed or ended in OOM; otherwise the row says error and diag
+ * says why. A run stopped by a signal (run->status interrupted) adds no row and returns
+ * AB_OK. */
+ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                     ab_table_t *summary, ab_diag_t *diag);
+
+/* The search options of o for one strategy of the list (device, faults, check). */
+ab_bisect_opts_t ab_run_search_opts(const ab_run_spec_t *o, const ab_bisect_opts_t *search, const char *strategy,
+                                    const char *conf);
+
+/* ab_run_one in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
+extern ab_status (*ab_run_one_apart)(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
+                                     ab_run_t *run, ab_table_t *summary, ab_diag_t *diag);
+
+#endif
