@@ -4,41 +4,24 @@
  * a stack of MARK positions (Python's metastack), and the memo. Values below the newest
  * mark belong to the enclosing frame, so no opcode may pop them. */
 #include "pickle.h"
+#include "pickle_ops.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- opcodes ---------------------------------------------------------------------------- */
+/* ---- opcodes (pickle_ops.h) ----------------------------------------------------------- */
 
-/* Every opcode of protocols 0 to 5, so that a refusal can name it. */
-#define OPCODES(X)                                                                                    \
-  X(MARK, 0x28) X(STOP, 0x2e) X(POP, 0x30) X(POP_MARK, 0x31) X(DUP, 0x32) X(FLOAT, 0x46) X(INT, 0x49)   \
-  X(BININT, 0x4a) X(BININT1, 0x4b) X(LONG, 0x4c) X(BININT2, 0x4d) X(NONE, 0x4e) X(PERSID, 0x50)        \
-  X(BINPERSID, 0x51) X(REDUCE, 0x52) X(STRING, 0x53) X(BINSTRING, 0x54) X(SHORT_BINSTRING, 0x55)        \
-  X(UNICODE, 0x56) X(BINUNICODE, 0x58) X(APPEND, 0x61) X(BUILD, 0x62) X(GLOBAL, 0x63) X(DICT, 0x64)    \
-  X(EMPTY_DICT, 0x7d) X(APPENDS, 0x65) X(GET, 0x67) X(BINGET, 0x68) X(INST, 0x69) X(LONG_BINGET, 0x6a)  \
-  X(LIST, 0x6c) X(EMPTY_LIST, 0x5d) X(OBJ, 0x6f) X(PUT, 0x70) X(BINPUT, 0x71) X(LONG_BINPUT, 0x72)      \
-  X(SETITEM, 0x73) X(TUPLE, 0x74) X(EMPTY_TUPLE, 0x29) X(SETITEMS, 0x75) X(BINFLOAT, 0x47)              \
-  X(PROTO, 0x80) X(NEWOBJ, 0x81) X(EXT1, 0x82) X(EXT2, 0x83) X(EXT4, 0x84) X(TUPLE1, 0x85)              \
-  X(TUPLE2, 0x86) X(TUPLE3, 0x87) X(NEWTRUE, 0x88) X(NEWFALSE, 0x89) X(LONG1, 0x8a) X(LONG4, 0x8b)      \
-  X(BINBYTES, 0x42) X(SHORT_BINBYTES, 0x43) X(SHORT_BINUNICODE, 0x8c) X(BINUNICODE8, 0x8d)             \
-  X(BINBYTES8, 0x8e) X(EMPTY_SET, 0x8f) X(ADDITEMS, 0x90) X(FROZENSET, 0x91) X(NEWOBJ_EX, 0x92)         \
-  X(STACK_GLOBAL, 0x93) X(MEMOIZE, 0x94) X(FRAME, 0x95) X(BYTEARRAY8, 0x96) X(NEXT_BUFFER, 0x97)        \
-  X(READONLY_BUFFER, 0x98)
+_Static_assert((int)AB_PICKLE_INT64 == (int)AB_PK_INT64 && (int)AB_PICKLE_UINT64 == (int)AB_PK_UINT64 &&
+                   (int)AB_PICKLE_BIGINT == (int)AB_PK_BIGINT,
+               "pickle_ops.h's widths are pickle.h's");
 
-enum {
-#define OPCODE_ENUM(name, byte) OP_##name = byte,
-  OPCODES(OPCODE_ENUM)
-#undef OPCODE_ENUM
-};
-
-static const char *opcode_name(unsigned byte) {
+const char *ab_pickle_opcode_name(unsigned byte) {
   switch (byte) {
 #define OPCODE_CASE(name, b) \
   case b: return #name;
-    OPCODES(OPCODE_CASE)
+    AB_PICKLE_OPCODES(OPCODE_CASE)
 #undef OPCODE_CASE
   }
   return NULL;
@@ -127,7 +110,7 @@ static ab_status out_of_memory(vm_t *vm) {
   return ab_diag_set(vm->diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the pickle", vm->path);
 }
 
-static const char *current_op(vm_t *vm) { return opcode_name(vm->data[vm->at]); }
+static const char *current_op(vm_t *vm) { return ab_pickle_opcode_name(vm->data[vm->at]); }
 
 /* Takes n bytes of argument; NULL (with the error set) when the file ends first. */
 static const unsigned char *take(vm_t *vm, size_t n, ab_status *st) {
@@ -140,11 +123,6 @@ static const unsigned char *take(vm_t *vm, size_t n, ab_status *st) {
   return q;
 }
 
-static uint64_t le(const unsigned char *q, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = n; i-- > 0;) v = v << 8 | q[i];
-  return v;
-}
 
 /* A decimal line argument (PUT, GET): digits, then a newline. */
 static ab_status line_number(vm_t *vm, uint64_t *out) {
@@ -310,24 +288,7 @@ static ab_status memo_get(vm_t *vm, uint64_t idx) {
 /* An int from n bytes of little-endian two's complement (LONG1, LONG4). */
 static ab_status push_long(vm_t *vm, const unsigned char *q, size_t n) {
   ab_pk_t v = scalar(vm, AB_PK_INT);
-  if (n == 0) return push(vm, v);
-  bool negative = q[n - 1] & 0x80;
-  /* Bytes beyond the eighth must only repeat the sign. */
-  size_t sig = n;
-  while (sig > 1 && q[sig - 1] == (negative ? 0xff : 0x00)) sig--;
-  if (sig > 8 || (sig == 8 && negative != ((q[7] & 0x80) != 0))) {
-    if (!negative && sig <= 8) { /* 8 bytes with the top bit set, then a zero byte */
-      v.width = AB_PK_UINT64;
-      v.v.u = le(q, 8);
-    } else {
-      v.width = AB_PK_BIGINT;
-      v.v.i = negative ? -1 : 1;
-    }
-    return push(vm, v);
-  }
-  uint64_t u = le(q, sig);
-  if (negative && sig < 8) u |= ~0ULL << (8 * sig);
-  v.v.i = (int64_t)u;
+  ab_pickle_long(q, n, &v.width, &v.v.u);
   return push(vm, v);
 }
 
@@ -361,8 +322,8 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
       return AB_OK;
     case OP_FRAME:
       ARG(8);
-      if (le(q, 8) > vm->len - vm->p)
-        return fail(vm, "truncated: FRAME of %llu bytes, %zu remain", (unsigned long long)le(q, 8), vm->len - vm->p);
+      if (ab_pickle_le(q, 8) > vm->len - vm->p)
+        return fail(vm, "truncated: FRAME of %llu bytes, %zu remain", (unsigned long long)ab_pickle_le(q, 8), vm->len - vm->p);
       return AB_OK;
     case OP_STOP:
       AB_TRY(need(vm, 1));
@@ -401,9 +362,9 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
       v.v.i = op == OP_NEWTRUE;
       return push(vm, v);
     }
-    case OP_BININT: ARG(4); return push_int(vm, (int32_t)(uint32_t)le(q, 4));
+    case OP_BININT: ARG(4); return push_int(vm, (int32_t)(uint32_t)ab_pickle_le(q, 4));
     case OP_BININT1: ARG(1); return push_int(vm, q[0]);
-    case OP_BININT2: ARG(2); return push_int(vm, (int64_t)le(q, 2));
+    case OP_BININT2: ARG(2); return push_int(vm, (int64_t)ab_pickle_le(q, 2));
     case OP_LONG1: {
       ARG(1);
       size_t n = q[0];
@@ -412,26 +373,24 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
     }
     case OP_LONG4: {
       ARG(4);
-      int32_t n = (int32_t)(uint32_t)le(q, 4);
+      int32_t n = (int32_t)(uint32_t)ab_pickle_le(q, 4);
       if (n < 0) return fail(vm, "LONG4 with a negative length (%d)", n);
       ARG((size_t)n);
       return push_long(vm, q, (size_t)n);
     }
     case OP_BINFLOAT: {
       ARG(8);
-      uint64_t bits = 0;
-      for (int i = 0; i < 8; i++) bits = bits << 8 | q[i]; /* big-endian */
       ab_pk_t v = scalar(vm, AB_PK_FLOAT);
-      memcpy(&v.v.f, &bits, sizeof v.v.f);
+      v.v.f = ab_pickle_float(q);
       return push(vm, v);
     }
     case OP_SHORT_BINUNICODE: ARG(1); return push_text(vm, AB_PK_STR, q[0]);
-    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, le(q, 4));
-    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, le(q, 8));
+    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, ab_pickle_le(q, 4));
+    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, ab_pickle_le(q, 8));
     case OP_SHORT_BINBYTES: ARG(1); return push_text(vm, AB_PK_BYTES, q[0]);
-    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, le(q, 4));
+    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, ab_pickle_le(q, 4));
     case OP_BINBYTES8:
-    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, le(q, 8));
+    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, ab_pickle_le(q, 8));
     case OP_EMPTY_LIST:
     case OP_EMPTY_DICT:
     case OP_EMPTY_TUPLE: {
@@ -470,9 +429,9 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
     case OP_SETITEMS: return add_marked(vm, AB_PK_DICT);
     case OP_MEMOIZE: return memo_put(vm, vm->memo_count);
     case OP_BINPUT: ARG(1); return memo_put(vm, q[0]);
-    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, le(q, 4));
+    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, ab_pickle_le(q, 4));
     case OP_BINGET: ARG(1); return memo_get(vm, q[0]);
-    case OP_LONG_BINGET: ARG(4); return memo_get(vm, le(q, 4));
+    case OP_LONG_BINGET: ARG(4); return memo_get(vm, ab_pickle_le(q, 4));
     case OP_PUT:
     case OP_GET: {
       uint64_t idx = 0;
@@ -480,7 +439,7 @@ static ab_status step(vm_t *vm, ab_pickle_t *out, bool *done) {
       return op == OP_PUT ? memo_put(vm, idx) : memo_get(vm, idx);
     }
     default: {
-      const char *name = opcode_name(op);
+      const char *name = ab_pickle_opcode_name(op);
       if (name) return fail(vm, "unsupported pickle opcode %s (0x%02x)", name, op);
       return fail(vm, "not a pickle opcode: 0x%02x", op);
     }

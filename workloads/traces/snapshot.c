@@ -115,6 +115,8 @@ static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return ab_trace_builder_pool(b, id[0], id[1], v->pos, out, r->diag);
 }
 
+/* One entry into the builder. The streaming reader reads entries by the same rules
+ * (snapshot_stream.c, Note [Entries as they are read]): a change here is a change there. */
 static ab_status read_entry(reader_t *r, const ab_pk_t *e, long dev, long i, ab_trace_builder_t *b) {
   AB_TRY(visit(r, e));
   loc_t at = {"device_traces", dev, NULL, i};
@@ -143,12 +145,6 @@ static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_tr
   const ab_pk_seq_t *seq = trace->v.seq;
   for (uint32_t i = 0; i < seq->n; i++) AB_TRY(read_entry(r, &seq->items[i], dev, (long)i, b));
   return AB_OK;
-}
-
-ab_status ab_snapshot_read_entry(const char *path, const ab_pk_t *e, long dev, long index, ab_trace_builder_t *b,
-                                 ab_diag_t *diag) {
-  reader_t r = {path, diag, UINT64_MAX, UINT64_MAX};
-  return read_entry(&r, e, dev, index, b);
 }
 
 /* The segments of the device read: the state at the end. */

@@ -13,8 +13,9 @@
  *      beside a key (a single APPEND or SETITEM), the ways Python's pickler writes, and the
  *      type the layout allows there.
  *   2. A dict with a role keeps the pairs of the keys snapshot.c looks up, as a small dict of
- *      the same shape; entries go to the builder when they are appended to their trace, and
- *      are forgotten; segments, blocks and settings are kept (a few thousand).
+ *      the same shape; segments, blocks and settings are kept so (a few thousand). An entry
+ *      keeps its fields as they are set, each in its slot (Note [Entries as they are read]),
+ *      goes to the builder when it is appended to its trace, and is forgotten.
  *   3. The role is checked when the container is placed: an item appended to a list, or set
  *      under a key, must be the container made for that place. Anything else (a container
  *      shared through the memo, one placed elsewhere than where it was made, a pickle either
@@ -23,27 +24,17 @@
  *      reader's: the tests and the fuzz target compare the two on every input.
  *   4. The memo keeps a word per entry: the type of a container, or the string (interned,
  *      when short and named again) or number stored there.
+ *   5. Stack values are small (32 bytes: a type, a position and one word), and the keys read
+ *      are found by a table on their length, so that each opcode costs a few instructions.
  * Memory: the stack, a window of the stream, the memo's words, what is kept of segments and
  * settings, and the builder's records; never the file or its frames. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hashmap.h"
+#include "pickle_ops.h"
 #include "snapshot.h"
 #include "snapshot_walk.h"
-
-/* ---- opcodes (pickle.c's list) ------------------------------------------------------------ */
-
-enum {
-  OP_MARK = 0x28, OP_STOP = 0x2e, OP_POP = 0x30, OP_POP_MARK = 0x31, OP_BININT = 0x4a, OP_BININT1 = 0x4b,
-  OP_BININT2 = 0x4d, OP_NONE = 0x4e, OP_BINUNICODE = 0x58, OP_APPEND = 0x61, OP_DICT = 0x64, OP_EMPTY_DICT = 0x7d,
-  OP_APPENDS = 0x65, OP_GET = 0x67, OP_BINGET = 0x68, OP_LONG_BINGET = 0x6a, OP_LIST = 0x6c, OP_EMPTY_LIST = 0x5d,
-  OP_PUT = 0x70, OP_BINPUT = 0x71, OP_LONG_BINPUT = 0x72, OP_SETITEM = 0x73, OP_TUPLE = 0x74, OP_EMPTY_TUPLE = 0x29,
-  OP_SETITEMS = 0x75, OP_BINFLOAT = 0x47, OP_PROTO = 0x80, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
-  OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b, OP_BINBYTES = 0x42,
-  OP_SHORT_BINBYTES = 0x43, OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
-  OP_MEMOIZE = 0x94, OP_FRAME = 0x95, OP_BYTEARRAY8 = 0x96,
-};
 
 /* ---- roles and the keys read (snapshot.c) ---------------------------------------------------- */
 
@@ -89,6 +80,10 @@ static const uint8_t role_type[R_COUNT] = {
     [R_SETTINGS] = AB_PK_DICT, [R_DIVISIONS] = AB_PK_DICT};
 
 static uint8_t key_len[K_COUNT];
+/* The keys of each length, for key_of: a handful at most. */
+#define KEY_MAX_BYTES 40
+#define KEYS_PER_LENGTH 8
+static uint8_t keys_of_len[KEY_MAX_BYTES + 1][KEYS_PER_LENGTH];
 
 static void init_wanted(void) {
   if (wanted[R_ROOT][K_segments]) return; /* filled once; the same each time, so a race is harmless */
@@ -107,14 +102,20 @@ static void init_wanted(void) {
   for (size_t i = 0; i < sizeof settings; i++) wanted[R_SETTINGS][settings[i]] = W_SCALAR;
   wanted[R_SETTINGS][K_roundup_power2_divisions] = R_DIVISIONS;
   for (int i = 0; i < 16; i++) wanted[R_DIVISIONS][K_DIV0 + i] = W_SCALAR;
-  for (unsigned k = 1; k < K_COUNT; k++) key_len[k] = (uint8_t)strlen(key_names[k]);
+  for (unsigned k = 1; k < K_COUNT; k++) {
+    key_len[k] = (uint8_t)strlen(key_names[k]);
+    uint8_t *slot = keys_of_len[key_len[k]];
+    while (*slot) slot++; /* the table has room: no length has more than KEYS_PER_LENGTH - 1 keys */
+    *slot = (uint8_t)k;
+  }
   wanted[R_ROOT][K_segments] = R_SEGMENTS;
 }
 
+/* The key a string names, K_NONE for any other: the keys of its length, first byte first. */
 static uint8_t key_of(const char *s, size_t len) {
-  if (len == 0 || len > 32) return K_NONE;
-  for (unsigned k = 1; k < K_COUNT; k++)
-    if (key_len[k] == len && memcmp(key_names[k], s, len) == 0) return (uint8_t)k;
+  if (len == 0 || len > KEY_MAX_BYTES) return K_NONE;
+  for (const uint8_t *k = keys_of_len[len]; *k; k++)
+    if (key_names[*k][0] == s[0] && memcmp(key_names[*k], s, len) == 0) return *k;
   return K_NONE;
 }
 
@@ -163,18 +164,46 @@ static void free_chunks(chunk_t *c) {
 
 typedef struct cont_s cont_t;
 
-/* Where a STR's bytes are; for a LIST or TUPLE, S_PAIR: two ints kept in pair (a pool id). */
-enum { S_KEPT = 0, S_STACK, S_NONE, S_PAIR = S_STACK };
+/* Where a STR's bytes are; for a LIST or TUPLE, S_PAIR: two ints kept (a pool id), packed in
+ * v.u when each fits in 32 bits (S_PAIR32), else at v.u in the machine's pairs (S_PAIR). */
+enum { S_KEPT = 0, S_STACK, S_NONE, S_PAIR = S_STACK, S_PAIR32 = S_NONE + 1 };
 
+/* A stack value: what the tree reader's ab_pk_t holds of a scalar, in 32 bytes. */
 typedef struct sv_s {
-  ab_pk_t v;     /* scalars as the tree reader has them; containers: type and pos. STR: v.s when
-                  * kept; S_STACK: v.u is the offset in strs; S_NONE: too long to keep (nothing) */
-  uint8_t where; /* STR: S_* */
+  uint8_t type;  /* ab_pk_type_t */
+  uint8_t width; /* INT: ab_pk_width_t */
+  uint8_t where; /* STR: S_*; LIST, TUPLE: S_PAIR or S_PAIR32 when two ints were kept */
   uint8_t key;   /* STR: K_*, when it names a key read */
   uint8_t role;  /* containers: R_* */
+  uint8_t act;   /* STR kept: its ab_trace_action_t + 1, 0 when not yet known */
+  uint32_t len;  /* STR, BYTES: bytes */
+  uint64_t pos;  /* byte offset of the opcode that made it */
+  union {
+    int64_t i;
+    uint64_t u;    /* INT of width AB_PK_UINT64; S_STACK: the offset in strs; R_RUN: entries */
+    double f;
+    const char *s; /* S_KEPT */
+  } v;
   cont_t *c;     /* containers with a role; NULL for opaque ones; R_RUN: the trace */
-  int64_t pair[2]; /* S_PAIR */
 } sv_t;
+
+/* Note [Entries as they are read]
+ * An entry keeps, for each key snapshot.c's read_entry looks up, what was set under it last
+ * (Python keeps the last): absent, an int of 64 bits (signed or not), or a value of another
+ * type, which read_entry would refuse if it read it; the action's name; the pool id's two
+ * ints. When the entry is appended, the fields its action reads are checked as read_entry
+ * checks them (snapshot.c): any it would refuse departs, so the error is the tree reader's. */
+enum { F_ABSENT = 0, F_INT64, F_UINT64, F_BAD, F_PAIR, F_STR };
+enum { E_ADDR, E_SIZE, E_STREAM, E_DEVICE_FREE, E_POOL, E_ACTION, E_FIELDS };
+
+typedef struct entry_s {
+  uint8_t kind[E_FIELDS]; /* F_* */
+  uint8_t act;            /* the action's ab_trace_action_t + 1; 0 until known */
+  uint32_t action_len;
+  const char *action;     /* kept bytes */
+  uint64_t u[E_POOL];     /* the ints */
+  int64_t pool[2];
+} entry_t;
 
 struct cont_s {
   ab_pk_t self;      /* the container as the tree reader reads it: type, pos, v.seq = &seq */
@@ -186,6 +215,7 @@ struct cont_s {
   uint64_t index;    /* the item it was made to be, in a list parent */
   uint64_t count;    /* items or pairs placed */
   uint64_t seen;     /* a trace: entries read (placed, or in a run) */
+  entry_t e;         /* an entry: its fields (Note [Entries as they are read]) */
   cont_t *next, *prev; /* every container made, to free them */
 };
 
@@ -203,17 +233,22 @@ typedef struct svm_s {
   ab_instream_t *in;
   const unsigned char *win, *p, *end; /* the stream's window; p: the next byte */
   uint64_t win_off;                   /* offset of win */
+  uint64_t base;                      /* win_off less win's address: a byte's offset is base + its address */
   uint64_t at;                        /* offset of the opcode being run */
   sv_t *stack;
   size_t n, cap;
   size_t *marks;
   size_t nmarks, capmarks;
+  size_t run_top;                     /* 1 + the index of the highest run on the stack; 0: none */
+  size_t str_top;                     /* 1 + the index of the highest S_STACK string; 0: none */
   char *strs;                         /* bytes of the S_STACK strings */
   size_t nstrs, capstrs;
   uint32_t *memo;
   size_t capmemo, memo_count;
   sv_t *vals;                         /* values the memo holds */
   size_t nvals, capvals;
+  int64_t (*pairs)[2];                /* the S_PAIR values' ints */
+  size_t npairs, cappairs;
   ab_map_t interned;                  /* hash of a short string -> its index in vals + 1 */
   chunk_t *kept;                      /* bytes of the kept strings */
   cont_t *live, *spare;
@@ -243,16 +278,18 @@ static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
     c = calloc(1, sizeof *c);
     if (c == NULL) return NULL;
   }
-  ab_pk_t *items = c->seq.items;
-  uint32_t cap = c->seq.cap;
-  memset(c, 0, sizeof *c);
-  c->seq.items = items;
-  c->seq.cap = cap;
+  /* Field by field, the items kept for the next container: one is made per entry. */
+  c->self = (ab_pk_t){.type = type, .pos = vm->at, .v.seq = &c->seq};
+  c->seq.n = 0;
+  c->seq.index = NULL;
+  c->seq.nindex = 0;
   c->role = role;
   c->may_take = true;
-  c->self.type = type;
-  c->self.pos = vm->at;
-  c->self.v.seq = &c->seq;
+  c->placed = false;
+  c->parent = NULL;
+  c->index = c->count = c->seen = 0;
+  if (role == R_ENTRY) memset(&c->e, 0, sizeof c->e);
+  c->prev = NULL;
   c->next = vm->live;
   if (vm->live) vm->live->prev = c;
   vm->live = c;
@@ -284,6 +321,7 @@ static ab_status more(svm_t *vm, size_t k) {
   size_t avail = 0;
   AB_TRY(ab_instream_window(vm->in, k, &data, &avail, vm->diag));
   vm->win_off = ab_instream_offset(vm->in);
+  vm->base = vm->win_off - (uint64_t)(uintptr_t)data;
   vm->win = vm->p = data;
   vm->end = data + avail;
   return AB_OK;
@@ -298,13 +336,7 @@ static ab_status more(svm_t *vm, size_t k) {
     }                                                          \
   } while (0)
 
-static uint64_t offset(const svm_t *vm) { return vm->win_off + (uint64_t)(vm->p - vm->win); }
-
-static uint64_t le(const unsigned char *q, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = n; i-- > 0;) v = v << 8 | q[i];
-  return v;
-}
+static uint64_t offset(const svm_t *vm) { return vm->base + (uint64_t)(uintptr_t)vm->p; }
 
 /* ---- the stack -------------------------------------------------------------------------------- */
 
@@ -321,46 +353,53 @@ static ab_status grow_stack(svm_t *vm) {
   return AB_OK;
 }
 
-static inline ab_status push(svm_t *vm, const sv_t *v) {
-  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
-  vm->stack[vm->n++] = *v;
+/* Room for one more value on the stack, returned for the caller to fill. */
+static inline sv_t *slot(svm_t *vm) {
+  if (vm->n == vm->cap && grow_stack(vm) != AB_OK) return NULL;
+  return &vm->stack[vm->n++];
+}
+
+/* Pushes a value made by the opcode being run: no string, no container. */
+static inline ab_status push_scalar(svm_t *vm, uint8_t type, uint8_t width, uint64_t bits) {
+  sv_t *v = slot(vm);
+  if (v == NULL) return DEPART;
+  *v = (sv_t){.type = type, .width = width, .pos = vm->at, .v.u = bits};
   return AB_OK;
 }
 
 /* Pops the stack down to k values, and the bytes of the strings popped. A run of entries
  * leaves only by being appended to its trace (`placed`). */
 static ab_status drop_to(svm_t *vm, size_t k, bool placed) {
-  bool str = false;
-  for (size_t i = k; i < vm->n; i++) {
-    if (vm->stack[i].role == R_RUN && !placed) return DEPART;
-    if (!str && vm->stack[i].v.type == AB_PK_STR && vm->stack[i].where == S_STACK) {
-      vm->nstrs = (size_t)vm->stack[i].v.v.u;
-      str = true;
-    }
+  /* Most drops hold neither: runs are only below run_top, strings with bytes in strs only
+   * below str_top (popped in the order they were pushed). */
+  if (k < vm->run_top) {
+    if (!placed) return DEPART;
+    size_t top = k;
+    while (top > 0 && vm->stack[top - 1].role != R_RUN) top--;
+    vm->run_top = top;
+  }
+  if (k < vm->str_top) {
+    for (size_t i = k; i < vm->n; i++)
+      if (vm->stack[i].type == AB_PK_STR && vm->stack[i].where == S_STACK) {
+        vm->nstrs = (size_t)vm->stack[i].v.u;
+        break;
+      }
+    size_t top = k;
+    while (top > 0 && !(vm->stack[top - 1].type == AB_PK_STR && vm->stack[top - 1].where == S_STACK)) top--;
+    vm->str_top = top;
   }
   vm->n = k;
   return AB_OK;
 }
 
-static sv_t scalar(const svm_t *vm, ab_pk_type_t type) {
-  sv_t v;
-  memset(&v, 0, sizeof v);
-  v.v.type = (uint8_t)type;
-  v.v.pos = vm->at;
-  return v;
-}
-
 static const char *str_bytes(const svm_t *vm, const sv_t *v) {
-  return v->where == S_STACK ? vm->strs + v->v.v.u : v->where == S_KEPT ? v->v.v.s : NULL;
+  return v->where == S_STACK ? vm->strs + v->v.u : v->where == S_KEPT ? v->v.s : NULL;
 }
 
 /* A STR or BYTES of len bytes at vm->p. */
 static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
   if (len > UINT32_MAX) return DEPART;
-  sv_t v = scalar(vm, type);
-  v.role = R_OPAQUE;
-  v.v.len = (uint32_t)len;
-  v.where = S_NONE;
+  sv_t v = {.type = (uint8_t)type, .where = S_NONE, .len = (uint32_t)len, .pos = vm->at};
   if (type == AB_PK_STR && len <= STACK_STR_BYTES) {
     NEED((size_t)len);
     if (vm->strs == NULL || vm->capstrs - vm->nstrs < len) { /* never NULL once a string is made, even "" */
@@ -372,56 +411,38 @@ static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
     }
     memcpy(vm->strs + vm->nstrs, vm->p, (size_t)len);
     v.where = S_STACK;
-    v.v.v.u = vm->nstrs;
+    v.v.u = vm->nstrs;
     v.key = key_of((const char *)vm->p, (size_t)len);
     vm->nstrs += (size_t)len;
     vm->p += len;
-    return push(vm, &v);
-  }
-  /* Nothing the reader reads is this long: skipped piece by piece, never held whole. */
-  while (len > 0) {
-    if (vm->p == vm->end) {
-      AB_TRY(more(vm, 1));
-      if (vm->p == vm->end) return DEPART; /* truncated */
+  } else {
+    /* Nothing the reader reads is this long: skipped piece by piece, never held whole. */
+    while (len > 0) {
+      if (vm->p == vm->end) {
+        AB_TRY(more(vm, 1));
+        if (vm->p == vm->end) return DEPART; /* truncated */
+      }
+      size_t k = (size_t)(vm->end - vm->p) < len ? (size_t)(vm->end - vm->p) : (size_t)len;
+      vm->p += k;
+      len -= k;
     }
-    size_t k = (size_t)(vm->end - vm->p) < len ? (size_t)(vm->end - vm->p) : (size_t)len;
-    vm->p += k;
-    len -= k;
   }
-  return push(vm, &v);
+  sv_t *at = slot(vm);
+  if (at == NULL) return DEPART;
+  *at = v;
+  if (v.where == S_STACK) vm->str_top = vm->n;
+  return AB_OK;
 }
 
 /* An int from n bytes of little-endian two's complement, as pickle.c reads it. */
 static ab_status push_long(svm_t *vm, size_t n) {
   if (n > 4096) return DEPART; /* no number the reader reads; the window stays small */
   NEED(n);
-  const unsigned char *q = vm->p;
+  uint8_t width;
+  uint64_t bits;
+  ab_pickle_long(vm->p, n, &width, &bits);
   vm->p += n;
-  sv_t v = scalar(vm, AB_PK_INT);
-  if (n == 0) return push(vm, &v);
-  bool negative = q[n - 1] & 0x80;
-  size_t sig = n;
-  while (sig > 1 && q[sig - 1] == (negative ? 0xff : 0x00)) sig--;
-  if (sig > 8 || (sig == 8 && negative != ((q[7] & 0x80) != 0))) {
-    if (!negative && sig <= 8) {
-      v.v.width = AB_PK_UINT64;
-      v.v.v.u = le(q, 8);
-    } else {
-      v.v.width = AB_PK_BIGINT;
-      v.v.v.i = negative ? -1 : 1;
-    }
-    return push(vm, &v);
-  }
-  uint64_t u = le(q, sig);
-  if (negative && sig < 8) u |= ~0ULL << (8 * sig);
-  v.v.v.i = (int64_t)u;
-  return push(vm, &v);
-}
-
-static ab_status push_int(svm_t *vm, int64_t i) {
-  sv_t v = scalar(vm, AB_PK_INT);
-  v.v.v.i = i;
-  return push(vm, &v);
+  return push_scalar(vm, AB_PK_INT, width, bits);
 }
 
 /* ---- roles (Note [Streaming a snapshot], 1) ---------------------------------------------------- */
@@ -436,7 +457,7 @@ static uint8_t as_item(const cont_t *c, uint8_t type) {
 
 /* The role of a container of `type` made to go under key in dict c. */
 static uint8_t as_value(const cont_t *c, const sv_t *key, uint8_t type) {
-  if (key->v.type != AB_PK_STR) return R_OPAQUE;
+  if (key->type != AB_PK_STR) return R_OPAQUE;
   uint8_t w = wanted[c->role][key->key];
   return w && w != W_SCALAR && role_type[w] == type ? w : R_OPAQUE;
 }
@@ -449,7 +470,7 @@ static ab_status make(svm_t *vm, uint8_t type) {
   uint64_t index = 0;
   /* A single APPEND: on top of a list that may take one more. */
   const sv_t *top = n > fl ? &vm->stack[n - 1] : NULL;
-  if (top && top->c && top->role != R_RUN && top->v.type == AB_PK_LIST && top->c->may_take &&
+  if (top && top->c && top->role != R_RUN && top->type == AB_PK_LIST && top->c->may_take &&
       (role = as_item(top->c, type))) {
     parent = top->c;
     index = top->c->count;
@@ -457,7 +478,7 @@ static ab_status make(svm_t *vm, uint8_t type) {
   /* A single SETITEM: a key on top of a dict that may take one more. */
   if (!role && n >= fl + 2) {
     const sv_t *d = &vm->stack[n - 2];
-    if (d->c && d->role != R_RUN && d->v.type == AB_PK_DICT && d->c->may_take && (role = as_value(d->c, top, type)))
+    if (d->c && d->role != R_RUN && d->type == AB_PK_DICT && d->c->may_take && (role = as_value(d->c, top, type)))
       parent = d->c;
   }
   /* A batch: the container below the newest mark. */
@@ -469,7 +490,7 @@ static ab_status make(svm_t *vm, uint8_t type) {
     if (role == R_ENTRY && n > fl) AB_TRY(read_run(vm, c, fl));
   }
   if (!role && n == 0 && vm->nmarks == 0 && vm->root == NULL && type == AB_PK_DICT) role = R_ROOT;
-  sv_t v = scalar(vm, (ab_pk_type_t)type);
+  sv_t v = {.type = type, .pos = vm->at};
   if (role) {
     v.c = cont_new(vm, role, type);
     if (v.c == NULL) return DEPART;
@@ -478,34 +499,54 @@ static ab_status make(svm_t *vm, uint8_t type) {
     v.role = role;
     if (role == R_ROOT) vm->root = v.c;
   }
-  return push(vm, &v);
+  sv_t *at = slot(vm);
+  if (at == NULL) return DEPART;
+  *at = v;
+  return AB_OK;
 }
 
 /* ---- placing items (Note [Streaming a snapshot], 2 and 3) --------------------------------------- */
 
-/* A value kept under a key: STR bytes copied out of the stack; a container as its own
- * captured self, or, opaque, as an empty one of its type (read as a scalar, it is refused). */
+/* The ints of an S_PAIR or S_PAIR32 value. */
+static void pair_of(const svm_t *vm, const sv_t *v, int64_t out[2]) {
+  if (v->where == S_PAIR32) {
+    out[0] = (int32_t)(uint32_t)v->v.u;
+    out[1] = (int32_t)(uint32_t)(v->v.u >> 32);
+  } else {
+    out[0] = vm->pairs[v->v.u][0];
+    out[1] = vm->pairs[v->v.u][1];
+  }
+}
+
+static bool is_pair(const sv_t *v) {
+  return v->type != AB_PK_DICT && v->c == NULL && (v->where == S_PAIR || v->where == S_PAIR32);
+}
+
+/* A string's bytes where they outlive the stack: kept already, or copied. */
+static const char *kept_str(svm_t *vm, const sv_t *v) {
+  return v->where == S_STACK ? keep_bytes(&vm->kept, vm->strs + v->v.u, v->len) : v->v.s;
+}
+
+/* A value kept under a key, as the tree reader has it: STR bytes copied out of the stack; a
+ * container as its own captured self, or, opaque, as an empty one of its type (read as a
+ * scalar, it is refused). */
 static ab_status keep_value(svm_t *vm, const sv_t *v, ab_pk_t *out) {
-  *out = v->v;
-  if (v->v.type == AB_PK_STR) {
+  *out = (ab_pk_t){.type = v->type, .width = v->width, .len = v->len, .pos = v->pos};
+  out->v.u = v->v.u;
+  if (v->type == AB_PK_STR) {
     if (v->where == S_NONE) return DEPART;
-    if (v->where == S_STACK) {
-      out->v.s = keep_bytes(&vm->kept, vm->strs + v->v.v.u, v->v.len);
-      if (out->v.s == NULL) return DEPART;
-    }
-  } else if (v->v.type == AB_PK_LIST || v->v.type == AB_PK_DICT || v->v.type == AB_PK_TUPLE) {
+    out->v.s = kept_str(vm, v);
+    if (out->v.s == NULL) return DEPART;
+  } else if (v->type == AB_PK_LIST || v->type == AB_PK_DICT || v->type == AB_PK_TUPLE) {
+    out->len = 0;
     out->v.seq = &no_items;
-    if (v->v.type != AB_PK_DICT && v->c == NULL && v->where == S_PAIR) { /* a pool id: its two ints */
+    if (is_pair(v)) { /* a pool id: its two ints */
       ab_pk_seq_t *seq = keep_mem(&vm->kept, sizeof *seq + 2 * sizeof(ab_pk_t));
       if (seq == NULL) return DEPART;
       ab_pk_t *items = (ab_pk_t *)(seq + 1);
-      memset(items, 0, 2 * sizeof *items);
-      for (int k = 0; k < 2; k++) {
-        items[k].type = AB_PK_INT;
-        items[k].width = AB_PK_INT64;
-        items[k].pos = v->v.pos;
-        items[k].v.i = v->pair[k];
-      }
+      int64_t ids[2];
+      pair_of(vm, v, ids);
+      for (int k = 0; k < 2; k++) items[k] = (ab_pk_t){.type = AB_PK_INT, .width = AB_PK_INT64, .pos = v->pos, .v.i = ids[k]};
       *seq = (ab_pk_seq_t){items, 2, 2, NULL, 0};
       out->v.seq = seq;
     }
@@ -513,15 +554,82 @@ static ab_status keep_value(svm_t *vm, const sv_t *v, ab_pk_t *out) {
   return AB_OK;
 }
 
+/* The field of each key an entry keeps (wanted[R_ENTRY]). */
+static const uint8_t entry_field[K_COUNT] = {[K_action] = E_ACTION, [K_addr] = E_ADDR, [K_size] = E_SIZE,
+                                             [K_stream] = E_STREAM, [K_device_free] = E_DEVICE_FREE,
+                                             [K_pool_id] = E_POOL};
+
+/* An entry's field set under key (Note [Entries as they are read]). */
+static ab_status set_field(svm_t *vm, entry_t *e, uint8_t key, const sv_t *v) {
+  if (v->type == AB_PK_STR && v->where == S_NONE) return DEPART; /* as keep_value */
+  int f = entry_field[key];
+  if (f == E_ACTION) {
+    e->kind[f] = F_BAD;
+    if (v->type != AB_PK_STR) return AB_OK;
+    e->action = kept_str(vm, v);
+    if (e->action == NULL) return DEPART;
+    e->action_len = v->len;
+    e->act = v->where == S_KEPT ? v->act : 0; /* the memo's strings know theirs */
+    e->kind[f] = F_STR;
+  } else if (f == E_POOL) {
+    e->kind[f] = F_BAD;
+    if ((v->type == AB_PK_TUPLE || v->type == AB_PK_LIST) && is_pair(v)) {
+      pair_of(vm, v, e->pool);
+      e->kind[f] = F_PAIR;
+    }
+  } else {
+    e->kind[f] = v->type != AB_PK_INT || v->width == AB_PK_BIGINT ? F_BAD : v->width == AB_PK_UINT64 ? F_UINT64 : F_INT64;
+    e->u[f] = v->v.u;
+  }
+  return AB_OK;
+}
+
+/* Field f of an entry as snapshot.c's int_field reads it; false where it would refuse it. */
+static bool int_of(const entry_t *e, int f, bool required, bool signed_ok, uint64_t *out) {
+  switch (e->kind[f]) {
+    case F_ABSENT: return !required;
+    case F_UINT64: *out = e->u[f]; return true;
+    case F_INT64:
+      if (!signed_ok && (int64_t)e->u[f] < 0) return false;
+      *out = e->u[f];
+      return true;
+    default: return false;
+  }
+}
+
+/* An entry to the builder, as snapshot.c's read_entry gives it (the same fields for the same
+ * actions); DEPART for anything read_entry refuses. */
+static ab_status add_entry(svm_t *vm, const cont_t *c) {
+  const entry_t *e = &c->e;
+  if (e->kind[E_ACTION] != F_STR) return DEPART;
+  ab_trace_builder_t *b = vm->b;
+  ab_trace_builder_count(b, e->action, e->action_len);
+  ab_trace_action_t act = e->act ? (ab_trace_action_t)(e->act - 1) : ab_trace_action_of(e->action, e->action_len);
+  uint64_t addr = 0, size = 0, stream = 0;
+  int pool = AB_TRACE_POOL_INFER;
+  if (act == AB_TR_OOM) {
+    if (!int_of(e, E_DEVICE_FREE, false, false, &addr) || !int_of(e, E_SIZE, false, false, &size) ||
+        !int_of(e, E_STREAM, false, true, &stream))
+      return DEPART;
+  } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
+    if (!int_of(e, E_ADDR, true, false, &addr) || !int_of(e, E_SIZE, true, false, &size) ||
+        !int_of(e, E_STREAM, false, true, &stream))
+      return DEPART;
+    if (e->kind[E_POOL] == F_BAD) return DEPART;
+    if (e->kind[E_POOL] == F_PAIR && ab_trace_builder_pool(b, e->pool[0], e->pool[1], c->self.pos, &pool, vm->diag) != AB_OK)
+      return DEPART;
+  }
+  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, c->self.pos, vm->diag) == AB_OK ? AB_OK : DEPART;
+}
+
 static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
   if (vm->candidate == NULL && (vm->device < 0 || trace->index == (uint64_t)vm->device)) vm->candidate = trace;
   ab_status st = AB_OK;
-  if (trace == vm->candidate)
-    st = ab_snapshot_read_entry(vm->path, &e->self, (long)trace->index, (long)trace->seen, vm->b, vm->diag);
+  if (trace == vm->candidate) st = add_entry(vm, e);
   trace->seen++;
   e->placed = true;
   cont_free(vm, e); /* an entry is read once: nothing refers to it again */
-  return st == AB_OK ? AB_OK : DEPART;
+  return st;
 }
 
 /* Note [A run of entries]
@@ -539,15 +647,13 @@ static ab_status read_run(svm_t *vm, cont_t *trace, size_t fl) {
   }
   uint64_t count = 0;
   size_t from = fl;
-  if (vm->stack[fl].role == R_RUN) count = vm->stack[from++].v.v.u;
+  if (vm->stack[fl].role == R_RUN) count = vm->stack[from++].v.u;
   for (size_t i = from; i < vm->n; i++) AB_TRY(read_entry(vm, trace, vm->stack[i].c));
   count += vm->n - from;
   vm->n = fl; /* containers only: no string bytes to pop */
-  sv_t run = scalar(vm, AB_PK_DICT);
-  run.role = R_RUN;
-  run.c = trace;
-  run.v.v.u = count;
-  return push(vm, &run);
+  vm->stack[vm->n++] = (sv_t){.type = AB_PK_DICT, .role = R_RUN, .pos = vm->at, .v.u = count, .c = trace};
+  if (vm->run_top < vm->n) vm->run_top = vm->n;
+  return AB_OK;
 }
 
 /* Items [from, from + k) of the stack appended to list c. */
@@ -558,7 +664,7 @@ static ab_status place_items(svm_t *vm, cont_t *c, size_t from, size_t k) {
     cont_t *it = v->c;
     if (v->role == R_RUN) {
       if (it != c) return DEPART;
-      c->count += v->v.v.u;
+      c->count += v->v.u;
       continue;
     }
     if (it == NULL || it->role != want || it->placed) return DEPART;
@@ -580,13 +686,17 @@ static ab_status place_pairs(svm_t *vm, cont_t *c, size_t from, size_t k) {
   for (size_t i = 0; i < k; i++) {
     const sv_t *key = &vm->stack[from + 2 * i], *v = &vm->stack[from + 2 * i + 1];
     c->count++;
-    uint8_t w = key->v.type == AB_PK_STR ? wanted[c->role][key->key] : 0;
+    uint8_t w = key->type == AB_PK_STR ? wanted[c->role][key->key] : 0;
     if (!w) continue;
-    ab_pk_t pair[2] = {{.type = AB_PK_STR, .len = key->v.len, .pos = key->v.pos}, {0}};
+    if (c->role == R_ENTRY) { /* all its keys are scalars' */
+      AB_TRY(set_field(vm, &c->e, key->key, v));
+      continue;
+    }
+    ab_pk_t pair[2] = {{.type = AB_PK_STR, .len = key->len, .pos = key->pos}, {0}};
     pair[0].v.s = key_names[key->key];
     if (w == W_SCALAR) {
       AB_TRY(keep_value(vm, v, &pair[1]));
-    } else if (v->c == NULL && (v->v.type == AB_PK_LIST || v->v.type == AB_PK_DICT || v->v.type == AB_PK_TUPLE)) {
+    } else if (v->c == NULL && (v->type == AB_PK_LIST || v->type == AB_PK_DICT || v->type == AB_PK_TUPLE)) {
       return DEPART; /* a container read here, of which nothing was kept */
     } else if (v->c) {
       if (v->role == R_RUN || v->c->role != w || v->c->placed || v->c->parent != c) return DEPART;
@@ -640,15 +750,15 @@ static ab_status add_val(svm_t *vm, const sv_t *v, uint32_t *word) {
 
 /* The memo's word for a value. */
 static ab_status memo_word(svm_t *vm, const sv_t *v, uint32_t *word) {
-  switch ((ab_pk_type_t)v->v.type) {
+  switch ((ab_pk_type_t)v->type) {
     case AB_PK_LIST:
       if (v->c) *word = M_ROLE;
-      else if (v->where == S_PAIR) return add_val(vm, v, word);
+      else if (is_pair(v)) return add_val(vm, v, word);
       else *word = M_LIST;
       return AB_OK;
     case AB_PK_DICT: *word = v->c ? M_ROLE : M_DICT; return AB_OK;
     case AB_PK_TUPLE:
-      if (v->where == S_PAIR) return add_val(vm, v, word);
+      if (is_pair(v)) return add_val(vm, v, word);
       *word = M_TUPLE;
       return AB_OK;
     case AB_PK_BYTES: *word = M_BYTES; return AB_OK;
@@ -658,18 +768,19 @@ static ab_status memo_word(svm_t *vm, const sv_t *v, uint32_t *word) {
         return AB_OK;
       }
       const char *s = str_bytes(vm, v);
-      uint64_t h = hash_bytes(s, v->v.len), idx;
+      uint64_t h = hash_bytes(s, v->len), idx;
       if (ab_map_get(&vm->interned, h, &idx)) {
         const sv_t *known = &vm->vals[idx];
-        if (known->v.len == v->v.len && memcmp(known->v.v.s, s, v->v.len) == 0) {
+        if (known->len == v->len && memcmp(known->v.s, s, v->len) == 0) {
           *word = (uint32_t)(M_VALS + idx);
           return AB_OK;
         }
       }
       sv_t kept = *v;
       kept.where = S_KEPT;
-      kept.v.v.s = keep_bytes(&vm->kept, s, v->v.len);
-      if (kept.v.v.s == NULL) return DEPART;
+      kept.v.s = keep_bytes(&vm->kept, s, v->len);
+      if (kept.v.s == NULL) return DEPART;
+      kept.act = (uint8_t)(ab_trace_action_of(kept.v.s, kept.len) + 1); /* once per string kept, not per entry */
       AB_TRY(add_val(vm, &kept, word));
       if (!ab_map_get(&vm->interned, h, NULL) && ab_map_put(&vm->interned, h, *word - M_VALS) != AB_OK) return DEPART;
       return AB_OK;
@@ -698,8 +809,8 @@ static ab_status memo_put(svm_t *vm, uint64_t idx) {
 static ab_status memo_get(svm_t *vm, uint64_t idx) {
   uint32_t w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
   if (w == M_UNSET || w == M_ROLE) return DEPART; /* never stored; or shared, which only the tree reader follows */
-  if (vm->n == vm->cap) AB_TRY(grow_stack(vm));
-  sv_t *v = &vm->stack[vm->n++];
+  sv_t *v = slot(vm);
+  if (v == NULL) return DEPART;
   if (w >= M_VALS) {
     *v = vm->vals[w - M_VALS];
     return AB_OK;
@@ -707,13 +818,7 @@ static ab_status memo_get(svm_t *vm, uint64_t idx) {
   /* An opaque container, a bytes value or a long string: its type is all there is. */
   static const uint8_t types[M_VALS] = {[M_LIST] = AB_PK_LIST, [M_DICT] = AB_PK_DICT, [M_TUPLE] = AB_PK_TUPLE,
                                         [M_LONGSTR] = AB_PK_STR, [M_BYTES] = AB_PK_BYTES};
-  v->v.type = types[w];
-  v->v.width = 0;
-  v->v.len = 0;
-  v->v.pos = vm->at;
-  v->where = S_NONE;
-  v->role = R_OPAQUE;
-  v->c = NULL;
+  *v = (sv_t){.type = types[w], .where = S_NONE, .pos = vm->at};
   return AB_OK;
 }
 
@@ -746,18 +851,34 @@ static ab_status pop_mark(svm_t *vm, size_t *from) {
 static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
   size_t k = vm->n - from;
   if (type == AB_PK_DICT && k % 2) return DEPART;
-  sv_t v = scalar(vm, type);
+  sv_t v = {.type = (uint8_t)type, .pos = vm->at};
   if (type != AB_PK_DICT && k == 2) { /* the stack holds the two items: not an empty one */
     const sv_t *it = &vm->stack[from];
-    if (it[0].v.type == AB_PK_INT && it[0].v.width == AB_PK_INT64 && it[1].v.type == AB_PK_INT &&
-        it[1].v.width == AB_PK_INT64) {
-      v.where = S_PAIR;
-      v.pair[0] = it[0].v.v.i;
-      v.pair[1] = it[1].v.v.i;
+    if (it[0].type == AB_PK_INT && it[0].width == AB_PK_INT64 && it[1].type == AB_PK_INT &&
+        it[1].width == AB_PK_INT64) {
+      if (it[0].v.i == (int32_t)it[0].v.i && it[1].v.i == (int32_t)it[1].v.i) {
+        v.where = S_PAIR32;
+        v.v.u = (uint64_t)(uint32_t)it[0].v.i | (uint64_t)(uint32_t)it[1].v.i << 32;
+      } else {
+        if (vm->npairs == vm->cappairs) {
+          size_t cap = vm->cappairs ? vm->cappairs * 2 : 16;
+          int64_t(*grown)[2] = realloc(vm->pairs, cap * sizeof *grown);
+          if (grown == NULL) return DEPART;
+          vm->pairs = grown;
+          vm->cappairs = cap;
+        }
+        vm->pairs[vm->npairs][0] = it[0].v.i;
+        vm->pairs[vm->npairs][1] = it[1].v.i;
+        v.where = S_PAIR;
+        v.v.u = vm->npairs++;
+      }
     }
   }
   AB_TRY(drop_to(vm, from, false));
-  return push(vm, &v);
+  sv_t *at = slot(vm);
+  if (at == NULL) return DEPART;
+  *at = v;
+  return AB_OK;
 }
 
 /* Runs one opcode; *done at STOP. */
@@ -773,12 +894,18 @@ static ab_status step(svm_t *vm, bool *done) {
     vm->p += (nbytes);           \
   } while (0)
   switch (op) {
+    case OP_BINGET: ARG(1); return memo_get(vm, q[0]);
+    case OP_LONG_BINGET: ARG(4); return memo_get(vm, ab_pickle_le(q, 4));
+    case OP_BININT: ARG(4); return push_scalar(vm, AB_PK_INT, AB_PK_INT64, (uint64_t)(int64_t)(int32_t)(uint32_t)ab_pickle_le(q, 4));
+    case OP_BININT1: ARG(1); return push_scalar(vm, AB_PK_INT, AB_PK_INT64, q[0]);
+    case OP_BININT2: ARG(2); return push_scalar(vm, AB_PK_INT, AB_PK_INT64, ab_pickle_le(q, 2));
+    case OP_LONG1: ARG(1); return push_long(vm, q[0]);
     case OP_PROTO:
       ARG(1);
       return q[0] >= 2 && q[0] <= 5 ? AB_OK : DEPART;
     case OP_FRAME: {
       ARG(8);
-      uint64_t len = le(q, 8), end = offset(vm) + len;
+      uint64_t len = ab_pickle_le(q, 8), end = offset(vm) + len;
       if (end < len) return DEPART;
       if (end > vm->frame_need) vm->frame_need = end;
       return AB_OK;
@@ -806,40 +933,26 @@ static ab_status step(svm_t *vm, bool *done) {
       AB_TRY(pop_mark(vm, &from));
       return drop_to(vm, from, false);
     }
-    case OP_NONE: {
-      sv_t v = scalar(vm, AB_PK_NONE);
-      return push(vm, &v);
-    }
+    case OP_NONE: return push_scalar(vm, AB_PK_NONE, 0, 0);
     case OP_NEWTRUE:
-    case OP_NEWFALSE: {
-      sv_t v = scalar(vm, AB_PK_BOOL);
-      v.v.v.i = op == OP_NEWTRUE;
-      return push(vm, &v);
-    }
-    case OP_BININT: ARG(4); return push_int(vm, (int32_t)(uint32_t)le(q, 4));
-    case OP_BININT1: ARG(1); return push_int(vm, q[0]);
-    case OP_BININT2: ARG(2); return push_int(vm, (int64_t)le(q, 2));
-    case OP_LONG1: ARG(1); return push_long(vm, q[0]);
+    case OP_NEWFALSE: return push_scalar(vm, AB_PK_BOOL, 0, op == OP_NEWTRUE);
     case OP_LONG4: {
       ARG(4);
-      int32_t n = (int32_t)(uint32_t)le(q, 4);
+      int32_t n = (int32_t)(uint32_t)ab_pickle_le(q, 4);
       return n < 0 ? DEPART : push_long(vm, (size_t)n);
     }
     case OP_BINFLOAT: {
       ARG(8);
-      uint64_t bits = 0;
-      for (int i = 0; i < 8; i++) bits = bits << 8 | q[i]; /* big-endian */
-      sv_t v = scalar(vm, AB_PK_FLOAT);
-      memcpy(&v.v.v.f, &bits, sizeof v.v.v.f);
-      return push(vm, &v);
+      union { double f; uint64_t u; } bits = {.f = ab_pickle_float(q)};
+      return push_scalar(vm, AB_PK_FLOAT, 0, bits.u);
     }
     case OP_SHORT_BINUNICODE: ARG(1); return push_text(vm, AB_PK_STR, q[0]);
-    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, le(q, 4));
-    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, le(q, 8));
+    case OP_BINUNICODE: ARG(4); return push_text(vm, AB_PK_STR, ab_pickle_le(q, 4));
+    case OP_BINUNICODE8: ARG(8); return push_text(vm, AB_PK_STR, ab_pickle_le(q, 8));
     case OP_SHORT_BINBYTES: ARG(1); return push_text(vm, AB_PK_BYTES, q[0]);
-    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, le(q, 4));
+    case OP_BINBYTES: ARG(4); return push_text(vm, AB_PK_BYTES, ab_pickle_le(q, 4));
     case OP_BINBYTES8:
-    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, le(q, 8));
+    case OP_BYTEARRAY8: ARG(8); return push_text(vm, AB_PK_BYTES, ab_pickle_le(q, 8));
     case OP_EMPTY_LIST: return make(vm, AB_PK_LIST);
     case OP_EMPTY_DICT: return make(vm, AB_PK_DICT);
     case OP_EMPTY_TUPLE: return collect(vm, AB_PK_TUPLE, vm->n);
@@ -862,7 +975,7 @@ static ab_status step(svm_t *vm, bool *done) {
       size_t k = op == OP_APPEND ? 1 : 2;
       AB_TRY(need(vm, k + 1));
       const sv_t *target = &vm->stack[vm->n - k - 1];
-      if (target->v.type != (op == OP_APPEND ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
+      if (target->type != (op == OP_APPEND ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
       AB_TRY(place(vm, target, vm->n - k, k, true));
       return drop_to(vm, vm->n - k, true);
     }
@@ -873,16 +986,14 @@ static ab_status step(svm_t *vm, bool *done) {
       if (from <= floor_height(vm)) return DEPART;
       const sv_t *target = &vm->stack[from - 1];
       size_t k = vm->n - from;
-      if (target->v.type != (op == OP_APPENDS ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
+      if (target->type != (op == OP_APPENDS ? AB_PK_LIST : AB_PK_DICT)) return DEPART;
       if (op == OP_SETITEMS && k % 2) return DEPART;
       AB_TRY(place(vm, target, from, k, false));
       return drop_to(vm, from, true);
     }
     case OP_MEMOIZE: return memo_put(vm, vm->memo_count);
     case OP_BINPUT: ARG(1); return memo_put(vm, q[0]);
-    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, le(q, 4));
-    case OP_BINGET: ARG(1); return memo_get(vm, q[0]);
-    case OP_LONG_BINGET: ARG(4); return memo_get(vm, le(q, 4));
+    case OP_LONG_BINPUT: ARG(4); return memo_put(vm, ab_pickle_le(q, 4));
     case OP_PUT:
     case OP_GET: {
       uint64_t idx = 0;
@@ -934,6 +1045,7 @@ static void svm_free(svm_t *vm) {
   free(vm->strs);
   free(vm->memo);
   free(vm->vals);
+  free(vm->pairs);
   ab_map_free(&vm->interned);
   free_chunks(vm->kept);
 }

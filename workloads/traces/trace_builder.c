@@ -318,6 +318,13 @@ static void infer_pools(ab_trace_builder_t *b) {
   if (b->ndump) qsort(b->dump, b->ndump, sizeof *b->dump, seg_by_addr); /* qsort takes no NULL, even of nothing */
   for (size_t i = 0; i < b->nheld; i++)
     if (b->held[i].pool == AB_TRACE_POOL_INFER) b->held[i].pool = (int16_t)dump_pool(b, b->held[i].addr);
+  if (b->info.npools == 1) {
+    /* No private pool named anywhere: what the rules below give every record is the default
+     * pool, found by the segment or, unknown, by the stream no private pool allocates on. */
+    for (size_t i = 0; i < b->nrecs; i++)
+      if (b->recs[i].pool == AB_TRACE_POOL_INFER) b->recs[i].pool = 0;
+    return;
+  }
   ranges_t gone = {NULL, 0, 0};
   for (size_t i = b->nrecs; i-- > 0 && !b->failed;) {
     ab_trace_rec_in_t *r = &b->recs[i];
