@@ -7,15 +7,6 @@
 
 #include "hashmap.h"
 
-void ab_trace_log_init(ab_trace_log_t *log) { memset(log, 0, sizeof *log); }
-
-void ab_trace_log_free(ab_trace_log_t *log) {
-  free(log->recs);
-  free(log->segs);
-  free(log->blocks);
-  ab_trace_log_init(log);
-}
-
 /* Grows an array to hold one more element; false when host memory ran out. */
 static bool grow(void **items, size_t *cap, size_t n, size_t size) {
   if (n < *cap) return true;

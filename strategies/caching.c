@@ -1018,7 +1018,7 @@ static ab_status pool_incref(caching_t *c, unsigned n) {
   return AB_OK;
 }
 
-/* Note [Private pools] (strategy.h), as DeviceCachingAllocator's createOrIncrefPool,
+/* Note [Private pools] (pools.h), as DeviceCachingAllocator's createOrIncrefPool,
  * beginAllocateToPool, endAllocateToPool, releasePool and emptyCache(pool). */
 static ab_status caching_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned n, unsigned stream, unsigned flags) {
   caching_t *c = of(s);

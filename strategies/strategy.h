@@ -32,8 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blocks.h"
 #include "device.h"
 #include "hashmap.h"
+#include "pools.h"
 #include "stats.h"
 #include "status.h"
 #include "trace_actions.h"
@@ -56,20 +58,6 @@ struct ab_strategy_s {
 };
 
 /* ---- the segment walk: what the strategy holds, for memory maps, exports and checks ---- */
-
-typedef enum ab_block_state_e {
-  AB_BLOCK_ALLOCATED,    /* handed out */
-  AB_BLOCK_PENDING_FREE, /* freed by the user, not yet reusable (PyTorch's active_pending_free) */
-  AB_BLOCK_FREE,         /* cached, reusable */
-  AB_BLOCK_UNMAPPED,     /* reserved address space with no memory behind it */
-} ab_block_state_t;
-
-typedef struct ab_block_info_s {
-  ab_dptr_t addr;
-  uint64_t bytes;     /* the block's size as the strategy handed it out */
-  uint64_t requested; /* bytes the user asked for, where the strategy keeps it; else 0 */
-  ab_block_state_t state;
-} ab_block_info_t;
 
 typedef struct ab_segment_info_s {
   ab_dptr_t base;        /* first address */
@@ -103,38 +91,6 @@ typedef struct ab_lifetime_s {
   uint32_t step;      /* STEP events before start (0: before the first step) */
   uint16_t stream;
 } ab_lifetime_t;
-
-/* Note [Private pools]: PyTorch routes the allocations of a CUDA graph capture
- * (torch.cuda.graph(g, pool=...), graph trees under torch.compile(mode="reduce-overhead")) and of
- * torch.cuda.use_mem_pool(MemPool) to a private pool with its own free lists and segments, and
- * keeps that pool's segments out of every other allocation's reach until the pool is released.
- * The event stream says so with pool events (events.h), which reach a strategy as these calls,
- * named by a pool number (1, 2, ...; 0 is the default pool), PyTorch's calls on the
- * CUDACachingAllocator:
- *   CREATE   createOrIncrefPool: a MemPool is made (flags: USE_ON_OOM, NO_SPLIT), or a pool
- *            gains one more user; a pool never created is created by its first BEGIN
- *   BEGIN    beginAllocateToPool: allocations on `stream` (ALL_STREAMS: on every stream, as
- *            use_mem_pool's thread filter in a one-thread replay) go to the pool until its END;
- *            the pool gains a user; contexts nest, the latest matching one wins
- *   END      endAllocateToPool
- *   RELEASE  releasePool: a user lets go (a graph is destroyed, a MemPool deleted); with no user
- *            left, the pool's whole free segments go back at the next empty_cache or retry
- *   EMPTY    emptyCache(pool): the released pool's whole free segments go back now (MemPool's
- *            destructor)
- * A strategy without the operation serves everything from where it always does. */
-typedef enum ab_pool_op_e {
-  AB_POOL_CREATE = 0,
-  AB_POOL_BEGIN,
-  AB_POOL_END,
-  AB_POOL_RELEASE,
-  AB_POOL_EMPTY,
-  AB_POOL_OPS
-} ab_pool_op_t;
-
-#define AB_POOL_USE_ON_OOM 1u  /* CREATE: searched for a free block before the default pool releases */
-#define AB_POOL_NO_SPLIT 2u    /* CREATE: blocks are never split (MemPool(no_split=True)) */
-#define AB_POOL_ALL_STREAMS 4u /* BEGIN: every stream's allocations, not only the event's stream */
-#define AB_POOL_FLAGS 7u
 
 struct ab_strategy_ops_s {
   const char *name;

@@ -1,5 +1,5 @@
 /* caching_conf_test.c: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it
- * (strategies/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
+ * (strategies/vocab/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
  * (PyTorch v2.11.0, c10/core/AllocatorConfig.cpp and c10/cuda/CUDAAllocatorConfig.cpp, the
  * parseArgs of each, and their tests in test/test_cuda.py). */
 #include <string.h>

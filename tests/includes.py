@@ -19,13 +19,14 @@ import sys
 LAYERS = {
     "strategies/base": {"strategies/base"},
     "strategies/device": {"strategies/device", "strategies/base"},
-    "strategies": {"strategies", "strategies/device", "strategies/base"},
+    "strategies/vocab": {"strategies/vocab", "strategies/device", "strategies/base"},
+    "strategies": {"strategies", "strategies/vocab", "strategies/device", "strategies/base"},
     "kernels": {"kernels", "strategies/device", "strategies/base"},
-    "workloads/events": {"workloads/events", "strategies", "kernels", "strategies/device", "strategies/base"},
+    "workloads/events": {"workloads/events", "strategies/vocab", "kernels", "strategies/device", "strategies/base"},
 }
 LAYERS["workloads/traces"] = {"workloads/traces"} | LAYERS["workloads/events"]
 LAYERS["workloads"] = {"workloads"} | LAYERS["workloads/traces"]
-LAYERS["harness/run"] = {"harness/run"} | LAYERS["workloads"]
+LAYERS["harness/run"] = {"harness/run"} | LAYERS["workloads"] | LAYERS["strategies"]
 LAYERS["harness/ranks"] = {"harness/ranks"} | LAYERS["harness/run"]
 LAYERS["harness/tune"] = {"harness/tune"} | LAYERS["harness/run"]
 LAYERS["harness/cli"] = {"harness/cli"} | LAYERS["harness/ranks"] | LAYERS["harness/tune"]

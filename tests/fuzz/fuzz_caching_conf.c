@@ -1,5 +1,5 @@
 /* fuzz_caching_conf.c: PYTORCH_CUDA_ALLOC_CONF as the caching strategy reads it
- * (strategies/caching_conf.h). Any text is applied, or refused as invalid input naming the
+ * (strategies/vocab/caching_conf.h). Any text is applied, or refused as invalid input naming the
  * input with the configuration left as it was; an applied one respects PyTorch's bounds, and
  * applying the same text again changes nothing. */
 #include <stdlib.h>

@@ -1,10 +1,11 @@
-/* The layer just below the harness reaches every layer under it: this file compiles. */
+/* workloads, below the harness, reaches every layer under it: this file compiles. */
 #include "device.h"
 #include "events.h"
 #include "kernels.h"
+#include "pools.h"
 #include "status.h"
-#include "strategy.h"
 #include "trace.h"
+#include "trace_log.h"
 #include "workload.h"
 
 int ab_layers_probe(void);

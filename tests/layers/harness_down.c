@@ -5,6 +5,7 @@
 #include "gbench_csv.h"
 #include "ranks.h"
 #include "run_one.h"
+#include "strategy.h"
 #include "tune.h"
 
 int ab_layers_probe(void);

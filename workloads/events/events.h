@@ -1,6 +1,6 @@
 /* events.h: the event stream, the lingua franca between workloads and the replay engine.
- * Layer: events (workloads/events/), above strategies (the trace vocabulary) and kernels (their
- * description); everything above shares it.
+ * Layer: events (workloads/events/), above vocab (the trace actions and the pool calls) and
+ * kernels (their description); everything above shares it. It knows no strategy.
  *
  * A workload (a generator, or an importer of a recorded trace) becomes one array of compact
  * events, materialised once and replayed many times (a budget bisection replays it dozens
@@ -17,7 +17,7 @@
  *   SYNC                            the program synchronised the device
  *   EMPTY_CACHE                     the program asked for torch.cuda.empty_cache()
  *   POOL  {id = pool, aux = op, stream, bytes = flags}
- *                                   a private pool call (Note [Private pools], strategy.h):
+ *                                   a private pool call (Note [Private pools], pools.h):
  *                                   "these allocations go to pool P" (BEGIN .. END), a pool
  *                                   made, released or emptied; pools are numbered from 1
  *
@@ -46,7 +46,7 @@
 #include "device.h"
 #include "kernel_desc.h"
 #include "status.h"
-#include "strategy.h" /* the pool calls (Note [Private pools]) */
+#include "pools.h"
 #include "trace_actions.h"
 
 typedef enum ab_event_kind_e {
@@ -162,7 +162,7 @@ void ab_events_kernel(ab_events_t *es, const ab_kernel_t *k, unsigned stream);
 void ab_events_step(ab_events_t *es);
 void ab_events_sync(ab_events_t *es, unsigned stream);
 void ab_events_empty_cache(ab_events_t *es);
-/* Appends POOL: op on pool (>= 1) with flags (strategy.h); stream is BEGIN's stream. */
+/* Appends POOL: op on pool (>= 1) with flags (pools.h); stream is BEGIN's stream. */
 void ab_events_pool(ab_events_t *es, ab_pool_op_t op, uint32_t pool, unsigned stream, unsigned flags);
 /* Adds a reason why the stream only approximates what was recorded to es->approximate. */
 void ab_events_approximate(ab_events_t *es, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,17 +18,18 @@
  * byte where the offending value starts and where it sits ("device_traces[0][12]: expected a
  * dict, got a list").
  *
- * Writing produces the same layout from a run's log (adaptor_trace.h): the trace as
- * device_traces[0], the captured segment map as segments, so that PyTorch's memory viewer
- * (torch.cuda._memory_viz, pytorch.org/memory_viz) shows a simulated run.
+ * Writing produces the same layout from a run's log (trace_log.h, as the recording adaptor
+ * fills it): the trace as device_traces[0], the captured segment map as segments, so that
+ * PyTorch's memory viewer (torch.cuda._memory_viz, pytorch.org/memory_viz) shows a simulated
+ * run.
  */
 #ifndef AB_SNAPSHOT_H
 #define AB_SNAPSHOT_H
 
-#include "adaptor_trace.h"
 #include "input.h"
 #include "pickle.h"
 #include "trace_builder.h"
+#include "trace_log.h"
 
 /* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
  * with trace entries. Errors name path and the byte offset. The whole file is parsed into a

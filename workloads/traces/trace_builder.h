@@ -33,7 +33,7 @@
  *
  * Note [Pools of a trace]
  * Allocations made in a CUDA graph capture or under use_mem_pool go to private pools (Note
- * [Private pools], strategy.h). A record may name its pool (the CSV trace's pool column, a
+ * [Private pools], pools.h). A record may name its pool (the CSV trace's pool column, a
  * snapshot entry's pool_id from PyTorch releases after 2.11); a 2.11 snapshot's entries do not,
  * but its `segments` name the pool of each segment alive at the dump (segment_pool_id). Then:
  *   1. A record's pool is that of the dump's segment its address falls in, if that memory
@@ -85,10 +85,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "adaptor_trace.h"
 #include "events.h"
 #include "hashmap.h"
 #include "input.h"
+#include "trace_actions.h"
 
 #define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16

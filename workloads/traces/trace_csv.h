@@ -7,9 +7,9 @@
 
 #include <stdint.h>
 
-#include "adaptor_trace.h"
 #include "input.h"
 #include "trace_builder.h"
+#include "trace_log.h"
 
 /* The header line that starts the format. */
 extern const char ab_trace_csv_header[];
@@ -19,7 +19,7 @@ extern const char ab_trace_csv_header_pooled[]; /* the same with the pool column
  * caller) into b, a line at a time. Errors name the line. */
 ab_status ab_trace_csv_read(const char *path, ab_instream_t *in, ab_trace_builder_t *b, ab_diag_t *diag);
 
-/* Writes a run's log (adaptor_trace.h) as allocbench's CSV trace, streams under their
+/* Writes a run's log (trace_log.h) as allocbench's CSV trace, streams under their
  * recorded values (stream_values[index]; the index itself beyond nstreams). An oom row has
  * 0 in the addr column, as PyTorch's flattened traces do. AB_ERR_IO naming the path. */
 ab_status ab_trace_write_csv(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
