@@ -98,12 +98,11 @@ static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
   return k ? k : 1;
 }
 
-/* ---- the free sets ------------------------------------------------------------------------ */
+/* ---- the free sets (Note [Free bins] in caching_internal.h) --------------------------------- */
 
-/* The free set's order, (stream, size, address), as a predicate: the hot paths compare
+/* The order within a bin, where the stream is one: (size, address). The hot paths compare
  * inline rather than through the tree's comparison function. */
 static inline bool free_before(const block_t *x, const block_t *y) {
-  if (x->stream != y->stream) return x->stream < y->stream;
   if (x->size != y->size) return x->size < y->size;
   return x->ptr < y->ptr;
 }
@@ -113,19 +112,41 @@ static int cmp_free(const ab_tnode_t *a, const ab_tnode_t *b) {
   return free_before(x, y) ? -1 : free_before(y, x);
 }
 
-/* The first free block not before (stream, size, address 0), or NULL. */
-static inline ab_tnode_t *free_lower_bound(const ab_tree_t *t, unsigned stream, uint64_t size) {
-  ab_tnode_t *n = t->root, *best = NULL;
+/* Makes room for the free blocks of a pool on a stream. Every block's pool and stream are
+ * those of an allocation, which calls this first, so that inserting into a set never fails. */
+static ab_status bins_need(caching_t *c, int pool, unsigned stream) {
+  pool_t *pl = &c->pools[pool];
+  if (stream < pl->nstreams && pl->free[stream]) return AB_OK;
+  if (stream >= pl->nstreams) {
+    fbins_t **grown = realloc(pl->free, (stream + 1) * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    memset(&grown[pl->nstreams], 0, (stream + 1 - pl->nstreams) * sizeof *grown);
+    pl->free = grown;
+    pl->nstreams = stream + 1;
+  }
+  fbins_t *fb = calloc(1, sizeof *fb);
+  if (fb == NULL) return AB_ERR_INTERNAL;
+  for (unsigned i = 0; i < FREE_BINS; i++) ab_tree_init(&fb->bins[i], cmp_free);
+  pl->free[stream] = fb;
+  return AB_OK;
+}
+
+/* The first free block of a stream not before (size, address 0), or NULL: the lower bound in
+ * the size's own bin, else the first block of the next bin that holds one. */
+static inline block_t *free_lower_bound(const pool_t *pl, unsigned stream, uint64_t size) {
+  const fbins_t *fb = bins_of(pl, stream);
+  if (fb == NULL) return NULL;
+  unsigned i = bin_of(size);
+  ab_tnode_t *n = fb->bins[i].root, *best = NULL;
   while (n) {
-    const block_t *b = BLOCK(n);
-    if (b->stream < stream || (b->stream == stream && b->size < size)) {
+    if (BLOCK(n)->size < size) {
       n = n->right;
     } else {
       best = n;
       n = n->left;
     }
   }
-  return best;
+  return best ? BLOCK(best) : free_first_from(fb, i + 1);
 }
 
 /* The unmapped set's order: (stream, address). */
@@ -145,33 +166,50 @@ static int key_unmapped(const void *key, const ab_tnode_t *n) {
 /* BlockPool::insert_into_blocks: the block's GC age starts now. */
 static void insert_free(caching_t *c, block_t *b) {
   pool_t *pl = &c->pools[b->pool];
+  fbins_t *fb = pl->free[b->stream];
   b->state = B_FREE;
   b->gc_base = pl->gc_calls;
-  ab_tnode_t *parent = NULL, *n = pl->blocks.root;
+  unsigned i = bin_of(b->size);
+  ab_tnode_t *parent = NULL, *n = fb->bins[i].root;
   bool left = false;
   while (n) {
     parent = n;
     left = free_before(b, BLOCK(n));
     n = left ? n->left : n->right;
   }
-  ab_tree_link(&pl->blocks, parent, left, &b->node);
+  ab_tree_link(&fb->bins[i], parent, left, &b->node);
+  fb->words[i / 64] |= 1ULL << (i % 64);
+  fb->summary |= 1ULL << (i / 64);
+  pl->nfree++;
+}
+
+/* Takes a free block out of its bin, with the size it was inserted with. */
+static void remove_free(caching_t *c, block_t *b) {
+  pool_t *pl = &c->pools[b->pool];
+  fbins_t *fb = pl->free[b->stream];
+  unsigned i = bin_of(b->size);
+  ab_tree_remove(&fb->bins[i], &b->node);
+  if (fb->bins[i].root == NULL) {
+    fb->words[i / 64] &= ~(1ULL << (i % 64));
+    if (fb->words[i / 64] == 0) fb->summary &= ~(1ULL << (i / 64));
+  }
+  pl->nfree--;
 }
 
 /* Gives a cached block a new range, and so a new key, restarting its GC age as insert_free
- * does: in place when the key keeps its place in the free set, which spares taking the
+ * does: in place when the key keeps its bin and its place there, which spares taking the
  * block out and putting it back. */
 static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
   pool_t *pl = &c->pools[b->pool];
   block_t key;
-  key.stream = b->stream;
   key.size = size;
   key.ptr = ptr;
+  bool stays = bin_of(size) == bin_of(b->size);
   /* A key that grows can pass only the blocks after it; one that shrinks, those before. */
-  bool stays;
-  if (free_before(b, &key)) {
+  if (stays && free_before(b, &key)) {
     ab_tnode_t *after = ab_tree_next(&b->node);
     stays = after == NULL || free_before(&key, BLOCK(after));
-  } else {
+  } else if (stays) {
     ab_tnode_t *before = ab_tree_prev(&b->node);
     stays = before == NULL || free_before(BLOCK(before), &key);
   }
@@ -181,7 +219,7 @@ static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
     b->gc_base = pl->gc_calls;
     return;
   }
-  ab_tree_remove(&pl->blocks, &b->node);
+  remove_free(c, b);
   b->ptr = ptr;
   b->size = size;
   insert_free(c, b);
@@ -194,8 +232,10 @@ static void insert_unmapped(caching_t *c, block_t *b) {
 
 /* Takes a free or unmapped block out of its set. */
 static void remove_cached(caching_t *c, block_t *b) {
-  pool_t *pl = &c->pools[b->pool];
-  ab_tree_remove(b->state == B_UNMAPPED ? &pl->unmapped : &pl->blocks, &b->node);
+  if (b->state == B_UNMAPPED)
+    ab_tree_remove(&c->pools[b->pool].unmapped, &b->node);
+  else
+    remove_free(c, b);
 }
 
 /* ---- block structs, from slabs ---------------------------------------------------------- */
@@ -274,25 +314,21 @@ static uint64_t expandable_size(const block_t *b) {
 static bool get_free_block(caching_t *c, params_t *p) {
   pool_t *pl = &c->pools[p->pool];
   if (gc_on(c)) pl->gc_calls++;
-  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, p->size);
-  if (n == NULL || BLOCK(n)->stream != p->stream) return false;
-  block_t *b = BLOCK(n);
+  block_t *b = free_lower_bound(pl, p->stream, p->size);
+  if (b == NULL) return false;
   if (b->xs) {
     if (p->expandable) {
       /* Best fit counts what a block can grow to: avoid the tail before the unmapped range
        * while a block that fits better exists. */
-      for (ab_tnode_t *nn = ab_tree_next(n); b->xs && nn; nn = ab_tree_next(n)) {
-        block_t *nb = BLOCK(nn);
-        if (nb->stream != p->stream || expandable_size(nb) >= expandable_size(b)) break;
-        n = nn;
+      for (block_t *nb = free_next(pl, b); b->xs && nb; nb = free_next(pl, b)) {
+        if (expandable_size(nb) >= expandable_size(b)) break;
         b = nb;
       }
     } else {
       /* Expandable segments were turned off: only plain blocks serve. */
-      do n = ab_tree_next(n);
-      while (n && BLOCK(n)->xs && BLOCK(n)->stream == p->stream);
-      if (n == NULL || BLOCK(n)->stream != p->stream) return false;
-      b = BLOCK(n);
+      do b = free_next(pl, b);
+      while (b && b->xs);
+      if (b == NULL) return false;
     }
   }
   uint64_t ms = c->conf.max_split_size;
@@ -585,8 +621,7 @@ static ab_status garbage_collect(caching_t *c) {
   uint64_t target = c->total - threshold, reclaimed = 0, total_age = 0;
   int64_t count = 0;
   pool_t *pl = &c->pools[LARGE];
-  for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n)) {
-    block_t *b = BLOCK(n);
+  for (block_t *b = free_first_all(pl, 0); b; b = free_next_all(pl, b)) {
     if (!b->prev && !b->next) {
       total_age += (uint64_t)(int)(pl->gc_calls - b->gc_base);
       count++;
@@ -596,9 +631,8 @@ static ab_status garbage_collect(caching_t *c) {
   while (count > 0 && reclaimed < target && freed) {
     double age_threshold = (double)total_age / (double)count;
     freed = false;
-    for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n;) {
-      block_t *b = BLOCK(n);
-      n = ab_tree_next(n);
+    for (block_t *b = free_first_all(pl, 0), *after; b; b = after) {
+      after = free_next_all(pl, b);
       uint64_t age = (uint64_t)(int)(pl->gc_calls - b->gc_base);
       if (!b->prev && !b->next && !b->xs && (double)age >= age_threshold) {
         freed = true;
@@ -620,17 +654,20 @@ static ab_status release_available(caching_t *c, const params_t *p, bool *releas
   if (ms == UINT64_MAX) return AB_OK;
   pool_t *pl = &c->pools[p->pool];
   uint64_t want = p->size < ms ? ms : p->size;
-  ab_tnode_t *n = free_lower_bound(&pl->blocks, p->stream, want);
-  if (n && BLOCK(n)->stream == p->stream && !BLOCK(n)->xs) {
-    AB_TRY(release_block(c, BLOCK(n)));
+  block_t *n = free_lower_bound(pl, p->stream, want);
+  if (n && !n->xs) {
+    AB_TRY(release_block(c, n));
     *released = true;
     return AB_OK;
   }
-  n = n ? ab_tree_prev(n) : ab_tree_last(&pl->blocks);
+  /* Else the largest blocks, from the last of the stream down. */
+  const fbins_t *fb = bins_of(pl, p->stream);
+  int last = fb ? bin_upto(fb, (int)FREE_BINS - 1) : -1;
+  n = n ? free_prev(pl, n) : last < 0 ? NULL : BLOCK(ab_tree_last(&fb->bins[last]));
   uint64_t total = 0;
-  while (n && total < want && BLOCK(n)->size >= ms && BLOCK(n)->stream == p->stream) {
-    block_t *b = BLOCK(n);
-    n = ab_tree_prev(n);
+  while (n && total < want && n->size >= ms) {
+    block_t *b = n;
+    n = free_prev(pl, n);
     if (!b->xs) {
       total += b->size;
       AB_TRY(release_block(c, b));
@@ -646,12 +683,11 @@ static ab_status free_block(caching_t *c, block_t *b);
  * expandable blocks. */
 static ab_status release_blocks(caching_t *c, int pool) {
   pool_t *pl = &c->pools[pool];
-  AB_TRY(ab_caching_scratch_need(c, pl->blocks.size));
-  AB_TRY(reserve_blocks(c, 2 * pl->blocks.size));
+  AB_TRY(ab_caching_scratch_need(c, pl->nfree));
+  AB_TRY(reserve_blocks(c, 2 * pl->nfree));
   size_t nx = 0;
-  for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n;) {
-    block_t *b = BLOCK(n);
-    n = ab_tree_next(n);
+  for (block_t *b = free_first_all(pl, 0), *after; b; b = after) {
+    after = free_next_all(pl, b);
     if (b->xs)
       c->scratch[nx++] = b;
     else if (!b->prev && !b->next)
@@ -751,7 +787,7 @@ static ab_status alloc_found_block(caching_t *c, params_t *p, uint64_t requested
       }
     }
   } else {
-    if (p->cached) ab_tree_remove(&c->pools[pool].blocks, &b->node);
+    if (p->cached) remove_free(c, b);
     if (already_split && !b->xs) {
       dec_pool(c->st.inactive_split_bytes, pool, b->size);
       dec_pool(c->st.inactive_split, pool, 1);
@@ -802,7 +838,7 @@ static ab_status free_block(caching_t *c, block_t *b) {
     if (keep->prev) keep->prev->next = keep;
     if (keep->next) keep->next->prev = keep;
     if (other) {
-      ab_tree_remove(&c->pools[pool].blocks, &other->node);
+      remove_free(c, other);
       block_drop(c, other);
     }
     block_drop(c, b);
@@ -884,6 +920,7 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   params_t p;
   p.size = round_size(c, bytes);
   p.pool = pool_for(c, p.size, stream);
+  AB_TRY(bins_need(c, p.pool, stream));
   p.alloc_size = allocation_size(c, p.size);
   p.stream = stream;
   p.expandable = c->conf.expandable;
@@ -994,7 +1031,6 @@ static ab_status pool_room(caching_t *c, unsigned n) {
   c->pools = pools; /* the sets' nodes point at each other, never at their set: moving is safe */
   for (size_t i = c->npools; i < 2 * (size_t)(n + 1); i++) {
     memset(&pools[i], 0, sizeof pools[i]);
-    ab_tree_init(&pools[i].blocks, cmp_free);
     ab_tree_init(&pools[i].unmapped, cmp_unmapped);
   }
   c->npools = 2 * (size_t)(n + 1);
@@ -1124,6 +1160,10 @@ static void caching_destroy(ab_strategy_t *s) {
   free(c->slabs);
   free(c->xsegs);
   free(c->scratch);
+  for (size_t i = 0; i < c->npools; i++) {
+    for (unsigned k = 0; k < c->pools[i].nstreams; k++) free(c->pools[i].free[k]);
+    free(c->pools[i].free);
+  }
   free(c->pools);
   free(c->priv);
   free(c->captures);

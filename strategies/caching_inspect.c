@@ -66,16 +66,42 @@ ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
 
 #define FAIL(...) return ab_diag_set(diag, AB_ERR_INTERNAL, "caching: " __VA_ARGS__)
 
+/* The free blocks of one pool and stream (Note [Free bins]): each bin a sound tree of blocks
+ * of its sizes, named in the bitmap exactly when it holds one; *count: its blocks. */
+static ab_status check_bins(const fbins_t *fb, int p, unsigned stream, size_t *count, ab_diag_t *diag) {
+  *count = 0;
+  for (unsigned w = 0; w < FREE_WORDS; w++)
+    if (((fb->summary >> w) & 1) != (fb->words[w] != 0)) FAIL("pool %d stream %u: the bins' summary is wrong", p, stream);
+  for (unsigned i = 0; i < FREE_BINS; i++) {
+    const ab_tree_t *t = &fb->bins[i];
+    if (ab_tree_check(t)) FAIL("pool %d stream %u: bin %u is out of order", p, stream, i);
+    if (((fb->words[i / 64] >> (i % 64)) & 1) != (t->root != NULL))
+      FAIL("pool %d stream %u: the bitmap is wrong about bin %u", p, stream, i);
+    for (ab_tnode_t *n = ab_tree_first(t); n; n = ab_tree_next(n)) {
+      const block_t *b = BLOCK(n);
+      if (b->state != B_FREE || b->pool != p || b->stream != stream) FAIL("pool %d: a free-set block is not free there", p);
+      if (bin_of(b->size) != i) FAIL("pool %d stream %u: a block of %llu bytes in bin %u", p, stream, (unsigned long long)b->size, i);
+    }
+    *count += t->size;
+  }
+  return AB_OK;
+}
+
 static ab_status check_sets(caching_t *c, size_t *nfree, size_t *nunmapped, ab_diag_t *diag) {
   *nfree = *nunmapped = 0;
   for (int p = 0; p < (int)c->npools; p++) {
     pool_t *pl = &c->pools[p];
-    if (ab_tree_check(&pl->blocks) || ab_tree_check(&pl->unmapped)) FAIL("pool %d: a free set is out of order", p);
-    for (ab_tnode_t *n = ab_tree_first(&pl->blocks); n; n = ab_tree_next(n))
-      if (BLOCK(n)->state != B_FREE || BLOCK(n)->pool != p) FAIL("pool %d: a free-set block is not free there", p);
+    size_t in_pool = 0;
+    for (unsigned k = 0; k < pl->nstreams; k++) {
+      size_t count = 0;
+      if (pl->free[k]) AB_TRY(check_bins(pl->free[k], p, k, &count, diag));
+      in_pool += count;
+    }
+    if (in_pool != pl->nfree) FAIL("pool %d: %zu free blocks in its bins, %zu counted", p, in_pool, pl->nfree);
+    if (ab_tree_check(&pl->unmapped)) FAIL("pool %d: the unmapped set is out of order", p);
     for (ab_tnode_t *n = ab_tree_first(&pl->unmapped); n; n = ab_tree_next(n))
       if (BLOCK(n)->state != B_UNMAPPED || BLOCK(n)->pool != p) FAIL("pool %d: an unmapped-set block is mapped", p);
-    *nfree += pl->blocks.size;
+    *nfree += pl->nfree;
     *nunmapped += pl->unmapped.size;
   }
   return AB_OK;
@@ -234,7 +260,7 @@ void ab_caching_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
   /* PyTorch counts the free cached blocks of every private pool as allocated (sic). */
   uint64_t priv = 0;
   for (size_t p = 2; p < c->npools; p++)
-    for (ab_tnode_t *n = ab_tree_first(&c->pools[p].blocks); n; n = ab_tree_next(n)) priv += BLOCK(n)->size;
+    for (const block_t *b = free_first_all(&c->pools[p], 0); b; b = free_next_all(&c->pools[p], b)) priv += b->size;
   char priv_s[32], priv_msg[96] = "";
   if (priv)
     snprintf(priv_msg, sizeof priv_msg, "with %s allocated in private pools (e.g., CUDA Graphs), ",

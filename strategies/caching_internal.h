@@ -53,17 +53,17 @@ typedef struct xseg_s {
 } xseg_t;
 
 typedef struct block_s {
-  ab_tnode_t node;             /* in its pool's free set (B_FREE) or unmapped set (B_UNMAPPED) */
-  struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
-  xseg_t *xs;                  /* the expandable segment, or NULL */
-  ab_dptr_t ptr;
-  uint64_t size;
-  uint64_t requested;          /* bytes asked for, while active */
-  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
+  ab_tnode_t node;             /* in its bin of the free set (B_FREE) or the unmapped set (B_UNMAPPED) */
+  ab_dptr_t ptr;               /* ptr, size and stream beside the node: a search down a set reads */
+  uint64_t size;               /* one cache line of each block it passes */
   uint16_t stream;
   uint16_t pool;               /* its free lists: an index of caching_t.pools */
   uint8_t state;
   uint8_t deferred;            /* B_PENDING: freed across streams during a capture (DEFER_*) */
+  struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
+  xseg_t *xs;                  /* the expandable segment, or NULL */
+  uint64_t requested;          /* bytes asked for, while active */
+  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
 } block_t;
 
 /* A pending block freed during a capture waits for the capture to end (Note [Captures]). */
@@ -71,8 +71,40 @@ enum { DEFER_NONE, DEFER_WAITING, DEFER_READY };
 
 #define BLOCK(n) AB_CONTAINER_OF(n, block_t, node)
 
+/* Note [Free bins]
+ * A pool's free mapped blocks are ordered as PyTorch orders them (BlockComparatorSize: stream,
+ * size, address; v2.11.0 c10/cuda/CUDACachingAllocator.cpp), and best fit is the first block
+ * not before (stream, request size, address 0). Kept as one ordered tree, every search and
+ * every insertion went down the whole pool. Here each stream has its own row of size bins
+ * (FREE_SUB bins per power of two of the size in 512-byte units, one bin per size below
+ * FREE_SUB units, as TLSF's two-level segregated lists), each bin an ordered tree by (size,
+ * address), and a bitmap of the bins that hold a block. Bins partition the sizes in order, so
+ * the first fitting block is the lower bound in the request's own bin or else the first block
+ * of the next bin the bitmap names: the same block as the one tree gives, found in a tree of
+ * the few blocks of one bin. Walking the bins in order, stream by stream, is the same order. */
+#define FREE_SUB 16u                                /* bins per power of two */
+#define FREE_SUB_LOG 4u
+#define FREE_BINS (FREE_SUB + 51u * FREE_SUB)       /* sizes up to 2^64 B: 2^55 units */
+#define FREE_WORDS ((FREE_BINS + 63u) / 64u)
+
+typedef struct fbins_s {
+  uint64_t summary;           /* bit w: words[w] is not 0 */
+  uint64_t words[FREE_WORDS]; /* bit i: bins[i] holds a block */
+  ab_tree_t bins[FREE_BINS];  /* free blocks of one stream by (size, address) */
+} fbins_t;
+
+/* The bin of a size: monotone in the size. */
+static inline unsigned bin_of(uint64_t size) {
+  uint64_t u = size >> 9;
+  if (u < FREE_SUB) return (unsigned)u;
+  unsigned fl = ab_log2_floor(u);
+  return FREE_SUB + (fl - FREE_SUB_LOG) * FREE_SUB + (unsigned)((u >> (fl - FREE_SUB_LOG)) & (FREE_SUB - 1));
+}
+
 typedef struct pool_s {
-  ab_tree_t blocks;   /* free mapped blocks by (stream, size, address) */
+  fbins_t **free;     /* the free mapped blocks by stream (Note [Free bins]); NULL: none yet */
+  unsigned nstreams;  /* entries of free */
+  size_t nfree;       /* free mapped blocks, all streams */
   ab_tree_t unmapped; /* unmapped expandable blocks by (stream, address) */
   int64_t gc_calls;   /* get_free_block calls while GC is on */
 } pool_t;
@@ -164,6 +196,72 @@ static inline ab_status ab_caching_scratch_need(caching_t *c, size_t n) {
   c->scratch = grown;
   c->capscratch = cap;
   return AB_OK;
+}
+
+/* ---- the free sets' walks (Note [Free bins]) ---------------------------------------------- */
+
+/* The first bin at or after i that holds a block, or -1. */
+static inline int bin_from(const fbins_t *fb, unsigned i) {
+  if (i >= FREE_BINS) return -1;
+  unsigned w = i / 64;
+  uint64_t bits = fb->words[w] & (~0ULL << (i % 64));
+  if (bits) return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
+  uint64_t rest = fb->summary & (~0ULL << (w + 1)); /* w + 1 < 64 */
+  if (rest == 0) return -1;
+  w = (unsigned)__builtin_ctzll(rest);
+  return (int)(w * 64 + (unsigned)__builtin_ctzll(fb->words[w]));
+}
+
+/* The last bin at or before i that holds a block, or -1. */
+static inline int bin_upto(const fbins_t *fb, int i) {
+  if (i < 0) return -1;
+  unsigned w = (unsigned)i / 64;
+  uint64_t bits = fb->words[w] & (~0ULL >> (63 - (unsigned)i % 64));
+  if (bits) return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(bits));
+  uint64_t rest = fb->summary & ((1ULL << w) - 1);
+  if (rest == 0) return -1;
+  w = 63 - (unsigned)__builtin_clzll(rest);
+  return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(fb->words[w]));
+}
+
+static inline fbins_t *bins_of(const pool_t *pl, unsigned stream) {
+  return stream < pl->nstreams ? pl->free[stream] : NULL;
+}
+
+/* The first free block of a stream at or after bin i, or NULL. */
+static inline block_t *free_first_from(const fbins_t *fb, unsigned i) {
+  int j = fb ? bin_from(fb, i) : -1;
+  return j < 0 ? NULL : BLOCK(ab_tree_first(&fb->bins[j]));
+}
+
+/* The next free block of b's stream in the free set's order, or NULL. */
+static inline block_t *free_next(const pool_t *pl, const block_t *b) {
+  ab_tnode_t *n = ab_tree_next(&b->node);
+  return n ? BLOCK(n) : free_first_from(pl->free[b->stream], bin_of(b->size) + 1);
+}
+
+/* The free block before b of b's stream, or NULL. */
+static inline block_t *free_prev(const pool_t *pl, const block_t *b) {
+  ab_tnode_t *n = ab_tree_prev(&b->node);
+  if (n) return BLOCK(n);
+  const fbins_t *fb = pl->free[b->stream];
+  int j = bin_upto(fb, (int)bin_of(b->size) - 1);
+  return j < 0 ? NULL : BLOCK(ab_tree_last(&fb->bins[j]));
+}
+
+/* The pool's free blocks in the free set's order, every stream: the first from stream s on,
+ * and the one after b. */
+static inline block_t *free_first_all(const pool_t *pl, unsigned s) {
+  for (; s < pl->nstreams; s++) {
+    block_t *b = free_first_from(pl->free[s], 0);
+    if (b) return b;
+  }
+  return NULL;
+}
+
+static inline block_t *free_next_all(const pool_t *pl, const block_t *b) {
+  block_t *n = free_next(pl, b);
+  return n ? n : free_first_all(pl, b->stream + 1u);
 }
 
 /* Sizes: a request rounded (round_size), and the segment it would get (allocation_size),
