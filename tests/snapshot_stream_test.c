@@ -324,7 +324,90 @@ static void a_stream_holds_less_than_the_file(void) {
   remove(path);
 }
 
+/* Entries whose keys come from the memo (the entry's body read at once, snapshot_stream.c)
+ * beside ones written otherwise (a LONG1 address, an int past 2^63, a key set twice, a body
+ * with a fresh string), and settings of every length PyTorch writes: the same as the tree's,
+ * streamed. */
+static void memo_keys_and_settings(void) {
+  ab_pb_t b = {0};
+  static const unsigned char head[] = {0x80, 4, 0x7d, 0x28}; /* PROTO 4, EMPTY_DICT, MARK */
+  ab_pb_put(&b, head, sizeof head);
+  ab_pb_str(&b, "device_traces");
+  ab_pb_op(&b, 0x5d);
+  ab_pb_op(&b, 0x5d);
+  ab_pb_op(&b, 0x28);
+  static const char *const names[] = {"action", "addr", "size", "stream", "alloc", "free_completed", "time_us"};
+  enum { ACTION, ADDR, SIZE, STREAM, ALLOC, FREE, TIME };
+  for (unsigned i = 0; i < 7; i++) { /* memoised at 0..6 in a first dict, dropped */
+    if (i == 0) {
+      ab_pb_op(&b, 0x7d);
+      ab_pb_op(&b, 0x28);
+    }
+    ab_pb_str(&b, names[i]);
+    const unsigned char put[] = {0x71, (unsigned char)i}; /* BINPUT */
+    ab_pb_put(&b, put, sizeof put);
+    ab_pb_op(&b, 0x4e); /* NONE */
+  }
+  ab_pb_op(&b, 0x75);
+  ab_pb_op(&b, 0x30); /* POP: that dict was no entry */
+  for (uint32_t i = 0; i < 40; i++) {
+    const unsigned char get_action[] = {0x68, ACTION, 0x68, (unsigned char)(i % 2 ? FREE : ALLOC)};
+    const unsigned char get_addr[] = {0x68, ADDR}, get_size[] = {0x68, SIZE}, get_stream[] = {0x68, STREAM};
+    ab_pb_op(&b, 0x7d);
+    if (i % 3 == 0) ab_pb_op(&b, 0x94); /* MEMOIZE (at 7, 8, ...), as Python's pickler writes it */
+    ab_pb_op(&b, 0x28);
+    ab_pb_put(&b, get_action, sizeof get_action);
+    ab_pb_put(&b, get_addr, sizeof get_addr);
+    if (i % 5 == 1) { /* LONG1 of 6 bytes */
+      const unsigned char long1[] = {0x8a, 6, 0, 0x10, (unsigned char)(i / 2), 0, 0x80, 0x7f};
+      ab_pb_put(&b, long1, sizeof long1);
+    } else {
+      ab_pb_op_u32(&b, 0x4a, 4096 * (i / 2 + 1));
+    }
+    ab_pb_put(&b, get_size, sizeof get_size);
+    ab_pb_op_u32(&b, 0x4a, 512 + i / 2);
+    ab_pb_put(&b, get_stream, sizeof get_stream);
+    if (i % 7 == 3) { /* a stream handle past 2^63: LONG1 of 9 bytes */
+      const unsigned char big[] = {0x8a, 9, 1, 0, 0, 0, 0, 0, 0, 0x80, 0};
+      ab_pb_put(&b, big, sizeof big);
+    } else {
+      const unsigned char zero[] = {0x4b, 0}; /* BININT1 0 */
+      ab_pb_put(&b, zero, sizeof zero);
+    }
+    if (i % 4 == 2) ab_pb_str(&b, "user_metadata"), ab_pb_str(&b, ""); /* fresh strings */
+    const unsigned char get_time[] = {0x68, TIME, 0x4e};
+    ab_pb_put(&b, get_time, sizeof get_time);
+    ab_pb_op(&b, 0x75);
+  }
+  ab_pb_op(&b, 0x65);
+  ab_pb_op(&b, 0x61);
+  ab_pb_str(&b, "allocator_settings");
+  ab_pb_op(&b, 0x7d);
+  ab_pb_op(&b, 0x28);
+  ab_pb_str(&b, "expandable_segments");
+  ab_pb_op(&b, 0x89); /* NEWFALSE */
+  ab_pb_str(&b, "graph_capture_record_stream_reuse");
+  ab_pb_op(&b, 0x88); /* NEWTRUE */
+  ab_pb_op(&b, 0x75);
+  ab_pb_op(&b, 0x75);
+  ab_pb_op(&b, 0x2e);
+  const char *path = ab_test_write_file("memo_keys.pickle", b.p, b.n);
+  free(b.p);
+  bool reread = true;
+  both_ways(path, &reread);
+  CHECK_MSG(!reread, "%s: read again whole", path);
+  ab_events_t es;
+  ab_trace_info_t info;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &info, &d) == AB_OK, "%s", d.msg);
+  CHECK_EQ(info.records, 40);
+  CHECK_EQ(info.nstreams, 2);
+  CHECK_STR_CONTAINS(es.settings, "graph_capture_record_stream_reuse:True");
+  ab_events_free(&es);
+}
+
 static const ab_test_t tests[] = {
+    {"memo_keys_and_settings", memo_keys_and_settings},
     {"a_stream_holds_less_than_the_file", a_stream_holds_less_than_the_file},
     {"fixtures_read_the_same_streamed", fixtures_read_the_same_streamed},
     {"exports_read_the_same_streamed", exports_read_the_same_streamed},

@@ -40,6 +40,13 @@ const char *ab_pickle_opcode_name(unsigned byte);
 
 /* n bytes of a little-endian number (the binary arguments). */
 static inline uint64_t ab_pickle_le(const unsigned char *q, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (n == 1 || n == 2 || n == 4 || n == 8) { /* the sizes of the opcodes' arguments: one load */
+    uint64_t v = 0;
+    __builtin_memcpy(&v, q, n);
+    return v;
+  }
+#endif
   uint64_t v = 0;
   for (size_t i = n; i-- > 0;) v = v << 8 | q[i];
   return v;

@@ -881,6 +881,92 @@ static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
   return AB_OK;
 }
 
+/* Note [An entry's body at once]
+ * Nearly every entry is written the same way: its dict, a MARK, then pairs of a key fetched
+ * from the memo and a value (fetched, or an int or None written in place), then SETITEMS. At
+ * the MARK after a new entry, the pairs are read straight from the window and set in the
+ * entry, with the effect on the machine that running the opcodes one by one would have (the
+ * stack, the marks and the memo as they were; the entry's fields and count set), and no
+ * value pushed. At any other opcode, or at the window's end, the entry's fields are cleared
+ * and the body is run opcode by opcode from its MARK. */
+/* A memo index at p (BINGET, LONG_BINGET), the word there in *w; false for another opcode or
+ * past end. */
+static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const unsigned char *end, uint32_t *w) {
+  const unsigned char *p = *pp;
+  uint64_t idx;
+  if (*p == OP_BINGET && end - p >= 2) {
+    idx = p[1];
+    *pp = p + 2;
+  } else if (*p == OP_LONG_BINGET && end - p >= 5) {
+    idx = ab_pickle_le(p + 1, 4);
+    *pp = p + 5;
+  } else {
+    return false;
+  }
+  *w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
+  return true;
+}
+
+/* Note [An entry's body at once]: true when the body was read. */
+static bool fast_entry(svm_t *vm) {
+  cont_t *c = vm->stack[vm->n - 1].c;
+  if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
+  const unsigned char *p = vm->p, *end = vm->end;
+  uint64_t pairs = 0;
+  /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
+  while (p < end && *p != OP_SETITEMS) {
+    uint32_t w;
+    if (!fast_get(vm, &p, end, &w) || w < M_VALS || p == end) goto give_up;
+    const sv_t *key = &vm->vals[w - M_VALS];
+    bool wanted_key = key->type == AB_PK_STR && wanted[R_ENTRY][key->key];
+    sv_t v;
+    const sv_t *val = &v;
+    switch (*p) {
+      case OP_BINGET:
+      case OP_LONG_BINGET:
+        if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up; /* unset, shared, nothing kept */
+        val = &vm->vals[w - M_VALS];
+        break;
+      case OP_BININT1:
+        if (end - p < 2) goto give_up;
+        v = (sv_t){.type = AB_PK_INT, .v.u = p[1]};
+        p += 2;
+        break;
+      case OP_BININT2:
+        if (end - p < 3) goto give_up;
+        v = (sv_t){.type = AB_PK_INT, .v.u = ab_pickle_le(p + 1, 2)};
+        p += 3;
+        break;
+      case OP_BININT:
+        if (end - p < 5) goto give_up;
+        v = (sv_t){.type = AB_PK_INT, .v.i = (int32_t)(uint32_t)ab_pickle_le(p + 1, 4)};
+        p += 5;
+        break;
+      case OP_LONG1:
+        if (end - p < 2 || (size_t)(end - p - 2) < p[1]) goto give_up;
+        v = (sv_t){.type = AB_PK_INT};
+        ab_pickle_long(p + 2, p[1], &v.width, &v.v.u);
+        p += 2 + p[1];
+        break;
+      case OP_NONE:
+        v = (sv_t){.type = AB_PK_NONE};
+        p++;
+        break;
+      default: goto give_up;
+    }
+    if (wanted_key && set_field(vm, &c->e, key->key, val) != AB_OK) goto give_up;
+    pairs++;
+  }
+  if (p == end) goto give_up;
+  c->count = pairs;
+  c->may_take = pairs == PICKLE_BATCH; /* as SETITEMS leaves it */
+  vm->p = p + 1;
+  return true;
+give_up: /* the opcodes run one by one, setting the same fields again */
+  memset(&c->e, 0, sizeof c->e);
+  return false;
+}
+
 /* Runs one opcode; *done at STOP. */
 static ab_status step(svm_t *vm, bool *done) {
   NEED(1);
@@ -916,6 +1002,7 @@ static ab_status step(svm_t *vm, bool *done) {
       *done = true;
       return AB_OK;
     case OP_MARK:
+      if (vm->n && vm->stack[vm->n - 1].role == R_ENTRY && fast_entry(vm)) return AB_OK;
       if (vm->nmarks == vm->capmarks) {
         size_t cap = vm->capmarks ? vm->capmarks * 2 : 64;
         size_t *grown = realloc(vm->marks, cap * sizeof *grown);
