@@ -560,7 +560,7 @@ static const uint8_t entry_field[K_COUNT] = {[K_action] = E_ACTION, [K_addr] = E
                                              [K_pool_id] = E_POOL};
 
 /* An entry's field set under key (Note [Entries as they are read]). */
-static ab_status set_field(svm_t *vm, entry_t *e, uint8_t key, const sv_t *v) {
+static inline ab_status set_field(svm_t *vm, entry_t *e, uint8_t key, const sv_t *v) {
   if (v->type == AB_PK_STR && v->where == S_NONE) return DEPART; /* as keep_value */
   int f = entry_field[key];
   if (f == E_ACTION) {
@@ -907,54 +907,67 @@ static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const uns
   return true;
 }
 
+/* An int written in place as field f (E_FIELDS: a key not read), as set_field sets it. */
+static inline void fast_int(entry_t *e, unsigned f, uint8_t width, uint64_t bits) {
+  if (f >= E_POOL) { /* the pool id and the action are no ints; E_FIELDS: not read */
+    if (f < E_FIELDS) e->kind[f] = F_BAD;
+    return;
+  }
+  e->kind[f] = width == AB_PK_BIGINT ? F_BAD : width == AB_PK_UINT64 ? F_UINT64 : F_INT64;
+  e->u[f] = bits;
+}
+
 /* Note [An entry's body at once]: true when the body was read. */
 static bool fast_entry(svm_t *vm) {
   cont_t *c = vm->stack[vm->n - 1].c;
   if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
   const unsigned char *p = vm->p, *end = vm->end;
+  entry_t *e = &c->e;
   uint64_t pairs = 0;
   /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
   while (p < end && *p != OP_SETITEMS) {
     uint32_t w;
     if (!fast_get(vm, &p, end, &w) || w < M_VALS || p == end) goto give_up;
     const sv_t *key = &vm->vals[w - M_VALS];
-    bool wanted_key = key->type == AB_PK_STR && wanted[R_ENTRY][key->key];
-    sv_t v;
-    const sv_t *val = &v;
+    unsigned f = key->type == AB_PK_STR && wanted[R_ENTRY][key->key] ? entry_field[key->key] : E_FIELDS;
     switch (*p) {
       case OP_BINGET:
       case OP_LONG_BINGET:
         if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up; /* unset, shared, nothing kept */
-        val = &vm->vals[w - M_VALS];
+        if (f < E_FIELDS && set_field(vm, e, key->key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
         break;
       case OP_BININT1:
         if (end - p < 2) goto give_up;
-        v = (sv_t){.type = AB_PK_INT, .v.u = p[1]};
+        fast_int(e, f, AB_PK_INT64, p[1]);
         p += 2;
         break;
       case OP_BININT2:
         if (end - p < 3) goto give_up;
-        v = (sv_t){.type = AB_PK_INT, .v.u = ab_pickle_le(p + 1, 2)};
+        fast_int(e, f, AB_PK_INT64, ab_pickle_le(p + 1, 2));
         p += 3;
         break;
       case OP_BININT:
         if (end - p < 5) goto give_up;
-        v = (sv_t){.type = AB_PK_INT, .v.i = (int32_t)(uint32_t)ab_pickle_le(p + 1, 4)};
+        fast_int(e, f, AB_PK_INT64, (uint64_t)(int64_t)(int32_t)(uint32_t)ab_pickle_le(p + 1, 4));
         p += 5;
         break;
-      case OP_LONG1:
+      case OP_LONG1: {
         if (end - p < 2 || (size_t)(end - p - 2) < p[1]) goto give_up;
-        v = (sv_t){.type = AB_PK_INT};
-        ab_pickle_long(p + 2, p[1], &v.width, &v.v.u);
+        if (f < E_FIELDS) {
+          uint8_t width;
+          uint64_t bits;
+          ab_pickle_long(p + 2, p[1], &width, &bits);
+          fast_int(e, f, width, bits);
+        }
         p += 2 + p[1];
         break;
+      }
       case OP_NONE:
-        v = (sv_t){.type = AB_PK_NONE};
+        if (f < E_FIELDS) e->kind[f] = F_BAD;
         p++;
         break;
       default: goto give_up;
     }
-    if (wanted_key && set_field(vm, &c->e, key->key, val) != AB_OK) goto give_up;
     pairs++;
   }
   if (p == end) goto give_up;
@@ -963,7 +976,7 @@ static bool fast_entry(svm_t *vm) {
   vm->p = p + 1;
   return true;
 give_up: /* the opcodes run one by one, setting the same fields again */
-  memset(&c->e, 0, sizeof c->e);
+  memset(e, 0, sizeof *e);
   return false;
 }
 
