@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 build=${1:-$repo/build-torch}
-cmake -S "$repo" -B "$build" -DAB_TORCH=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$here/configure.log"
+cmake -S "$repo" -B "$build" -DAB_TORCH=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$here/configure.log" 2>&1
 grep -q "PyTorch comparison harness ON" "$here/configure.log" || { echo "$0: PyTorch was not found" >&2; exit 2; }
 cmake --build "$build" -j "$(nproc)" --target torch_compare >/dev/null
 status=0
