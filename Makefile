@@ -12,7 +12,7 @@
 #                 for FUZZ_SECONDS (default 10) from its corpus (tests/fuzz/README.md)
 #   make soak     every strategy through SOAK_EVENTS (default 1000000) events of each soak
 #                 workload with 1% of device calls failing, SOAK_SEEDS (default 3) fault seeds
-#                 (tests/soak_test.c; `make test` runs a short one)
+#                 (tests/strategies/soak_test.c; `make test` runs a short one)
 #   make install  build, then install into PREFIX (default /usr/local): bin/allocbench,
 #                 lib/allocbench/record (the hook of `allocbench record`), lib/allocbench/plugins
 #   make clean    remove the builds

@@ -35,14 +35,21 @@ SOURCE = re.compile(r"\.(c|h|cu|cc|cpp)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
+# Folders of a layer besides its own (one library built from several folders).
+FOLDERS = {
+    "strategies/caching": "strategies",
+    "strategies/planned": "strategies",
+    "strategies/pluggable": "strategies",
+}
+
+
 def files(root):
-    """Every source file directly in a layer's folder: {path: layer}."""
+    """Every source file directly in a layer's folders: {path: layer}."""
     out = {}
-    for layer in LAYERS:
-        folder = os.path.join(root, layer)
-        for name in sorted(os.listdir(folder)):
-            if SOURCE.search(name) and os.path.isfile(os.path.join(folder, name)):
-                out[os.path.join(layer, name)] = layer
+    for folder, layer in [(layer, layer) for layer in LAYERS] + list(FOLDERS.items()):
+        for name in sorted(os.listdir(os.path.join(root, folder))):
+            if SOURCE.search(name) and os.path.isfile(os.path.join(root, folder, name)):
+                out[os.path.join(folder, name)] = layer
     return out
 
 

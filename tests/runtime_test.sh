@@ -2,7 +2,7 @@
 # runtime_test.sh BUILD_DIR: which binaries of a CUDA build need the shared CUDA runtime.
 # Only torch_compare may (PyTorch brings it); allocbench, allocbench_micro and the tests link it
 # statically, since -s pluggable cannot run in a process where libcudart.so serves cudaMalloc
-# (strategies/pluggable_shim.h). The example plugins' _cudart variants are a user's libraries,
+# (strategies/pluggable/pluggable_shim.h). The example plugins' _cudart variants are a user's libraries,
 # built as one builds them for PyTorch, and are not looked at.
 set -u
 build=${1:?usage: runtime_test.sh BUILD_DIR}

@@ -29,7 +29,7 @@
  * cuDNN's workspace sizes depend on the algorithm it picks; the recorded run's were 1.25 to
  * 5 times the larger of a convolution's input and output, most often 1.25 to 2: workspace
  * is cudnn_ws times that (0 for none).
- * Calibration (tests/workloads_test.c): PyTorch's peak allocated over the recorded 24 steps
+ * Calibration (tests/workloads/workloads_test.c): PyTorch's peak allocated over the recorded 24 steps
  * was 7.81 GB, at the start of backward of the first S = 512 step.
  */
 #include "cnn_dynamic.h"

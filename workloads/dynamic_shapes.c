@@ -14,7 +14,7 @@
  *      first step that runs (autograd.h).
  *   5. optimizer.zero_grad(set_to_none=True) frees the gradients, then the step's locals
  *      (ids, targets, logits, loss) go; the cuBLAS workspace lives on.
- * Calibration (tests/workloads_test.c): the defaults are gpu_measurements.md's transformer
+ * Calibration (tests/workloads/workloads_test.c): the defaults are gpu_measurements.md's transformer
  * (184 M parameters, bf16 autocast, AdamW, 40 steps, tokens 8192..32768, sequence 64..2048);
  * PyTorch peaked at 32.0 GB allocated there. The peak comes at log_softmax's backward of the
  * largest step: saved activations (36 bytes per token per d_model per block), logits

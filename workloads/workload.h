@@ -58,7 +58,7 @@ typedef struct ab_scale_key_s {
  * Before generating, the registry generates the workload with each scaling key that was
  * given above twice its probe value at that value and at twice it (every other argument as
  * given) and extrapolates the events, kernels and allocation ids to the values asked for,
- * linearly in each key and in their product, as the generators' loops nest; tests/workloads_test.c holds the estimate to the truth. A workload whose stream,
+ * linearly in each key and in their product, as the generators' loops nest; tests/workloads/workloads_test.c holds the estimate to the truth. A workload whose stream,
  * with what a replay keeps per allocation, would not fit in the host memory available
  * (hostmem.h), or that would need more than 2^32 allocation ids, is refused before it
  * starts, naming its scaling keys. While generating, the stream stops at its first failed

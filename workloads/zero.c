@@ -4,7 +4,7 @@
  * Size model (peers.md §6.1 and §6.2; DeepSpeed's stage_1_and_2.py, stage3.py and
  * partitioned_param_coordinator.py; the transformer's activations are transformer.h's in
  * the half dtype). Psi parameters, P this rank's share of them:
- *   Model state, ZeRO paper's per-GPU formula with K = 12 (test: tests/workloads_test.c):
+ *   Model state, ZeRO paper's per-GPU formula with K = 12 (test: tests/workloads/workloads_test.c):
  *     stage 0: (2+2+K) Psi; 1: 2 Psi + 2 Psi + K Psi/N; 2: 2 Psi + (2+K) Psi/N;
  *     3: (2+2+K) Psi/N.
  *   1. Stages 0-2: the half parameters in one flat buffer (DeepSpeed flattens them; P =

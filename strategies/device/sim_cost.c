@@ -94,7 +94,7 @@ double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes) {
  * it back. Best fit packed 10-12% tighter than the driver on the two larger ranges. On the
  * measured sequences the simulated footprints are 1.103, 1.285, 1.030 for cudaMalloc and
  * 2.207, 1.248, 1.190 for the pool, against 1.103, 1.278, 1.030 and 2.207, 1.248, 1.171;
- * tests/footprint_test.c holds each to footprint.csv within 5%.
+ * tests/strategies/footprint_test.c holds each to footprint.csv within 5%.
  *
  * These are the pool of an idle device, and so is the model. On the bench workloads with
  * nothing running on the H200 (--no-kernels) the simulated pool holds what the driver's does

@@ -381,7 +381,7 @@ static void entry_points_and_leaks(void) {
 /* Bad libraries and bad names: one line each, nothing made. */
 static void bad_libraries_are_refused(void) {
   char text[300], dir[300], each[300], missing[300], libc_free[300], graph[300];
-  snprintf(text, sizeof text, "pluggable:%s/tests/pluggable_test.c", AB_SOURCE_DIR);
+  snprintf(text, sizeof text, "pluggable:%s/tests/strategies/pluggable_test.c", AB_SOURCE_DIR);
   snprintf(dir, sizeof dir, "pluggable:%s", AB_TEST_PLUGINS_DIR);
   snprintf(each, sizeof each, "%s", EXAMPLE("malloc_each", ""));
   snprintf(missing, sizeof missing, "%s", EXAMPLE("malloc_each", ":nosuch:my_free"));

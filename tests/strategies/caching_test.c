@@ -1,4 +1,4 @@
-/* caching_test.c: the caching strategy (strategies/caching.c) against PyTorch's own cases that
+/* caching_test.c: the caching strategy (strategies/caching/caching.c) against PyTorch's own cases that
  * apply to one process without CUDA graphs (named after the tests of PyTorch v2.11.0's
  * test/test_cuda.py; derived_* cases follow its rules one step further), worked examples of
  * the small and large pools, and the rules of its ladder (garbage collection,
