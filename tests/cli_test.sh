@@ -358,4 +358,29 @@ fi
   fail "expandable past the address space exited $?: $(cat "$work/err")"
 grep -q '^status *oom$' "$work/va" || fail "expandable past the address space: $(grep status "$work/va")"
 
+# Two sizes that differ never read the same, however close: the smallest budget beside the
+# largest failing one (one byte apart where the search narrows to the byte), and the answer's
+# budgets of two strategies a few KiB apart at 7.55 GiB. Checked against oom.csv's bytes.
+# apart_cells FILE STRATEGY: the row's smallest and largest failing budget, one a line (the
+# table's columns stand two or more blanks apart; a figure holds single blanks).
+apart_cells() { awk -F '   *' -v s="$2" '$1 == s { print $2; print $3 }' "$1"; }
+"$ab" oom -w mixed-precision:steps=2 -s raw,oracle,arena -q --out "$work/apart" >"$work/out" 2>"$work/err" ||
+  fail "oom of close budgets exited $?: $(cat "$work/err")"
+for s in raw oracle arena; do
+  bytes=$(awk -F, -v s="$s" '$2 == s { print $5; print $6 }' "$work/apart/oom.csv")
+  shown=$(apart_cells "$work/out" "$s")
+  [ "$(sort -u <<<"$bytes" | wc -l)" -eq 2 ] || fail "$s: the budgets searched are not apart: $bytes"
+  [ "$(sort -u <<<"$shown" | wc -l)" -eq 2 ] || fail "$s: two budgets that differ read the same: $(tr '\n' '|' <<<"$shown")"
+done
+# The answer names each budget once; as many figures read apart as oom.csv has budgets.
+budgets=$(awk -F, 'NR > 1 { print $5 }' "$work/apart/oom.csv" | sort -u | wc -l)
+said=$(grep '^It fits' "$work/out" | grep -oE '(fits|needs) [^;]* with' | sed -E 's/^(fits|needs) //; s/ with$//' | sort -u | wc -l)
+[ "$budgets" -ge 3 ] || fail "the close budgets of raw, oracle and arena are no longer three: $(cat "$work/apart/oom.csv")"
+[ "$said" -eq "$budgets" ] || fail "the answer reads $said budgets for $budgets: $(grep '^It fits' "$work/out")"
+# So does a matrix's table, where each figure of a workload is set beside the others.
+"$ab" matrix -w mixed-precision:steps=2 -s raw,oracle -q --out "$work/apart_matrix" >"$work/out" 2>"$work/err" ||
+  fail "matrix of close budgets exited $?: $(cat "$work/err")"
+shown=$(awk -F '   *' '$2 == "raw" || $2 == "oracle" { print $6 }' "$work/out" | sort -u | wc -l)
+[ "$shown" -eq 2 ] || fail "matrix: raw's and oracle's smallest budgets read the same: $(cat "$work/out")"
+
 finish cli_test

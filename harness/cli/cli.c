@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,7 +503,7 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
   const char *event = ab_table_get(summary, 0, "oom_event"), *peak = ab_table_get(summary, 0, "peak_reserved_bytes");
   if (status == NULL || peak == NULL) return;
   uint64_t reserved = strtoull(peak, NULL, 10);
-  char name[256], a[32], b[32], w[128], st[64];
+  char name[256], a[32], w[128], st[64];
   ab_results_workload_name(es->source, name, sizeof name);
   printf("\n%s on %s: ", o->strategy, name);
   if (strcmp(status, "oom") == 0)
@@ -514,7 +515,10 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
     printf("%s, %s reserved at the peak.", status, ab_format_bytes(reserved, a, sizeof a));
   if (o->recorded_peak_reserved) {
     uint64_t rec = o->recorded_peak_reserved;
-    printf(" PyTorch recorded %s; this replay %s: ", ab_format_bytes(rec, a, sizeof a), ab_format_bytes(reserved, b, sizeof b));
+    const uint64_t pair[] = {rec, reserved};
+    char apart[2][AB_BYTES_TEXT];
+    ab_format_bytes_apart(pair, 2, apart);
+    printf(" PyTorch recorded %s; this replay %s: ", apart[0], apart[1]);
     if (rec == reserved)
       printf("equal.");
     else
@@ -677,6 +681,15 @@ static const char *format_cell(show_t kind, const char *cell, char *buf, size_t 
   return cell;
 }
 
+/* Whether a cell of column `name` is a size shown in a binary unit. */
+static bool is_size(const char *name, const char *cell) {
+  if (cell == NULL || *cell == '\0' || absent(name, cell) || show_of(name) != SHOW_BYTES) return false;
+  char *end;
+  errno = 0;
+  strtoull(cell, &end, 10);
+  return *end == '\0' && errno == 0 && cell[0] != '-';
+}
+
 /* t as people read it (Note [Tables for people]): the columns named (all when names is
  * NULL) that apply, under their words, their cells formatted. cols_out holds the headers
  * and is freed by the caller after out. */
@@ -706,14 +719,32 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
     k++;
   }
   if (st == AB_OK) ab_table_init(out, cols, k);
+  /* The sizes of the table read apart where they differ (the smallest budget beside the largest
+   * failing one, one strategy's peak beside another's): all of them formatted as one set. */
+  size_t nsizes = 0;
+  uint64_t *sizes = st == AB_OK ? malloc((t->nrows * k + 1) * sizeof *sizes) : NULL;
+  char(*texts)[AB_BYTES_TEXT] = sizes ? malloc((t->nrows * k + 1) * sizeof *texts) : NULL;
+  if (st == AB_OK && texts == NULL) st = AB_ERR_INTERNAL;
+  for (size_t r = 0; r < t->nrows && st == AB_OK; r++)
+    for (size_t j = 0; j < k; j++) {
+      const char *v = t->cells[r * t->ncols + pick[j]];
+      if (is_size(t->cols[pick[j]].name, v)) sizes[nsizes++] = strtoull(v, NULL, 10);
+    }
+  if (st == AB_OK) ab_format_bytes_apart(sizes, nsizes, texts);
+  nsizes = 0;
   for (size_t r = 0; r < t->nrows && st == AB_OK; r++) {
     for (size_t j = 0; j < k; j++) {
       size_t c = pick[j];
       const char *v = t->cells[r * t->ncols + c];
-      row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
+      if (is_size(t->cols[c].name, v))
+        row[j] = texts[nsizes++];
+      else
+        row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
     }
     st = ab_table_add(out, row);
   }
+  free(sizes);
+  free(texts);
   /* The headers live in words, which the table points to: keep them with the columns. */
   if (st == AB_OK && k) {
     ab_col_t *kept = realloc(cols, k * sizeof *cols + k * sizeof *words);

@@ -114,17 +114,57 @@ static const char *fit_name(const char *name, char *buf, size_t size) {
   return buf;
 }
 
+/* A pair's smallest budget, as the table shows it. */
+typedef struct budget_s {
+  enum { BUDGET_UNSEARCHED, BUDGET_FOUND, BUDGET_NONE } state;
+  uint64_t bytes; /* BUDGET_FOUND */
+} budget_t;
+
+/* The sizes of rows [first, end) (one workload's) as one set (ab_format_bytes_apart), so that
+ * two strategies' figures that differ never read the same: fig[3 (r - first) + 0, 1, 2] its
+ * peak requested, peak reserved and smallest budget (0 where none). */
+static ab_status workload_sizes(const ab_table_t *rows, const budget_t *budgets, size_t first, size_t end,
+                                char (**fig)[AB_BYTES_TEXT]) {
+  size_t n = 3 * (end - first);
+  uint64_t *v = malloc((n + 1) * sizeof *v);
+  *fig = malloc((n + 1) * sizeof **fig);
+  if (v == NULL || *fig == NULL) {
+    free(v);
+    return AB_ERR_INTERNAL;
+  }
+  for (size_t r = first; r < end; r++) {
+    v[3 * (r - first)] = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
+    v[3 * (r - first) + 1] = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
+    v[3 * (r - first) + 2] = budgets[r].state == BUDGET_FOUND ? budgets[r].bytes : 0;
+  }
+  ab_format_bytes_apart(v, n, *fig);
+  free(v);
+  return AB_OK;
+}
+
 /* The summary rows, as a person reads them (Note [Tables for people], cli.c), with each
- * pair's smallest budget (budgets[r], "" where none was searched). */
-static ab_status display(const ab_table_t *rows, char (*budgets)[32], ab_table_t *out) {
+ * pair's smallest budget (budgets[r]). */
+static ab_status display(const ab_table_t *rows, const budget_t *budgets, ab_table_t *out) {
   ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
+  char(*fig)[AB_BYTES_TEXT] = NULL;
+  size_t first = 0;
   for (size_t r = 0; r < rows->nrows; r++) {
-    char req[32], res[32], ratio[32], p50[32], p99[32], step[32], wall[32], cut[64], frag[32];
+    /* The rows of one workload follow each other. */
+    if (r == 0 || strcmp(ab_table_get(rows, r, "workload"), ab_table_get(rows, first, "workload")) != 0) {
+      size_t end = r + 1;
+      while (end < rows->nrows && strcmp(ab_table_get(rows, end, "workload"), ab_table_get(rows, r, "workload")) == 0) end++;
+      first = r;
+      free(fig);
+      if (workload_sizes(rows, budgets, first, end, &fig) != AB_OK) return AB_ERR_INTERNAL;
+    }
+    char ratio[32], p50[32], p99[32], step[32], wall[32], cut[64], frag[32];
     const char *workload = fit_name(ab_table_get(rows, r, "workload"), cut, sizeof cut);
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
     uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
-    ab_format_bytes(requested, req, sizeof req);
-    ab_format_bytes(reserved, res, sizeof res);
+    const char *req = fig[3 * (r - first)], *res = fig[3 * (r - first) + 1];
+    const char *budget = budgets[r].state == BUDGET_FOUND  ? fig[3 * (r - first) + 2]
+                         : budgets[r].state == BUDGET_NONE ? "none"
+                                                           : "";
     if (requested)
       snprintf(ratio, sizeof ratio, "%.3f", (double)reserved / (double)requested);
     else
@@ -138,11 +178,15 @@ static ab_status display(const ab_table_t *rows, char (*budgets)[32], ab_table_t
     format_ns(strtod(ab_table_get(rows, r, "wall_s"), NULL) * 1e9, wall, sizeof wall);
     snprintf(frag, sizeof frag, "%.1f%%", strtod(ab_table_get(rows, r, "frag_pct"), NULL));
     const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res,
-                           budgets[r], ratio, frag, ab_table_get(rows, r, "num_device_alloc"),
+                           budget, ratio, frag, ab_table_get(rows, r, "num_device_alloc"),
                            format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p50"), NULL), p50, sizeof p50),
                            format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p99"), NULL), p99, sizeof p99), step, wall};
-    AB_TRY(ab_table_add(out, cells));
+    if (ab_table_add(out, cells) != AB_OK) {
+      free(fig);
+      return AB_ERR_INTERNAL;
+    }
   }
+  free(fig);
   return AB_OK;
 }
 
@@ -251,7 +295,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_oommap_init(&map);
   size_t failed = 0, done = 0, searches_failed = 0;
   double t0 = ab_clock_s();
-  char(*budgets)[32] = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
+  budget_t *budgets = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
   if (budgets == NULL) rc = ab_cli_fail(&o, "out of host memory");
   for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_run_stop; w++) {
     ab_run_t run;
@@ -276,7 +320,7 @@ int ab_cmd_matrix(int argc, char **argv) {
       ab_diag_t io = {""};
       if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
       if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
-      budgets[all.nrows - 1][0] = '\0';
+      budgets[all.nrows - 1] = (budget_t){BUDGET_UNSEARCHED, 0};
       done++;
       char name[256];
       ab_results_workload_name(streams[w].source, name, sizeof name);
@@ -300,10 +344,7 @@ int ab_cmd_matrix(int argc, char **argv) {
         fprintf(stderr, "allocbench matrix:   smallest budget %s (%u probes, %.2f s)\n", budget, res.probes, res.wall_s);
       }
       if (st == AB_OK && !res.interrupted && all.nrows > 0) {
-        if (res.passed)
-          ab_format_bytes(res.min_budget, budgets[all.nrows - 1], sizeof budgets[0]);
-        else
-          snprintf(budgets[all.nrows - 1], sizeof budgets[0], "none");
+        budgets[all.nrows - 1] = res.passed ? (budget_t){BUDGET_FOUND, res.min_budget} : (budget_t){BUDGET_NONE, 0};
       }
       ab_table_free(&one);
     }

@@ -47,12 +47,17 @@ static void say_answer(answer_t *a, size_t n) {
   qsort(a, n, sizeof *a, by_budget);
   printf("\n");
   size_t fit = 0;
-  for (; fit < n && a[fit].passed; fit++) {
-    char size[32];
-    ab_format_bytes(a[fit].min_budget, size, sizeof size);
-    printf("%s %s%s%s with %s", fit == 0 ? "It fits" : "; needs", a[fit].cap ? "a cap of " : "", size,
-           a[fit].upper_bound ? " at most" : "", a[fit].strategy);
-    if (a[fit].conf && *a[fit].conf) printf(" -c '%s'", a[fit].conf);
+  while (fit < n && a[fit].passed) fit++;
+  /* Budgets that differ read apart, however close (one byte, where the search was that fine). */
+  uint64_t budgets[AB_CLI_MAX_STRATEGIES];
+  char sizes[AB_CLI_MAX_STRATEGIES][AB_BYTES_TEXT];
+  for (size_t i = 0; i < fit; i++) budgets[i] = a[i].min_budget;
+  ab_format_bytes_apart(budgets, fit, sizes);
+  for (size_t i = 0; i < fit; i++) {
+    const char *size = sizes[i];
+    printf("%s %s%s%s with %s", i == 0 ? "It fits" : "; needs", a[i].cap ? "a cap of " : "", size,
+           a[i].upper_bound ? " at most" : "", a[i].strategy);
+    if (a[i].conf && *a[i].conf) printf(" -c '%s'", a[i].conf);
   }
   for (size_t i = fit; i < n; i++) {
     printf("%s%s", i > fit ? (i + 1 == n ? " or " : ", ") : fit ? "; no budget tried fits it with " : "No budget tried fits it with ",

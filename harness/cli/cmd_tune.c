@@ -306,15 +306,19 @@ static bool recorded_any(const tune_view_t *v) { return strncmp(v->job->t[0].es.
  * so that the table fits 132 columns. */
 enum { CONF_WIDTH = 40 };
 
-static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r) {
-  char rank[16], reserved[48], cap[48], allocs[24], note[AB_DIAG_BYTES + 64], mark[AB_DIAG_BYTES + 128];
+/* fig: the row's peak reserved and its smallest cap, formatted with the rest of the table's
+ * (ab_format_bytes_apart), so that two configurations ranked apart never read the same. */
+static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r,
+                                 char (*fig)[AB_BYTES_TEXT]) {
+  char rank[16], reserved[AB_BYTES_TEXT], cap[AB_BYTES_TEXT + 8], allocs[24], note[AB_DIAG_BYTES + 64],
+      mark[AB_DIAG_BYTES + 128];
   snprintf(rank, sizeof rank, "%zu", r->rank);
   if (r->status == AB_RUN_OK)
-    ab_format_bytes((uint64_t)r->stats.reserved_bytes.peak, reserved, sizeof reserved);
+    snprintf(reserved, sizeof reserved, "%s", fig[0]);
   else
     snprintf(reserved, sizeof reserved, "%s", r->status == AB_RUN_OOM ? "OOM" : ab_run_status_name(r->status));
   if (r->search.passed)
-    ab_format_bytes(r->search.min_budget, cap, sizeof cap);
+    snprintf(cap, sizeof cap, "%s", fig[1]);
   else
     snprintf(cap, sizeof cap, "-");
   if (r->search.passed && r->cand.family == AB_TUNE_REFERENCE) strncat(cap, " budget", sizeof cap - strlen(cap) - 1);
@@ -370,10 +374,15 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
   }
   fprintf(f, "export PYTORCH_CUDA_ALLOC_CONF='%s%s%s'\n", w->cand.conf, w->cand.conf[0] && fraction_item[0] ? "," : "",
           fraction_item);
-  char a[32], b[32], c[48], d[48], where[300];
-  fprintf(f, "# predicted peak reserved %s, smallest cap %s%s",
-          ab_format_bytes((uint64_t)w->stats.reserved_bytes.peak, a, sizeof a),
-          w->search.passed ? ab_format_bytes(w->search.min_budget, b, sizeof b) : "none found", on_worst(v, w, where, sizeof where));
+  char a[32], c[48], d[48], where[300];
+  /* The winner's figures and the recorded configuration's, read apart where they differ. */
+  enum { W_PEAK, W_CAP, R_PEAK, R_CAP, NFIG };
+  const uint64_t figures[NFIG] = {(uint64_t)w->stats.reserved_bytes.peak, w->search.min_budget,
+                                  rec ? (uint64_t)rec->stats.reserved_bytes.peak : 0, rec ? rec->search.min_budget : 0};
+  char fig[NFIG][AB_BYTES_TEXT];
+  ab_format_bytes_apart(figures, NFIG, fig);
+  fprintf(f, "# predicted peak reserved %s, smallest cap %s%s", fig[W_PEAK], w->search.passed ? fig[W_CAP] : "none found",
+          on_worst(v, w, where, sizeof where));
   if (v->cap && cap_given)
     fprintf(f, ", under the cap of %s (torch.cuda.set_per_process_memory_fraction(%.6g))", ab_format_bytes(v->cap, c, sizeof c),
             (double)v->cap / (double)v->total);
@@ -407,8 +416,8 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
   } else {
     uint64_t rp = (uint64_t)rec->stats.reserved_bytes.peak, wp = (uint64_t)w->stats.reserved_bytes.peak;
     /* Two lines, so that each fits a terminal of 132 columns. */
-    fprintf(f, "# against %s: peak reserved %s, smallest cap %s%s\n# the recommended: %s", name,
-            ab_format_bytes(rp, a, sizeof a), rec->search.passed ? ab_format_bytes(rec->search.min_budget, b, sizeof b) : "none found",
+    fprintf(f, "# against %s: peak reserved %s, smallest cap %s%s\n# the recommended: %s", name, fig[R_PEAK],
+            rec->search.passed ? fig[R_CAP] : "none found",
             on_worst(v, rec, where, sizeof where), saving(rp, wp, c, sizeof c));
     if (rp > wp) fprintf(f, " (%.1f%%)", 100.0 * (double)(rp - wp) / (double)rp);
     fprintf(f, " at the peak");
@@ -590,11 +599,22 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
   ab_table_t rows, shown;
   ab_table_init(&rows, tune_cols, NCOLS);
   ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
-  ab_status st = AB_OK;
+  /* Each row's peak reserved and smallest cap (figs[2i], figs[2i+1]), as one set; a figure that
+   * does not apply is 0 in the set, and shown as a word instead. */
+  uint64_t *figures = malloc((2 * n + 1) * sizeof *figures);
+  char(*figs)[AB_BYTES_TEXT] = malloc((2 * n + 1) * sizeof *figs);
+  ab_status st = figures && figs ? AB_OK : AB_ERR_INTERNAL;
+  for (size_t i = 0; i < n && st == AB_OK; i++) {
+    figures[2 * i] = r[i].status == AB_RUN_OK ? (uint64_t)r[i].stats.reserved_bytes.peak : 0;
+    figures[2 * i + 1] = r[i].search.passed ? r[i].search.min_budget : 0;
+  }
+  if (st == AB_OK) ab_format_bytes_apart(figures, 2 * n, figs);
   for (size_t i = 0; i < n && st == AB_OK; i++) {
     for (size_t k = 0; k < job->n && st == AB_OK; k++) st = add_row(&rows, &v, k, &r[i]);
-    if (st == AB_OK) st = add_display_row(&shown, &v, &r[i]);
+    if (st == AB_OK) st = add_display_row(&shown, &v, &r[i], &figs[2 * i]);
   }
+  free(figures);
+  free(figs);
   ab_diag_t io = {""};
   int rc = AB_EXIT_OK;
   if (st != AB_OK)

@@ -362,7 +362,7 @@ static void footer(FILE *f) {
 /* ---- tune ------------------------------------------------------------------------------------- */
 
 static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, ab_diag_t *diag) {
-  char path[4096], a[32], b[32];
+  char path[4096], a[32];
   snprintf(path, sizeof path, "%s/tune.csv", dir);
   csv_t c;
   AB_TRY(csv_read(path, &c, diag));
@@ -419,6 +419,22 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
         "<th>peak reserved</th><th>smallest cap</th><th>device allocs</th>",
         f);
   fputs(ntraces > 1 ? "<th>worst trace</th><th></th></tr>\n" : "<th></th></tr>\n", f);
+  /* The table's sizes as one set, so that two settings ranked apart never read the same:
+   * fig[2 (r - first)] a row's peak reserved, fig[2 (r - first) + 1] its smallest cap. */
+  size_t nfig = 2 * (c.nrows - first);
+  uint64_t *sizes = malloc((nfig + 1) * sizeof *sizes);
+  char(*fig)[AB_BYTES_TEXT] = malloc((nfig + 1) * sizeof *fig);
+  if (sizes == NULL || fig == NULL) {
+    free(sizes);
+    free(fig);
+    csv_free(&c);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  for (size_t r = first; r < c.nrows; r++) {
+    sizes[2 * (r - first)] = num(&c, r, "peak_reserved_bytes");
+    sizes[2 * (r - first) + 1] = num(&c, r, "min_budget_bytes");
+  }
+  ab_format_bytes_apart(sizes, nfig, fig);
   for (size_t r = first; r < c.nrows; r++) {
     if (strcmp(get(&c, r, "worst"), "0") == 0) continue;
     bool win = strcmp(get(&c, r, "recommended"), "1") == 0, rec = strcmp(get(&c, r, "recorded"), "1") == 0;
@@ -428,8 +444,7 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
     fputs("</td><td>", f);
     esc(f, ref ? "-" : *get(&c, r, "conf") ? get(&c, r, "conf") : "(default)");
     fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>",
-            ok ? bytes(num(&c, r, "peak_reserved_bytes"), a, sizeof a) : get(&c, r, "status"),
-            *get(&c, r, "min_budget_bytes") ? bytes(num(&c, r, "min_budget_bytes"), b, sizeof b) : "-",
+            ok ? fig[2 * (r - first)] : get(&c, r, "status"), *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
             ref && *get(&c, r, "min_budget_bytes") ? " budget" : "", get(&c, r, "num_device_alloc"));
     if (ntraces > 1) {
       esc(f, get(&c, r, "trace"));
@@ -443,6 +458,8 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
     fputs("</td></tr>\n", f);
   }
   fputs("</table>\n", f);
+  free(sizes);
+  free(fig);
   csv_free(&c);
   write_figures(f, dir, true, size, drawn);
   pre_file(f, dir, "tune_trace.txt", "What the trace holds", "<p>As <code>allocbench replay --info</code> reads it:</p>\n");
@@ -545,7 +562,6 @@ static void grid_answer(FILE *f, const grid_t *g) {
 }
 
 static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
-  char a[32], b[32];
   fprintf(f, "<h2>Every strategy on every workload</h2>\n<p>Each cell: %s%s%s.</p>\n<table>\n<tr><th>workload</th>",
           runs ? "peak reserved over peak requested" : "", runs && searches ? ", then " : "",
           searches ? "the smallest budget it completes in" : "");
@@ -561,7 +577,16 @@ static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
     uint64_t req = 0;
     for (size_t s = 0; s < g->ns; s++)
       if (g->cell[w][s].requested) req = g->cell[w][s].requested;
-    if (req) fprintf(f, " (%s requested)", bytes(req, a, sizeof a));
+    /* The row's sizes as one set, so that two strategies' figures that differ never read the
+     * same: fig[0] the requested, fig[1 + 2s] a strategy's peak reserved, fig[2 + 2s] its budget. */
+    uint64_t sizes[1 + 2 * MAX_NAMES] = {req};
+    char fig[1 + 2 * MAX_NAMES][AB_BYTES_TEXT];
+    for (size_t s = 0; s < g->ns; s++) {
+      sizes[1 + 2 * s] = g->cell[w][s].reserved;
+      sizes[2 + 2 * s] = g->cell[w][s].budget;
+    }
+    ab_format_bytes_apart(sizes, 1 + 2 * g->ns, fig);
+    if (req) fprintf(f, " (%s requested)", fig[0]);
     fputs("</td>", f);
     for (size_t s = 0; s < g->ns; s++) {
       const cell_t *x = &g->cell[w][s];
@@ -569,9 +594,9 @@ static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
       if (x->run) {
         if (!x->ok) fputs("OOM", f);
         else if (x->requested) fprintf(f, "%.2f", (double)x->reserved / (double)x->requested);
-        else fputs(bytes(x->reserved, a, sizeof a), f);
+        else fputs(fig[1 + 2 * s], f);
       }
-      if (x->searched) fprintf(f, "%s%s", x->run ? ", " : "", x->budget ? bytes(x->budget, b, sizeof b) : "none");
+      if (x->searched) fprintf(f, "%s%s", x->run ? ", " : "", x->budget ? fig[2 + 2 * s] : "none");
       fputs("</td>", f);
     }
     fputs("</tr>\n", f);

@@ -124,7 +124,8 @@ ab_status ab_parse_u64(const char *what, const char *text, uint64_t max, uint64_
   return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': at position %zu: %s", what, text, pos, why);
 }
 
-char *ab_format_bytes(uint64_t bytes, char *buf, size_t size) {
+/* bytes in a binary unit with the given decimals. */
+static char *format_bytes_at(uint64_t bytes, int decimals, char *buf, size_t size) {
   static const char *names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) {
     snprintf(buf, size, "%llu B", (unsigned long long)bytes);
@@ -136,8 +137,59 @@ char *ab_format_bytes(uint64_t bytes, char *buf, size_t size) {
     v /= 1024.0;
     i++;
   }
-  snprintf(buf, size, "%.2f %s", v, names[i]);
+  snprintf(buf, size, "%.*f %s", decimals, v, names[i]);
   return buf;
+}
+
+char *ab_format_bytes(uint64_t bytes, char *buf, size_t size) { return format_bytes_at(bytes, 2, buf, size); }
+
+static int by_count(const void *pa, const void *pb) {
+  uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+  return (a > b) - (a < b);
+}
+
+/* Whether count reads, under `decimals`, like another count of sorted[0..n) (sorted
+ * ascending). The formatting never decreases with the count within a unit and differs across
+ * units, so a count can read like another only where it reads like its neighbours. */
+static bool reads_like_another(uint64_t count, const uint64_t *sorted, size_t n, int decimals) {
+  size_t lo = 0, hi = n; /* the first element not below count */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < count) lo = mid + 1;
+    else hi = mid;
+  }
+  char self[AB_BYTES_TEXT], other[AB_BYTES_TEXT];
+  format_bytes_at(count, decimals, self, sizeof self);
+  size_t above = lo;
+  while (above < n && sorted[above] == count) above++;
+  if (lo > 0 && strcmp(format_bytes_at(sorted[lo - 1], decimals, other, sizeof other), self) == 0) return true;
+  return above < n && strcmp(format_bytes_at(sorted[above], decimals, other, sizeof other), self) == 0;
+}
+
+void ab_format_bytes_apart(const uint64_t *v, size_t n, char (*out)[AB_BYTES_TEXT]) {
+  uint64_t *sorted = malloc((n ? n : 1) * sizeof *sorted);
+  if (sorted == NULL) { /* no room to compare: each exactly, which always reads apart */
+    for (size_t i = 0; i < n; i++) snprintf(out[i], AB_BYTES_TEXT, "%llu B", (unsigned long long)v[i]);
+    return;
+  }
+  if (n) memcpy(sorted, v, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, by_count);
+  int decimals = 2;
+  for (; decimals <= 4; decimals++) {
+    size_t i = 0;
+    while (i < n && !reads_like_another(sorted[i], sorted, n, decimals)) i++;
+    if (i == n) break;
+  }
+  bool exact = decimals > 4;
+  if (exact) decimals = 2;
+  for (size_t i = 0; i < n; i++) {
+    format_bytes_at(v[i], decimals, out[i], AB_BYTES_TEXT);
+    if (exact && v[i] >= 1024 && reads_like_another(v[i], sorted, n, decimals)) {
+      size_t len = strlen(out[i]);
+      snprintf(out[i] + len, AB_BYTES_TEXT - len, " (%llu B)", (unsigned long long)v[i]);
+    }
+  }
+  free(sorted);
 }
 
 char *ab_format_bytes_torch(uint64_t bytes, char *buf, size_t size) {

@@ -47,6 +47,16 @@ ab_status ab_parse_u64(const char *what, const char *text, uint64_t max, uint64_
 /* Formats bytes with a binary unit and two decimals ("1.50 GiB", "512 B"). Returns buf. */
 char *ab_format_bytes(uint64_t bytes, char *buf, size_t size);
 
+/* The room a figure of ab_format_bytes_apart takes, its terminator included. */
+#define AB_BYTES_TEXT 48
+
+/* Formats the n byte counts v that one sentence or table sets side by side, out[i] for v[i]:
+ * as ab_format_bytes does, with the fewest decimals (2 to 4) under which no two counts that
+ * differ read the same; where even 4 do not keep them apart, with 2 decimals and each count
+ * that reads like a different one followed by its exact bytes: "89.81 MiB (94177280 B)"
+ * beside "89.81 MiB (94177279 B)". Equal counts read the same. */
+void ab_format_bytes_apart(const uint64_t *v, size_t n, char (*out)[AB_BYTES_TEXT]);
+
 /* Formats bytes the way PyTorch's OOM message does (format_size in
  * CUDACachingAllocator.cpp): "N bytes" up to 1024, then KiB, MiB, GiB with two decimals,
  * each bound inclusive. Returns buf. */

@@ -73,6 +73,35 @@ static void torch_format(void) {
   CHECK(strcmp(ab_format_bytes(3ULL << 29, b, sizeof b), "1.50 GiB") == 0);
 }
 
+/* Counts set side by side read apart where they differ, and alike where they do not. */
+static void apart_format(void) {
+  char out[6][AB_BYTES_TEXT];
+  /* Far apart: two decimals, as ab_format_bytes. */
+  const uint64_t far[] = {256 * AB_MiB, 320 * AB_MiB, 512};
+  ab_format_bytes_apart(far, 3, out);
+  CHECK(strcmp(out[0], "256.00 MiB") == 0 && strcmp(out[1], "320.00 MiB") == 0 && strcmp(out[2], "512 B") == 0);
+  /* 20 KiB apart at 256 MiB: 256.02 against 256.00 already; 2 KiB apart needs a third decimal,
+   * for every count of the set. */
+  const uint64_t near[] = {256 * AB_MiB, 256 * AB_MiB + 2048, 300 * AB_MiB};
+  ab_format_bytes_apart(near, 3, out);
+  CHECK_STR_CONTAINS(out[0], "256.000 MiB");
+  CHECK_STR_CONTAINS(out[1], "256.002 MiB");
+  CHECK_STR_CONTAINS(out[2], "300.000 MiB");
+  /* One byte apart: the two decimals kept, each of the pair followed by its exact count; the
+   * count equal to one of them reads as it does; the one apart from both stays short. */
+  const uint64_t byte[] = {94177280, 94177279, 94177280, 111122432};
+  ab_format_bytes_apart(byte, 4, out);
+  CHECK(strcmp(out[0], "89.81 MiB (94177280 B)") == 0);
+  CHECK(strcmp(out[1], "89.81 MiB (94177279 B)") == 0);
+  CHECK(strcmp(out[2], out[0]) == 0);
+  CHECK(strcmp(out[3], "105.97 MiB") == 0);
+  /* The largest counts fit. */
+  const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 1};
+  ab_format_bytes_apart(huge, 2, out);
+  CHECK(strcmp(out[0], out[1]) != 0);
+  ab_format_bytes_apart(NULL, 0, out);
+}
+
 static void option_lists(void) {
   ab_kvlist_t l;
   ab_diag_t d = {""};
@@ -114,6 +143,6 @@ static void option_lists(void) {
 
 static const ab_test_t tests[] = {
     {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"sizes_decimal", sizes_decimal}, {"numbers", numbers},
-    {"torch_format", torch_format}, {"option_lists", option_lists},
+    {"torch_format", torch_format}, {"apart_format", apart_format}, {"option_lists", option_lists},
 };
 AB_TEST_MAIN(tests)
