@@ -5,7 +5,8 @@
 # naming the library, the call and the signal or exit status, exit 1, an error row in
 # summary.csv, nothing left running. A library in a loop, and one deaf to SIGTERM and SIGINT:
 # stopped within 2 s of the signal, with a line, exit 143 or 130. A matrix with a crashing
-# library among its strategies records every other run; tune goes on past one.
+# library among its strategies records every other run; tune goes on past one; replay's
+# exports are made where the library runs.
 set -u
 ab=${1:?usage: hostile_plugins_test.sh ALLOCBENCH TEST_PLUGINS_DIR PLUGINS_DIR}
 hostile=$(cd "${2:?}" && pwd)/libhostile.so
@@ -78,6 +79,18 @@ stops loop TERM 143 loop_alloc
 stops deaf TERM 143 deaf_alloc
 stops deaf_int INT 130 deaf_alloc
 set +m
+
+# replay's exports are recorded where the library runs: its crash is its run's, said in one
+# line, and nothing is exported.
+trace=$here/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+AB_HOSTILE_AT=5 "$ab" replay "$trace" -s "pluggable:$hostile:segv_alloc:my_free" --device sim:h200 --quiet --no-timeline \
+  --export-trace "$work/exported.csv" --export-snapshot "$work/exported.pickle" --out "$work/replay" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "replay with exports of a crashing library: exit $rc, expected 1: $(cat "$work/stderr")"
+grep -qF "pluggable:$hostile:segv_alloc:my_free crashed in alloc: SIGSEGV" "$work/stderr" ||
+  fail "replay with exports: no line naming the crash: $(cat "$work/stderr")"
+grep -q ',error,' "$work/replay/summary.csv" 2>/dev/null || fail "replay with exports: no error row in summary.csv"
+[ -e "$work/exported.csv" ] || [ -e "$work/exported.pickle" ] && fail "replay with exports: a failed run was exported"
 
 # A matrix with a crashing library among its strategies: every other run recorded.
 AB_HOSTILE_AT=5 "$ab" matrix -w "$wl" -w fragmenter --device sim:h200 --quiet --no-timeline -s "raw,pluggable:$hostile:segv_alloc:my_free,caching" \

@@ -74,6 +74,24 @@ printf 'action,addr,size,stream,time_us\nalloc,4096,1000000,0,1\nalloc,8192000,3
   fail "replay exited $?"
 grep -q ",ok,none,-1,4000000,4000000,4000000," "$work/replay.csv" || fail "replay: $(tail -1 "$work/replay.csv")"
 
+# replay's exports of a library's run: recorded in the library's own process, and what raw's
+# are (the time stamps aside): every alloc, free and segment decision, at the same addresses.
+trace=$data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+for s in raw "$p"; do
+  name=$([ "$s" = raw ] && echo raw || echo lib)
+  "$ab" replay "$trace" -s "$s" --device sim -q --no-timeline --out "$work/exports" --export-trace "$work/export.$name.csv" \
+    --export-snapshot "$work/export.$name.pickle" >/dev/null 2>"$work/export.err" || fail "replay -s $s with exports exited $?: $(cat "$work/export.err")"
+done
+[ "$(wc -l <"$work/export.lib.csv")" -gt 1000 ] || fail "the library's exported trace is short: $(wc -l <"$work/export.lib.csv") lines"
+cmp -s <(cut -d, -f1-4 "$work/export.raw.csv") <(cut -d, -f1-4 "$work/export.lib.csv") ||
+  fail "the library's exported trace is not raw's: $(diff <(cut -d, -f1-4 "$work/export.raw.csv") <(cut -d, -f1-4 "$work/export.lib.csv") | head -3)"
+for name in raw lib; do
+  "$ab" replay "$work/export.$name.pickle" --info --format csv >"$work/info.$name" 2>/dev/null || fail "the $name snapshot does not read back"
+done
+peak() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i } NR == 2 { print $c["peak_reserved_bytes"], $c["device_allocs"] }' "$1"; }
+[ -n "$(peak "$work/info.lib")" ] && [ "$(peak "$work/info.lib")" = "$(peak "$work/info.raw")" ] ||
+  fail "the library's exported snapshot ($(peak "$work/info.lib")) is not raw's ($(peak "$work/info.raw"))"
+
 # The smallest budget: raw's, to the byte.
 "$ab" oom -w random:ops=4000 -s raw,"$p" --device sim --format csv -q --out "$work/oom" >"$work/oom.csv" 2>/dev/null ||
   fail "oom exited $?"
@@ -130,6 +148,9 @@ for cmd in oom compare matrix; do
   refuse "pluggable: cannot load $src/README.md" $cmd -w random -s "raw,pluggable:$src/README.md" --device sim
 done
 refuse "--cap: $p has no memory cap" oom -w random -s "$p" --device sim --cap
+# The ranks share allocbench's process; a library runs in one of its own.
+refuse "--ranks: -s $p: a library runs in a process of its own, and the ranks share this one" \
+  run -w zero:steps=2 -s "$p" --ranks 2 --device sim
 # A CUDA runtime loaded with the program would take the library's calls: refused, not run on
 # the real runtime, naming the first of its calls the linker listed. (Not under AddressSanitizer,
 # whose runtime must come first.)

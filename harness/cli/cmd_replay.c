@@ -136,21 +136,6 @@ typedef struct export_s {
   ab_trace_log_t log;
 } export_t;
 
-static ab_status wrap(void *ctx, ab_strategy_t **s, ab_diag_t *diag) {
-  export_t *x = ctx;
-  ab_strategy_t *wrapped;
-  ab_status st = ab_adaptor_trace_create(*s, &x->log, &wrapped);
-  if (st != AB_OK) return ab_diag_set(diag, st, "cannot record the run: %s", (*s)->dev->diag.msg[0] ? (*s)->dev->diag.msg : ab_strerror(st));
-  *s = wrapped;
-  return AB_OK;
-}
-
-static void at_end(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
-  (void)ctx;
-  (void)run;
-  ab_adaptor_trace_capture(s);
-}
-
 /* The conf the strategy was given: its preset, then the user's. */
 static void full_conf(const char *strategy, const char *conf, char *out, size_t size) {
   const ab_strategy_entry_t *e = ab_strategy_find(strategy);
@@ -302,7 +287,7 @@ int ab_cmd_replay(int argc, char **argv) {
   }
   export_t x;
   ab_trace_log_init(&x.log);
-  ab_run_hooks_t hooks = {.ctx = &x, .wrap = wrap, .at_end = at_end};
+  ab_run_hooks_t hooks = {.record = &x.log};
   if (export_trace || export_snapshot) o.hooks = &hooks;
 
   ab_run_t run;

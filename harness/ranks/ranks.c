@@ -350,6 +350,14 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
     return ab_diag_set(diag, AB_ERR_INVALID, "--ranks %u: expected 1 to %u ranks", world, AB_RANKS_MAX);
   if (o->faults_rank >= (int)world)
     return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: there are ranks 0 to %u", o->faults_rank, world - 1);
+  /* A library's every run is made in a process of its own (supervise.h), but the ranks share
+   * this one: their lockstep, their NCCL communicators (made together, in one group, from this
+   * process's CUDA context) and, as threads, one copy of the library's globals. */
+  if (ab_apart(true, o->strategy))
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--ranks: -s %s: a library runs in a process of its own, and the ranks share this one (their "
+                       "lockstep and NCCL communicators); run it without --ranks",
+                       o->strategy);
   char spec[512];
   AB_TRY(rank_spec(o->workload, world, 0, spec, sizeof spec, diag));
 

@@ -15,7 +15,9 @@
  *
  * Only zero makes collectives, so only zero runs with --ranks; other workloads are refused
  * (replicated, they would only repeat the one-GPU run N times). world= and rank= come from
- * --ranks: a world= that disagrees, and any rank=, are refused.
+ * --ranks: a world= that disagrees, and any rank=, are refused. A library (-s pluggable:PATH)
+ * is refused: its every run is made in a process of its own (supervise.h), and the ranks share
+ * this one.
  *
  * Before anything runs: the strategy and its -c options are tried on a simulated card; the
  * streams are checked, every collective's full buffer holding world x its bytes per rank

@@ -102,10 +102,27 @@ typedef struct oom_ctx_s {
   const ab_run_hooks_t *hooks; /* may be NULL */
 } oom_ctx_t;
 
+/* The run's record taken, at its end or OOM, before what is left live is freed. */
+static void take_record(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  (void)ctx;
+  (void)run;
+  ab_adaptor_trace_capture(s);
+}
+
 static void at_oom(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   oom_ctx_t *c = ctx;
   ab_oommap_capture(c->map, s, run);
-  if (c->hooks && c->hooks->at_end) c->hooks->at_end(c->hooks->ctx, s, run);
+  if (c->hooks && c->hooks->record) take_record(NULL, s, run);
+}
+
+/* The strategy wrapped in a trace adaptor that records into the log ctx. */
+static ab_status wrap_record(void *ctx, ab_strategy_t **s, ab_diag_t *diag) {
+  ab_strategy_t *wrapped;
+  ab_status st = ab_adaptor_trace_create(*s, ctx, &wrapped);
+  if (st != AB_OK)
+    return ab_diag_set(diag, st, "cannot record the run: %s", (*s)->dev->diag.msg[0] ? (*s)->dev->diag.msg : ab_strerror(st));
+  *s = wrapped;
+  return AB_OK;
 }
 
 /* --cap: within the card, and for a strategy that has PyTorch's cap (its conf takes
@@ -145,14 +162,15 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
   if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
-  /* A library's run goes to a process of its own (supervise.h), which is given no --cap. */
-  bool apart = o->hooks == NULL && ab_apart(ab_run_one_apart != NULL, strategy);
+  /* A library's run goes to a process of its own (supervise.h), which is given no --cap; the
+   * ranks (replay_opts) share this process and never take a library (ranks.h). */
+  bool apart = (o->hooks == NULL || o->hooks->replay_opts == NULL) && ab_apart(ab_run_one_apart != NULL, strategy);
   if (apart && o->cap_bytes)
     return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
   if (apart) return ab_run_one_apart(o, es, strategy, run, summary, diag);
-  if (o->hooks && o->hooks->wrap) {
-    p.wrap = o->hooks->wrap;
-    p.wrap_ctx = o->hooks->ctx;
+  if (o->hooks && o->hooks->record) {
+    p.wrap = wrap_record;
+    p.wrap_ctx = o->hooks->record;
   }
   ab_addr_hint_t *plan = NULL;
   if (o->recorded_addresses && ab_events_address_plan(es, &plan, &p.dev.plan_len) != AB_OK)
@@ -183,10 +201,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   oom_ctx_t at_oom_ctx = {&map, o->hooks};
   ro.on_oom = at_oom;
   ro.on_oom_ctx = &at_oom_ctx;
-  if (o->hooks && o->hooks->at_end) {
-    ro.at_end = o->hooks->at_end;
-    ro.at_end_ctx = o->hooks->ctx;
-  }
+  if (o->hooks && o->hooks->record) ro.at_end = take_record;
   if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
   if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
     ro.progress = show_progress;

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "adaptor_trace.h"
 #include "bisect.h"
 #include "device.h"
 #include "engine.h"
@@ -29,16 +30,16 @@
  * process of its own, whose notes follow it. */
 typedef enum ab_format_e { AB_FORMAT_TABLE, AB_FORMAT_CSV, AB_FORMAT_JSON } ab_format_t;
 
-/* A command's hooks around each run (replay's exports); every member may be NULL. */
+/* A command's hooks around each run; every member may be NULL. */
 typedef struct ab_run_hooks_s {
   void *ctx;
-  /* Called with the strategy just created; may put an adaptor around *s, which then owns
-   * the strategy and is destroyed in its place. */
-  ab_status (*wrap)(void *ctx, ab_strategy_t **s, ab_diag_t *diag);
-  /* Called when the run ends, at its end or at its OOM, before what is left live is freed. */
-  void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  /* Where the run is recorded, in PyTorch's trace vocabulary (replay's exports): the
+   * strategy is wrapped in a trace adaptor (adaptor_trace.h) and the log taken at the run's
+   * end or OOM. A run in a process of its own (supervise.h) records there and sends the log
+   * back. */
+  ab_trace_log_t *record;
   /* Called with the replay's options just before it starts, to add to them (a rank's
-   * communicator and lockstep, ranks.h). */
+   * communicator and lockstep, ranks.h). Runs in this process only: the ranks share it. */
   void (*replay_opts)(void *ctx, ab_run_opts_t *ro);
 } ab_run_hooks_t;
 

@@ -162,6 +162,7 @@ typedef struct job_head_s {
   int32_t faults_rank, format;
   bool timeline, check, kernels, verify, quiet, verbose, recorded_addresses, device_said;
   bool cap, want_map; /* probe */
+  bool record;        /* run: the run recorded (replay's exports), its log sent back */
   ab_events_t events;  /* arrays: follow */
 } job_head_t;
 
@@ -232,6 +233,7 @@ typedef struct result_head_s {
   uint64_t total_bytes;  /* check */
   uint64_t nrows, ncols; /* run: the summary rows it added */
   bool has_map;          /* probe: the map of its OOM follows */
+  ab_trace_log_t log;    /* run, when recorded: its arrays follow */
 } result_head_t;
 
 /* The run's results into dst, which keeps its own scratch. */
@@ -295,6 +297,36 @@ static bool get_map(reader_t *r, ab_oommap_t *m) {
   m->nsegs = h.nsegs, m->nblocks = h.nblocks;
   m->largest_free = h.largest_free, m->free_bytes = h.free_bytes, m->unmatched = h.unmatched;
   m->own_message = h.own_message;
+  return true;
+}
+
+static void put_log(writer_t *w, const ab_trace_log_t *log) {
+  put_array(w, log->recs, log->n * sizeof *log->recs);
+  put_array(w, log->segs, log->nsegs * sizeof *log->segs);
+  put_array(w, log->blocks, log->nblocks * sizeof *log->blocks);
+}
+
+/* A copy of the log whose counts and flags are in h, its arrays next in r, into log. */
+static bool get_log(reader_t *r, const ab_trace_log_t *h, ab_trace_log_t *log) {
+  const void *recs = view_array(r, h->n * sizeof *log->recs);
+  const void *segs = view_array(r, h->nsegs * sizeof *log->segs);
+  const void *blocks = view_array(r, h->nblocks * sizeof *log->blocks);
+  if (r->bad) return false;
+  ab_trace_log_free(log);
+  log->recs = malloc(h->n * sizeof *log->recs + 1);
+  log->segs = malloc(h->nsegs * sizeof *log->segs + 1);
+  log->blocks = malloc(h->nblocks * sizeof *log->blocks + 1);
+  if (log->recs == NULL || log->segs == NULL || log->blocks == NULL) {
+    ab_trace_log_free(log);
+    return false;
+  }
+  if (h->n) memcpy(log->recs, recs, h->n * sizeof *log->recs);
+  if (h->nsegs) memcpy(log->segs, segs, h->nsegs * sizeof *log->segs);
+  if (h->nblocks) memcpy(log->blocks, blocks, h->nblocks * sizeof *log->blocks);
+  log->n = log->cap = h->n;
+  log->nsegs = log->capsegs = h->nsegs;
+  log->nblocks = log->capblocks = h->nblocks;
+  log->captured = h->captured, log->failed = h->failed;
   return true;
 }
 
@@ -448,6 +480,17 @@ static void release(const char *results, size_t size) {
   if (results) munmap((void *)(uintptr_t)results, size);
 }
 
+/* The head of a child's results and its run, read back into *h and run; the reader is left
+ * at what the unit wrote after the run. */
+static reader_t read_run(const char *m, size_t size, result_head_t *h, ab_run_t *run) {
+  reader_t r = {m, size, false, 0};
+  get(&r, h, sizeof *h);
+  const ab_tl_sample_t *timeline = view_array(&r, h->run.ntimeline * sizeof *timeline);
+  const double *step_ms = view_array(&r, h->run.nstep_ms * sizeof *step_ms);
+  adopt_run(run, &h->run, timeline, step_ms);
+  return r;
+}
+
 ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
   job_t j;
   memset(&j, 0, sizeof j);
@@ -491,6 +534,7 @@ ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, co
   j.h.timeline = o->timeline, j.h.check = o->check, j.h.kernels = o->kernels, j.h.verify = o->verify;
   j.h.quiet = o->quiet, j.h.verbose = o->verbose, j.h.recorded_addresses = o->recorded_addresses;
   j.h.device_said = ab_run_device_said;
+  j.h.record = o->hooks && o->hooks->record;
   j.cmd = o->cmd, j.strategy = strategy, j.conf = o->conf, j.device = o->device, j.workload = o->workload;
   j.out_dir = o->out_dir;
   j.es = es;
@@ -510,12 +554,8 @@ ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, co
     if (ab_results_add_summary(summary, &desc, es, run) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
     return st;
   }
-  reader_t r = {m, size, false, 0};
   result_head_t h;
-  get(&r, &h, sizeof h);
-  const ab_tl_sample_t *timeline = view_array(&r, h.run.ntimeline * sizeof *timeline);
-  const double *step_ms = view_array(&r, h.run.nstep_ms * sizeof *step_ms);
-  adopt_run(run, &h.run, timeline, step_ms);
+  reader_t r = read_run(m, size, &h, run);
   if (h.device_said) ab_run_device_said = true;
   st = (ab_status)h.status;
   if (st != AB_OK) ab_diag_set(diag, st, "%s", h.msg);
@@ -524,8 +564,9 @@ ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, co
     for (uint64_t c = 0; c < h.ncols; c++) row[c] = get_str(&r);
     if (!r.bad && h.ncols == summary->ncols && ab_table_add(summary, row) != AB_OK) r.bad = true;
   }
-  if (row == NULL || r.bad) st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the results of its process do not read back", strategy);
   free(row);
+  if (row != NULL && !r.bad && j.h.record && !get_log(&r, &h.log, o->hooks->record)) r.bad = true;
+  if (row == NULL || r.bad) st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the results of its process do not read back", strategy);
   release(m, size);
   return st;
 }
@@ -553,12 +594,8 @@ ab_status ab_supervise_probe(const ab_events_t *es, const ab_bisect_opts_t *o, u
     diag->msg[0] = '\0';
     return AB_OK;
   }
-  reader_t r = {m, size, false, 0};
   result_head_t h;
-  get(&r, &h, sizeof h);
-  const ab_tl_sample_t *timeline = view_array(&r, h.run.ntimeline * sizeof *timeline);
-  const double *step_ms = view_array(&r, h.run.nstep_ms * sizeof *step_ms);
-  adopt_run(run, &h.run, timeline, step_ms);
+  reader_t r = read_run(m, size, &h, run);
   if (held_peak) *held_peak = h.held_peak;
   if (device) snprintf(device, 96, "%s", h.device);
   if (h.has_map && j.h.want_map && !get_map(&r, o->on_oom_ctx))
@@ -614,6 +651,11 @@ static int child_run_one(const job_t *j, writer_t *w) {
   o.timeline = j->h.timeline, o.check = j->h.check, o.kernels = j->h.kernels, o.verify = j->h.verify;
   o.quiet = j->h.quiet, o.verbose = j->h.verbose, o.recorded_addresses = j->h.recorded_addresses;
   ab_run_device_said = j->h.device_said;
+  /* Recorded here, where the library runs; the log goes back with the results. */
+  ab_trace_log_t log;
+  ab_trace_log_init(&log);
+  ab_run_hooks_t hooks = {.record = &log};
+  if (j->h.record) o.hooks = &hooks;
   ab_run_t run;
   if (ab_run_prepare(&run, j->es) != AB_OK) return AB_EXIT_FAIL;
   ab_table_t summary;
@@ -625,9 +667,13 @@ static int child_run_one(const job_t *j, writer_t *w) {
   snprintf(h.msg, sizeof h.msg, "%s", diag.msg);
   h.device_said = ab_run_device_said;
   h.nrows = summary.nrows, h.ncols = summary.ncols;
+  h.log = log;
+  h.log.recs = NULL, h.log.segs = NULL, h.log.blocks = NULL;
   put_result(w, &h, &run);
   for (size_t i = 0; i < summary.nrows * summary.ncols; i++) put_str(w, summary.cells[i]);
+  if (j->h.record) put_log(w, &log);
   put_end(w);
+  ab_trace_log_free(&log);
   ab_table_free(&summary);
   ab_run_release(&run);
   return w->bad ? AB_EXIT_FAIL : AB_EXIT_OK;

@@ -16,9 +16,10 @@
  *      (timeline, segment map) itself.
  *   2. The units of work: the check that a strategy can be made (ab_pipeline_check), a run
  *      (ab_run_one) and a probe of a budget search (ab_bisect_probe); each asks its
- *      hook first (ab_apart, pipeline.h). A run with a command's hooks (replay's exports,
- *      the ranks of run --ranks) calls back into the parent's state and is made in process,
- *      as before.
+ *      hook first (ab_apart, pipeline.h). A run that replay exports is recorded in the
+ *      child (the trace adaptor around the library's strategy) and the record sent back with
+ *      the results. The ranks of run --ranks share one process (their lockstep and NCCL
+ *      communicators): a library is refused there (ranks.h).
  *   3. Which call: around every call into the library the child writes which one it is
  *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h).
  *   4. How it ends: a child that wrote its results and exited 0 is a run like any other.
