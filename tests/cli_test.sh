@@ -383,4 +383,19 @@ said=$(grep '^It fits' "$work/out" | grep -oE '(fits|needs) [^;]* with' | sed -E
 shown=$(awk -F '   *' '$2 == "raw" || $2 == "oracle" { print $6 }' "$work/out" | sort -u | wc -l)
 [ "$shown" -eq 2 ] || fail "matrix: raw's and oracle's smallest budgets read the same: $(cat "$work/out")"
 
+# A planning strategy that made no plan says why, in one line: a profile that held no
+# allocation (a quarter of three, on a stream without steps), sizes past one address range.
+printf 'action,addr,size,stream,time_us\nalloc,4096,1000,0,1\nalloc,8192,2000,0,2\nalloc,12288,3000,0,3\nfree_completed,4096,1000,0,4\nfree_completed,8192,2000,0,5\nfree_completed,12288,3000,0,6\n' >"$work/three.csv"
+for s in planned arena; do
+  "$ab" run -w "replay:$work/three.csv" -s $s --device sim --no-timeline --out "$work/plan" >/dev/null 2>"$work/err" || fail "$s on three allocations exited $?"
+  grep -qF "allocbench run: $s: no plan: its profile, profile_share of the 3 allocations (the stream has no steps), held none; every allocation missed it" "$work/err" ||
+    fail "$s with an empty profile does not say why it has no plan: $(cat "$work/err")"
+done
+"$ab" run -w "replay:$work/three.csv" -s planned -c profile_share:1 --device sim --no-timeline --out "$work/plan" >/dev/null 2>"$work/err" || fail "planned of the whole stream exited $?"
+grep -qF "planned: 3 allocations at their planned offsets, 0 missed the plan" "$work/err" || fail "planned with a plan: $(cat "$work/err")"
+sed 's/,[0-9]000,0,/,9223372036854775808,0,/' "$work/three.csv" >"$work/huge.csv"
+"$ab" run -w "replay:$work/huge.csv" -s planned -c profile_share:1 --device sim --no-timeline --out "$work/plan" >/dev/null 2>"$work/err" || fail "planned of 2^63-byte allocations exited $?"
+grep -qF "planned: no plan: the 3 profiled allocations' sizes add up past what one address range holds (2^64 bytes)" "$work/err" ||
+  fail "planned of sizes past 2^64 bytes does not say why it has no plan: $(cat "$work/err")"
+
 finish cli_test

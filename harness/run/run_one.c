@@ -143,6 +143,29 @@ static ab_status check_cap(const ab_pipeline_t *p, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* A planning strategy's plan (planned, arena): its hits and misses, or, where it made none,
+ * why (its plan.* statistics, strategies/planned.c). */
+static void say_plan(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_strategy_t *s) {
+  int64_t hits, misses, placed, profiled, unplaceable;
+  if (!ab_strategy_memory_stat(s, "plan.hits", &hits) || !ab_strategy_memory_stat(s, "plan.misses", &misses)) return;
+  if (!ab_strategy_memory_stat(s, "plan.allocations", &placed) || !ab_strategy_memory_stat(s, "plan.profiled", &profiled) ||
+      !ab_strategy_memory_stat(s, "plan.unplaceable", &unplaceable) || placed > 0 || es->nids == 0) {
+    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
+            (long long)hits, (long long)misses);
+    return;
+  }
+  const char *missed = hits + misses ? "; every allocation missed it" : "";
+  if (unplaceable)
+    fprintf(stderr, "%s: %s: no plan: the %lld profiled allocations' sizes add up past what one address range holds (2^64 bytes)%s\n",
+            o->cmd, strategy, (long long)profiled, missed);
+  else if (es->nsteps)
+    fprintf(stderr, "%s: %s: no plan: its profile, the first profile_steps steps, held no allocation%s\n", o->cmd, strategy,
+            missed);
+  else
+    fprintf(stderr, "%s: %s: no plan: its profile, profile_share of the %u allocations (the stream has no steps), held none%s\n",
+            o->cmd, strategy, es->nids, missed);
+}
+
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
@@ -209,10 +232,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   ab_status rst = ab_engine_replay(es, w.s, &ro, run);
   if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
-  int64_t hits, misses;
-  if (!o->quiet && ab_strategy_memory_stat(w.s, "plan.hits", &hits) && ab_strategy_memory_stat(w.s, "plan.misses", &misses))
-    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
-            (long long)hits, (long long)misses);
+  if (!o->quiet) say_plan(o, es, strategy, w.s);
   ab_status cst = ab_pipeline_close(&w, run, NULL);
   if (rst == AB_OK) rst = cst;
   const char *device_name = w.device;

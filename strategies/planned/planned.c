@@ -73,6 +73,10 @@ typedef struct planned_s {
   size_t ncalls;
   uint32_t last_step;    /* the last profiled step; UINT32_MAX: no steps, no template */
   uint64_t plan_bytes;   /* the planned peak */
+  /* Why there is no plan, said by the run (plan.profiled, plan.unplaceable): its profile held
+   * no allocation, or the profiled sizes add up past what one address range holds. */
+  size_t profiled;       /* the allocations the last profile held, planned or not */
+  bool unplaceable;
   /* the region */
   ab_dptr_t region;      /* the reservation; 0 before the first allocation */
   uint64_t va_bytes;
@@ -171,6 +175,7 @@ static ab_status planned_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t 
   if (p->live.n) return ab_diag_set(diag, AB_ERR_INVALID, "planned: a new plan while allocations are live");
   release_region(p);
   drop_plan(p);
+  p->profiled = 0, p->unplaceable = false;
   if (n == 0) return AB_OK;
   /* Policy 1: the profile. */
   uint32_t steps = lt[n - 1].step;
@@ -181,6 +186,7 @@ static ab_status planned_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t 
   } else {
     np = (size_t)((double)n * p->profile_share);
   }
+  p->profiled = np;
   p->step = malloc(n * sizeof *p->step);
   ab_lifetime_t *prof = malloc((np ? np : 1) * sizeof *prof);
   p->offset = malloc((np ? np : 1) * sizeof *p->offset);
@@ -207,6 +213,7 @@ static ab_status planned_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t 
      * 4), where those sizes run out of memory. */
     free(prof);
     drop_plan(p);
+    p->unplaceable = true;
     return AB_OK;
   }
   free(prof);
@@ -391,6 +398,8 @@ static void planned_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   fn(ctx, "plan.region_bytes", (int64_t)p->plan_bytes);
   fn(ctx, "plan.hits", (int64_t)p->hits);
   fn(ctx, "plan.misses", (int64_t)p->misses);
+  fn(ctx, "plan.profiled", (int64_t)p->profiled);
+  fn(ctx, "plan.unplaceable", p->unplaceable);
 }
 
 static void planned_destroy(ab_strategy_t *s) {
