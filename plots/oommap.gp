@@ -17,6 +17,10 @@ if (ARGC >= 3) {
     stem = map[1:strlen(map) - 4]; formats = "png svg"
   }
 }
+# A map that cannot be read is said, not drawn as an empty figure.
+if (int(system(sprintf("test -r '%s' && echo 1 || echo 0", map))) == 0) {
+  print sprintf("oommap.gp: cannot read the map '%s'", map); exit status 2
+}
 here(p) = strstrt(p, "/") ? p[1:strstrt(p, "/")] . here(p[strstrt(p, "/") + 1:]) : ""
 COMMON = here(ARG0) . "common.gp"
 
