@@ -4,7 +4,8 @@
 # workloads beside raw and caching, a budget that runs out, and the conformance suite; then
 # the supervision of each library run in a process of its own (harness/run/supervise.h) on the
 # GPU: a library that crashes in alloc leaves the rest of a matrix recorded, one in a loop
-# is stopped within 2 s of SIGTERM, and what a supervised run costs (supervise.txt).
+# is stopped within 2 s of SIGTERM, and what a supervised run costs (supervise.txt); replay's
+# exports of a library's run, made in its process, as raw's (exports/).
 #
 # Run from the repository root on the GPU machine. BUILD_DIR (default build-gpu) is a build
 # made with the CUDA toolkit, e.g. on another machine:
@@ -129,6 +130,21 @@ check stops_within_2s stops_within_2s
     echo "$s: $((($(date +%s%N) - t0) / 20000)) us per command (run -w random:ops=100, 20 times)"
   done
 } >"$out/supervise.txt" 2>&1
+
+# 5. replay's exports of a library's run, recorded in the library's own process on the GPU
+# (the trace adaptor in the supervised child): the same calls, sizes and segment decisions as
+# raw's exports (the driver's addresses and the times aside).
+mkdir -p "$out/exports"
+trace=tests/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz
+for s in raw "$each"; do
+  name=$([ "$s" = raw ] && echo raw || echo lib)
+  timeout 120 "$ab" replay "$trace" -s "$s" --device "$device" --no-timeline -q --out "$out/exports" \
+    --export-trace "$out/exports/$name.csv" >>"$out/exports.log" 2>&1
+done
+exports_as_raw() {
+  [ -s "$out/exports/lib.csv" ] && cmp -s <(cut -d, -f1,3 "$out/exports/raw.csv") <(cut -d, -f1,3 "$out/exports/lib.csv")
+}
+check exports_as_raw exports_as_raw
 
 cat "$verdict"
 ! grep -q FAIL "$verdict"
