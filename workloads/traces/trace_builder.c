@@ -190,9 +190,6 @@ void ab_trace_builder_end_state(ab_trace_builder_t *b, uint64_t reserved, uint64
   b->end_segments = segments;
 }
 
-/* What the first pass knows of an address. */
-enum { ADDR_UNSEEN, ADDR_LIVE, ADDR_REQUESTED, ADDR_DEAD };
-
 static int by_addr(const void *x, const void *y) {
   const ab_trace_rec_in_t *a = x, *b = y;
   return (a->addr > b->addr) - (a->addr < b->addr);
@@ -200,7 +197,9 @@ static int by_addr(const void *x, const void *y) {
 
 /* Pass 1 of Note [Memory that existed before the trace]: finds the blocks live at the start.
  * Their records go to *out (malloc'd) with action ALLOC; pending marks those whose free was
- * requested before the trace. */
+ * requested before the trace. Only an address's first record of a block says so (a free
+ * before any alloc), so the pass keeps the set of addresses seen: one lookup a record, one
+ * insertion an address. */
 static ab_status find_preexisting(ab_trace_builder_t *b, ab_trace_rec_in_t **out, size_t *nout) {
   ab_map_t seen;
   ab_map_init(&seen);
@@ -208,32 +207,16 @@ static ab_status find_preexisting(ab_trace_builder_t *b, ab_trace_rec_in_t **out
   *out = NULL;
   for (size_t i = 0; i < b->nrecs && !b->failed; i++) {
     const ab_trace_rec_in_t *r = &b->recs[i];
-    uint64_t s = ADDR_UNSEEN;
-    if (r->addr == 0) continue;
-    ab_map_get(&seen, r->addr, &s);
-    uint64_t next = s;
-    bool before = false;
-    switch ((ab_trace_action_t)r->action) {
-      case AB_TR_ALLOC:
-        if (r->size) next = ADDR_LIVE;
-        break;
-      case AB_TR_FREE_REQUESTED:
-        if (s == ADDR_LIVE || s == ADDR_UNSEEN) next = ADDR_REQUESTED;
-        before = s == ADDR_UNSEEN;
-        break;
-      case AB_TR_FREE_COMPLETED:
-        if (s != ADDR_DEAD) next = ADDR_DEAD;
-        before = s == ADDR_UNSEEN;
-        break;
-      default: break;
-    }
-    if (before && r->size) {
+    uint8_t a = r->action;
+    bool alloc = a == AB_TR_ALLOC && r->size, freed = a == AB_TR_FREE_REQUESTED || a == AB_TR_FREE_COMPLETED;
+    if (r->addr == 0 || !(alloc || freed) || ab_map_get(&seen, r->addr, NULL)) continue;
+    if (freed && r->size) {
       ab_trace_rec_in_t pre = *r;
       pre.action = AB_TR_ALLOC;
-      pre.pending = r->action == AB_TR_FREE_COMPLETED;
+      pre.pending = a == AB_TR_FREE_COMPLETED;
       push_rec(b, out, &n, &cap, &pre);
     }
-    if (next != s && ab_map_put(&seen, r->addr, next) != AB_OK) b->failed = true;
+    if (ab_map_put(&seen, r->addr, 1) != AB_OK) b->failed = true;
   }
   for (size_t i = 0; i < b->nheld && !b->failed; i++)
     if (!ab_map_get(&seen, b->held[i].addr, NULL)) push_rec(b, out, &n, &cap, &b->held[i]);
@@ -555,15 +538,18 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, con
       if (ab_map_put(live, r->addr, (uint64_t)id + 1) != AB_OK) es->failed = true;
       return AB_OK;
     }
-    case AB_TR_FREE_REQUESTED:
-      if (!ab_map_get(live, r->addr, &v) || (v & REQUESTED)) {
+    case AB_TR_FREE_REQUESTED: {
+      size_t slot = ab_map_slot(live, r->addr); /* one search: the value is changed in place */
+      if (slot == live->cap || (live->vals[slot] & REQUESTED)) {
         es->ignored++;
         return AB_OK;
       }
+      v = live->vals[slot];
       route_end(es, rt); /* a capture would defer it (Note [Captures], caching.c); the trace says when it ended */
       ab_events_free_phase(es, (uint32_t)(v - 1), AB_FREE_REQUEST);
-      if (ab_map_put(live, r->addr, v | REQUESTED) != AB_OK) es->failed = true;
+      live->vals[slot] = v | REQUESTED;
       return AB_OK;
+    }
     case AB_TR_FREE_COMPLETED: {
       if (!ab_map_take(live, r->addr, &v)) {
         es->ignored++;
