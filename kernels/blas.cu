@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

@@ -15,8 +15,8 @@
 #include <math.h>
 #include <time.h>
 
-#include "clock.h"
-#include "kernels_internal.h"
+#include "base/clock.h"
+#include "kernels/kernels_internal.h"
 
 /* The declarations of nccl_check.h are NCCL's ABI; where the header is at hand, hold them
  * to it. */

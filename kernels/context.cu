@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 ab_status ab_kernels_open(ab_device_t *dev, ab_kernels_t **out, ab_diag_t *diag) {
   *out = NULL;

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 static __device__ __forceinline__ float load(const float *p, uint64_t i) { return p[i]; }
 static __device__ __forceinline__ float load(const __nv_bfloat16 *p, uint64_t i) { return __bfloat162float(p[i]); }

@@ -6,7 +6,7 @@
  * Scaling is alpha = 1, beta = 0 with fp32 compute (CUBLAS_COMPUTE_32F, no TF32, as PyTorch
  * runs fp32 matmuls by default); the 64-bit API takes shapes of any size.
  */
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 static bool cuda_type(ab_dtype_t t, cudaDataType_t *out) {
   switch (t) {

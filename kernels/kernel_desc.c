@@ -1,4 +1,4 @@
-#include "kernel_desc.h"
+#include "kernels/kernel_desc.h"
 
 #include <string.h>
 

@@ -45,9 +45,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device.h"
-#include "kernel_desc.h"
-#include "status.h"
+#include "base/status.h"
+#include "device/device.h"
+#include "kernels/kernel_desc.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,14 +10,14 @@
 
 /* The C headers of allocbench declare C functions. */
 extern "C" {
-#include "device.h"
-#include "hashmap.h"
-#include "status.h"
+#include "base/hashmap.h"
+#include "base/status.h"
+#include "device/device.h"
 }
-#include "cublas_check.h"
-#include "cuda_check.h"
-#include "kernels.h"
-#include "nccl_check.h"
+#include "device/cuda_check.h"
+#include "kernels/cublas_check.h"
+#include "kernels/kernels.h"
+#include "kernels/nccl_check.h"
 
 /* Kernel timing: each launch is bracketed by a pair of events, kept in a ring. A slot is
  * read (waiting for its end event) only when the ring comes round to it, by which time the

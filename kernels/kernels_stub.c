@@ -1,7 +1,7 @@
 /* kernels_stub.c: the kernels in a build without CUDA. No device can run them, so
  * ab_kernels_open hands out no context and the functions that take one are never reached;
  * no communicator can be made either. */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 ab_status ab_kernels_open(ab_device_t *dev, ab_kernels_t **out, ab_diag_t *diag) {
   (void)dev;

@@ -6,8 +6,8 @@
  * allocation of its own. */
 #include <string.h>
 
-#include "kernels_internal.h"
-#include "pattern.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/pattern.h"
 
 /* The first differing byte offset of the running check; UINT64_MAX: none. */
 static __device__ unsigned long long first_bad;

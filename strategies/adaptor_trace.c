@@ -1,11 +1,11 @@
 /* adaptor_trace.c: the recording adaptor (adaptor_trace.h). */
-#include "adaptor_trace.h"
+#include "strategies/adaptor_trace.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "hashmap.h"
+#include "base/hashmap.h"
 
 /* Grows an array to hold one more element; false when host memory ran out. */
 static bool grow(void **items, size_t *cap, size_t n, size_t size) {

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strategy.h"
-#include "trace_log.h"
+#include "strategies/strategy.h"
+#include "vocab/trace_log.h"
 
 /* Wraps upstream (which the adaptor then owns and destroys) and records into log.
  * AB_ERR_INVALID when another adaptor already listens to the device, AB_ERR_INTERNAL when

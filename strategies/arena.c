@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "strategies/arena.h"
 
 #include <stdlib.h>
 #include <string.h>

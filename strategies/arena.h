@@ -14,10 +14,10 @@
 
 #include <stdbool.h>
 
-#include "hashmap.h"
-#include "status.h"
-#include "strategy.h"
-#include "tree.h"
+#include "base/hashmap.h"
+#include "base/status.h"
+#include "base/tree.h"
+#include "strategies/strategy.h"
 
 typedef struct ab_arena_s {
   ab_tree_t by_addr;   /* free ranges by offset */

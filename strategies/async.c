@@ -11,13 +11,13 @@
  * its emulation of the pool: sim.h); allocated bytes are the requested bytes, since the
  * pool's own rounding is not visible. On the simulated card the pool is emulated.
  */
-#include "async.h"
+#include "strategies/async.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/units.h"
 
 typedef struct async_s {
   ab_strategy_t base;

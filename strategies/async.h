@@ -2,7 +2,7 @@
 #ifndef AB_ASYNC_H
 #define AB_ASYNC_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_async_ops;
 

@@ -13,12 +13,12 @@
  * The segment walk shows every live allocation, aliases included, so the invariant check
  * (--check) catches the overlap too.
  */
-#include "overlap.h"
+#include "strategies/overlap.h"
 
 #include <stdlib.h>
 
-#include "hashmap.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/units.h"
 
 /* Far enough in that the alias does not start where its host does. */
 #define AB_OVERLAP_OFFSET_BYTES 512

@@ -2,7 +2,7 @@
 #ifndef AB_OVERLAP_H
 #define AB_OVERLAP_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_overlap_ops;
 

@@ -17,13 +17,13 @@
  * class sizes of the live blocks, so reserved - allocated shows both the rounding to
  * classes and the blocks idle in other classes.
  */
-#include "pooled.h"
+#include "strategies/pooled.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "tree.h"
-#include "units.h"
+#include "base/tree.h"
+#include "base/units.h"
 
 #define MAX_CLASSES 512
 

@@ -2,7 +2,7 @@
 #ifndef AB_POOLED_H
 #define AB_POOLED_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_pooled_ops;
 

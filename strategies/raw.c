@@ -8,12 +8,12 @@
  *   3. An OOM from the device is final: there is nothing to release and retry.
  * Each live allocation is its own segment in the segment walk.
  */
-#include "raw.h"
+#include "strategies/raw.h"
 
 #include <stdlib.h>
 
-#include "hashmap.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/units.h"
 
 typedef struct raw_s {
   ab_strategy_t base;

@@ -2,7 +2,7 @@
 #ifndef AB_RAW_H
 #define AB_RAW_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_raw_ops;
 

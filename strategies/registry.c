@@ -1,19 +1,19 @@
 /* registry.c: every strategy, one line each (registry.h). */
-#include "registry.h"
+#include "strategies/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "async.h"
-#include "caching.h"
-#include "oracle.h"
-#include "overlap.h"
-#include "planned.h"
-#include "pluggable.h"
-#include "pooled.h"
-#include "raw.h"
-#include "stitching.h"
+#include "strategies/async.h"
+#include "strategies/caching/caching.h"
+#include "strategies/overlap.h"
+#include "strategies/planned/oracle.h"
+#include "strategies/planned/planned.h"
+#include "strategies/pluggable/pluggable.h"
+#include "strategies/pooled.h"
+#include "strategies/raw.h"
+#include "strategies/stitching.h"
 
 #define CACHING_CONF_HELP                                                                          \
   "  PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.11 reads it:\n"                                          \

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 typedef struct ab_strategy_entry_s {
   const char *name;           /* what -s takes */

@@ -1,4 +1,4 @@
-#include "stats.h"
+#include "strategies/stats.h"
 
 void ab_stats_reset_peaks(ab_stats_t *s) {
 #define RESET_PEAK(name, doc) s->name.peak = s->name.current;

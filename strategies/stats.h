@@ -28,7 +28,7 @@
 
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define AB_STAT_STRATEGY_GAUGES(X)                                                 \
   X(requested_bytes, "bytes requested by live allocations")                      \

@@ -48,13 +48,13 @@
  *   - Stream events (GMLake's self_last_event ordering) are not modelled: a block is free
  *     for reuse once the program frees it, as in the other strategies.
  */
-#include "stitching.h"
+#include "strategies/stitching.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "tree.h"
-#include "units.h"
+#include "base/tree.h"
+#include "base/units.h"
 
 #define SMALL_SIZE_BYTES (1ULL << 20)      /* kSmallSize */
 #define SMALL_SEGMENT_BYTES (2ULL << 20)   /* kSmallBuffer */

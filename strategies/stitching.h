@@ -2,7 +2,7 @@
 #ifndef AB_STITCHING_H
 #define AB_STITCHING_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_stitching_ops;
 

@@ -1,10 +1,10 @@
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "units.h"
+#include "base/units.h"
 
 void ab_strategy_observe(ab_strategy_t *s, ab_segment_observer_fn fn, void *ctx) {
   s->observe = fn;

@@ -32,13 +32,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "blocks.h"
-#include "device.h"
-#include "hashmap.h"
-#include "pools.h"
-#include "stats.h"
-#include "status.h"
-#include "trace_actions.h"
+#include "base/hashmap.h"
+#include "base/status.h"
+#include "device/device.h"
+#include "strategies/stats.h"
+#include "vocab/blocks.h"
+#include "vocab/pools.h"
+#include "vocab/trace_actions.h"
 
 typedef struct ab_strategy_s ab_strategy_t;
 typedef struct ab_strategy_ops_s ab_strategy_ops_t;

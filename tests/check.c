@@ -1,4 +1,4 @@
-#include "check.h"
+#include "tests/check.h"
 
 #include <stdarg.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@ static bool make_tmpdir(void) {
   return mkdtemp(tmpdir) != NULL;
 }
 
-#include "registry.h"
+#include "strategies/registry.h"
 
 static const char *ab_test_strategy; /* --strategy=NAME; NULL: every strategy users can pick */
 static const char *ab_test_conf;     /* --conf=CONF; NULL: none */

@@ -2,14 +2,17 @@
 """includes.py [ROOT]: the include graph of allocbench's C sources, counted.
 
 A module is a source file, its header and its private header (x.c, x.h and x_internal.h are
-one module, x); module a reaches b when a file of a includes "b.h". The script prints
+one module, x); module a reaches b when a file of a includes a header of b. Every include of a
+header of the tree is spelled with the layer it belongs to, "LINK/PATH" (LINK a layer's include
+link, CMakeLists.txt's ab_layer: "base/units.h", "run/engine.h", "strategies/caching/caching.h";
+the tests' own, "tests/check.h"), its own header included. The script prints
   circles   the strongly connected groups of more than one module (a reaches b and b reaches
             a, directly or through others), each with its modules;
   upward    the includes from a file of a layer to a header of a layer its library does not
             link (the layers of CMakeLists.txt, each folder one library);
-and exits 1 when either count is not 0. Headers are found by name in the layer folders, as
-the build's include paths find them; an include that names no file of the tree (a system
-or generated header) is passed over."""
+  spelled   the includes of a header of the tree not spelled "LINK/PATH";
+and exits 1 when any count is not 0. An include that names no file of the tree (a system or
+generated header) is passed over."""
 import os
 import re
 import sys
@@ -31,16 +34,21 @@ LAYERS["harness/ranks"] = {"harness/ranks"} | LAYERS["harness/run"]
 LAYERS["harness/tune"] = {"harness/tune"} | LAYERS["harness/run"]
 LAYERS["harness/cli"] = {"harness/cli"} | LAYERS["harness/ranks"] | LAYERS["harness/tune"]
 LAYERS["harness/micro"] = {"harness/micro"} | LAYERS["harness/cli"]
-SOURCE = re.compile(r"\.(c|h|cu|cc|cpp)$")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-
-
+# The tests reach every layer.
+LAYERS["tests"] = {"tests"} | set(LAYERS)
 # Folders of a layer besides its own (one library built from several folders).
 FOLDERS = {
     "strategies/caching": "strategies",
     "strategies/planned": "strategies",
     "strategies/pluggable": "strategies",
+    "tests/strategies": "tests",
+    "tests/workloads": "tests",
+    "tests/harness": "tests",
+    "tests/layers": "tests",
+    "tests/fuzz": "tests",
 }
+SOURCE = re.compile(r"\.(c|h|cu|cuh|cc|cpp)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def files(root):
@@ -53,35 +61,47 @@ def files(root):
     return out
 
 
+def spelling(path, layer):
+    """How a header is included: its layer's link (the folder's last part), then its path there."""
+    return os.path.basename(layer) + path[len(layer):]
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     layer_of = files(root)
-    header = {}  # a header's name: its path
-    for path in layer_of:
+    spelled_as = {}  # an include's text: the header it names
+    named = set()    # the headers' file names
+    for path, layer in layer_of.items():
         if path.endswith(".h"):
-            header.setdefault(os.path.basename(path), []).append(path)
+            spelled_as[spelling(path, layer)] = path
+            named.add(os.path.basename(path))
     module = lambda path: re.sub(r"_internal$", "", SOURCE.sub("", path))
     reaches = {module(p): set() for p in layer_of}
-    upward = []
+    upward, spelled = [], []
     for path, layer in layer_of.items():
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             text = f.read()
         for name in INCLUDE.findall(text):
-            found = [h for h in header.get(os.path.basename(name), []) if layer_of[h] in LAYERS[layer]]
-            if not found:
-                if header.get(os.path.basename(name)):
-                    upward.append(f"{path} includes {name} ({layer_of[header[os.path.basename(name)][0]]})")
+            found = spelled_as.get(name)
+            if found is None:
+                if os.path.basename(name) in named:
+                    spelled.append(f"{path} includes {name}")
                 continue
-            target = module(found[0])
-            if target != module(path):
-                reaches[module(path)].add(target)
+            if layer_of[found] not in LAYERS[layer]:
+                upward.append(f"{path} includes {name} ({layer_of[found]})")
+                continue
+            if module(found) != module(path):
+                reaches[module(path)].add(module(found))
     circles = strongly_connected(reaches)
     for group in circles:
         print("circle: " + " -> ".join(sorted(group)))
     for line in upward:
         print("upward: " + line)
-    print(f"{len(reaches)} modules, {len(circles)} circles, {len(upward)} upward includes")
-    return 1 if circles or upward else 0
+    for line in spelled:
+        print("spelled: " + line + " (not LINK/PATH)")
+    print(f"{len(reaches)} modules, {len(circles)} circles, {len(upward)} upward includes, "
+          f"{len(spelled)} includes not spelled with their layer")
+    return 1 if circles or upward or spelled else 0
 
 
 def strongly_connected(graph):

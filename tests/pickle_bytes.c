@@ -1,4 +1,4 @@
-#include "pickle_bytes.h"
+#include "tests/pickle_bytes.h"
 
 #include <stdlib.h>
 #include <string.h>

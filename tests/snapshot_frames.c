@@ -1,14 +1,14 @@
 /* snapshot_frames.c: stack frames for written snapshots (snapshot_frames.h). */
-#include "snapshot_frames.h"
+#include "tests/snapshot_frames.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "adaptor_trace.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "workload.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/adaptor_trace.h"
+#include "strategies/registry.h"
+#include "workloads/workload.h"
 
 #define POOL_FRAMES 20000
 #define POOL_FILES 300

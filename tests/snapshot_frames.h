@@ -10,9 +10,9 @@
 #ifndef AB_TEST_SNAPSHOT_FRAMES_H
 #define AB_TEST_SNAPSHOT_FRAMES_H
 
-#include "hashmap.h"
-#include "rng.h"
-#include "snapshot.h"
+#include "base/hashmap.h"
+#include "base/rng.h"
+#include "traces/snapshot.h"
 
 typedef struct ab_frames_s {
   ab_rng_t rng;

@@ -1,7 +1,7 @@
 /* two_streams.c: the example of two_streams.h, checked. */
-#include "two_streams.h"
+#include "tests/two_streams.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 void ab_test_check_two_streams(const ab_events_t *es, const ab_trace_info_t *in) {
   CHECK_EQ(in->nstreams, 2);

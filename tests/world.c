@@ -1,7 +1,7 @@
-#include "world.h"
+#include "tests/world.h"
 
-#include "check.h"
-#include "pipeline.h"
+#include "run/pipeline.h"
+#include "tests/check.h"
 
 bool ab_test_world_open(ab_device_t **dev, ab_strategy_t **s, const char *device, const ab_device_config_t *cfg,
                         const char *strategy, const char *conf) {

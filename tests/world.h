@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "device.h"
-#include "strategy.h"
+#include "device/device.h"
+#include "strategies/strategy.h"
 
 /* Opens device (a spec, as --device takes it) with cfg (may be NULL) and creates strategy
  * with conf (may be NULL) on it, into *dev and *s. False, with a failure recorded, when

@@ -1,4 +1,4 @@
-#include "autograd.h"
+#include "workloads/autograd.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events.h"
-#include "rng.h"
+#include "base/rng.h"
+#include "events/events.h"
 
 #define AB_NO_TENSOR UINT32_MAX
 

@@ -32,14 +32,14 @@
  * Calibration (tests/workloads/workloads_test.c): PyTorch's peak allocated over the recorded 24 steps
  * was 7.81 GB, at the start of backward of the first S = 512 step.
  */
-#include "cnn_dynamic.h"
+#include "workloads/cnn_dynamic.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
-#include "rng.h"
-#include "units.h"
+#include "base/rng.h"
+#include "base/units.h"
+#include "workloads/autograd.h"
 
 /* A convolution, its batch norm and, optionally, a ReLU in place. */
 typedef struct unit_s {

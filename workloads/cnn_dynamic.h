@@ -2,7 +2,7 @@
 #ifndef AB_CNN_DYNAMIC_H
 #define AB_CNN_DYNAMIC_H
 
-#include "workload.h"
+#include "workloads/workload.h"
 
 extern const ab_workload_t ab_workload_cnn_dynamic;
 

@@ -21,12 +21,12 @@
  * (2 bytes per token per vocabulary entry) and three fp32 N x vocab tensors, over the model
  * state (16 bytes per parameter).
  */
-#include "dynamic_shapes.h"
+#include "workloads/dynamic_shapes.h"
 
 #include <math.h>
 
-#include "rng.h"
-#include "transformer.h"
+#include "base/rng.h"
+#include "workloads/transformer.h"
 
 typedef struct args_s {
   ab_transformer_cfg_t cfg;

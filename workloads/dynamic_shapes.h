@@ -2,7 +2,7 @@
 #ifndef AB_DYNAMIC_SHAPES_H
 #define AB_DYNAMIC_SHAPES_H
 
-#include "workload.h"
+#include "workloads/workload.h"
 
 extern const ab_workload_t ab_workload_dynamic_shapes;
 

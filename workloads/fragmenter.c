@@ -29,10 +29,10 @@
  * The default budget is the workload's suggested budget: `allocbench run -w fragmenter`
  * uses it when no --budget is given.
  */
-#include "fragmenter.h"
+#include "workloads/fragmenter.h"
 
-#include "autograd.h"
-#include "units.h"
+#include "base/units.h"
+#include "workloads/autograd.h"
 
 #define MAX_PAIRS 1024
 

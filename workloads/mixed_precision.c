@@ -22,11 +22,11 @@
  * (Adam) bytes per parameter, and 2 more for the half gradients while backward runs: the
  * 20 bytes Megatron-LM lists for fp16 parameters with fp16 gradients (peers.md §6.3).
  */
-#include "mixed_precision.h"
+#include "workloads/mixed_precision.h"
 
 #include <stdlib.h>
 
-#include "transformer.h"
+#include "workloads/transformer.h"
 
 typedef struct args_s {
   ab_transformer_cfg_t cfg;

@@ -2,7 +2,7 @@
 #ifndef AB_MIXED_PRECISION_H
 #define AB_MIXED_PRECISION_H
 
-#include "workload.h"
+#include "workloads/workload.h"
 
 extern const ab_workload_t ab_workload_mixed_precision;
 

@@ -14,13 +14,13 @@
  *      allocation draws its stream uniformly (one more draw per allocation).
  * What is live at the end stays live; the engine frees it, untimed.
  */
-#include "random.h"
+#include "workloads/random.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "rng.h"
-#include "units.h"
+#include "base/rng.h"
+#include "base/units.h"
 
 static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
   ab_kvlist_t p;

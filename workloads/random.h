@@ -2,7 +2,7 @@
 #ifndef AB_RANDOM_H
 #define AB_RANDOM_H
 
-#include "workload.h"
+#include "workloads/workload.h"
 
 extern const ab_workload_t ab_workload_random;
 

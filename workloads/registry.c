@@ -1,21 +1,21 @@
 /* registry.c: every workload, one line each. */
-#include "workload.h"
+#include "workloads/workload.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "hostmem.h"
-#include "units.h"
+#include "base/hostmem.h"
+#include "base/units.h"
 
-#include "cnn_dynamic.h"
-#include "dynamic_shapes.h"
-#include "fragmenter.h"
-#include "mixed_precision.h"
-#include "random.h"
-#include "replay.h"
-#include "serve.h"
-#include "zero.h"
+#include "workloads/cnn_dynamic.h"
+#include "workloads/dynamic_shapes.h"
+#include "workloads/fragmenter.h"
+#include "workloads/mixed_precision.h"
+#include "workloads/random.h"
+#include "workloads/replay.h"
+#include "workloads/serve.h"
+#include "workloads/zero.h"
 
 static const ab_workload_t *const registry[] = {
     &ab_workload_dynamic_shapes,

@@ -1,8 +1,8 @@
 /* replay.c: a recorded trace as a workload: `-w replay:PATH`. The format is recognised from
  * the content (trace.h); the seed plays no part. */
-#include "replay.h"
+#include "workloads/replay.h"
 
-#include "trace.h"
+#include "traces/trace.h"
 
 static ab_status read_trace(const char *args, const ab_build_opts_t *opts, ab_events_t *out, ab_diag_t *diag) {
   if (args == NULL || *args == '\0')

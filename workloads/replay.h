@@ -2,7 +2,7 @@
 #ifndef AB_REPLAY_H
 #define AB_REPLAY_H
 
-#include "workload.h"
+#include "workloads/workload.h"
 
 extern const ab_workload_t ab_workload_replay;
 

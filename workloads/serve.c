@@ -80,14 +80,14 @@
  *     release-and-retry takes a different path (during capture). To search the card, vary
  *     card= with the budget left to its suggestion.
  */
-#include "serve.h"
+#include "workloads/serve.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
-#include "rng.h"
-#include "units.h"
+#include "base/rng.h"
+#include "base/units.h"
+#include "workloads/autograd.h"
 
 /* The capture stream: vLLM captures on a stream of its own (graph_capture()). */
 #define CAPTURE_STREAM 1

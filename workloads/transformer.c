@@ -1,4 +1,4 @@
-#include "transformer.h"
+#include "workloads/transformer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

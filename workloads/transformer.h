@@ -57,8 +57,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "autograd.h"
-#include "units.h"
+#include "base/units.h"
+#include "workloads/autograd.h"
 
 typedef struct ab_transformer_cfg_s {
   uint64_t layers, d_model, heads, vocab, ffn_mult;

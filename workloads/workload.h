@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events.h"
-#include "status.h"
+#include "base/status.h"
+#include "events/events.h"
 
 struct ab_build_opts_s; /* below */
 

@@ -52,12 +52,12 @@
  * Not modelled: DeepSpeed's limit of two outstanding fetches (it bounds host-side work, not
  * the gathered bytes), CPU/NVMe offload, sub_group_size (one group here).
  */
-#include "zero.h"
+#include "workloads/zero.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "transformer.h"
+#include "workloads/transformer.h"
 
 #define GATHER_STREAM 1u
 #define REDUCE_STREAM 2u

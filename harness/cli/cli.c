@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "oommap.h"
-#include "output.h"
-#include "registry.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "run/oommap.h"
+#include "run/results.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
 
 /* ---- the option table ---------------------------------------------------------------------- */
 

@@ -20,13 +20,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bisect.h"
-#include "device.h"
-#include "engine.h"
-#include "events.h"
-#include "oommap.h"
-#include "run_one.h"
-#include "table.h"
+#include "device/device.h"
+#include "events/events.h"
+#include "run/bisect.h"
+#include "run/engine.h"
+#include "run/oommap.h"
+#include "run/run_one.h"
+#include "run/table.h"
 
 /* ---- the options: one table (cli.c) for every command ----
  *

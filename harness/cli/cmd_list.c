@@ -2,14 +2,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "device_open.h"
-#include "registry.h"
-#include "sim.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "device/device_open.h"
+#include "device/sim.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
 static const ab_cli_command_t command = {
     "allocbench list", AB_CMD_LIST, NULL, "Lists the strategies (-s), the workloads (-w) and the simulated cards (--device sim:NAME).\n"};

@@ -20,18 +20,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bisect.h"
-#include "cli.h"
-#include "clock.h"
-#include "commands.h"
-#include "oommap.h"
-#include "output.h"
-#include "registry.h"
-#include "report.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "run/bisect.h"
+#include "run/oommap.h"
+#include "run/results.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "tune/report.h"
+#include "workloads/workload.h"
 
 #define MAX_WORKLOADS 64
 

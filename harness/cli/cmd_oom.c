@@ -3,13 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bisect.h"
-#include "cli.h"
-#include "commands.h"
-#include "oommap.h"
-#include "report.h"
-#include "results.h"
-#include "units.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "run/bisect.h"
+#include "run/oommap.h"
+#include "run/results.h"
+#include "tune/report.h"
 
 static const ab_cli_command_t command = {
     "allocbench oom", AB_CMD_OOM, NULL,

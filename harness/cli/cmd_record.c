@@ -40,12 +40,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "output.h"
-#include "table.h"
-#include "trace.h"
-#include "units.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "run/table.h"
+#include "traces/trace.h"
 
 #define HOOK_DIR "allocbench_record" /* beside the binary; CMakeLists.txt copies the hook there */
 #define INSTALLED_HOOK_DIR "../lib/allocbench/record" /* from PREFIX/bin, where make install puts it */

@@ -9,18 +9,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "adaptor_trace.h"
-#include "cli.h"
-#include "commands.h"
-#include "cuda_device.h"
-#include "output.h"
-#include "registry.h"
-#include "results.h"
-#include "snapshot.h"
-#include "strategy.h"
-#include "trace.h"
-#include "trace_csv.h"
-#include "units.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "device/cuda_device.h"
+#include "run/results.h"
+#include "strategies/adaptor_trace.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "traces/snapshot.h"
+#include "traces/trace.h"
+#include "traces/trace_csv.h"
 
 static const ab_cli_command_t command = {
     "allocbench replay", AB_CMD_REPLAY, "TRACE",

@@ -5,15 +5,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "commands.h"
-#include "output.h"
-#include "ranks.h"
-#include "registry.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "ranks/ranks.h"
+#include "run/results.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
 static const ab_cli_command_t command = {
     "allocbench run", AB_CMD_RUN, NULL,

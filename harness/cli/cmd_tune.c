@@ -19,20 +19,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "caching_conf.h"
-#include "cli.h"
-#include "clock.h"
-#include "commands.h"
-#include "output.h"
-#include "pipeline.h"
-#include "report.h"
-#include "results.h"
-#include "table.h"
-#include "tune.h"
-#include "tune_figures.h"
-#include "tune_grid.h"
-#include "units.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "run/pipeline.h"
+#include "run/results.h"
+#include "run/table.h"
+#include "tune/report.h"
+#include "tune/tune.h"
+#include "tune/tune_figures.h"
+#include "tune/tune_grid.h"
+#include "vocab/caching_conf.h"
+#include "workloads/workload.h"
 
 static const ab_cli_command_t command = {
     "allocbench tune", AB_CMD_TUNE, "[TRACE]",

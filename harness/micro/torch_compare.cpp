@@ -30,12 +30,12 @@
 #include <vector>
 
 extern "C" {
-#include "caching.h"
-#include "clock.h"
-#include "events.h"
-#include "pipeline.h"
-#include "strategy.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "events/events.h"
+#include "run/pipeline.h"
+#include "strategies/caching/caching.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 }
 
 namespace cca = c10::cuda::CUDACachingAllocator;

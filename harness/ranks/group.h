@@ -45,8 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
+#include "run/engine.h"
 
 /* What a rank hands in when its run ends. */
 typedef struct ab_rank_result_s {

@@ -11,7 +11,7 @@
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.
  * 5. Where the results come together, one row per rank and the combined row. */
-#include "ranks.h"
+#include "ranks/ranks.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -21,12 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device_open.h"
-#include "pipeline.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "run/pipeline.h"
+#include "run/results.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
 typedef struct rank_s {
   unsigned rank;            /* in the world */

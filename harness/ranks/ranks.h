@@ -40,10 +40,10 @@
 #ifndef AB_RANKS_H
 #define AB_RANKS_H
 
-#include "group.h"
-#include "rendezvous.h"
-#include "run_one.h"
-#include "table.h"
+#include "ranks/group.h"
+#include "ranks/rendezvous.h"
+#include "run/run_one.h"
+#include "run/table.h"
 
 #define AB_RANKS_MAX 1024 /* ranks as threads of one process */
 

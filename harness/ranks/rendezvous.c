@@ -1,7 +1,7 @@
 /* rendezvous.c: ranks as processes over TCP (rendezvous.h): the launcher's environment, the
  * meeting at rank 0, and the group over the connections (a star: rank 0 hears every rank and
  * answers; the others talk to rank 0 only). */
-#include "rendezvous.h"
+#include "ranks/rendezvous.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "units.h"
+#include "base/clock.h"
+#include "base/units.h"
 
 #define MAGIC 0x56524241u /* "ABRV" */
 #define VERSION 2u /* 2: verdicts say whether to abort */

@@ -50,8 +50,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "group.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
+#include "ranks/group.h"
 
 #define AB_RENDEZVOUS_TIMEOUT_S 300.0
 #define AB_COLLECTIVE_TIMEOUT_S 300.0

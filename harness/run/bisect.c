@@ -1,11 +1,11 @@
-#include "bisect.h"
+#include "run/bisect.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "pipeline.h"
-#include "units.h"
+#include "base/clock.h"
+#include "base/units.h"
+#include "run/pipeline.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
   uint64_t live = 0, peak = 0;

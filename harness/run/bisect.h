@@ -45,10 +45,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "device.h"
-#include "engine.h"
-#include "events.h"
-#include "pipeline.h"
+#include "device/device.h"
+#include "events/events.h"
+#include "run/engine.h"
+#include "run/pipeline.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 

@@ -1,13 +1,13 @@
-#include "engine.h"
+#include "run/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "kernels.h"
-#include "lifetimes.h"
-#include "verify.h"
+#include "kernels/kernels.h"
+#include "run/lifetimes.h"
+#include "run/verify.h"
 
 const char *ab_run_status_name(ab_run_status_t st) {
   switch (st) {

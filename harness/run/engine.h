@@ -63,9 +63,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events.h"
-#include "hist.h"
-#include "strategy.h"
+#include "events/events.h"
+#include "run/hist.h"
+#include "strategies/strategy.h"
 
 /* stopped: another rank of a multi-rank run failed, so this one stopped at a collective;
  * interrupted: opts.stop asked the replay to stop (a signal). */

@@ -1,4 +1,4 @@
-#include "hist.h"
+#include "run/hist.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "lifetimes.h"
+#include "run/lifetimes.h"
 
 #include <stdlib.h>
 

@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "events.h"
-#include "strategy.h"
+#include "events/events.h"
+#include "strategies/strategy.h"
 
 /* *out (malloc'd, es->nids entries; NULL when there are none) receives the lifetimes of the
  * finished stream es. AB_ERR_INTERNAL when host memory runs out. */

@@ -1,12 +1,12 @@
-#include "oommap.h"
+#include "run/oommap.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "results.h"
-#include "table.h"
-#include "units.h"
+#include "base/units.h"
+#include "run/results.h"
+#include "run/table.h"
 
 const char *ab_block_state_name(ab_block_state_t state) {
   switch (state) {

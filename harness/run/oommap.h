@@ -40,9 +40,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine.h"
-#include "hashmap.h"
-#include "strategy.h"
+#include "base/hashmap.h"
+#include "run/engine.h"
+#include "strategies/strategy.h"
 
 typedef struct ab_oommap_segment_s {
   ab_dptr_t base;

@@ -1,10 +1,10 @@
-#include "pipeline.h"
+#include "run/pipeline.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "device_open.h"
-#include "registry.h"
+#include "device/device_open.h"
+#include "strategies/registry.h"
 
 /* The user's conf with the cap as a fraction of the device, half a byte up so that the
  * strategy's fraction x total truncates back to the cap; a cap of the whole card is a

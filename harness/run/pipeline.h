@@ -20,9 +20,9 @@
 
 #include <string.h>
 
-#include "device.h"
-#include "engine.h"
-#include "strategy.h"
+#include "device/device.h"
+#include "run/engine.h"
+#include "strategies/strategy.h"
 
 typedef struct ab_pipeline_s {
   const char *device;     /* a spec for ab_device_open ("auto", "sim:h200", "cuda:1") */

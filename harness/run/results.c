@@ -1,4 +1,4 @@
-#include "results.h"
+#include "run/results.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "units.h"
-#include "workload.h"
+#include "base/units.h"
+#include "workloads/workload.h"
 
 #define SUMMARY_COL(name, numeric) {#name, numeric},
 #define SUMMARY_PEAK_COL(gauge, doc) {"peak_" #gauge, 1},

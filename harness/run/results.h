@@ -62,10 +62,10 @@
 
 #include <stdint.h>
 
-#include "bisect.h"
-#include "engine.h"
-#include "stats.h"
-#include "table.h"
+#include "run/bisect.h"
+#include "run/engine.h"
+#include "run/table.h"
+#include "strategies/stats.h"
 
 /* The columns in order: COL(name, numeric) for the run's own, and for the statistics of
  * stats.h, from its lists: PEAK(gauge, doc) for the column peak_<gauge> of each gauge, and

@@ -1,5 +1,5 @@
 /* run_one.c: the run as a service (run_one.h). */
-#include "run_one.h"
+#include "run/run_one.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,15 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "caching_conf.h"
-#include "clock.h"
-#include "oommap.h"
-#include "output.h"
-#include "pipeline.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "base/output.h"
+#include "base/units.h"
+#include "run/oommap.h"
+#include "run/pipeline.h"
+#include "run/results.h"
+#include "strategies/strategy.h"
+#include "vocab/caching_conf.h"
+#include "workloads/workload.h"
 
 void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd) {
   memset(o, 0, sizeof *o);

@@ -14,12 +14,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "adaptor_trace.h"
-#include "bisect.h"
-#include "device.h"
-#include "engine.h"
-#include "events.h"
-#include "table.h"
+#include "device/device.h"
+#include "events/events.h"
+#include "run/bisect.h"
+#include "run/engine.h"
+#include "run/table.h"
+#include "strategies/adaptor_trace.h"
 
 /* The exit status of a command (cli.h) and of a run's process of its own (supervise.h). */
 #define AB_EXIT_OK 0

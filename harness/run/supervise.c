@@ -1,6 +1,6 @@
 /* supervise.c: a library's runs in processes of their own (supervise.h, Note [A library in
  * a process of its own]). */
-#include "supervise.h"
+#include "run/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "oommap.h"
-#include "pluggable_library.h"
-#include "results.h"
+#include "base/clock.h"
+#include "run/oommap.h"
+#include "run/results.h"
+#include "strategies/pluggable/pluggable_library.h"
 
 /* The child's descriptors, set up before it starts. */
 #define JOB_FD 3

@@ -42,10 +42,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "bisect.h"
-#include "pipeline.h"
-#include "run_one.h"
-#include "table.h"
+#include "run/bisect.h"
+#include "run/pipeline.h"
+#include "run/run_one.h"
+#include "run/table.h"
 
 /* How long a child is given to stop after the signal, before it is killed. */
 #define AB_SUPERVISE_GRACE_MS 1000

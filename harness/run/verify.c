@@ -1,10 +1,10 @@
-#include "verify.h"
+#include "run/verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pattern.h"
+#include "kernels/pattern.h"
 
 static int cmp_addr(const ab_tnode_t *a, const ab_tnode_t *b) {
   ab_dptr_t x = AB_CONTAINER_OF(a, ab_verify_block_t, node)->addr, y = AB_CONTAINER_OF(b, ab_verify_block_t, node)->addr;

@@ -23,10 +23,10 @@
 
 #include <stdint.h>
 
-#include "events.h"
-#include "kernels.h"
-#include "status.h"
-#include "tree.h"
+#include "base/status.h"
+#include "base/tree.h"
+#include "events/events.h"
+#include "kernels/kernels.h"
 
 typedef struct ab_verify_block_s {
   ab_tnode_t node; /* in ab_verify_t.live_set (the range set) while live */

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "tune/report.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "ab_version.h"
-#include "output.h"
-#include "units.h"
+#include "base/output.h"
+#include "base/units.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
 

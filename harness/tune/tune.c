@@ -1,4 +1,4 @@
-#include "tune.h"
+#include "tune/tune.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 /* The run's figures; as the search's on_probe, its unbudgeted probe is the run, when there
  * is no cap. */

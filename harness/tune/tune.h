@@ -24,11 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bisect.h"
-#include "device.h"
-#include "engine.h"
-#include "events.h"
-#include "tune_grid.h"
+#include "device/device.h"
+#include "events/events.h"
+#include "run/bisect.h"
+#include "run/engine.h"
+#include "tune/tune_grid.h"
 
 typedef enum ab_tune_objective_e {
   AB_TUNE_RESERVED, /* the lowest peak reserved bytes of the run */

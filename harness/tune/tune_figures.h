@@ -35,8 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "events.h"
-#include "tune.h"
+#include "events/events.h"
+#include "tune/tune.h"
 
 typedef struct ab_tune_trace_s {
   const ab_events_t *es;

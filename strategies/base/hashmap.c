@@ -1,4 +1,4 @@
-#include "hashmap.h"
+#include "base/hashmap.h"
 
 #include <stdlib.h>
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef struct ab_map_s {
   uint64_t *keys; /* 0 marks an empty slot */

@@ -1,5 +1,5 @@
 /* hostmem.c: the host memory this process can still take (hostmem.h). */
-#include "hostmem.h"
+#include "base/hostmem.h"
 
 #include <stdio.h>
 #include <string.h>

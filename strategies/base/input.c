@@ -1,4 +1,4 @@
-#include "input.h"
+#include "base/input.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef struct ab_input_s {
   char *data; /* the contents, NUL-terminated (the NUL is not counted in len) */

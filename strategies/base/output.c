@@ -1,6 +1,6 @@
 /* output.c: files written where the user points (output.h, Note [Writing where the user
  * points]). */
-#include "output.h"
+#include "base/output.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "input.h"
+#include "base/input.h"
 
 static ab_status refuse(ab_diag_t *diag, const char *what, const char *path, const char *why) {
   if (what) return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': %s", what, path, why);

@@ -39,7 +39,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define AB_OUTPUT_PATH_BYTES 4096
 

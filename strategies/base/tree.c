@@ -1,4 +1,4 @@
-#include "tree.h"
+#include "base/tree.h"
 
 static int height(const ab_tnode_t *n) { return n ? n->height : 0; }
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define AB_KiB ((uint64_t)1 << 10)
 #define AB_MiB ((uint64_t)1 << 20)

@@ -61,13 +61,13 @@
  * does nothing, even if the address went to a new allocation meanwhile. The completions are
  * counted per (address, size), since one address can complete early more than once.
  */
-#include "caching.h"
+#include "strategies/caching/caching.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "caching_internal.h"
+#include "strategies/caching/caching_internal.h"
 
 /* ---- statistics: the updates of PyTorch's DeviceStats ----------------------------------- */
 

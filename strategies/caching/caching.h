@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_caching_ops;
 

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "caching_internal.h"
-#include "units.h"
+#include "base/units.h"
+#include "strategies/caching/caching_internal.h"
 
 static int by_address(const void *a, const void *b) {
   ab_dptr_t x = (*(block_t *const *)a)->ptr, y = (*(block_t *const *)b)->ptr;

@@ -14,11 +14,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "caching.h"
-#include "caching_conf.h"
-#include "hashmap.h"
-#include "tree.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/tree.h"
+#include "base/units.h"
+#include "strategies/caching/caching.h"
+#include "vocab/caching_conf.h"
 
 #define MIN_BLOCK 512ULL                   /* kMinBlockSize */
 #define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */

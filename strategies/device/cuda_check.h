@@ -11,7 +11,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "status.h"
+#include "base/status.h"
 
 static inline ab_status ab_cuda_status(cudaError_t e, const char *call, const char *file, int line,
                                        ab_diag_t *diag) {

@@ -16,15 +16,15 @@
  * it is read back. Memory taken between the calls (kernels' modules, cuBLAS, NCCL) is not
  * the strategy's and is left out. Each cudaMemGetInfo costs about 4 us on the H200, so the
  * calls it brackets (40 us and more) are timed a little slower. */
-#include "cuda_device.h"
+#include "device/cuda_device.h"
 
 #include <cudaTypedefs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_check.h"
-#include "hashmap.h"
+#include "base/hashmap.h"
+#include "device/cuda_check.h"
 
 typedef struct vmm_api_s {
   PFN_cuMemAddressReserve_v10020 reserve;

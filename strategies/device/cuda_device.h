@@ -5,7 +5,7 @@
 #ifndef AB_CUDA_DEVICE_H
 #define AB_CUDA_DEVICE_H
 
-#include "device.h"
+#include "device/device.h"
 
 /* True when this build has CUDA and a usable GPU is present. */
 bool ab_device_cuda_usable(void);

@@ -1,5 +1,5 @@
 /* cuda_stub.c: the CUDA device in a build without the CUDA toolkit. */
-#include "cuda_device.h"
+#include "device/cuda_device.h"
 
 bool ab_device_cuda_usable(void) { return false; }
 

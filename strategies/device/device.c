@@ -1,10 +1,10 @@
-#include "device.h"
+#include "device/device.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "units.h"
+#include "base/clock.h"
+#include "base/units.h"
 
 ab_status ab_device_close(ab_device_t *d, ab_diag_t *diag) {
   if (d == NULL) return AB_OK;

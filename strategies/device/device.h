@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 typedef uint64_t ab_dptr_t; /* a device address; 0 is never a valid one */
 

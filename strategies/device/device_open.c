@@ -1,9 +1,9 @@
-#include "device_open.h"
+#include "device/device_open.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "units.h"
+#include "base/units.h"
 
 ab_status ab_device_open(const char *spec, const ab_device_config_t *cfg, ab_device_t **out,
                          ab_diag_t *diag) {

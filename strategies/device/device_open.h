@@ -5,9 +5,9 @@
 #ifndef AB_DEVICE_OPEN_H
 #define AB_DEVICE_OPEN_H
 
-#include "cuda_device.h"
-#include "device.h"
-#include "sim.h"
+#include "device/cuda_device.h"
+#include "device/device.h"
+#include "device/sim.h"
 
 /* Opens a device from a spec: "sim" (the h200 profile), "sim:PROFILE", "sim:SIZE" (a
  * card of that capacity), "cuda" or "cuda:N", or "auto" (cuda when a usable GPU exists,

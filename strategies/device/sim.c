@@ -1,14 +1,14 @@
 /* sim.c: the simulated card: capacity, the address space, plain allocation, virtual memory
  * and faults. Its stream-ordered pool is sim_pool.c, its cost model sim_cost.c, and what the
  * three share sim_internal.h. See sim.h for what it models. */
-#include "sim.h"
+#include "device/sim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_internal.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/sim_internal.h"
 
 /* ---- profiles ---------------------------------------------------------------------------
  * h200 is what cudaMemGetInfo reported on the project's H200. The others are the totals

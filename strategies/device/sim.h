@@ -24,7 +24,7 @@
 #ifndef AB_SIM_H
 #define AB_SIM_H
 
-#include "device.h"
+#include "device/device.h"
 
 /* Bytes a fresh process's CUDA context takes (cudaMemGetInfo on an H200: total minus free
  * before any allocation). */

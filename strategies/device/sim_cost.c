@@ -9,7 +9,7 @@
  * reservation costs, and a synchronisation of an idle device 2 us. */
 #include <math.h>
 
-#include "sim_internal.h"
+#include "device/sim_internal.h"
 
 typedef struct cost_point_s {
   uint64_t bytes;

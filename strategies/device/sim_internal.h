@@ -12,10 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hashmap.h"
-#include "rng.h"
-#include "sim.h"
-#include "tree.h"
+#include "base/hashmap.h"
+#include "base/rng.h"
+#include "base/tree.h"
+#include "device/sim.h"
 
 /* ---- the cost model (sim_cost.c) ----------------------------------------------------------- */
 

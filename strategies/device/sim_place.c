@@ -56,7 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_internal.h"
+#include "device/sim_internal.h"
 
 #define CHUNK_BYTES (32ULL << 20)
 

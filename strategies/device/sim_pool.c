@@ -12,7 +12,7 @@
  * when the driver's opportunistic reuse applies. */
 #include <stdlib.h>
 
-#include "sim_internal.h"
+#include "device/sim_internal.h"
 
 #define POOL_CHUNK_BYTES (32ULL << 20)
 #define POOL_ALIGN_BYTES 512ULL

@@ -5,7 +5,7 @@
  * (sim_pool.c) from one of its own inside it. */
 #include <stdlib.h>
 
-#include "sim_internal.h"
+#include "device/sim_internal.h"
 
 typedef struct va_range_s {
   ab_tnode_t by_addr, by_size;

@@ -1,6 +1,6 @@
-#include "dsa.h"
+#include "strategies/planned/dsa.h"
 
-#include "arena.h"
+#include "strategies/arena.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

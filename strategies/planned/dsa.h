@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "strategy.h"
+#include "base/status.h"
+#include "strategies/strategy.h"
 
 /* Places lt[0..n), sorted by start, each rounded up to align bytes (a power of two):
  * offset[i] receives lt[i]'s offset, *peak the range's size. AB_ERR_OOM when the rounded

@@ -24,16 +24,16 @@
  * peak is peak_reserved_bytes / live_peak_bytes of its run, and plan.region_bytes over
  * plan.lower_bound_bytes in its memory_stats.
  */
-#include "oracle.h"
+#include "strategies/planned/oracle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "arena.h"
-#include "clock.h"
-#include "dsa.h"
-#include "hashmap.h"
-#include "units.h"
+#include "base/clock.h"
+#include "base/hashmap.h"
+#include "base/units.h"
+#include "strategies/arena.h"
+#include "strategies/planned/dsa.h"
 
 #define ORACLE_ALIGN_BYTES 512
 

@@ -2,7 +2,7 @@
 #ifndef AB_ORACLE_H
 #define AB_ORACLE_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_oracle_ops;
 

@@ -43,15 +43,15 @@
  *     (trace_parser.py, unreleased_tensors), here to the plan; the dynamic mode for MoE
  *     layers (STALLOC_DYNAMIC, OnlineDynamicManager.hpp), off by default, is left out.
  */
-#include "planned.h"
+#include "strategies/planned/planned.h"
 
 #include <stdlib.h>
 
-#include "arena.h"
-#include "caching.h"
-#include "dsa.h"
-#include "hashmap.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/units.h"
+#include "strategies/arena.h"
+#include "strategies/caching/caching.h"
+#include "strategies/planned/dsa.h"
 
 #define PLANNED_ALIGN_BYTES 512
 

@@ -2,7 +2,7 @@
 #ifndef AB_PLANNED_H
 #define AB_PLANNED_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_planned_ops;
 

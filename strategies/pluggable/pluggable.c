@@ -28,16 +28,16 @@
  * Each run loads the library afresh (pluggable_library.h) and destroy unloads it, after
  * freeing what is live through it, its reset, and giving back whatever it still holds.
  */
-#include "pluggable.h"
+#include "strategies/pluggable/pluggable.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
-#include "pluggable_card.h"
-#include "pluggable_library.h"
-#include "units.h"
+#include "base/hashmap.h"
+#include "base/units.h"
+#include "strategies/pluggable/pluggable_card.h"
+#include "strategies/pluggable/pluggable_library.h"
 
 #define NAME_BYTES 128
 /* Live entries keep the stream in the top byte: bytes stay below 2^56. */

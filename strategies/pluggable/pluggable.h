@@ -4,7 +4,7 @@
 #ifndef AB_PLUGGABLE_H
 #define AB_PLUGGABLE_H
 
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 extern const ab_strategy_ops_t ab_pluggable_ops;
 

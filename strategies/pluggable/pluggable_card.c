@@ -17,7 +17,7 @@
  * Every answer is CUDA's error code; the device's OOM (the card's capacity, the budget, an
  * injected fault) is cudaErrorMemoryAllocation.
  */
-#include "pluggable_card.h"
+#include "strategies/pluggable/pluggable_card.h"
 
 #include <stdarg.h>
 #include <stdio.h>

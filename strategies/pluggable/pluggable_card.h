@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hashmap.h"
-#include "pluggable_shim.h"
-#include "strategy.h"
-#include "tree.h"
+#include "base/hashmap.h"
+#include "base/tree.h"
+#include "strategies/pluggable/pluggable_shim.h"
+#include "strategies/strategy.h"
 
 typedef struct ab_card_s {
   ab_shim_card_t table;      /* what the shim calls; table.ctx is this card */

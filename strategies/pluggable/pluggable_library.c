@@ -6,7 +6,7 @@
  * process; it is never unloaded, and the file stays open so that no other file ever takes
  * the path the loader knows it by.
  */
-#include "pluggable_library.h"
+#include "strategies/pluggable/pluggable_library.h"
 
 #include <dlfcn.h>
 #include <elf.h>

@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "pluggable_shim.h"
-#include "status.h"
+#include "base/status.h"
+#include "strategies/pluggable/pluggable_shim.h"
 
 /* The names of the functions to use; NULL for a hook not wanted. */
 typedef struct ab_plugin_names_s {

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pluggable_shim.h"
+#include "strategies/pluggable/pluggable_shim.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

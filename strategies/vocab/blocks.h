@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "device.h"
+#include "device/device.h"
 
 typedef enum ab_block_state_e {
   AB_BLOCK_ALLOCATED,    /* handed out */

@@ -5,7 +5,7 @@
  * its token indices (the boolean error names one), so this module walks PyTorch's token
  * stream instead, pass by pass, index by index (c10/core/AllocatorConfig.{h,cpp},
  * c10/cuda/CUDAAllocatorConfig.cpp). */
-#include "caching_conf.h"
+#include "vocab/caching_conf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "units.h"
+#include "base/units.h"
 
 #define MiB (1ULL << 20)
 #define MIN_LARGE_ALLOC_MB 10 /* kMinLargeAlloc: large_segment_size_mb must exceed it */

@@ -32,8 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "units.h"
+#include "base/status.h"
+#include "base/units.h"
 
 #define AB_CACHING_DIVISION_INTERVALS 16
 

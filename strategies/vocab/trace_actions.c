@@ -1,4 +1,4 @@
-#include "trace_actions.h"
+#include "vocab/trace_actions.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "trace_log.h"
+#include "vocab/trace_log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "blocks.h"
-#include "device.h"
-#include "trace_actions.h"
+#include "device/device.h"
+#include "vocab/blocks.h"
+#include "vocab/trace_actions.h"
 
 typedef struct ab_trace_rec_s {
   uint8_t action;   /* ab_trace_action_t */

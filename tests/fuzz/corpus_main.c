@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 /* What an input may add to the process's peak resident memory: a floor for the strategies'
  * and the simulated card's own structures (and a sanitizer's bookkeeping), and a multiple of

@@ -1,17 +1,17 @@
 /* fuzz.c: the helpers of fuzz.h. */
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "strategy.h"
-#include "trace.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "traces/trace.h"
 
 void ab_fuzz_fail(const char *fmt, ...) {
   va_list ap;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caching_conf.h"
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
+#include "vocab/caching_conf.h"
 
 static bool same(const ab_caching_conf_t *a, const ab_caching_conf_t *b) {
   return a->max_split_size == b->max_split_size && a->max_non_split_rounding == b->max_non_split_rounding &&

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
-#include "device_open.h"
-#include "fuzz.h"
-#include "registry.h"
-#include "strategy.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "tests/fuzz/fuzz.h"
 
 static void refused(ab_status st, const ab_diag_t *d, const char *what) {
   if (st != AB_ERR_INVALID) ab_fuzz_fail("%s refused as %s: %s", what, ab_status_name(st), d->msg);

@@ -4,8 +4,8 @@
  * what a scan of it finds. */
 #include <string.h>
 
-#include "fuzz.h"
-#include "pickle.h"
+#include "tests/fuzz/fuzz.h"
+#include "traces/pickle.h"
 
 #define MAX_VISITS 100000 /* memo references make a graph: shared and cyclic values */
 #define MAX_DEPTH 64

@@ -2,8 +2,8 @@
  * inputs that start with its header line. */
 #include <string.h>
 
-#include "fuzz.h"
-#include "rmm_log.h"
+#include "tests/fuzz/fuzz.h"
+#include "traces/rmm_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = strlen(ab_rmm_log_header);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "units.h"
+#include "base/units.h"
+#include "tests/fuzz/fuzz.h"
 
 /* A refusal says "WHAT 'TEXT': at position P: ...", P inside the text or just after it (when
  * the text fits in the message). */

@@ -4,9 +4,9 @@
  * a snapshot]): the same verdict, the same message, the same events. */
 #include <string.h>
 
-#include "fuzz.h"
-#include "snapshot.h"
-#include "trace.h"
+#include "tests/fuzz/fuzz.h"
+#include "traces/snapshot.h"
+#include "traces/trace.h"
 
 static void compare_readers(const uint8_t *data, size_t size) {
   ab_input_t in = {(char *)(uintptr_t)data, size};

@@ -2,7 +2,7 @@
  * loader, on inputs that start with its header line. */
 #include <string.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char header[] = "action,addr,size,stream,time_us";

@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bisect.h"
-#include "cli.h"
-#include "clock.h"
-#include "device_open.h"
-#include "registry.h"
-#include "strategy.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "cli/cli.h"
+#include "device/device_open.h"
+#include "run/bisect.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
 #define PROBES 30
 

@@ -5,16 +5,16 @@
  * GPU is usable). */
 #include <unistd.h>
 
-#include "bisect.h"
-#include "device_open.h"
-#include "oommap.h"
-#include "registry.h"
-#include "results.h"
-#include "strategy.h"
-#include "units.h"
-#include "workload.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "run/bisect.h"
+#include "run/oommap.h"
+#include "run/results.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #define CNN_DIR AB_TEST_DATA_DIR "/pytorch-2.11-h200"
 

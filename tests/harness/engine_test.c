@@ -5,19 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device_open.h"
-#include "engine.h"
-#include "hist.h"
-#include "registry.h"
-#include "results.h"
-#include "rng.h"
-#include "strategy.h"
-#include "table.h"
-#include "units.h"
-#include "workload.h"
+#include "base/rng.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "run/hist.h"
+#include "run/results.h"
+#include "run/table.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 /* Opens a sim device with a budget and a strategy on it. */
 static bool setup(const char *strategy, const char *conf, uint64_t budget, ab_device_t **dev, ab_strategy_t **s) {

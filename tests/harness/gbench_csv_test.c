@@ -1,9 +1,9 @@
 /* gbench_csv_test.c: Google Benchmark's JSON to the micro-benchmarks' CSV. */
-#include "gbench_csv.h"
+#include "micro/gbench_csv.h"
 
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 
 /* What the library writes (1.7 and 1.8 layouts mixed: fields of both appear), trimmed. */
 static const char sample[] =

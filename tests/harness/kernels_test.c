@@ -3,15 +3,15 @@
  * with --device=sim, where only the engine tests run and check that kernels are skipped. */
 #include <math.h>
 
-#include "device_open.h"
-#include "engine.h"
-#include "kernels.h"
-#include "pattern.h"
-#include "registry.h"
-#include "strategy.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "kernels/kernels.h"
+#include "kernels/pattern.h"
+#include "run/engine.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 

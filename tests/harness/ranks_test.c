@@ -14,17 +14,17 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "device_open.h"
-#include "group.h"
-#include "kernels.h"
-#include "ranks.h"
-#include "rendezvous.h"
-#include "results.h"
-#include "strategy.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "device/device_open.h"
+#include "kernels/kernels.h"
+#include "ranks/group.h"
+#include "ranks/ranks.h"
+#include "ranks/rendezvous.h"
+#include "run/results.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 /* A small ZeRO-3 transformer: 2 steps, collectives of sizes N does not always divide. */
 #define SMALL "zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128"

@@ -1,17 +1,17 @@
 /* verify_test.c: --verify catches a strategy that hands out live memory twice, and passes
  * the real strategies. Run with --device=sim (the range set; plus the device-free tests) and
  * with --device=cuda (the pattern; the gpu label, skipped without a usable GPU). */
-#include "device_open.h"
-#include "engine.h"
-#include "pattern.h"
-#include "registry.h"
-#include "rng.h"
-#include "strategy.h"
-#include "units.h"
-#include "verify.h"
-#include "workload.h"
+#include "base/rng.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "kernels/pattern.h"
+#include "run/engine.h"
+#include "run/verify.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 

@@ -1,5 +1,5 @@
 /* traces must not reach workload.h, a header of a layer above it: this file must not compile. */
-#include "workload.h"
+#include "workloads/workload.h"
 
 int ab_layers_probe(void);
 int ab_layers_probe(void) { return 0; }

@@ -1,5 +1,5 @@
 /* vocab must not reach strategy.h, a header of a layer above it: this file must not compile. */
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 int ab_layers_probe(void);
 int ab_layers_probe(void) { return 0; }

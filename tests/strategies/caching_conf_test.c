@@ -4,9 +4,9 @@
  * parseArgs of each, and their tests in test/test_cuda.py). */
 #include <string.h>
 
-#include "caching_conf.h"
+#include "vocab/caching_conf.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #define MiB (1ULL << 20)
 

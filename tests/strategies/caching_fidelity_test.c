@@ -15,14 +15,14 @@
  * The recorded files ship with the repository: one missing or broken fails the tests. */
 #include <math.h>
 
-#include "caching.h"
-#include "device_open.h"
-#include "engine.h"
-#include "input.h"
-#include "registry.h"
-#include "trace.h"
+#include "base/input.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/caching/caching.h"
+#include "strategies/registry.h"
+#include "traces/trace.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #ifndef AB_TEST_DATA_DIR
 #error "AB_TEST_DATA_DIR must name the folder of recorded runs (tests/data)"

@@ -7,14 +7,14 @@
  * and size, in order) and reach the same peak reserved and allocated bytes: the strategy is one
  * piece of code whatever the device. The recorded replay on the GPU must also make the
  * decisions PyTorch recorded under the preset's configuration. */
-#include "caching.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "trace.h"
-#include "workload.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/caching/caching.h"
+#include "strategies/registry.h"
+#include "traces/trace.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #ifndef AB_TEST_DATA_DIR
 #error "AB_TEST_DATA_DIR must name the folder of recorded runs (tests/data)"

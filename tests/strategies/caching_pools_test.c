@@ -6,11 +6,11 @@
  * are checked after every call. */
 #include <string.h>
 
-#include "caching.h"
-#include "units.h"
+#include "base/units.h"
+#include "strategies/caching/caching.h"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 #define MiB (1ULL << 20)
 

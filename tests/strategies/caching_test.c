@@ -5,15 +5,15 @@
  * release_available_cached_blocks, the final retry, expandable segments), on the simulated
  * H200. Invariants (blocks tile segments, free sets ordered,
  * statistics equal sums over blocks) are checked after every call. */
-#include "caching.h"
+#include "strategies/caching/caching.h"
 
-#include "device_open.h"
-#include "registry.h"
-#include "rng.h"
-#include "units.h"
+#include "base/rng.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "strategies/registry.h"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)

@@ -8,16 +8,16 @@
  * with nothing leaked. */
 #include <stdlib.h>
 
-#include "device.h"
-#include "device_open.h"
-#include "registry.h"
-#include "rng.h"
-#include "strategy.h"
-#include "tree.h"
-#include "units.h"
+#include "base/rng.h"
+#include "base/tree.h"
+#include "base/units.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 /* ---- an interval set of live blocks ------------------------------------------------------ */
 

@@ -1,9 +1,9 @@
 /* cuda_device_test.c: the real device behind device.h (label gpu; skipped without a GPU). */
-#include "device.h"
-#include "device_open.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device.h"
+#include "device/device_open.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static ab_device_t *open_cuda(uint64_t budget) {
   ab_device_config_t cfg = {.budget_bytes = budget};

@@ -11,12 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device_open.h"
-#include "engine.h"
-#include "workload.h"
-#include "world.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "tests/world.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 /* Tests run in a temporary folder of their own (check.h): the source tree by its full path. */
 #define FOOTPRINT_CSV AB_SOURCE_DIR "/results/h200/footprint/footprint.csv"

@@ -3,14 +3,14 @@
  * that are not the sums over the blocks, on a strategy that hands out live memory again,
  * and on every rule of the segment walk check. pooled_check_test.c breaks pooled's own
  * structures. */
-#include "device.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "strategy.h"
-#include "workload.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 /* Replays spec through strategy on sim with the checks after every event; returns the run's
  * status, with its message in msg. */

@@ -8,17 +8,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "device_open.h"
-#include "dsa.h"
-#include "engine.h"
-#include "bisect.h"
-#include "lifetimes.h"
-#include "registry.h"
-#include "rng.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "base/rng.h"
+#include "device/device_open.h"
+#include "run/bisect.h"
+#include "run/engine.h"
+#include "run/lifetimes.h"
+#include "strategies/planned/dsa.h"
+#include "strategies/registry.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #define CNN_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
 

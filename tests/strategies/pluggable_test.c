@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "device.h"
-#include "device_open.h"
-#include "registry.h"
-#include "strategy.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 /* ---- a strategy on a simulated card, its segment decisions logged ------------------------- */
 

@@ -3,10 +3,10 @@
  * break them one at a time: the free lists, the chunks' bitmaps and counts, the chunk tree,
  * the statistics; each break must make the check fail naming it, and the check must pass
  * again once it is undone. */
-#include "pooled.c"
+#include "strategies/pooled.c"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 typedef struct world_s {
   ab_device_t *dev;

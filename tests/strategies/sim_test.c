@@ -1,11 +1,11 @@
 /* sim_test.c: the simulated card keeps its contract (strategies/device/sim.h). */
 #include <string.h>
 
-#include "device_open.h"
-#include "sim.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device_open.h"
+#include "device/sim.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static ab_device_t *open_sim(const char *spec, uint64_t budget) {
   ab_device_config_t cfg = {.budget_bytes = budget, .cost_model = true};

@@ -15,16 +15,16 @@
  * and prints the figures of each pair. */
 #include <stdlib.h>
 
-#include "clock.h"
-#include "device.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "sim.h"
-#include "strategy.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "device/sim.h"
+#include "run/engine.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 #define MAX_STREAK 8
 #define EVERY_EVENT_UP_TO 50000 /* longer soaks check every 64k events */

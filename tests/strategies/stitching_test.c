@@ -3,11 +3,11 @@
  * invariant checks after every call: the release frees only pBlocks that are not split; a
  * freed stitched block's chunks serve any request from their pBlocks; an sBlock whose chunks
  * are all free serves a later request whole; empty_cache drops the sBlocks not in use. */
-#include "registry.h"
-#include "units.h"
+#include "base/units.h"
+#include "strategies/registry.h"
 
-#include "check.h"
-#include "world.h"
+#include "tests/check.h"
+#include "tests/world.h"
 
 #define MiB (1ULL << 20)
 

@@ -1,10 +1,10 @@
 /* timer_test.c: the device timer (device.h) on the device of --device=SPEC: on sim it counts
  * the modelled time of the calls in between; on cuda (label gpu) it reads CUDA events. */
-#include "device.h"
-#include "device_open.h"
-#include "units.h"
+#include "base/units.h"
+#include "device/device.h"
+#include "device/device_open.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static ab_device_t *open_device(void) {
   ab_device_config_t cfg = {.cost_model = true};

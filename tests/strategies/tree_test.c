@@ -1,9 +1,9 @@
 /* tree_test.c: the ordered set and the hash map against simple references. */
-#include "hashmap.h"
-#include "rng.h"
-#include "tree.h"
+#include "base/hashmap.h"
+#include "base/rng.h"
+#include "base/tree.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 typedef struct item_s {
   ab_tnode_t node;

@@ -1,7 +1,7 @@
 /* units_test.c: sizes and option lists (strategies/base/units.c). */
-#include "units.h"
+#include "base/units.h"
 
-#include "check.h"
+#include "tests/check.h"
 
 static void sizes_parse(void) {
   static const struct {

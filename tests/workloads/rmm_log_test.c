@@ -1,8 +1,8 @@
 /* rmm_log_test.c: RMM's logging_resource_adaptor CSV (workloads/traces/rmm_log.h) read
  * through the trace loader: its actions, a failed allocation counted as a traced OOM, a free
  * of memory allocated before the log, and errors that name the line and the column. */
-#include "check.h"
-#include "trace.h"
+#include "tests/check.h"
+#include "traces/trace.h"
 
 static void rmm_log_reads_and_refuses(void) {
   static const char log[] =

@@ -1,8 +1,8 @@
 /* serve_test.c: the serve workload's stream (workloads/serve.c), recomputed from its events:
  * the graph captures' pool calls, the weights from the model's shapes, the KV cache from the
  * profiled peak, determinism, and refusals. The vLLM start-up case is serve_test.sh's. */
-#include "check.h"
-#include "workload.h"
+#include "tests/check.h"
+#include "workloads/workload.h"
 
 /* A small dense model; sizes below are derived from these. */
 #define D 256

@@ -33,11 +33,11 @@
 #include <zlib.h>
 #endif
 
-#include "clock.h"
-#include "input.h"
-#include "snapshot.h"
-#include "snapshot_frames.h"
-#include "trace.h"
+#include "base/clock.h"
+#include "base/input.h"
+#include "tests/snapshot_frames.h"
+#include "traces/snapshot.h"
+#include "traces/trace.h"
 
 #define MAX_SIZES 16
 

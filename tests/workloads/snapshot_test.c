@@ -4,13 +4,13 @@
  * creates what existed before it (Note [Memory that existed before the trace]). */
 #include <time.h>
 
-#include "check.h"
-#include "input.h"
-#include "pickle.h"
-#include "pickle_bytes.h"
-#include "rng.h"
-#include "snapshot.h"
-#include "trace.h"
+#include "base/input.h"
+#include "base/rng.h"
+#include "tests/check.h"
+#include "tests/pickle_bytes.h"
+#include "traces/pickle.h"
+#include "traces/snapshot.h"
+#include "traces/trace.h"
 
 #define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 

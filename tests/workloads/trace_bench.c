@@ -22,14 +22,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "adaptor_trace.h"
-#include "clock.h"
-#include "device_open.h"
-#include "engine.h"
-#include "input.h"
-#include "pickle.h"
-#include "registry.h"
-#include "trace.h"
+#include "base/clock.h"
+#include "base/input.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/adaptor_trace.h"
+#include "strategies/registry.h"
+#include "traces/pickle.h"
+#include "traces/trace.h"
 
 #define REPS 5
 

@@ -3,13 +3,13 @@
  * free phases paired or kept apart, an address used again as a new id, a free of memory
  * allocated before the trace (Note [Memory that existed before the trace]), and records
  * that contradict each other refused at their position. */
-#include "check.h"
-#include "engine.h"
-#include "pipeline.h"
-#include "results.h"
-#include "snapshot.h"
-#include "trace_builder.h"
-#include "two_streams.h"
+#include "run/engine.h"
+#include "run/pipeline.h"
+#include "run/results.h"
+#include "tests/check.h"
+#include "tests/two_streams.h"
+#include "traces/snapshot.h"
+#include "traces/trace_builder.h"
 
 typedef struct rec_s {
   ab_trace_action_t action;

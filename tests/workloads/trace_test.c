@@ -6,14 +6,14 @@
 #include <zlib.h>
 #endif
 
-#include "adaptor_trace.h"
-#include "check.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "snapshot.h"
-#include "trace.h"
-#include "trace_csv.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/adaptor_trace.h"
+#include "strategies/registry.h"
+#include "tests/check.h"
+#include "traces/snapshot.h"
+#include "traces/trace.h"
+#include "traces/trace_csv.h"
 
 #define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 

@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "clock.h"
-#include "device.h"
-#include "device_open.h"
-#include "engine.h"
-#include "registry.h"
-#include "strategy.h"
-#include "workload.h"
+#include "base/clock.h"
+#include "device/device.h"
+#include "device/device_open.h"
+#include "run/engine.h"
+#include "strategies/registry.h"
+#include "strategies/strategy.h"
+#include "tests/check.h"
+#include "workloads/workload.h"
 
 /* gpu_measurements.md: the transformer's peak allocated under PyTorch 2.11 on the H200. */
 #define TRANSFORMER_PEAK_BYTES 32016000000.0

@@ -1,4 +1,4 @@
-#include "events.h"
+#include "events/events.h"
 
 #include <stdarg.h>
 #include <stdio.h>

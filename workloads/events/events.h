@@ -43,11 +43,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device.h"
-#include "kernel_desc.h"
-#include "status.h"
-#include "pools.h"
-#include "trace_actions.h"
+#include "base/status.h"
+#include "device/device.h"
+#include "kernels/kernel_desc.h"
+#include "vocab/pools.h"
+#include "vocab/trace_actions.h"
 
 typedef enum ab_event_kind_e {
   AB_EV_ALLOC = 1,

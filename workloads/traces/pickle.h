@@ -35,9 +35,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "hashmap.h"
-#include "output.h"
-#include "status.h"
+#include "base/hashmap.h"
+#include "base/output.h"
+#include "base/status.h"
 
 typedef enum ab_pk_type_e {
   AB_PK_NONE = 1,

@@ -12,8 +12,8 @@
 #ifndef AB_RMM_LOG_H
 #define AB_RMM_LOG_H
 
-#include "input.h"
-#include "trace_builder.h"
+#include "base/input.h"
+#include "traces/trace_builder.h"
 
 extern const char ab_rmm_log_header[];
 

@@ -1,13 +1,13 @@
 /* snapshot.c: PyTorch's memory snapshot, both ways (snapshot.h). */
-#include "snapshot.h"
+#include "traces/snapshot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "caching_conf.h"
-#include "pickle.h"
-#include "snapshot_walk.h"
+#include "traces/pickle.h"
+#include "traces/snapshot_walk.h"
+#include "vocab/caching_conf.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
 

@@ -26,10 +26,10 @@
 #ifndef AB_SNAPSHOT_H
 #define AB_SNAPSHOT_H
 
-#include "input.h"
-#include "pickle.h"
-#include "trace_builder.h"
-#include "trace_log.h"
+#include "base/input.h"
+#include "traces/pickle.h"
+#include "traces/trace_builder.h"
+#include "vocab/trace_log.h"
 
 /* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
  * with trace entries. Errors name path and the byte offset. The whole file is parsed into a

@@ -31,10 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
-#include "pickle_ops.h"
-#include "snapshot.h"
-#include "snapshot_walk.h"
+#include "base/hashmap.h"
+#include "traces/pickle_ops.h"
+#include "traces/snapshot.h"
+#include "traces/snapshot_walk.h"
 
 /* ---- roles and the keys read (snapshot.c) ---------------------------------------------------- */
 

@@ -14,9 +14,9 @@
 #ifndef AB_TRACE_H
 #define AB_TRACE_H
 
-#include "events.h"
-#include "input.h"
-#include "trace_builder.h"
+#include "base/input.h"
+#include "events/events.h"
+#include "traces/trace_builder.h"
 
 typedef struct ab_trace_opts_s {
   int device;            /* snapshots: the device whose trace to read; -1: the first with entries */

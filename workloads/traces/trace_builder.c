@@ -1,5 +1,5 @@
 /* trace_builder.c: PyTorch-style records to events (trace_builder.h). */
-#include "trace_builder.h"
+#include "traces/trace_builder.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caching_conf.h"
-#include "hashmap.h"
+#include "base/hashmap.h"
+#include "vocab/caching_conf.h"
 
 /* A record's pool once inferred and it could not be told (Note [Pools of a trace]). */
 #define POOL_UNKNOWN (-2)

@@ -85,10 +85,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events.h"
-#include "hashmap.h"
-#include "input.h"
-#include "trace_actions.h"
+#include "base/hashmap.h"
+#include "base/input.h"
+#include "events/events.h"
+#include "vocab/trace_actions.h"
 
 #define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 #define CHECK(call)                                                                                  \
   do {                                                                                               \
