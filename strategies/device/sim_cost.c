@@ -111,39 +111,56 @@ void ab_sim_touched_init(touched_t *t, uint64_t page_bytes) {
 
 void ab_sim_touched_free(touched_t *t) { ab_map_free(&t->live); }
 
+/* Note [End pages]: live allocations never overlap, so a page strictly inside one is touched
+ * by it alone; only its first and last pages can be shared. The map counts the allocations
+ * touching each end page, and the pages inside count without an entry: a call costs two
+ * searches whatever its size, where one per page made a 1 GiB allocation 512 searches. */
+
+static ab_status end_add(touched_t *t, uint64_t pg, int64_t *delta) {
+  size_t slot = ab_map_slot(&t->live, pg);
+  if (slot < t->live.cap) { /* a page already touched: one search */
+    t->live.vals[slot]++;
+    return AB_OK;
+  }
+  AB_TRY(ab_map_put(&t->live, pg, 1));
+  t->pages++;
+  (*delta)++;
+  return AB_OK;
+}
+
+static void end_remove(touched_t *t, uint64_t pg, int64_t *delta) {
+  size_t slot = ab_map_slot(&t->live, pg);
+  if (slot == t->live.cap) return;
+  if (t->live.vals[slot] > 1) {
+    t->live.vals[slot]--;
+    return;
+  }
+  ab_map_remove_slot(&t->live, slot);
+  t->pages--;
+  (*delta)--;
+}
+
 ab_status ab_sim_touched_add(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages) {
   uint64_t first = at / t->page_bytes, last = (at + bytes - 1) / t->page_bytes;
+  int64_t delta = 0;
   *delta_pages = 0;
-  for (uint64_t pg = first; pg <= last; pg++) {
-    size_t slot = ab_map_slot(&t->live, pg);
-    if (slot < t->live.cap) { /* a page already touched: one search */
-      t->live.vals[slot]++;
-      continue;
-    }
-    if (ab_map_put(&t->live, pg, 1) != AB_OK) {
-      int64_t undone;
-      if (pg > first) ab_sim_touched_remove(t, at, (pg - first) * t->page_bytes - at % t->page_bytes, &undone);
-      *delta_pages = 0;
-      return AB_ERR_INTERNAL;
-    }
-    t->pages++;
-    (*delta_pages)++;
+  if (end_add(t, first, &delta) != AB_OK) return AB_ERR_INTERNAL;
+  if (last != first && end_add(t, last, &delta) != AB_OK) {
+    end_remove(t, first, &delta);
+    return AB_ERR_INTERNAL;
   }
+  uint64_t inside = last > first + 1 ? last - first - 1 : 0;
+  t->pages += inside;
+  *delta_pages = delta + (int64_t)inside;
   return AB_OK;
 }
 
 void ab_sim_touched_remove(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages) {
   uint64_t first = at / t->page_bytes, last = (at + bytes - 1) / t->page_bytes;
-  *delta_pages = 0;
-  for (uint64_t pg = first; pg <= last; pg++) {
-    size_t slot = ab_map_slot(&t->live, pg);
-    if (slot == t->live.cap) continue;
-    if (t->live.vals[slot] > 1) {
-      t->live.vals[slot]--;
-    } else {
-      ab_map_remove_slot(&t->live, slot);
-      t->pages--;
-      (*delta_pages)--;
-    }
-  }
+  int64_t delta = 0;
+  end_remove(t, first, &delta);
+  if (last != first) end_remove(t, last, &delta);
+  uint64_t inside = last > first + 1 ? last - first - 1 : 0;
+  t->pages -= inside;
+  *delta_pages = delta - (int64_t)inside;
 }

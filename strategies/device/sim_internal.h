@@ -91,8 +91,9 @@ ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t by
  * the driver backs. */
 typedef struct touched_s {
   uint64_t page_bytes; /* a power of two */
-  ab_map_t live;       /* page number -> live allocations touching it */
-  uint64_t pages;      /* pages with at least one */
+  ab_map_t live;       /* an end page of a live allocation -> the allocations touching it */
+  uint64_t pages;      /* pages with at least one, the inner pages of each included
+                        * (Note [End pages] in sim_cost.c) */
 } touched_t;
 
 void ab_sim_touched_init(touched_t *t, uint64_t page_bytes);
