@@ -117,7 +117,12 @@ static uint64_t largest_room(const place_chunk_t *c) {
 static void room_set(place_t *p, size_t slot, uint64_t room) {
   size_t k = p->cap + slot;
   p->room[k] = room;
-  for (k /= 2; k >= 1; k /= 2) p->room[k] = p->room[2 * k] > p->room[2 * k + 1] ? p->room[2 * k] : p->room[2 * k + 1];
+  /* Up to the first node the change leaves as it was: nothing above it changes either. */
+  for (k /= 2; k >= 1; k /= 2) {
+    uint64_t larger = p->room[2 * k] > p->room[2 * k + 1] ? p->room[2 * k] : p->room[2 * k + 1];
+    if (p->room[k] == larger) break;
+    p->room[k] = larger;
+  }
 }
 
 /* The chunk made last with a stretch of at least `bytes` free, or NULL. */

@@ -73,10 +73,18 @@ static void range_drop(vaspace_t *v, va_range_t *r) {
  * by address (a piece carved from its top, a neighbour merged into it): only its place by
  * size moves, which halves the tree work of every device call. */
 static void range_resize(vaspace_t *v, va_range_t *r, ab_dptr_t base, uint64_t bytes) {
-  ab_tree_remove(&v->by_size, &r->by_size);
+  /* In place when the new key keeps its place among the sizes, which spares taking the range
+   * out and putting it back: a key that grows can pass only the ranges after it, one that
+   * shrinks those before. */
+  size_key_t key = {bytes, base};
+  ab_tnode_t *n = &r->by_size;
+  bool grows = key_size(&key, n) > 0;
+  ab_tnode_t *beside = grows ? ab_tree_next(n) : ab_tree_prev(n);
+  bool stays = beside == NULL || (grows ? key_size(&key, beside) < 0 : key_size(&key, beside) > 0);
+  if (!stays) ab_tree_remove(&v->by_size, n);
   r->base = base;
   r->bytes = bytes;
-  ab_tree_insert(&v->by_size, &r->by_size);
+  if (!stays) ab_tree_insert(&v->by_size, n);
 }
 
 /* Cuts [start, start + bytes) out of free range r, which holds it. */
