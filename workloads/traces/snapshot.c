@@ -97,48 +97,129 @@ static ab_status bool_field(const reader_t *r, const ab_pk_t *d, const char *key
   return AB_OK;
 }
 
-/* A pool id, PyTorch's MempoolId_t: a tuple (or list) of two ints, as the index of its pool
- * in the builder (Note [Pools of a trace]); *out is AB_TRACE_POOL_INFER when d has no `key`. */
-static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, ab_trace_builder_t *b,
-                            int *out) {
-  const ab_pk_t *v = ab_pk_get(d, key);
-  *out = AB_TRACE_POOL_INFER;
-  if (v == NULL) return AB_OK;
+/* A pool id, PyTorch's MempoolId_t: a tuple (or list) of two ints of 64 bits, into id;
+ * refused with what was expected otherwise. */
+static ab_status pool_ids(const reader_t *r, const ab_pk_t *v, const loc_t *at, const char *key, int64_t id[2]) {
   if ((v->type != AB_PK_TUPLE && v->type != AB_PK_LIST) || ab_pk_len(v) != 2)
     return wrong(r, v, at, key, "a pair of ints (a memory pool id)");
-  int64_t id[2];
   for (int k = 0; k < 2; k++) {
     const ab_pk_t *x = &v->v.seq->items[k];
     if (x->type != AB_PK_INT || x->width != AB_PK_INT64) return wrong(r, x, at, key, "a pair of ints of 64 bits");
     id[k] = x->v.i;
   }
+  return AB_OK;
+}
+
+/* A pool id under key in d, as the index of its pool in the builder (Note [Pools of a
+ * trace]); *out is AB_TRACE_POOL_INFER when d has no `key`. */
+static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, ab_trace_builder_t *b,
+                            int *out) {
+  const ab_pk_t *v = ab_pk_get(d, key);
+  *out = AB_TRACE_POOL_INFER;
+  if (v == NULL) return AB_OK;
+  int64_t id[2] = {0, 0};
+  AB_TRY(pool_ids(r, v, at, key, id));
   return ab_trace_builder_pool(b, id[0], id[1], v->pos, out, r->diag);
 }
 
-/* One entry into the builder. The streaming reader reads entries by the same rules
- * (snapshot_stream.c, Note [Entries as they are read]): a change here is a change there. */
+/* ---- entries: one set of rules for both readers (Note [An entry's fields]) ----------------- */
+
+/* Field f of e as an int of 64 bits; false where it is refused. signed_ok: negative values
+ * are kept as their 64-bit pattern (stream handles). Absent: *out keeps its value unless
+ * required. */
+static bool entry_int(const ab_snap_entry_t *e, int f, bool required, bool signed_ok, uint64_t *out) {
+  switch (e->kind[f]) {
+    case AB_SNAP_ABSENT: return !required;
+    case AB_SNAP_UINT64: *out = e->u[f]; return true;
+    case AB_SNAP_INT64:
+      if (!signed_ok && (int64_t)e->u[f] < 0) return false;
+      *out = e->u[f];
+      return true;
+    default: return false;
+  }
+}
+
+ab_status ab_snapshot_add_entry(const ab_snap_entry_t *e, uint64_t pos, uint64_t pool_pos, ab_trace_builder_t *b,
+                                ab_snap_refuse_fn refuse, void *ctx, ab_diag_t *diag) {
+  if (e->kind[AB_SNAP_ACTION] != AB_SNAP_STR) return refuse(ctx, AB_SNAP_ACTION);
+  ab_trace_builder_count(b, e->action, e->action_len);
+  ab_trace_action_t act = e->act ? (ab_trace_action_t)(e->act - 1) : ab_trace_action_of(e->action, e->action_len);
+  uint64_t addr = 0, size = 0, stream = 0;
+  int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
+  if (act == AB_TR_OOM) {
+    if (!entry_int(e, AB_SNAP_DEVICE_FREE, false, false, &addr)) return refuse(ctx, AB_SNAP_DEVICE_FREE);
+    if (!entry_int(e, AB_SNAP_SIZE, false, false, &size)) return refuse(ctx, AB_SNAP_SIZE);
+    if (!entry_int(e, AB_SNAP_STREAM, false, true, &stream)) return refuse(ctx, AB_SNAP_STREAM);
+  } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
+    if (!entry_int(e, AB_SNAP_ADDR, true, false, &addr)) return refuse(ctx, AB_SNAP_ADDR);
+    if (!entry_int(e, AB_SNAP_SIZE, true, false, &size)) return refuse(ctx, AB_SNAP_SIZE);
+    if (!entry_int(e, AB_SNAP_STREAM, false, true, &stream)) return refuse(ctx, AB_SNAP_STREAM);
+    if (e->kind[AB_SNAP_POOL] == AB_SNAP_BAD) return refuse(ctx, AB_SNAP_POOL);
+    if (e->kind[AB_SNAP_POOL] == AB_SNAP_PAIR)
+      AB_TRY(ab_trace_builder_pool(b, e->pool[0], e->pool[1], pool_pos, &pool, diag));
+  }
+  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, pos, diag);
+}
+
+static const char *const entry_keys[AB_SNAP_FIELDS] = {
+    [AB_SNAP_ADDR] = "addr", [AB_SNAP_SIZE] = "size",       [AB_SNAP_STREAM] = "stream",
+    [AB_SNAP_DEVICE_FREE] = "device_free", [AB_SNAP_POOL] = "pool_id", [AB_SNAP_ACTION] = "action"};
+
+/* An entry's dict, read by the tree reader, and where it is. */
+typedef struct tree_entry_s {
+  const reader_t *r;
+  const ab_pk_t *e;
+  const loc_t *at;
+} tree_entry_t;
+
+/* Why the entry's field is refused, naming the value refused. */
+static ab_status tree_refuse(void *ctx, int f) {
+  const tree_entry_t *t = ctx;
+  const char *key = entry_keys[f];
+  const ab_pk_t *v = ab_pk_get(t->e, key);
+  if (v == NULL) return missing(t->r, t->e, t->at, key);
+  if (f == AB_SNAP_ACTION) return wrong(t->r, v, t->at, key, "a str");
+  if (f == AB_SNAP_POOL) {
+    int64_t id[2] = {0, 0};
+    AB_TRY(pool_ids(t->r, v, t->at, key, id));
+    return ab_diag_set(t->r->diag, AB_ERR_INTERNAL, "%s: byte %llu: a pool id refused though it is one", t->r->path,
+                       (unsigned long long)v->pos);
+  }
+  return wrong(t->r, v, t->at, key, f == AB_SNAP_STREAM ? "an int of 64 bits" : "a non-negative int of 64 bits");
+}
+
+/* One entry into the builder. */
 static ab_status read_entry(reader_t *r, const ab_pk_t *e, long dev, long i, ab_trace_builder_t *b) {
   AB_TRY(visit(r, e));
   loc_t at = {"device_traces", dev, NULL, i};
   AB_TRY(expect(r, e, AB_PK_DICT, &at));
-  const ab_pk_t *action = ab_pk_get(e, "action");
-  if (action == NULL) return missing(r, e, &at, "action");
-  if (action->type != AB_PK_STR) return wrong(r, action, &at, "action", "a str");
-  ab_trace_builder_count(b, action->v.s, action->len);
-  ab_trace_action_t act = ab_trace_action_of(action->v.s, action->len);
-  uint64_t addr = 0, size = 0, stream = 0;
-  int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
-  if (act == AB_TR_OOM) {
-    AB_TRY(int_field(r, e, "device_free", &at, false, false, &addr));
-    AB_TRY(int_field(r, e, "size", &at, false, false, &size));
-    AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
-  } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
-    AB_TRY(int_field(r, e, "addr", &at, true, false, &addr));
-    AB_TRY(int_field(r, e, "size", &at, true, false, &size));
-    AB_TRY(int_field(r, e, "stream", &at, false, true, &stream));
-    AB_TRY(pool_field(r, e, "pool_id", &at, b, &pool));
+  ab_snap_entry_t f = {0};
+  uint64_t pool_pos = e->pos;
+  for (int k = 0; k < AB_SNAP_FIELDS; k++) {
+    const ab_pk_t *v = ab_pk_get(e, entry_keys[k]);
+    if (v == NULL) continue;
+    f.kind[k] = AB_SNAP_BAD;
+    if (k == AB_SNAP_ACTION) {
+      if (v->type != AB_PK_STR) continue;
+      f.kind[k] = AB_SNAP_STR;
+      f.action = v->v.s;
+      f.action_len = v->len;
+    } else if (k == AB_SNAP_POOL) {
+      pool_pos = v->pos;
+      if ((v->type != AB_PK_TUPLE && v->type != AB_PK_LIST) || ab_pk_len(v) != 2) continue;
+      const ab_pk_t *x = v->v.seq->items;
+      if (x[0].type != AB_PK_INT || x[0].width != AB_PK_INT64 || x[1].type != AB_PK_INT || x[1].width != AB_PK_INT64)
+        continue;
+      f.kind[k] = AB_SNAP_PAIR;
+      f.pool[0] = x[0].v.i;
+      f.pool[1] = x[1].v.i;
+    } else if (v->type == AB_PK_INT && v->width != AB_PK_BIGINT) {
+      f.kind[k] = v->width == AB_PK_UINT64 ? AB_SNAP_UINT64 : AB_SNAP_INT64;
+      f.u[k] = v->width == AB_PK_UINT64 ? v->v.u : (uint64_t)v->v.i;
+    }
   }
-  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, e->pos, r->diag);
+  tree_entry_t t = {r, e, &at};
+  return ab_snapshot_add_entry(&f, e->pos, pool_pos, b, tree_refuse, &t, r->diag);
 }
 
 static ab_status read_entries(reader_t *r, const ab_pk_t *trace, long dev, ab_trace_builder_t *b) {

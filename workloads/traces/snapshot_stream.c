@@ -188,23 +188,10 @@ typedef struct sv_s {
 } sv_t;
 
 /* Note [Entries as they are read]
- * An entry keeps, for each key snapshot.c's read_entry looks up, what was set under it last
- * (Python keeps the last): absent, an int of 64 bits (signed or not), or a value of another
- * type, which read_entry would refuse if it read it; the action's name; the pool id's two
- * ints. When the entry is appended, the fields its action reads are checked as read_entry
- * checks them (snapshot.c): any it would refuse departs, so the error is the tree reader's. */
-enum { F_ABSENT = 0, F_INT64, F_UINT64, F_BAD, F_PAIR, F_STR };
-enum { E_ADDR, E_SIZE, E_STREAM, E_DEVICE_FREE, E_POOL, E_ACTION, E_FIELDS };
-
-typedef struct entry_s {
-  uint8_t kind[E_FIELDS]; /* F_* */
-  uint8_t act;            /* the action's ab_trace_action_t + 1; 0 until known */
-  uint32_t action_len;
-  const char *action;     /* kept bytes */
-  uint64_t u[E_POOL];     /* the ints */
-  int64_t pool[2];
-} entry_t;
-
+ * An entry keeps, for each key the replay reads, what was set under it last, in the fields
+ * both readers read an entry into (snapshot_walk.h, Note [An entry's fields]). When the entry
+ * is appended, ab_snapshot_add_entry checks the fields its action reads and gives it to the
+ * builder; any field it refuses departs, so the error is the tree reader's. */
 struct cont_s {
   ab_pk_t self;      /* the container as the tree reader reads it: type, pos, v.seq = &seq */
   ab_pk_seq_t seq;   /* dicts: the pairs kept; lists: the items kept (a trace: only their count) */
@@ -215,7 +202,7 @@ struct cont_s {
   uint64_t index;    /* the item it was made to be, in a list parent */
   uint64_t count;    /* items or pairs placed */
   uint64_t seen;     /* a trace: entries read (placed, or in a run) */
-  entry_t e;         /* an entry: its fields (Note [Entries as they are read]) */
+  ab_snap_entry_t e; /* an entry: its fields (Note [Entries as they are read]) */
   cont_t *next, *prev; /* every container made, to free them */
 };
 
@@ -555,71 +542,46 @@ static ab_status keep_value(svm_t *vm, const sv_t *v, ab_pk_t *out) {
 }
 
 /* The field of each key an entry keeps (wanted[R_ENTRY]). */
-static const uint8_t entry_field[K_COUNT] = {[K_action] = E_ACTION, [K_addr] = E_ADDR, [K_size] = E_SIZE,
-                                             [K_stream] = E_STREAM, [K_device_free] = E_DEVICE_FREE,
-                                             [K_pool_id] = E_POOL};
+static const uint8_t entry_field[K_COUNT] = {[K_action] = AB_SNAP_ACTION, [K_addr] = AB_SNAP_ADDR, [K_size] = AB_SNAP_SIZE,
+                                             [K_stream] = AB_SNAP_STREAM, [K_device_free] = AB_SNAP_DEVICE_FREE,
+                                             [K_pool_id] = AB_SNAP_POOL};
 
 /* An entry's field set under key (Note [Entries as they are read]). */
-static inline ab_status set_field(svm_t *vm, entry_t *e, uint8_t key, const sv_t *v) {
+static inline ab_status set_field(svm_t *vm, ab_snap_entry_t *e, uint8_t key, const sv_t *v) {
   if (v->type == AB_PK_STR && v->where == S_NONE) return DEPART; /* as keep_value */
   int f = entry_field[key];
-  if (f == E_ACTION) {
-    e->kind[f] = F_BAD;
+  if (f == AB_SNAP_ACTION) {
+    e->kind[f] = AB_SNAP_BAD;
     if (v->type != AB_PK_STR) return AB_OK;
     e->action = kept_str(vm, v);
     if (e->action == NULL) return DEPART;
     e->action_len = v->len;
     e->act = v->where == S_KEPT ? v->act : 0; /* the memo's strings know theirs */
-    e->kind[f] = F_STR;
-  } else if (f == E_POOL) {
-    e->kind[f] = F_BAD;
+    e->kind[f] = AB_SNAP_STR;
+  } else if (f == AB_SNAP_POOL) {
+    e->kind[f] = AB_SNAP_BAD;
     if ((v->type == AB_PK_TUPLE || v->type == AB_PK_LIST) && is_pair(v)) {
       pair_of(vm, v, e->pool);
-      e->kind[f] = F_PAIR;
+      e->kind[f] = AB_SNAP_PAIR;
     }
   } else {
-    e->kind[f] = v->type != AB_PK_INT || v->width == AB_PK_BIGINT ? F_BAD : v->width == AB_PK_UINT64 ? F_UINT64 : F_INT64;
+    e->kind[f] = v->type != AB_PK_INT || v->width == AB_PK_BIGINT ? AB_SNAP_BAD : v->width == AB_PK_UINT64 ? AB_SNAP_UINT64 : AB_SNAP_INT64;
     e->u[f] = v->v.u;
   }
   return AB_OK;
 }
 
-/* Field f of an entry as snapshot.c's int_field reads it; false where it would refuse it. */
-static bool int_of(const entry_t *e, int f, bool required, bool signed_ok, uint64_t *out) {
-  switch (e->kind[f]) {
-    case F_ABSENT: return !required;
-    case F_UINT64: *out = e->u[f]; return true;
-    case F_INT64:
-      if (!signed_ok && (int64_t)e->u[f] < 0) return false;
-      *out = e->u[f];
-      return true;
-    default: return false;
-  }
+/* The streaming reader departs where an entry's field is refused. */
+static ab_status depart_field(void *ctx, int field) {
+  (void)ctx;
+  (void)field;
+  return DEPART;
 }
 
-/* An entry to the builder, as snapshot.c's read_entry gives it (the same fields for the same
- * actions); DEPART for anything read_entry refuses. */
+/* An entry to the builder, by the rules both readers share; DEPART for any it refuses. */
 static ab_status add_entry(svm_t *vm, const cont_t *c) {
-  const entry_t *e = &c->e;
-  if (e->kind[E_ACTION] != F_STR) return DEPART;
-  ab_trace_builder_t *b = vm->b;
-  ab_trace_builder_count(b, e->action, e->action_len);
-  ab_trace_action_t act = e->act ? (ab_trace_action_t)(e->act - 1) : ab_trace_action_of(e->action, e->action_len);
-  uint64_t addr = 0, size = 0, stream = 0;
-  int pool = AB_TRACE_POOL_INFER;
-  if (act == AB_TR_OOM) {
-    if (!int_of(e, E_DEVICE_FREE, false, false, &addr) || !int_of(e, E_SIZE, false, false, &size) ||
-        !int_of(e, E_STREAM, false, true, &stream))
-      return DEPART;
-  } else if (act != AB_TR_OTHER && act != AB_TR_SNAPSHOT) {
-    if (!int_of(e, E_ADDR, true, false, &addr) || !int_of(e, E_SIZE, true, false, &size) ||
-        !int_of(e, E_STREAM, false, true, &stream))
-      return DEPART;
-    if (e->kind[E_POOL] == F_BAD) return DEPART;
-    if (e->kind[E_POOL] == F_PAIR && ab_trace_builder_pool(b, e->pool[0], e->pool[1], c->self.pos, &pool, vm->diag) != AB_OK)
-      return DEPART;
-  }
-  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, c->self.pos, vm->diag) == AB_OK ? AB_OK : DEPART;
+  ab_status st = ab_snapshot_add_entry(&c->e, c->self.pos, c->self.pos, vm->b, depart_field, NULL, vm->diag);
+  return st == AB_OK ? AB_OK : DEPART;
 }
 
 static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
@@ -907,13 +869,13 @@ static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const uns
   return true;
 }
 
-/* An int written in place as field f (E_FIELDS: a key not read), as set_field sets it. */
-static inline void fast_int(entry_t *e, unsigned f, uint8_t width, uint64_t bits) {
-  if (f >= E_POOL) { /* the pool id and the action are no ints; E_FIELDS: not read */
-    if (f < E_FIELDS) e->kind[f] = F_BAD;
+/* An int written in place as field f (AB_SNAP_FIELDS: a key not read), as set_field sets it. */
+static inline void fast_int(ab_snap_entry_t *e, unsigned f, uint8_t width, uint64_t bits) {
+  if (f >= AB_SNAP_POOL) { /* the pool id and the action are no ints; AB_SNAP_FIELDS: not read */
+    if (f < AB_SNAP_FIELDS) e->kind[f] = AB_SNAP_BAD;
     return;
   }
-  e->kind[f] = width == AB_PK_BIGINT ? F_BAD : width == AB_PK_UINT64 ? F_UINT64 : F_INT64;
+  e->kind[f] = width == AB_PK_BIGINT ? AB_SNAP_BAD : width == AB_PK_UINT64 ? AB_SNAP_UINT64 : AB_SNAP_INT64;
   e->u[f] = bits;
 }
 
@@ -922,19 +884,19 @@ static bool fast_entry(svm_t *vm) {
   cont_t *c = vm->stack[vm->n - 1].c;
   if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
   const unsigned char *p = vm->p, *end = vm->end;
-  entry_t *e = &c->e;
+  ab_snap_entry_t *e = &c->e;
   uint64_t pairs = 0;
   /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
   while (p < end && *p != OP_SETITEMS) {
     uint32_t w;
     if (!fast_get(vm, &p, end, &w) || w < M_VALS || p == end) goto give_up;
     const sv_t *key = &vm->vals[w - M_VALS];
-    unsigned f = key->type == AB_PK_STR && wanted[R_ENTRY][key->key] ? entry_field[key->key] : E_FIELDS;
+    unsigned f = key->type == AB_PK_STR && wanted[R_ENTRY][key->key] ? entry_field[key->key] : AB_SNAP_FIELDS;
     switch (*p) {
       case OP_BINGET:
       case OP_LONG_BINGET:
         if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up; /* unset, shared, nothing kept */
-        if (f < E_FIELDS && set_field(vm, e, key->key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        if (f < AB_SNAP_FIELDS && set_field(vm, e, key->key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
         break;
       case OP_BININT1:
         if (end - p < 2) goto give_up;
@@ -953,7 +915,7 @@ static bool fast_entry(svm_t *vm) {
         break;
       case OP_LONG1: {
         if (end - p < 2 || (size_t)(end - p - 2) < p[1]) goto give_up;
-        if (f < E_FIELDS) {
+        if (f < AB_SNAP_FIELDS) {
           uint8_t width;
           uint64_t bits;
           ab_pickle_long(p + 2, p[1], &width, &bits);
@@ -963,7 +925,7 @@ static bool fast_entry(svm_t *vm) {
         break;
       }
       case OP_NONE:
-        if (f < E_FIELDS) e->kind[f] = F_BAD;
+        if (f < AB_SNAP_FIELDS) e->kind[f] = AB_SNAP_BAD;
         p++;
         break;
       default: goto give_up;
