@@ -13,14 +13,21 @@
 /* A record's pool once inferred and it could not be told (Note [Pools of a trace]). */
 #define POOL_UNKNOWN (-2)
 
+/* A record, 24 bytes: the builder holds one for every record of the file until finish. */
 struct ab_trace_rec_in_s {
   uint64_t addr, size;
-  size_t pos;      /* line or byte offset */
-  uint8_t action;  /* ab_trace_action_t */
-  uint8_t pending; /* held blocks: the free was requested, not completed */
-  uint16_t stream; /* provisional index (order of first use) */
-  int16_t pool;    /* index of info.pools, AB_TRACE_POOL_INFER or POOL_UNKNOWN */
+  uint64_t pos : 40;     /* line or byte offset (REC_POS_MAX beyond: no file read whole is that long) */
+  uint64_t action : 4;   /* ab_trace_action_t */
+  uint64_t pending : 1;  /* held blocks: the free was requested, not completed */
+  uint64_t stream : 11;  /* provisional index (order of first use) */
+  int8_t pool;           /* index of info.pools, AB_TRACE_POOL_INFER, POOL_UNKNOWN or -3 - a pool */
 };
+#define REC_POS_MAX ((1ULL << 40) - 1)
+_Static_assert(sizeof(struct ab_trace_rec_in_s) == 24, "a record in 24 bytes");
+_Static_assert(AB_TR_OTHER < 16 && AB_TRACE_MAX_STREAMS <= 2048 && AB_TRACE_MAX_POOLS <= 125,
+               "the record's fields hold every action, stream index and pool code");
+
+static uint64_t rec_pos(size_t pos) { return pos < REC_POS_MAX ? pos : REC_POS_MAX; }
 
 /* A segment of the end state. */
 struct ab_trace_dumpseg_s {
@@ -133,8 +140,9 @@ static void push_rec(ab_trace_builder_t *b, ab_trace_rec_in_t **items, size_t *n
 
 ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
                                       uint64_t stream, int pool, size_t pos, ab_diag_t *diag) {
-  ab_trace_rec_in_t r = {addr, size, pos, (uint8_t)action, 0, 0, (int16_t)pool};
-  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_EMPTY_CACHE) AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  uint16_t index = 0;
+  if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_EMPTY_CACHE) AB_TRY(stream_index(b, stream, &index, pos, diag));
+  ab_trace_rec_in_t r = {addr, size, rec_pos(pos) & REC_POS_MAX, action, 0, index & 0x7ffu, (int8_t)pool};
   b->infer |= pool == AB_TRACE_POOL_INFER;
   push_rec(b, &b->recs, &b->nrecs, &b->caprecs, &r);
   return AB_OK;
@@ -177,9 +185,10 @@ void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_
 
 ab_status ab_trace_builder_held(ab_trace_builder_t *b, uint64_t addr, uint64_t requested, uint64_t stream,
                                 bool pending, size_t pos, ab_diag_t *diag) {
-  ab_trace_rec_in_t r = {addr, requested, pos, AB_TR_ALLOC, pending, 0, AB_TRACE_POOL_INFER};
   if (addr == 0 || requested == 0) return AB_OK; /* nothing a replay could allocate */
-  AB_TRY(stream_index(b, stream, &r.stream, pos, diag));
+  uint16_t index = 0;
+  AB_TRY(stream_index(b, stream, &index, pos, diag));
+  ab_trace_rec_in_t r = {addr, requested, rec_pos(pos) & REC_POS_MAX, AB_TR_ALLOC, pending, index & 0x7ffu, AB_TRACE_POOL_INFER};
   push_rec(b, &b->held, &b->nheld, &b->capheld, &r);
   return AB_OK;
 }
@@ -300,7 +309,7 @@ static void infer_pools(ab_trace_builder_t *b) {
   if (!b->infer && b->nheld == 0) return;
   if (b->ndump) qsort(b->dump, b->ndump, sizeof *b->dump, seg_by_addr); /* qsort takes no NULL, even of nothing */
   for (size_t i = 0; i < b->nheld; i++)
-    if (b->held[i].pool == AB_TRACE_POOL_INFER) b->held[i].pool = (int16_t)dump_pool(b, b->held[i].addr);
+    if (b->held[i].pool == AB_TRACE_POOL_INFER) b->held[i].pool = (int8_t)dump_pool(b, b->held[i].addr);
   if (b->info.npools == 1) {
     /* No private pool named anywhere: what the rules below give every record is the default
      * pool, found by the segment or, unknown, by the stream no private pool allocates on. */
@@ -314,7 +323,7 @@ static void infer_pools(ab_trace_builder_t *b) {
     if ((r->action == AB_TR_SEGMENT_FREE || r->action == AB_TR_SEGMENT_UNMAP) && !ranges_add(&gone, r->addr, r->addr + r->size))
       b->failed = true;
     if (r->pool == AB_TRACE_POOL_INFER)
-      r->pool = (int16_t)(ranges_hold(&gone, r->addr) ? POOL_UNKNOWN : dump_pool(b, r->addr));
+      r->pool = (int8_t)(ranges_hold(&gone, r->addr) ? POOL_UNKNOWN : dump_pool(b, r->addr));
   }
   free(gone.r);
   /* A private pool's segments serve the streams it allocates on: memory of another stream
@@ -346,10 +355,10 @@ static void infer_pools(ab_trace_builder_t *b) {
     if (r->action != AB_TR_ALLOC) continue;
     int16_t after = last[r->stream];
     if (r->pool != POOL_UNKNOWN) last[r->stream] = r->pool;
-    else if (after > 0 && before[i] == after) r->pool = (int16_t)(-3 - after); /* by context, resolved below */
+    else if (after > 0 && before[i] == after) r->pool = (int8_t)(-3 - after); /* by context, resolved below */
   }
   for (size_t i = 0; i < b->nrecs; i++)
-    if (b->recs[i].pool <= -3) b->recs[i].pool = (int16_t)(-3 - b->recs[i].pool);
+    if (b->recs[i].pool <= -3) b->recs[i].pool = (int8_t)(-3 - b->recs[i].pool);
   free(before);
 }
 
