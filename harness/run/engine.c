@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "kernels/kernels.h"
 #include "run/lifetimes.h"
 #include "run/verify.h"
@@ -28,12 +28,6 @@ const char *ab_oom_kind_name(ab_oom_kind_t kind) {
     case AB_OOM_ROUNDING: return "rounding";
   }
   return "?";
-}
-
-static inline uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 ab_run_opts_t ab_run_defaults(void) {
@@ -315,7 +309,7 @@ static void sampler_flush(loop_clock_t *c, sampler_t *sp, ab_hist_t *h) {
 /* A step boundary: a CUDA event with kx, else host plus modelled time now. */
 static ab_status mark_step(ab_run_t *run, ab_kernels_t *kx, loop_clock_t *c, const ab_device_t *dev) {
   if (kx) return ab_kernels_mark(kx);
-  uint64_t t = now_ns() + (dev->modeled_ns - c->modeled0);
+  uint64_t t = ab_clock_ns() + (dev->modeled_ns - c->modeled0);
   if (c->marked && run->nstep_ms < run->capstep_ms) run->step_ms[run->nstep_ms++] = (double)(t - c->last_mark_ns) * 1e-6;
   c->last_mark_ns = t;
   c->marked = true;
@@ -331,7 +325,7 @@ static int cmp_double(const void *a, const void *b) {
  * median step. */
 static ab_status end_loop(ab_run_t *run, const ab_run_opts_t *opts, ab_kernels_t *kx, loop_clock_t *c,
                           const ab_device_t *dev, size_t done) {
-  uint64_t t = now_ns();
+  uint64_t t = ab_clock_ns();
   run->loop_s = (double)(t - c->t0) * 1e-9;
   run->modeled_ns = dev->modeled_ns - c->modeled0;
   run->events_done = done;
@@ -441,10 +435,11 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
   ab_run_t *run = r->run;
   uint32_t weight = 0;
   bool timed = r->opts->time_calls && call_timed(&r->alloc_sampler, &weight);
-  uint64_t m0 = dev->modeled_ns, t0 = timed ? now_ns() : 0;
+  uint64_t m0 = dev->modeled_ns, t0 = timed ? ab_clock_ns() : 0;
   ab_dptr_t p = 0;
   ab_status st = ab_strategy_alloc(r->s, e->bytes, e->stream, &p);
-  if (timed) timed_call_done(&r->c, &r->alloc_sampler, &run->alloc_ns, weight, now_ns() - t0, dev->modeled_ns - m0);
+  if (timed)
+    timed_call_done(&r->c, &r->alloc_sampler, &run->alloc_ns, weight, ab_clock_ns() - t0, dev->modeled_ns - m0);
   if (st == AB_ERR_OOM && e->aux == AB_TAG_CAUGHT) {
     run->caught_ooms++;
     return CAUGHT;
@@ -468,9 +463,9 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
   run->stream_of[e->id] = e->stream;
   r->live_requested += e->bytes;
   if (r->v) {
-    uint64_t t1 = now_ns();
+    uint64_t t1 = ab_clock_ns();
     st = ab_verify_alloc(r->v, e->id, p, e->bytes, e->stream, &dev->diag);
-    r->c.outside_ns += now_ns() - t1;
+    r->c.outside_ns += ab_clock_ns() - t1;
     if (st != AB_OK) return failed(r, st);
   }
   return NEXT;
@@ -483,9 +478,9 @@ static next_t replay_free(replay_t *r, const ab_event_t *e) {
   ab_run_t *run = r->run;
   ab_status st;
   if (r->v && e->aux != AB_FREE_REQUEST) {
-    uint64_t t1 = now_ns();
+    uint64_t t1 = ab_clock_ns();
     st = ab_verify_free(r->v, e->id, &dev->diag);
-    r->c.outside_ns += now_ns() - t1;
+    r->c.outside_ns += ab_clock_ns() - t1;
     if (st != AB_OK) return failed(r, st);
   }
   if (r->launch && e->aux != AB_FREE_REQUEST && run->foreign[e->id]) {
@@ -494,7 +489,7 @@ static next_t replay_free(replay_t *r, const ab_event_t *e) {
   }
   uint32_t weight = 0;
   bool timed = r->opts->time_calls && call_timed(&r->free_sampler, &weight);
-  uint64_t m0 = dev->modeled_ns, t0 = timed ? now_ns() : 0;
+  uint64_t m0 = dev->modeled_ns, t0 = timed ? ab_clock_ns() : 0;
   ab_dptr_t p = run->ptr[e->id];
   st = AB_OK;
   switch ((ab_free_phase_t)e->aux) {
@@ -514,7 +509,7 @@ static next_t replay_free(replay_t *r, const ab_event_t *e) {
       r->live_requested -= e->bytes;
       break;
   }
-  if (timed) timed_call_done(&r->c, &r->free_sampler, &run->free_ns, weight, now_ns() - t0, dev->modeled_ns - m0);
+  if (timed) timed_call_done(&r->c, &r->free_sampler, &run->free_ns, weight, ab_clock_ns() - t0, dev->modeled_ns - m0);
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
@@ -525,7 +520,7 @@ static next_t replay_kernel(replay_t *r, const ab_event_t *e) {
   ab_run_t *run = r->run;
   const ab_kernel_t *k = &r->es->kernels[e->id];
   bool lockstep = opts->lockstep && (k->op == AB_K_ALLGATHER || k->op == AB_K_REDUCE_SCATTER);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   ab_status st = AB_OK;
   if (lockstep && !opts->lockstep(opts->lockstep_ctx, AB_LOCKSTEP_ENTER, r->stop_why, sizeof r->stop_why))
     return STOPPED;
@@ -539,7 +534,7 @@ static next_t replay_kernel(replay_t *r, const ab_event_t *e) {
   /* The other ranks hear of a failed launch before this one stops. */
   bool go = !lockstep || opts->lockstep(opts->lockstep_ctx, st == AB_OK ? AB_LOCKSTEP_LAUNCHED : AB_LOCKSTEP_FAILED,
                                         r->stop_why, sizeof r->stop_why);
-  r->c.outside_ns += now_ns() - t0;
+  r->c.outside_ns += ab_clock_ns() - t0;
   if (st != AB_OK) return failed(r, st);
   if (r->launch) run->kernels_launched++;
   else run->kernels_skipped++;
@@ -549,30 +544,30 @@ static next_t replay_kernel(replay_t *r, const ab_event_t *e) {
 /* STEP at event i: a timeline sample and a step mark. */
 static next_t replay_step(replay_t *r, size_t i, const ab_event_t *e) {
   if (r->opts->timeline) sample(r->run, r->s, i, e->id);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   ab_status st = mark_step(r->run, r->kx, &r->c, r->dev);
-  if (r->kx) r->c.outside_ns += now_ns() - t0;
+  if (r->kx) r->c.outside_ns += ab_clock_ns() - t0;
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
 static next_t replay_sync(replay_t *r) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   ab_status st = ab_strategy_synchronize(r->s);
-  r->c.outside_ns += now_ns() - t0;
+  r->c.outside_ns += ab_clock_ns() - t0;
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
 static next_t replay_empty_cache(replay_t *r) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   ab_status st = ab_strategy_empty_cache(r->s);
-  r->c.outside_ns += now_ns() - t0;
+  r->c.outside_ns += ab_clock_ns() - t0;
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
 static next_t replay_pool(replay_t *r, const ab_event_t *e) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = ab_clock_ns();
   ab_status st = ab_strategy_pool(r->s, (ab_pool_op_t)e->aux, e->id, e->stream, (unsigned)e->bytes);
-  r->c.outside_ns += now_ns() - t0;
+  r->c.outside_ns += ab_clock_ns() - t0;
   return st == AB_OK ? NEXT : failed(r, st);
 }
 
@@ -654,7 +649,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
   sampler_flush(&r->c, &r->free_sampler, &run->free_ns);
   ab_status st = next == FAILED ? r->st : end_loop(run, r->opts, r->kx, &r->c, r->dev, next == INTERRUPTED ? i + 1 : i);
   if (st != AB_OK) {
-    run->loop_s = (double)(now_ns() - r->c.t0) * 1e-9;
+    run->loop_s = (double)(ab_clock_ns() - r->c.t0) * 1e-9;
     run->events_done = i;
     fail(run, s, st, i, "replay");
     /* No verify here: the failing event may have left the check half-way. */
@@ -714,7 +709,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   r.limit = free_at_start + r.dev->held_bytes;
 
   const ab_event_t *ev = es->ev;
-  r.c = (loop_clock_t){now_ns(), r.dev->modeled_ns, 0, 0, false};
+  r.c = (loop_clock_t){ab_clock_ns(), r.dev->modeled_ns, 0, 0, false};
   sampler_init(&r.alloc_sampler);
   sampler_init(&r.free_sampler);
   next_t next = NEXT;
