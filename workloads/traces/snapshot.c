@@ -142,8 +142,11 @@ static bool entry_int(const ab_snap_entry_t *e, int f, bool required, bool signe
 ab_status ab_snapshot_add_entry(const ab_snap_entry_t *e, uint64_t pos, uint64_t pool_pos, ab_trace_builder_t *b,
                                 ab_snap_refuse_fn refuse, void *ctx, ab_diag_t *diag) {
   if (e->kind[AB_SNAP_ACTION] != AB_SNAP_STR) return refuse(ctx, AB_SNAP_ACTION);
-  ab_trace_builder_count(b, e->action, e->action_len);
   ab_trace_action_t act = e->act ? (ab_trace_action_t)(e->act - 1) : ab_trace_action_of(e->action, e->action_len);
+  if (act != AB_TR_OTHER)
+    ab_trace_builder_count_known(b, act); /* its name is act's own: no comparison per record */
+  else
+    ab_trace_builder_count(b, e->action, e->action_len);
   uint64_t addr = 0, size = 0, stream = 0;
   int pool = AB_TRACE_POOL_INFER; /* 2.11's entries name no pool: Note [Pools of a trace] */
   if (act == AB_TR_OOM) {

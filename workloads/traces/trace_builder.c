@@ -87,6 +87,20 @@ void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len)
   in->actions[in->nactions++].count = 1;
 }
 
+void ab_trace_builder_count_known(ab_trace_builder_t *b, ab_trace_action_t act) {
+  uint8_t slot = (size_t)act < AB_TR_OTHER ? b->known_slot[act] : 0;
+  if (slot) {
+    b->info.records++;
+    b->info.actions[slot - 1].count++;
+    return;
+  }
+  /* The first time: by name, which places it among the names in the order first seen. */
+  const char *name = ab_trace_action_name(act);
+  ab_trace_builder_count(b, name, strlen(name));
+  if ((size_t)act < AB_TR_OTHER && strcmp(b->info.actions[b->last_action].name, name) == 0)
+    b->known_slot[act] = (uint8_t)(b->last_action + 1);
+}
+
 static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *out, size_t pos, ab_diag_t *diag);
 
 /* The provisional index of a raw stream value (order of first use), by a hash map: a trace

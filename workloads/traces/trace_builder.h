@@ -169,6 +169,7 @@ typedef struct ab_trace_builder_s {
   uint64_t cap, card;
   uint8_t action_len[AB_TRACE_MAX_ACTION_NAMES]; /* strlen of info.actions[i].name */
   unsigned last_action;       /* the index of info.actions counted last */
+  uint8_t known_slot[AB_TR_OTHER]; /* a named action's index in info.actions + 1; 0: not yet */
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
@@ -192,6 +193,10 @@ ab_status ab_trace_lines_next(ab_trace_lines_t *l, const char **s, size_t *len, 
 void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *path, bool byte_pos);
 /* Counts one record under its action's name as recorded. */
 void ab_trace_builder_count(ab_trace_builder_t *b, const char *name, size_t len);
+/* The same count for a record whose name is known to be act's own (act not AB_TR_OTHER, whose
+ * names differ): a reader that matched the name once passes its action, and no name is compared
+ * again. Counts as ab_trace_builder_count of ab_trace_action_name(act) does. */
+void ab_trace_builder_count_known(ab_trace_builder_t *b, ab_trace_action_t act);
 /* Adds one record at pos (a line or a byte offset), in the default pool. Errors: more than
  * AB_TRACE_MAX_STREAMS. */
 ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
