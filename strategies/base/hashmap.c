@@ -42,13 +42,25 @@ static ab_status grow(ab_map_t *m) {
   return AB_OK;
 }
 
-ab_status ab_map_put(ab_map_t *m, uint64_t key, uint64_t val) {
+ab_status ab_map_slot_or_add(ab_map_t *m, uint64_t key, size_t *slot, bool *added) {
   if (key == 0) return AB_ERR_INTERNAL;
   if ((m->n + 1) * 4 > m->cap * 3) AB_TRY(grow(m)); /* load factor at most 3/4 */
   size_t s = slot_of(m, key);
   while (m->keys[s] && m->keys[s] != key) s = (s + 1) & (m->cap - 1);
-  if (m->keys[s] == 0) m->n++;
-  m->keys[s] = key;
+  *added = m->keys[s] == 0;
+  if (*added) {
+    m->n++;
+    m->keys[s] = key;
+    m->vals[s] = 0;
+  }
+  *slot = s;
+  return AB_OK;
+}
+
+ab_status ab_map_put(ab_map_t *m, uint64_t key, uint64_t val) {
+  size_t s;
+  bool added;
+  AB_TRY(ab_map_slot_or_add(m, key, &s, &added));
   m->vals[s] = val;
   return AB_OK;
 }

@@ -33,6 +33,9 @@ bool ab_map_take(ab_map_t *m, uint64_t key, uint64_t *val);
 /* The slot of key (its value is m->vals[slot]), or m->cap when absent: one search for a
  * lookup that may be followed by a removal. */
 size_t ab_map_slot(const ab_map_t *m, uint64_t key);
+/* The slot of key, added with value 0 when absent (*added says which): one search for a
+ * lookup that may be followed by an insertion. Fails only on host memory. */
+ab_status ab_map_slot_or_add(ab_map_t *m, uint64_t key, size_t *slot, bool *added);
 /* Removes the key at slot, a slot ab_map_slot gave with no change to m since. */
 void ab_map_remove_slot(ab_map_t *m, size_t slot);
 

@@ -87,10 +87,20 @@ static void map_random(void) {
   for (int round = 0; round < 200000; round++) {
     uint64_t k = (ab_rng_next(&r) % 4096) + 1;
     uint64_t v;
-    if (ab_rng_next(&r) & 1) {
+    uint64_t op = ab_rng_next(&r) % 3;
+    if (op == 0) {
       uint64_t val = ab_rng_next(&r) | 1;
       REQUIRE(ab_map_put(&m, k << 8, val) == AB_OK);
       ref[k - 1] = val;
+    } else if (op == 1) { /* found in place, or added with 0 and set */
+      size_t slot = 0;
+      bool added = false;
+      REQUIRE(ab_map_slot_or_add(&m, k << 8, &slot, &added) == AB_OK);
+      CHECK_EQ(added, ref[k - 1] == 0);
+      CHECK_EQ(m.keys[slot], k << 8);
+      CHECK_EQ(m.vals[slot], added ? 0 : ref[k - 1]);
+      m.vals[slot] = ab_rng_next(&r) | 1;
+      ref[k - 1] = m.vals[slot];
     } else {
       bool had = ab_map_take(&m, k << 8, &v);
       CHECK_EQ(had, ref[k - 1] != 0);
@@ -108,6 +118,9 @@ static void map_random(void) {
   }
   CHECK_EQ(n, m.n);
   CHECK(ab_map_put(&m, 0, 1) != AB_OK);
+  size_t slot;
+  bool added;
+  CHECK(ab_map_slot_or_add(&m, 0, &slot, &added) != AB_OK);
   ab_map_free(&m);
 }
 

@@ -346,11 +346,22 @@ static inline sv_t *slot(svm_t *vm) {
   return &vm->stack[vm->n++];
 }
 
+/* A stack value of `type` made at pos, nothing else set. Values are set in place, field by
+ * field: one built aside and copied in is read back in wider loads than it was written, which
+ * the processor cannot forward from its pending stores, and every opcode would wait on it. */
+static inline void sv_clear(sv_t *v, uint8_t type, uint64_t pos) {
+  memset(v, 0, sizeof *v);
+  v->type = type;
+  v->pos = pos;
+}
+
 /* Pushes a value made by the opcode being run: no string, no container. */
 static inline ab_status push_scalar(svm_t *vm, uint8_t type, uint8_t width, uint64_t bits) {
   sv_t *v = slot(vm);
   if (v == NULL) return DEPART;
-  *v = (sv_t){.type = type, .width = width, .pos = vm->at, .v.u = bits};
+  sv_clear(v, type, vm->at);
+  v->width = width;
+  v->v.u = bits;
   return AB_OK;
 }
 
@@ -477,18 +488,19 @@ static ab_status make(svm_t *vm, uint8_t type) {
     if (role == R_ENTRY && n > fl) AB_TRY(read_run(vm, c, fl));
   }
   if (!role && n == 0 && vm->nmarks == 0 && vm->root == NULL && type == AB_PK_DICT) role = R_ROOT;
-  sv_t v = {.type = type, .pos = vm->at};
+  cont_t *c = NULL;
   if (role) {
-    v.c = cont_new(vm, role, type);
-    if (v.c == NULL) return DEPART;
-    v.c->parent = parent;
-    v.c->index = index;
-    v.role = role;
-    if (role == R_ROOT) vm->root = v.c;
+    c = cont_new(vm, role, type);
+    if (c == NULL) return DEPART;
+    c->parent = parent;
+    c->index = index;
+    if (role == R_ROOT) vm->root = c;
   }
   sv_t *at = slot(vm);
   if (at == NULL) return DEPART;
-  *at = v;
+  sv_clear(at, type, vm->at);
+  at->role = role;
+  at->c = c;
   return AB_OK;
 }
 

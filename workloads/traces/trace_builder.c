@@ -213,42 +213,6 @@ void ab_trace_builder_end_state(ab_trace_builder_t *b, uint64_t reserved, uint64
   b->end_segments = segments;
 }
 
-static int by_addr(const void *x, const void *y) {
-  const ab_trace_rec_in_t *a = x, *b = y;
-  return (a->addr > b->addr) - (a->addr < b->addr);
-}
-
-/* Pass 1 of Note [Memory that existed before the trace]: finds the blocks live at the start.
- * Their records go to *out (malloc'd) with action ALLOC; pending marks those whose free was
- * requested before the trace. Only an address's first record of a block says so (a free
- * before any alloc), so the pass keeps the set of addresses seen: one lookup a record, one
- * insertion an address. */
-static ab_status find_preexisting(ab_trace_builder_t *b, ab_trace_rec_in_t **out, size_t *nout) {
-  ab_map_t seen;
-  ab_map_init(&seen);
-  size_t n = 0, cap = 0;
-  *out = NULL;
-  for (size_t i = 0; i < b->nrecs && !b->failed; i++) {
-    const ab_trace_rec_in_t *r = &b->recs[i];
-    uint8_t a = r->action;
-    bool alloc = a == AB_TR_ALLOC && r->size, freed = a == AB_TR_FREE_REQUESTED || a == AB_TR_FREE_COMPLETED;
-    if (r->addr == 0 || !(alloc || freed) || ab_map_get(&seen, r->addr, NULL)) continue;
-    if (freed && r->size) {
-      ab_trace_rec_in_t pre = *r;
-      pre.action = AB_TR_ALLOC;
-      pre.pending = a == AB_TR_FREE_COMPLETED;
-      push_rec(b, out, &n, &cap, &pre);
-    }
-    if (ab_map_put(&seen, r->addr, 1) != AB_OK) b->failed = true;
-  }
-  for (size_t i = 0; i < b->nheld && !b->failed; i++)
-    if (!ab_map_get(&seen, b->held[i].addr, NULL)) push_rec(b, out, &n, &cap, &b->held[i]);
-  ab_map_free(&seen);
-  if (n) qsort(*out, n, sizeof **out, by_addr);
-  *nout = n;
-  return b->failed ? AB_ERR_INTERNAL : AB_OK;
-}
-
 /* ---- pools (Note [Pools of a trace]) ------------------------------------------------------ */
 
 /* Address ranges freed after the record at hand: sorted, disjoint, merged. */
@@ -539,48 +503,145 @@ static uint8_t *find_empty_caches(ab_trace_builder_t *b) {
   return mark;
 }
 
-/* Live ids in pass 2: id + 1, with REQUESTED once its free was requested. */
-#define REQUESTED (1ULL << 63)
+/* ---- blocks (Note [Memory that existed before the trace]) ------------------------------------
+ * Two passes over the records at finish. resolve() follows each address through a map of
+ * every address the records touch, and tells each free which block it frees; the blocks that
+ * existed before the trace come out of it. emit() then writes the events in order, those
+ * blocks first, with no lookup by address. */
 
-static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, const ab_trace_rec_in_t *r, ab_diag_t *diag) {
-  ab_events_t *es = b->es;
-  uint64_t v;
-  switch ((ab_trace_action_t)r->action) {
-    case AB_TR_ALLOC: {
-      if (r->size == 0 || r->addr == 0) {
-        es->ignored++;
-        return AB_OK;
-      }
-      route_to(es, rt, pool_of(b, r));
-      if (ab_map_get(live, r->addr, NULL)) {
+/* A block that existed before the trace: its record (an ALLOC; pending when its free was
+ * requested before the trace) and its number in the order resolve() found it. */
+typedef struct pre_s {
+  ab_trace_rec_in_t r;
+  size_t found;
+} pre_t;
+
+static int pre_by_addr(const void *x, const void *y) {
+  const pre_t *a = x, *b = y;
+  return (a->r.addr > b->r.addr) - (a->r.addr < b->r.addr);
+}
+
+/* What resolve() leaves in an alloc or free record's addr, its address no longer needed:
+ * RES_IGNORED for a record that makes no event; for a free, the block it frees: the index of
+ * its alloc record, or RES_PRE | the number of a block found existing before; with
+ * RES_REQUESTED when a free_completed ends a requested free. emit() writes an alloc's id over
+ * it, so that its frees find the id there. */
+#define RES_IGNORED UINT64_MAX
+#define RES_REQUESTED (1ULL << 63)
+#define RES_PRE (1ULL << 62)
+#define RES_INDEX ((1ULL << 61) - 1)
+
+/* The map's value for an address: 0 when no block is live there (freed, or a lone free of
+ * nothing), else BLOCK_LIVE | the block (as RES_* names it), BLOCK_REQUESTED once its free
+ * was requested. */
+#define BLOCK_LIVE (RES_INDEX + 1)
+#define BLOCK_REQUESTED RES_REQUESTED
+
+static ab_status push_pre(pre_t **pre, size_t *n, size_t *cap, const ab_trace_rec_in_t *r, bool pending) {
+  if (*n == *cap) {
+    size_t want = *cap ? *cap * 2 : 64;
+    pre_t *grown = realloc(*pre, want * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    *pre = grown;
+    *cap = want;
+  }
+  (*pre)[*n] = (pre_t){*r, *n};
+  (*pre)[*n].r.action = AB_TR_ALLOC;
+  (*pre)[*n].r.pending = pending;
+  (*n)++;
+  return AB_OK;
+}
+
+/* Pass 1: the blocks each free frees, and the blocks that existed before the trace (rule 1 of
+ * the Note: a free of an address not touched before; a held block at an address the records
+ * never touch), in address order, in *pre. */
+static ab_status resolve(ab_trace_builder_t *b, pre_t **pre, size_t *npre, ab_diag_t *diag) {
+  ab_map_t blocks;
+  ab_map_init(&blocks);
+  size_t n = 0, cap = 0;
+  ab_status st = AB_OK;
+  *pre = NULL;
+  for (size_t i = 0; i < b->nrecs && st == AB_OK; i++) {
+    ab_trace_rec_in_t *r = &b->recs[i];
+    uint8_t a = r->action;
+    bool alloc = a == AB_TR_ALLOC, freed = a == AB_TR_FREE_REQUESTED || a == AB_TR_FREE_COMPLETED;
+    if (!alloc && !freed) continue;
+    if (r->addr == 0 || (alloc && r->size == 0)) { /* nothing a replay could allocate or free */
+      r->addr = RES_IGNORED;
+      continue;
+    }
+    size_t slot;
+    bool added;
+    if ((st = ab_map_slot_or_add(&blocks, r->addr, &slot, &added)) != AB_OK) break;
+    uint64_t *v = &blocks.vals[slot];
+    if (alloc) {
+      if (*v & BLOCK_LIVE) {
         char at[300];
-        return ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
-                           where(b, r->pos, at, sizeof at), (unsigned long long)r->addr);
+        st = ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
+                         where(b, r->pos, at, sizeof at), (unsigned long long)r->addr);
+        break;
       }
-      uint32_t id = ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
-      if (ab_map_put(live, r->addr, (uint64_t)id + 1) != AB_OK) es->failed = true;
-      return AB_OK;
+      *v = BLOCK_LIVE | i;
+      r->addr = 0;
+      continue;
     }
-    case AB_TR_FREE_REQUESTED: {
-      size_t slot = ab_map_slot(live, r->addr); /* one search: the value is changed in place */
-      if (slot == live->cap || (live->vals[slot] & REQUESTED)) {
-        es->ignored++;
-        return AB_OK;
+    if (added && r->size) { /* the first touch is a free: the block existed before */
+      bool requested = a == AB_TR_FREE_COMPLETED;
+      *v = BLOCK_LIVE | RES_PRE | n | (requested ? BLOCK_REQUESTED : 0);
+      if ((st = push_pre(pre, &n, &cap, r, requested)) != AB_OK) break;
+    }
+    if (!(*v & BLOCK_LIVE) || (a == AB_TR_FREE_REQUESTED && (*v & BLOCK_REQUESTED))) {
+      r->addr = RES_IGNORED;
+    } else if (a == AB_TR_FREE_REQUESTED) {
+      r->addr = *v & (RES_PRE | RES_INDEX);
+      *v |= BLOCK_REQUESTED;
+      /* Most frees complete at once, in the next record: the same slot, no second search. */
+      ab_trace_rec_in_t *next = i + 1 < b->nrecs ? &b->recs[i + 1] : NULL;
+      if (next && next->action == AB_TR_FREE_COMPLETED && next->addr == blocks.keys[slot]) {
+        next->addr = *v & (RES_REQUESTED | RES_PRE | RES_INDEX);
+        *v = 0;
+        i++;
       }
-      v = live->vals[slot];
+    } else {
+      r->addr = *v & (RES_REQUESTED | RES_PRE | RES_INDEX);
+      *v = 0;
+    }
+  }
+  for (size_t i = 0; i < b->nheld && st == AB_OK; i++)
+    if (!ab_map_get(&blocks, b->held[i].addr, NULL)) st = push_pre(pre, &n, &cap, &b->held[i], b->held[i].pending);
+  ab_map_free(&blocks);
+  if (st == AB_ERR_INTERNAL) b->failed = true;
+  if (st == AB_OK && n) qsort(*pre, n, sizeof **pre, pre_by_addr);
+  *npre = n;
+  return st;
+}
+
+/* The id of the block a free record frees (resolve()). */
+static uint32_t freed_id(const ab_trace_builder_t *b, const uint32_t *pre_id, uint64_t res) {
+  uint64_t k = res & RES_INDEX;
+  return res & RES_PRE ? pre_id[k] : (uint32_t)b->recs[k].addr;
+}
+
+/* Pass 2: a record's events. */
+static void emit(ab_trace_builder_t *b, routing_t *rt, const uint32_t *pre_id, ab_trace_rec_in_t *r) {
+  ab_events_t *es = b->es;
+  bool ignored = r->addr == RES_IGNORED;
+  switch ((ab_trace_action_t)r->action) {
+    case AB_TR_ALLOC:
+      if (ignored) break;
+      route_to(es, rt, pool_of(b, r));
+      r->addr = ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
+      return;
+    case AB_TR_FREE_REQUESTED:
+      if (ignored) break;
       route_end(es, rt); /* a capture would defer it (Note [Captures], caching.c); the trace says when it ended */
-      ab_events_free_phase(es, (uint32_t)(v - 1), AB_FREE_REQUEST);
-      live->vals[slot] = v | REQUESTED;
-      return AB_OK;
-    }
+      ab_events_free_phase(es, freed_id(b, pre_id, r->addr), AB_FREE_REQUEST);
+      return;
     case AB_TR_FREE_COMPLETED: {
-      if (!ab_map_take(live, r->addr, &v)) {
-        es->ignored++;
-        return AB_OK;
-      }
-      uint32_t id = (uint32_t)((v & ~REQUESTED) - 1);
+      if (ignored) break;
+      uint32_t id = freed_id(b, pre_id, r->addr);
       ab_event_t *last = es->n ? &es->ev[es->n - 1] : NULL;
-      if (!(v & REQUESTED))
+      if (!(r->addr & RES_REQUESTED))
         ab_events_free_phase(es, id, AB_FREE_NOW);
       else if (last && last->kind == AB_EV_FREE && last->id == id && last->aux == AB_FREE_REQUEST)
         last->aux = AB_FREE_NOW; /* nothing happened in between: one plain free */
@@ -588,15 +649,12 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, con
         route_end(es, rt);
         ab_events_free_phase(es, id, AB_FREE_COMPLETE);
       }
-      return AB_OK;
+      return;
     }
     case AB_TR_SEGMENT_ALLOC:
     case AB_TR_SEGMENT_FREE:
     case AB_TR_SEGMENT_MAP:
-    case AB_TR_SEGMENT_UNMAP: {
-      ab_events_segment(es, (ab_trace_action_t)r->action, r->stream, r->addr, r->size);
-      return AB_OK;
-    }
+    case AB_TR_SEGMENT_UNMAP: ab_events_segment(es, (ab_trace_action_t)r->action, r->stream, r->addr, r->size); return;
     case AB_TR_OOM:
       es->trace_ooms++; /* every OOM the program met, the last one too */
       if (r->pending && r->size) { /* Note [A trace that ends in an OOM] */
@@ -606,45 +664,42 @@ static ab_status apply(ab_trace_builder_t *b, ab_map_t *live, routing_t *rt, con
         b->info.caught_ooms++;
         ab_events_free_id(es, ab_events_alloc(es, r->size, r->stream, AB_TAG_CAUGHT));
       }
-      return AB_OK;
+      return;
     case AB_TR_EMPTY_CACHE:
       route_end(es, rt);
       ab_events_empty_cache(es);
       b->info.empty_caches++;
-      return AB_OK;
+      return;
     case AB_TR_SNAPSHOT:
-    case AB_TR_OTHER:
-      return AB_OK;
+    case AB_TR_OTHER: return;
   }
-  return AB_OK;
+  es->ignored++;
 }
 
-/* Pass 2: the pre-existing blocks, then the records. */
+/* The pools, the two passes, the program's empty_caches. */
 static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_events_t *es = b->es;
-  ab_trace_rec_in_t *pre = NULL;
-  size_t npre = 0;
   infer_pools(b);
-  ab_status st = find_preexisting(b, &pre, &npre);
-  ab_map_t live;
-  ab_map_init(&live);
+  pre_t *pre = NULL;
+  size_t npre = 0;
+  ab_status st = resolve(b, &pre, &npre, diag);
+  uint32_t *pre_id = malloc((npre ? npre : 1) * sizeof *pre_id);
+  if (st == AB_OK && pre_id == NULL) st = AB_ERR_INTERNAL;
   routing_t rt;
   memset(&rt, 0, sizeof rt);
   for (size_t i = 0; i < npre && st == AB_OK; i++) {
-    route_to(es, &rt, pool_of(b, &pre[i]));
-    uint32_t id = ab_events_alloc(es, pre[i].size, pre[i].stream, AB_TAG_OTHER);
-    uint64_t v = (uint64_t)id + 1;
-    if (pre[i].pending) {
+    route_to(es, &rt, pool_of(b, &pre[i].r));
+    uint32_t id = ab_events_alloc(es, pre[i].r.size, pre[i].r.stream, AB_TAG_OTHER);
+    pre_id[pre[i].found] = id;
+    if (pre[i].r.pending) {
       route_end(es, &rt);
       ab_events_free_phase(es, id, AB_FREE_REQUEST);
-      v |= REQUESTED;
     }
-    if (ab_map_put(&live, pre[i].addr, v) != AB_OK) es->failed = true;
   }
   b->info.preexisting = npre;
   free(pre);
-  uint8_t *empty = find_empty_caches(b);
-  if (empty == NULL) st = AB_ERR_INTERNAL;
+  uint8_t *empty = st == AB_OK ? find_empty_caches(b) : NULL;
+  if (st == AB_OK && empty == NULL) st = AB_ERR_INTERNAL;
   /* Note [A trace that ends in an OOM]: the last oom, when no alloc follows it. */
   for (size_t i = b->nrecs; i-- > 0 && st == AB_OK && oom_is_a_request(b);) {
     if (b->recs[i].action == AB_TR_ALLOC) break;
@@ -658,11 +713,11 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
       route_end(es, &rt);
       ab_events_empty_cache(es);
     }
-    st = apply(b, &live, &rt, &b->recs[i], diag);
+    emit(b, &rt, pre_id, &b->recs[i]);
   }
   route_end(es, &rt);
   free(empty);
-  ab_map_free(&live);
+  free(pre_id);
   if (st == AB_OK && b->info.pool_unknown && b->info.npools > 1) {
     es->unknown_pools = b->info.pool_unknown;
     ab_events_approximate(es,
@@ -754,9 +809,11 @@ ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
     b->info.stream_values[rank[i]] = b->streams[i];
   }
   b->info.nstreams = b->nstreams;
-  for (size_t i = 0; i < es->n; i++)
+  bool ranked = true; /* streams first used in their order, as most traces do: nothing to change */
+  for (unsigned i = 0; i < b->nstreams; i++) ranked &= rank[i] == i;
+  for (size_t i = 0; i < es->n && !ranked; i++)
     if (es->ev[i].kind == AB_EV_ALLOC) es->ev[i].stream = rank[es->ev[i].stream];
-  for (size_t i = 0; i < es->nsegs; i++) es->segs[i].stream = rank[es->segs[i].stream];
+  for (size_t i = 0; i < es->nsegs && !ranked; i++) es->segs[i].stream = rank[es->segs[i].stream];
   st = ab_events_finish(es, diag);
   if (st != AB_OK) {
     ab_diag_prefix(diag, "%s: ", b->path);
