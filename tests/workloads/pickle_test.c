@@ -5,6 +5,7 @@
 #include "tests/check.h"
 #include "tests/pickle_bytes.h"
 #include "traces/pickle.h"
+#include "traces/pickle_ops.h"
 
 /* Parses a pickle given as bytes. */
 static ab_status parse(const char *bytes, size_t len, ab_pickle_t *pk, ab_diag_t *diag) {
@@ -216,7 +217,18 @@ static void pickle_indexed_dict_keeps_the_last_value(void) {
   free(b.p);
 }
 
+/* A little-endian argument of every length, read byte by byte for the reference. */
+static void pickle_le_every_length(void) {
+  const unsigned char q[9] = {0x81, 0x02, 0xf3, 0x44, 0x95, 0x06, 0xe7, 0x58, 0xff};
+  for (size_t n = 0; n <= 8; n++) {
+    uint64_t want = 0;
+    for (size_t i = n; i-- > 0;) want = want << 8 | q[i];
+    CHECK_EQ(ab_pickle_le(q, n), want);
+  }
+}
+
 static const ab_test_t tests[] = {
+    {"pickle_le_every_length", pickle_le_every_length},
     {"pickle_reads_scalars", pickle_reads_scalars},
     {"pickle_memo_shares_containers", pickle_memo_shares_containers},
     {"pickle_refuses_by_name_and_offset", pickle_refuses_by_name_and_offset},

@@ -46,6 +46,12 @@ static inline uint64_t ab_pickle_le(const unsigned char *q, size_t n) {
     __builtin_memcpy(&v, q, n);
     return v;
   }
+  if (n > 4 && n < 8) { /* a LONG1's address or time: two loads that overlap, none past q + n */
+    uint32_t lo, hi;
+    __builtin_memcpy(&lo, q, 4);
+    __builtin_memcpy(&hi, q + n - 4, 4);
+    return (uint64_t)lo | (uint64_t)hi << (8 * (n - 4));
+  }
 #endif
   uint64_t v = 0;
   for (size_t i = n; i-- > 0;) v = v << 8 | q[i];

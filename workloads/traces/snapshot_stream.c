@@ -71,6 +71,11 @@ static const char *const key_names[K_COUNT] = {
  * there (a list or dict, by the layout); 0: nothing. */
 #define W_SCALAR 0xff
 static uint8_t wanted[R_COUNT][K_COUNT];
+/* The field of each key an entry keeps (wanted[R_ENTRY]). */
+static const uint8_t entry_field[K_COUNT] = {[K_action] = AB_SNAP_ACTION, [K_addr] = AB_SNAP_ADDR, [K_size] = AB_SNAP_SIZE,
+                                             [K_stream] = AB_SNAP_STREAM, [K_device_free] = AB_SNAP_DEVICE_FREE,
+                                             [K_pool_id] = AB_SNAP_POOL};
+
 /* The role of a list's items, and their type. */
 static const uint8_t item_role[R_COUNT] = {[R_TRACES] = R_TRACE, [R_TRACE] = R_ENTRY, [R_SEGMENTS] = R_SEGMENT,
                                            [R_BLOCKS] = R_BLOCK};
@@ -176,6 +181,7 @@ typedef struct sv_s {
   uint8_t key;   /* STR: K_*, when it names a key read */
   uint8_t role;  /* containers: R_* */
   uint8_t act;   /* STR kept: its ab_trace_action_t + 1, 0 when not yet known */
+  uint8_t field; /* STR naming a key an entry keeps: its field (AB_SNAP_*) + 1; else 0 */
   uint32_t len;  /* STR, BYTES: bytes */
   uint64_t pos;  /* byte offset of the opcode that made it */
   union {
@@ -257,14 +263,8 @@ static void cont_free(svm_t *vm, cont_t *c) {
   vm->spare = c;
 }
 
-static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
-  cont_t *c = vm->spare;
-  if (c) {
-    vm->spare = c->next;
-  } else {
-    c = calloc(1, sizeof *c);
-    if (c == NULL) return NULL;
-  }
+/* A container made afresh at the opcode being run, with its kept items' room. */
+static void cont_reset(svm_t *vm, cont_t *c, uint8_t role, uint8_t type) {
   /* Field by field, the items kept for the next container: one is made per entry. */
   c->self = (ab_pk_t){.type = type, .pos = vm->at, .v.seq = &c->seq};
   c->seq.n = 0;
@@ -276,6 +276,17 @@ static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
   c->parent = NULL;
   c->index = c->count = c->seen = 0;
   if (role == R_ENTRY) memset(&c->e, 0, sizeof c->e);
+}
+
+static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
+  cont_t *c = vm->spare;
+  if (c) {
+    vm->spare = c->next;
+  } else {
+    c = calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+  }
+  cont_reset(vm, c, role, type);
   c->prev = NULL;
   c->next = vm->live;
   if (vm->live) vm->live->prev = c;
@@ -411,6 +422,7 @@ static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
     v.where = S_STACK;
     v.v.u = vm->nstrs;
     v.key = key_of((const char *)vm->p, (size_t)len);
+    v.field = wanted[R_ENTRY][v.key] ? (uint8_t)(entry_field[v.key] + 1) : 0;
     vm->nstrs += (size_t)len;
     vm->p += len;
   } else {
@@ -553,11 +565,6 @@ static ab_status keep_value(svm_t *vm, const sv_t *v, ab_pk_t *out) {
   return AB_OK;
 }
 
-/* The field of each key an entry keeps (wanted[R_ENTRY]). */
-static const uint8_t entry_field[K_COUNT] = {[K_action] = AB_SNAP_ACTION, [K_addr] = AB_SNAP_ADDR, [K_size] = AB_SNAP_SIZE,
-                                             [K_stream] = AB_SNAP_STREAM, [K_device_free] = AB_SNAP_DEVICE_FREE,
-                                             [K_pool_id] = AB_SNAP_POOL};
-
 /* An entry's field set under key (Note [Entries as they are read]). */
 static inline ab_status set_field(svm_t *vm, ab_snap_entry_t *e, uint8_t key, const sv_t *v) {
   if (v->type == AB_PK_STR && v->where == S_NONE) return DEPART; /* as keep_value */
@@ -596,11 +603,15 @@ static ab_status add_entry(svm_t *vm, const cont_t *c) {
   return st == AB_OK ? AB_OK : DEPART;
 }
 
-static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
+/* An entry of trace read: to the builder when the trace is the device's. */
+static ab_status take_entry(svm_t *vm, cont_t *trace, const cont_t *e) {
   if (vm->candidate == NULL && (vm->device < 0 || trace->index == (uint64_t)vm->device)) vm->candidate = trace;
-  ab_status st = AB_OK;
-  if (trace == vm->candidate) st = add_entry(vm, e);
   trace->seen++;
+  return trace == vm->candidate ? add_entry(vm, e) : AB_OK;
+}
+
+static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
+  ab_status st = take_entry(vm, trace, e);
   e->placed = true;
   cont_free(vm, e); /* an entry is read once: nothing refers to it again */
   return st;
@@ -903,7 +914,7 @@ static bool fast_entry(svm_t *vm) {
     uint32_t w;
     if (!fast_get(vm, &p, end, &w) || w < M_VALS || p == end) goto give_up;
     const sv_t *key = &vm->vals[w - M_VALS];
-    unsigned f = key->type == AB_PK_STR && wanted[R_ENTRY][key->key] ? entry_field[key->key] : AB_SNAP_FIELDS;
+    unsigned f = key->field ? key->field - 1u : AB_SNAP_FIELDS;
     switch (*p) {
       case OP_BINGET:
       case OP_LONG_BINGET:
@@ -954,6 +965,51 @@ give_up: /* the opcodes run one by one, setting the same fields again */
   return false;
 }
 
+/* Note [Entries in a row]
+ * In a trace's batch, entry follows entry: EMPTY_DICT, MARK, the body, SETITEMS, then the
+ * next one's EMPTY_DICT. When an entry's body was read at once (Note [An entry's body at
+ * once]) and the next entry begins right after it in the window, what make() would do there
+ * is done without its search for the place: the entry read goes to the builder and joins the
+ * run below it (Note [A run of entries]), and its container becomes the next entry, made at
+ * that EMPTY_DICT, whose body is read at once in turn. The loop stops at anything else, with
+ * the machine as running the opcodes one by one leaves it; a next entry whose body cannot be
+ * read at once stays made, its MARK still to run. */
+static ab_status entries_in_a_row(svm_t *vm) {
+  for (;;) {
+    const unsigned char *p = vm->p;
+    size_t fl = floor_height(vm), n = vm->n;
+    if (vm->end - p < 2 || p[0] != OP_EMPTY_DICT || p[1] != OP_MARK) return AB_OK;
+    /* The entry on top of its trace's batch, alone or above the run of the ones before. */
+    bool run = n == fl + 2 && vm->stack[fl].role == R_RUN;
+    if (vm->nmarks == 0 || fl == 0 || !(n == fl + 1 || run)) return AB_OK;
+    const sv_t *t = &vm->stack[fl - 1];
+    cont_t *trace = t->c, *c = vm->stack[n - 1].c;
+    if (trace == NULL || t->role != R_TRACE || (run && vm->stack[fl].c != trace)) return AB_OK;
+    uint64_t index = trace->count + (n - fl), count = (run ? vm->stack[fl].v.u : 0) + 1;
+    vm->at = offset(vm);
+    AB_TRY(take_entry(vm, trace, c));
+    sv_t *v = &vm->stack[fl];
+    sv_clear(v, AB_PK_DICT, vm->at);
+    v->role = R_RUN;
+    v->v.u = count;
+    v->c = trace;
+    if (vm->run_top < fl + 1) vm->run_top = fl + 1;
+    cont_reset(vm, c, R_ENTRY, AB_PK_DICT);
+    c->parent = trace;
+    c->index = index;
+    v = &vm->stack[fl + 1];
+    sv_clear(v, AB_PK_DICT, vm->at);
+    v->role = R_ENTRY;
+    v->c = c;
+    vm->n = fl + 2;
+    vm->p = p + 2;
+    if (!fast_entry(vm)) {
+      vm->p = p + 1; /* the MARK, run as an opcode */
+      return AB_OK;
+    }
+  }
+}
+
 /* Runs one opcode; *done at STOP. */
 static ab_status step(svm_t *vm, bool *done) {
   NEED(1);
@@ -989,7 +1045,7 @@ static ab_status step(svm_t *vm, bool *done) {
       *done = true;
       return AB_OK;
     case OP_MARK:
-      if (vm->n && vm->stack[vm->n - 1].role == R_ENTRY && fast_entry(vm)) return AB_OK;
+      if (vm->n && vm->stack[vm->n - 1].role == R_ENTRY && fast_entry(vm)) return entries_in_a_row(vm);
       if (vm->nmarks == vm->capmarks) {
         size_t cap = vm->capmarks ? vm->capmarks * 2 : 64;
         size_t *grown = realloc(vm->marks, cap * sizeof *grown);
