@@ -45,11 +45,16 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
   b->info.device = -1;
   b->info.npools = 1; /* the default pool, (0, 0) */
   ab_map_init(&b->stream_of);
+  ab_map_init(&b->blocks);
   b->max_stream = -1;
 }
 
 void ab_trace_builder_discard(ab_trace_builder_t *b) {
   ab_map_free(&b->stream_of);
+  ab_map_free(&b->blocks);
+  free(b->pre);
+  b->pre = NULL;
+  b->npre = b->cappre = 0;
   free(b->recs);
   free(b->held);
   free(b->dump);
@@ -137,6 +142,120 @@ static ab_status stream_lookup(ab_trace_builder_t *b, uint64_t raw, uint16_t *ou
   return AB_OK;
 }
 
+/* ---- blocks (Note [Memory that existed before the trace]) ------------------------------------
+ * Each free's block is found as the records come: resolve() follows each address through a
+ * map of every address an alloc or a free touched, and the blocks that existed before the
+ * trace come out of it. At finish, emit() writes the events in order, those blocks first,
+ * with no lookup by address. */
+
+/* A block that existed before the trace: its record (an ALLOC; pending when its free was
+ * requested before the trace), its number in the order it was found, and the free record it
+ * was found by (NO_REC: a held block), whose pool is inferred at finish. */
+typedef struct ab_trace_pre_s {
+  ab_trace_rec_in_t r;
+  size_t found, rec;
+} pre_t;
+#define NO_REC SIZE_MAX
+
+static int pre_by_addr(const void *x, const void *y) {
+  const pre_t *a = x, *b = y;
+  return (a->r.addr > b->r.addr) - (a->r.addr < b->r.addr);
+}
+
+/* What resolve() leaves in a free record's size, which nothing reads after: RES_IGNORED for a
+ * free of nothing; else the block it frees, the index of its alloc record or RES_PRE | the
+ * number of a block found existing before, with RES_REQUESTED when a free_completed ends a
+ * requested free. emit() writes each alloc's id over its address, so that its frees find the
+ * id there. */
+#define RES_IGNORED UINT64_MAX
+#define RES_REQUESTED (1ULL << 63)
+#define RES_PRE (1ULL << 62)
+#define RES_INDEX ((1ULL << 61) - 1)
+
+/* The map's value for an address: 0 when no block is live there (freed, or a lone free of
+ * nothing), else BLOCK_LIVE | the block (as RES_* names it), BLOCK_REQUESTED once its free
+ * was requested. */
+#define BLOCK_LIVE (RES_INDEX + 1)
+#define BLOCK_REQUESTED RES_REQUESTED
+
+static void push_pre(ab_trace_builder_t *b, const ab_trace_rec_in_t *r, size_t rec, bool pending) {
+  if (b->npre == b->cappre) {
+    size_t want = b->cappre ? b->cappre * 2 : 64;
+    pre_t *grown = realloc(b->pre, want * sizeof *grown);
+    if (grown == NULL) {
+      b->failed = true;
+      return;
+    }
+    b->pre = grown;
+    b->cappre = want;
+  }
+  pre_t *p = &b->pre[b->npre];
+  *p = (pre_t){*r, b->npre, rec};
+  p->r.action = AB_TR_ALLOC;
+  p->r.pending = pending;
+  b->npre++;
+}
+
+/* Record i, as it comes: the block of an alloc or a free (rule 1 of the Note: the first touch
+ * of an address by a free is a block that existed before). An alloc at an address still live
+ * is kept to be reported at finish, where the trace's other errors come first. */
+static void resolve(ab_trace_builder_t *b, ab_trace_rec_in_t *r, size_t i) {
+  uint8_t a = r->action;
+  bool alloc = a == AB_TR_ALLOC, freed = a == AB_TR_FREE_REQUESTED || a == AB_TR_FREE_COMPLETED;
+  if (!alloc && !freed) return;
+  if (r->addr == 0 || (alloc && r->size == 0)) { /* nothing a replay could allocate or free */
+    if (freed) r->size = RES_IGNORED;
+    return;
+  }
+  size_t slot;
+  bool added = false;
+  if (i == b->hint_rec && i && b->blocks.keys[b->hint_slot] == r->addr) {
+    slot = b->hint_slot;
+  } else if (ab_map_slot_or_add(&b->blocks, r->addr, &slot, &added) != AB_OK) {
+    b->failed = true;
+    return;
+  }
+  uint64_t *v = &b->blocks.vals[slot];
+  if (alloc) {
+    if (*v & BLOCK_LIVE) {
+      if (!b->twice) {
+        b->twice = true;
+        b->twice_pos = r->pos;
+        b->twice_addr = r->addr;
+      }
+      return;
+    }
+    *v = BLOCK_LIVE | i;
+    return;
+  }
+  if (added && r->size) { /* the first touch is a free: the block existed before */
+    bool requested = a == AB_TR_FREE_COMPLETED;
+    *v = BLOCK_LIVE | RES_PRE | b->npre | (requested ? BLOCK_REQUESTED : 0);
+    push_pre(b, r, i, requested);
+  }
+  if (!(*v & BLOCK_LIVE) || (a == AB_TR_FREE_REQUESTED && (*v & BLOCK_REQUESTED))) {
+    r->size = RES_IGNORED;
+  } else if (a == AB_TR_FREE_REQUESTED) {
+    r->size = *v & (RES_PRE | RES_INDEX);
+    *v |= BLOCK_REQUESTED;
+    b->hint_rec = i + 1; /* most frees complete at once, in the next record: no second search */
+    b->hint_slot = slot;
+  } else {
+    r->size = *v & (RES_REQUESTED | RES_PRE | RES_INDEX);
+    *v = 0;
+  }
+}
+
+/* At finish, the pools inferred: a block found by a free takes that free's pool; the held
+ * blocks at addresses the records never touched join them; all go in address order (rule 2). */
+static void held_and_sorted(ab_trace_builder_t *b) {
+  for (size_t i = 0; i < b->npre; i++)
+    if (b->pre[i].rec != NO_REC) b->pre[i].r.pool = b->recs[b->pre[i].rec].pool;
+  for (size_t i = 0; i < b->nheld && !b->failed; i++)
+    if (!ab_map_get(&b->blocks, b->held[i].addr, NULL)) push_pre(b, &b->held[i], NO_REC, b->held[i].pending);
+  if (b->npre) qsort(b->pre, b->npre, sizeof *b->pre, pre_by_addr);
+}
+
 static void push_rec(ab_trace_builder_t *b, ab_trace_rec_in_t **items, size_t *n, size_t *cap,
                      const ab_trace_rec_in_t *r) {
   if (*n == *cap) {
@@ -158,6 +277,7 @@ ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t a
   if (action != AB_TR_OTHER && action != AB_TR_SNAPSHOT && action != AB_TR_EMPTY_CACHE) AB_TRY(stream_index(b, stream, &index, pos, diag));
   ab_trace_rec_in_t r = {addr, size, rec_pos(pos) & REC_POS_MAX, action, 0, index & 0x7ffu, (int8_t)pool};
   b->infer |= pool == AB_TRACE_POOL_INFER;
+  resolve(b, &r, b->nrecs);
   push_rec(b, &b->recs, &b->nrecs, &b->caprecs, &r);
   return AB_OK;
 }
@@ -503,119 +623,6 @@ static uint8_t *find_empty_caches(ab_trace_builder_t *b) {
   return mark;
 }
 
-/* ---- blocks (Note [Memory that existed before the trace]) ------------------------------------
- * Two passes over the records at finish. resolve() follows each address through a map of
- * every address the records touch, and tells each free which block it frees; the blocks that
- * existed before the trace come out of it. emit() then writes the events in order, those
- * blocks first, with no lookup by address. */
-
-/* A block that existed before the trace: its record (an ALLOC; pending when its free was
- * requested before the trace) and its number in the order resolve() found it. */
-typedef struct pre_s {
-  ab_trace_rec_in_t r;
-  size_t found;
-} pre_t;
-
-static int pre_by_addr(const void *x, const void *y) {
-  const pre_t *a = x, *b = y;
-  return (a->r.addr > b->r.addr) - (a->r.addr < b->r.addr);
-}
-
-/* What resolve() leaves in an alloc or free record's addr, its address no longer needed:
- * RES_IGNORED for a record that makes no event; for a free, the block it frees: the index of
- * its alloc record, or RES_PRE | the number of a block found existing before; with
- * RES_REQUESTED when a free_completed ends a requested free. emit() writes an alloc's id over
- * it, so that its frees find the id there. */
-#define RES_IGNORED UINT64_MAX
-#define RES_REQUESTED (1ULL << 63)
-#define RES_PRE (1ULL << 62)
-#define RES_INDEX ((1ULL << 61) - 1)
-
-/* The map's value for an address: 0 when no block is live there (freed, or a lone free of
- * nothing), else BLOCK_LIVE | the block (as RES_* names it), BLOCK_REQUESTED once its free
- * was requested. */
-#define BLOCK_LIVE (RES_INDEX + 1)
-#define BLOCK_REQUESTED RES_REQUESTED
-
-static ab_status push_pre(pre_t **pre, size_t *n, size_t *cap, const ab_trace_rec_in_t *r, bool pending) {
-  if (*n == *cap) {
-    size_t want = *cap ? *cap * 2 : 64;
-    pre_t *grown = realloc(*pre, want * sizeof *grown);
-    if (grown == NULL) return AB_ERR_INTERNAL;
-    *pre = grown;
-    *cap = want;
-  }
-  (*pre)[*n] = (pre_t){*r, *n};
-  (*pre)[*n].r.action = AB_TR_ALLOC;
-  (*pre)[*n].r.pending = pending;
-  (*n)++;
-  return AB_OK;
-}
-
-/* Pass 1: the blocks each free frees, and the blocks that existed before the trace (rule 1 of
- * the Note: a free of an address not touched before; a held block at an address the records
- * never touch), in address order, in *pre. */
-static ab_status resolve(ab_trace_builder_t *b, pre_t **pre, size_t *npre, ab_diag_t *diag) {
-  ab_map_t blocks;
-  ab_map_init(&blocks);
-  size_t n = 0, cap = 0;
-  ab_status st = AB_OK;
-  *pre = NULL;
-  for (size_t i = 0; i < b->nrecs && st == AB_OK; i++) {
-    ab_trace_rec_in_t *r = &b->recs[i];
-    uint8_t a = r->action;
-    bool alloc = a == AB_TR_ALLOC, freed = a == AB_TR_FREE_REQUESTED || a == AB_TR_FREE_COMPLETED;
-    if (!alloc && !freed) continue;
-    if (r->addr == 0 || (alloc && r->size == 0)) { /* nothing a replay could allocate or free */
-      r->addr = RES_IGNORED;
-      continue;
-    }
-    size_t slot;
-    bool added;
-    if ((st = ab_map_slot_or_add(&blocks, r->addr, &slot, &added)) != AB_OK) break;
-    uint64_t *v = &blocks.vals[slot];
-    if (alloc) {
-      if (*v & BLOCK_LIVE) {
-        char at[300];
-        st = ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
-                         where(b, r->pos, at, sizeof at), (unsigned long long)r->addr);
-        break;
-      }
-      *v = BLOCK_LIVE | i;
-      r->addr = 0;
-      continue;
-    }
-    if (added && r->size) { /* the first touch is a free: the block existed before */
-      bool requested = a == AB_TR_FREE_COMPLETED;
-      *v = BLOCK_LIVE | RES_PRE | n | (requested ? BLOCK_REQUESTED : 0);
-      if ((st = push_pre(pre, &n, &cap, r, requested)) != AB_OK) break;
-    }
-    if (!(*v & BLOCK_LIVE) || (a == AB_TR_FREE_REQUESTED && (*v & BLOCK_REQUESTED))) {
-      r->addr = RES_IGNORED;
-    } else if (a == AB_TR_FREE_REQUESTED) {
-      r->addr = *v & (RES_PRE | RES_INDEX);
-      *v |= BLOCK_REQUESTED;
-      /* Most frees complete at once, in the next record: the same slot, no second search. */
-      ab_trace_rec_in_t *next = i + 1 < b->nrecs ? &b->recs[i + 1] : NULL;
-      if (next && next->action == AB_TR_FREE_COMPLETED && next->addr == blocks.keys[slot]) {
-        next->addr = *v & (RES_REQUESTED | RES_PRE | RES_INDEX);
-        *v = 0;
-        i++;
-      }
-    } else {
-      r->addr = *v & (RES_REQUESTED | RES_PRE | RES_INDEX);
-      *v = 0;
-    }
-  }
-  for (size_t i = 0; i < b->nheld && st == AB_OK; i++)
-    if (!ab_map_get(&blocks, b->held[i].addr, NULL)) st = push_pre(pre, &n, &cap, &b->held[i], b->held[i].pending);
-  ab_map_free(&blocks);
-  if (st == AB_ERR_INTERNAL) b->failed = true;
-  if (st == AB_OK && n) qsort(*pre, n, sizeof **pre, pre_by_addr);
-  *npre = n;
-  return st;
-}
-
 /* The id of the block a free record frees (resolve()). */
 static uint32_t freed_id(const ab_trace_builder_t *b, const uint32_t *pre_id, uint64_t res) {
   uint64_t k = res & RES_INDEX;
@@ -625,23 +632,22 @@ static uint32_t freed_id(const ab_trace_builder_t *b, const uint32_t *pre_id, ui
 /* Pass 2: a record's events. */
 static void emit(ab_trace_builder_t *b, routing_t *rt, const uint32_t *pre_id, ab_trace_rec_in_t *r) {
   ab_events_t *es = b->es;
-  bool ignored = r->addr == RES_IGNORED;
   switch ((ab_trace_action_t)r->action) {
     case AB_TR_ALLOC:
-      if (ignored) break;
+      if (r->size == 0 || r->addr == 0) break;
       route_to(es, rt, pool_of(b, r));
       r->addr = ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
       return;
     case AB_TR_FREE_REQUESTED:
-      if (ignored) break;
+      if (r->size == RES_IGNORED) break;
       route_end(es, rt); /* a capture would defer it (Note [Captures], caching.c); the trace says when it ended */
-      ab_events_free_phase(es, freed_id(b, pre_id, r->addr), AB_FREE_REQUEST);
+      ab_events_free_phase(es, freed_id(b, pre_id, r->size), AB_FREE_REQUEST);
       return;
     case AB_TR_FREE_COMPLETED: {
-      if (ignored) break;
-      uint32_t id = freed_id(b, pre_id, r->addr);
+      if (r->size == RES_IGNORED) break;
+      uint32_t id = freed_id(b, pre_id, r->size);
       ab_event_t *last = es->n ? &es->ev[es->n - 1] : NULL;
-      if (!(r->addr & RES_REQUESTED))
+      if (!(r->size & RES_REQUESTED))
         ab_events_free_phase(es, id, AB_FREE_NOW);
       else if (last && last->kind == AB_EV_FREE && last->id == id && last->aux == AB_FREE_REQUEST)
         last->aux = AB_FREE_NOW; /* nothing happened in between: one plain free */
@@ -676,15 +682,20 @@ static void emit(ab_trace_builder_t *b, routing_t *rt, const uint32_t *pre_id, a
   es->ignored++;
 }
 
-/* The pools, the two passes, the program's empty_caches. */
+/* The pools, the blocks that existed before, the records' events, the program's empty_caches. */
 static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_events_t *es = b->es;
+  if (b->twice) {
+    char at[300];
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
+                       where(b, b->twice_pos, at, sizeof at), (unsigned long long)b->twice_addr);
+  }
   infer_pools(b);
-  pre_t *pre = NULL;
-  size_t npre = 0;
-  ab_status st = resolve(b, &pre, &npre, diag);
+  held_and_sorted(b);
+  const pre_t *pre = b->pre;
+  size_t npre = b->npre;
   uint32_t *pre_id = malloc((npre ? npre : 1) * sizeof *pre_id);
-  if (st == AB_OK && pre_id == NULL) st = AB_ERR_INTERNAL;
+  ab_status st = pre_id == NULL || b->failed ? AB_ERR_INTERNAL : AB_OK;
   routing_t rt;
   memset(&rt, 0, sizeof rt);
   for (size_t i = 0; i < npre && st == AB_OK; i++) {
@@ -697,7 +708,6 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
     }
   }
   b->info.preexisting = npre;
-  free(pre);
   uint8_t *empty = st == AB_OK ? find_empty_caches(b) : NULL;
   if (st == AB_OK && empty == NULL) st = AB_ERR_INTERNAL;
   /* Note [A trace that ends in an OOM]: the last oom, when no alloc follows it. */

@@ -170,6 +170,14 @@ typedef struct ab_trace_builder_s {
   uint8_t action_len[AB_TRACE_MAX_ACTION_NAMES]; /* strlen of info.actions[i].name */
   unsigned last_action;       /* the index of info.actions counted last */
   uint8_t known_slot[AB_TR_OTHER]; /* a named action's index in info.actions + 1; 0: not yet */
+  /* Each free's block, found as the records come (trace_builder.c, resolve): */
+  ab_map_t blocks;            /* every address an alloc or a free touched -> the block live there */
+  struct ab_trace_pre_s *pre; /* the blocks found to exist before the trace */
+  size_t npre, cappre;
+  size_t hint_rec;            /* the record whose search was made already (a free completing at once) */
+  size_t hint_slot;           /* its slot in blocks */
+  bool twice;                 /* an alloc at an address already allocated, at twice_pos */
+  uint64_t twice_pos, twice_addr;
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
