@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what allocbench needs on a Debian or Ubuntu machine, or says how to.
-#   .ci/deps.sh build   the compiler, CMake and zlib (required)
+#   .ci/deps.sh build   the compiler, CMake and zlib (required), ISA-L (optional: gzip input is
+#                       inflated with zlib without it)
 #   .ci/deps.sh bench   also gnuplot, Google Benchmark and a headless Chromium (optional:
 #                       without them the figures, the micro-benchmarks and the test of the
 #                       pages in a browser are skipped)
@@ -25,6 +26,8 @@ need REQUIRED gcc gcc
 need REQUIRED make make
 need REQUIRED cmake cmake
 need REQUIRED zlib1g-dev
+# ISA-L's igzip, which inflates gzip input faster than zlib (strategies/base/input.c).
+need OPTIONAL libisal-dev
 # The count of include circles and upward includes (tests/includes.py; skipped without it).
 need OPTIONAL python3 python3
 if [ "$want" = bench ]; then

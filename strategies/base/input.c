@@ -12,6 +12,13 @@
 #ifdef AB_HAVE_ZLIB
 #include <zlib.h>
 #endif
+#ifdef AB_HAVE_ISAL
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
+#endif
+#if defined(AB_HAVE_ZLIB) || defined(AB_HAVE_ISAL)
+#define AB_HAVE_INFLATER 1
+#endif
 
 #define MAX_BYTES (8ULL << 30)
 
@@ -136,9 +143,9 @@ struct ab_instream_s {
   unsigned char *win;         /* the window's buffer: [win + wstart, win + wend) not consumed */
   size_t wcap, wstart, wend;
   bool ended;                 /* the contents are over */
-#ifdef AB_HAVE_ZLIB
-  z_stream z;
-  bool zlive;
+#ifdef AB_HAVE_INFLATER
+  const struct gz_lib_s *lib; /* the library inflating (Note [Two inflaters]) */
+  void *gz;                   /* its state; NULL when not started */
   struct inflater_s *thread;  /* inflating ahead on a thread of its own, or NULL */
 #endif
 };
@@ -172,64 +179,273 @@ static ab_status plain_read(ab_instream_t *s, unsigned char *buf, size_t cap, si
   return AB_OK;
 }
 
+#ifdef AB_HAVE_INFLATER
+/* Note [Two inflaters]
+ * A gzip file is inflated by one of two libraries behind the same four calls (gz_lib_t):
+ * ISA-L's igzip where the build found it, zlib otherwise. igzip's decoder has loops written
+ * in assembly for x86 and Arm, and it takes the CRC-32 of the output with the processor's
+ * carry-less multiply (ISA-L's README lists fast inflate and CRC among its functions;
+ * crc/crc32_gzip_refl_by8.asm uses PCLMULQDQ), where zlib 1.2 decodes in portable C and
+ * takes the CRC with tables: some 2 to 3 times zlib's speed on a snapshot (snapshot_bench's
+ * inflate column, zlib and ISA-L builds). Inflating runs beside the parse (Note [Inflating
+ * ahead]), so a faster parse is bound by it. gz_read is the one loop over either: it feeds
+ * the raw bytes, counts what comes out against the cap, goes on to the next member of a
+ * multi-member file, and words the errors, so both take and refuse the same files.
+ * ab_input_use_inflater picks the other one, for tests and benchmarks that compare them. */
+typedef enum { GZ_MORE, GZ_MEMBER_END, GZ_BAD } gz_step;
+
+typedef struct gz_lib_s {
+  const char *name;
+  /* Allocates s->gz, ready for a member's first byte; false when out of memory. */
+  bool (*start)(ab_instream_t *s);
+  /* Inflates from the raw bytes [s->raw, s->raw + s->nraw) into [*out, *out + *room)
+   * (room at most UINT32_MAX), moving both on. GZ_MEMBER_END: a member ended, its trailer
+   * checked; GZ_BAD: the bytes are not gzip, *why says how, and *held raw bytes were taken
+   * but not yet decoded (so that the position given is the bad bytes'). */
+  gz_step (*run)(ab_instream_t *s, unsigned char **out, size_t *room, const char **why, size_t *held);
+  /* Ready for the next member's first byte. */
+  void (*next)(ab_instream_t *s);
+  void (*end)(ab_instream_t *s);
+} gz_lib_t;
+
 #ifdef AB_HAVE_ZLIB
-static ab_status zlib_start(ab_instream_t *s, ab_diag_t *diag) {
-  memset(&s->z, 0, sizeof s->z);
-  if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: zlib failed to start", s->path);
-  s->zlive = true;
+static bool zlib_start(ab_instream_t *s) {
+  z_stream *z = calloc(1, sizeof *z);
+  /* 16 + MAX_WBITS: a gzip header and trailer around the deflate data (zlib.h, inflateInit2). */
+  if (z == NULL || inflateInit2(z, 16 + MAX_WBITS) != Z_OK) {
+    free(z);
+    return false;
+  }
+  s->gz = z;
+  return true;
+}
+
+static gz_step zlib_run(ab_instream_t *s, unsigned char **out, size_t *room, const char **why, size_t *held) {
+  z_stream *z = s->gz;
+  z->next_in = (Bytef *)(uintptr_t)s->raw;
+  z->avail_in = (uInt)s->nraw;
+  z->next_out = *out;
+  z->avail_out = (uInt)*room;
+  int r = inflate(z, Z_NO_FLUSH);
+  s->raw = z->next_in;
+  s->nraw = z->avail_in;
+  *out = z->next_out;
+  *room = z->avail_out;
+  *held = 0;
+  if (r == Z_STREAM_END) return GZ_MEMBER_END;
+  if (r == Z_OK || r == Z_BUF_ERROR) return GZ_MORE; /* Z_BUF_ERROR: no progress for want of bytes */
+  *why = z->msg ? z->msg : "inflate failed";
+  return GZ_BAD;
+}
+
+/* inflateReset fails only on a stream never started. */
+static void zlib_next(ab_instream_t *s) { (void)inflateReset(s->gz); }
+
+static void zlib_end(ab_instream_t *s) {
+  inflateEnd(s->gz);
+  free(s->gz);
+}
+
+static const gz_lib_t zlib_lib = {"zlib", zlib_start, zlib_run, zlib_next, zlib_end};
+#endif
+
+#ifdef AB_HAVE_ISAL
+/* ISA-L inflates the deflate data and checks the trailer (crc_flag ISAL_GZIP_NO_HDR_VER,
+ * igzip_lib.h); the member's header is read here. ISA-L's own reader of it (ISAL_GZIP)
+ * keeps what it has read of a header in a structure it makes afresh on every call (ISA-L
+ * v2.30.0, Debian 12's, igzip/igzip_inflate.c: isal_inflate and isal_read_gzip_header), so
+ * a header cut between two reads of the file loses its flags and the CRC of its first part
+ * (tests/strategies/input_test.c, header_and_trailer_cut_between_reads, fails with it). This
+ * reader takes a byte at a time and refuses what zlib refuses, in zlib's words, after the
+ * same bytes: the magic after two, the method and the reserved flags after four, the
+ * header's CRC-16 after its two bytes (RFC 1952, section 2.3). */
+enum { H_FIXED, H_XLEN, H_EXTRA, H_NAME, H_COMMENT, H_HCRC, H_DONE };
+enum { F_HCRC = 2, F_EXTRA = 4, F_NAME = 8, F_COMMENT = 16, F_RESERVED = 0xe0 };
+
+typedef struct {
+  int part;
+  uint32_t n, want; /* bytes of the part read, and wanted (the extra field's length) */
+  uint32_t crc;     /* CRC-32 of the header's bytes before its CRC-16 */
+  unsigned char b[10];
+} gz_header_t;
+
+/* On to the part after `part` that the flags ask for. */
+static void header_next(gz_header_t *h, int part) {
+  unsigned flg = h->b[3];
+  h->part = part < H_XLEN && (flg & F_EXTRA)       ? H_XLEN
+            : part < H_NAME && (flg & F_NAME)       ? H_NAME
+            : part < H_COMMENT && (flg & F_COMMENT) ? H_COMMENT
+            : part < H_HCRC && (flg & F_HCRC)       ? H_HCRC
+                                                    : H_DONE;
+  h->n = 0;
+}
+
+/* Reads header bytes from [*in, *in + *nin), moving on; NULL, or what is wrong. */
+static const char *header_read(gz_header_t *h, const unsigned char **in, size_t *nin) {
+  const unsigned char *p = *in, *end = p + *nin, *crc_from = h->part < H_HCRC ? p : NULL;
+  const char *bad = NULL;
+  while (p < end && h->part != H_DONE && bad == NULL) {
+    unsigned char c = *p++;
+    switch (h->part) {
+    case H_FIXED: /* ID1 ID2 CM FLG MTIME(4) XFL OS */
+      h->b[h->n++] = c;
+      if (h->n == 2 && (h->b[0] != 0x1f || h->b[1] != 0x8b)) bad = "incorrect header check";
+      else if (h->n == 4 && h->b[2] != 8) bad = "unknown compression method";
+      else if (h->n == 4 && (h->b[3] & F_RESERVED)) bad = "unknown header flags set";
+      else if (h->n == 10) header_next(h, H_FIXED);
+      break;
+    case H_XLEN: /* the extra field's length, little-endian */
+      h->want = h->n++ == 0 ? c : h->want | (uint32_t)c << 8;
+      if (h->n == 2 && h->want) h->part = H_EXTRA, h->n = 0;
+      else if (h->n == 2) header_next(h, H_EXTRA);
+      break;
+    case H_EXTRA:
+      if (++h->n == h->want) header_next(h, H_EXTRA);
+      break;
+    case H_NAME:
+    case H_COMMENT: /* zero-terminated */
+      if (c == 0) header_next(h, h->part);
+      break;
+    case H_HCRC: /* the low 16 bits of the CRC-32 of the bytes before */
+      h->want = h->n++ == 0 ? c : h->want | (uint32_t)c << 8;
+      if (h->n == 2 && h->want != (h->crc & 0xffff)) bad = "header crc mismatch";
+      else if (h->n == 2) h->part = H_DONE;
+      break;
+    }
+    if (h->part == H_HCRC && crc_from) {
+      h->crc = crc32_gzip_refl(h->crc, crc_from, (uint64_t)(p - crc_from));
+      crc_from = NULL;
+    }
+  }
+  if (crc_from && h->part < H_HCRC) h->crc = crc32_gzip_refl(h->crc, crc_from, (uint64_t)(p - crc_from));
+  *nin -= (size_t)(p - *in);
+  *in = p;
+  return bad;
+}
+
+typedef struct {
+  struct inflate_state st;
+  gz_header_t head;
+} isal_gz_t;
+
+static void isal_next(ab_instream_t *s) {
+  isal_gz_t *g = s->gz;
+  isal_inflate_reset(&g->st);
+  g->st.crc_flag = ISAL_GZIP_NO_HDR_VER;
+  memset(&g->head, 0, sizeof g->head);
+}
+
+static bool isal_start(ab_instream_t *s) {
+  isal_gz_t *g = malloc(sizeof *g);
+  if (g == NULL) return false;
+  isal_inflate_init(&g->st);
+  s->gz = g;
+  isal_next(s);
+  return true;
+}
+
+/* At most this many bytes to isal_inflate at once: in ISA-L v2.30.0 a count near 4 GiB
+ * overflows a sum in fixed_size_read (fixed upstream in v2.32.1, "prevent internal buffer
+ * overrun"). */
+#define ISAL_FEED_BYTES (1u << 30)
+
+static gz_step isal_run(ab_instream_t *s, unsigned char **out, size_t *room, const char **why, size_t *held) {
+  isal_gz_t *g = s->gz;
+  *held = 0;
+  if (g->head.part != H_DONE) {
+    if ((*why = header_read(&g->head, &s->raw, &s->nraw)) != NULL) return GZ_BAD;
+    if (g->head.part != H_DONE) return GZ_MORE;
+  }
+  struct inflate_state *st = &g->st;
+  uint32_t fed = s->nraw < ISAL_FEED_BYTES ? (uint32_t)s->nraw : ISAL_FEED_BYTES;
+  st->next_in = (uint8_t *)(uintptr_t)s->raw;
+  st->avail_in = fed;
+  st->next_out = *out;
+  st->avail_out = (uint32_t)*room;
+  int r = isal_inflate(st);
+  s->raw += fed - st->avail_in;
+  s->nraw -= fed - st->avail_in;
+  *room -= (size_t)(st->next_out - *out);
+  *out = st->next_out;
+  if (r < 0) {
+    /* zlib's words for the same faults (zlib's inflate.c). */
+    *why = r == ISAL_INVALID_BLOCK      ? "invalid block"
+           : r == ISAL_INVALID_SYMBOL   ? "invalid code"
+           : r == ISAL_INVALID_LOOKBACK ? "invalid distance too far back"
+           : r == ISAL_INCORRECT_CHECKSUM ? "incorrect data or length check"
+                                          : "inflate failed";
+    *held = st->read_in_length > 0 ? (size_t)st->read_in_length / 8 : 0;
+    return GZ_BAD;
+  }
+  /* The trailer checked, nothing read past it (check_gzip_checksum). */
+  return st->block_state == ISAL_BLOCK_FINISH ? GZ_MEMBER_END : GZ_MORE;
+}
+
+static void isal_end(ab_instream_t *s) { free(s->gz); }
+
+static const gz_lib_t isal_lib = {"isal", isal_start, isal_run, isal_next, isal_end};
+#endif
+
+/* The libraries built, the fastest first: the default. */
+static const gz_lib_t *const gz_libs[] = {
+#ifdef AB_HAVE_ISAL
+    &isal_lib,
+#endif
+#ifdef AB_HAVE_ZLIB
+    &zlib_lib,
+#endif
+};
+static const gz_lib_t *gz_used = gz_libs[0];
+
+static ab_status gz_start(ab_instream_t *s, ab_diag_t *diag) {
+  s->lib = gz_used;
+  if (!s->lib->start(s)) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", s->path);
   return AB_OK;
 }
 
 static void thread_stop(ab_instream_t *s);
 
-static void zlib_end(ab_instream_t *s) {
+static void gz_end(ab_instream_t *s) {
   thread_stop(s);
-  if (s->zlive) inflateEnd(&s->z);
-  s->zlive = false;
+  if (s->gz) s->lib->end(s);
+  s->gz = NULL;
 }
 
 /* Inflates into buf until something comes out or the contents end. */
 static ab_status gz_read(ab_instream_t *s, unsigned char *buf, size_t cap, size_t *got, ab_diag_t *diag) {
-  z_stream *z = &s->z;
-  size_t room = cap > UINT32_MAX ? UINT32_MAX : cap;
-  z->next_out = buf;
-  z->avail_out = (uInt)room;
-  while (z->avail_out == room && !s->inflated_all) {
-    if (z->avail_in == 0) {
-      AB_TRY(raw_fill(s, diag));
-      z->next_in = (Bytef *)(uintptr_t)s->raw;
-      z->avail_in = (uInt)s->nraw;
-      s->taken += s->nraw;
-      s->nraw = 0;
-    }
-    uInt before_out = z->avail_out;
-    int r = inflate(z, Z_NO_FLUSH);
-    s->inflated += before_out - z->avail_out;
+  size_t room = cap > UINT32_MAX ? UINT32_MAX : cap, left = room;
+  unsigned char *out = buf;
+  while (left == room && !s->inflated_all) {
+    AB_TRY(raw_fill(s, diag));
+    size_t nraw = s->nraw, before = left, held = 0;
+    const char *why = NULL;
+    gz_step step = s->lib->run(s, &out, &left, &why, &held);
+    s->taken += nraw - s->nraw;
+    s->inflated += before - left;
     if (s->inflated > s->limit) return too_inflated(s->path, s->compressed, s->limit, s->max_inflated, diag);
-    if (r == Z_STREAM_END) {
-      /* Concatenated gzip members are legal; read the next one if bytes remain. */
-      if (z->avail_in == 0) {
-        AB_TRY(raw_fill(s, diag));
-        if (s->nraw == 0) {
-          s->inflated_all = true;
-          break;
-        }
-      }
-      if (inflateReset(z) != Z_OK) return ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream", s->path);
-      continue;
-    }
-    if (r == Z_BUF_ERROR && z->avail_out > 0 && z->avail_in == 0) {
-      AB_TRY(raw_fill(s, diag));
-      if (s->nraw == 0)
-        return ab_diag_set(diag, AB_ERR_INVALID, "%s: truncated gzip stream (ends after %llu compressed bytes)", s->path,
-                           (unsigned long long)s->compressed);
-      continue;
-    }
-    if (r != Z_OK && r != Z_BUF_ERROR)
+    if (step == GZ_BAD)
       return ab_diag_set(diag, AB_ERR_INVALID, "%s: corrupt gzip stream at compressed byte %llu (%s)", s->path,
-                         (unsigned long long)(s->taken - z->avail_in), z->msg ? z->msg : "inflate failed");
+                         (unsigned long long)(s->taken - held), why);
+    if (step == GZ_MEMBER_END) {
+      /* Concatenated gzip members are legal; read the next one if bytes remain. */
+      AB_TRY(raw_fill(s, diag));
+      if (s->nraw == 0) {
+        s->inflated_all = true;
+        break;
+      }
+      s->lib->next(s);
+      continue;
+    }
+    /* Nothing taken and nothing made: the inflater wants bytes the file does not have. */
+    if (left == before && s->nraw == nraw) {
+      if (nraw == 0)
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: truncated gzip stream (ends after %llu compressed bytes)",
+                           s->path, (unsigned long long)s->compressed);
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the inflater stopped at compressed byte %llu", s->path,
+                         (unsigned long long)s->taken);
+    }
   }
-  *got = room - z->avail_out;
+  *got = room - left;
   return AB_OK;
 }
 
@@ -361,8 +577,8 @@ static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
   s->gzip = !s->plain && s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
   s->limit = s->gzip ? inflate_cap(s->compressed, s->max_inflated) : MAX_BYTES;
   if (!s->gzip) return AB_OK;
-#ifdef AB_HAVE_ZLIB
-  AB_TRY(zlib_start(s, diag));
+#ifdef AB_HAVE_INFLATER
+  AB_TRY(gz_start(s, diag));
   if (s->compressed >= THREAD_MIN_BYTES) thread_start(s); /* Note [Inflating ahead] */
   return AB_OK;
 #else
@@ -441,7 +657,7 @@ ab_status ab_instream_read(ab_instream_t *s, void *buf, size_t cap, size_t *got,
   *got = 0;
   if (cap == 0 || s->ended) return AB_OK;
   ab_status st;
-#ifdef AB_HAVE_ZLIB
+#ifdef AB_HAVE_INFLATER
   if (s->gzip) st = s->thread ? thread_read(s, buf, cap, got, diag) : gz_read(s, buf, cap, got, diag);
   else
 #endif
@@ -452,8 +668,8 @@ ab_status ab_instream_read(ab_instream_t *s, void *buf, size_t cap, size_t *got,
 }
 
 ab_status ab_instream_rewind(ab_instream_t *s, ab_diag_t *diag) {
-#ifdef AB_HAVE_ZLIB
-  zlib_end(s);
+#ifdef AB_HAVE_INFLATER
+  gz_end(s);
 #endif
   s->wstart = s->wend = 0;
   if (s->f && fseek(s->f, 0, SEEK_SET) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read it again: %s", s->path, strerror(errno));
@@ -542,8 +758,8 @@ uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out - (s->wend -
 
 void ab_instream_close(ab_instream_t *s) {
   if (s == NULL) return;
-#ifdef AB_HAVE_ZLIB
-  zlib_end(s);
+#ifdef AB_HAVE_INFLATER
+  gz_end(s);
 #endif
   if (s->f) fclose(s->f);
   free(s->owned);
@@ -581,4 +797,26 @@ void ab_input_free(ab_input_t *in) {
   free(in->data);
   in->data = NULL;
   in->len = 0;
+}
+
+/* ---- the inflater used (Note [Two inflaters]) ------------------------------------------------ */
+
+ab_status ab_input_use_inflater(const char *name, ab_diag_t *diag) {
+#ifdef AB_HAVE_INFLATER
+  for (size_t i = 0; i < sizeof gz_libs / sizeof *gz_libs; i++)
+    if (strcmp(gz_libs[i]->name, name) == 0) {
+      gz_used = gz_libs[i];
+      return AB_OK;
+    }
+#endif
+  return ab_diag_set(diag, AB_ERR_INVALID, "inflater '%s': not in this build (it inflates with %s)", name,
+                     ab_input_inflater());
+}
+
+const char *ab_input_inflater(void) {
+#ifdef AB_HAVE_INFLATER
+  return gz_used->name;
+#else
+  return "nothing";
+#endif
 }

@@ -3,7 +3,7 @@
  * (ab_instream_*, for readers that keep only what they extract). Both run the same
  * inflater, so they take and refuse the same files with the same messages: errors name the
  * file and what went wrong (a truncated or corrupt gzip stream, a read error, an inflated
- * size past the cap). */
+ * size past the cap), whichever library inflates (ab_input_inflater). */
 #ifndef AB_INPUT_H
 #define AB_INPUT_H
 
@@ -71,6 +71,12 @@ void ab_instream_consume(ab_instream_t *s, size_t n);
 /* Contents bytes consumed (window) or read so far: the offset of the next byte. */
 uint64_t ab_instream_offset(const ab_instream_t *s);
 void ab_instream_close(ab_instream_t *s);
+/* The library gzip input is inflated with: "isal" (ISA-L's igzip, the default where the
+ * build has it) or "zlib" (the default otherwise). ab_input_use_inflater picks one of those
+ * built, for tests and benchmarks that compare them (AB_ERR_INVALID naming the one in use
+ * for another); call it before any stream is opened, not beside a reading thread. */
+ab_status ab_input_use_inflater(const char *name, ab_diag_t *diag);
+const char *ab_input_inflater(void);
 /* True when path (followed through links) is a file this process has read with
  * ab_input_read: the same device and inode, whatever the name. Outputs refuse it (output.h).
  * Thread-safe. */
