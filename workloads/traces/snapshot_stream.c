@@ -892,15 +892,20 @@ static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const uns
   return true;
 }
 
-/* An int written in place as field f (AB_SNAP_FIELDS: a key not read), as set_field sets it. */
+/* An int written in place as field f, as set_field sets it. */
 static inline void fast_int(ab_snap_entry_t *e, unsigned f, uint8_t width, uint64_t bits) {
-  if (f >= AB_SNAP_POOL) { /* the pool id and the action are no ints; AB_SNAP_FIELDS: not read */
-    if (f < AB_SNAP_FIELDS) e->kind[f] = AB_SNAP_BAD;
+  if (f >= AB_SNAP_POOL) { /* the pool id and the action are no ints */
+    e->kind[f] = AB_SNAP_BAD;
     return;
   }
   e->kind[f] = width == AB_PK_BIGINT ? AB_SNAP_BAD : width == AB_PK_UINT64 ? AB_SNAP_UINT64 : AB_SNAP_INT64;
   e->u[f] = bits;
 }
+
+/* A pair's most bytes but for a LONG1's value: a LONG_BINGET key and a LONG_BINGET or BININT
+ * value, five bytes each. Farther than that from the window's end (and a SETITEMS), a pair's
+ * bytes are in the window without a check for each. */
+#define PAIR_BYTES 10
 
 /* Note [An entry's body at once]: true when the body was read. */
 static bool fast_entry(svm_t *vm) {
@@ -910,52 +915,51 @@ static bool fast_entry(svm_t *vm) {
   ab_snap_entry_t *e = &c->e;
   uint64_t pairs = 0;
   /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
-  while (p < end && *p != OP_SETITEMS) {
+  for (;;) {
+    if (end - p <= PAIR_BYTES) goto give_up; /* near the window's end: opcode by opcode */
+    if (*p == OP_SETITEMS) break;
     uint32_t w;
-    if (!fast_get(vm, &p, end, &w) || w < M_VALS || p == end) goto give_up;
-    const sv_t *key = &vm->vals[w - M_VALS];
-    unsigned f = key->field ? key->field - 1u : AB_SNAP_FIELDS;
+    if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up;
+    unsigned f = vm->vals[w - M_VALS].field; /* the key's field + 1; 0: a key not read */
     switch (*p) {
       case OP_BINGET:
-      case OP_LONG_BINGET:
+      case OP_LONG_BINGET: {
+        uint8_t key = vm->vals[w - M_VALS].key;
         if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up; /* unset, shared, nothing kept */
-        if (f < AB_SNAP_FIELDS && set_field(vm, e, key->key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        if (f && set_field(vm, e, key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
         break;
+      }
       case OP_BININT1:
-        if (end - p < 2) goto give_up;
-        fast_int(e, f, AB_PK_INT64, p[1]);
+        if (f) fast_int(e, f - 1, AB_PK_INT64, p[1]);
         p += 2;
         break;
       case OP_BININT2:
-        if (end - p < 3) goto give_up;
-        fast_int(e, f, AB_PK_INT64, ab_pickle_le(p + 1, 2));
+        if (f) fast_int(e, f - 1, AB_PK_INT64, ab_pickle_le(p + 1, 2));
         p += 3;
         break;
       case OP_BININT:
-        if (end - p < 5) goto give_up;
-        fast_int(e, f, AB_PK_INT64, (uint64_t)(int64_t)(int32_t)(uint32_t)ab_pickle_le(p + 1, 4));
+        if (f) fast_int(e, f - 1, AB_PK_INT64, (uint64_t)(int64_t)(int32_t)(uint32_t)ab_pickle_le(p + 1, 4));
         p += 5;
         break;
       case OP_LONG1: {
-        if (end - p < 2 || (size_t)(end - p - 2) < p[1]) goto give_up;
-        if (f < AB_SNAP_FIELDS) {
+        if ((size_t)(end - p - 2) < p[1]) goto give_up;
+        if (f) {
           uint8_t width;
           uint64_t bits;
           ab_pickle_long(p + 2, p[1], &width, &bits);
-          fast_int(e, f, width, bits);
+          fast_int(e, f - 1, width, bits);
         }
         p += 2 + p[1];
         break;
       }
       case OP_NONE:
-        if (f < AB_SNAP_FIELDS) e->kind[f] = AB_SNAP_BAD;
+        if (f) e->kind[f - 1] = AB_SNAP_BAD;
         p++;
         break;
       default: goto give_up;
     }
     pairs++;
   }
-  if (p == end) goto give_up;
   c->count = pairs;
   c->may_take = pairs == PICKLE_BATCH; /* as SETITEMS leaves it */
   vm->p = p + 1;
