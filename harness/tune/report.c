@@ -198,7 +198,8 @@ static const char style[] =
     ".sub{color:#555}.answer{background:#eef7ea;border:1px solid #b9dcab;border-radius:6px;padding:10px 16px}"
     "pre{background:#f5f5f5;padding:8px 10px;overflow-x:auto;font-size:13px;white-space:pre-wrap;word-break:break-all}"
     ".paste{background:#fff;border:1px solid #999;font-size:15px}"
-    "table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}"
+    "table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}"
+    "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}td.conf{overflow-wrap:anywhere}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.win{background:#dff2d8;font-weight:600}tr.rec{background:#fdf0e2}"
     "figure{margin:14px 0;break-inside:avoid}figure svg{width:100%;height:auto;display:block}"
     "figcaption{color:#555;font-size:13px}footer{margin-top:2em;color:#777;font-size:12px}"
@@ -441,7 +442,7 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
     bool ref = strcmp(get(&c, r, "limit"), "budget") == 0, ok = strcmp(get(&c, r, "status"), "ok") == 0;
     fprintf(f, "<tr%s><td class=\"n\">%s</td><td>", win ? " class=\"win\"" : rec ? " class=\"rec\"" : "", get(&c, r, "rank"));
     esc(f, get(&c, r, "strategy"));
-    fputs("</td><td>", f);
+    fputs("</td><td class=\"conf\">", f); /* a long setting wraps where it must, the figures never */
     esc(f, ref ? "-" : *get(&c, r, "conf") ? get(&c, r, "conf") : "(default)");
     fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>",
             ok ? fig[2 * (r - first)] : get(&c, r, "status"), *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
