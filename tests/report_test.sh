@@ -39,7 +39,7 @@ trace=$data/pytorch-2.11-h200/cnn_dyn.default.pickle.gz
 "$ab" tune -w "replay:$trace" --report --out "$work/tune" >"$work/out" 2>"$work/err" || fail "tune --report: $(cat "$work/err")"
 grep -q "the page to share: $work/tune/report.html" "$work/err" || fail "tune --report does not name its page: $(tail -n 3 "$work/err")"
 page tune "$work/tune" 3 "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'" \
-  "2.98 GiB less (28.8%) at the peak" "<tr class=\"win\"><td class=\"n\">2</td><td>caching</td><td>expandable_segments:True</td>" \
+  "2.98 GiB less (28.8%) at the peak" "<tr class=\"win\"><td class=\"n\">2</td><td>caching</td><td class=\"conf\">expandable_segments:True</td>" \
   'id="tune_ranking"' 'id="tune_timeline"' 'id="tune_segments"' "pytorch-snapshot" \
   "allocbench tune -w replay:$trace --report --out $work/tune"
 # The answer comes first, before the table.
