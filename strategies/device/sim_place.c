@@ -82,9 +82,19 @@ static int cmp_chunk(const ab_tnode_t *a, const ab_tnode_t *b) {
   return (x > y) - (x < y);
 }
 
-static int key_chunk(const void *key, const ab_tnode_t *n) {
-  ab_dptr_t k = *(const ab_dptr_t *)key, b = AB_CONTAINER_OF(n, place_chunk_t, node)->base;
-  return (k > b) - (k < b);
+/* The chunk with the highest base not above at, or NULL: ab_tree_floor by base, its order
+ * written out rather than called through a pointer at every node. */
+static place_chunk_t *chunk_floor(const place_t *p, ab_dptr_t at) {
+  ab_tnode_t *n = p->chunks.root, *best = NULL;
+  while (n) {
+    if (AB_CONTAINER_OF(n, place_chunk_t, node)->base <= at) {
+      best = n;
+      n = n->right;
+    } else {
+      n = n->left;
+    }
+  }
+  return best ? AB_CONTAINER_OF(best, place_chunk_t, node) : NULL;
 }
 
 void ab_sim_place_init(place_t *p) {
@@ -250,8 +260,7 @@ bool ab_sim_place_take(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes) 
 }
 
 ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes) {
-  ab_tnode_t *n = ab_tree_floor(&p->chunks, &at, key_chunk);
-  place_chunk_t *c = n ? AB_CONTAINER_OF(n, place_chunk_t, node) : NULL;
+  place_chunk_t *c = chunk_floor(p, at);
   if (c == NULL || at - c->base >= c->bytes) return AB_ERR_INTERNAL;
   uint64_t off = at - c->base;
   size_t lo = 0, hi = c->n;

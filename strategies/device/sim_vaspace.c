@@ -14,11 +14,6 @@ typedef struct va_range_s {
   struct va_range_s *next_spare; /* list of unused nodes */
 } va_range_t;
 
-typedef struct size_key_s {
-  uint64_t bytes;
-  ab_dptr_t base;
-} size_key_t;
-
 static int cmp_addr(const ab_tnode_t *a, const ab_tnode_t *b) {
   ab_dptr_t x = AB_CONTAINER_OF(a, va_range_t, by_addr)->base, y = AB_CONTAINER_OF(b, va_range_t, by_addr)->base;
   return (x > y) - (x < y);
@@ -30,16 +25,72 @@ static int cmp_size(const ab_tnode_t *a, const ab_tnode_t *b) {
   return (x->base > y->base) - (x->base < y->base);
 }
 
-static int key_size(const void *key, const ab_tnode_t *n) {
-  const size_key_t *k = key;
-  const va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_size);
-  if (k->bytes != r->bytes) return k->bytes < r->bytes ? -1 : 1;
-  return (k->base > r->base) - (k->base < r->base);
+/* The searches below descend the trees themselves, with the orders above written out, where
+ * the tree's own functions would call a comparison through a pointer at every node: the
+ * card's every call makes two or three of them. Same order, same nodes found. */
+
+/* Whether key (bytes, base) orders before key (bytes2, base2) by size: cmp_size's order. */
+static inline bool key_before(uint64_t bytes, ab_dptr_t base, uint64_t bytes2, ab_dptr_t base2) {
+  return bytes != bytes2 ? bytes < bytes2 : base < base2;
 }
 
-static int key_addr(const void *key, const ab_tnode_t *n) {
-  ab_dptr_t k = *(const ab_dptr_t *)key, b = AB_CONTAINER_OF(n, va_range_t, by_addr)->base;
-  return (k > b) - (k < b);
+static inline bool size_before(uint64_t bytes, ab_dptr_t base, const va_range_t *r) {
+  return key_before(bytes, base, r->bytes, r->base);
+}
+
+static inline va_range_t *of_addr(ab_tnode_t *n) { return AB_CONTAINER_OF(n, va_range_t, by_addr); }
+static inline va_range_t *of_size(ab_tnode_t *n) { return AB_CONTAINER_OF(n, va_range_t, by_size); }
+
+/* The first range by size not ordered before (bytes, base), or NULL (ab_tree_lower_bound). */
+static ab_tnode_t *size_lower_bound(const vaspace_t *v, uint64_t bytes, ab_dptr_t base) {
+  ab_tnode_t *n = v->by_size.root, *best = NULL;
+  while (n) {
+    const va_range_t *r = of_size(n);
+    if (key_before(r->bytes, r->base, bytes, base)) {
+      n = n->right;
+    } else {
+      best = n;
+      n = n->left;
+    }
+  }
+  return best;
+}
+
+/* The range with the highest base not above `base`, or NULL (ab_tree_floor). */
+static ab_tnode_t *addr_floor(const vaspace_t *v, ab_dptr_t base) {
+  ab_tnode_t *n = v->by_addr.root, *best = NULL;
+  while (n) {
+    if (of_addr(n)->base <= base) {
+      best = n;
+      n = n->right;
+    } else {
+      n = n->left;
+    }
+  }
+  return best;
+}
+
+/* ab_tree_insert by size: equal keys (none occur: bases differ) would go right, as there. */
+static void size_insert(vaspace_t *v, va_range_t *r) {
+  ab_tnode_t *parent = NULL, *n = v->by_size.root;
+  bool left = false;
+  while (n) {
+    parent = n;
+    left = size_before(r->bytes, r->base, of_size(n));
+    n = left ? n->left : n->right;
+  }
+  ab_tree_link(&v->by_size, parent, left, &r->by_size);
+}
+
+static void addr_insert(vaspace_t *v, va_range_t *r) {
+  ab_tnode_t *parent = NULL, *n = v->by_addr.root;
+  bool left = false;
+  while (n) {
+    parent = n;
+    left = r->base < of_addr(n)->base;
+    n = left ? n->left : n->right;
+  }
+  ab_tree_link(&v->by_addr, parent, left, &r->by_addr);
 }
 
 static va_range_t *range_new(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
@@ -54,8 +105,8 @@ static va_range_t *range_new(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
 }
 
 static void range_insert(vaspace_t *v, va_range_t *r) {
-  ab_tree_insert(&v->by_addr, &r->by_addr);
-  ab_tree_insert(&v->by_size, &r->by_size);
+  addr_insert(v, r);
+  size_insert(v, r);
 }
 
 static void range_remove(vaspace_t *v, va_range_t *r) {
@@ -76,15 +127,15 @@ static void range_resize(vaspace_t *v, va_range_t *r, ab_dptr_t base, uint64_t b
   /* In place when the new key keeps its place among the sizes, which spares taking the range
    * out and putting it back: a key that grows can pass only the ranges after it, one that
    * shrinks those before. */
-  size_key_t key = {bytes, base};
   ab_tnode_t *n = &r->by_size;
-  bool grows = key_size(&key, n) > 0;
+  bool grows = key_before(r->bytes, r->base, bytes, base);
   ab_tnode_t *beside = grows ? ab_tree_next(n) : ab_tree_prev(n);
-  bool stays = beside == NULL || (grows ? key_size(&key, beside) < 0 : key_size(&key, beside) > 0);
+  const va_range_t *b = beside ? of_size(beside) : NULL;
+  bool stays = b == NULL || (grows ? key_before(bytes, base, b->bytes, b->base) : key_before(b->bytes, b->base, bytes, base));
   if (!stays) ab_tree_remove(&v->by_size, n);
   r->base = base;
   r->bytes = bytes;
-  if (!stays) ab_tree_insert(&v->by_size, n);
+  if (!stays) size_insert(v, r);
 }
 
 /* Cuts [start, start + bytes) out of free range r, which holds it. */
@@ -113,8 +164,7 @@ static bool fits_at_top(const va_range_t *r, uint64_t bytes, uint64_t align, ab_
 /* Carves `bytes` aligned to `align` (a power of two) from the smallest free range that
  * holds them, at its top. */
 ab_status ab_sim_va_alloc(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
-  size_key_t key = {bytes, 0};
-  for (ab_tnode_t *n = ab_tree_lower_bound(&v->by_size, &key, key_size); n; n = ab_tree_next(n)) {
+  for (ab_tnode_t *n = size_lower_bound(v, bytes, 0); n; n = ab_tree_next(n)) {
     va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_size);
     if (!fits_at_top(r, bytes, align, out)) continue;
     return carve(v, r, *out, bytes);
@@ -137,7 +187,7 @@ ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, a
 
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
 bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *n = ab_tree_floor(&v->by_addr, &base, key_addr);
+  ab_tnode_t *n = addr_floor(v, base);
   if (n == NULL) return false;
   va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_addr);
   ab_dptr_t top = r->base + r->bytes;
@@ -160,7 +210,7 @@ bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
 
 /* Returns a range to the free set, merged with free neighbours. */
 ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *pn = ab_tree_floor(&v->by_addr, &base, key_addr);
+  ab_tnode_t *pn = addr_floor(v, base);
   va_range_t *prev = pn ? AB_CONTAINER_OF(pn, va_range_t, by_addr) : NULL;
   ab_tnode_t *nn = pn ? ab_tree_next(pn) : ab_tree_first(&v->by_addr);
   va_range_t *next = nn ? AB_CONTAINER_OF(nn, va_range_t, by_addr) : NULL;
