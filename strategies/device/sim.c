@@ -89,6 +89,27 @@ static ab_status va_give_back(sim_t *s, ab_dptr_t at, uint64_t size) {
 
 /* ---- plain allocation ------------------------------------------------------------------ */
 
+/* The 2 MiB pages a live allocation at p touches, counted in or out of malloc_pages. One of
+ * 2 MiB and more lies in whole pages that nothing else shares (a chunk is cut from the
+ * address space in whole pages, and its allocations in whole pages of it, sim_place.c), so
+ * its pages are counted without the map's searches; a smaller one's end pages may be shared
+ * (Note [End pages] in sim_cost.c). */
+static ab_status pages_add(sim_t *s, ab_dptr_t p, uint64_t bytes, int64_t *pages) {
+  if (bytes < AB_GRANULE_BYTES) return ab_sim_touched_add(&s->malloc_pages, p, bytes, pages);
+  *pages = (int64_t)(va_size_for(bytes) / AB_GRANULE_BYTES);
+  s->malloc_pages.pages += (uint64_t)*pages;
+  return AB_OK;
+}
+
+static void pages_remove(sim_t *s, ab_dptr_t p, uint64_t bytes, int64_t *pages) {
+  if (bytes < AB_GRANULE_BYTES) {
+    ab_sim_touched_remove(&s->malloc_pages, p, bytes, pages);
+    return;
+  }
+  *pages = -(int64_t)(va_size_for(bytes) / AB_GRANULE_BYTES);
+  s->malloc_pages.pages -= va_size_for(bytes) / AB_GRANULE_BYTES;
+}
+
 static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   sim_t *s = sim_of(d);
   CHARGE(s, ab_sim_cost_ns(AB_SIM_CALL_MALLOC, bytes));
@@ -102,7 +123,7 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   else
     AB_TRY(size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p));
   int64_t pages = 0;
-  if (ab_map_put(&s->live, p, bytes) != AB_OK || ab_sim_touched_add(&s->malloc_pages, p, bytes, &pages) != AB_OK) {
+  if (ab_map_put(&s->live, p, bytes) != AB_OK || pages_add(s, p, bytes, &pages) != AB_OK) {
     ab_map_take(&s->live, p, NULL);
     va_give_back(s, p, va_size_for(bytes));
     return AB_ERR_INTERNAL;
@@ -125,7 +146,7 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   CHARGE(s, ab_sim_cost_ns(AB_SIM_CALL_FREE, bytes));
   ab_map_remove_slot(&s->live, slot);
   int64_t pages = 0;
-  ab_sim_touched_remove(&s->malloc_pages, p, bytes, &pages);
+  pages_remove(s, p, bytes, &pages);
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
   return va_give_back(s, p, va_size_for(bytes));
 }

@@ -204,8 +204,11 @@ static ab_status chunk_place(place_t *p, place_chunk_t *c, uint64_t bytes, ab_dp
   uint64_t at = 0;
   size_t i = 0;
   for (; i < c->n && c->live[i].off - at < bytes; i++) at = c->live[i].off + c->live[i].bytes;
+  uint64_t stretch = (i < c->n ? c->live[i].off : c->bytes) - at;
   AB_TRY(chunk_add(c, at, bytes, i));
-  room_set(p, c->slot, largest_room(c));
+  /* The chunk's largest room (its leaf, room[cap + slot]) changes only where the stretch
+   * cut was that room; a new chunk's leaf is 0 until now. */
+  if (stretch >= p->room[p->cap + c->slot]) room_set(p, c->slot, largest_room(c));
   *out = c->base + at;
   return AB_OK;
 }
@@ -273,9 +276,14 @@ ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t by
   }
   if (lo == c->n || c->live[lo].off != off || c->live[lo].bytes != bytes) return AB_ERR_INTERNAL;
   memmove(&c->live[lo], &c->live[lo + 1], (c->n - lo - 1) * sizeof *c->live);
-  if (--c->n == 0)
+  if (--c->n == 0) {
     chunk_give_back(p, va, c);
-  else
-    room_set(p, c->slot, largest_room(c));
+    return AB_OK;
+  }
+  /* The stretches beside the freed allocation join it; the others stay as they were, so the
+   * largest room is the larger of the one before and the joined stretch. */
+  uint64_t from = lo > 0 ? c->live[lo - 1].off + c->live[lo - 1].bytes : 0;
+  uint64_t joined = (lo < c->n ? c->live[lo].off : c->bytes) - from;
+  if (joined > p->room[p->cap + c->slot]) room_set(p, c->slot, joined);
   return AB_OK;
 }
