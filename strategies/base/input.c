@@ -386,7 +386,7 @@ static void isal_end(ab_instream_t *s) { free(s->gz); }
 static const gz_lib_t isal_lib = {"isal", isal_start, isal_run, isal_next, isal_end};
 #endif
 
-/* The libraries built, the fastest first: the default. */
+/* The libraries built; the faster is the default. */
 static const gz_lib_t *const gz_libs[] = {
 #ifdef AB_HAVE_ISAL
     &isal_lib,
@@ -395,7 +395,12 @@ static const gz_lib_t *const gz_libs[] = {
     &zlib_lib,
 #endif
 };
-static const gz_lib_t *gz_used = gz_libs[0];
+static const gz_lib_t *gz_used =
+#ifdef AB_HAVE_ISAL
+    &isal_lib;
+#else
+    &zlib_lib;
+#endif
 
 static ab_status gz_start(ab_instream_t *s, ab_diag_t *diag) {
   s->lib = gz_used;
