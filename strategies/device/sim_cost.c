@@ -27,18 +27,25 @@ static const cost_point_t cost_unmap_release[] = {{2 << 20, 37e3}, {256 << 20, 1
 #define LOGS(a) log_##a[sizeof a / sizeof a[0]]
 static double LOGS(cost_malloc), LOGS(cost_free), LOGS(cost_create), LOGS(cost_unmap_release);
 
+/* The time between points i - 1 and i, on log(size); apart from cost_at so that its flat
+ * stretches, most calls, take no registers to save. */
+__attribute__((noinline)) static double cost_between(const cost_point_t *pts, double *logs, size_t n, size_t i,
+                                                     uint64_t bytes) {
+  if (logs[n - 1] == 0)
+    for (size_t k = 0; k < n; k++) logs[k] = log((double)pts[k].bytes);
+  double t = (log((double)bytes) - logs[i - 1]) / (logs[i] - logs[i - 1]);
+  return pts[i - 1].ns + t * (pts[i].ns - pts[i - 1].ns);
+}
+
 static double cost_at(const cost_point_t *pts, double *logs, size_t n, uint64_t bytes) {
   if (bytes <= pts[0].bytes) return pts[0].ns;
   for (size_t i = 1; i < n; i++)
     if (bytes <= pts[i].bytes) {
       /* A flat stretch (cudaMalloc up to 20 MiB, cudaFree up to 2 MiB: most calls) costs
-       * its points' time, which is what the interpolation below gives there too, exactly
-       * (t * 0 adds nothing), without the log() it takes. */
+       * its points' time, which is what the interpolation gives there too, exactly (t * 0
+       * adds nothing), without the log() it takes. */
       if (pts[i].ns == pts[i - 1].ns) return pts[i].ns;
-      if (logs[n - 1] == 0)
-        for (size_t k = 0; k < n; k++) logs[k] = log((double)pts[k].bytes);
-      double t = (log((double)bytes) - logs[i - 1]) / (logs[i] - logs[i - 1]);
-      return pts[i - 1].ns + t * (pts[i].ns - pts[i - 1].ns);
+      return cost_between(pts, logs, n, i, bytes);
     }
   return pts[n - 1].ns * (double)bytes / (double)pts[n - 1].bytes;
 }
