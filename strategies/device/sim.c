@@ -106,8 +106,9 @@ static void pages_remove(sim_t *s, ab_dptr_t p, uint64_t bytes, int64_t *pages) 
     ab_sim_touched_remove(&s->malloc_pages, p, bytes, pages);
     return;
   }
-  *pages = -(int64_t)(va_size_for(bytes) / AB_GRANULE_BYTES);
-  s->malloc_pages.pages -= va_size_for(bytes) / AB_GRANULE_BYTES;
+  uint64_t whole = va_size_for(bytes) / AB_GRANULE_BYTES;
+  *pages = -(int64_t)whole;
+  s->malloc_pages.pages -= whole;
 }
 
 static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {

@@ -47,11 +47,12 @@
  * one) followed free space that something else in the process took and gave back between
  * two of PyTorch's calls, which no snapshot records; run four times more, the same job made
  * 365 device allocations once, as this model predicts, and 363 the other times
- * (results/h200/placement/repeat/eager.txt). Neither is modelled: the simulated card starts with one free range, and takes a range by
- * rule 3. Requests below 2 MiB (never a caching allocator's: its smallest segment is 2 MiB)
- * keep the card's older rule, best fit at the top of a free range (sim_vaspace.c); address
- * reservations (cuMemAddressReserve) too: on the H200 they lay in a low region of their own,
- * apart from cudaMalloc's chunks, which the simulated card does not separate.
+ * (results/h200/placement/repeat/eager.txt). Neither is modelled: the simulated card starts
+ * with one free range, and takes a range by rule 3. Requests below 2 MiB (never a caching
+ * allocator's: its smallest segment is 2 MiB) keep the card's older rule, best fit at the
+ * top of a free range (sim_vaspace.c); address reservations (cuMemAddressReserve) too: on the
+ * H200 they lay in a low region of their own, apart from cudaMalloc's chunks, which the
+ * simulated card does not separate.
  *
  * Finding "the chunk made last that has room" is a search over every chunk ever made that
  * is still held; a tree of the largest room per range of creation order answers it in
