@@ -55,6 +55,14 @@ ab_tnode_t *ab_tree_lower_bound(const ab_tree_t *t, const void *key, ab_tree_key
 /* The last node not ordered after key (node <= key), or NULL. */
 ab_tnode_t *ab_tree_floor(const ab_tree_t *t, const void *key, ab_tree_key_fn cmp);
 
+/* c ? a : b, computed without a branch. A descent turns left or right at every node as the
+ * keys fall, which the processor cannot predict: a mispredicted branch costs more than the
+ * node's compare and load, so the hot descents pick the next node with this. */
+static inline ab_tnode_t *ab_tree_pick(bool c, ab_tnode_t *a, ab_tnode_t *b) {
+  uintptr_t take_a = (uintptr_t)0 - (uintptr_t)c;
+  return (ab_tnode_t *)(((uintptr_t)a & take_a) | ((uintptr_t)b & ~take_a));
+}
+
 /* Checks heights, balance, parent links, order and size; returns 0 if sound. For tests and
  * the invariant checkers. */
 int ab_tree_check(const ab_tree_t *t);

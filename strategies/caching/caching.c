@@ -103,8 +103,8 @@ static uint64_t early_key(ab_dptr_t addr, uint64_t bytes) {
 /* The order within a bin, where the stream is one: (size, address). The hot paths compare
  * inline rather than through the tree's comparison function. */
 static inline bool free_before(const block_t *x, const block_t *y) {
-  if (x->size != y->size) return x->size < y->size;
-  return x->ptr < y->ptr;
+  /* Bitwise, so that a descent's turn stays free of branches (ab_tree_pick). */
+  return (x->size < y->size) | ((x->size == y->size) & (x->ptr < y->ptr));
 }
 
 static int cmp_free(const ab_tnode_t *a, const ab_tnode_t *b) {
@@ -139,12 +139,9 @@ static inline block_t *free_lower_bound(const pool_t *pl, unsigned stream, uint6
   unsigned i = bin_of(size);
   ab_tnode_t *n = fb->bins[i].root, *best = NULL;
   while (n) {
-    if (BLOCK(n)->size < size) {
-      n = n->right;
-    } else {
-      best = n;
-      n = n->left;
-    }
+    bool before = BLOCK(n)->size < size;
+    best = ab_tree_pick(before, best, n);
+    n = ab_tree_pick(before, n->right, n->left);
   }
   return best ? BLOCK(best) : free_first_from(fb, i + 1);
 }
@@ -175,7 +172,7 @@ static void insert_free(caching_t *c, block_t *b) {
   while (n) {
     parent = n;
     left = free_before(b, BLOCK(n));
-    n = left ? n->left : n->right;
+    n = ab_tree_pick(left, n->left, n->right);
   }
   ab_tree_link(&fb->bins[i], parent, left, &b->node);
   fb->words[i / 64] |= 1ULL << (i % 64);

@@ -39,10 +39,14 @@ double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes);
 
 /* ---- the address space (sim_vaspace.c) ---------------------------------------------------- */
 
-/* A space of addresses: free ranges by address and by (size, address). The card has one,
- * and the stream-ordered pool one of its own inside it. */
+/* A space of addresses: free ranges by address and by (size, address), the latter in bins
+ * (Note [Size bins] in sim_vaspace.c). The card has one. */
+#define AB_SIM_VA_BINS 4096 /* ranges below 2 MiB, one bin per 512 bytes */
 typedef struct vaspace_s {
-  ab_tree_t by_addr, by_size;
+  ab_tree_t by_addr;
+  ab_tree_t *bins;  /* AB_SIM_VA_BINS trees by (size, address) */
+  ab_tree_t large;  /* the ranges past the bins, by (size, address) */
+  uint64_t full[AB_SIM_VA_BINS / 64], full_words; /* bins not empty; words of full not 0 */
   struct va_range_s *spare; /* unused range nodes */
 } vaspace_t;
 

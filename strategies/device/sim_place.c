@@ -84,16 +84,14 @@ static int cmp_chunk(const ab_tnode_t *a, const ab_tnode_t *b) {
 }
 
 /* The chunk with the highest base not above at, or NULL: ab_tree_floor by base, its order
- * written out rather than called through a pointer at every node. */
+ * written out rather than called through a pointer at every node, its turns taken with
+ * ab_tree_pick. */
 static place_chunk_t *chunk_floor(const place_t *p, ab_dptr_t at) {
   ab_tnode_t *n = p->chunks.root, *best = NULL;
   while (n) {
-    if (AB_CONTAINER_OF(n, place_chunk_t, node)->base <= at) {
-      best = n;
-      n = n->right;
-    } else {
-      n = n->left;
-    }
+    bool below = AB_CONTAINER_OF(n, place_chunk_t, node)->base <= at;
+    best = ab_tree_pick(below, n, best);
+    n = ab_tree_pick(below, n->right, n->left);
   }
   return best ? AB_CONTAINER_OF(best, place_chunk_t, node) : NULL;
 }
@@ -132,11 +130,11 @@ static uint64_t largest_room(const place_chunk_t *c) {
 static void room_set(place_t *p, size_t slot, uint64_t room) {
   size_t k = p->cap + slot;
   p->room[k] = room;
-  /* Up to the first node the change leaves as it was: nothing above it changes either. */
+  /* Up to the root, rather than stopping at the first node the change leaves as it was:
+   * a climb of fixed length, whose end the processor predicts, costs less than the stop. */
   for (k /= 2; k >= 1; k /= 2) {
-    uint64_t larger = p->room[2 * k] > p->room[2 * k + 1] ? p->room[2 * k] : p->room[2 * k + 1];
-    if (p->room[k] == larger) break;
-    p->room[k] = larger;
+    uint64_t l = p->room[2 * k], r = p->room[2 * k + 1];
+    p->room[k] = l > r ? l : r;
   }
 }
 
@@ -198,6 +196,15 @@ static ab_status chunk_add(place_chunk_t *c, uint64_t off, uint64_t bytes, size_
   c->live[at] = (slice_t){off, bytes};
   c->n++;
   return AB_OK;
+}
+
+/* The index of c's first allocation at or past offset `off`: a binary search whose steps
+ * are selects, not branches (each halving is as likely to go one way as the other). */
+static size_t slice_at(const place_chunk_t *c, uint64_t off) {
+  if (c->n == 0) return 0;
+  const slice_t *from = c->live;
+  for (size_t n = c->n; n > 1; n -= n / 2) from = from[n / 2].off < off ? from + n / 2 : from;
+  return (size_t)(from - c->live) + (from->off < off);
 }
 
 /* Places `bytes` at the lowest free stretch of c that holds them (rule 2). */
@@ -267,14 +274,7 @@ ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t by
   place_chunk_t *c = chunk_floor(p, at);
   if (c == NULL || at - c->base >= c->bytes) return AB_ERR_INTERNAL;
   uint64_t off = at - c->base;
-  size_t lo = 0, hi = c->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (c->live[mid].off < off)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = slice_at(c, off);
   if (lo == c->n || c->live[lo].off != off || c->live[lo].bytes != bytes) return AB_ERR_INTERNAL;
   memmove(&c->live[lo], &c->live[lo + 1], (c->n - lo - 1) * sizeof *c->live);
   if (--c->n == 0) {

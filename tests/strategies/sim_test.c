@@ -294,6 +294,110 @@ static void address_space_merges(void) {
   CHECK(ab_device_close(d, NULL) == AB_OK);
 }
 
+/* ---- best fit (Note [Size bins], strategies/device/sim_vaspace.c) ------------------------- */
+
+/* The free ranges of a plain list, by address: the rule the card's requests below 2 MiB and
+ * its reservations follow, written out without bins or trees. */
+typedef struct plain_s {
+  ab_dptr_t base[4096];
+  uint64_t bytes[4096];
+  int n;
+} plain_t;
+
+/* The smallest range holding `bytes` aligned to `align` at its top (the lowest of equal
+ * ones), carved there; 0 when none does. */
+static ab_dptr_t plain_alloc(plain_t *f, uint64_t bytes, uint64_t align) {
+  int best = -1;
+  for (int i = 0; i < f->n; i++) {
+    if (f->bytes[i] < bytes || ((f->base[i] + f->bytes[i] - bytes) & ~(align - 1)) < f->base[i]) continue;
+    if (best < 0 || f->bytes[i] < f->bytes[best]) best = i; /* by address: the first of equals */
+  }
+  if (best < 0) return 0;
+  ab_dptr_t top = f->base[best] + f->bytes[best], at = (top - bytes) & ~(align - 1);
+  f->bytes[best] = at - f->base[best];
+  if (at + bytes < top) { /* the piece above, after it */
+    memmove(&f->base[best + 2], &f->base[best + 1], (size_t)(f->n - best - 1) * sizeof *f->base);
+    memmove(&f->bytes[best + 2], &f->bytes[best + 1], (size_t)(f->n - best - 1) * sizeof *f->bytes);
+    f->base[best + 1] = at + bytes;
+    f->bytes[best + 1] = top - at - bytes;
+    f->n++;
+  }
+  if (f->bytes[best] == 0) {
+    memmove(&f->base[best], &f->base[best + 1], (size_t)(f->n - best - 1) * sizeof *f->base);
+    memmove(&f->bytes[best], &f->bytes[best + 1], (size_t)(f->n - best - 1) * sizeof *f->bytes);
+    f->n--;
+  }
+  return at;
+}
+
+static void plain_free(plain_t *f, ab_dptr_t at, uint64_t bytes) {
+  int i = 0;
+  while (i < f->n && f->base[i] < at) i++;
+  memmove(&f->base[i + 1], &f->base[i], (size_t)(f->n - i) * sizeof *f->base);
+  memmove(&f->bytes[i + 1], &f->bytes[i], (size_t)(f->n - i) * sizeof *f->bytes);
+  f->base[i] = at;
+  f->bytes[i] = bytes;
+  f->n++;
+  for (int k = i > 0 ? i - 1 : 0; k + 1 < f->n && k <= i;) /* merge with the neighbours */
+    if (f->base[k] + f->bytes[k] == f->base[k + 1]) {
+      f->bytes[k] += f->bytes[k + 1];
+      memmove(&f->base[k + 1], &f->base[k + 2], (size_t)(f->n - k - 2) * sizeof *f->base);
+      memmove(&f->bytes[k + 1], &f->bytes[k + 2], (size_t)(f->n - k - 2) * sizeof *f->bytes);
+      f->n--;
+      i--;
+    } else {
+      k++;
+    }
+}
+
+/* Small requests (bins, and the ranges past them once merges grow a hole past 2 MiB) and
+ * reservations aligned to 2 MiB land where the plain list says, call after call. */
+static void best_fit_matches_a_plain_list(void) {
+  enum { LIVE = 600, OPS = 30000 };
+  static plain_t f;
+  static ab_dptr_t at[LIVE];
+  static uint64_t size[LIVE];
+  static bool resv[LIVE];
+  ab_device_t *d = open_sim("sim:h200", 0);
+  REQUIRE(d);
+  /* The card's space starts as one range; its top is where the first request lands. Its
+   * base does not matter: no range grows as large, so it is never the best fit. */
+  ab_dptr_t first;
+  REQUIRE(ab_device_malloc(d, 512, &first) == AB_OK);
+  f.n = 1;
+  f.base[0] = 0;
+  f.bytes[0] = first + 512;
+  CHECK_EQ(plain_alloc(&f, 512, 512), first);
+  uint64_t x = 11;
+  int mismatches = 0, holes_past_bins = 0;
+  for (int op = 0; op < OPS && mismatches < 5; op++) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    int i = (int)((x >> 20) % LIVE);
+    if (at[i]) {
+      CHECK(resv[i] ? ab_device_va_release(d, at[i], size[i]) == AB_OK : ab_device_free(d, at[i], size[i]) == AB_OK);
+      plain_free(&f, at[i], (size[i] + 511) & ~511ULL);
+      at[i] = 0;
+      continue;
+    }
+    unsigned kind = (unsigned)(x >> 40) % 16;
+    resv[i] = kind == 0;
+    size[i] = resv[i] ? ((x >> 44) % 3 + 1) * AB_GRANULE_BYTES
+              : kind < 10 ? (x >> 33) % 16384 + 1
+                          : (x >> 33) % (AB_GRANULE_BYTES - 512) + 1; /* rounds below 2 MiB */
+    ab_dptr_t want = plain_alloc(&f, (size[i] + 511) & ~511ULL, resv[i] ? AB_GRANULE_BYTES : 512);
+    REQUIRE(resv[i] ? ab_device_va_reserve(d, size[i], &at[i]) == AB_OK : ab_device_malloc(d, size[i], &at[i]) == AB_OK);
+    if (at[i] != want) mismatches++;
+    CHECK_MSG(at[i] == want, "op %d: %s of %llu bytes at 0x%llx; best fit is 0x%llx", op, resv[i] ? "reservation" : "malloc",
+              (unsigned long long)size[i], (unsigned long long)at[i], (unsigned long long)want);
+    for (int k = 1; k < f.n; k++) holes_past_bins += f.bytes[k] >= AB_GRANULE_BYTES && f.base[k] + f.bytes[k] < first;
+  }
+  CHECK_MSG(holes_past_bins > 1000, "the sequence left few holes of 2 MiB and more (%d)", holes_past_bins);
+  for (int i = 0; i < LIVE; i++)
+    if (at[i]) CHECK(resv[i] ? ab_device_va_release(d, at[i], size[i]) == AB_OK : ab_device_free(d, at[i], size[i]) == AB_OK);
+  CHECK(ab_device_free(d, first, 512) == AB_OK);
+  CHECK(ab_device_close(d, NULL) == AB_OK);
+}
+
 /* ---- the driver's placement (Note [Driver placement], strategies/device/sim_place.c) ------ */
 
 /* Replays the cudaMalloc and cudaFree calls of one sequence of the H200 probe
@@ -359,6 +463,7 @@ static const ab_test_t tests[] = {
     {"fault_injection", fault_injection},
     {"cost_model", cost_model},
     {"address_space_merges", address_space_merges},
+    {"best_fit_matches_a_plain_list", best_fit_matches_a_plain_list},
     {"placement_growth", placement_growth},
     {"placement_tails", placement_tails},
     {"placement_holes", placement_holes},
