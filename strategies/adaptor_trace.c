@@ -101,8 +101,8 @@ static void observe(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_
       for (bool again = true; again;) {
         again = false;
         for (size_t i = 0; i < t->held.cap && !again; i++) {
-          uint64_t k = t->held.keys[i];
-          if (k >= addr && k - addr < bytes && (t->held.vals[i] & MAPPED)) again = ab_map_take(&t->held, k, NULL);
+          uint64_t k = t->held.slots[i].key;
+          if (k >= addr && k - addr < bytes && (t->held.slots[i].val & MAPPED)) again = ab_map_take(&t->held, k, NULL);
         }
       }
       break;
@@ -310,7 +310,7 @@ static uint64_t *sorted_keys(const ab_map_t *m) {
   if (keys == NULL) return NULL;
   size_t n = 0;
   for (size_t i = 0; i < m->cap; i++)
-    if (m->keys[i]) keys[n++] = m->keys[i];
+    if (m->slots[i].key) keys[n++] = m->slots[i].key;
   qsort(keys, n, sizeof *keys, by_address);
   return keys;
 }

@@ -171,7 +171,7 @@ ab_status ab_arena_walk(const ab_arena_t *a, ab_dptr_t base, const ab_map_t *liv
   }
   size_t n = 0;
   for (size_t i = 0; i < live->cap; i++)
-    if (live->keys[i]) e[n++] = (entry_t){live->keys[i], live->vals[i]};
+    if (live->slots[i].key) e[n++] = (entry_t){live->slots[i].key, live->slots[i].val};
   if (base) e[n++] = (entry_t){base, 0};
   qsort(e, n, sizeof *e, entry_by_addr);
   for (size_t i = 0; i < n; i++) {

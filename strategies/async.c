@@ -132,9 +132,9 @@ static ab_status async_synchronize(ab_strategy_t *s) { return ab_device_synchron
 static void async_destroy(ab_strategy_t *s) {
   async_t *a = (async_t *)s;
   for (size_t i = 0; i < a->live.cap; i++)
-    if (a->live.keys[i]) {
-      uint64_t v = a->live.vals[i];
-      ab_device_free_async(s->dev, a->live.keys[i], v & ((1ULL << STREAM_SHIFT) - 1), (unsigned)(v >> STREAM_SHIFT));
+    if (a->live.slots[i].key) {
+      uint64_t v = a->live.slots[i].val;
+      ab_device_free_async(s->dev, a->live.slots[i].key, v & ((1ULL << STREAM_SHIFT) - 1), (unsigned)(v >> STREAM_SHIFT));
     }
   trim_all(s);
   ab_map_free(&a->live);

@@ -110,7 +110,7 @@ static ab_status overlap_check(ab_strategy_t *s, ab_diag_t *diag) {
 static void overlap_destroy(ab_strategy_t *s) {
   overlap_t *o = (overlap_t *)s;
   for (size_t i = 0; i < o->live.cap; i++)
-    if (o->live.keys[i] && !(o->live.vals[i] & 1)) ab_device_free(s->dev, o->live.keys[i], o->live.vals[i] >> 1);
+    if (o->live.slots[i].key && !(o->live.slots[i].val & 1)) ab_device_free(s->dev, o->live.slots[i].key, o->live.slots[i].val >> 1);
   ab_map_free(&o->live);
   free(o);
 }

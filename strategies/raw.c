@@ -93,7 +93,7 @@ static ab_status raw_check(ab_strategy_t *s, ab_diag_t *diag) {
 static void raw_destroy(ab_strategy_t *s) {
   raw_t *r = (raw_t *)s;
   for (size_t i = 0; i < r->live.cap; i++)
-    if (r->live.keys[i]) ab_device_free(s->dev, r->live.keys[i], r->live.vals[i]);
+    if (r->live.slots[i].key) ab_device_free(s->dev, r->live.slots[i].key, r->live.slots[i].val);
   ab_map_free(&r->live);
   free(r);
 }

@@ -141,7 +141,7 @@ ab_status ab_strategy_walk_map(const ab_map_t *live, const char *pool,
   if (addrs == NULL) return AB_ERR_INTERNAL;
   size_t n = 0;
   for (size_t i = 0; i < live->cap; i++)
-    if (live->keys[i]) addrs[n++] = live->keys[i];
+    if (live->slots[i].key) addrs[n++] = live->slots[i].key;
   qsort(addrs, n, sizeof *addrs, by_address);
   for (size_t i = 0; i < n; i++) {
     uint64_t val = 0, bytes = 0;

@@ -88,7 +88,7 @@ void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   m->own_message = s->ops->describe_oom != NULL;
   /* The run's pointer table, turned around: which live allocation sits at an address. The
    * table keeps an address until the free completes, so pending frees are found too. */
-  if (m->owner.cap) memset(m->owner.keys, 0, m->owner.cap * sizeof *m->owner.keys);
+  if (m->owner.cap) memset(m->owner.slots, 0, m->owner.cap * sizeof *m->owner.slots);
   m->owner.n = 0;
   for (uint32_t id = 0; id < run->nids; id++) {
     if (run->ptr[id] == 0) continue;

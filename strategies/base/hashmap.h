@@ -15,11 +15,16 @@
 
 #include "base/status.h"
 
+/* A key beside its value: a search that finds the key has the value in the same line. */
+typedef struct ab_map_slot_s {
+  uint64_t key; /* 0 marks an empty slot */
+  uint64_t val;
+} ab_map_slot_t;
+
 typedef struct ab_map_s {
-  uint64_t *keys; /* 0 marks an empty slot */
-  uint64_t *vals;
-  size_t cap;     /* a power of two, or 0 before the first put */
-  size_t n;       /* keys present */
+  ab_map_slot_t *slots;
+  size_t cap; /* a power of two, or 0 before the first put */
+  size_t n;   /* keys present */
 } ab_map_t;
 
 void ab_map_init(ab_map_t *m);
@@ -43,12 +48,11 @@ static inline ab_status ab_map_slot_or_add(ab_map_t *m, uint64_t key, size_t *sl
   if (key == 0) return AB_ERR_INTERNAL;
   if ((m->n + 1) * 4 > m->cap * 3) AB_TRY(ab_map_grow(m)); /* load factor at most 3/4 */
   size_t s = ab_map_home(m, key);
-  while (m->keys[s] && m->keys[s] != key) s = (s + 1) & (m->cap - 1);
-  *added = m->keys[s] == 0;
+  while (m->slots[s].key && m->slots[s].key != key) s = (s + 1) & (m->cap - 1);
+  *added = m->slots[s].key == 0;
   if (*added) {
     m->n++;
-    m->keys[s] = key;
-    m->vals[s] = 0;
+    m->slots[s] = (ab_map_slot_t){key, 0};
   }
   *slot = s;
   return AB_OK;
@@ -59,16 +63,16 @@ static inline ab_status ab_map_put(ab_map_t *m, uint64_t key, uint64_t val) {
   size_t s;
   bool added;
   AB_TRY(ab_map_slot_or_add(m, key, &s, &added));
-  m->vals[s] = val;
+  m->slots[s].val = val;
   return AB_OK;
 }
 
-/* The slot of key (its value is m->vals[slot]), or m->cap when absent: one search for a
+/* The slot of key (its value is m->slots[slot].val), or m->cap when absent: one search for a
  * lookup that may be followed by a removal. */
 static inline size_t ab_map_slot(const ab_map_t *m, uint64_t key) {
   if (m->cap == 0 || key == 0) return m->cap;
-  for (size_t s = ab_map_home(m, key); m->keys[s]; s = (s + 1) & (m->cap - 1))
-    if (m->keys[s] == key) return s;
+  for (size_t s = ab_map_home(m, key); m->slots[s].key; s = (s + 1) & (m->cap - 1))
+    if (m->slots[s].key == key) return s;
   return m->cap;
 }
 

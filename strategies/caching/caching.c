@@ -707,8 +707,8 @@ static ab_status sync_and_free(caching_t *c, int owner) {
   AB_TRY(ab_caching_scratch_need(c, c->npending));
   size_t n = 0;
   for (size_t i = 0; i < c->live.cap; i++) {
-    block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
-    if (c->live.keys[i] && b->state == B_PENDING && (owner < 0 || (int)OWNER(b->pool) == owner)) c->scratch[n++] = b;
+    block_t *b = (block_t *)(uintptr_t)c->live.slots[i].val;
+    if (c->live.slots[i].key && b->state == B_PENDING && (owner < 0 || (int)OWNER(b->pool) == owner)) c->scratch[n++] = b;
   }
   for (size_t i = 0; i < n; i++) {
     block_t *b = c->scratch[i];
@@ -895,8 +895,8 @@ static ab_status free_ready(caching_t *c) {
   AB_TRY(ab_caching_scratch_need(c, c->nready));
   size_t n = 0;
   for (size_t i = 0; i < c->live.cap && n < c->nready; i++) {
-    block_t *b = (block_t *)(uintptr_t)c->live.vals[i];
-    if (c->live.keys[i] && b->state == B_PENDING && b->deferred == DEFER_READY) c->scratch[n++] = b;
+    block_t *b = (block_t *)(uintptr_t)c->live.slots[i].val;
+    if (c->live.slots[i].key && b->state == B_PENDING && b->deferred == DEFER_READY) c->scratch[n++] = b;
   }
   c->nready = 0;
   for (size_t i = 0; i < n; i++) {
@@ -948,7 +948,7 @@ static ab_status caching_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
 static ab_status lookup(caching_t *c, const char *op, ab_dptr_t ptr, uint64_t bytes, unsigned stream, int state,
                         block_t **out, size_t *slot) {
   size_t at = ab_map_slot(&c->live, ptr);
-  block_t *b = at < c->live.cap ? (block_t *)(uintptr_t)c->live.vals[at] : NULL;
+  block_t *b = at < c->live.cap ? (block_t *)(uintptr_t)c->live.slots[at].val : NULL;
   if (b == NULL || b->state != state)
     return ab_diag_set(&c->base.dev->diag, AB_ERR_INVALID, "caching: %s of 0x%llx, which is not %s", op,
                        (unsigned long long)ptr, state == B_ALLOCATED ? "allocated" : "waiting for its free to complete");
@@ -1144,7 +1144,7 @@ static void caching_destroy(ab_strategy_t *s) {
   caching_t *c = of(s);
   ab_device_t *dev = s->dev;
   for (size_t i = 0; i < c->segs.cap; i++)
-    if (c->segs.keys[i]) ab_device_free(dev, c->segs.keys[i], c->segs.vals[i]);
+    if (c->segs.slots[i].key) ab_device_free(dev, c->segs.slots[i].key, c->segs.slots[i].val);
   for (size_t k = 0; k < c->nxsegs; k++) {
     xseg_t *xs = c->xsegs[k];
     for (uint64_t i = 0; i < xs->bytes / xs->page; i++)

@@ -141,9 +141,9 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
     return ab_diag_set(&d->diag, AB_ERR_INVALID,
                        "sim device: free of 0x%llx, which is not a live allocation (double free or foreign pointer)",
                        (unsigned long long)p);
-  if (s->live.vals[slot] != bytes)
+  if (s->live.slots[slot].val != bytes)
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: free of 0x%llx with size %llu; it was allocated with %llu",
-                       (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)s->live.vals[slot]);
+                       (unsigned long long)p, (unsigned long long)bytes, (unsigned long long)s->live.slots[slot].val);
   CHARGE(s, ab_sim_cost_ns(AB_SIM_CALL_FREE, bytes));
   ab_map_remove_slot(&s->live, slot);
   int64_t pages = 0;

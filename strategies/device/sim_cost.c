@@ -127,7 +127,7 @@ static ab_status end_add(touched_t *t, uint64_t pg, int64_t *delta) {
   size_t slot;
   bool added;
   AB_TRY(ab_map_slot_or_add(&t->live, pg, &slot, &added)); /* one search either way */
-  t->live.vals[slot]++;
+  t->live.slots[slot].val++;
   t->pages += added;
   *delta += added;
   return AB_OK;
@@ -136,8 +136,8 @@ static ab_status end_add(touched_t *t, uint64_t pg, int64_t *delta) {
 static void end_remove(touched_t *t, uint64_t pg, int64_t *delta) {
   size_t slot = ab_map_slot(&t->live, pg);
   if (slot == t->live.cap) return;
-  if (t->live.vals[slot] > 1) {
-    t->live.vals[slot]--;
+  if (t->live.slots[slot].val > 1) {
+    t->live.slots[slot].val--;
     return;
   }
   ab_map_remove_slot(&t->live, slot);

@@ -255,7 +255,7 @@ static void oracle_describe_oom(ab_strategy_t *s, uint64_t bytes, unsigned strea
 static void oracle_destroy(ab_strategy_t *s) {
   oracle_t *o = (oracle_t *)s;
   for (size_t i = 0; i < o->live.cap; i++)
-    if (o->live.keys[i] && !(o->live.vals[i] & 1)) ab_device_free(s->dev, o->live.keys[i], o->live.vals[i] >> 1);
+    if (o->live.slots[i].key && !(o->live.slots[i].val & 1)) ab_device_free(s->dev, o->live.slots[i].key, o->live.slots[i].val >> 1);
   if (o->region) ab_device_free(s->dev, o->region, o->region_bytes);
   ab_arena_clear(&o->arena);
   ab_map_free(&o->live);

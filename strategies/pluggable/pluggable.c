@@ -312,8 +312,8 @@ static ab_card_block_t *live_blocks(const pluggable_t *p, uint64_t *sum) {
   size_t n = 0;
   *sum = 0;
   for (size_t i = 0; i < p->live.cap; i++)
-    if (p->live.keys[i]) {
-      b[n] = (ab_card_block_t){p->live.keys[i], p->live.vals[i] & BYTES_MASK};
+    if (p->live.slots[i].key) {
+      b[n] = (ab_card_block_t){p->live.slots[i].key, p->live.slots[i].val & BYTES_MASK};
       *sum += b[n++].bytes;
     }
   qsort(b, n, sizeof *b, by_address);
@@ -388,11 +388,11 @@ static void pluggable_destroy(ab_strategy_t *s) {
     const ab_shim_card_t *prev = enter(p, 0, AB_PLUGIN_FREE);
     if (p->lib.handle) {
       for (size_t i = 0; i < p->live.cap; i++)
-        if (p->live.keys[i]) {
-          uint64_t v = p->live.vals[i];
+        if (p->live.slots[i].key) {
+          uint64_t v = p->live.slots[i].val;
           unsigned stream = (unsigned)(v >> STREAM_SHIFT);
           p->card.stream = stream;
-          p->lib.free((void *)(uintptr_t)p->live.keys[i], (ssize_t)(v & BYTES_MASK), ordinal(p), ab_card_stream(&p->card, stream));
+          p->lib.free((void *)(uintptr_t)p->live.slots[i].key, (ssize_t)(v & BYTES_MASK), ordinal(p), ab_card_stream(&p->card, stream));
         }
       ab_plugin_calling(AB_PLUGIN_RESET);
       if (p->lib.reset) p->lib.reset();

@@ -573,7 +573,7 @@ void ab_card_destroy(ab_card_t *c) {
     free(r);
   }
   for (size_t i = 0; i < c->handles.cap; i++)
-    if (c->handles.keys[i]) free((handle_t *)(uintptr_t)c->handles.vals[i]);
+    if (c->handles.slots[i].key) free((handle_t *)(uintptr_t)c->handles.slots[i].val);
   ab_map_free(&c->handles);
   for (ab_tnode_t *n = ab_tree_first(&c->reservations); n;) {
     reservation_t *r = AB_CONTAINER_OF(n, reservation_t, node);

@@ -97,10 +97,10 @@ static void map_random(void) {
       bool added = false;
       REQUIRE(ab_map_slot_or_add(&m, k << 8, &slot, &added) == AB_OK);
       CHECK_EQ(added, ref[k - 1] == 0);
-      CHECK_EQ(m.keys[slot], k << 8);
-      CHECK_EQ(m.vals[slot], added ? 0 : ref[k - 1]);
-      m.vals[slot] = ab_rng_next(&r) | 1;
-      ref[k - 1] = m.vals[slot];
+      CHECK_EQ(m.slots[slot].key, k << 8);
+      CHECK_EQ(m.slots[slot].val, added ? 0 : ref[k - 1]);
+      m.slots[slot].val = ab_rng_next(&r) | 1;
+      ref[k - 1] = m.slots[slot].val;
     } else {
       bool had = ab_map_take(&m, k << 8, &v);
       CHECK_EQ(had, ref[k - 1] != 0);

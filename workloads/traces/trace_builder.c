@@ -209,13 +209,13 @@ static void resolve(ab_trace_builder_t *b, ab_trace_rec_in_t *r, size_t i) {
   }
   size_t slot;
   bool added = false;
-  if (i == b->hint_rec && i && b->blocks.keys[b->hint_slot] == r->addr) {
+  if (i == b->hint_rec && i && b->blocks.slots[b->hint_slot].key == r->addr) {
     slot = b->hint_slot;
   } else if (ab_map_slot_or_add(&b->blocks, r->addr, &slot, &added) != AB_OK) {
     b->failed = true;
     return;
   }
-  uint64_t *v = &b->blocks.vals[slot];
+  uint64_t *v = &b->blocks.slots[slot].val;
   if (alloc) {
     if (*v & BLOCK_LIVE) {
       if (!b->twice) {
