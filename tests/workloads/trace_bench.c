@@ -12,9 +12,12 @@
  *   replay    the events through raw and caching on the simulated H200 (the engine with its
  *             per-call timing, as the CLI runs it), raw also wrapped in the trace adaptor
  *   cli       `allocbench replay -s caching|raw SNAPSHOT` of this build, its events/s as it
- *             reports them (the replay loop alone), and, with --anchor, the same of another
- *             build of allocbench (tests/anchor_build.sh COMMIT DIR makes one), the two runs
- *             taking turns, so that the ratio is what a busy machine does not move
+ *             reports them (the replay loop alone), the fastest of TURNS runs, and, with
+ *             --anchor, the same of another build of allocbench (tests/anchor_build.sh COMMIT
+ *             DIR makes one), the two runs taking turns: the ratio of the fastest runs, and
+ *             the median of the turns' ratios. A shared machine moves one run of a few tens of
+ *             milliseconds by a third either way, so one pair proves little; the median of
+ *             many turns is what it does not move.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@
 #include "traces/trace.h"
 
 #define REPS 5
+#define TURNS 11
 
 static int die(const char *what, const ab_diag_t *d) {
   fprintf(stderr, "trace_bench: %s: %s\n", what, d->msg);
@@ -113,6 +117,11 @@ static double cli_events_per_s(const char *bin, const char *strategy, const char
   return 0;
 }
 
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv) {
   const char *anchor = NULL;
   if (argc > 2 && strcmp(argv[1], "--anchor") == 0) {
@@ -171,17 +180,22 @@ int main(int argc, char **argv) {
   /* The CLI of this build and of the anchor, taking turns. */
   static const char *const strategies[] = {"caching", "raw"};
   for (size_t k = 0; k < 2; k++) {
-    double ours = 0, theirs = 0;
-    for (int r = 0; r < REPS; r++) {
+    double ours = 0, theirs = 0, ratio[TURNS];
+    for (int r = 0; r < TURNS; r++) {
       double a = cli_events_per_s(AB_ALLOCBENCH, strategies[k], pickle);
       double b = anchor ? cli_events_per_s(anchor, strategies[k], pickle) : 0;
       if (a > ours) ours = a;
       if (b > theirs) theirs = b;
+      ratio[r] = b > 0 ? a / b : 0;
     }
     if (ours <= 0) return die("allocbench replay", &(ab_diag_t){"failed"});
     printf("cli     %-8s %6.2f M events/s", strategies[k], ours * 1e-6);
-    if (anchor && theirs > 0) printf("  anchor %6.2f M events/s  ratio %.2fx  (%s)", theirs * 1e-6, ours / theirs, anchor);
-    else if (anchor) printf("  anchor failed (%s)", anchor);
+    qsort(ratio, TURNS, sizeof *ratio, by_value);
+    if (anchor && theirs > 0 && ratio[0] > 0)
+      printf("  anchor %6.2f M events/s  ratio %.2fx, median of %d turns %.2fx (%.2f-%.2f)  (%s)", theirs * 1e-6,
+             ours / theirs, TURNS, ratio[TURNS / 2], ratio[0], ratio[TURNS - 1], anchor);
+    else if (anchor)
+      printf("  anchor failed (%s)", anchor);
     printf("\n");
   }
   return 0;
