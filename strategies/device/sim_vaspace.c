@@ -70,14 +70,18 @@ static ab_tnode_t *size_lower_bound(const ab_tree_t *t, uint64_t bytes, ab_dptr_
   return best;
 }
 
-/* The range with the highest base not above `base`, or NULL (ab_tree_floor). */
-static ab_tnode_t *addr_floor(const vaspace_t *v, ab_dptr_t base) {
-  ab_tnode_t *n = v->by_addr.root, *best = NULL;
+/* The range with the highest base not above `base` (ab_tree_floor), and in *above (unless
+ * NULL) the one after it, the lowest base above `base`; each NULL where there is none. One
+ * descent finds both: the last node it turned right at is the floor, left at the next. */
+static ab_tnode_t *addr_floor(const vaspace_t *v, ab_dptr_t base, ab_tnode_t **above) {
+  ab_tnode_t *n = v->by_addr.root, *best = NULL, *next = NULL;
   while (n) {
     bool below = of_addr(n)->base <= base;
     best = ab_tree_pick(below, n, best);
+    next = ab_tree_pick(below, next, n);
     n = ab_tree_pick(below, n->right, n->left);
   }
+  if (above) *above = next;
   return best;
 }
 
@@ -249,7 +253,7 @@ ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, a
 
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */
 bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *n = addr_floor(v, base);
+  ab_tnode_t *n = addr_floor(v, base, NULL);
   if (n == NULL) return false;
   va_range_t *r = AB_CONTAINER_OF(n, va_range_t, by_addr);
   ab_dptr_t top = r->base + r->bytes;
@@ -272,10 +276,8 @@ bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
 
 /* Returns a range to the free set, merged with free neighbours. */
 ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes) {
-  ab_tnode_t *pn = addr_floor(v, base);
-  va_range_t *prev = pn ? AB_CONTAINER_OF(pn, va_range_t, by_addr) : NULL;
-  ab_tnode_t *nn = pn ? ab_tree_next(pn) : ab_tree_first(&v->by_addr);
-  va_range_t *next = nn ? AB_CONTAINER_OF(nn, va_range_t, by_addr) : NULL;
+  ab_tnode_t *nn, *pn = addr_floor(v, base, &nn);
+  va_range_t *prev = pn ? of_addr(pn) : NULL, *next = nn ? of_addr(nn) : NULL;
   if (prev && prev->base + prev->bytes == base) {
     uint64_t merged = prev->bytes + bytes;
     if (next && prev->base + merged == next->base) {
