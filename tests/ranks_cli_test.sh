@@ -63,8 +63,10 @@ grep -q 'rank=all",raw,,3 x sim:h200,0,42,[0-9]*,no,oom,' "$work/oom/summary.csv
 grep -q "rank 0: stopped before event [0-9]*: rank 1 ran out of memory at event" "$work/table" || fail "table: $(cat "$work/table")"
 
 # Two processes on this host, as a launcher starts them: rank 0 writes every row.
+# A port nobody answers on (bash's own /dev/tcp tells), since other tests listen on theirs.
 port=$((20000 + $$ % 20000))
 for attempt in 1 2 3; do
+  while (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port AB_RENDEZVOUS_TIMEOUT=60 \
     "$ab" run -w "$small" -s raw --device sim --ranks env --out "$work/env" >"$work/env1.out" 2>"$work/env1.err" &
   pid=$!
@@ -88,7 +90,9 @@ peaks "$work/threads/summary.csv" >"$work/threads.peaks"
 cmp -s "$work/env.peaks" "$work/threads.peaks" || fail "processes and threads disagree: $(paste "$work/env.peaks" "$work/threads.peaks")"
 
 # Nobody at the address: one clear line once the timeout passes.
-RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7)) AB_RENDEZVOUS_TIMEOUT=0.5 \
+nobody=$((port + 7))
+while (: <"/dev/tcp/127.0.0.1/$nobody") 2>/dev/null; do nobody=$((nobody + 1)); done
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$nobody AB_RENDEZVOUS_TIMEOUT=0.5 \
   refuse "could not reach rank 0 at 127.0.0.1:" run -w zero -s raw --device sim --ranks env
 
 finish ranks_cli_test
