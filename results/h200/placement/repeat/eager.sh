@@ -16,12 +16,4 @@ for i in 1 2 3; do
 done
 PYTORCH_CUDA_ALLOC_CONF=$conf timeout 300 python3 "$pools/programs.py" moe "$out" moe_lazy_1 >"$out/lazy_1.log" 2>&1 &
 wait
-python3 - "$out" <<'PY'
-import glob, json, os, pickle, sys
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    st = json.load(open(f))["stats"]
-    tr = pickle.load(open(f[:-5] + ".pickle", "rb"))["device_traces"][0]
-    segs = [e["addr"] for e in tr if e["action"] == "segment_alloc"]
-    print(os.path.basename(f)[:-5], "device allocations", st["num_device_alloc"], "peak reserved", st["reserved_bytes.all.peak"])
-    print("   ", " ".join("%+x" % ((a - segs[0]) >> 21) for a in segs[:24]))
-PY
+python3 "$(dirname "$0")/figures.py" "$out"

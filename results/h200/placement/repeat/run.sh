@@ -15,12 +15,4 @@ for i in 1 2 3 4; do
     timeout 240 python3 "$pools/programs.py" gc "$out" "gc07split128_$i" >"$out/gc_$i.log" 2>&1 &
 done
 wait
-python3 - "$out" <<'PY'
-import glob, json, os, pickle, sys
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    st = json.load(open(f))["stats"]
-    tr = pickle.load(open(f[:-5] + ".pickle", "rb"))["device_traces"][0]
-    segs = [e["addr"] for e in tr if e["action"] == "segment_alloc"]
-    print(os.path.basename(f)[:-5], "device allocations", st["num_device_alloc"], "peak reserved", st["reserved_bytes.all.peak"])
-    print("   ", " ".join("%+x" % ((a - segs[0]) >> 21) for a in segs[:24]))
-PY
+python3 "$(dirname "$0")/figures.py" "$out"
