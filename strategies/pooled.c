@@ -26,6 +26,10 @@
 #include "base/units.h"
 
 #define MAX_CLASSES 512
+/* Every block of a chunk has a free-list entry and a bitmap bit on the host, and a record of
+ * its own in a walk (the OOM map, snapshots), so a chunk may hold at most this many blocks of
+ * the smallest class: 4 Mi blocks, about 160 MB of records at most in a walk. */
+#define MAX_CHUNK_BLOCKS (1ULL << 22)
 
 typedef struct chunk_s {
   ab_tnode_t node;   /* in pooled_t.chunks, by base */
@@ -403,6 +407,14 @@ static ab_status pooled_create(ab_device_t *dev, const char *conf, ab_strategy_t
     return ab_kv_errorf(&opts, ab_kv_get(&opts, "min_class"), diag, "min_class must be a multiple of 512 bytes");
   if (chunk == 0)
     return ab_kv_errorf(&opts, ab_kv_get(&opts, "chunk"), diag, "chunk must be at least 1 byte");
+  if (chunk / min_class > MAX_CHUNK_BLOCKS) {
+    char c[32], m[32], most[32];
+    return ab_kv_errorf(&opts, ab_kv_get(&opts, "chunk"), diag,
+                        "chunk of %s holds more than %llu blocks of min_class %s: at most %s, or a larger min_class",
+                        ab_format_bytes(chunk, c, sizeof c), (unsigned long long)MAX_CHUNK_BLOCKS,
+                        ab_format_bytes(min_class, m, sizeof m),
+                        ab_format_bytes(MAX_CHUNK_BLOCKS * min_class, most, sizeof most));
+  }
   pooled_t *p = calloc(1, sizeof *p);
   if (p == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   p->base.ops = &ab_pooled_ops;

@@ -43,7 +43,8 @@ static const ab_strategy_entry_t registry[] = {
     {"pooled", &ab_pooled_ops, NULL, "size classes served from preallocated chunks, never split",
      "  classes_per_doubling:N  classes between two powers of two (power of two, default 4)\n"
      "  min_class:SIZE          smallest class (multiple of 512, default 512)\n"
-     "  chunk:SIZE              bytes fetched from the device per refill (default 2MiB)\n"
+     "  chunk:SIZE              bytes fetched from the device per refill (default 2MiB;\n"
+     "                          at most 4194304 blocks of min_class)\n"
      "  initial_pool:SIZE       bytes allocated once at creation and carved first (default 0)\n",
      false},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",

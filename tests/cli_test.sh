@@ -18,6 +18,7 @@ refuse "--budget 200.00 GiB is more than the device's" run -w random -s raw --de
 refuse "--seed 'abc'" run -w random -s raw --device sim --seed abc
 refuse "chunk" run -w random -s pooled -c chunk:abc --device sim
 refuse "unknown key 'bogus'" run -w random -s raw -c bogus:1 --device sim
+refuse "chunk of 5.17 PiB holds more than 4194304 blocks of min_class 512 B: at most 2.00 GiB" run -w random -s pooled -c chunk:5555555552MiB --device sim
 refuse "ops" run -w random:ops=0 -s raw --device sim
 refuse "-w WORKLOAD and -s STRATEGY are required" run -s raw --device sim
 refuse "--frobnicate" run -w random -s raw --frobnicate
