@@ -167,6 +167,7 @@ static void insert_free(caching_t *c, block_t *b) {
   b->state = B_FREE;
   b->gc_base = pl->gc_calls;
   unsigned i = bin_of(b->size);
+  b->bin = (uint16_t)i;
   ab_tnode_t *parent = NULL, *n = fb->bins[i].root;
   bool left = false;
   while (n) {
@@ -180,11 +181,11 @@ static void insert_free(caching_t *c, block_t *b) {
   pl->nfree++;
 }
 
-/* Takes a free block out of its bin, with the size it was inserted with. */
+/* Takes a free block out of its bin. */
 static void remove_free(caching_t *c, block_t *b) {
   pool_t *pl = &c->pools[b->pool];
   fbins_t *fb = pl->free[b->stream];
-  unsigned i = bin_of(b->size);
+  unsigned i = b->bin;
   ab_tree_remove(&fb->bins[i], &b->node);
   if (fb->bins[i].root == NULL) {
     fb->words[i / 64] &= ~(1ULL << (i % 64));
@@ -201,7 +202,7 @@ static void rekey_free(caching_t *c, block_t *b, ab_dptr_t ptr, uint64_t size) {
   block_t key;
   key.size = size;
   key.ptr = ptr;
-  bool stays = bin_of(size) == bin_of(b->size);
+  bool stays = bin_of(size) == b->bin;
   /* A key that grows can pass only the blocks after it; one that shrinks, those before. */
   if (stays && free_before(b, &key)) {
     ab_tnode_t *after = ab_tree_next(&b->node);

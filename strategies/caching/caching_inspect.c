@@ -80,7 +80,9 @@ static ab_status check_bins(const fbins_t *fb, int p, unsigned stream, size_t *c
     for (ab_tnode_t *n = ab_tree_first(t); n; n = ab_tree_next(n)) {
       const block_t *b = BLOCK(n);
       if (b->state != B_FREE || b->pool != p || b->stream != stream) FAIL("pool %d: a free-set block is not free there", p);
-      if (bin_of(b->size) != i) FAIL("pool %d stream %u: a block of %llu bytes in bin %u", p, stream, (unsigned long long)b->size, i);
+      if (bin_of(b->size) != i || b->bin != i)
+        FAIL("pool %d stream %u: a block of %llu bytes in bin %u, marked for bin %u", p, stream,
+             (unsigned long long)b->size, i, (unsigned)b->bin);
     }
     *count += t->size;
   }

@@ -60,6 +60,7 @@ typedef struct block_s {
   uint16_t pool;               /* its free lists: an index of caching_t.pools */
   uint8_t state;
   uint8_t deferred;            /* B_PENDING: freed across streams during a capture (DEFER_*) */
+  uint16_t bin;                /* B_FREE: the bin it was inserted in, bin_of(size) then */
   struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
   xseg_t *xs;                  /* the expandable segment, or NULL */
   uint64_t requested;          /* bytes asked for, while active */
@@ -93,12 +94,14 @@ typedef struct fbins_s {
   ab_tree_t bins[FREE_BINS];  /* free blocks of one stream by (size, address) */
 } fbins_t;
 
-/* The bin of a size: monotone in the size. */
+/* The bin of a size: monotone in the size. With fl the power of two of u (at least
+ * FREE_SUB_LOG), u >> (fl - FREE_SUB_LOG) is u's top FREE_SUB_LOG + 1 bits, from FREE_SUB to
+ * 2 FREE_SUB - 1 (or u itself below FREE_SUB, where fl is FREE_SUB_LOG): FREE_SUB bins per
+ * power of two, counted on from one power to the next, without a branch. */
 static inline unsigned bin_of(uint64_t size) {
   uint64_t u = size >> 9;
-  if (u < FREE_SUB) return (unsigned)u;
-  unsigned fl = ab_log2_floor(u);
-  return FREE_SUB + (fl - FREE_SUB_LOG) * FREE_SUB + (unsigned)((u >> (fl - FREE_SUB_LOG)) & (FREE_SUB - 1));
+  unsigned fl = ab_log2_floor(u | FREE_SUB);
+  return ((fl - FREE_SUB_LOG) << FREE_SUB_LOG) + (unsigned)(u >> (fl - FREE_SUB_LOG));
 }
 
 typedef struct pool_s {
@@ -237,7 +240,7 @@ static inline block_t *free_first_from(const fbins_t *fb, unsigned i) {
 /* The next free block of b's stream in the free set's order, or NULL. */
 static inline block_t *free_next(const pool_t *pl, const block_t *b) {
   ab_tnode_t *n = ab_tree_next(&b->node);
-  return n ? BLOCK(n) : free_first_from(pl->free[b->stream], bin_of(b->size) + 1);
+  return n ? BLOCK(n) : free_first_from(pl->free[b->stream], b->bin + 1u);
 }
 
 /* The free block before b of b's stream, or NULL. */
@@ -245,7 +248,7 @@ static inline block_t *free_prev(const pool_t *pl, const block_t *b) {
   ab_tnode_t *n = ab_tree_prev(&b->node);
   if (n) return BLOCK(n);
   const fbins_t *fb = pl->free[b->stream];
-  int j = bin_upto(fb, (int)bin_of(b->size) - 1);
+  int j = bin_upto(fb, (int)b->bin - 1);
   return j < 0 ? NULL : BLOCK(ab_tree_last(&fb->bins[j]));
 }
 
