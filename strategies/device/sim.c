@@ -32,10 +32,6 @@ const ab_sim_profile_t *ab_sim_profiles(unsigned *count) {
  * pick the smallest range that fits (sim_vaspace.c). Requests of 2 MiB and more are placed in
  * chunks cut from them as the driver cuts its own (sim_place.c); smaller ones, reservations
  * and the pool's range are carved from the top of the smallest range that holds them. */
-/* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
- * (device.h) of recorded cudaMalloc addresses fits in it. */
-#define VA_BASE 0x100000000ULL   /* 4 GiB */
-#define VA_END 0x800000000000ULL /* 128 TiB */
 
 /* A reservation of the virtual-memory calls, with one bit per granule: mapped or not. */
 typedef struct resv_s {
@@ -353,7 +349,7 @@ static const ab_device_ops_t sim_ops = {
 
 ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_config_t *cfg,
                       ab_device_t **out, ab_diag_t *diag) {
-  if (total_bytes <= AB_SIM_CONTEXT_BYTES || total_bytes > VA_END - VA_BASE)
+  if (total_bytes <= AB_SIM_CONTEXT_BYTES || total_bytes > AB_SIM_VA_END - AB_SIM_VA_BASE)
     return ab_diag_set(diag, AB_ERR_INVALID, "--device sim:%s: capacity must be from %llu bytes to 100 TiB", name,
                        (unsigned long long)AB_SIM_CONTEXT_BYTES + 1);
   if (cfg->faults.fail_rate < 0 || cfg->faults.fail_rate > 1)
@@ -384,7 +380,7 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
-  if (ab_sim_va_init(&s->va, VA_BASE, VA_END - VA_BASE) != AB_OK) {
+  if (ab_sim_va_init(&s->va, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK) {
     ab_sim_touched_free(&s->malloc_pages);
     free(s->plan);
     free(s);

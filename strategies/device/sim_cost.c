@@ -8,6 +8,7 @@
  * size. va_release and synchronize were not measured: va_release is taken to cost what a
  * reservation costs, and a synchronisation of an idle device 2 us. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "device/sim_internal.h"
 
@@ -110,44 +111,68 @@ double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes) {
  * pool reuses a range freed on the same stream moments before (results/h200/footprint/
  * busy.sh). How far the device has got decides that, and the simulated card runs no kernels. */
 
+#define TOUCHED_LEAF 4096u
+
 void ab_sim_touched_init(touched_t *t, uint64_t page_bytes) {
   t->page_bytes = page_bytes;
+  t->shift = (unsigned)__builtin_ctzll(page_bytes);
+  t->leaves = NULL;
+  t->npages = ((AB_SIM_VA_END >> t->shift) + TOUCHED_LEAF - 1) / TOUCHED_LEAF * TOUCHED_LEAF;
   t->pages = 0;
-  ab_map_init(&t->live);
 }
 
-void ab_sim_touched_free(touched_t *t) { ab_map_free(&t->live); }
+void ab_sim_touched_free(touched_t *t) {
+  if (t->leaves)
+    for (size_t i = 0; i < t->npages / TOUCHED_LEAF; i++) free(t->leaves[i]);
+  free(t->leaves);
+  t->leaves = NULL;
+}
 
 /* Note [End pages]: live allocations never overlap, so a page strictly inside one is touched
- * by it alone; only its first and last pages can be shared. The map counts the allocations
- * touching each end page, and the pages inside count without an entry: a call costs two
- * searches whatever its size, where one per page made a 1 GiB allocation 512 searches. */
+ * by it alone; only its first and last pages can be shared. The allocations touching each end
+ * page are counted, and the pages inside count without a counter: a call costs two counts
+ * whatever its size, where one per page made a 1 GiB allocation 512. The counters are a
+ * two-level table over the card's address space, as a page table is: a leaf of TOUCHED_LEAF
+ * counters for each stretch of pages that ever held an end page, made on first use (small
+ * allocations sit together at the top of the space, so a run makes a few), found from the
+ * page's number with two loads, where a hash map's search and removal took a probe each
+ * and a shift of the entries after it. */
 
-static ab_status end_add(touched_t *t, uint64_t pg, int64_t *delta) {
-  size_t slot;
-  bool added;
-  AB_TRY(ab_map_slot_or_add(&t->live, pg, &slot, &added)); /* one search either way */
-  t->live.slots[slot].val++;
+/* The leaf of page pg, made (with the table) when missing; NULL on host memory, or for a
+ * page past the card's space. */
+__attribute__((noinline)) static uint32_t *leaf_make(touched_t *t, uint64_t pg) {
+  if (pg >= t->npages) return NULL;
+  if (t->leaves == NULL && (t->leaves = calloc(t->npages / TOUCHED_LEAF, sizeof *t->leaves)) == NULL) return NULL;
+  uint32_t **leaf = &t->leaves[pg / TOUCHED_LEAF];
+  if (*leaf == NULL) *leaf = calloc(TOUCHED_LEAF, sizeof **leaf);
+  return *leaf;
+}
+
+/* The leaf of page pg, or NULL when it has none yet. */
+static inline uint32_t *leaf_of(const touched_t *t, uint64_t pg) {
+  return t->leaves && pg < t->npages ? t->leaves[pg / TOUCHED_LEAF] : NULL;
+}
+
+static inline ab_status end_add(touched_t *t, uint64_t pg, int64_t *delta) {
+  uint32_t *leaf = leaf_of(t, pg);
+  if (leaf == NULL && (leaf = leaf_make(t, pg)) == NULL) return AB_ERR_INTERNAL;
+  bool added = leaf[pg % TOUCHED_LEAF]++ == 0;
   t->pages += added;
   *delta += added;
   return AB_OK;
 }
 
-static void end_remove(touched_t *t, uint64_t pg, int64_t *delta) {
-  size_t slot = ab_map_slot(&t->live, pg);
-  if (slot == t->live.cap) return;
-  if (t->live.slots[slot].val > 1) {
-    t->live.slots[slot].val--;
-    return;
-  }
-  ab_map_remove_slot(&t->live, slot);
-  t->pages--;
-  (*delta)--;
+/* Takes one allocation off an end page; a page end_add never counted is left alone. */
+static inline void end_remove(touched_t *t, uint64_t pg, int64_t *delta) {
+  uint32_t *leaf = leaf_of(t, pg);
+  if (leaf == NULL || leaf[pg % TOUCHED_LEAF] == 0) return;
+  bool emptied = --leaf[pg % TOUCHED_LEAF] == 0;
+  t->pages -= emptied;
+  *delta -= emptied;
 }
 
 ab_status ab_sim_touched_add(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages) {
-  unsigned shift = (unsigned)__builtin_ctzll(t->page_bytes); /* a power of two: no division */
-  uint64_t first = at >> shift, last = (at + bytes - 1) >> shift;
+  uint64_t first = at >> t->shift, last = (at + bytes - 1) >> t->shift;
   int64_t delta = 0;
   *delta_pages = 0;
   if (end_add(t, first, &delta) != AB_OK) return AB_ERR_INTERNAL;
@@ -162,8 +187,7 @@ ab_status ab_sim_touched_add(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t
 }
 
 void ab_sim_touched_remove(touched_t *t, ab_dptr_t at, uint64_t bytes, int64_t *delta_pages) {
-  unsigned shift = (unsigned)__builtin_ctzll(t->page_bytes); /* a power of two: no division */
-  uint64_t first = at >> shift, last = (at + bytes - 1) >> shift;
+  uint64_t first = at >> t->shift, last = (at + bytes - 1) >> t->shift;
   int64_t delta = 0;
   end_remove(t, first, &delta);
   if (last != first) end_remove(t, last, &delta);

@@ -17,6 +17,12 @@
 #include "base/tree.h"
 #include "device/sim.h"
 
+/* The x86-64 user address space above 4 GiB, where a driver's addresses lie: an address plan
+ * (device.h) of recorded cudaMalloc addresses fits in it. Every address the card hands out
+ * lies in it. */
+#define AB_SIM_VA_BASE 0x100000000ULL   /* 4 GiB */
+#define AB_SIM_VA_END 0x800000000000ULL /* 128 TiB */
+
 /* ---- the cost model (sim_cost.c) ----------------------------------------------------------- */
 
 /* The device calls the model prices. */
@@ -95,9 +101,11 @@ ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t by
  * the driver backs. */
 typedef struct touched_s {
   uint64_t page_bytes; /* a power of two */
-  ab_map_t live;       /* an end page of a live allocation -> the allocations touching it */
-  uint64_t pages;      /* pages with at least one, the inner pages of each included
-                        * (Note [End pages] in sim_cost.c) */
+  unsigned shift;      /* log2(page_bytes) */
+  uint32_t **leaves;   /* per end page of a live allocation, the allocations touching it
+                        * (Note [End pages] in sim_cost.c); NULL until the first */
+  uint64_t npages;     /* pages the table can count: the card's space, in whole leaves */
+  uint64_t pages;      /* pages with at least one, the inner pages of each included */
 } touched_t;
 
 void ab_sim_touched_init(touched_t *t, uint64_t page_bytes);
