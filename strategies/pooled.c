@@ -28,7 +28,7 @@
 #define MAX_CLASSES 512
 /* Every block of a chunk has a free-list entry and a bitmap bit on the host, and a record of
  * its own in a walk (the OOM map, snapshots), so a chunk may hold at most this many blocks of
- * the smallest class: 4 Mi blocks, about 160 MB of records at most in a walk. */
+ * the smallest class: 4 Mi blocks, 128 MiB of 32-byte records at most in a walk. */
 #define MAX_CHUNK_BLOCKS (1ULL << 22)
 
 typedef struct chunk_s {
