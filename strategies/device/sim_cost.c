@@ -114,7 +114,6 @@ double ab_sim_cost_ns(ab_sim_call_t call, uint64_t bytes) {
 #define TOUCHED_LEAF 4096u
 
 void ab_sim_touched_init(touched_t *t, uint64_t page_bytes) {
-  t->page_bytes = page_bytes;
   t->shift = (unsigned)__builtin_ctzll(page_bytes);
   t->leaves = NULL;
   t->npages = ((AB_SIM_VA_END >> t->shift) + TOUCHED_LEAF - 1) / TOUCHED_LEAF * TOUCHED_LEAF;

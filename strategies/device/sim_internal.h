@@ -100,8 +100,7 @@ ab_status ab_sim_place_free(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t by
 /* Live allocations per page of a fixed size: the pages any of them touches are the ones
  * the driver backs. */
 typedef struct touched_s {
-  uint64_t page_bytes; /* a power of two */
-  unsigned shift;      /* log2(page_bytes) */
+  unsigned shift;      /* log2 of the page's bytes, a power of two */
   uint32_t **leaves;   /* per end page of a live allocation, the allocations touching it
                         * (Note [End pages] in sim_cost.c); NULL until the first */
   uint64_t npages;     /* pages the table can count: the card's space, in whole leaves */
