@@ -21,7 +21,7 @@ static const ab_cli_command_t command = {
     "table. Rows are appended to DIR/compare.csv; the runs also go to DIR/summary.csv and the\n"
     "searches to DIR/oom.csv, the segment map of each failing probe beside them.\n"};
 
-static const char *const table_cols[] = {"strategy",     "conf",         "peak_reserved_bytes", "frag_pct",
+static const char *const table_cols[] = {"strategy",     "conf",         "status", "peak_reserved_bytes", "frag_pct",
                                          "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
                                          "alloc_ns_p99", "free_ns_p50",  "note"};
 
@@ -33,13 +33,19 @@ static void label(const ab_table_t *t, size_t r, char *out, size_t size) {
 }
 
 /* "Lowest peak reserved: expandable, 110.00 MiB, 20.00 MiB (15.4%) below caching." The best
- * row of a column (lowest; rows without a value left out) against the next best. */
-static void say_best(const ab_table_t *t, const char *column, const char *what, bool bytes) {
-  size_t best = SIZE_MAX, second = SIZE_MAX;
+ * row of a column (lowest; rows without a value left out) against the next best. A figure of
+ * the run (ran_only) counts only where the run completed: the peak of a run that ran out of
+ * memory is where it stopped, not what the workload needs, and is never named best. */
+static void say_best(const ab_table_t *t, const char *column, const char *what, bool bytes, bool ran_only) {
+  size_t best = SIZE_MAX, second = SIZE_MAX, failed = 0;
   double v[64];
   for (size_t r = 0; r < t->nrows && r < 64; r++) {
     const char *cell = ab_table_get(t, r, column);
     if (cell == NULL || *cell == '\0') continue;
+    if (ran_only && strcmp(ab_table_get(t, r, "status"), "ok") != 0) {
+      failed++;
+      continue;
+    }
     v[r] = strtod(cell, NULL);
     if (best == SIZE_MAX || v[r] < v[best]) {
       second = best;
@@ -48,7 +54,10 @@ static void say_best(const ab_table_t *t, const char *column, const char *what, 
       second = r;
     }
   }
-  if (best == SIZE_MAX) return;
+  if (best == SIZE_MAX) {
+    if (failed) printf("%s: none; no run completed.\n", what);
+    return;
+  }
   char a[32], b[32], l1[160], l2[160];
   label(t, best, l1, sizeof l1);
   if (bytes)
@@ -66,6 +75,7 @@ static void say_best(const ab_table_t *t, const char *column, const char *what, 
     else
       printf(", against %.0f ns for %s", v[second], l2);
   }
+  if (failed) printf(" (of the %zu run%s that completed)", t->nrows - failed, t->nrows - failed == 1 ? "" : "s");
   printf(".\n");
 }
 
@@ -138,9 +148,9 @@ int ab_cmd_compare(int argc, char **argv) {
   /* The answer, per objective: which strategy is best, and by how much over the next. */
   if (rows.nrows > 1 && o.format == AB_FORMAT_TABLE) {
     putchar('\n');
-    say_best(&rows, "peak_reserved_bytes", "Lowest peak reserved", true);
-    say_best(&rows, "min_budget_bytes", o.cap ? "Smallest cap" : "Smallest budget", true);
-    say_best(&rows, "alloc_ns_p99", "Fastest allocation (p99)", false);
+    say_best(&rows, "peak_reserved_bytes", "Lowest peak reserved", true, true);
+    say_best(&rows, "min_budget_bytes", o.cap ? "Smallest cap" : "Smallest budget", true, false);
+    say_best(&rows, "alloc_ns_p99", "Fastest allocation (p99)", false, true);
   }
   ab_oommap_free(&map);
   ab_table_free(&rows);
