@@ -55,7 +55,30 @@ struct ab_strategy_s {
   ab_stats_t stats; /* kept current by the implementation */
   ab_segment_observer_fn observe; /* NULL: nobody listens (ab_strategy_observe) */
   void *observe_ctx;
+  bool cap_window;  /* the strategy keeps cap_lo and cap_hi (Note [Cap window]) */
+  uint64_t cap_lo;  /* the caps under which every decision so far would have gone as it went */
+  uint64_t cap_hi;
 };
+
+/* Note [Cap window]: a strategy with a memory cap (PyTorch's set_per_process_memory_fraction)
+ * consults it at a few decisions: may reserved grow by this segment, is reserved above the
+ * garbage-collection threshold. Each such decision is "cap >= X" for some X, so the caps
+ * under which a run makes every decision as it made them form one interval, [cap_lo,
+ * cap_hi], narrowed at each decision; every cap of it replays to the same run, event for
+ * event. The cap map (bisect.h) walks the caps one interval at a time, so that it knows the
+ * status at every cap exactly with one replay per interval. A strategy that takes a cap and
+ * keeps the window sets cap_window at create (ab_strategy_cap_window_open); one that does
+ * not leaves it false, and its caps are bisected instead. */
+static inline void ab_strategy_cap_window_open(ab_strategy_t *s) {
+  s->cap_window = true;
+  s->cap_lo = 0;
+  s->cap_hi = UINT64_MAX;
+}
+/* For implementations: a decision "cap >= at_least" was made, and came out `holds`. */
+static inline void ab_strategy_cap_decided(ab_strategy_t *s, uint64_t at_least, bool holds) {
+  if (holds && at_least > s->cap_lo) s->cap_lo = at_least;
+  if (!holds && at_least - 1 < s->cap_hi) s->cap_hi = at_least - 1;
+}
 
 /* ---- the segment walk: what the strategy holds, for memory maps, exports and checks ---- */
 

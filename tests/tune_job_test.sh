@@ -69,7 +69,8 @@ traces = sorted({r["trace"] for r in rows})
 if len(traces) != 2: fail("traces in tune.csv: %s" % traces)
 big = 1 << 64
 def key(r):  # as tune ranks: completed first, then the objective's figure, then the other
-    budget = int(r["min_budget_bytes"]) if r["min_budget_bytes"] else big
+    # the cap to deploy: the safe cap where the caps were mapped, else the smallest
+    budget = int(r["safe_cap_bytes"] or r["min_budget_bytes"]) if r["min_budget_bytes"] else big
     failed, reserved = r["status"] != "ok", int(r["peak_reserved_bytes"])
     return (failed, reserved, budget) if objective == "reserved" else (budget, failed, reserved)
 configs = {}

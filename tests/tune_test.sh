@@ -86,14 +86,21 @@ while IFS='|' read -r strategy conf reserved allocs budget recommended; do
     fail "oom -s $strategy -c '$conf' failed"
 done < <(check rows "$work/reserved/tune.csv")
 [ $i -gt 10 ] || fail "only $i rows in tune.csv"
+# oom --cap walks each setting's whole cap map; tune walks it up to a number of intervals, and
+# past them bisects above the failures it saw: its smallest cap is then one that completes, so
+# at or above the exact one, and its row says the caps were not mapped.
 "$py" - "$work" "$i" <<'EOF' || fail "tune.csv differs from run and oom"
 import csv, sys
 work, n, bad = sys.argv[1], int(sys.argv[2]), 0
+notes = {(t["strategy"], t["conf"]): t["note"] for t in csv.DictReader(open("%s/reserved/tune.csv" % work))}
 for i in range(1, n + 1):
     strategy, conf, want = open("%s/row%d" % (work, i)).read().rstrip("\n").split("|")
     r = list(csv.DictReader(open("%s/run%d.csv" % (work, i))))[0]
     o = list(csv.DictReader(open("%s/oom%d.csv" % (work, i))))[0]
     got = "%s %s %s" % (r["peak_reserved_bytes"], r["num_device_alloc"], o["min_budget_bytes"])
+    cut = "caps not mapped" in notes.get((strategy, conf), "")
+    if cut and got.split()[:2] == want.split()[:2] and int(want.split()[2]) >= int(got.split()[2]):
+        continue
     if got != want:
         print("FAIL: %s '%s': tune says %s, run and oom %s" % (strategy, conf, want, got))
         bad += 1

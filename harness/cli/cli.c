@@ -578,6 +578,8 @@ static const struct {
     {"budget_bytes", "budget", "cap", "0"},
     {"min_budget_bytes", "smallest budget", "smallest cap", NULL},
     {"max_fail_bytes", "largest failing budget", "largest failing cap", NULL},
+    {"safe_cap_bytes", "safe cap", NULL, NULL},
+    {"fail_ranges", "failing ranges above it", NULL, NULL},
     {"frag_pct", "fragmentation", NULL, NULL},
     {"overhead_pct", "over requested", NULL, NULL},
     {"oom_kind", "OOM kind", NULL, "none"},

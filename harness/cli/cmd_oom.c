@@ -23,7 +23,7 @@ static const ab_cli_command_t command = {
     "budget found is an upper bound; the note column says so.\n"};
 
 /* The columns of the comparison table printed for several strategies. */
-static const char *const table_cols[] = {"strategy",         "conf",          "min_budget_bytes", "max_fail_bytes",
+static const char *const table_cols[] = {"strategy",         "conf",          "min_budget_bytes", "max_fail_bytes", "safe_cap_bytes",
                                          "peak_requested_bytes", "overhead_pct", "oom_kind_at_fail",
                                          "oom_event_at_fail", "probes",       "wall_s",           "note"};
 
@@ -32,13 +32,18 @@ typedef struct answer_s {
   const char *strategy, *conf; /* not owned */
   bool passed, upper_bound, cap;
   uint64_t min_budget;
+  uint64_t safe_cap;    /* the cap map's: every cap from it up completes; 0: not mapped */
+  unsigned fail_ranges; /* failing ranges above min_budget */
 } answer_t;
 
-/* Those that fit first, the smallest budget first. */
+/* What a deployer can set: the safe cap where the caps were mapped, else the smallest. */
+static uint64_t deployable(const answer_t *a) { return a->safe_cap ? a->safe_cap : a->min_budget; }
+
+/* Those that fit first, the smallest deployable budget or cap first. */
 static int by_budget(const void *pa, const void *pb) {
   const answer_t *a = pa, *b = pb;
   if (a->passed != b->passed) return a->passed ? -1 : 1;
-  return (a->min_budget > b->min_budget) - (a->min_budget < b->min_budget);
+  return (deployable(a) > deployable(b)) - (deployable(a) < deployable(b));
 }
 
 /* The table's answer in words, the smallest budget first: "It fits 260.12 MiB with
@@ -58,6 +63,12 @@ static void say_answer(answer_t *a, size_t n) {
     printf("%s %s%s%s with %s", i == 0 ? "It fits" : "; needs", a[i].cap ? "a cap of " : "", size,
            a[i].upper_bound ? " at most" : "", a[i].strategy);
     if (a[i].conf && *a[i].conf) printf(" -c '%s'", a[i].conf);
+    /* The smallest cap is not one to deploy where larger ones fail (Note [Cap map], bisect.c). */
+    if (a[i].fail_ranges) {
+      char safe[AB_BYTES_TEXT];
+      printf(", but fails again at larger caps (%u range%s): every cap from %s up completes", a[i].fail_ranges,
+             a[i].fail_ranges == 1 ? "" : "s", ab_format_bytes(a[i].safe_cap, safe, sizeof safe));
+    }
   }
   for (size_t i = fit; i < n; i++) {
     printf("%s%s", i > fit ? (i + 1 == n ? " or " : ", ") : fit ? "; no budget tried fits it with " : "No budget tried fits it with ",
@@ -104,7 +115,9 @@ int ab_cmd_oom(int argc, char **argv) {
     }
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0};
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
-    answers[nanswers++] = (answer_t){list.name[i], list.conf[i], res.passed, res.upper_bound, res.cap, res.min_budget};
+    answers[nanswers++] = (answer_t){list.name[i],    list.conf[i], res.passed,      res.upper_bound,
+                                     res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
+                                     res.fail_ranges};
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (ab_run_stop) {

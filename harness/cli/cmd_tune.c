@@ -213,7 +213,8 @@ static const char *short_name(const char *name) { return strncmp(name, "replay:"
   X(workload, 0) X(trace, 0) X(worst, 1) X(device, 0) X(objective, 0) X(cap_bytes, 1) X(rank, 1)      \
   X(strategy, 0) X(conf, 0) X(recommended, 1) X(recorded, 1) X(status, 0) X(oom_kind, 0)               \
   X(peak_requested_bytes, 1) X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) \
-  X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1) X(limit, 0) \
+  X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1)            \
+  X(safe_cap_bytes, 1) X(fail_ranges, 1) X(limit, 0)                                                   \
   X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
 
 #define TUNE_COL(name, numeric) {#name, numeric},
@@ -248,6 +249,11 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
   if (r->cand.family == AB_TUNE_REFERENCE) clause(out, size, "reference: not a PyTorch setting; its limit is a budget");
   if (r->status == AB_RUN_OOM) clause(out, size, v->cap ? "out of memory under the cap" : "out of memory on the card");
   if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
+  /* Note [Cap map] (bisect.c); short, as the table's last column. */
+  if (r->search.mapped && r->search.fail_ranges) clause(out, size, "fails again above: see safe cap");
+  if (r->search.map_cut)
+    clause(out, size, r->search.passed && r->search.max_fail + 1 == r->search.min_budget ? "caps mapped to the smallest only"
+                                                                                          : "caps not mapped: bisected");
   if (r->search.upper_bound) {
     char bound[96];
     snprintf(bound, sizeof bound, "upper bound: the traced program survived %" PRIu64 " OOMs", es->trace_ooms);
@@ -284,6 +290,8 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   SET(num_alloc_retries, "%" PRIu64, r->stats.num_alloc_retries);
   if (r->search.passed) SET(min_budget_bytes, "%" PRIu64, r->search.min_budget);
   if (r->search.failed) SET(max_fail_bytes, "%" PRIu64, r->search.max_fail);
+  if (r->search.mapped && r->search.passed) SET(safe_cap_bytes, "%" PRIu64, r->search.safe_cap);
+  if (r->search.mapped) SET(fail_ranges, "%u", r->search.fail_ranges);
   SET(limit, "%s", r->cand.family == AB_TUNE_REFERENCE ? "budget" : "cap");
   SET(probes, "%u", r->search.probes);
   SET(wall_s, "%.6f", r->wall_s);
@@ -365,6 +373,20 @@ static const char *on_worst(const tune_view_t *v, const ab_tune_result_t *r, cha
  * comments so that the block can be pasted whole. With several traces each figure is of the
  * configuration's worst trace; where another trace needs a larger cap (or reserves more, when
  * ranked by the cap), that is said too, since the cap is set for every rank. */
+
+/* Whether the smallest cap is one to deploy (Note [Cap map], bisect.c): where larger caps
+ * fail again, the cap from which every one completes; where the caps were bisected, that the
+ * smallest assumes the status monotonic in the cap. */
+static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
+  char a[32];
+  if (!w->search.passed || w->cand.family == AB_TUNE_REFERENCE) return;
+  if (w->search.mapped && w->search.fail_ranges)
+    fprintf(f, "; it fails again at larger caps (%u range%s): every cap from %s up completes", w->search.fail_ranges,
+            w->search.fail_ranges == 1 ? "" : "s", ab_format_bytes(w->search.safe_cap, a, sizeof a));
+  else if (!w->search.mapped)
+    fprintf(f, "; bisected, not mapped: larger caps may fail (allocbench oom --cap maps them)");
+}
+
 static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_item, bool cap_given, size_t ntried) {
   const ab_tune_result_t *w = v->winner, *rec = v->recorded;
   if (w == NULL) {
@@ -383,6 +405,7 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
   ab_format_bytes_apart(figures, NFIG, fig);
   fprintf(f, "# predicted peak reserved %s, smallest cap %s%s", fig[W_PEAK], w->search.passed ? fig[W_CAP] : "none found",
           on_worst(v, w, where, sizeof where));
+  say_safe_cap(f, w);
   if (v->cap && cap_given)
     fprintf(f, ", under the cap of %s (torch.cuda.set_per_process_memory_fraction(%.6g))", ab_format_bytes(v->cap, c, sizeof c),
             (double)v->cap / (double)v->total);

@@ -1,6 +1,8 @@
 #include "run/bisect.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -92,6 +94,7 @@ typedef struct search_s {
   ab_run_t *run;
   ab_bisect_result_t *out;
   uint64_t held_peak; /* of the last probe */
+  uint64_t last_fail; /* the budget of the last probe that failed */
 } search_t;
 
 /* Probes one budget; *passed says whether the whole stream ran. A failure is recorded as
@@ -105,12 +108,136 @@ static ab_status probe(search_t *x, uint64_t budget, bool *passed, ab_diag_t *di
   if (x->o->on_probe) x->o->on_probe(x->o->on_probe_ctx, budget, x->run);
   *passed = x->run->status == AB_RUN_OK;
   if (!*passed) {
+    x->last_fail = budget;
     x->out->failed = true;
     x->out->max_fail = budget ? budget : x->run->oom.limit;
     x->out->oom = x->run->oom;
     x->out->oom_stats = x->run->stats;
   }
   return AB_OK;
+}
+
+void ab_capmap_free(ab_capmap_t *m) {
+  free(m->classes);
+  memset(m, 0, sizeof *m);
+}
+
+static ab_status capmap_add(ab_capmap_t *m, ab_cap_class_t c) {
+  if (m->n == m->room) {
+    size_t room = m->room ? 2 * m->room : 64;
+    ab_cap_class_t *grown = realloc(m->classes, room * sizeof *grown);
+    if (grown == NULL) return AB_ERR_INTERNAL;
+    m->classes = grown;
+    m->room = room;
+  }
+  m->classes[m->n++] = c;
+  return AB_OK;
+}
+
+static int by_lo(const void *pa, const void *pb) {
+  const ab_cap_class_t *a = pa, *b = pb;
+  return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+/* Note [Cap map]: PyTorch's cap is consulted only at a few decisions, each of the form "cap
+ * >= X" (Note [Cap window], strategy.h), so the caps fall into intervals that replay alike:
+ * one replay at a cap gives its whole interval, [cap_lo, cap_hi], and the next interval
+ * starts at cap_hi + 1. The walk starts at lo (the live peak: below it no cap completes,
+ * except by the part of a page an expandable segment maps past the cap), goes down while
+ * intervals complete, then up until an interval holds every cap above it or reaches the
+ * card's total. The status is not monotonic in the cap: a cap changes which cached blocks
+ * are released before a retry, and so the fragmentation after it (the recorded ResNet-50 run
+ * under max_split_size_mb:128,max_non_split_rounding_mb:128 completes at 7.74 GiB and fails
+ * again at 8.4 GiB). So a
+ * bisection finds a boundary, not the one a deployer needs, and the map gives both: the
+ * smallest cap that completes, and safe_cap, from which every cap up completes. */
+
+/* Probes one cap of the walk and adds its interval; *c is that interval. */
+static ab_status map_probe(search_t *x, ab_capmap_t *m, uint64_t cap, ab_cap_class_t *c, ab_diag_t *diag) {
+  bool passed;
+  AB_TRY(probe(x, cap, &passed, diag));
+  if (x->out->interrupted || !x->run->cap_window) return AB_OK;
+  *c = (ab_cap_class_t){x->run->cap_lo, x->run->cap_hi, passed, passed ? 0 : x->run->oom.event};
+  return capmap_add(m, *c) == AB_OK ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+}
+
+/* Whether a walk that has mapped [from, to] in m->n intervals would need more than budget
+ * to reach end (the uncapped peak reserved, where intervals end), at the width of those so
+ * far: a map that will be cut is cut early, before its replays are spent. */
+static bool over_budget(const ab_capmap_t *m, uint64_t from, uint64_t to, uint64_t end, size_t budget) {
+  if (budget == SIZE_MAX || m->n < 8 || to >= end) return false;
+  double width = (double)(to - from + 1) / (double)m->n;
+  return (double)m->n + (double)(end - to) / width > (double)budget;
+}
+
+/* Sets the result's largest failing cap; its run is the one the result reports (its OOM, and
+ * the segment map the caller's on_oom keeps), made again when the walk's last failure was at
+ * another cap of its interval. */
+static ab_status fail_again(search_t *x, uint64_t max_fail, ab_diag_t *diag) {
+  bool passed;
+  if (x->last_fail != max_fail) {
+    AB_TRY(probe(x, max_fail, &passed, diag));
+    if (passed && !x->out->interrupted)
+      return ab_diag_set(diag, AB_ERR_INTERNAL, "cap map: the cap %" PRIu64 " completed, where its interval failed", max_fail);
+  }
+  x->out->max_fail = max_fail;
+  return AB_OK;
+}
+
+/* The walk of Note [Cap map], from lo up to hi (0: the card's total); end is the uncapped
+ * peak reserved. *mapped is false when the strategy keeps no cap window, or the walk would
+ * take more than opts.map_probes: the caller bisects instead. */
+static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi, uint64_t end, uint64_t total,
+                          bool *mapped, ab_diag_t *diag) {
+  ab_bisect_result_t *out = x->out;
+  m->n = 0;
+  ab_cap_class_t first, c;
+  AB_TRY(map_probe(x, m, lo, &first, diag));
+  *mapped = x->run->cap_window;
+  if (out->interrupted || !*mapped) return AB_OK;
+  size_t budget = x->o->map_probes ? x->o->map_probes : SIZE_MAX;
+  c = first;
+  while (c.ok && c.lo > 1 && !out->interrupted && m->n < budget) AB_TRY(map_probe(x, m, c.lo - 1, &c, diag));
+  bool down = !c.ok || c.lo <= 1;
+  uint64_t top = hi && hi < total ? hi : total;
+  c = first;
+  while (c.hi < top && !out->interrupted && m->n < budget && !over_budget(m, first.lo, c.hi, end, budget))
+    AB_TRY(map_probe(x, m, c.hi + 1, &c, diag));
+  if (out->interrupted) return AB_OK;
+  bool cut = !down || c.hi < top;
+  qsort(m->classes, m->n, sizeof *m->classes, by_lo);
+  const ab_cap_class_t *k = m->classes;
+  size_t lowest_ok = m->n, highest_fail = m->n;
+  for (size_t i = 0; i < m->n; i++) {
+    if (k[i].ok && lowest_ok == m->n) lowest_ok = i;
+    if (!k[i].ok) highest_fail = i;
+  }
+  if (cut) {
+    /* More intervals than allowed. With every interval below a completing one walked, the
+     * smallest cap is still exact, but larger caps were not all replayed: no safe cap.
+     * Without, the caller bisects above the failures seen. */
+    out->map_cut = true;
+    *mapped = false;
+    if (!down || lowest_ok == m->n) return AB_OK;
+    out->passed = true;
+    out->min_budget = k[lowest_ok].lo > 1 ? k[lowest_ok].lo : 1;
+    out->below_lo = out->min_budget < lo;
+    out->failed = lowest_ok > 0;
+    if (!out->failed) return AB_OK;
+    return fail_again(x, k[lowest_ok - 1].hi, diag);
+  }
+  /* The answers. Failing intervals above the smallest cap that completes are the ones a
+   * bisection does not see. */
+  out->mapped = true;
+  out->passed = lowest_ok < m->n;
+  out->failed = highest_fail < m->n;
+  if (out->passed) {
+    out->min_budget = k[lowest_ok].lo > 1 ? k[lowest_ok].lo : 1;
+    out->below_lo = out->min_budget < lo;
+    out->safe_cap = out->failed && highest_fail > lowest_ok ? k[highest_fail].hi + 1 : out->min_budget;
+  }
+  for (size_t i = lowest_ok + 1; i < m->n; i++) out->fail_ranges += !k[i].ok && k[i - 1].ok;
+  return out->failed ? fail_again(x, k[highest_fail].hi, diag) : AB_OK;
 }
 
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
@@ -127,7 +254,7 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   if (o->hi > total || o->lo > total)
     return ab_diag_set(diag, AB_ERR_INVALID, "--%s %s is more than the device's total of %s", o->hi > total ? "hi" : "lo",
                        ab_format_bytes(o->hi > total ? o->hi : o->lo, a, sizeof a), ab_format_bytes(total, b, sizeof b));
-  search_t x = {es, o, run, out, 0};
+  search_t x = {es, o, run, out, 0, 0};
   out->peak_requested = ab_bisect_peak_requested(es);
   out->upper_bound = es->trace_ooms > 0;
   out->cap = o->cap;
@@ -151,6 +278,14 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   }
   out->lo = lo;
   out->hi = hi;
+  if (o->cap) {
+    ab_capmap_t own = {0};
+    bool mapped = false;
+    ab_status st = map_caps(&x, o->map ? o->map : &own, lo, o->hi, hi, total, &mapped, diag);
+    ab_capmap_free(&own);
+    AB_TRY(st);
+    if (mapped || out->passed || out->interrupted) goto done;
+  }
   AB_TRY(probe(&x, hi, &passed, diag));
   if (out->interrupted) goto done;
   /* A default hi that fails is a floor: gallop up, the step doubling, to the device's total

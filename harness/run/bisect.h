@@ -30,6 +30,12 @@
  * itself and which its expandable segments may pass by less than a page (Note [Budget or
  * cap] in bisect.c). PyTorch's own bisections, as in the fixtures, are of the cap.
  *
+ * With opts.cap, for a strategy that keeps its cap window (Note [Cap window], strategy.h), no
+ * bisection: the cap map (Note [Cap map] in bisect.c) gives the status at every cap, exactly,
+ * one replay per interval of caps that replay alike. Its answers: min_budget, the smallest
+ * cap that completes; safe_cap, the smallest from which every cap up completes (a cap to
+ * deploy); max_fail, the largest cap that fails (safe_cap - 1), with its OOM.
+ *
  * Traces whose program caught OOMs and went on (ab_events_t.trace_ooms > 0) changed course
  * under memory pressure; a replay cannot know what the program would have done under a
  * smaller budget, so for them the budget found is an upper bound (upper_bound in the result).
@@ -52,6 +58,22 @@
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 
+/* One interval of the cap map: every cap of [lo, hi] replays to the same run. */
+typedef struct ab_cap_class_s {
+  uint64_t lo, hi;  /* bytes; hi UINT64_MAX: every cap from lo up */
+  bool ok;          /* the run completed; else it ran out of memory */
+  size_t oom_event; /* the event of its OOM */
+} ab_cap_class_t;
+
+/* The cap map of a search, in ascending caps, each interval starting where the one before
+ * ended. The caller owns it: zeroed to start, ab_capmap_free to end. */
+typedef struct ab_capmap_s {
+  ab_cap_class_t *classes;
+  size_t n, room;
+} ab_capmap_t;
+
+void ab_capmap_free(ab_capmap_t *m);
+
 typedef struct ab_bisect_opts_s {
   const char *strategy;      /* a registry name */
   const char *conf;          /* its -c options; NULL for none */
@@ -72,6 +94,9 @@ typedef struct ab_bisect_opts_s {
   /* Called after each probe (budget 0: the unbudgeted run); may be NULL. */
   void (*on_probe)(void *ctx, uint64_t budget, const ab_run_t *run);
   void *on_probe_ctx;
+  ab_capmap_t *map;  /* with cap: the cap map's intervals go here (emptied first); may be NULL */
+  unsigned map_probes; /* with cap: the most replays the map may take, else the caps are
+                          bisected and the result says so (map_cut); 0: no limit */
 } ab_bisect_opts_t;
 
 typedef struct ab_bisect_result_s {
@@ -81,8 +106,12 @@ typedef struct ab_bisect_result_s {
   bool upper_bound;         /* the trace's program survived OOMs (trace_ooms > 0) */
   bool cap;                 /* the numbers are PyTorch's memory caps (opts.cap), not budgets */
   bool interrupted;         /* opts.stop ended the search before it had an answer */
+  bool mapped;              /* the cap map was walked: the answers below are exact */
+  bool map_cut;             /* the map needed more than opts.map_probes replays: bisected */
   uint64_t min_budget;      /* smallest budget seen to pass, bytes */
   uint64_t max_fail;        /* largest budget seen to fail, bytes (0 with no budget) */
+  uint64_t safe_cap;        /* mapped: every cap from it up completes (0: none does) */
+  unsigned fail_ranges;     /* mapped: ranges of failing caps above min_budget */
   uint64_t peak_requested;  /* of the stream */
   uint64_t lo, hi;          /* the range searched, defaults applied */
   uint64_t tolerance;

@@ -97,6 +97,9 @@ static void sample(ab_run_t *run, ab_strategy_t *s, uint64_t event, uint32_t ste
 /* The strategy's statistics at the end of a run, with the peaks of the whole run. */
 static void final_stats(ab_run_t *run, ab_strategy_t *s) {
   ab_strategy_stats(s, &run->stats);
+  run->cap_window = s->cap_window;
+  run->cap_lo = s->cap_lo;
+  run->cap_hi = s->cap_hi;
 #define RUN_PEAK(name, doc) \
   if (run->seen.name.peak > run->stats.name.peak) run->stats.name.peak = run->seen.name.peak;
   AB_STAT_GAUGES(RUN_PEAK)
@@ -601,6 +604,7 @@ static void reset_results(ab_run_t *run) {
   run->ooms = run->oom_streak = run->passed_over = 0;
   run->caught_ooms = run->caught_served = 0;
   run->last_oom_event = 0;
+  run->cap_window = false;
 }
 
 /* Opens what the replay needs: the kernels (and cuBLAS's workspace) first, so that the

@@ -247,8 +247,16 @@ static void search_note(const ab_events_t *es, const ab_bisect_result_t *r, char
     note_add(buf, size, "does not fit on the device: the unbudgeted run ran out of memory");
   else if (!r->passed)
     note_add(buf, size, "no budget up to hi (%s) passed", ab_format_bytes(r->hi, b, sizeof b));
-  if (r->below_lo)
+  if (r->below_lo && !r->mapped)
     note_add(buf, size, "lo - 1 passed: the smallest budget is below lo (%s)", ab_format_bytes(r->lo, b, sizeof b));
+  if (r->mapped && r->fail_ranges) {
+    note_add(buf, size, "fails again above the smallest cap, in %u range%s: every cap from %s (%" PRIu64 " B) up completes",
+             r->fail_ranges, r->fail_ranges == 1 ? "" : "s", ab_format_bytes(r->safe_cap, b, sizeof b), r->safe_cap);
+  }
+  if (r->map_cut)
+    note_add(buf, size,
+             "cap map not walked (more intervals of caps than allowed; allocbench oom --cap walks it): bisected, as "
+             "if the status were monotonic in the cap");
   if (r->upper_bound)
     note_add(buf, size,
              "upper bound: the traced program survived %llu OOMs and changed course; under a smaller budget it may "
@@ -286,6 +294,8 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *d, const ab_eve
   CELL(device, "%s", d->device);
   if (r->passed) CELL(min_budget_bytes, "%" PRIu64, r->min_budget);
   if (r->failed) CELL(max_fail_bytes, "%" PRIu64, r->max_fail);
+  if (r->mapped && r->passed) CELL(safe_cap_bytes, "%" PRIu64, r->safe_cap);
+  if (r->mapped) CELL(fail_ranges, "%u", r->fail_ranges);
   CELL(peak_requested_bytes, "%" PRIu64, r->peak_requested);
   overhead(r, c.overhead_pct, sizeof c.overhead_pct);
   CELL(oom_kind_at_fail, "%s", ab_oom_kind_name(r->failed ? r->oom.kind : AB_OOM_NONE));

@@ -84,8 +84,9 @@ extern const size_t ab_summary_ncols;
 
 #define AB_OOM_COLUMNS(X)                                                                   \
   X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(min_budget_bytes, 1)              \
-  X(max_fail_bytes, 1) X(peak_requested_bytes, 1) X(overhead_pct, 1) X(oom_kind_at_fail, 0) \
-  X(oom_event_at_fail, 1) X(probes, 1) X(wall_s, 1) X(limit, 0) X(note, 0) X(trace_ooms, 1)
+  X(max_fail_bytes, 1) X(safe_cap_bytes, 1) X(fail_ranges, 1) X(peak_requested_bytes, 1)    \
+  X(overhead_pct, 1) X(oom_kind_at_fail, 0) X(oom_event_at_fail, 1) X(probes, 1) X(wall_s, 1) \
+  X(limit, 0) X(note, 0) X(trace_ooms, 1)
 
 extern const ab_col_t ab_oom_cols[];
 extern const size_t ab_oom_ncols;

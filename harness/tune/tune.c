@@ -30,6 +30,7 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
     b->dev.plan_len = o->plan_len;
   }
   b->cap = c->family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
+  b->map_probes = AB_TUNE_MAP_PROBES;
   b->stop = o->stop;
 }
 
@@ -117,11 +118,15 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
 
 static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
 
+uint64_t ab_tune_deployable(const ab_tune_result_t *r) {
+  if (!r->search.passed) return UINT64_MAX;
+  return r->search.mapped ? r->search.safe_cap : r->search.min_budget;
+}
+
 int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective) {
   int ok = cmp_u64(a->status != AB_RUN_OK, b->status != AB_RUN_OK);
   /* No budget found ranks after every budget. */
-  int budget = cmp_u64(a->search.passed ? a->search.min_budget : UINT64_MAX,
-                       b->search.passed ? b->search.min_budget : UINT64_MAX);
+  int budget = cmp_u64(ab_tune_deployable(a), ab_tune_deployable(b));
   int reserved = cmp_u64((uint64_t)a->stats.reserved_bytes.peak, (uint64_t)b->stats.reserved_bytes.peak);
   int keys[3] = {ok, reserved, budget};
   if (objective == AB_TUNE_BUDGET) keys[0] = budget, keys[1] = ok, keys[2] = reserved;

@@ -49,6 +49,12 @@ typedef struct ab_tune_result_s {
                               * of (its worst, cmd_tune.c); 0 otherwise */
 } ab_tune_result_t;
 
+/* The most replays a configuration's cap map may take in tune (Note [Cap map], bisect.c);
+ * beyond them its caps are bisected and its row says so. Most settings of a recorded job map
+ * in a few dozen intervals; max_split_size_mb settings can take thousands, each a replay,
+ * which `allocbench oom --cap` walks in full. */
+#define AB_TUNE_MAP_PROBES 128
+
 typedef struct ab_tune_opts_s {
   const char *device;        /* a device spec (device_open.h) */
   ab_device_config_t dev;    /* the cost model; budgets are set per run */
@@ -75,8 +81,12 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
  * the caller adds what it watches (on_probe, map). */
 void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, ab_bisect_opts_t *b);
 
+/* The cap (or budget) to deploy r under: its safe cap where its caps were mapped (every cap
+ * from it up completes), else the smallest found; UINT64_MAX when none was. */
+uint64_t ab_tune_deployable(const ab_tune_result_t *r);
+
 /* <0 when a ranks before b by the objective: runs that completed first, then the objective's
- * figure, then the other figure; where both tie, the earlier in the grid, the simpler setting
+ * figure (for budget, ab_tune_deployable), then the other figure; where both tie, the earlier in the grid, the simpler setting
  * (a setting is recommended only for the memory it saves). */
 int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective);
 

@@ -589,7 +589,12 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
     c->st.num_alloc_retries++;
     c->base.stats.num_alloc_retries++;
   }
-  if (c->has_cap && (p->alloc_size > c->cap || c->total > c->cap - p->alloc_size)) return AB_ERR_OOM;
+  if (c->has_cap) {
+    uint64_t need = p->alloc_size > UINT64_MAX - c->total ? UINT64_MAX : c->total + p->alloc_size;
+    bool fits = c->cap >= need;
+    ab_strategy_cap_decided(&c->base, need, fits);
+    if (!fits) return AB_ERR_OOM;
+  }
   if (p->expandable) {
     AB_TRY(allocate_expandable(c, p));
     if (OWNER(p->pool)) c->priv[OWNER(p->pool)].malloc_count++;
@@ -611,12 +616,33 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
   return AB_OK;
 }
 
+/* The smallest cap whose garbage-collection threshold, (uint64_t)(fraction * cap) as PyTorch
+ * computes it, is at least x: the decisions "threshold >= x" are "cap >= that" (Note [Cap
+ * window], strategy.h). The product grows by at most one per byte of cap (fraction <= 1), so
+ * the quotient is within a few bytes of it. */
+static uint64_t gc_cap_for(double fraction, uint64_t x) {
+  double quotient = (double)x / fraction;
+  if (quotient >= 0x1p63) return UINT64_MAX; /* no cap a device has */
+  uint64_t cap = (uint64_t)quotient;
+  while (cap > 0 && (uint64_t)(fraction * (double)(cap - 1)) >= x) cap--;
+  while ((uint64_t)(fraction * (double)cap) < x) cap++;
+  return cap;
+}
+
+/* Whether the threshold of the cap is at least x, a decision of the cap (Note [Cap window]). */
+static bool gc_threshold_reaches(caching_t *c, uint64_t threshold, uint64_t x) {
+  bool holds = threshold >= x;
+  ab_strategy_cap_decided(&c->base, gc_cap_for(c->conf.gc_threshold, x), holds);
+  return holds;
+}
+
 /* garbage_collect_cached_blocks [3.3]: whole cached large segments older than the average,
  * pass after pass, until enough is reclaimed. */
 static ab_status garbage_collect(caching_t *c) {
   uint64_t threshold = (uint64_t)(c->conf.gc_threshold * (double)c->cap);
-  if (c->total <= threshold) return AB_OK;
-  uint64_t target = c->total - threshold, reclaimed = 0, total_age = 0;
+  if (gc_threshold_reaches(c, threshold, c->total)) return AB_OK;
+  /* reclaimed < target, target = total - threshold, is threshold < total - reclaimed. */
+  uint64_t total = c->total, reclaimed = 0, total_age = 0;
   int64_t count = 0;
   pool_t *pl = &c->pools[LARGE];
   for (block_t *b = free_first_all(pl, 0); b; b = free_next_all(pl, b)) {
@@ -626,7 +652,7 @@ static ab_status garbage_collect(caching_t *c) {
     }
   }
   bool freed = true;
-  while (count > 0 && reclaimed < target && freed) {
+  while (count > 0 && !gc_threshold_reaches(c, threshold, total - reclaimed) && freed) {
     double age_threshold = (double)total_age / (double)count;
     freed = false;
     for (block_t *b = free_first_all(pl, 0), *after; b; b = after) {
@@ -1131,6 +1157,7 @@ static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_
     c->has_cap = true;
     c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
   }
+  if (c->has_cap) ab_strategy_cap_window_open(&c->base);
   c->st.max_split_size = cf.max_split_size == UINT64_MAX ? -1 : (int64_t)cf.max_split_size;
   if (reserve_blocks(c, 64) != AB_OK || pool_room(c, 0) != AB_OK) {
     caching_destroy(&c->base);

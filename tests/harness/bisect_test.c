@@ -439,12 +439,22 @@ static void survived_ooms_make_an_upper_bound(void) {
   ab_events_free(&es);
 }
 
+/* The status of the cap map at one cap: 1 completes, 0 fails, -1 not mapped. */
+static int map_status(const ab_capmap_t *m, uint64_t cap) {
+  for (size_t i = 0; i < m->n; i++)
+    if (m->classes[i].lo <= cap && cap <= m->classes[i].hi) return m->classes[i].ok;
+  return -1;
+}
+
 /* The acceptance of the OOM search: on the recorded snapshot (and its CSV trace: the
  * allocation sequence of every config), caching under max_split_size_mb:128 and under
- * expandable_segments:True on an H200 gives a smallest cap inside the bracket of PyTorch's
- * own bisection of the memory cap (cnn_dyn.json, min_cap_bisect: passed at min_pass_cap,
- * OOM at max_fail_cap). What PyTorch bisected is the cap, so the search is of the cap: its
- * expandable run at min_pass_cap held 3.8 MB more than the cap (Note [Budget or cap]). */
+ * expandable_segments:True on an H200 agrees with PyTorch's own bisection of the memory cap
+ * (cnn_dyn.json, min_cap_bisect: passed at min_pass_cap, OOM at max_fail_cap): the cap map
+ * fails at the one and completes at the other, and its smallest cap is not above the pass.
+ * Under max_split_size_mb:128 the smallest cap lies below PyTorch's failing cap: the status is
+ * not monotonic, and PyTorch's bisection found a boundary above the smallest. What PyTorch
+ * bisected is the cap, so the search is of the cap: its expandable run at min_pass_cap held
+ * 3.8 MB more than the cap (Note [Budget or cap]). */
 static void recorded_within_pytorch_bracket(void) {
   NEED_DEVICE();
   static const struct {
@@ -469,20 +479,111 @@ static void recorded_within_pytorch_bracket(void) {
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       ab_bisect_opts_t o = opts(cases[i].strategy, cases[i].conf);
+      ab_capmap_t map = {0};
       o.cap = true;
+      o.map = &map;
       ab_bisect_result_t r;
       REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s: %s", cases[i].strategy, diag.msg);
-      CHECK_MSG(r.passed && r.min_budget > cases[i].max_fail_cap && r.min_budget <= cases[i].min_pass_cap,
-                "%s on %s: smallest budget %llu (failed at %llu), PyTorch's bracket (%llu, %llu]", cases[i].strategy,
-                files[f], (unsigned long long)r.min_budget, (unsigned long long)r.max_fail,
-                (unsigned long long)cases[i].max_fail_cap, (unsigned long long)cases[i].min_pass_cap);
+      CHECK_MSG(r.mapped && r.passed && r.min_budget <= cases[i].min_pass_cap &&
+                    map_status(&map, cases[i].max_fail_cap) == 0 && map_status(&map, cases[i].min_pass_cap) == 1,
+                "%s on %s: smallest cap %llu, safe cap %llu; map %d at PyTorch's failing cap %llu, %d at its passing "
+                "cap %llu",
+                cases[i].strategy, files[f], (unsigned long long)r.min_budget, (unsigned long long)r.safe_cap,
+                map_status(&map, cases[i].max_fail_cap), (unsigned long long)cases[i].max_fail_cap,
+                map_status(&map, cases[i].min_pass_cap), (unsigned long long)cases[i].min_pass_cap);
+      ab_capmap_free(&map);
     }
     ab_run_release(&run);
     ab_events_free(&es);
   }
 }
 
+/* One cap replayed alone, as a search's probe: whether the whole stream ran. */
+static bool completes_at(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, uint64_t cap) {
+  ab_diag_t diag = {""};
+  ab_status st = ab_bisect_probe(es, o, cap, NULL, run, NULL, NULL, &diag);
+  CHECK_MSG(st == AB_OK, "cap %llu: %s", (unsigned long long)cap, diag.msg);
+  return st == AB_OK && run->status == AB_RUN_OK;
+}
+
+/* Note [Cap map]: the map's intervals tile the caps from below the live peak up; each
+ * interval's end caps, replayed alone, end as the interval says; and every cap from the safe
+ * cap up, at 2 MiB steps to the uncapped peak reserved, completes when replayed alone. On
+ * recorded jobs and settings whose status is not monotonic in the cap (failing ranges above
+ * the smallest cap), and on ones whose status is. */
+static void cap_map_is_exact(void) {
+  NEED_DEVICE();
+  if (strcmp(ab_test_device, "sim") != 0) SKIP("a thousand replays of a trace: on the simulated card");
+  if (ab_strategy_find("caching") == NULL) SKIP("needs the caching strategy, which this build does not have");
+  static const struct {
+    const char *trace, *conf;
+    uint64_t fine_bytes; /* 2 MiB steps this far above the safe cap, then 64 MiB steps */
+    unsigned check_every; /* the end caps of every n-th interval are replayed */
+  } cases[] = {
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "max_split_size_mb:128,max_non_split_rounding_mb:128", 1ULL << 30, 16},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "roundup_power2_divisions:[64:0,>:4]", UINT64_MAX, 1},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "", UINT64_MAX, 1},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "expandable_segments:True", UINT64_MAX, 1},
+      {CNN_DIR "/pools/gc07split128.pickle.gz", "garbage_collection_threshold:0.7,max_split_size_mb:128", 1ULL << 30, 4},
+  };
+  unsigned nonmonotonic = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    char spec[512];
+    snprintf(spec, sizeof spec, "replay:%s", cases[i].trace);
+    REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    ab_run_t run;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+    ab_bisect_opts_t o = opts("caching", cases[i].conf);
+    ab_capmap_t map = {0};
+    o.cap = true;
+    o.map = &map;
+    ab_bisect_result_t r;
+    REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s", diag.msg);
+    REQUIRE_MSG(r.mapped && r.passed && map.n > 0, "%s under '%s': mapped %d, passed %d", cases[i].trace, cases[i].conf,
+                r.mapped, r.passed);
+    nonmonotonic += r.fail_ranges > 0;
+    CHECK(map.classes[0].lo <= r.peak_requested && !map.classes[0].ok);
+    for (size_t k = 1; k < map.n; k++)
+      CHECK_MSG(map.classes[k].lo == map.classes[k - 1].hi + 1, "interval %zu starts at %llu, after %llu", k,
+                (unsigned long long)map.classes[k].lo, (unsigned long long)map.classes[k - 1].hi);
+    CHECK_EQ(map_status(&map, r.min_budget), 1);
+    CHECK_EQ(map_status(&map, r.min_budget - 1), 0);
+    CHECK_EQ(map_status(&map, r.safe_cap - 1), 0);
+    CHECK_EQ(r.max_fail, r.safe_cap - 1);
+    for (size_t k = 0; k < map.n; k += cases[i].check_every) {
+      const ab_cap_class_t *c = &map.classes[k];
+      uint64_t ends[2] = {c->lo > 0 ? c->lo : 1, c->hi < (uint64_t)1 << 40 ? c->hi : c->lo};
+      for (int e = 0; e < 2; e++)
+        CHECK_MSG(completes_at(&es, &o, &run, ends[e]) == c->ok, "%s under '%s': cap %llu, mapped %s", cases[i].trace,
+                  cases[i].conf, (unsigned long long)ends[e], c->ok ? "ok" : "oom");
+    }
+    /* The uncapped peak: the search's hi before the walk, where the walk's last interval ends. */
+    ab_bisect_opts_t uncapped = opts("caching", cases[i].conf);
+    uint64_t peak = 0;
+    REQUIRE(ab_bisect_probe(&es, &uncapped, 0, NULL, &run, &peak, NULL, &diag) == AB_OK);
+    uint64_t fails = 0, tried = 0;
+    for (uint64_t cap = r.safe_cap; cap <= peak;) {
+      tried++;
+      if (!completes_at(&es, &o, &run, cap)) {
+        fails++;
+        CHECK_MSG(false, "%s under '%s': cap %llu, above the safe cap %llu, fails", cases[i].trace, cases[i].conf,
+                  (unsigned long long)cap, (unsigned long long)r.safe_cap);
+      }
+      cap += cap - r.safe_cap < cases[i].fine_bytes ? 2ULL << 20 : 64ULL << 20;
+    }
+    CHECK(tried > 0 && fails == 0);
+    ab_capmap_free(&map);
+    ab_run_release(&run);
+    ab_events_free(&es);
+  }
+  /* The shipped job has settings whose status is not monotonic: the test exercises them. */
+  CHECK(nonmonotonic >= 2);
+}
+
 static const ab_test_t tests[] = {
+    {"cap_map_is_exact", cap_map_is_exact},
     {"peak_requested", peak_requested},
     {"raw_answer_is_peak_requested", raw_answer_is_peak_requested},
     {"pooled_fragmentation_answer", pooled_fragmentation_answer},
