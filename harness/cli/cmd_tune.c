@@ -369,14 +369,9 @@ static const char *on_worst(const tune_view_t *v, const ab_tune_result_t *r, cha
   return buf;
 }
 
-/* The line to paste, and what the winner saves over the recorded configuration, as shell
- * comments so that the block can be pasted whole. With several traces each figure is of the
- * configuration's worst trace; where another trace needs a larger cap (or reserves more, when
- * ranked by the cap), that is said too, since the cap is set for every rank. */
-
 /* Whether the smallest cap is one to deploy (Note [Cap map], bisect.c): where larger caps
- * fail again, the cap from which every one completes; where the caps were bisected, that the
- * smallest assumes the status monotonic in the cap. */
+ * fail again, the cap from which every one completes; where the map was cut, that larger caps
+ * were not all replayed. */
 static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
   char a[32];
   if (!w->search.passed || w->cand.family == AB_TUNE_REFERENCE) return;
@@ -384,9 +379,13 @@ static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
     fprintf(f, "; it fails again at larger caps (%u range%s): every cap from %s up completes", w->search.fail_ranges,
             w->search.fail_ranges == 1 ? "" : "s", ab_format_bytes(w->search.safe_cap, a, sizeof a));
   else if (!w->search.mapped)
-    fprintf(f, "; bisected, not mapped: larger caps may fail (allocbench oom --cap maps them)");
+    fprintf(f, "; larger caps not all replayed, and may fail (allocbench oom --cap maps them)");
 }
 
+/* The line to paste, and what the winner saves over the recorded configuration, as shell
+ * comments so that the block can be pasted whole. With several traces each figure is of the
+ * configuration's worst trace; where another trace needs a larger cap (or reserves more, when
+ * ranked by the cap), that is said too, since the cap is set for every rank. */
 static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_item, bool cap_given, size_t ntried) {
   const ab_tune_result_t *w = v->winner, *rec = v->recorded;
   if (w == NULL) {

@@ -199,9 +199,9 @@ static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi,
   c = first;
   while (c.ok && c.lo > 1 && !out->interrupted && m->n < budget) AB_TRY(map_probe(x, m, c.lo - 1, &c, diag));
   bool down = !c.ok || c.lo <= 1;
-  uint64_t top = hi && hi < total ? hi : total;
+  uint64_t low = c.lo, top = hi && hi < total ? hi : total;
   c = first;
-  while (c.hi < top && !out->interrupted && m->n < budget && !over_budget(m, first.lo, c.hi, end, budget))
+  while (c.hi < top && !out->interrupted && m->n < budget && !over_budget(m, low, c.hi, end, budget))
     AB_TRY(map_probe(x, m, c.hi + 1, &c, diag));
   if (out->interrupted) return AB_OK;
   bool cut = !down || c.hi < top;

@@ -253,10 +253,10 @@ static void search_note(const ab_events_t *es, const ab_bisect_result_t *r, char
     note_add(buf, size, "fails again above the smallest cap, in %u range%s: every cap from %s (%" PRIu64 " B) up completes",
              r->fail_ranges, r->fail_ranges == 1 ? "" : "s", ab_format_bytes(r->safe_cap, b, sizeof b), r->safe_cap);
   }
-  if (r->map_cut)
-    note_add(buf, size,
-             "cap map not walked (more intervals of caps than allowed; allocbench oom --cap walks it): bisected, as "
-             "if the status were monotonic in the cap");
+  if (r->map_cut && r->passed && r->failed && r->max_fail + 1 == r->min_budget)
+    note_add(buf, size, "caps mapped up to the smallest only (more intervals than allowed): larger caps may fail");
+  else if (r->map_cut)
+    note_add(buf, size, "caps not mapped (more intervals than allowed): bisected, as if the status were monotonic in the cap");
   if (r->upper_bound)
     note_add(buf, size,
              "upper bound: the traced program survived %llu OOMs and changed course; under a smaller budget it may "

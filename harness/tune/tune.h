@@ -86,8 +86,8 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
 uint64_t ab_tune_deployable(const ab_tune_result_t *r);
 
 /* <0 when a ranks before b by the objective: runs that completed first, then the objective's
- * figure (for budget, ab_tune_deployable), then the other figure; where both tie, the earlier in the grid, the simpler setting
- * (a setting is recommended only for the memory it saves). */
+ * figure (for budget, ab_tune_deployable), then the other figure; where both tie, the earlier
+ * in the grid, the simpler setting (a setting is recommended only for the memory it saves). */
 int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective);
 
 /* Sorts r by ab_tune_compare and numbers the ranks from 1. */
