@@ -55,6 +55,7 @@ struct ab_strategy_s {
   ab_stats_t stats; /* kept current by the implementation */
   ab_segment_observer_fn observe; /* NULL: nobody listens (ab_strategy_observe) */
   void *observe_ctx;
+  uint64_t memory_cap; /* PyTorch's cap (set_per_process_memory_fraction) the strategy keeps; 0: none */
   bool cap_window;  /* the strategy keeps cap_lo and cap_hi (Note [Cap window]) */
   uint64_t cap_lo;  /* the caps under which every decision so far would have gone as it went */
   uint64_t cap_hi;
@@ -67,9 +68,10 @@ struct ab_strategy_s {
  * cap_hi], narrowed at each decision; every cap of it replays to the same run, event for
  * event. The cap map (bisect.h) walks the caps one interval at a time, so that it knows the
  * status at every cap exactly with one replay per interval. A strategy that takes a cap and
- * keeps the window sets cap_window at create (ab_strategy_cap_window_open); one that does
- * not leaves it false, and its caps are bisected instead. */
-static inline void ab_strategy_cap_window_open(ab_strategy_t *s) {
+ * keeps the window opens it at create with its cap (ab_strategy_cap_window_open); one that
+ * does not leaves cap_window false, and its caps are bisected instead. */
+static inline void ab_strategy_cap_window_open(ab_strategy_t *s, uint64_t memory_cap) {
+  s->memory_cap = memory_cap;
   s->cap_window = true;
   s->cap_lo = 0;
   s->cap_hi = UINT64_MAX;

@@ -100,6 +100,37 @@ refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expan
 refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
 refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
 
+# Note [One grammar for a cap]: every command that runs a trace reads --cap alike. A bare number
+# is refused with the forms that are caps; 20G is said back as GiB; 20e9 is bytes; 0.05x is
+# that fraction of the card, as per_process_memory_fraction:0.05 in -c, to the byte.
+for cmd in run oom compare matrix tune; do
+  refuse "--cap '20': at position 3: a bare number is no cap: give its unit (20GiB, 20GB or 20G)" \
+    $cmd -w random:ops=300 -s caching --device sim --cap 20
+  refuse "--cap '0.05': at position 5: a fraction of the card is written 0.05x" $cmd -w random:ops=300 -s caching --device sim --cap 0.05
+  refuse "--cap '1.5x': at position 1: a fraction of the card is a number above 0 and at most 1" \
+    $cmd -w random:ops=300 -s caching --device sim --cap 1.5x
+  strategy="-s caching"
+  [ $cmd = tune ] && strategy= # tune chooses the caching allocator's settings itself
+  for cap in 20G 20e9 0.05x; do
+    "$ab" $cmd -w random:ops=300 $strategy --device sim --cap $cap --out "$work/caps" >/dev/null 2>"$work/err" ||
+      fail "$cmd --cap $cap exited $?: $(cat "$work/err")"
+  done
+done
+"$ab" run -w random:ops=300 -s caching --device sim --cap 20G --out "$work/caps" 2>&1 >/dev/null |
+  grep -qF -- "--cap 20G = 20.00 GiB (G read as GiB; 20GB would be decimal)" || fail "20G is not said back as GiB"
+replay_at() {
+  "$ab" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.pickle.gz" "$@" --device sim --format csv \
+    --out "$work/caps" 2>"$work/replay.err" | python3 -c '
+import csv, sys
+row = list(csv.DictReader(sys.stdin))[0]
+print(" ".join(row[k] for k in ("conf", "status", "peak_reserved_bytes", "num_device_alloc", "num_device_free", "num_alloc_retries")))'
+}
+by_cap=$(replay_at --cap 0.06x)
+by_conf=$(replay_at -c per_process_memory_fraction:0.06)
+[ -n "$by_cap" ] && [ "$by_cap" = "$by_conf" ] || fail "--cap 0.06x ($by_cap) and -c per_process_memory_fraction:0.06 ($by_conf) differ"
+grep -q "each cudaMalloc at the address the recorded run got" "$work/replay.err" ||
+  fail "-c per_process_memory_fraction does not keep the recorded addresses: $(cat "$work/replay.err")"
+
 # The budget search and the comparison refuse the same way, before anything runs.
 for cmd in oom compare; do
   refuse "--lo 1.86 GiB is above --hi 953.67 MiB" $cmd -w random -s raw --device sim --lo 2GB --hi 1GB
@@ -113,7 +144,9 @@ for cmd in oom compare; do
   refuse "-c given 3 times for 2 strategies" $cmd -w random -s raw,pooled -c a:1 -c b:2 -c c:3 --device sim
   refuse "chunk" $cmd -w random -s raw,pooled -c chunk:abc --device sim
   refuse "-w WORKLOAD and -s STRATEGY" $cmd -s raw --device sim
-  refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --cap -c '' -c chunk:4MiB
+  refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --search cap -c '' -c chunk:4MiB
+  refuse "--cap and --search budget" $cmd -w random -s caching --device sim --search budget --cap 1GiB
+  refuse "--search 'card': expected budget or cap" $cmd -w random -s caching --device sim --search card
 done
 
 # A results folder that cannot be written is refused before any work: one line naming it,
@@ -161,7 +194,7 @@ sample() { # a value the option accepts
     seed | trace-device) echo 0 ;; ranks) echo 2 ;;
     out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; nccl) echo libnccl.so.2 ;;
     export-trace | export-snapshot) echo "$work/export" ;;
-    budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;;
+    budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;; search) echo cap ;;
     jobs | max-entries | collective-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
     *) return 1 ;;
   esac
@@ -280,7 +313,7 @@ grep -q "pooled ran out of memory" "$work/err" || fail "no report of the failing
 [ -s "$out/oommap_random_ops_3000_pooled.csv" ] || fail "no segment map of the failing probe"
 "$ab" oom -w random:ops=3000 -s pooled --device sim --out "$out" --quiet >"$work/table" || fail "oom table exited $?"
 grep -qE '^smallest budget +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "oom's table does not show the smallest budget in MiB: $(cat "$work/table")"
-"$ab" oom -w random:ops=3000 -s caching --cap --device sim --out "$work/cap" --quiet >"$work/table" || fail "oom --cap exited $?"
+"$ab" oom -w random:ops=3000 -s caching --search cap --device sim --out "$work/cap" --quiet >"$work/table" || fail "oom --search cap exited $?"
 grep -qE '^smallest cap +[0-9]+\.[0-9]{2} MiB( \([0-9]+ B\))?$' "$work/table" || fail "oom --cap's table does not call the cap a cap: $(cat "$work/table")"
 # The table ends with the answer in words, the smallest budget first.
 "$ab" oom -w fragmenter -s caching,expandable,raw --device sim --out "$out" --quiet >"$work/table" || fail "oom of three exited $?"

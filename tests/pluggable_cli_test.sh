@@ -132,7 +132,7 @@ refuse "nosuch.so" tune -w random:ops=3000 -s "pluggable:$work/nosuch.so" --devi
 hooks=init:pool_init,reset:pool_reset,memory_fraction:pool_memory_fraction,record_stream:pool_record_stream
 "$ab" run -w dynamic-shapes -s "pluggable:$plugins/libsmall_pool.so" -c "$hooks" --device sim --check -q --out "$work/pool" \
   >/dev/null 2>"$work/pool.err" || fail "the pool with --check exited $?: $(head -2 "$work/pool.err")"
-"$ab" oom -w random:ops=3000 -s "pluggable:$plugins/libsmall_pool.so" -c "$hooks" --cap --device sim -q \
+"$ab" oom -w random:ops=3000 -s "pluggable:$plugins/libsmall_pool.so" -c "$hooks" --search cap --device sim -q \
   --out "$work/pool" >/dev/null 2>"$work/pool.err" || fail "oom --cap of the pool exited $?: $(head -2 "$work/pool.err")"
 
 # ---- 3. refusals ----------------------------------------------------------------------------
@@ -147,7 +147,7 @@ refuse "expected pluggable:PATH or pluggable:PATH:ALLOC_FN:FREE_FN" run -w rando
 for cmd in oom compare matrix; do
   refuse "pluggable: cannot load $src/README.md" $cmd -w random -s "raw,pluggable:$src/README.md" --device sim
 done
-refuse "--cap: $p has no memory cap" oom -w random -s "$p" --device sim --cap
+refuse "--cap: $p has no memory cap" oom -w random -s "$p" --device sim --search cap
 # The ranks share allocbench's process; a library runs in one of its own.
 refuse "--ranks: -s $p: a library runs in a process of its own, and the ranks share this one" \
   run -w zero:steps=2 -s "$p" --ranks 2 --device sim

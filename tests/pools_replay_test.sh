@@ -92,7 +92,7 @@ grep -q '^empty_cache,' "$tmp/graph_pool.x.csv" || fail "graph_pool: the CSV exp
 #     the conf of the row naming the fraction. A strategy without that cap, or --cap with
 #     --budget, is refused; --help says which of the two is PyTorch's.
 cap=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(int(0.0521 * j["total_memory"]))' "$fx/moe_gc06.json")
-"$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 --cap "$cap" --format csv --out "$tmp/out" >"$tmp/cap.csv" 2>"$tmp/cap.err" ||
+"$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 --cap "${cap}B" --format csv --out "$tmp/out" >"$tmp/cap.csv" 2>"$tmp/cap.err" ||
   fail "--cap $cap: replay exited $?: $(cat "$tmp/cap.err")"
 python3 - "$fx/moe_gc06.json" "$tmp/cap.csv" <<'PY' || fail "--cap: the replay is not what PyTorch did"
 import csv, json, sys

@@ -80,13 +80,13 @@ while IFS='|' read -r strategy conf reserved allocs budget recommended; do
   echo "$strategy|$conf|$reserved $allocs $budget" >"$work/row$i"
   "$ab" run -w "$w" -s "$strategy" -c "$conf" --device sim --format csv --out "$work/again" >"$work/run$i.csv" 2>/dev/null ||
     fail "run -s $strategy -c '$conf' failed"
-  cap=--cap
+  cap="--search cap"
   [ "$strategy" = caching ] || cap=
   "$ab" oom -w "$w" -s "$strategy" -c "$conf" $cap --device sim --format csv --out "$work/again" >"$work/oom$i.csv" 2>/dev/null ||
     fail "oom -s $strategy -c '$conf' failed"
 done < <(check rows "$work/reserved/tune.csv")
 [ $i -gt 10 ] || fail "only $i rows in tune.csv"
-# oom --cap walks each setting's whole cap map; tune walks it up to a number of intervals, and
+# oom --search cap walks each setting's whole cap map; tune walks it up to a number of intervals, and
 # past them bisects above the failures it saw: its smallest cap is then one that completes, so
 # at or above the exact one, and its row says the caps were not mapped.
 "$py" - "$work" "$i" <<'EOF' || fail "tune.csv differs from run and oom"
@@ -258,6 +258,33 @@ got = [(int(r["peak_reserved_bytes"]), int(r["num_device_alloc"])) for r in rows
 if got != [want]:
     print("FAIL: the recorded configuration: tune has %s, PyTorch measured %s" % (got, want))
     sys.exit(1)
+EOF
+
+# Note [Headroom] (cmd_tune.c): under the job's cap (the MemPool program's, 5% of the card in its
+# settings), the line to paste says the fraction in the fewest digits, the recommended setting
+# has at least 2% of the cap as headroom, and the answer names the setting first by peak
+# reserved that it passed over for too little; what makes the figures approximate is in it.
+trace=$data/pytorch-2.11-h200/pools/mempool_oom.pickle.gz
+"$ab" tune "$trace" --device sim:h200 --out "$work/room" >"$work/room.txt" 2>"$work/err" || fail "tune of the MemPool job: $(cat "$work/err")"
+grep -q "^export PYTORCH_CUDA_ALLOC_CONF='.*per_process_memory_fraction:0.05'$" "$work/room.txt" ||
+  fail "the recorded fraction is not in its shortest form: $(grep export "$work/room.txt")"
+grep -q "^# approximate: " "$work/room.txt" || fail "the answer does not say it is approximate"
+"$py" - "$work/room/tune.csv" "$work/room.txt" <<'EOF' || fail "the recommendation does not hold to its headroom"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["strategy"] == "caching" and r["status"] == "ok"]
+answer = open(sys.argv[2]).read()
+cap = int(rows[0]["cap_bytes"])
+roomy = lambda r: r["headroom_bytes"] != "" and int(r["headroom_bytes"]) * 100 >= cap * 2
+winner = [r for r in rows if r["recommended"] == "1"]
+first = min(rows, key=lambda r: int(r["rank"]))
+bad = 0
+if len(winner) != 1 or not roomy(winner[0]) or winner[0] != min((r for r in rows if roomy(r)), key=lambda r: int(r["rank"])):
+    print("FAIL: the recommended row is not the first with 2%% of the cap as headroom: %s" % winner); bad += 1
+if roomy(first):
+    print("FAIL: the MemPool job's first setting has room: the case is not exercised"); bad += 1
+elif "# preferred to %s (first by peak reserved)" % (first["conf"] or "the defaults") not in answer:
+    print("FAIL: the answer does not say it passed over %s: %s" % (first["conf"], answer)); bad += 1
+sys.exit(bad)
 EOF
 
 finish tune_test

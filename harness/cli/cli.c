@@ -86,7 +86,9 @@ static const option_entry_t options[] = {
      "PyTorch's memory cap, torch.cuda.set_per_process_memory_fraction(SIZE /\n"
      "the card's total): the caching strategies refuse a segment that would take\n"
      "reserved past it, collect garbage under it, and a trace is read knowing\n"
-     "it (the cap the program ran under); strategies without it are refused"},
+     "it (the cap the program ran under); strategies without it are refused.\n"
+     "SIZE has a unit (20GiB, 20GB, 20G = 20GiB) or is bytes as 20e9; 0.05x is\n"
+     "that fraction of the card (per_process_memory_fraction:0.05 in -c)"},
     {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, SEARCHES,
      "the search sets the budget of each run; give --lo and --hi instead"},
     {"budget", 0, AB_OPT_BUDGET, "SIZE", 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
@@ -99,14 +101,19 @@ static const option_entry_t options[] = {
     {"hi", 0, AB_OPT_HI, "SIZE", SEARCHES, 0, 0, 0, "where it ends (default: the bytes an unbudgeted run held at its peak)"},
     {"tolerance", 0, AB_OPT_TOLERANCE, "SIZE", SEARCHES, 0, 0, 0,
      "the answer is within this of the true smallest budget (default 1MiB)"},
-    {"cap", 0, AB_OPT_CAP, NULL, SEARCHES, 0, 0, 0,
-     "search PyTorch's memory cap (set_per_process_memory_fraction) instead of a\n"
-     "budget: the caching strategies check it as PyTorch does, and expandable\n"
-     "segments may pass it by less than a page; a budget is a card of that size"},
+    {"search", 0, AB_OPT_SEARCH, "budget|cap", SEARCHES, 0, 0, 0,
+     "budget (default): the smallest card; cap: PyTorch's memory cap\n"
+     "(set_per_process_memory_fraction), mapped at every cap for the caching\n"
+     "strategies: the smallest that completes and the safe cap, from which\n"
+     "every cap up completes"},
+    {"cap", 0, AB_OPT_CAP, "SIZE", SEARCHES, 0, 0, 0,
+     "the job's memory cap (as in run; 20GiB, 20e9, 0.05x): the caps are searched\n"
+     "(--search cap) and the answer says whether this one completes, and its\n"
+     "headroom over the safe cap"},
     {"cap", 0, AB_OPT_CAP, "SIZE", AB_CMD_TUNE, 0, 0, 0,
-     "the job runs under this memory cap (set_per_process_memory_fraction); each\n"
-     "run is made under it, and garbage_collection_threshold is tried (default:\n"
-     "the recorded per_process_memory_fraction, if any, else none)"},
+     "the job runs under this memory cap (set_per_process_memory_fraction; 20GiB,\n"
+     "20e9, 0.05x); each run is made under it, and garbage_collection_threshold\n"
+     "is tried (default: the recorded per_process_memory_fraction, if any)"},
     {"jobs", 0, AB_OPT_JOBS, "N", AB_CMD_TUNE, 0, 0, 0,
      "runs at once (default: one per core; 1 on a real GPU, whose memory they share)"},
     {"report", 0, AB_OPT_REPORT, NULL, AB_CMD_TUNE, 0, 0, 0,
@@ -271,11 +278,53 @@ static char size_note[160];
 
 void ab_cli_size_given(const char *what, const char *text, uint64_t bytes) {
   static bool said = false;
-  if (said || !ab_size_is_decimal(text)) return;
+  const char *bare = ab_size_bare_unit(text);
+  if (said || !(bare || ab_size_is_decimal(text))) return;
   said = true;
   char b[32];
-  snprintf(size_note, sizeof size_note, "%s %s = %s (decimal units; %.*sGiB would be binary)", what, text,
-           ab_format_bytes(bytes, b, sizeof b), (int)strspn(text, "0123456789."), text);
+  int digits = (int)strspn(text, "0123456789.");
+  if (bare)
+    snprintf(size_note, sizeof size_note, "%s %s = %s (%c read as %s; %.*s%cB would be decimal)", what, text,
+             ab_format_bytes(bytes, b, sizeof b), text[digits], bare, digits, text, bare[0]);
+  else
+    snprintf(size_note, sizeof size_note, "%s %s = %s (decimal units; %.*sGiB would be binary)", what, text,
+             ab_format_bytes(bytes, b, sizeof b), digits, text);
+}
+
+/* Note [One grammar for a cap]: a cap is PyTorch's set_per_process_memory_fraction, on every
+ * command. It is a size with its unit (20GiB, 20GB, 20G), bytes in scientific form (20e9),
+ * or a fraction of the card (0.05x), which becomes (size_t)(0.05 * total) bytes once the
+ * card is known, as PyTorch makes it and as per_process_memory_fraction:0.05 in -c does. A
+ * bare number is refused: 20 bytes is no cap anyone means, and 20 GiB is a guess. */
+static ab_status parse_cap(const char *arg, ab_run_spec_t *o, ab_diag_t *diag) {
+  size_t n = strlen(arg), digits = strspn(arg, "0123456789.");
+  o->cap_bytes = 0;
+  o->cap_fraction = 0;
+  if (n > 1 && (arg[n - 1] == 'x' || arg[n - 1] == 'X')) {
+    char *end = NULL;
+    double f = digits == n - 1 ? strtod(arg, &end) : -1;
+    if (end != arg + n - 1 || !(f > 0 && f <= 1))
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "--cap '%s': at position 1: a fraction of the card is a number above 0 and at most 1 before "
+                         "the x, as in 0.05x",
+                         arg);
+    o->cap_fraction = f;
+    return AB_OK;
+  }
+  if (n > 0 && digits == n && strtod(arg, NULL) == 0)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
+  if (n > 0 && digits == n && strtod(arg, NULL) <= 1)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': at position %zu: a fraction of the card is written %sx", arg,
+                       n + 1, arg);
+  if (n > 0 && digits == n)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap '%s': at position %zu: a bare number is no cap: give its unit (%sGiB, %sGB or %sG), or "
+                       "bytes in scientific form (2e10), or a fraction of the card (0.05x)",
+                       arg, n + 1, arg, arg, arg);
+  AB_TRY(ab_parse_size("--cap", arg, &o->cap_bytes, diag));
+  if (o->cap_bytes == 0) return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
+  ab_cli_size_given("--cap", arg, o->cap_bytes);
+  return AB_OK;
 }
 
 bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status *st, ab_diag_t *diag) {
@@ -299,11 +348,7 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--budget '%s': must be more than 0 bytes", arg);
       if (*st == AB_OK) ab_cli_size_given("--budget", arg, o->dev.budget_bytes);
       break;
-    case AB_OPT_CAP:
-      *st = ab_parse_size("--cap", arg, &o->cap_bytes, diag);
-      if (*st == AB_OK && o->cap_bytes == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
-      if (*st == AB_OK) ab_cli_size_given("--cap", arg, o->cap_bytes);
-      break;
+    case AB_OPT_CAP: *st = parse_cap(arg, o, diag); break;
     case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
     case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
     case AB_OPT_FORMAT:
@@ -421,8 +466,9 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec
       return ab_cli_usage_error(o, "bad option");
     if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
   }
-  if (o->cap_bytes && o->dev.budget_bytes)
+  if ((o->cap_bytes || o->cap_fraction) && o->dev.budget_bytes)
     return ab_cli_usage_error(o, "--cap and --budget: choose one (--cap is PyTorch's memory cap, --budget a card of that size)");
+  if (ab_run_resolve_cap(o, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   size_t n = (size_t)(argc - optind);
   if (size_note[0] && !o->quiet) fprintf(stderr, "%s: %s\n", o->cmd, size_note);
   size_note[0] = '\0';
@@ -850,7 +896,11 @@ bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_stat
   const char *what;
   *st = AB_OK;
   switch (opt) {
-    case AB_OPT_CAP: b->cap = true; return true;
+    case AB_OPT_SEARCH:
+      if (strcmp(arg, "cap") != 0 && strcmp(arg, "budget") != 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--search '%s': expected budget or cap", arg);
+      b->cap = strcmp(arg, "cap") == 0;
+      return true;
     case AB_OPT_LO: field = &b->lo, what = "--lo"; break;
     case AB_OPT_HI: field = &b->hi, what = "--hi"; break;
     case AB_OPT_TOLERANCE: field = &b->tolerance, what = "--tolerance"; break;
@@ -866,6 +916,7 @@ typedef struct search_args_s {
   ab_bisect_opts_t *search;
   const char *confs[AB_CLI_MAX_STRATEGIES];
   size_t nconfs;
+  const char *searched; /* --search, as given; NULL: not given */
 } search_args_t;
 
 static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -876,6 +927,7 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
     else
       a->confs[a->nconfs++] = arg;
   } else {
+    if (opt == AB_OPT_SEARCH) a->searched = arg;
     return ab_cli_search_option(opt, arg, a->search, st, diag);
   }
   return true;
@@ -902,9 +954,13 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
                         ab_cli_strategies_t *list, ab_events_t *es) {
   ab_diag_t diag = {""};
   memset(search, 0, sizeof *search);
-  search_args_t args = {search, {NULL}, 0};
+  search_args_t args = {search, {NULL}, 0, NULL};
   int rc = ab_cli_parse(argc, argv, cmd, o, search_own, &args, 0, NULL, NULL);
   if (rc >= 0) return rc;
+  /* The job's cap is a cap: its caps are the ones searched. */
+  if (o->cap_bytes && args.searched && !search->cap)
+    return ab_cli_usage_error(o, "--cap and --search budget: a cap is searched as a cap (--search cap, or leave --search out)");
+  if (o->cap_bytes) search->cap = true;
   o->cap = search->cap;
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");

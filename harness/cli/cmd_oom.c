@@ -34,6 +34,7 @@ typedef struct answer_s {
   uint64_t min_budget;
   uint64_t safe_cap;    /* the cap map's: every cap from it up completes; 0: not mapped */
   unsigned fail_ranges; /* failing ranges above min_budget */
+  int at_cap;           /* under the job's --cap: 1 completes, 0 runs out of memory; -1: none given */
 } answer_t;
 
 /* What a deployer can set: the safe cap where the caps were mapped, else the smallest. */
@@ -46,9 +47,31 @@ static int by_budget(const void *pa, const void *pb) {
   return (deployable(a) > deployable(b)) - (deployable(a) < deployable(b));
 }
 
+/* Under the job's cap: whether it completes, and by how much it clears the safe cap (the
+ * headroom), or that it lies in or below the failing ranges. Printed after the ranking. */
+static void say_at_cap(const answer_t *a, uint64_t cap) {
+  if (a->at_cap < 0) return;
+  char c[AB_BYTES_TEXT], d[AB_BYTES_TEXT], name[600];
+  snprintf(name, sizeof name, "%s%s%s%s", a->strategy, a->conf && *a->conf ? " -c '" : "", a->conf && *a->conf ? a->conf : "",
+           a->conf && *a->conf ? "'" : "");
+  ab_format_bytes(cap, c, sizeof c);
+  if (!a->at_cap)
+    printf(" Under the job's cap of %s, %s runs out of memory", c, name);
+  else if (a->safe_cap && cap >= a->safe_cap)
+    printf(" Under the job's cap of %s, %s completes, %s above its safe cap", c, name,
+           ab_format_bytes(cap - a->safe_cap, d, sizeof d));
+  else if (a->safe_cap)
+    printf(" Under the job's cap of %s, %s completes, but %s below its safe cap: a cap a little lower or higher may fail",
+           c, name, ab_format_bytes(a->safe_cap - cap, d, sizeof d));
+  else
+    printf(" Under the job's cap of %s, %s completes (its caps were not mapped: larger ones may fail)", c, name);
+  if (!a->at_cap && a->safe_cap) printf(" (its safe cap is %s)", ab_format_bytes(a->safe_cap, d, sizeof d));
+  printf(".");
+}
+
 /* The table's answer in words, the smallest budget first: "It fits 260.12 MiB with
  * expandable; needs 320.00 MiB with caching; no budget tried fits it with pooled." */
-static void say_answer(answer_t *a, size_t n) {
+static void say_answer(answer_t *a, size_t n, uint64_t cap) {
   qsort(a, n, sizeof *a, by_budget);
   printf("\n");
   size_t fit = 0;
@@ -75,7 +98,26 @@ static void say_answer(answer_t *a, size_t n) {
            a[i].strategy);
     if (a[i].conf && *a[i].conf) printf(" -c '%s'", a[i].conf);
   }
-  printf(".\n");
+  printf(".");
+  for (size_t i = 0; i < n; i++) say_at_cap(&a[i], cap);
+  printf("\n");
+}
+
+/* The status under the job's cap: read off the cap map, or where the caps were not mapped, a
+ * run under it (the map keeps the search's failing run as the one it reports: the run is made
+ * after it). */
+static ab_status status_at(const ab_events_t *es, const ab_bisect_opts_t *b, ab_run_t *run, const ab_bisect_result_t *res,
+                           const ab_capmap_t *caps, uint64_t cap, int *at_cap, ab_diag_t *diag) {
+  if (res->mapped) {
+    for (size_t k = 0; k < caps->n; k++)
+      if (caps->classes[k].lo <= cap && cap <= caps->classes[k].hi) *at_cap = caps->classes[k].ok;
+    if (*at_cap >= 0) return AB_OK;
+  }
+  ab_bisect_opts_t once = *b;
+  once.on_oom = NULL;
+  AB_TRY(ab_bisect_probe(es, &once, cap, NULL, run, NULL, NULL, diag));
+  if (run->status == AB_RUN_OK || run->status == AB_RUN_OOM) *at_cap = run->status == AB_RUN_OK;
+  return AB_OK;
 }
 
 int ab_cmd_oom(int argc, char **argv) {
@@ -97,15 +139,19 @@ int ab_cmd_oom(int argc, char **argv) {
   ab_table_init(&rows, ab_oom_cols, ab_oom_ncols);
   ab_oommap_t map;
   ab_oommap_init(&map);
+  ab_capmap_t caps = {0};
   answer_t answers[AB_CLI_MAX_STRATEGIES];
   size_t nanswers = 0;
   for (size_t i = 0; i < list.n && !ab_run_stop; i++) {
     ab_bisect_opts_t b = ab_run_search_opts(&o, &search, list.name[i], list.conf[i]);
     b.on_oom = ab_oommap_capture;
     b.on_oom_ctx = &map;
+    b.map = &caps;
     ab_bisect_result_t res;
     ab_diag_t diag = {""};
     ab_status searched = ab_bisect_search(&es, &b, &run, &res, &diag);
+    int at_cap = -1;
+    if (searched == AB_OK && o.cap_bytes && !ab_run_stop) searched = status_at(&es, &b, &run, &res, &caps, o.cap_bytes, &at_cap, &diag);
     if (ab_run_stop) break; /* a search cut short has no answer */
     if (searched != AB_OK) {
       char msg[AB_DIAG_BYTES + 80];
@@ -117,7 +163,7 @@ int ab_cmd_oom(int argc, char **argv) {
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
     answers[nanswers++] = (answer_t){list.name[i],    list.conf[i], res.passed,      res.upper_bound,
                                      res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
-                                     res.fail_ranges};
+                                     res.fail_ranges, at_cap};
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (ab_run_stop) {
@@ -129,8 +175,9 @@ int ab_cmd_oom(int argc, char **argv) {
       ab_cli_print(&o, &rows, table_cols, sizeof table_cols / sizeof table_cols[0]);
     else
       ab_cli_print(&o, &rows, NULL, 0);
-    if (o.format == AB_FORMAT_TABLE) say_answer(answers, nanswers);
+    if (o.format == AB_FORMAT_TABLE) say_answer(answers, nanswers, o.cap_bytes);
   }
+  ab_capmap_free(&caps);
   ab_oommap_free(&map);
   ab_table_free(&rows);
   ab_run_release(&run);

@@ -21,6 +21,7 @@
 #include "traces/snapshot.h"
 #include "traces/trace.h"
 #include "traces/trace_csv.h"
+#include "tune/tune_grid.h"
 
 static const ab_cli_command_t command = {
     "allocbench replay", AB_CMD_REPLAY, "TRACE",
@@ -195,7 +196,13 @@ static bool as_recorded(const ab_run_spec_t *o, const ab_events_t *es) {
   const char *dev = o->device && *o->device ? o->device : "auto";
   bool sim = strcmp(dev, "auto") == 0 ? !ab_device_cuda_usable() : strncmp(dev, "sim", 3) == 0;
   if (!sim || strcmp(o->strategy, "caching") != 0 || o->dev.budget_bytes != 0 || o->conf == NULL) return false;
-  const char *x = o->conf, *y = es->settings;
+  /* A per_process_memory_fraction in -c is the cap, as --cap is (Note [One grammar for a cap],
+   * cli.c), and a run under --cap takes the recorded addresses: the fraction on either side
+   * is left out of the comparison. */
+  char mine[AB_TUNE_CONF_BYTES], theirs[AB_TUNE_CONF_BYTES], fraction[64];
+  ab_tune_split_fraction(o->conf, mine, sizeof mine, fraction, sizeof fraction);
+  ab_tune_split_fraction(es->settings, theirs, sizeof theirs, fraction, sizeof fraction);
+  const char *x = mine, *y = theirs;
   for (;; x++, y++) { /* equal but for spaces */
     while (*x == ' ') x++;
     while (*y == ' ') y++;

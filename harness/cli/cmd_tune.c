@@ -81,11 +81,6 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       else
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--objective '%s': expected reserved or budget", arg);
       return true;
-    case AB_OPT_CAP:
-      *st = ab_parse_size("--cap", arg, &a->cap, diag);
-      if (*st == AB_OK && a->cap == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
-      if (*st == AB_OK) ab_cli_size_given("--cap", arg, a->cap);
-      return true;
     case AB_OPT_JOBS:
       /* One range in every refusal, whatever is wrong with the number. */
       *st = ab_parse_u64("--jobs", arg, 1024, &a->jobs, diag);
@@ -214,7 +209,7 @@ static const char *short_name(const char *name) { return strncmp(name, "replay:"
   X(strategy, 0) X(conf, 0) X(recommended, 1) X(recorded, 1) X(status, 0) X(oom_kind, 0)               \
   X(peak_requested_bytes, 1) X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) \
   X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1)            \
-  X(safe_cap_bytes, 1) X(fail_ranges, 1) X(limit, 0)                                                   \
+  X(safe_cap_bytes, 1) X(fail_ranges, 1) X(headroom_bytes, 1) X(limit, 0)                             \
   X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
 
 #define TUNE_COL(name, numeric) {#name, numeric},
@@ -231,7 +226,30 @@ typedef struct tune_view_s {
   uint64_t cap;
   uint64_t total;                            /* the card's */
   const ab_tune_result_t *winner, *recorded; /* ranked results (each its worst trace's); may be NULL */
+  const ab_tune_result_t *tight;             /* ranked first but passed over for its headroom; may be NULL */
 } tune_view_t;
+
+/* Note [Headroom]: under the job's cap, a setting whose safe cap (Note [Cap map], bisect.c)
+ * is the cap itself, or above it, completes only by a hair: caps a little different fail,
+ * and a job's memory moves from run to run (the driver's placement, a library's workspace).
+ * The headroom is the cap less the safe cap (less the smallest cap, where the caps were not
+ * mapped). The recommendation is the best by the objective among the settings with at least
+ * AB_TUNE_HEADROOM_PCT of the cap as headroom, where any has it, and says whom it passed over
+ * and why. */
+#define AB_TUNE_HEADROOM_PCT 2
+
+/* The cap less r's deployable cap (ab_tune_deployable), signed; false when there is no cap or
+ * no cap completed. */
+static bool headroom_of(const tune_view_t *v, const ab_tune_result_t *r, int64_t *headroom) {
+  if (v->cap == 0 || !r->search.passed) return false;
+  *headroom = (int64_t)v->cap - (int64_t)ab_tune_deployable(r);
+  return true;
+}
+
+static bool comfortable(const tune_view_t *v, const ab_tune_result_t *r) {
+  int64_t h;
+  return !headroom_of(v, r, &h) || h * 100 >= (int64_t)v->cap * AB_TUNE_HEADROOM_PCT;
+}
 
 /* Appends one clause to a note. */
 static void clause(char *out, size_t size, const char *text) {
@@ -292,6 +310,8 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   if (r->search.failed) SET(max_fail_bytes, "%" PRIu64, r->search.max_fail);
   if (r->search.mapped && r->search.passed) SET(safe_cap_bytes, "%" PRIu64, r->search.safe_cap);
   if (r->search.mapped) SET(fail_ranges, "%u", r->search.fail_ranges);
+  int64_t headroom;
+  if (r->cand.family != AB_TUNE_REFERENCE && headroom_of(v, r, &headroom)) SET(headroom_bytes, "%" PRId64, headroom);
   SET(limit, "%s", r->cand.family == AB_TUNE_REFERENCE ? "budget" : "cap");
   SET(probes, "%u", r->search.probes);
   SET(wall_s, "%.6f", r->wall_s);
@@ -382,6 +402,32 @@ static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
     fprintf(f, "; larger caps not all replayed, and may fail (allocbench oom --cap maps them)");
 }
 
+/* Under the job's cap: the winner's headroom, and whom it was preferred to (Note [Headroom]). */
+static void say_headroom(FILE *f, const tune_view_t *v, const ab_tune_result_t *w) {
+  int64_t h;
+  char a[32], b[32];
+  if (!headroom_of(v, w, &h)) return;
+  fprintf(f, "# headroom under the cap: %s%s (the cap less the %s cap, %s)\n", h < 0 ? "-" : "",
+          ab_format_bytes((uint64_t)(h < 0 ? -h : h), a, sizeof a), w->search.mapped ? "safe" : "smallest",
+          ab_format_bytes(ab_tune_deployable(w), b, sizeof b));
+  if (v->tight == NULL || !headroom_of(v, v->tight, &h)) return;
+  fprintf(f, "# preferred to %s (first by %s), whose headroom is %s%s,\n"
+             "# less than %d%% of the cap: a cap a little different, or a run that needs a little more, fails\n",
+          v->tight->cand.conf[0] ? v->tight->cand.conf : "the defaults",
+          v->objective == AB_TUNE_BUDGET ? "the cap" : "peak reserved", h < 0 ? "-" : "",
+          ab_format_bytes((uint64_t)(h < 0 ? -h : h), a, sizeof a), AB_TUNE_HEADROOM_PCT);
+}
+
+/* What makes the figures approximate, in the answer itself (the progress says it too). */
+static void say_approximate(FILE *f, const tune_view_t *v) {
+  for (size_t k = 0; k < v->job->n; k++) {
+    const ab_events_t *es = &v->job->t[k].es;
+    if (es->approximate[0])
+      fprintf(f, "# approximate%s%s: %s\n", v->job->n > 1 ? ", " : "", v->job->n > 1 ? short_name(es->source) : "",
+              es->approximate);
+  }
+}
+
 /* The line to paste, and what the winner saves over the recorded configuration, as shell
  * comments so that the block can be pasted whole. With several traces each figure is of the
  * configuration's worst trace; where another trace needs a larger cap (or reserves more, when
@@ -405,10 +451,14 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
   fprintf(f, "# predicted peak reserved %s, smallest cap %s%s", fig[W_PEAK], w->search.passed ? fig[W_CAP] : "none found",
           on_worst(v, w, where, sizeof where));
   say_safe_cap(f, w);
-  if (v->cap && cap_given)
-    fprintf(f, ", under the cap of %s (torch.cuda.set_per_process_memory_fraction(%.6g))", ab_format_bytes(v->cap, c, sizeof c),
-            (double)v->cap / (double)v->total);
+  if (v->cap && cap_given) {
+    char fraction[32] = "1";
+    if (v->cap < v->total) ab_pipeline_cap_fraction(v->cap, v->total, fraction, sizeof fraction);
+    fprintf(f, ", under the cap of %s (torch.cuda.set_per_process_memory_fraction(%s))", ab_format_bytes(v->cap, c, sizeof c),
+            fraction);
+  }
   fputc('\n', f);
+  say_headroom(f, v, w);
   /* The other figure at its worst, where another trace has it. */
   size_t most = w->trace;
   for (size_t k = 0; k < v->job->n; k++) {
@@ -448,6 +498,7 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
     if (v->job->n > 1) fprintf(f, ", worst trace against worst trace");
     fputc('\n', f);
   }
+  say_approximate(f, v);
 }
 
 /* ---- progress ----------------------------------------------------------------------------- */
@@ -527,8 +578,12 @@ static int setup(const ab_run_spec_t *o, const tune_args_t *a, const ab_events_t
     if (!o->quiet) fprintf(stderr, "allocbench tune: --cap replaces the recorded %s\n", s->fraction);
     s->fraction[0] = '\0';
   } else if (recorded.memory_fraction < 1.0) {
-    /* As PyTorch turns the fraction into its cap (caching.c does the same). */
+    /* As PyTorch turns the fraction into its cap (caching.c does the same); the line to paste
+     * says it in the fewest digits that make the same cap. */
     s->cap = (uint64_t)(recorded.memory_fraction * (double)closed.total_bytes);
+    char fraction[32];
+    ab_pipeline_cap_fraction(s->cap, closed.total_bytes, fraction, sizeof fraction);
+    snprintf(s->fraction, sizeof s->fraction, "per_process_memory_fraction:%s", fraction);
   }
   s->jobs = (unsigned)a->jobs;
   if (closed.kind != AB_DEVICE_SIM) {
@@ -611,13 +666,17 @@ static void take_worst(const job_t *job, size_t from, size_t to, ab_tune_objecti
 static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s, const job_t *job, ab_tune_result_t *r,
                   size_t n, double t0, tune_view_t *view) {
   ab_tune_rank(r, n, a->objective);
-  tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL};
+  tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL, NULL};
+  const ab_tune_result_t *first = NULL, *roomy = NULL; /* Note [Headroom] */
   for (size_t i = 0; i < n; i++) {
     bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && r[i].status == AB_RUN_OK &&
                     (a->objective != AB_TUNE_BUDGET || r[i].search.passed);
-    if (v.winner == NULL && eligible) v.winner = &r[i];
+    if (first == NULL && eligible) first = &r[i];
+    if (roomy == NULL && eligible && comfortable(&v, &r[i])) roomy = &r[i];
     if (v.recorded == NULL && r[i].cand.recorded) v.recorded = &r[i];
   }
+  v.winner = roomy ? roomy : first;
+  if (v.winner != first) v.tight = first;
   ab_table_t rows, shown;
   ab_table_init(&rows, tune_cols, NCOLS);
   ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
@@ -811,7 +870,7 @@ int ab_cmd_tune(int argc, char **argv) {
   }
   if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required");
   job_t job = {NULL, 0, ""};
-  o.cap_bytes = a.cap; /* each trace is read knowing it (trace.h) */
+  a.cap = o.cap_bytes; /* --cap, as every command reads it; each trace is read knowing it (trace.h) */
   if (rc < 0) rc = tune_job(&o, &a, &job, argc, argv);
   job_free(&job);
   free(a.specs);

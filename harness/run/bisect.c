@@ -40,13 +40,6 @@ static ab_pipeline_t pipeline_of(const ab_bisect_opts_t *o, uint64_t budget) {
   return p;
 }
 
-/* In cap mode the memory the run could have is the cap, not the card: the engine's
- * classification (Note [OOM kinds], engine.h) is made again against it. */
-static void classify_against_cap(ab_oom_info_t *oom, uint64_t cap) {
-  oom->limit = cap;
-  oom->kind = ab_oom_classify(oom);
-}
-
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
   /* A library's probe goes to a process of its own (supervise.h). */
@@ -67,7 +60,6 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
   ab_world_t w;
   AB_TRY(ab_pipeline_open(&p, &w, diag));
   ab_status rst = ab_engine_replay(es, w.s, ro, run);
-  if (p.memory_cap && run->status == AB_RUN_OOM) classify_against_cap(&run->oom, budget);
   ab_status cst = ab_pipeline_close(&w, run, NULL);
   if (held_peak) *held_peak = w.held_peak;
   if (device) snprintf(device, 96, "%s", w.device);

@@ -366,7 +366,9 @@ static void describe_oom(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run,
   o->allocated = st.allocated_bytes.current;
   o->reserved = st.reserved_bytes.current;
   o->live_requested = live_requested;
-  o->limit = limit;
+  /* Under PyTorch's cap the memory the run could have is the cap, not the card. */
+  o->capped = s->memory_cap && s->memory_cap < limit;
+  o->limit = o->capped ? s->memory_cap : limit;
   o->device_bytes = ab_strategy_device_bytes(s, e->bytes, e->stream);
   o->kind = ab_oom_classify(o);
   ab_strategy_describe_oom(s, e->bytes, e->stream, o->message, sizeof o->message);

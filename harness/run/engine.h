@@ -143,7 +143,8 @@ typedef struct ab_oom_info_s {
   int64_t reserved;
   uint64_t live_requested; /* bytes requested by the live allocations then */
   uint64_t device_bytes;  /* what the request takes from the device (ab_strategy_device_bytes) */
-  uint64_t limit;         /* the memory the run could have */
+  uint64_t limit;         /* the memory the run could have: the card, its budget, or the cap */
+  bool capped;            /* limit is the strategy's memory cap (PyTorch's, not the card's) */
   ab_oom_kind_t kind;
   char message[1024];     /* the strategy's OOM message */
 } ab_oom_info_t;

@@ -168,7 +168,7 @@ void ab_oommap_report(FILE *f, const ab_oom_info_t *oom, const char *strategy, c
   fprintf(f, "%s ran out of memory on %s at event %zu (allocation id %" PRIu32 ").\n", strategy, device, oom->event,
           oom->id);
   fprintf(f, "  Tried to allocate %s with %s %s. %s is allocated and %s is reserved but unallocated", tried, limit,
-          budget ? "allowed" : "free on the card", alloc, unalloc);
+          oom->capped ? "allowed by the cap" : budget ? "allowed" : "free on the card", alloc, unalloc);
   if (have_map)
     fprintf(f, "; the largest free block is %s, in %zu segment%s.\n",
             ab_format_bytes_torch(m->largest_free, largest, sizeof largest), m->nsegs, m->nsegs == 1 ? "" : "s");

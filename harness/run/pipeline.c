@@ -1,21 +1,33 @@
 #include "run/pipeline.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/device_open.h"
 #include "strategies/registry.h"
 
-/* The user's conf with the cap as a fraction of the device, half a byte up so that the
- * strategy's fraction x total truncates back to the cap; a cap of the whole card is a
+/* The search starts from half a byte up, the middle of the fractions that truncate to the
+ * cap; 17 digits always find it. */
+void ab_pipeline_cap_fraction(uint64_t cap, uint64_t total, char *buf, size_t size) {
+  double middle = ((double)cap + 0.5) / (double)total;
+  for (int digits = 1; digits < 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, middle);
+    if ((uint64_t)(strtod(buf, NULL) * (double)total) == cap) return;
+  }
+  snprintf(buf, size, "%.17g", middle);
+}
+
+/* The user's conf with the cap as a fraction of the device; a cap of the whole card is a
  * fraction of 1, which PyTorch reads as no cap. */
 ab_status ab_pipeline_conf(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag) {
   if (p->memory_cap == 0) {
     snprintf(buf, size, "%s", p->conf ? p->conf : "");
     return AB_OK;
   }
-  double fraction = p->memory_cap >= total ? 1.0 : ((double)p->memory_cap + 0.5) / (double)total;
-  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%.17g", p->conf ? p->conf : "",
+  char fraction[32] = "1";
+  if (p->memory_cap < total) ab_pipeline_cap_fraction(p->memory_cap, total, fraction, sizeof fraction);
+  int n = snprintf(buf, size, "%s%sper_process_memory_fraction:%s", p->conf ? p->conf : "",
                    p->conf && p->conf[0] ? "," : "", fraction);
   if (n < 0 || (size_t)n >= size) return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': too long", p->conf);
   return AB_OK;

@@ -48,6 +48,11 @@ typedef struct ab_world_s {
   uint64_t held_peak;    /* the most bytes the device held */
 } ab_world_t;
 
+/* The cap (< total) as a fraction of the card, in the fewest digits from which PyTorch's
+ * (size_t)(fraction * total) makes the cap again: a cap given as 0.06x reads 0.06, as the user
+ * would write per_process_memory_fraction in -c, and runs to the same bytes. */
+void ab_pipeline_cap_fraction(uint64_t cap, uint64_t total, char *buf, size_t size);
+
 /* The conf the strategy gets on a card of total bytes: p->conf, with p->memory_cap as
  * per_process_memory_fraction when there is one. */
 ab_status ab_pipeline_conf(const ab_pipeline_t *p, uint64_t total, char *buf, size_t size, ab_diag_t *diag);

@@ -41,11 +41,25 @@ void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind
 
 volatile sig_atomic_t ab_run_stop = 0;
 
-ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag) {
+ab_status ab_run_card_total(const ab_run_spec_t *o, uint64_t *total, ab_diag_t *diag) {
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
   ab_world_t closed;
   AB_TRY(ab_pipeline_check(&p, &closed, diag));
-  *card = closed.total_bytes;
+  *total = closed.total_bytes;
+  return AB_OK;
+}
+
+ab_status ab_run_resolve_cap(ab_run_spec_t *o, ab_diag_t *diag) {
+  if (o->cap_fraction <= 0) return AB_OK;
+  uint64_t total;
+  AB_TRY(ab_run_card_total(o, &total, diag));
+  o->cap_bytes = (uint64_t)(o->cap_fraction * (double)total);
+  o->cap_fraction = 0;
+  return AB_OK;
+}
+
+ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag) {
+  AB_TRY(ab_run_card_total(o, card, diag));
   *cap = o->cap_bytes;
   ab_caching_conf_t conf;
   ab_caching_conf_defaults(&conf);

@@ -56,6 +56,8 @@ typedef struct ab_run_spec_s {
   ab_device_config_t dev; /* --budget, --faults */
   uint64_t cap_bytes;     /* --cap SIZE: PyTorch's memory cap (set_per_process_memory_fraction)
                            * in bytes, for the strategy (pipeline.h) and a trace's reader; 0: none */
+  double cap_fraction;    /* --cap Fx: the cap as a fraction of the card, until the card is known
+                           * (ab_run_resolve_cap makes it cap_bytes); 0: none */
   int faults_rank;        /* --faults ...,rank=R: only rank R's card fails (ranks.h); -1: every card */
   ab_format_t format;     /* --format */
   bool timeline;          /* not --no-timeline */
@@ -87,6 +89,11 @@ void ab_run_catch_stop(void);
  * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
  * and the card of o->device (trace.h). */
 ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+/* The card's total of o->device, as a run opens it. */
+ab_status ab_run_card_total(const ab_run_spec_t *o, uint64_t *total, ab_diag_t *diag);
+/* Makes a cap given as a fraction of the card (o->cap_fraction) bytes, as PyTorch makes
+ * set_per_process_memory_fraction's cap: (size_t)(fraction * total). AB_OK when there is none. */
+ab_status ab_run_resolve_cap(ab_run_spec_t *o, ab_diag_t *diag);
 /* What a trace's reader is told of the run (trace.h): the card of o->device, and the cap the
  * program ran under: --cap, else -c's per_process_memory_fraction of that card; 0: none. */
 ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *card, ab_diag_t *diag);

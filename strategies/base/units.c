@@ -24,7 +24,21 @@ static const struct {
     {"MiB", 1ULL << 20},
     {"GiB", 1ULL << 30},
     {"TiB", 1ULL << 40},
+    /* A bare letter is the binary unit, as memory sizes go in most tools ("--mem=20G"); the
+     * command line says which it took (ab_size_bare_unit). */
+    {"K", 1ULL << 10},
+    {"M", 1ULL << 20},
+    {"G", 1ULL << 30},
+    {"T", 1ULL << 40},
 };
+
+const char *ab_size_bare_unit(const char *text) {
+  static const char *const binary[] = {"KiB", "MiB", "GiB", "TiB"};
+  size_t n = strlen(text);
+  if (n < 2 || !isdigit((unsigned char)text[n - 2])) return NULL;
+  const char *at = strchr("KMGT", toupper((unsigned char)text[n - 1]));
+  return at && *at ? binary[at - "KMGT"] : NULL;
+}
 
 bool ab_size_is_decimal(const char *text) {
   size_t n = strlen(text), k = n;
@@ -63,6 +77,34 @@ static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, s
       }
     }
   }
+  /* 20e9: bytes in a number's scientific form, whole, with no unit after it. */
+  if (*p == 'e' || *p == 'E') {
+    const char *e = p++;
+    if (*p == '+') p++;
+    if (!isdigit((unsigned char)*p)) {
+      *pos = (size_t)(p - text) + 1;
+      return snprintf(why, whylen, "expected the exponent's digits after '%c' (as in 20e9)", *e), false;
+    }
+    unsigned exp = 0;
+    for (; isdigit((unsigned char)*p); p++)
+      if ((exp = exp * 10 + (unsigned)(*p - '0')) > 20) goto too_big;
+    if (*p != '\0') {
+      *pos = (size_t)(p - text) + 1;
+      return snprintf(why, whylen, "nothing may follow the exponent (20e9 is bytes; got '%s')", p), false;
+    }
+    u128 scale = 1;
+    for (unsigned i = 0; i < exp; i++) scale *= 10;
+    if (whole > UINT64_MAX / scale) goto too_big;
+    /* The fraction's digits times the scale must be whole bytes. */
+    if (frac * scale % frac_scale != 0) {
+      *pos = (size_t)(point - text) + 1;
+      return snprintf(why, whylen, "%s is not a whole number of bytes", text), false;
+    }
+    u128 bytes = whole * scale + frac * scale / frac_scale;
+    if (bytes > UINT64_MAX) goto too_big;
+    *out = (uint64_t)bytes;
+    return true;
+  }
   uint64_t unit = 1;
   if (*p != '\0') {
     size_t i, n = sizeof units / sizeof units[0];
@@ -70,7 +112,7 @@ static bool size_core(const char *text, uint64_t *out, size_t *pos, char *why, s
       if (strcasecmp(p, units[i].name) == 0) break;
     if (i == n) {
       *pos = (size_t)(p - text) + 1;
-      return snprintf(why, whylen, "unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", p), false;
+      return snprintf(why, whylen, "unknown unit '%s' (expected B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or K, M, G, T for the binary ones)", p), false;
     }
     unit = units[i].bytes;
   }

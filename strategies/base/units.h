@@ -1,10 +1,11 @@
 /* units.h: byte sizes and "key:value,key:value" option lists, parsed strictly.
  *
- * Sizes are written as a number and an optional unit: 512, 2MiB, 40GB, 1.5GiB. Decimal
- * units (KB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB, TiB) powers of
- * 1024; units are case-insensitive, B is bytes. A fractional size needs a unit above B and
- * is rounded to the nearest byte. Signs, bare unit letters (K, M, G) and anything after the
- * unit are refused.
+ * Sizes are written as a number and an optional unit: 512, 2MiB, 40GB, 1.5GiB, 20G, or in
+ * scientific form, bytes: 20e9. Decimal units (KB, MB, GB, TB) are powers of 1000, binary
+ * ones (KiB, MiB, GiB, TiB) powers of 1024, and a bare letter (K, M, G, T) is the binary
+ * unit; units are case-insensitive, B is bytes. A fractional size needs a unit above B (or an
+ * exponent that makes it whole) and is rounded to the nearest byte. Signs and anything after
+ * the unit or the exponent are refused.
  *
  * Option lists are what `-c` (PYTORCH_CUDA_ALLOC_CONF's syntax: key:value) and workload
  * arguments (key=value) are made of. Items are separated by commas; a value may hold a
@@ -35,6 +36,10 @@ static inline unsigned ab_log2_floor(uint64_t v) { return 63u - (unsigned)__buil
 
 /* Parses a size. `what` names the input in the error message. */
 ab_status ab_parse_size(const char *what, const char *text, uint64_t *out, ab_diag_t *diag);
+
+/* The binary unit a size's bare letter stands for ("GiB" for "20G"), or NULL when it has no
+ * bare letter: the command line says it back, since GB would be decimal. */
+const char *ab_size_bare_unit(const char *text);
 
 /* Whether a size as ab_parse_size reads it has a decimal unit (KB, MB, GB, TB), which is
  * 2.4% to 10% less than the binary one of the same digits (40GB = 37.25 GiB). */

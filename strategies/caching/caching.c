@@ -1157,7 +1157,7 @@ static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_
     c->has_cap = true;
     c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
   }
-  if (c->has_cap) ab_strategy_cap_window_open(&c->base);
+  if (c->has_cap) ab_strategy_cap_window_open(&c->base, c->cap);
   c->st.max_split_size = cf.max_split_size == UINT64_MAX ? -1 : (int64_t)cf.max_split_size;
   if (reserve_blocks(c, 64) != AB_OK || pool_room(c, 0) != AB_OK) {
     caching_destroy(&c->base);

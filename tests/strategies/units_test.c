@@ -1,4 +1,6 @@
 /* units_test.c: sizes and option lists (strategies/base/units.c). */
+#include <string.h>
+
 #include "base/units.h"
 
 #include "tests/check.h"
@@ -11,6 +13,8 @@ static void sizes_parse(void) {
       {"0", 0},           {"512", 512},          {"2MiB", 2ULL << 20},       {"40GB", 40000000000ULL},
       {"1.5GiB", 3ULL << 29}, {"7.81GB", 7810000000ULL}, {"1kib", 1024},   {"3B", 3},
       {"0.5KiB", 512},    {"1TiB", 1ULL << 40},  {"18446744073709551615", UINT64_MAX},
+      {"20G", 20ULL << 30}, {"2m", 2ULL << 20},    {"1.5T", 3ULL << 39},       {"20e9", 20000000000ULL},
+      {"1.5E9", 1500000000ULL}, {"7e+3", 7000},   {"0.25e2", 25},             {"1e19", 10000000000000000000ULL},
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     uint64_t v = 1;
@@ -25,7 +29,10 @@ static void sizes_refused(void) {
     const char *text, *says;
   } bad[] = {
       {"-3GB", "sign"},     {"12XB", "unknown unit 'XB'"}, {"", "empty"},      {"abc", "expected a number"},
-      {"1.", "digit after"}, {"2M", "unknown unit"},        {"5 GB", "unknown unit"}, {"18446744073709551616", "too large"},
+      {"1.", "digit after"}, {"2X", "unknown unit"},        {"5 GB", "unknown unit"}, {"18446744073709551616", "too large"},
+      {"1.5e0", "at position 2: 1.5e0 is not a whole number of bytes"}, {"2e", "at position 3: expected the exponent's digits"},
+      {"2e9GB", "at position 4: nothing may follow the exponent"}, {"2e20", "too large"}, {"2e-3", "exponent's digits"},
+      {"2GG", "unknown unit 'GG'"},
       {"20000000TB", "too large"}, {"1.5", "at position 2: a fractional size needs a unit, such as 1.5GiB"},
       {"1.5B", "a fractional size needs a unit"}, {"2.0", "a fractional size needs a unit"},
   };
@@ -45,6 +52,17 @@ static void sizes_decimal(void) {
   static const char *const binary[] = {"40GiB", "512", "512B", "2mib", "1TiB", "4"};
   for (size_t i = 0; i < sizeof decimal / sizeof decimal[0]; i++) CHECK_MSG(ab_size_is_decimal(decimal[i]), "%s", decimal[i]);
   for (size_t i = 0; i < sizeof binary / sizeof binary[0]; i++) CHECK_MSG(!ab_size_is_decimal(binary[i]), "%s", binary[i]);
+}
+
+/* A bare letter stands for the binary unit, and the command line says which. */
+static void sizes_bare_unit(void) {
+  static const char *const bare[][2] = {{"20G", "GiB"}, {"1.5t", "TiB"}, {"512k", "KiB"}, {"2M", "MiB"}};
+  for (size_t i = 0; i < sizeof bare / sizeof bare[0]; i++) {
+    const char *unit = ab_size_bare_unit(bare[i][0]);
+    CHECK_MSG(unit && strcmp(unit, bare[i][1]) == 0, "%s: %s", bare[i][0], unit ? unit : "(none)");
+  }
+  CHECK(ab_size_bare_unit("20GB") == NULL && ab_size_bare_unit("20GiB") == NULL && ab_size_bare_unit("20e9") == NULL);
+  CHECK(ab_size_bare_unit("G") == NULL && !ab_size_is_decimal("20G"));
 }
 
 static void numbers(void) {
@@ -142,7 +160,7 @@ static void option_lists(void) {
 }
 
 static const ab_test_t tests[] = {
-    {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"sizes_decimal", sizes_decimal}, {"numbers", numbers},
+    {"sizes_parse", sizes_parse}, {"sizes_refused", sizes_refused}, {"sizes_decimal", sizes_decimal}, {"sizes_bare_unit", sizes_bare_unit}, {"numbers", numbers},
     {"torch_format", torch_format}, {"apart_format", apart_format}, {"option_lists", option_lists},
 };
 AB_TEST_MAIN(tests)

@@ -77,18 +77,18 @@ recorded = {"gc": "garbage_collection_threshold:0.7,max_split_size_mb:128", "nog
 for cap, suffix in (("17000000000", ""), ("16000000000", "_16GB")):
     for name, conf in recorded.items():
         rec = os.path.join(here, name + suffix + ".pickle.gz")
-        replayed = run(["replay", rec, "--cap", cap, "--no-timeline"])[-1]
+        replayed = run(["replay", rec, "--cap", cap + "B", "--no-timeline"])[-1]
         add(name + suffix, cap, conf, "replay", replayed)
         add(name + suffix, cap, conf, "replay, against the recorded run", replayed, recorded_run(name + suffix))
         tried = set()
-        for row in run(["tune", "-w", "replay:" + rec, "--cap", cap]):
+        for row in run(["tune", "-w", "replay:" + rec, "--cap", cap + "B"]):
             if row["strategy"] == "caching":
                 add(name + suffix, cap, row["conf"], "tune", row)
                 tried.add(norm(row["conf"]))
         for (at, conf) in measured:
             if at == cap and conf not in tried:
                 add(name + suffix, cap, conf, "what-if",
-                    run(["replay", rec, "-s", "caching", "-c", conf, "--cap", cap, "--no-timeline"])[-1])
+                    run(["replay", rec, "-s", "caching", "-c", conf, "--cap", cap + "B", "--no-timeline"])[-1])
 for (cap, conf) in measured:
     if cap is None:
         job = os.path.join(os.path.dirname(here), "job.pickle.gz")
