@@ -78,6 +78,13 @@ if [ -n "$bench" ]; then
     draw oommap_fragmenter oommap.gp "$segment_map"
 fi
 
+# The cap maps of `oom --search cap`: the status at every cap, one figure per map.
+for map in "$dir"/capmap_*.csv; do
+  [ -s "$map" ] || continue
+  name=$(basename "$map" .csv)
+  draw "$name" capmap.gp "$map"
+done
+
 # allocbench tune's figures: its ranking (the last run of tune.csv), and the recorded
 # configuration against the recommended one over the job and at the peak.
 if [ -s "$dir/tune.csv" ]; then

@@ -34,38 +34,39 @@
 
 static const ab_strategy_entry_t registry[] = {
     {"raw", &ab_raw_ops, NULL, "one cudaMalloc per request, one cudaFree per free: the baseline",
-     "  (no options)\n", false},
-    {"caching", &ab_caching_ops, NULL, "PyTorch's CUDACachingAllocator, decision for decision", CACHING_CONF_HELP, false},
+     "  (no options)\n", false, "the baseline: one cudaMalloc per request, nothing cached"},
+    {"caching", &ab_caching_ops, NULL, "PyTorch's CUDACachingAllocator, decision for decision", CACHING_CONF_HELP, false, NULL},
     {"split-limited", &ab_caching_ops, "max_split_size_mb:128", "caching with max_split_size_mb:128 (unless -c says otherwise)",
-     CACHING_CONF_HELP, false},
+     CACHING_CONF_HELP, false, NULL},
     {"expandable", &ab_caching_ops, "expandable_segments:True", "caching with expandable_segments:True: segments grow by mapping pages",
-     CACHING_CONF_HELP, false},
+     CACHING_CONF_HELP, false, NULL},
     {"pooled", &ab_pooled_ops, NULL, "size classes served from preallocated chunks, never split",
      "  classes_per_doubling:N  classes between two powers of two (power of two, default 4)\n"
      "  min_class:SIZE          smallest class (multiple of 512, default 512)\n"
      "  chunk:SIZE              bytes fetched from the device per refill (default 2MiB;\n"
      "                          at most 4194304 blocks of min_class)\n"
      "  initial_pool:SIZE       bytes allocated once at creation and carved first (default 0)\n",
-     false},
+     false, NULL},
     {"async", &ab_async_ops, NULL, "cudaMallocAsync on a memory pool (the stream-ordered allocator)",
-     "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false},
+     "  release_threshold:SIZE|max  bytes the pool keeps across synchronisations (default max)\n", false, NULL},
     {"stitching", &ab_stitching_ops, NULL,
      "GMLake: 2 MiB physical chunks, free ones stitched into one virtual range for a large request",
      "  frag_limit:SIZE     stitch only for requests of at least this (GMLake's fragLimit, default 512MiB)\n"
      "  reuse_limit:X       a free stitched block serves requests down to 1/X of its size (reuseLimit, 10)\n"
      "  defrag_level:0|1|2  stitch before new memory (0), once it failed (1), or only after the release\n"
      "                      of cached blocks failed too (2) (defragLevel, 0)\n",
-     false},
+     false, NULL},
     {"planned", &ab_planned_ops, NULL,
      "STAlloc: the profiled steps planned at fixed offsets of one region, the rest sent to caching",
-     PLANNED_CONF_HELP, false},
+     PLANNED_CONF_HELP, false, NULL},
     {"arena", &ab_planned_ops, "misses:arena",
-     "planned's plan, but misses best fit in the plan's region, which grows (not STAlloc)", PLANNED_CONF_HELP, false},
+     "planned's plan, but misses best fit in the plan's region, which grows (not STAlloc)", PLANNED_CONF_HELP, false,
+     "planned's plan with its misses in its region: no allocator one can deploy"},
     {"oracle", &ab_oracle_ops, NULL,
      "offline placement: the whole run known in advance, placed in one region by heuristics (not the limit)",
-     "  (no options)\n", false},
+     "  (no options)\n", false, "a bound: the whole run placed offline, known in advance"},
     {"overlap", &ab_overlap_ops, NULL, "broken on purpose: hands out live memory again, for tests of --verify",
-     "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true},
+     "  every:N  every Nth request may share a live allocation's memory (default 4)\n", true, NULL},
 };
 
 static const ab_strategy_family_t families[] = {
@@ -77,7 +78,7 @@ static const ab_strategy_family_t families[] = {
       "  memory_fraction:FN  void FN(double fraction, int device), given a cap (--cap)\n"
       "  record_stream:FN    void FN(void *ptr, cudaStream_t stream), for blocks freed while another\n"
       "                      stream uses them (they are then freed at once, as PyTorch does)\n",
-      false},
+      false, NULL},
      "PATH[:ALLOC_FN:FREE_FN]", ab_pluggable_create},
 };
 

@@ -15,6 +15,8 @@ typedef struct ab_strategy_entry_s {
   const char *summary;        /* one line for `allocbench list` */
   const char *conf_help;      /* the -c keys, one per line, for `allocbench list -v` */
   bool hidden;                /* for tests only: not listed, not in the bench matrix */
+  const char *reference;      /* a reference, not a choice anyone deploys: what it stands for
+                                 ("the floor: ..."); NULL for the strategies to choose from */
 } ab_strategy_entry_t;
 
 /* A family of strategies named NAME:ARGUMENT, one strategy per argument (pluggable:PATH). They

@@ -107,6 +107,19 @@ gnuplot -c "$plots/oommap.gp" "$d/small_blocks.csv" "$d/small_blocks" svg 2>"$wo
 edges=$(grep -c "stroke='rgb(255, 255, 255)'" "$d/small_blocks.svg")
 [ "$edges" -eq 2 ] || fail "$edges white edges in the map of small blocks, expected 2"
 
+# A cap map whose status is not monotonic: the safe cap is one past the highest failing interval
+# (4 GiB here), not the smallest that completes (2 GiB), and both are in the title.
+{
+  echo "cap_lo_bytes,cap_hi_bytes,status,oom_event"
+  echo "1073741824,2147483647,oom,10"
+  echo "2147483648,3221225471,ok,-1"
+  echo "3221225472,4294967295,oom,20"
+  echo "4294967296,,ok,-1"
+} >"$d/capmap_w_caching.csv"
+gnuplot -c "$plots/capmap.gp" "$d/capmap_w_caching.csv" "$d/capmap" svg 2>"$work/err" || fail "capmap.gp: $(cat "$work/err")"
+grep -q "smallest that completes 2.000 GiB, safe from 4.000 GiB" "$d/capmap.svg" || fail "capmap.gp: the title's caps are not 2 and 4 GiB"
+grep -q "out of memory" "$d/capmap.svg" && grep -q "completes" "$d/capmap.svg" || fail "capmap.gp: a status is missing from the key"
+
 # Only summary.csv: the figures of the other files are passed over, one note each.
 d=$work/some
 mkdir -p "$d"

@@ -77,7 +77,8 @@ page oom "$work/oom" 1 "allocbench oom: 1 workload, 2 strategies" 'id="min_budge
   fail "compare: $(cat "$work/err")"
 "$ab" report "$work/compare" -o "$work/compare.html" >/dev/null 2>"$work/err" || fail "report -o: $(cat "$work/err")"
 cp "$work/compare.html" "$work/compare/report.html"
-page compare "$work/compare" 2 "allocbench compare: 1 workload, 2 strategies" "holds the least at the peak"
+page compare "$work/compare" 2 "allocbench compare: 1 workload, 2 strategies" "for memory and time, <b>caching</b>" \
+  "For reference: raw (the baseline"
 
 # Refused: no folder, a folder without results, a results file that is not CSV.
 refuse "the results folder is required" report

@@ -161,6 +161,12 @@ int ab_cmd_oom(int argc, char **argv) {
     }
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0};
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
+    char drawn[4096];
+    if (res.mapped && ab_results_write_capmap(o.out_dir, &desc, &caps, drawn, sizeof drawn, &diag) != AB_OK)
+      rc = ab_cli_fail(&o, diag.msg);
+    else if (res.mapped && !o.quiet)
+      fprintf(stderr, "%s: %s's cap map: %s (gnuplot -e \"map='%s'\" plots/capmap.gp draws it)\n", o.cmd, list.name[i], drawn,
+              drawn);
     answers[nanswers++] = (answer_t){list.name[i],    list.conf[i], res.passed,      res.upper_bound,
                                      res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
                                      res.fail_ranges, at_cap};

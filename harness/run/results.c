@@ -211,6 +211,35 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
   return st;
 }
 
+ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *d, const ab_capmap_t *map, char *path,
+                                  size_t path_size, ab_diag_t *diag) {
+  static const ab_col_t cols[] = {{"cap_lo_bytes", true}, {"cap_hi_bytes", true}, {"status", false}, {"oom_event", true}};
+  char w[128], s[64], file[4096];
+  ab_results_workload_part(d->workload, w, sizeof w);
+  ab_results_file_part(d->strategy, s, sizeof s);
+  snprintf(file, sizeof file, "%s/capmap_%s_%s.csv", dir, w, s);
+  ab_table_t t;
+  ab_table_init(&t, cols, sizeof cols / sizeof cols[0]);
+  ab_status st = AB_OK;
+  for (size_t i = 0; i < map->n && st == AB_OK; i++) {
+    const ab_cap_class_t *c = &map->classes[i];
+    char cells[4][32];
+    snprintf(cells[0], 32, "%" PRIu64, c->lo);
+    if (c->hi == UINT64_MAX)
+      cells[1][0] = '\0';
+    else
+      snprintf(cells[1], 32, "%" PRIu64, c->hi);
+    snprintf(cells[2], 32, "%s", c->ok ? "ok" : "oom");
+    snprintf(cells[3], 32, "%lld", c->ok ? -1LL : (long long)c->oom_event);
+    const char *row[] = {cells[0], cells[1], cells[2], cells[3]};
+    st = ab_table_add(&t, row);
+  }
+  if (st == AB_OK) st = ab_table_write_file(&t, file, diag);
+  ab_table_free(&t);
+  if (st == AB_OK && path) snprintf(path, path_size, "%s", file);
+  return st;
+}
+
 const ab_col_t ab_oom_cols[] = {
 #define AB_OOM_COL(name, numeric) {#name, numeric},
     AB_OOM_COLUMNS(AB_OOM_COL)

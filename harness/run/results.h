@@ -130,6 +130,13 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const
 /* Writes DIR/timeline_<workload>_<strategy>.csv (ab_results_workload_part) atomically. */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
 
+/* Writes a search's cap map (bisect.h, Note [Cap map]) to DIR/capmap_<workload>_<strategy>.csv,
+ * one row per interval of caps that replay alike, in ascending caps:
+ * cap_lo_bytes,cap_hi_bytes,status,oom_event (cap_hi_bytes empty: every cap from cap_lo_bytes
+ * up; status ok or oom; oom_event -1 for ok). The path written goes to path (may be NULL). */
+ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *desc, const ab_capmap_t *map, char *path,
+                                  size_t path_size, ab_diag_t *diag);
+
 /* A workload as results and messages name it: a generator's spec as given; a trace
  * (replay:PATH, or the path `replay` was given) as replay:FILE, by its file name, since where
  * it lay on the machine that ran is no part of a result. */

@@ -15,6 +15,7 @@
 #include "ab_version.h"
 #include "base/output.h"
 #include "base/units.h"
+#include "strategies/registry.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
 
@@ -309,6 +310,14 @@ static void write_figures(FILE *f, const char *dir, bool tune, size_t *size, boo
     const char *caption = names[i];
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
       if (strcmp(known[k].name, names[i]) == 0) caption = known[k].caption;
+    char capmap[256];
+    if (strncmp(names[i], "capmap_", 7) == 0) {
+      snprintf(capmap, sizeof capmap,
+               "%s: the status at every memory cap (green: completes; red: out of memory), the safe cap marked: every "
+               "cap from it up completes.",
+               names[i] + 7);
+      caption = capmap;
+    }
     if (*size + len > AB_REPORT_BUDGET_BYTES) {
       fprintf(f, "<p>Left out to keep the page small: %s.svg (%zu KiB), beside this page.</p>\n", names[i], len >> 10);
     } else {
@@ -476,6 +485,8 @@ typedef struct cell_s {
   uint64_t requested;  /* peak requested bytes */
   uint64_t reserved;   /* peak reserved bytes of the run */
   uint64_t budget;     /* the smallest budget found; 0: none */
+  double call_ns;      /* the run's median allocation and free, added: ns a pair of calls */
+  double step_ms;      /* the run's median step; 0: none (a trace, or no steps timed) */
 } cell_t;
 
 #define MAX_NAMES 64
@@ -519,6 +530,8 @@ static ab_status add_rows(grid_t *g, const char *dir, const char *name, bool run
       x->run = true;
       x->ok = strcmp(get(&c, r, "status"), "ok") == 0;
       x->reserved = num(&c, r, "peak_reserved_bytes");
+      x->call_ns = strtod(get(&c, r, "alloc_ns_p50"), NULL) + strtod(get(&c, r, "free_ns_p50"), NULL);
+      x->step_ms = strtod(get(&c, r, "step_ms_p50"), NULL);
     }
     if (searches) {
       x->searched = true;
@@ -529,34 +542,110 @@ static ab_status add_rows(grid_t *g, const char *dir, const char *name, bool run
   return AB_OK;
 }
 
+/* Note [The bench page's answer]: what a user deploying one of the strategies asks, per
+ * workload: which holds the least memory, which is fastest, and the trade-off, the fastest of
+ * those within AB_REPORT_NEAR_PCT of the least memory. Only runs that completed count (the
+ * peak of a run that ran out of memory is where it stopped), and only the strategies one
+ * deploys: the registry's references (raw, the baseline; oracle, a bound from the whole run
+ * known offline) are shown beside the answer, never as it. Time is the median step where
+ * every candidate has one (workloads with steps, timed on a GPU), else the median
+ * allocation and free, added. */
+#define AB_REPORT_NEAR_PCT 10
+
+static bool is_reference(const char *strategy) {
+  const ab_strategy_entry_t *e = ab_strategy_find(strategy);
+  return e && e->reference;
+}
+
+/* The time of a cell in the workload's measure (steps or calls), for ranking and words. */
+static double time_of(const cell_t *x, bool steps) { return steps ? x->step_ms : x->call_ns; }
+
+static void say_time(FILE *f, const cell_t *x, bool steps) {
+  if (steps)
+    fprintf(f, "%.1f ms a step", x->step_ms);
+  else
+    fprintf(f, "%.0f ns an allocation and its free", x->call_ns);
+}
+
 static void grid_answer(FILE *f, const grid_t *g) {
   char a[32], b[32];
   fputs("<section class=\"answer\">\n<h2 style=\"border:0;margin-top:.3em\">The answer</h2>\n<ul>\n", f);
   for (size_t w = 0; w < g->nw; w++) {
-    size_t least = SIZE_MAX, smallest = SIZE_MAX;
+    size_t least = SIZE_MAX, fastest = SIZE_MAX, balanced = SIZE_MAX, smallest = SIZE_MAX;
+    bool steps = true, any = false;
     for (size_t s = 0; s < g->ns; s++) {
       const cell_t *x = &g->cell[w][s];
-      if (x->run && x->ok && (least == SIZE_MAX || x->reserved < g->cell[w][least].reserved)) least = s;
-      if (x->searched && x->budget && (smallest == SIZE_MAX || x->budget < g->cell[w][smallest].budget)) smallest = s;
+      if (!x->run || !x->ok || is_reference(g->s[s])) continue;
+      any = true;
+      steps &= x->step_ms > 0;
+      if (least == SIZE_MAX || x->reserved < g->cell[w][least].reserved) least = s;
+    }
+    for (size_t s = 0; s < g->ns; s++) {
+      const cell_t *x = &g->cell[w][s];
+      if (x->searched && x->budget && !is_reference(g->s[s]) &&
+          (smallest == SIZE_MAX || x->budget < g->cell[w][smallest].budget))
+        smallest = s;
+      if (!x->run || !x->ok || is_reference(g->s[s])) continue;
+      if (fastest == SIZE_MAX || time_of(x, steps) < time_of(&g->cell[w][fastest], steps)) fastest = s;
+      bool near = (double)x->reserved * 100.0 <= (double)g->cell[w][least].reserved * (100.0 + AB_REPORT_NEAR_PCT);
+      if (near && (balanced == SIZE_MAX || time_of(x, steps) < time_of(&g->cell[w][balanced], steps))) balanced = s;
     }
     fputs("<li><b>", f);
     esc(f, g->w[w]);
     fputs("</b>: ", f);
-    if (least != SIZE_MAX) {
+    if (any) {
       const cell_t *x = &g->cell[w][least];
-      fputs("<b>", f);
+      fputs(least == fastest ? "for memory and time, <b>" : "for memory, <b>", f);
       esc(f, g->s[least]);
-      fprintf(f, "</b> holds the least at the peak (%s", bytes(x->reserved, a, sizeof a));
+      fprintf(f, "</b> (%s at the peak", bytes(x->reserved, a, sizeof a));
       if (x->requested) fprintf(f, ", %.2f&times; what the program requested", (double)x->reserved / (double)x->requested);
+      if (least == fastest) {
+        fputs(", ", f);
+        say_time(f, x, steps);
+      } else {
+        fputs("); for time, <b>", f);
+        esc(f, g->s[fastest]);
+        fputs("</b> (", f);
+        say_time(f, &g->cell[w][fastest], steps);
+      }
       fputs(")", f);
+      /* The trade-off, where it is a third answer. */
+      if (balanced != least && balanced != fastest) {
+        fprintf(f, "; within %d%% of the least memory, <b>", AB_REPORT_NEAR_PCT);
+        esc(f, g->s[balanced]);
+        fputs("</b> is the fastest (", f);
+        say_time(f, &g->cell[w][balanced], steps);
+        fputs(")", f);
+      } else if (balanced == fastest && fastest != least) {
+        fputs("; <b>", f);
+        esc(f, g->s[fastest]);
+        fprintf(f, "</b> is within %d%% of the least memory too", AB_REPORT_NEAR_PCT);
+      }
     }
     if (smallest != SIZE_MAX) {
-      fputs(least != SIZE_MAX ? "; " : "", f);
+      fputs(any ? "; " : "", f);
       fputs("<b>", f);
       esc(f, g->s[smallest]);
       fprintf(f, "</b> runs in the smallest budget (%s)", bytes(g->cell[w][smallest].budget, b, sizeof b));
     }
-    if (least == SIZE_MAX && smallest == SIZE_MAX) fputs("no strategy completed it", f);
+    if (!any && smallest == SIZE_MAX) fputs("no strategy one deploys completed it", f);
+    /* The references, beside the answer. */
+    bool said = false;
+    for (size_t s = 0; s < g->ns; s++) {
+      const cell_t *x = &g->cell[w][s];
+      if (!x->run || !is_reference(g->s[s])) continue;
+      fputs(said ? ", " : ". For reference: ", f);
+      said = true;
+      esc(f, g->s[s]);
+      fputs(" (", f);
+      esc(f, ab_strategy_find(g->s[s])->reference);
+      if (!x->ok)
+        fputs(") ran out of memory", f);
+      else if (x->requested)
+        fprintf(f, ") %.2f&times;", (double)x->reserved / (double)x->requested);
+      else
+        fprintf(f, ") %s", bytes(x->reserved, a, sizeof a));
+    }
     fputs(".</li>\n", f);
   }
   fputs("</ul>\n</section>\n", f);
