@@ -106,6 +106,10 @@ static const option_entry_t options[] = {
      "(set_per_process_memory_fraction), mapped at every cap for the caching\n"
      "strategies: the smallest that completes and the safe cap, from which\n"
      "every cap up completes"},
+    {"cap-map", 0, AB_OPT_CAP_MAP, "N|all|off", SEARCHES | AB_CMD_TUNE, 0, 0, 0,
+     "a search of caps maps every cap (all, the default of oom and compare), or\n"
+     "up to N intervals of caps that replay alike, a replay each (tune's default:\n"
+     "128), bisecting past them; off bisects, as if the status were monotonic"},
     {"cap", 0, AB_OPT_CAP, "SIZE", SEARCHES, 0, 0, 0,
      "the job's memory cap (as in run; 20GiB, 20e9, 0.05x): the caps are searched\n"
      "(--search cap) and the answer says whether this one completes, and its\n"
@@ -891,11 +895,24 @@ ab_status ab_cli_check_strategies(const ab_run_spec_t *o, const ab_bisect_opts_t
   return AB_OK;
 }
 
+ab_status ab_cli_parse_cap_map(const char *arg, unsigned *probes, bool *off, ab_diag_t *diag) {
+  uint64_t n = 0;
+  *off = strcmp(arg, "off") == 0;
+  *probes = 0;
+  if (*off || strcmp(arg, "all") == 0) return AB_OK;
+  if (ab_parse_u64("--cap-map", arg, UINT32_MAX, &n, NULL) != AB_OK || n == 0)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--cap-map '%s': expected a number of intervals from 1 to %u, all or off", arg,
+                       UINT32_MAX);
+  *probes = (unsigned)n;
+  return AB_OK;
+}
+
 bool ab_cli_search_option(int opt, const char *arg, ab_bisect_opts_t *b, ab_status *st, ab_diag_t *diag) {
   uint64_t *field;
   const char *what;
   *st = AB_OK;
   switch (opt) {
+    case AB_OPT_CAP_MAP: *st = ab_cli_parse_cap_map(arg, &b->map_probes, &b->no_map, diag); return true;
     case AB_OPT_SEARCH:
       if (strcmp(arg, "cap") != 0 && strcmp(arg, "budget") != 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--search '%s': expected budget or cap", arg);

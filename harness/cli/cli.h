@@ -59,7 +59,7 @@ enum {
   AB_OPT_TOLERANCE, AB_OPT_CAP, AB_OPT_RANKS, AB_OPT_NCCL, AB_OPT_COLLECTIVE_TIMEOUT, AB_OPT_INFO,
   AB_OPT_TRACE_DEVICE, AB_OPT_EXPORT_TRACE, AB_OPT_EXPORT_SNAPSHOT, AB_OPT_MAX_INFLATED, AB_OPT_QUICK,
   AB_OPT_STRATEGIES, AB_OPT_WORKLOADS, AB_OPT_OBJECTIVE, AB_OPT_JOBS, AB_OPT_MAX_ENTRIES, AB_OPT_TRACE,
-  AB_OPT_REPORT, AB_OPT_SEARCH,
+  AB_OPT_REPORT, AB_OPT_SEARCH, AB_OPT_CAP_MAP,
 };
 
 /* A command, as its usage and help present it. */
@@ -86,6 +86,8 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
 /* A budget or cap (what: "--budget") of text, parsed to bytes: when text has a decimal unit,
  * ab_cli_parse says both readings on stderr once it has parsed the line (Note [Decimal sizes]). */
 void ab_cli_size_given(const char *what, const char *text, uint64_t bytes);
+/* --cap-map N|all|off: at most N replays for a cap map (all: *probes 0, no limit), or off. */
+ab_status ab_cli_parse_cap_map(const char *arg, unsigned *probes, bool *off, ab_diag_t *diag);
 /* Writes cmd's help: its usage, about and options. */
 void ab_cli_help(FILE *f, const ab_cli_command_t *cmd);
 

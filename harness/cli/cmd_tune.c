@@ -58,6 +58,8 @@ typedef struct tune_args_s {
   const char **specs; /* each -w as given, in order; owned array */
   size_t nspecs;
   bool report; /* --report: the figures and the page */
+  unsigned map_probes; /* --cap-map N (0: all) */
+  bool no_map;         /* --cap-map off */
 } tune_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -88,6 +90,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--jobs '%s': expected a whole number from 1 to 1024", arg);
       return true;
     case AB_OPT_REPORT: a->report = true; return true;
+    case AB_OPT_CAP_MAP: *st = ab_cli_parse_cap_map(arg, &a->map_probes, &a->no_map, diag); return true;
     default: return false;
   }
 }
@@ -270,8 +273,8 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
   /* Note [Cap map] (bisect.c); short, as the table's last column. */
   if (r->search.mapped && r->search.fail_ranges) clause(out, size, "fails again above: see safe cap");
   if (r->search.map_cut)
-    clause(out, size, r->search.passed && r->search.max_fail + 1 == r->search.min_budget ? "caps mapped to the smallest only"
-                                                                                          : "caps not mapped: bisected");
+    clause(out, size, r->search.passed && r->search.max_fail + 1 == r->search.min_budget ? "mapped up to the smallest"
+                                                                                          : "caps bisected, not mapped");
   if (r->search.upper_bound) {
     char bound[96];
     snprintf(bound, sizeof bound, "upper bound: the traced program survived %" PRIu64 " OOMs", es->trace_ooms);
@@ -811,8 +814,9 @@ static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, in
   ab_tune_list_init(&list);
   ab_tune_result_t *worst = NULL;
   progress_t prog = {o, NULL, 0, 0};
-  ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = s.cap, .check = o->check, .jobs = s.jobs,
-                         .stop = &ab_run_stop, .on_done = on_done, .on_done_ctx = &prog};
+  ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = s.cap, .map_probes = a->map_probes,
+                         .no_map = a->no_map, .check = o->check, .jobs = s.jobs, .stop = &ab_run_stop,
+                         .on_done = on_done, .on_done_ctx = &prog};
   double t0 = ab_clock_s();
   size_t best[AB_TUNE_FAMILIES];
   if (st == AB_OK) st = ab_tune_grid_first(&list, s.recorded, largest_request(job), s.cap > 0, &diag);
@@ -855,7 +859,7 @@ int ab_cmd_tune(int argc, char **argv) {
   ab_run_spec_t o;
   ab_run_spec_defaults(&o, "allocbench tune");
   o.device = "sim"; /* predictions, and many runs at once: the simulated card */
-  tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0, false};
+  tune_args_t a = {AB_TUNE_RESERVED, 0, 0, NULL, 0, false, AB_TUNE_MAP_PROBES, false};
   char **args, replay_spec[4096 + 8];
   size_t nargs = 0;
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 1, &args, &nargs);

@@ -153,13 +153,15 @@ static ab_status map_probe(search_t *x, ab_capmap_t *m, uint64_t cap, ab_cap_cla
   return capmap_add(m, *c) == AB_OK ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
 }
 
-/* Whether a walk that has mapped [from, to] in m->n intervals would need more than budget
- * to reach end (the uncapped peak reserved, where intervals end), at the width of those so
- * far: a map that will be cut is cut early, before its replays are spent. */
+/* Whether a walk that has mapped [from, to] in m->n intervals would need more than twice the
+ * budget to reach end (the uncapped peak reserved, where intervals end), at the width of those
+ * so far: a map that will be cut is cut early, before its replays are spent. The intervals
+ * near the live peak are the narrowest, so the estimate runs high: twice the budget lets the
+ * maps that end near it be walked. */
 static bool over_budget(const ab_capmap_t *m, uint64_t from, uint64_t to, uint64_t end, size_t budget) {
   if (budget == SIZE_MAX || m->n < 8 || to >= end) return false;
   double width = (double)(to - from + 1) / (double)m->n;
-  return (double)m->n + (double)(end - to) / width > (double)budget;
+  return (double)m->n + (double)(end - to) / width > 2.0 * (double)budget;
 }
 
 /* Sets the result's largest failing cap; its run is the one the result reports (its OOM, and
@@ -270,7 +272,7 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
   }
   out->lo = lo;
   out->hi = hi;
-  if (o->cap) {
+  if (o->cap && !o->no_map) {
     ab_capmap_t own = {0};
     bool mapped = false;
     ab_status st = map_caps(&x, o->map ? o->map : &own, lo, o->hi, hi, total, &mapped, diag);

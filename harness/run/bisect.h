@@ -97,6 +97,7 @@ typedef struct ab_bisect_opts_s {
   ab_capmap_t *map;  /* with cap: the cap map's intervals go here (emptied first); may be NULL */
   unsigned map_probes; /* with cap: the most replays the map may take, else the caps are
                           bisected and the result says so (map_cut); 0: no limit */
+  bool no_map;         /* with cap: bisect the caps, as if the status were monotonic */
 } ab_bisect_opts_t;
 
 typedef struct ab_bisect_result_s {

@@ -30,7 +30,8 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
     b->dev.plan_len = o->plan_len;
   }
   b->cap = c->family != AB_TUNE_REFERENCE; /* the caching strategy's cap; a card's size for the others */
-  b->map_probes = AB_TUNE_MAP_PROBES;
+  b->map_probes = o->map_probes;
+  b->no_map = o->no_map;
   b->stop = o->stop;
 }
 

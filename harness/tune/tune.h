@@ -49,16 +49,18 @@ typedef struct ab_tune_result_s {
                               * of (its worst, cmd_tune.c); 0 otherwise */
 } ab_tune_result_t;
 
-/* The most replays a configuration's cap map may take in tune (Note [Cap map], bisect.c);
- * beyond them its caps are bisected and its row says so. Most settings of a recorded job map
- * in a few dozen intervals; max_split_size_mb settings can take thousands, each a replay,
- * which `allocbench oom --cap` walks in full. */
+/* The most replays a configuration's cap map may take in tune by default (Note [Cap map],
+ * bisect.c; --cap-map); beyond them its caps are bisected and its row says so. Most settings
+ * of a recorded job map in a few dozen intervals; max_split_size_mb settings can take
+ * thousands, each a replay, which `allocbench oom --search cap` walks in full. */
 #define AB_TUNE_MAP_PROBES 128
 
 typedef struct ab_tune_opts_s {
   const char *device;        /* a device spec (device_open.h) */
   ab_device_config_t dev;    /* the cost model; budgets are set per run */
   uint64_t cap;              /* the job's memory cap in bytes; 0: none */
+  unsigned map_probes;       /* each configuration's cap map: at most this many replays (0: no limit) */
+  bool no_map;               /* bisect the caps instead of mapping them */
   bool check;                /* the strategy's invariant checks after every event */
   unsigned jobs;             /* worker threads; 0: one per core online */
   const volatile sig_atomic_t *stop; /* may be NULL */
