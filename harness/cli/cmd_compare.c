@@ -22,7 +22,7 @@ static const ab_cli_command_t command = {
     "searches to DIR/oom.csv, the segment map of each failing probe beside them.\n"};
 
 static const char *const table_cols[] = {"strategy",     "conf",         "status", "peak_reserved_bytes", "frag_pct",
-                                         "min_budget_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
+                                         "min_budget_bytes", "safe_cap_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
                                          "alloc_ns_p99", "free_ns_p50",  "note"};
 
 /* A row's strategy as the answer names it: with its conf where it was given one. */
@@ -149,7 +149,13 @@ int ab_cmd_compare(int argc, char **argv) {
   if (rows.nrows > 1 && o.format == AB_FORMAT_TABLE) {
     putchar('\n');
     say_best(&rows, "peak_reserved_bytes", "Lowest peak reserved", true, true);
-    say_best(&rows, "min_budget_bytes", o.cap ? "Smallest cap" : "Smallest budget", true, false);
+    /* A cap to deploy is a safe one (Note [Cap map], bisect.c): the caps were mapped. */
+    bool mapped = false;
+    for (size_t r = 0; r < rows.nrows; r++) mapped |= *ab_table_get(&rows, r, "safe_cap_bytes") != '\0';
+    if (mapped)
+      say_best(&rows, "safe_cap_bytes", "Smallest safe cap", true, false);
+    else
+      say_best(&rows, "min_budget_bytes", o.cap ? "Smallest cap" : "Smallest budget", true, false);
     say_best(&rows, "alloc_ns_p99", "Fastest allocation (p99)", false, true);
   }
   ab_oommap_free(&map);

@@ -366,6 +366,7 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
        st->reserved_bytes.peak > 0 ? 100.0 * (1.0 - (double)st->allocated_bytes.peak / (double)st->reserved_bytes.peak)
                                    : 0.0);
   if (r->passed) CELL(min_budget_bytes, "%" PRIu64, r->min_budget);
+  if (r->mapped && r->passed) CELL(safe_cap_bytes, "%" PRIu64, r->safe_cap);
   overhead(r, c.overhead_pct, sizeof c.overhead_pct);
   CELL(oom_kind_at_fail, "%s", ab_oom_kind_name(r->failed ? r->oom.kind : AB_OOM_NONE));
   CELL(alloc_ns_p50, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.50));

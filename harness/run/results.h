@@ -93,7 +93,8 @@ extern const size_t ab_oom_ncols;
 
 #define AB_COMPARE_COLUMNS(X)                                                                  \
   X(workload, 0) X(strategy, 0) X(conf, 0) X(device, 0) X(status, 0) X(peak_requested_bytes, 1) \
-  X(peak_reserved_bytes, 1) X(frag_pct, 1) X(min_budget_bytes, 1) X(overhead_pct, 1)          \
+  X(peak_reserved_bytes, 1) X(frag_pct, 1) X(min_budget_bytes, 1) X(safe_cap_bytes, 1)        \
+  X(overhead_pct, 1)                                                                             \
   X(oom_kind_at_fail, 0) X(note, 0) X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1)    \
   X(wall_s, 1)
 
