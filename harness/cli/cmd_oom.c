@@ -19,6 +19,11 @@ static const ab_cli_command_t command = {
     "One row per strategy is printed and appended to DIR/oom.csv: min_budget_bytes passed,\n"
     "max_fail_bytes failed, and the OOM of that failing run is reported on stderr, with its segment\n"
     "map in DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp draws it).\n"
+    "With --search cap (or a job's --cap), PyTorch's memory cap is searched instead, and for the\n"
+    "caching strategies not bisected but mapped: the status at every cap, since it is not\n"
+    "monotonic in the cap. The answer gives the smallest cap that completes and the safe cap,\n"
+    "from which every cap up completes; the map goes to DIR/capmap_<workload>_<strategy>.csv\n"
+    "(plots/capmap.gp draws it).\n"
     "For a trace whose program survived OOMs (it changed course under memory pressure) the\n"
     "budget found is an upper bound; the note column says so.\n"};
 
