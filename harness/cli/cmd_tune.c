@@ -271,7 +271,11 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
   if (r->status == AB_RUN_OOM) clause(out, size, v->cap ? "out of memory under the cap" : "out of memory on the card");
   if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
   /* Note [Cap map] (bisect.c); short, as the table's last column. */
-  if (r->search.mapped && r->search.fail_ranges) clause(out, size, "fails again above: see safe cap");
+  if (r->search.mapped && r->search.fail_ranges) {
+    char safe[48], b[32];
+    snprintf(safe, sizeof safe, "fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
+    clause(out, size, safe);
+  }
   if (r->search.map_cut)
     clause(out, size, r->search.passed && r->search.max_fail + 1 == r->search.min_budget ? "mapped up to the smallest"
                                                                                           : "caps bisected, not mapped");
