@@ -315,16 +315,17 @@ static ab_status parse_cap(const char *arg, ab_run_spec_t *o, ab_diag_t *diag) {
     o->cap_fraction = f;
     return AB_OK;
   }
-  if (n > 0 && digits == n && strtod(arg, NULL) == 0)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
-  if (n > 0 && digits == n && strtod(arg, NULL) <= 1)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': at position %zu: a fraction of the card is written %sx", arg,
-                       n + 1, arg);
-  if (n > 0 && digits == n)
+  if (n > 0 && digits == n) {
+    double v = strtod(arg, NULL);
+    if (v == 0) return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
+    if (v <= 1)
+      return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': at position %zu: a fraction of the card is written %sx", arg,
+                         n + 1, arg);
     return ab_diag_set(diag, AB_ERR_INVALID,
                        "--cap '%s': at position %zu: a bare number is no cap: give its unit (%sGiB, %sGB or %sG), or "
                        "bytes in scientific form (2e10), or a fraction of the card (0.05x)",
                        arg, n + 1, arg, arg, arg);
+  }
   AB_TRY(ab_parse_size("--cap", arg, &o->cap_bytes, diag));
   if (o->cap_bytes == 0) return ab_diag_set(diag, AB_ERR_INVALID, "--cap '%s': must be more than 0 bytes", arg);
   ab_cli_size_given("--cap", arg, o->cap_bytes);

@@ -109,8 +109,8 @@ static void say_answer(answer_t *a, size_t n, uint64_t cap) {
 }
 
 /* The status under the job's cap: read off the cap map, or where the caps were not mapped, a
- * run under it (the map keeps the search's failing run as the one it reports: the run is made
- * after it). */
+ * run under it, made without the search's on_oom hook so that the segment map kept is still
+ * that of the search's failing run. */
 static ab_status status_at(const ab_events_t *es, const ab_bisect_opts_t *b, ab_run_t *run, const ab_bisect_result_t *res,
                            const ab_capmap_t *caps, uint64_t cap, int *at_cap, ab_diag_t *diag) {
   if (res->mapped) {

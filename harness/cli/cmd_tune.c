@@ -406,23 +406,28 @@ static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
     fprintf(f, "; it fails again at larger caps (%u range%s): every cap from %s up completes", w->search.fail_ranges,
             w->search.fail_ranges == 1 ? "" : "s", ab_format_bytes(w->search.safe_cap, a, sizeof a));
   else if (!w->search.mapped)
-    fprintf(f, "; larger caps not all replayed, and may fail (allocbench oom --cap maps them)");
+    fprintf(f, "; larger caps not all replayed, and may fail (allocbench oom --search cap maps them)");
+}
+
+/* A headroom in binary units, with its sign: "-141.61 MiB". */
+static const char *headroom_text(int64_t h, char *buf, size_t size) {
+  char b[32];
+  snprintf(buf, size, "%s%s", h < 0 ? "-" : "", ab_format_bytes(h < 0 ? -(uint64_t)h : (uint64_t)h, b, sizeof b));
+  return buf;
 }
 
 /* Under the job's cap: the winner's headroom, and whom it was preferred to (Note [Headroom]). */
 static void say_headroom(FILE *f, const tune_view_t *v, const ab_tune_result_t *w) {
   int64_t h;
-  char a[32], b[32];
+  char a[40], b[32];
   if (!headroom_of(v, w, &h)) return;
-  fprintf(f, "# headroom under the cap: %s%s (the cap less the %s cap, %s)\n", h < 0 ? "-" : "",
-          ab_format_bytes((uint64_t)(h < 0 ? -h : h), a, sizeof a), w->search.mapped ? "safe" : "smallest",
-          ab_format_bytes(ab_tune_deployable(w), b, sizeof b));
+  fprintf(f, "# headroom under the cap: %s (the cap less the %s cap, %s)\n", headroom_text(h, a, sizeof a),
+          w->search.mapped ? "safe" : "smallest", ab_format_bytes(ab_tune_deployable(w), b, sizeof b));
   if (v->tight == NULL || !headroom_of(v, v->tight, &h)) return;
-  fprintf(f, "# preferred to %s (first by %s), whose headroom is %s%s,\n"
+  fprintf(f, "# preferred to %s (first by %s), whose headroom is %s,\n"
              "# less than %d%% of the cap: a cap a little different, or a run that needs a little more, fails\n",
           v->tight->cand.conf[0] ? v->tight->cand.conf : "the defaults",
-          v->objective == AB_TUNE_BUDGET ? "the cap" : "peak reserved", h < 0 ? "-" : "",
-          ab_format_bytes((uint64_t)(h < 0 ? -h : h), a, sizeof a), AB_TUNE_HEADROOM_PCT);
+          v->objective == AB_TUNE_BUDGET ? "the cap" : "peak reserved", headroom_text(h, a, sizeof a), AB_TUNE_HEADROOM_PCT);
 }
 
 /* What makes the figures approximate, in the answer itself (the progress says it too). */
