@@ -471,7 +471,7 @@ int ab_cli_parse(int argc, char **argv, const ab_cli_command_t *cmd, ab_run_spec
       return ab_cli_usage_error(o, "bad option");
     if (st != AB_OK) return ab_cli_usage_error(o, diag.msg);
   }
-  if ((o->cap_bytes || o->cap_fraction) && o->dev.budget_bytes)
+  if ((o->cap_bytes || o->cap_fraction > 0) && o->dev.budget_bytes)
     return ab_cli_usage_error(o, "--cap and --budget: choose one (--cap is PyTorch's memory cap, --budget a card of that size)");
   if (ab_run_resolve_cap(o, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   size_t n = (size_t)(argc - optind);
