@@ -40,7 +40,33 @@ typedef struct answer_s {
   uint64_t safe_cap;    /* the cap map's: every cap from it up completes; 0: not mapped */
   unsigned fail_ranges; /* failing ranges above min_budget */
   int at_cap;           /* under the job's --cap: 1 completes, 0 runs out of memory; -1: none given */
+  char fails[320];      /* the failing ranges above min_budget, in words ("7.70-7.74 GiB, ..."); "" */
 } answer_t;
+
+/* The failing ranges above the smallest cap, in words: where a bisection's answer would have
+ * failed a deployer (Note [Cap map], bisect.c); of many, the first three and the last three,
+ * the last the ones just below the safe cap. */
+static void say_ranges(const ab_capmap_t *caps, uint64_t above, char *out, size_t size) {
+  enum { EACH_END = 3 };
+  out[0] = '\0';
+  uint64_t(*r)[2] = malloc((caps->n + 1) * sizeof *r);
+  if (r == NULL) return;
+  size_t n = ab_capmap_fail_ranges(caps, above, r, caps->n + 1), used = 0;
+  for (size_t i = 0; i < n && used < size; i++) {
+    if (n > 2 * EACH_END && i == EACH_END) {
+      used += (size_t)snprintf(out + used, size - used, ", %zu more", n - 2 * EACH_END);
+      i = n - EACH_END - 1;
+      continue;
+    }
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%.3f", (double)r[i][0] / (double)AB_GiB);
+    snprintf(hi, sizeof hi, "%.3f", (double)r[i][1] / (double)AB_GiB);
+    bool one = strcmp(lo, hi) == 0;
+    used += (size_t)snprintf(out + used, size - used, "%s%s%s%s", i ? ", " : "", lo, one ? "" : "-", one ? "" : hi);
+  }
+  if (n && used < size) snprintf(out + used, size - used, " GiB");
+  free(r);
+}
 
 /* What a deployer can set: the safe cap where the caps were mapped, else the smallest. */
 static uint64_t deployable(const answer_t *a) { return a->safe_cap ? a->safe_cap : a->min_budget; }
@@ -94,8 +120,8 @@ static void say_answer(answer_t *a, size_t n, uint64_t cap) {
     /* The smallest cap is not one to deploy where larger ones fail (Note [Cap map], bisect.c). */
     if (a[i].fail_ranges) {
       char safe[AB_BYTES_TEXT];
-      printf(", but fails again at larger caps (%u range%s): every cap from %s up completes", a[i].fail_ranges,
-             a[i].fail_ranges == 1 ? "" : "s", ab_format_bytes(a[i].safe_cap, safe, sizeof safe));
+      printf(", but fails again at larger caps (%s): every cap from %s up completes", a[i].fails,
+             ab_format_bytes(a[i].safe_cap, safe, sizeof safe));
     }
   }
   for (size_t i = fit; i < n; i++) {
@@ -174,7 +200,8 @@ int ab_cmd_oom(int argc, char **argv) {
               drawn);
     answers[nanswers++] = (answer_t){list.name[i],    list.conf[i], res.passed,      res.upper_bound,
                                      res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
-                                     res.fail_ranges, at_cap};
+                                     res.fail_ranges, at_cap, ""};
+    if (res.mapped) say_ranges(&caps, res.min_budget, answers[nanswers - 1].fails, sizeof answers[nanswers - 1].fails);
     if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (ab_run_stop) {

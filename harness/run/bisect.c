@@ -114,6 +114,21 @@ void ab_capmap_free(ab_capmap_t *m) {
   memset(m, 0, sizeof *m);
 }
 
+size_t ab_capmap_fail_ranges(const ab_capmap_t *m, uint64_t above, uint64_t (*ranges)[2], size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    const ab_cap_class_t *c = &m->classes[i];
+    if (c->ok || c->hi <= above) continue;
+    bool joins = i > 0 && !m->classes[i - 1].ok && m->classes[i - 1].hi > above;
+    if (!joins) n++;
+    if (n > 0 && n <= max) {
+      if (!joins) ranges[n - 1][0] = c->lo > above ? c->lo : above + 1;
+      ranges[n - 1][1] = c->hi;
+    }
+  }
+  return n;
+}
+
 static ab_status capmap_add(ab_capmap_t *m, ab_cap_class_t c) {
   if (m->n == m->room) {
     size_t room = m->room ? 2 * m->room : 64;

@@ -74,6 +74,11 @@ typedef struct ab_capmap_s {
 
 void ab_capmap_free(ab_capmap_t *m);
 
+/* The ranges of caps above `above` that fail, the map's adjacent failing intervals merged, in
+ * ascending caps: up to max of them into ranges ([0] the first cap, [1] the last); returns how
+ * many there are (which may be more than max). */
+size_t ab_capmap_fail_ranges(const ab_capmap_t *m, uint64_t above, uint64_t (*ranges)[2], size_t max);
+
 typedef struct ab_bisect_opts_s {
   const char *strategy;      /* a registry name */
   const char *conf;          /* its -c options; NULL for none */

@@ -3,6 +3,7 @@
  * recorded trace (tests/data) against the bracket PyTorch itself showed. Runs on the device of
  * --device= (sim by default; on cuda every probe is a real run, and the test skips where no
  * GPU is usable). */
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "base/units.h"
@@ -559,6 +560,17 @@ static void cap_map_is_exact(void) {
     CHECK_EQ(map_status(&map, r.min_budget - 1), 0);
     CHECK_EQ(map_status(&map, r.safe_cap - 1), 0);
     CHECK_EQ(r.max_fail, r.safe_cap - 1);
+    /* The failing ranges above the smallest cap: as many as the result counts, the last ending
+     * just below the safe cap, each failing at both ends and passing just outside them. */
+    uint64_t(*ranges)[2] = malloc((map.n + 1) * sizeof *ranges);
+    REQUIRE(ranges != NULL);
+    size_t nranges = ab_capmap_fail_ranges(&map, r.min_budget, ranges, map.n + 1);
+    CHECK_EQ(nranges, r.fail_ranges);
+    if (nranges) CHECK_EQ(ranges[nranges - 1][1], r.safe_cap - 1);
+    for (size_t k = 0; k < nranges; k++)
+      CHECK(map_status(&map, ranges[k][0]) == 0 && map_status(&map, ranges[k][1]) == 0 &&
+            map_status(&map, ranges[k][0] - 1) == 1 && map_status(&map, ranges[k][1] + 1) == 1);
+    free(ranges);
     for (size_t k = 0; k < map.n; k += cases[i].check_every) {
       const ab_cap_class_t *c = &map.classes[k];
       uint64_t ends[2] = {c->lo > 0 ? c->lo : 1, c->hi < (uint64_t)1 << 40 ? c->hi : c->lo};
