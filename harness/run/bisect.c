@@ -155,9 +155,11 @@ static int by_lo(const void *pa, const void *pb) {
  * card's total. The status is not monotonic in the cap: a cap changes which cached blocks
  * are released before a retry, and so the fragmentation after it (the recorded ResNet-50 run
  * under max_split_size_mb:128,max_non_split_rounding_mb:128 completes at 7.74 GiB and fails
- * again at 8.4 GiB). So a
- * bisection finds a boundary, not the one a deployer needs, and the map gives both: the
- * smallest cap that completes, and safe_cap, from which every cap up completes. */
+ * again at 8.4 GiB). So a bisection finds a boundary, not the one a deployer needs, and the
+ * map gives both: the smallest cap that completes, and safe_cap, from which every cap up
+ * completes. A setting can take thousands of intervals (max_split_size_mb releases oversize
+ * blocks at each refusal, and each cap then fragments its own way), each a replay; past
+ * opts.map_probes the walk stops and the search says so (map_cut). */
 
 /* Probes one cap of the walk and adds its interval; *c is that interval. */
 static ab_status map_probe(search_t *x, ab_capmap_t *m, uint64_t cap, ab_cap_class_t *c, ab_diag_t *diag) {
@@ -194,8 +196,9 @@ static ab_status fail_again(search_t *x, uint64_t max_fail, ab_diag_t *diag) {
 }
 
 /* The walk of Note [Cap map], from lo up to hi (0: the card's total); end is the uncapped
- * peak reserved. *mapped is false when the strategy keeps no cap window, or the walk would
- * take more than opts.map_probes: the caller bisects instead. */
+ * peak reserved. *mapped is false when the strategy keeps no cap window, or when the walk
+ * would take more than opts.map_probes; the caller then bisects, unless the walk had passed
+ * the smallest cap (out->passed), which it found exactly. */
 static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi, uint64_t end, uint64_t total,
                           bool *mapped, ab_diag_t *diag) {
   ab_bisect_result_t *out = x->out;
