@@ -184,11 +184,17 @@ static const ab_col_t timeline_cols[] = {
     {"reserved", true},       {"peak_requested", true}, {"peak_allocated", true}, {"peak_reserved", true},
 };
 
-ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
-  char w[128], s[64], path[4096];
+/* DIR/KIND_<workload>_<strategy>.csv: the file of one run's KIND. */
+static void file_of(const char *dir, const char *kind, const ab_run_desc_t *d, char *path, size_t size) {
+  char w[128], s[64];
   ab_results_workload_part(d->workload, w, sizeof w);
   ab_results_file_part(d->strategy, s, sizeof s);
-  snprintf(path, sizeof path, "%s/timeline_%s_%s.csv", dir, w, s);
+  snprintf(path, size, "%s/%s_%s_%s.csv", dir, kind, w, s);
+}
+
+ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
+  char path[4096];
+  file_of(dir, "timeline", d, path, sizeof path);
   ab_table_t t;
   ab_table_init(&t, timeline_cols, sizeof timeline_cols / sizeof timeline_cols[0]);
   ab_status st = AB_OK;
@@ -214,10 +220,8 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
 ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *d, const ab_capmap_t *map, char *path,
                                   size_t path_size, ab_diag_t *diag) {
   static const ab_col_t cols[] = {{"cap_lo_bytes", true}, {"cap_hi_bytes", true}, {"status", false}, {"oom_event", true}};
-  char w[128], s[64], file[4096];
-  ab_results_workload_part(d->workload, w, sizeof w);
-  ab_results_file_part(d->strategy, s, sizeof s);
-  snprintf(file, sizeof file, "%s/capmap_%s_%s.csv", dir, w, s);
+  char file[4096];
+  file_of(dir, "capmap", d, file, sizeof file);
   ab_table_t t;
   ab_table_init(&t, cols, sizeof cols / sizeof cols[0]);
   ab_status st = AB_OK;
