@@ -108,11 +108,14 @@ n=$(grep -c ',error,' "$work/matrix/summary.csv")
 [ "$(grep -c 'crashed in alloc: SIGSEGV' "$work/stderr")" -eq 2 ] || fail "matrix: the crash is not said once per workload: $(cat "$work/stderr")"
 
 # tune with a crashing library among its configurations: the others ranked, the library's
-# row an error naming the crash.
+# row an error naming the crash, and the command's last line says so, exiting 1 as matrix does.
 AB_HOSTILE_AT=5 "$ab" tune -w "$wl" -s "pluggable:$hostile:segv_alloc:my_free" --device sim:h200 -q --jobs 2 --format csv \
   --out "$work/tune" >"$work/tune.csv" 2>"$work/stderr"
 rc=$?
-[ $rc -eq 0 ] || fail "tune with a crashing library: exit $rc: $(cat "$work/stderr")"
+[ $rc -eq 1 ] || fail "tune with a crashing library: exit $rc, expected 1: $(cat "$work/stderr")"
+grep -qF "1 of 15 configurations failed (status error in $work/tune/tune.csv): pluggable:$hostile:segv_alloc:my_free crashed in alloc: SIGSEGV" \
+  "$work/stderr" || fail "tune: no line naming the crash: $(cat "$work/stderr")"
+grep -q "peak reserved error" "$work/stderr" && fail "tune: progress says 'peak reserved error': $(cat "$work/stderr")"
 grep -q "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/stderr" || fail "tune with a crashing library recommended nothing: $(cat "$work/stderr")"
 grep -qF "error: pluggable:$hostile:segv_alloc:my_free crashed in alloc: SIGSEGV" "$work/tune.csv" ||
   fail "tune: the library's row does not say it crashed: $(grep pluggable "$work/tune.csv")"

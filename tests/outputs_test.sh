@@ -242,4 +242,32 @@ for f in "$work"/long/*; do
   [ "$(basename "$f" | wc -c)" -le 256 ] || fail "a name longer than a file name may be: $f"
 done
 
+# 10. The page never replaces what it shows: report -o onto a results file of its folder (by
+# any path, or a link) is refused before anything is drawn, and the folder reads as before.
+"$ab" compare -w random:ops=300 -s caching,raw --device sim --quiet --out "$work/page" >/dev/null || fail "compare failed"
+cp -r "$work/page" "$work/page.orig"
+ln -s "$work/page/compare.csv" "$work/page_link.html"
+for o in "$work/page/compare.csv" "$work/page/summary.csv" "$work/page/../page/oom.csv" "$work/page_link.html"; do
+  "$ab" report "$work/page" -o "$o" >/dev/null 2>"$work/err" && fail "report -o $o exited 0"
+  grep -q "in the results folder" "$work/err" || fail "report -o $o: $(cat "$work/err")"
+done
+diff -r "$work/page" "$work/page.orig" >/dev/null || fail "a refused report changed its folder"
+"$ab" report "$work/page" -o "$work/page/mine.html" >/dev/null 2>&1 || fail "report -o a page in the folder failed"
+"$ab" report "$work/page" >/dev/null 2>&1 || fail "report after the pages failed"
+
+# 11. A trace kept in --out under a name the command writes there (oom.csv for oom, a
+# timeline's name) is refused before the run, by every command, and left as it was.
+mkdir "$work/keep"
+for name in oom.csv compare.csv timeline_x.csv; do
+  cp "$trace" "$work/keep/$name"
+  for cmd in oom compare run; do
+    "$ab" $cmd -w "replay:$work/keep/$name" -s raw --device sim --quiet --out "$work/keep" >/dev/null 2>"$work/err" &&
+      fail "$cmd on a trace named $name in --out exited 0"
+    grep -q "is an input of this run and a file it writes" "$work/err" || fail "$cmd, $name: $(cat "$work/err")"
+    [ "$(ls "$work/keep")" = "$name" ] || fail "$cmd, $name: wrote $(ls "$work/keep")"
+    cmp -s "$work/keep/$name" "$trace" || fail "$cmd changed the trace named $name"
+  done
+  rm "$work/keep/$name"
+done
+
 finish outputs_test

@@ -59,7 +59,7 @@ for sig in TERM INT; do
   rm -f "$work/ready"
   "$ab" record -o "$work/sig/$sig.pickle" -- "$py" "$job" wait "$work/ready" >"$work/out" 2>"$work/err" &
   pid=$!
-  for _ in $(seq 1 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
+  for _ in $(seq 1 100); do [ -s "$work/ready" ] && break; sleep 0.1; done
   [ -e "$work/ready" ] || fail "SIG$sig: the program never got going: $(cat "$work/err")"
   kill -"$sig" "$pid"
   wait "$pid"
@@ -113,6 +113,54 @@ record -o "$work/none.pickle" -- sh -c 'exit 4'
 [ $rc -eq 125 ] || fail "sh -c 'exit 4', which wrote no snapshot, came back as $rc"
 grep -qF "the program exited 4; exiting 125: no snapshot" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
 grep -q "no Python process of the program started the hook" "$work/err" || fail "sh -c 'exit 4': $(cat "$work/err")"
+
+# A program that ends by os._exit after using CUDA: no exit hook ran, and record says so
+# rather than doubting it is a Python program.
+record -o "$work/osexit.pickle" -- "$py" "$job" osexit
+[ $rc -eq 125 ] || fail "osexit exited $rc, expected 125"
+grep -qF "(pid " "$work/err" && grep -qF "used CUDA but ended without the interpreter's exit path (os._exit, a crash or SIGKILL)" "$work/err" ||
+  fail "osexit: $(cat "$work/err")"
+grep -q "is it a Python program" "$work/err" && fail "osexit: record doubts it is Python: $(cat "$work/err")"
+
+# A record killed (SIGKILL) while its job runs: the job dumps beside -o as it ends, and
+# --recover (once the job has ended; not before) or the next record of that -o writes it.
+set -m
+killed_record() { # OUT: starts record of a waiting job, kills record, leaves $jobpid running
+  rm -f "$work/ready"
+  "$ab" record -o "$1" -- "$py" "$job" wait "$work/ready" >/dev/null 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 100); do [ -s "$work/ready" ] && break; sleep 0.1; done
+  [ -s "$work/ready" ] || fail "killed record: the program never got going"
+  jobpid=$(cat "$work/ready")
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+}
+end_job() {
+  kill -TERM "$jobpid"
+  for _ in $(seq 1 100); do kill -0 "$jobpid" 2>/dev/null || break; sleep 0.1; done
+}
+killed_record "$work/kill/job.pickle"
+record --recover -o "$work/kill/job.pickle"
+[ $rc -eq 125 ] || fail "--recover while the job runs exited $rc, expected 125: $(cat "$work/err")"
+grep -qF "still runs: run allocbench record --recover -o $work/kill/job.pickle once it has ended" "$work/err" ||
+  fail "--recover while the job runs: $(cat "$work/err")"
+end_job
+record --recover -o "$work/kill/job.pickle"
+[ $rc -eq 0 ] || fail "--recover exited $rc: $(cat "$work/err")"
+grep -qF "allocbench record: recovered $work/kill/job.pickle (on SIGTERM): $summary" "$work/err" || fail "--recover: $(cat "$work/err")"
+"$ab" replay --info "$work/kill/job.pickle" --format csv >/dev/null 2>&1 || fail "the recovered snapshot does not read"
+[ -z "$(find "$work/kill" -name '*.unfinished-*')" ] || fail "--recover left its folder: $(ls "$work/kill")"
+record --recover -o "$work/kill/job.pickle"
+[ $rc -eq 125 ] && grep -qF "nothing to recover" "$work/err" || fail "a second --recover: $rc: $(cat "$work/err")"
+killed_record "$work/kill2/job.pickle"
+end_job
+record -o "$work/kill2/job.pickle" -- "$py" "$job" exit 0
+[ $rc -eq 0 ] || fail "the record after a killed one exited $rc: $(cat "$work/err")"
+grep -qF "allocbench record: recovered $work/kill2/job.recovered.pickle (on SIGTERM): $summary" "$work/err" ||
+  fail "the next record did not collect: $(cat "$work/err")"
+wrote "$work/kill2/job.pickle" "at exit"
+[ "$(ls "$work/kill2")" = "$(printf 'job.pickle\njob.recovered.pickle')" ] || fail "beside the output: $(ls "$work/kill2")"
+set +m
 
 # Outside record the hook does nothing: torch is not even imported.
 hook=$(dirname "$ab")/allocbench_record
@@ -205,7 +253,8 @@ refused 127 "cannot run '$work/nothing': no such file" -o "$work/bad.pickle" -- 
 refused 126 "cannot run '$work': Permission denied" -o "$work/bad.pickle" -- "$work"
 refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" "$py" "$job" exit 0
 refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
-refused 2 "--max-entries '0': expected at least 1 event" --max-entries 0 -- true
+refused 2 "--max-entries '0': expected a whole number of events from 1 to 9223372036854775807" --max-entries 0 -- true
+refused 2 "--max-entries '-1': expected a whole number of events from 1 to 9223372036854775807" --max-entries -1 -- true
 refused 2 "--max-entries 'x'" --max-entries x -- true
 refused 2 "-o '': an empty path (expected a file name)" -o '' -- true
 refused 2 "-o '$work': is a directory (expected a file)" -o "$work" -- true

@@ -69,6 +69,9 @@ static const option_entry_t options[] = {
     {"output", 'o', 'o', "FILE", AB_CMD_REPORT, 0, 0, 0, "where the page goes (default DIR/report.html)"},
     {"max-entries", 0, AB_OPT_MAX_ENTRIES, "N", AB_CMD_RECORD, 0, 0, 0,
      "keep only the last N events of the history (default: all of them)"},
+    {"recover", 0, AB_OPT_RECOVER, NULL, AB_CMD_RECORD, 0, 0, 0,
+     "run nothing: write the snapshots that a record killed before its job ended\n"
+     "left beside -o (FILE.unfinished-*), as that record would have"},
     {"objective", 0, AB_OPT_OBJECTIVE, "reserved|budget", AB_CMD_TUNE, 0, 0, 0,
      "reserved: the lowest peak reserved bytes (default); budget: the smallest cap"},
     {"device", 0, AB_OPT_DEVICE, "SPEC", RUNS, 0, 0, 0,

@@ -71,16 +71,20 @@ static const ab_cli_command_t command = {
 typedef struct record_args_s {
   const char *output;
   uint64_t max_entries; /* 0: PyTorch's default, all of them */
+  bool recover;         /* --recover: collect what a killed record left, run nothing */
 } record_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
   record_args_t *a = ctx;
   switch (opt) {
     case 'o': a->output = arg; return true;
+    case AB_OPT_RECOVER: a->recover = true; return true;
     case AB_OPT_MAX_ENTRIES:
+      /* One message for every value refused, with the range that is taken: 0 is not in it. */
       *st = ab_parse_u64("--max-entries", arg, INT64_MAX, &a->max_entries, diag);
-      if (*st == AB_OK && a->max_entries == 0)
-        *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-entries '%s': expected at least 1 event", arg);
+      if (*st != AB_OK || a->max_entries == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--max-entries '%s': expected a whole number of events from 1 to %lld", arg,
+                          (long long)INT64_MAX);
       return true;
     default: return false;
   }
@@ -271,22 +275,23 @@ static ab_status run_program(char **cmd, int *status, ab_diag_t *diag) {
 
 /* ---- what was written ---------------------------------------------------------------------- */
 
-/* One line on a snapshot written to path, from what `replay --info` reads of its dump. */
-static void summarise(const char *dump, const char *path, const char *why) {
+/* One line on a snapshot written to path, from what `replay --info` reads of its dump; verb
+ * says how it got there ("wrote", "recovered"). */
+static void summarise(const char *verb, const char *dump, const char *path, const char *why) {
   ab_events_t es;
   ab_trace_info_t info;
   ab_diag_t diag = {""};
   if (ab_trace_load(dump, NULL, &es, &info, &diag) != AB_OK) {
-    fprintf(stderr, "allocbench record: wrote %s (%s), which does not read back: %s\n", path, why, diag.msg);
+    fprintf(stderr, "allocbench record: %s %s (%s), which does not read back: %s\n", verb, path, why, diag.msg);
     return;
   }
   char requested[32], reserved[32], ooms[64] = "";
   if (es.trace_ooms)
     snprintf(ooms, sizeof ooms, ", %" PRIu64 " OOM%s in the trace", es.trace_ooms, es.trace_ooms == 1 ? "" : "s");
   fprintf(stderr,
-          "allocbench record: wrote %s (%s): %" PRIu64 " events, %" PRIu32 " allocations, peak requested %s, "
+          "allocbench record: %s %s (%s): %" PRIu64 " events, %" PRIu32 " allocations, peak requested %s, "
           "peak reserved %s in %" PRIu64 " device allocations%s, settings: %s\n",
-          path, why, info.records, es.nids - (info.final_oom ? 1 : 0), ab_format_bytes(info.peak_requested, requested, sizeof requested),
+          verb, path, why, info.records, es.nids - (info.final_oom ? 1 : 0), ab_format_bytes(info.peak_requested, requested, sizeof requested),
           ab_format_bytes(info.reserved_peak, reserved, sizeof reserved), info.device_allocs, ooms,
           es.settings[0] ? es.settings : "default");
   ab_events_free(&es);
@@ -331,44 +336,95 @@ static bool place(const char *dump, const char *path, ab_diag_t *why) {
   return ab_output_commit(&o, why) == AB_OK;
 }
 
+/* The processes of the job that ran the hook, from the manifest (Note [An unfinished record]). */
+#define MAX_PROCS 64
+typedef struct procs_s {
+  long pid[MAX_PROCS];
+  char exe[MAX_PROCS][256];
+  bool recording[MAX_PROCS], ended[MAX_PROCS]; /* recording: used CUDA; ended: dumped, or said why not */
+  size_t n;
+} procs_t;
+
+static size_t proc_of(procs_t *p, long pid) {
+  for (size_t i = 0; i < p->n; i++)
+    if (p->pid[i] == pid) return i;
+  if (p->n == MAX_PROCS) return MAX_PROCS;
+  p->pid[p->n] = pid, p->exe[p->n][0] = '\0', p->recording[p->n] = p->ended[p->n] = false;
+  return p->n++;
+}
+
+/* path with ".recovered" before its extension (job.rank1.pickle: job.rank1.recovered.pickle):
+ * where a snapshot collected by a later record goes, since that record's own job is about to
+ * take path. */
+static void recovered_name(const char *path, char *out, size_t size) {
+  const char *base = strrchr(path, '/');
+  const char *dot = strrchr(base ? base + 1 : path, '.');
+  if (dot == NULL || dot == (base ? base + 1 : path)) snprintf(out, size, "%s.recovered", path);
+  else snprintf(out, size, "%.*s.recovered%s", (int)(dot - path), path, dot);
+}
+
 /* Reads the hook's manifest: writes and summarises each snapshot dumped, or says why none
- * was; the number written. */
-static size_t report(const char *state, bool quiet) {
+ * was; the number written. recovered: the snapshots are an earlier record's, collected now
+ * (Note [An unfinished record]); rename: and written under recovered_name. */
+static size_t report(const char *state, bool quiet, bool recovered, bool rename) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/manifest", state);
   FILE *f = fopen(path, "r");
   char line[2 * PATH_MAX], first[PATH_MAX] = "", ranks[PATH_MAX + 8] = "";
   char notes[4][512];
   size_t nnotes = 0, written = 0, ranked = 0;
+  procs_t procs = {.n = 0};
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
-    char *kind = line, *rest = strchr(line, '\t');
+    /* KIND<tab>PID<tab>REST (sitecustomize.py, _manifest_line) */
+    char *kind = line, *pid = strchr(line, '\t'), *rest = pid ? strchr(pid + 1, '\t') : NULL;
     if (rest == NULL) continue;
-    *rest++ = '\0';
-    char *file = strchr(rest, '\t');
-    if (strcmp(kind, "wrote") == 0 && file) {
+    *pid++ = '\0', *rest++ = '\0';
+    size_t p = proc_of(&procs, strtol(pid, NULL, 10));
+    if (strcmp(kind, "start") == 0 && p < MAX_PROCS) {
+      snprintf(procs.exe[p], sizeof procs.exe[p], "%s", rest);
+    } else if (strcmp(kind, "recording") == 0 && p < MAX_PROCS) {
+      procs.recording[p] = true;
+    } else if (strcmp(kind, "wrote") == 0) {
+      if (p < MAX_PROCS) procs.ended[p] = true;
+      char *file = strchr(rest, '\t');
+      if (file == NULL) continue;
       *file++ = '\0';
       char *dump = strchr(file, '\t');
       if (dump) *dump++ = '\0';
+      char target[PATH_MAX + 16];
+      if (rename) recovered_name(file, target, sizeof target);
+      else snprintf(target, sizeof target, "%s", file);
       ab_diag_t why = {""};
-      if (dump && !place(dump, file, &why)) {
+      if (dump && !place(dump, target, &why)) {
         if (nnotes < 4) snprintf(notes[nnotes++], sizeof notes[0], "%s", why.msg);
         continue;
       }
-      if (!quiet) summarise(dump ? dump : file, file, rest);
-      if (written++ == 0) snprintf(first, sizeof first, "%s", file);
+      if (!quiet) summarise(recovered ? "recovered" : "wrote", dump ? dump : target, target, rest);
+      if (written++ == 0) snprintf(first, sizeof first, "%s", target);
       char pattern[sizeof ranks];
-      if (rank_pattern(file, pattern, sizeof pattern) && ranked++ == 0) snprintf(ranks, sizeof ranks, "%s", pattern);
-    } else if (strcmp(kind, "note") == 0 && nnotes < 4) {
+      if (rank_pattern(target, pattern, sizeof pattern) && ranked++ == 0) snprintf(ranks, sizeof ranks, "%s", pattern);
+    } else if (strcmp(kind, "note") == 0) {
+      if (p < MAX_PROCS) procs.ended[p] = true;
       bool seen = false;
       for (size_t i = 0; i < nnotes; i++) seen |= strcmp(notes[i], rest) == 0;
-      if (!seen) snprintf(notes[nnotes++], sizeof notes[0], "%s", rest);
+      if (!seen && nnotes < 4) snprintf(notes[nnotes++], sizeof notes[0], "%s", rest);
     }
   }
   if (f) fclose(f);
+  /* A process that started the hook and neither dumped nor said why ended where no hook runs. */
+  for (size_t i = 0; i < procs.n && nnotes < 4; i++) {
+    if (procs.ended[i] || procs.exe[i][0] == '\0') continue;
+    snprintf(notes[nnotes++], sizeof notes[0],
+             procs.recording[i] ? "%s (pid %ld) used CUDA but ended without the interpreter's exit path (os._exit, a "
+                                  "crash or SIGKILL): its history was lost with it"
+                                : "%s (pid %ld) ended without the interpreter's exit path (os._exit, a crash or SIGKILL) "
+                                  "before it used CUDA",
+             procs.exe[i], procs.pid[i]);
+  }
   if (written == 0) {
     fprintf(stderr, "allocbench record: no snapshot was written%s\n",
-            nnotes ? ":" : ": no Python process of the program started the hook (is it a Python program?)");
+            nnotes ? ":" : procs.n ? "" : ": no Python process of the program started the hook (is it a Python program?)");
   } else if (!quiet && ranked > 1) {
     /* A torchrun job: its ranks tuned together (cmd_tune.c, Note [A job of several traces]). */
     fprintf(stderr, "allocbench record: next: allocbench tune -w 'replay:%s'\n", ranks);
@@ -393,33 +449,130 @@ static void remove_state(const char *state) {
   rmdir(state);
 }
 
+/* ---- the private folder, and what a killed record left ------------------------------------ */
+
+/* Note [An unfinished record]: the hook dumps into a private folder, and this command writes
+ * each dump where -o says once the job has ended. A record killed before then (SIGKILL, the
+ * OOM killer, a lost session) leaves its job running, and the job still dumps as it ends. So
+ * the folder lives beside -o, named FILE.unfinished-XXXXXX: it holds this command's pid
+ * (owner) and the hook's manifest. A later `record -o FILE`, before its own job starts, or
+ * `record --recover -o FILE` finds the folders whose record and job processes have all ended,
+ * writes their snapshots as the killed record would have, says so, and removes them; a later
+ * record writes them under recovered_name, since its own job's snapshot takes FILE. A folder
+ * whose job still runs is left for later, saying so. An output that is a device or a FIFO
+ * keeps its folder in $TMPDIR instead: a stream has no place beside it to wait in. */
+#define UNFINISHED ".unfinished-"
+
+static bool alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
+
+/* Makes the private folder for the output out, and writes this command's pid into it. */
+static ab_status make_state(const char *out, char *state, size_t size, ab_diag_t *diag) {
+  const char *tmp = getenv("TMPDIR");
+  if (ab_output_is_special(out)) snprintf(state, size, "%s/allocbench-record.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  else snprintf(state, size, "%s" UNFINISHED "XXXXXX", out);
+  if (mkdtemp(state) == NULL) return ab_diag_set(diag, AB_ERR_IO, "cannot make a private folder %s: %s", state, strerror(errno));
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/owner", state);
+  FILE *f = fopen(path, "w");
+  bool ok = f && fprintf(f, "%ld\n", (long)getpid()) > 0;
+  if (f && fclose(f) != 0) ok = false;
+  return ok ? AB_OK : ab_diag_set(diag, AB_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+}
+
+/* The first process of the folder's job (its manifest's start lines) still running; 0: none. */
+static long job_running(const char *state) {
+  char path[PATH_MAX + 16], line[2 * PATH_MAX];
+  snprintf(path, sizeof path, "%s/manifest", state);
+  FILE *f = fopen(path, "r");
+  long running = 0;
+  while (f && running == 0 && fgets(line, sizeof line, f)) {
+    char *tab = strchr(line, '\t');
+    if (tab && strncmp(line, "start\t", 6) == 0 && alive(strtol(tab + 1, NULL, 10))) running = strtol(tab + 1, NULL, 10);
+  }
+  if (f) fclose(f);
+  return running;
+}
+
+static void remove_state(const char *state);
+
+/* Collects the folders a killed record of out left (Note [An unfinished record]); the number
+ * of snapshots written into *written, of folders found into *found. */
+static void collect(const char *out, bool recover, bool quiet, size_t *written, size_t *found) {
+  *written = *found = 0;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", out);
+  char *slash = strrchr(dir, '/'); /* out is absolute (output_path) */
+  if (slash == NULL) return;
+  const char *base = out + (slash - dir) + 1;
+  *slash = '\0';
+  DIR *d = opendir(dir[0] ? dir : "/");
+  if (d == NULL) return;
+  size_t blen = strlen(base);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, UNFINISHED, strlen(UNFINISHED)) != 0) continue;
+    char state[PATH_MAX + 300], owner[PATH_MAX + 320];
+    snprintf(state, sizeof state, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (lstat(state, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid()) continue;
+    snprintf(owner, sizeof owner, "%s/owner", state);
+    FILE *f = fopen(owner, "r");
+    long pid = 0;
+    if (f == NULL || fscanf(f, "%ld", &pid) != 1) pid = 0;
+    if (f) fclose(f);
+    if (alive(pid)) continue; /* a record at work */
+    (*found)++;
+    long job = job_running(state);
+    if (job) {
+      fprintf(stderr,
+              "allocbench record: %s: left by a record that was killed; its job (pid %ld) still runs: run allocbench "
+              "record --recover -o %s once it has ended\n",
+              state, job, out);
+      continue;
+    }
+    if (!quiet) fprintf(stderr, "allocbench record: %s: left by a record killed before its job ended; collecting it\n", state);
+    *written += report(state, quiet, true, !recover);
+    remove_state(state);
+  }
+  closedir(d);
+}
+
 int ab_cmd_record(int argc, char **argv) {
   ab_run_spec_t o;
   ab_run_spec_defaults(&o, "allocbench record");
   /* The options end at "--"; the program and its arguments follow it untouched. */
   int dd = 1;
   while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
-  record_args_t a = {"snapshot.pickle", 0};
+  record_args_t a = {"snapshot.pickle", 0, false};
   /* Without "--", the program's words are taken as arguments here, to be refused below. */
   int rc = ab_cli_parse(dd, argv, &command, &o, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
   if (rc >= 0) return rc;
+  ab_diag_t diag = {""};
+  char out[PATH_MAX];
+  if (a.recover) {
+    if (dd < argc) return ab_cli_usage_error(&o, "--recover runs nothing: expected no program (nothing after --)");
+    if (output_path(a.output, out, sizeof out, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+    size_t written, found;
+    collect(out, true, o.quiet, &written, &found);
+    if (found == 0) fprintf(stderr, "allocbench record: nothing to recover: no %s" UNFINISHED "* folder whose record has ended\n", out);
+    return written ? AB_EXIT_OK : EXIT_NO_SNAPSHOT;
+  }
   if (dd >= argc - 1) {
     return ab_cli_usage_error(&o, dd == argc ? "expected -- COMMAND [ARGS...]: the program to run, after --"
                                              : "expected the program to run after --");
   }
-  ab_diag_t diag = {""};
-  char out[PATH_MAX];
   ab_status st = output_path(a.output, out, sizeof out, &diag);
   if (st == AB_OK) st = not_an_input(a.output, out, argv + dd + 1, &diag);
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   char hook[PATH_MAX];
   if (hook_dir(hook, sizeof hook, &diag) != AB_OK) return ab_cli_fail(&o, diag.msg);
 
-  const char *tmp = getenv("TMPDIR");
-  char state[PATH_MAX];
-  snprintf(state, sizeof state, "%s/allocbench-record.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (mkdtemp(state) == NULL) {
-    snprintf(diag.msg, sizeof diag.msg, "cannot make a private folder %s: %s", state, strerror(errno));
+  /* What an earlier record of this output left goes first, under other names: this job's
+   * snapshot takes the output's. */
+  size_t recovered, found;
+  collect(out, false, o.quiet, &recovered, &found);
+  char state[PATH_MAX + 32];
+  if (make_state(out, state, sizeof state, &diag) != AB_OK) {
+    remove_state(state);
     return ab_cli_fail(&o, diag.msg);
   }
   if (hook_environment(hook, out, state, a.max_entries, &diag) != AB_OK) {
@@ -432,7 +585,7 @@ int ab_cmd_record(int argc, char **argv) {
   } else {
     /* Writing to a FIFO nobody reads stops at a signal (output.h). */
     ab_run_catch_stop();
-    size_t written = report(state, o.quiet);
+    size_t written = report(state, o.quiet, false, false);
     if (written == 0) {
       char how[64];
       if (status > 128) snprintf(how, sizeof how, "ended by signal %d", status - 128);

@@ -364,6 +364,8 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
    * "under the cap" the second. */
   if (r->cand.family == AB_TUNE_REFERENCE || (r->status == AB_RUN_OOM && r->search.passed && !r->search.upper_bound))
     note[0] = '\0';
+  /* What failed is said in full once, as the command ends (say_failures); the row says that it did. */
+  if (r->status == AB_RUN_ERROR) snprintf(note, sizeof note, "failed");
   /* The references (raw, pooled, async, -s) are no PYTORCH_CUDA_ALLOC_CONF: marked so. */
   bool reference = r->cand.family == AB_TUNE_REFERENCE;
   const char *recorded = recorded_any(v) ? "recorded" : "the defaults";
@@ -526,6 +528,15 @@ static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t to
   (void)total;
   if (p->o->quiet || r->status == AB_RUN_INTERRUPTED) return;
   char a[32], b[32];
+  if (r->status == AB_RUN_ERROR) { /* a library's failure names the library already */
+    bool named = strncmp(r->message, r->cand.strategy, strlen(r->cand.strategy)) == 0;
+    fprintf(stderr, "allocbench tune: [%zu/%zu] %s%s%s%s%s%sfailed: %s (%.1f s)\n", p->offset + done, p->total,
+            p->trace ? short_name(p->trace) : "", p->trace ? ": " : "", named ? "" : r->cand.strategy,
+            named || r->cand.family == AB_TUNE_REFERENCE ? "" : " ",
+            named || r->cand.family == AB_TUNE_REFERENCE ? "" : r->cand.conf[0] ? r->cand.conf : "(default)",
+            named ? "" : ": ", r->message, r->wall_s);
+    return;
+  }
   fprintf(stderr, "allocbench tune: [%zu/%zu] %s%s%s%s%s: peak reserved %s, smallest %s %s (%.1f s)\n", p->offset + done,
           p->total, p->trace ? short_name(p->trace) : "", p->trace ? ": " : "", r->cand.strategy,
           r->cand.family == AB_TUNE_REFERENCE ? "" : " ",
@@ -537,6 +548,20 @@ static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t to
 }
 
 /* ---- the command -------------------------------------------------------------------------- */
+
+/* A configuration that failed (a library that crashed, a run that could not start) is a row
+ * of tune.csv and no answer: the others are ranked and written, and the command then fails
+ * with one line naming the first failure, as matrix does. */
+static int say_failures(const ab_run_spec_t *o, const ab_tune_result_t *r, size_t n) {
+  size_t failed = 0, first = n;
+  for (size_t i = 0; i < n; i++)
+    if (r[i].status == AB_RUN_ERROR && failed++ == 0) first = i;
+  if (failed == 0) return AB_EXIT_OK;
+  char line[AB_DIAG_BYTES + 256];
+  snprintf(line, sizeof line, "%zu of %zu configurations failed (status error in %s/tune.csv): %s%s", failed, n,
+           o->out_dir, r[first].message, failed > 1 ? "; and others" : "");
+  return ab_cli_fail(o, line);
+}
 
 typedef struct setup_s {
   char recorded[AB_TUNE_CONF_BYTES]; /* the recorded conf without its memory fraction */
@@ -858,6 +883,7 @@ static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, in
     rc = report(o, a, &s, job, worst, list.n, t0, &v);
     if (rc == AB_EXIT_OK) rc = write_figures(o, job, &opts, &v);
     if (rc == AB_EXIT_OK) rc = write_page(o, a, job, &v, argc, argv);
+    if (rc == AB_EXIT_OK) rc = say_failures(o, worst, list.n);
   }
   free(worst);
   ab_tune_list_free(&list);

@@ -1,6 +1,7 @@
 #include "run/results.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/input.h"
 #include "base/units.h"
 #include "workloads/workload.h"
 
@@ -385,4 +387,35 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   };
   use_note(cells, ab_compare_ncols, c.note, note);
   return ab_table_add(t, cells);
+}
+
+bool ab_results_writes_name(const char *name) {
+  static const char *const fixed[] = {"summary.csv",     "oom.csv",        "compare.csv",  "tune.csv",
+                                      "tune_answer.txt", "tune_trace.txt", "commands.txt", "report.html"};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+    if (strcmp(name, fixed[i]) == 0) return true;
+  static const char *const per_run[] = {"timeline_", "oommap_", "capmap_"};
+  size_t n = strlen(name);
+  bool csv = n > 4 && strcmp(name + n - 4, ".csv") == 0;
+  for (size_t i = 0; i < sizeof per_run / sizeof per_run[0]; i++)
+    if (csv && strncmp(name, per_run[i], strlen(per_run[i])) == 0) return true;
+  /* plots/draw.sh draws every figure as NAME.png and NAME.svg beside the CSVs. */
+  return (n > 4 && strcmp(name + n - 4, ".png") == 0) || (n > 4 && strcmp(name + n - 4, ".svg") == 0);
+}
+
+ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return AB_OK; /* not made yet: it holds no input */
+  ab_status st = AB_OK;
+  for (struct dirent *e; st == AB_OK && (e = readdir(d)) != NULL;) {
+    if (!ab_results_writes_name(e->d_name)) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (ab_input_is_input(path))
+      st = ab_diag_set(diag, AB_ERR_INVALID,
+                       "%s: is an input of this run and a file it writes in --out %s; move the input or choose another --out",
+                       path, dir);
+  }
+  closedir(d);
+  return st;
 }

@@ -152,4 +152,13 @@ void ab_results_file_part(const char *in, char *out, size_t size);
  * keep files of their own in one --out ("cnn.pickle.gz-1f2e3d4c"). */
 void ab_results_workload_part(const char *workload, char *out, size_t size);
 
+/* Whether name is a file allocbench writes into a results folder: the results CSVs, the
+ * per-run files (timeline_, oommap_, capmap_), tune's texts, commands.txt, the page and the
+ * figures. */
+bool ab_results_writes_name(const char *name);
+/* Refuses (AB_ERR_INVALID, naming both) an input of this process (input.h) that lies in dir
+ * under a name allocbench writes there: checked once the inputs are read and before anything
+ * is written, so that a run never writes over the trace it replays. */
+ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag);
+
 #endif

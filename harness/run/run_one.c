@@ -75,6 +75,7 @@ ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es
     AB_TRY(ab_run_trace_limits(o, &b.cap, &b.card, diag));
   }
   ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
+  if (st == AB_OK && o->out_dir && (st = ab_results_check_inputs(o->out_dir, diag)) != AB_OK) ab_events_free(es);
   /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
   if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
   return st;

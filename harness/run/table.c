@@ -207,41 +207,112 @@ static char *render(const ab_table_t *t, bool header, size_t *len) {
   return buf;
 }
 
-/* Inspects an existing file under lock: drops an unterminated last line, and says whether
- * its first line is our header. */
+/* The fields of one CSV line (no newline in it) as ab_table_write_csv quotes them; -1 when a
+ * quoted field is still open at its end (a line cut inside quotes). */
+static long count_fields(const char *line, size_t len) {
+  long n = 1;
+  bool quoted = false;
+  for (size_t i = 0; i < len; i++) {
+    if (line[i] == '"') quoted = !quoted; /* a doubled quote toggles twice */
+    else if (line[i] == ',' && !quoted) n++;
+  }
+  return quoted ? -1 : n;
+}
+
+/* The last line of a file of `size` bytes that does not end in a newline: where it starts
+ * (after the last newline, or 0) into *from, its bytes into *line (malloc'd). */
+static ab_status last_line(int fd, off_t size, off_t *from, char **line, const char *path, ab_diag_t *diag) {
+  off_t start = size;
+  char buf[4096];
+  while (start > 0) {
+    off_t at = start > (off_t)sizeof buf ? start - (off_t)sizeof buf : 0;
+    ssize_t n = pread(fd, buf, (size_t)(start - at), at);
+    if (n <= 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read: %s", path, n < 0 ? strerror(errno) : "cut short");
+    ssize_t i = n;
+    while (i > 0 && buf[i - 1] != '\n') i--;
+    if (i > 0) {
+      start = at + i;
+      break;
+    }
+    start = at;
+  }
+  *from = start;
+  *line = malloc((size_t)(size - start) + 1);
+  if (*line == NULL) return AB_ERR_INTERNAL;
+  if (pread(fd, *line, (size_t)(size - start), start) != size - start) {
+    free(*line);
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read its last line: %s", path, strerror(errno));
+  }
+  return AB_OK;
+}
+
+/* Note [The last line of a results file]: rows go out in one write, which a kill can cut
+ * only where it crosses a page of the file (Linux looks for a fatal signal between pages),
+ * and a full disk anywhere; an editor, though, saves a file without its final newline. So a
+ * last line without its newline is taken for a cut row only when it has fewer fields than
+ * the header (or a quote left open), and cut back to the newline before it; one with every
+ * field is a whole row, and gets its newline. A file with another header is left as it is:
+ * it is moved aside whole. */
+static ab_status finish_last_line(int fd, off_t size, size_t header_fields, const char *path, ab_diag_t *diag) {
+  char last;
+  if (pread(fd, &last, 1, size - 1) != 1) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+  if (last == '\n') return AB_OK;
+  off_t from = 0;
+  char *line = NULL;
+  AB_TRY(last_line(fd, size, &from, &line, path, diag));
+  long fields = count_fields(line, (size_t)(size - from));
+  free(line);
+  if (fields == (long)header_fields) {
+    if (pwrite(fd, "\n", 1, size) != 1)
+      return ab_diag_set(diag, AB_ERR_IO, "%s: cannot end its last row: %s", path, strerror(errno));
+    return AB_OK;
+  }
+  if (ftruncate(fd, from) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot trim a partial row: %s", path, strerror(errno));
+  return AB_OK;
+}
+
+/* Inspects an existing file under lock: says whether its first line is our header, and if
+ * so finishes its last line (Note [The last line of a results file]). */
 static ab_status inspect(int fd, const char *header, bool *same, const char *path, ab_diag_t *diag) {
   struct stat sb;
   if (fstat(fd, &sb) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: %s", path, strerror(errno));
   if (sb.st_size == 0) return *same = true, AB_OK;
-  size_t hlen = strlen(header);
+  size_t hlen = strlen(header); /* with its newline */
   char *first = malloc(hlen + 1);
   if (first == NULL) return AB_ERR_INTERNAL;
   ssize_t got = pread(fd, first, hlen, 0);
-  *same = got == (ssize_t)hlen && memcmp(first, header, hlen) == 0;
+  /* The header alone, saved without its newline, is the header. */
+  *same = (got == (ssize_t)hlen && memcmp(first, header, hlen) == 0) ||
+          (got == (ssize_t)hlen - 1 && sb.st_size == got && memcmp(first, header, hlen - 1) == 0);
   free(first);
-  /* Rows go out in one write, which a kill can cut only where it crosses a page of the file
-   * (Linux looks for a fatal signal between pages), and a full disk anywhere: cut back to
-   * the last newline. */
-  char last;
-  if (pread(fd, &last, 1, sb.st_size - 1) == 1 && last != '\n') {
-    off_t end = sb.st_size;
-    char buf[4096];
-    while (end > 0) {
-      off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
-      ssize_t n = pread(fd, buf, (size_t)(end - from), from);
-      if (n <= 0) break;
-      ssize_t i = n;
-      while (i > 0 && buf[i - 1] != '\n') i--;
-      if (i > 0) {
-        end = from + i;
-        break;
-      }
-      end = from;
+  if (!*same) return AB_OK;
+  return finish_last_line(fd, sb.st_size, (size_t)count_fields(header, hlen - 1), path, diag);
+}
+
+/* Moves a file with other columns aside to PATH.YYYYMMDD-HHMMSS, or PATH.YYYYMMDD-HHMMSS.N
+ * when that name is taken: never onto a file that exists (a backup of the same second, or
+ * the user's own), so no rename replaces anything. */
+static ab_status move_aside(const char *path, char *aside, size_t size, ab_diag_t *diag) {
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  for (unsigned seq = 0; seq < 1000; seq++) {
+    if (seq == 0) snprintf(aside, size, "%s.%s", path, stamp);
+    else snprintf(aside, size, "%s.%s.%u", path, stamp, seq);
+    /* link(2) fails on a name that exists, where rename(2) would replace it. */
+    if (link(path, aside) == 0) {
+      if (unlink(path) == 0) return AB_OK;
+      int e = errno;
+      unlink(aside);
+      return ab_diag_set(diag, AB_ERR_IO, "%s: has other columns and cannot be moved aside: %s", path, strerror(e));
     }
-    if (ftruncate(fd, end) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot trim a partial row: %s", path, strerror(errno));
-    if (end == 0) *same = true;
+    if (errno != EEXIST)
+      return ab_diag_set(diag, AB_ERR_IO, "%s: has other columns and cannot be moved aside to %s: %s", path, aside,
+                         strerror(errno));
   }
-  return AB_OK;
+  return ab_diag_set(diag, AB_ERR_IO, "%s: has other columns, and 1000 names beside it for its backup are taken", path);
 }
 
 ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved_to, size_t moved_size,
@@ -300,15 +371,8 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
     if (!same) {
       /* Another version's columns: keep that file under a dated name, start afresh. */
       char aside[4200];
-      time_t now = time(NULL);
-      struct tm tm;
-      localtime_r(&now, &tm);
-      snprintf(aside, sizeof aside, "%s.%04d%02d%02d-%02d%02d%02d", path, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-               tm.tm_hour, tm.tm_min, tm.tm_sec);
-      if (rename(path, aside) != 0) {
-        st = ab_diag_set(diag, AB_ERR_IO, "%s: has other columns and cannot be moved aside: %s", path, strerror(errno));
-        goto done;
-      }
+      st = move_aside(path, aside, sizeof aside, diag);
+      if (st != AB_OK) goto done;
       if (moved_to) snprintf(moved_to, moved_size, "%s", aside);
       close(fd);
       fd = -1;

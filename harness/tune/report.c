@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,9 +142,11 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
     if (end != ',') {
       if (c->ncols == 0) c->ncols = fields;
       if (fields != c->ncols) {
+        size_t header = c->ncols; /* read before csv_free clears it */
         free(cell);
         csv_free(c);
-        return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: %zu fields, the header has %zu", path, line, fields, c->ncols);
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: %zu fields, the header (line 1) has %zu", path, line, fields,
+                           header);
       }
       fields = 0;
       line++;
@@ -781,6 +784,32 @@ ab_status ab_report_log_command(const char *dir, int argc, char **argv, ab_diag_
   return AB_OK;
 }
 
+/* Note [The page beside the results]: the page reads every file of its folder it shows (the
+ * results, the timelines and maps, the figures, commands.txt) and draw.sh writes figures there
+ * first, so a page written over one of them would destroy what it shows: -o naming a file in
+ * the results folder (through any path or link) is refused before anything is drawn or
+ * written, unless it is a page (.html), which the page never reads. */
+static ab_status check_page_path(const char *dir, const char *path, ab_diag_t *diag) {
+  AB_TRY(ab_output_check("-o", path, diag));
+  char real_dir[PATH_MAX], target[PATH_MAX], parent[PATH_MAX];
+  if (realpath(dir, real_dir) == NULL) return AB_OK; /* refused later, naming the folder */
+  /* The file the page would be renamed onto: the link's target where path is a link. */
+  if (realpath(path, target) == NULL) snprintf(target, sizeof target, "%s", path);
+  const char *slash = strrchr(target, '/');
+  const char *base = slash ? slash + 1 : target;
+  if (slash == target) snprintf(parent, sizeof parent, "/");
+  else if (slash) snprintf(parent, sizeof parent, "%.*s", (int)(slash - target), target);
+  else snprintf(parent, sizeof parent, ".");
+  char real_parent[PATH_MAX];
+  if (realpath(parent, real_parent) == NULL || strcmp(real_parent, real_dir) != 0) return AB_OK;
+  size_t n = strlen(base);
+  if (n > 5 && strcmp(base + n - 5, ".html") == 0) return AB_OK;
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "-o '%s': reaches '%s' in the results folder '%s', whose files the page reads and draws "
+                     "(expected a name ending in .html, or a path outside the folder)",
+                     path, target, dir);
+}
+
 ab_status ab_report_write(const char *dir, const char *out, bool draw, char *written, size_t written_size,
                           ab_diag_t *diag) {
   if (written && written_size) written[0] = '\0';
@@ -793,6 +822,7 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
     return ab_diag_set(diag, AB_ERR_INVALID,
                        "'%s' holds no results of tune, compare, matrix or oom (expected tune.csv, compare.csv, summary.csv or oom.csv)",
                        dir);
+  if (out) AB_TRY(check_page_path(dir, out, diag));
   /* Every results file is read before anything is drawn: bad input leaves the folder as it was. */
   static const char *const results[] = {"tune.csv", "compare.csv", "summary.csv", "oom.csv"};
   for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {

@@ -457,24 +457,52 @@ static void results_append_safely(void) {
   REQUIRE_MSG(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK, "%s", diag.msg);
   REQUIRE_MSG(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK, "%s", diag.msg);
   CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n") == 0);
-  /* A half row left by a dying writer is cut off before appending. */
-  FILE *f = fopen(path, "a");
+  /* A half row left by a dying writer (fewer fields than the header, or a quote left open)
+   * is cut off before appending. */
+  static const char *const cut[] = {"x", "\"x,1"};
+  for (size_t i = 0; i < 2; i++) {
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "name,value\nkept,1\n%s", cut[i]);
+    fclose(f);
+    REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
+    CHECK_MSG(strcmp(slurp(path), "name,value\nkept,1\n\"a,b \"\"quoted\"\"\",1\n") == 0, "after '%s': %s", cut[i],
+              slurp(path));
+    CHECK_EQ(moved[0], '\0');
+  }
+  /* A whole row saved without its newline (as an editor leaves it) is kept, and ended; so is
+   * the header alone. */
+  FILE *f = fopen(path, "w");
   REQUIRE(f);
-  fputs("x,12", f);
+  fputs("name,value\n\"x,y\",12", f);
   fclose(f);
   REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
-  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n\"a,b \"\"quoted\"\"\",1\n") == 0);
-  CHECK_EQ(moved[0], '\0');
-  /* A file with other columns is moved aside, not mixed with. */
+  CHECK_MSG(strcmp(slurp(path), "name,value\n\"x,y\",12\n\"a,b \"\"quoted\"\"\",1\n") == 0, "%s", slurp(path));
   f = fopen(path, "w");
   REQUIRE(f);
-  fputs("old,columns\n1,2\n", f);
+  fputs("name,value", f);
   fclose(f);
   REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
-  CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n") == 0);
-  CHECK_STR_CONTAINS(moved, "summary.csv.");
-  CHECK(strcmp(slurp(moved), "old,columns\n1,2\n") == 0);
+  CHECK_MSG(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n") == 0, "%s", slurp(path));
+  CHECK_EQ(moved[0], '\0');
+  /* A file with other columns is moved aside whole (its last line too), not mixed with; two
+   * in one second, and a file of the user's under the first backup's name, each keep theirs. */
+  char first[300] = "";
+  for (int i = 0; i < 2; i++) {
+    f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "old,columns\n%d,2", i);
+    fclose(f);
+    REQUIRE(ab_table_append_csv(&t, path, moved, sizeof moved, &diag) == AB_OK);
+    CHECK(strcmp(slurp(path), "name,value\n\"a,b \"\"quoted\"\"\",1\n") == 0);
+    CHECK_STR_CONTAINS(moved, "summary.csv.");
+    CHECK_MSG(strcmp(slurp(moved), i == 0 ? "old,columns\n0,2" : "old,columns\n1,2") == 0, "%s", slurp(moved));
+    if (i == 0) snprintf(first, sizeof first, "%s", moved);
+    else CHECK_MSG(strcmp(first, moved) != 0 || strcmp(slurp(first), "old,columns\n0,2") == 0, "%s", moved);
+  }
+  CHECK_MSG(strcmp(slurp(first), "old,columns\n0,2") == 0, "the first backup %s was replaced", first);
   unlink(moved);
+  unlink(first);
   /* Whole files are replaced atomically. */
   snprintf(path, sizeof path, "%s/whole.csv", dir);
   REQUIRE(ab_table_write_file(&t, path, &diag) == AB_OK);

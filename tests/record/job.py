@@ -3,11 +3,13 @@
 usage: job.py MODE [ARG]
   exit N     allocates and frees, then exits with status N
   oom        allocates, then asks for more than the card has, uncaught
-  wait FILE  allocates, creates FILE, then sleeps until a signal ends it
+  wait FILE  allocates, writes its pid to FILE, then sleeps until a signal ends it
   catch FILE as wait, but catches KeyboardInterrupt and exits with status 5
   nocuda     imports torch and never uses CUDA
+  osexit     allocates, then ends by os._exit(0), where no exit hook runs
 Each allocates 5 blocks and frees 2 of them (3 live at the end)."""
 
+import os
 import sys
 import time
 
@@ -30,7 +32,9 @@ elif mode == "oom":
     torch.cuda.stand_in_alloc(1 << 40)
 elif mode == "wait":
     allocate()
-    open(sys.argv[2], "w").close()
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
     time.sleep(60)
 elif mode == "catch":
     allocate()
@@ -41,3 +45,6 @@ elif mode == "catch":
         sys.exit(5)
 elif mode == "nocuda":
     print(torch.__version__)
+elif mode == "osexit":
+    allocate()
+    os._exit(0)

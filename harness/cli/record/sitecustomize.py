@@ -18,9 +18,13 @@ environment, and only there:
      allocbench (a device or a FIFO written straight to, a link written through, a file
      replaced whole keeping its mode and owner). Its name there is AB_RECORD_OUT with the
      rank inserted under torchrun (RANK, else LOCAL_RANK: job.rank1.pickle), and with the pid
-     for any further process of the job that records under a name already taken. Each file
-     dumped, and each reason why nothing was, is one line of AB_RECORD_STATE/manifest: that
-     is how allocbench record learns what to write and report.
+     for any further process of the job that records under a name already taken. Each
+     process's start, the start of its recording, each file dumped, and each reason why
+     nothing was, is one line of AB_RECORD_STATE/manifest, with the process's pid: that is
+     how allocbench record learns what to write and report, and which processes ended
+     without the interpreter's exit path (os._exit, a crash, SIGKILL), where no hook runs.
+     The folder is beside AB_RECORD_OUT, so that a job whose allocbench record was killed
+     still dumps where the next record (or record --recover) finds it.
 
 Then the sitecustomize this file shadows, if the program had one, runs as it would have.
 """
@@ -29,13 +33,13 @@ import os
 import sys
 
 
-def _manifest_line(kind, text):
-    """Appends one line to the manifest; O_APPEND and one write keep lines whole when several
-    processes of the job write at once."""
+def _manifest_line(kind, text=""):
+    """Appends one line, KIND<tab>PID<tab>TEXT, to the manifest; O_APPEND and one write keep
+    lines whole when several processes of the job write at once."""
     state = os.environ.get("AB_RECORD_STATE")
     if not state:
         return
-    line = "%s\t%s\n" % (kind, text.replace("\n", " "))
+    line = "%s\t%d\t%s\n" % (kind, os.getpid(), text.replace("\n", " "))
     try:
         fd = os.open(os.path.join(state, "manifest"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -87,6 +91,7 @@ class _Recorder:
             kwargs["max_entries"] = self.max_entries
         self.torch.cuda.memory._record_memory_history(**kwargs)
         self.path = self._name()
+        _manifest_line("recording", self.path)
 
     def dump(self, why):
         if os.getpid() != self.pid or self.done:
@@ -119,6 +124,7 @@ def _start():
     out = os.environ.get("AB_RECORD_OUT")
     if not out:
         return
+    _manifest_line("start", sys.executable)
     try:
         import torch
     except Exception as e:
