@@ -5,7 +5,8 @@
 #   make bench    build, run the benchmark matrix and the micro-benchmarks on --device auto
 #                 into RESULTS (default results/latest), then draw the figures and write
 #                 RESULTS/report.html, the page of them all (allocbench report); it starts
-#                 from an empty RESULTS: what was there is moved to RESULTS.<date>
+#                 from an empty RESULTS: what was there is moved to RESULTS.<date> (.<date>.N when
+#                 that name is taken: nothing is moved into or onto another folder)
 #                 (make fresh-results, its first step)
 #   make plots    redraw the figures from the CSVs in RESULTS
 #   make fuzz     build the fuzz targets with clang and libFuzzer into build-fuzz and fuzz each
@@ -67,7 +68,9 @@ install: build
 
 fresh-results:
 	@if [ -n "$$(ls -A $(RESULTS) 2>/dev/null)" ]; then \
-	  old=$(RESULTS).$$(date +%Y%m%d-%H%M%S); mv $(RESULTS) $$old; echo "make bench: earlier results moved to $$old"; \
+	  old=$(RESULTS).$$(date +%Y%m%d-%H%M%S); n=0; base=$$old; \
+	  while [ -e "$$old" ] || [ -L "$$old" ]; do n=$$((n + 1)); old=$$base.$$n; done; \
+	  mv -T $(RESULTS) $$old && echo "make bench: earlier results moved to $$old"; \
 	fi
 
 bench: deps-bench build fresh-results

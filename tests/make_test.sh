@@ -15,6 +15,14 @@ make -s -C "$src" fresh-results RESULTS="$work/r" >"$work/out" 2>&1 || fail "fre
 moved=$(ls -d "$work"/r.* 2>/dev/null)
 [ -f "$moved/oommap_stray.csv" ] || fail "the stray file is not in the folder moved aside: '$moved'"
 grep -qF "earlier results moved to $moved" "$work/out" || fail "not said: $(cat "$work/out")"
+# Twice in one second: the second goes beside the first (NAME.N), never into it.
+for i in 1 2; do
+  mkdir "$work/twice"
+  echo "$i" >"$work/twice/summary.csv"
+  make -s -C "$src" fresh-results RESULTS="$work/twice" >/dev/null 2>&1 || fail "fresh-results $i exited $?"
+done
+[ "$(cat "$work"/twice.*/summary.csv | sort | tr '\n' ' ')" = "1 2 " ] || fail "two moves aside: $(ls -R "$work"/twice.*)"
+[ "$(find "$work" -path "$work/twice.*/twice*" | wc -l)" -eq 0 ] || fail "a folder moved into another: $(ls -R "$work"/twice.*)"
 
 mkdir "$work/empty"
 make -s -C "$src" fresh-results RESULTS="$work/empty" >"$work/out" 2>&1 || fail "fresh-results on an empty folder exited $?"

@@ -270,4 +270,22 @@ for name in oom.csv compare.csv timeline_x.csv; do
   rm "$work/keep/$name"
 done
 
+# 12. Under a file size limit, with SIGXFSZ at its default action (Note [A file size limit],
+# cli.h): no death by the signal; one line naming the file, exit 1, no temporary left, and
+# what was written whole.
+for cmd in "tune -w random:ops=20000" "replay $trace -s raw --export-snapshot $work/xfsz/e.pickle"; do
+  rm -rf "$work/xfsz"
+  mkdir "$work/xfsz"
+  (ulimit -f 4 && exec $ab $cmd --device sim --quiet --out "$work/xfsz" >/dev/null 2>"$work/err")
+  rc=$?
+  [ $rc -eq 1 ] || fail "$cmd under ulimit -f: exit $rc, expected 1: $(cat "$work/err")"
+  [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^allocbench [a-z]*: $work/xfsz/[^ ]*: write failed: File too large$" "$work/err" ||
+    fail "$cmd under ulimit -f: $(cat "$work/err")"
+  [ -z "$(find "$work/xfsz" -name '*.tmp.*')" ] || fail "$cmd under ulimit -f left $(find "$work/xfsz" -name '*.tmp.*')"
+  for csv in "$work"/xfsz/*.csv; do
+    [ -e "$csv" ] || continue
+    [ "$(tail -c 1 "$csv" | od -An -c | tr -d ' ')" = '\n' ] || fail "$cmd under ulimit -f: $csv ends mid-row"
+  done
+done
+
 finish outputs_test

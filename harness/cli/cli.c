@@ -531,6 +531,18 @@ ab_status ab_cli_check_not_results(const ab_run_spec_t *o, const char *what, con
   return AB_OK;
 }
 
+static struct sigaction xfsz_at_start; /* Note [A file size limit] (cli.h) */
+
+void ab_cli_ignore_file_size_limit(void) {
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGXFSZ, &ignore, &xfsz_at_start);
+}
+
+void ab_cli_restore_file_size_limit(void) { sigaction(SIGXFSZ, &xfsz_at_start, NULL); }
+
 int ab_cli_stopped(const ab_run_spec_t *o, const char *what) {
   fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", what);
   return 128 + (ab_run_stop ? ab_run_stop : SIGINT);

@@ -105,6 +105,16 @@ int ab_cli_build_failed(const ab_run_spec_t *o, ab_status st, const ab_diag_t *d
 ab_status ab_cli_check_not_results(const ab_run_spec_t *o, const char *what, const char *path, ab_diag_t *diag);
 /* Prints "CMD: interrupted (SIGTERM)WHAT" and returns the exit status for the signal. */
 int ab_cli_stopped(const ab_run_spec_t *o, const char *what);
+
+/* Note [A file size limit]: under `ulimit -f` a write past the limit raises SIGXFSZ, whose
+ * default action kills the process mid-write, with no line of allocbench's and a NAME.tmp.PID
+ * left behind. With the signal ignored the write fails with EFBIG instead, as on a full disk
+ * (ENOSPC, EDQUOT), and every writer's error path runs (output.h, table.h): one line naming
+ * the file, the temporary removed, an append cut back. main ignores it first thing; a program
+ * that allocbench runs for the user (record's job) gets back the disposition allocbench was
+ * started with (ab_cli_restore_file_size_limit, in the child before exec). */
+void ab_cli_ignore_file_size_limit(void);
+void ab_cli_restore_file_size_limit(void);
 /* Prints "allocbench CMD: interrupted: ..." saying how many runs were recorded, and where,
  * and returns the exit status for the signal (128 + its number). */
 int ab_cli_interrupted(const ab_run_spec_t *o, size_t recorded, size_t planned);

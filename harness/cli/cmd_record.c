@@ -235,6 +235,7 @@ static ab_status run_program(char **cmd, int *status, ab_diag_t *diag) {
   if (pid == 0) {
     for (size_t i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &old[i], NULL);
     sigprocmask(SIG_SETMASK, &saved, NULL);
+    ab_cli_restore_file_size_limit(); /* the job's own, as it was started with */
     execvp(cmd[0], cmd);
     int err = errno; /* the exec failed: tell the parent why */
     if (write(pipefd[1], &err, sizeof err) != (ssize_t)sizeof err) _exit(EXIT_CANNOT_RUN);

@@ -48,6 +48,7 @@ static int close_stdout(const char *cmd, int rc) {
 }
 
 int main(int argc, char **argv) {
+  ab_cli_ignore_file_size_limit(); /* Note [A file size limit] (cli.h) */
   if (argc == 2 && strcmp(argv[1], AB_SUPERVISE_ARG) == 0) return ab_supervise_child();
   ab_supervise_enable();
   if (argc < 2) {
