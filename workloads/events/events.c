@@ -11,12 +11,14 @@ void ab_events_free(ab_events_t *es) {
   free(es->ev);
   free(es->kernels);
   free(es->segs);
+  if (es->stacks) ab_stacks_free(es->stacks);
+  free(es->stacks);
   ab_events_init(es);
 }
 
 uint64_t ab_events_bytes(const ab_events_t *es) {
   return (uint64_t)es->cap * sizeof *es->ev + (uint64_t)es->capkernels * sizeof *es->kernels +
-         (uint64_t)es->capsegs * sizeof *es->segs;
+         (uint64_t)es->capsegs * sizeof *es->segs + (es->stacks ? ab_stacks_bytes(es->stacks) : 0);
 }
 
 static void halt(ab_events_t *es, ab_events_halt_t why) {

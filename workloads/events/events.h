@@ -45,6 +45,7 @@
 
 #include "base/status.h"
 #include "device/device.h"
+#include "events/stacks.h"
 #include "kernels/kernel_desc.h"
 #include "vocab/pools.h"
 #include "vocab/trace_actions.h"
@@ -127,6 +128,8 @@ typedef struct ab_events_s {
   char settings[256];   /* allocator settings recorded with a trace; "" when none */
   uint64_t trace_ooms;  /* OOMs the recorded program caught and survived (traces) */
   uint64_t ignored;     /* trace records that could not be replayed (see the importer) */
+  ab_stacks_t *stacks;  /* the call stack of each allocation, where the trace recorded them
+                         * (Note [Stacks of a trace], stacks.h); NULL: none */
   uint64_t suggested_budget; /* bytes the workload is meant to run under (the CLI applies it
                               * when no --budget is given); 0: none */
   /* Limits on building, set after ab_events_init by whoever builds (workload.h): */
