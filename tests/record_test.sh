@@ -95,6 +95,23 @@ grep -qxF "allocbench record: next: allocbench tune -w 'replay:$work/ranks/job.r
 record --max-entries 3 -o "$work/me.pickle" -- "$py" "$job" exit 0
 grep -qF "wrote $work/me.pickle (at exit): 3 events," "$work/err" || fail "--max-entries 3: $(cat "$work/err")"
 
+# Each allocation's Python stack by default (context="alloc"), innermost first, the program's
+# own lines in it; none with --no-stacks (context=None).
+frames_of() { # FILE: the alloc entries' frames, one line per entry: "file:line name" innermost first
+  "$py" -c 'import pickle, sys
+for e in pickle.load(open(sys.argv[1], "rb"))["device_traces"][0]:
+    if e["action"] == "alloc":
+        print(" ".join("%s:%d:%s" % (f["filename"].split("/")[-1], f["line"], f["name"]) for f in e["frames"]))' "$1"
+}
+record -o "$work/stacks.pickle" -- "$py" "$job" exit 0
+[ "$(frames_of "$work/stacks.pickle" | grep -c 'job.py:[0-9]*:allocate job.py:[0-9]*:<module>')" -eq 5 ] ||
+  fail "the default records no Python stacks: $(frames_of "$work/stacks.pickle")"
+record --stacks all -o "$work/stacks_all.pickle" -- "$py" "$job" exit 0
+[ "$(frames_of "$work/stacks_all.pickle" | grep -c 'job.py')" -eq 5 ] || fail "--stacks all: $(frames_of "$work/stacks_all.pickle")"
+record --no-stacks -o "$work/nostacks.pickle" -- "$py" "$job" exit 0
+wrote "$work/nostacks.pickle" "at exit"
+[ -z "$(frames_of "$work/nostacks.pickle" | tr -d '\n')" ] || fail "--no-stacks recorded stacks: $(frames_of "$work/nostacks.pickle")"
+
 # The settings the snapshot's structured allocator_settings leave out come from the conf string
 # it keeps: a memory fraction is the job's cap, which tune needs.
 PYTORCH_CUDA_ALLOC_CONF="max_non_split_rounding_mb:64, per_process_memory_fraction:0.5" \
@@ -256,6 +273,7 @@ refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
 refused 2 "--max-entries '0': expected a whole number of events from 1 to 9223372036854775807" --max-entries 0 -- true
 refused 2 "--max-entries '-1': expected a whole number of events from 1 to 9223372036854775807" --max-entries -1 -- true
 refused 2 "--max-entries 'x'" --max-entries x -- true
+refused 2 "--stacks 'c++': expected python or all (or --no-stacks)" --stacks c++ -- true
 refused 2 "-o '': an empty path (expected a file name)" -o '' -- true
 refused 2 "-o '$work': is a directory (expected a file)" -o "$work" -- true
 refused 2 "-o '$work/': is a directory (expected a file)" -o "$work/" -- true

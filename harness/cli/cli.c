@@ -69,6 +69,11 @@ static const option_entry_t options[] = {
     {"output", 'o', 'o', "FILE", AB_CMD_REPORT, 0, 0, 0, "where the page goes (default DIR/report.html)"},
     {"max-entries", 0, AB_OPT_MAX_ENTRIES, "N", AB_CMD_RECORD, 0, 0, 0,
      "keep only the last N events of the history (default: all of them)"},
+    {"stacks", 0, AB_OPT_STACKS, "python|all", AB_CMD_RECORD, 0, 0, 0,
+     "the call stacks recorded with each allocation: python (default: the\n"
+     "Python frames), all (C++ frames too: slower); allocbench blame reads them"},
+    {"no-stacks", 0, AB_OPT_NO_STACKS, NULL, AB_CMD_RECORD, 0, 0, 0,
+     "record no call stacks (a smaller snapshot, and no blame by call site)"},
     {"recover", 0, AB_OPT_RECOVER, NULL, AB_CMD_RECORD, 0, 0, 0,
      "run nothing: write the snapshots that a record killed before its job ended\n"
      "left beside -o (FILE.unfinished-*), as that record would have"},

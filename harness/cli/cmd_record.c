@@ -56,8 +56,8 @@
 static const ab_cli_command_t command = {
     "allocbench record", AB_CMD_RECORD, "-- COMMAND [ARGS...]",
     "Runs a PyTorch program unchanged and records its allocator's history: a start-up hook on the\n"
-    "program's PYTHONPATH switches on torch.cuda.memory._record_memory_history as the program first\n"
-    "uses CUDA, and dumps the snapshot (torch.cuda.memory._dump_snapshot) when it exits, on an\n"
+    "program's PYTHONPATH switches on torch.cuda.memory._record_memory_history (with the Python\n"
+    "stack of each allocation, for allocbench blame) as the program first uses CUDA, and dumps the snapshot (torch.cuda.memory._dump_snapshot) when it exits, on an\n"
     "uncaught torch.OutOfMemoryError (while the memory is still held) and on SIGTERM or SIGINT.\n"
     "Under torchrun each rank writes its own file, the rank in its name (FILE.rankN.pickle).\n"
     "Then it says on stderr where it wrote and what each file holds, and exits with the program's\n"
@@ -72,6 +72,7 @@ typedef struct record_args_s {
   const char *output;
   uint64_t max_entries; /* 0: PyTorch's default, all of them */
   bool recover;         /* --recover: collect what a killed record left, run nothing */
+  const char *stacks;   /* PyTorch's stacks= ("python", "all"), or "none" for context=None */
 } record_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -79,6 +80,12 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   switch (opt) {
     case 'o': a->output = arg; return true;
     case AB_OPT_RECOVER: a->recover = true; return true;
+    case AB_OPT_NO_STACKS: a->stacks = "none"; return true;
+    case AB_OPT_STACKS:
+      if (strcmp(arg, "python") != 0 && strcmp(arg, "all") != 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--stacks '%s': expected python or all (or --no-stacks)", arg);
+      a->stacks = arg;
+      return true;
     case AB_OPT_MAX_ENTRIES:
       /* One message for every value refused, with the range that is taken: 0 is not in it. */
       *st = ab_parse_u64("--max-entries", arg, INT64_MAX, &a->max_entries, diag);
@@ -177,7 +184,7 @@ static ab_status hook_dir(char *dir, size_t size, ab_diag_t *diag) {
 
 /* The program's environment: the hook first on its path, and what the hook reads. */
 static ab_status hook_environment(const char *hook, const char *out, const char *state, uint64_t max_entries,
-                                  ab_diag_t *diag) {
+                                  const char *stacks, ab_diag_t *diag) {
   const char *old = getenv("PYTHONPATH");
   size_t len = strlen(hook) + (old ? strlen(old) + 1 : 0) + 1;
   char *path = malloc(len);
@@ -188,6 +195,7 @@ static ab_status hook_environment(const char *hook, const char *out, const char 
   int bad = setenv("PYTHONPATH", path, 1) | setenv("AB_RECORD_OUT", out, 1) | setenv("AB_RECORD_STATE", state, 1);
   /* Set even when it is 0, so that a record inside a recorded job does not inherit the outer one's. */
   bad |= setenv("AB_RECORD_MAX_ENTRIES", max_entries ? entries : "", 1);
+  bad |= setenv("AB_RECORD_STACKS", stacks, 1);
   free(path);
   return bad ? ab_diag_set(diag, AB_ERR_INTERNAL, "cannot set the environment: %s", strerror(errno)) : AB_OK;
 }
@@ -543,7 +551,7 @@ int ab_cmd_record(int argc, char **argv) {
   /* The options end at "--"; the program and its arguments follow it untouched. */
   int dd = 1;
   while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
-  record_args_t a = {"snapshot.pickle", 0, false};
+  record_args_t a = {"snapshot.pickle", 0, false, "python"};
   /* Without "--", the program's words are taken as arguments here, to be refused below. */
   int rc = ab_cli_parse(dd, argv, &command, &o, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
   if (rc >= 0) return rc;
@@ -576,7 +584,7 @@ int ab_cmd_record(int argc, char **argv) {
     remove_state(state);
     return ab_cli_fail(&o, diag.msg);
   }
-  if (hook_environment(hook, out, state, a.max_entries, &diag) != AB_OK) {
+  if (hook_environment(hook, out, state, a.max_entries, a.stacks, &diag) != AB_OK) {
     remove_state(state);
     return ab_cli_fail(&o, diag.msg);
   }

@@ -86,7 +86,14 @@ class _Recorder:
         """Runs when the process initialises CUDA."""
         if os.getpid() != self.pid or self.path is not None:
             return
-        kwargs = {"enabled": "all", "context": None, "stacks": "python"}
+        # Note [Stacks of a trace] (workloads/events/stacks.h): the stack of each allocation
+        # (context="alloc"), Python's frames by default, C++'s too with --stacks all; none with
+        # --no-stacks (AB_RECORD_STACKS=none), as PyTorch's own context=None.
+        stacks = os.environ.get("AB_RECORD_STACKS") or "python"
+        if stacks == "none":
+            kwargs = {"enabled": "all", "context": None, "stacks": "python"}
+        else:
+            kwargs = {"enabled": "all", "context": "alloc", "stacks": stacks}
         if self.max_entries:
             kwargs["max_entries"] = self.max_entries
         self.torch.cuda.memory._record_memory_history(**kwargs)

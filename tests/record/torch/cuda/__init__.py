@@ -4,6 +4,7 @@ and an allocator of one segment per allocation on a card of STAND_IN_CAPACITY by
 
 import os
 import time
+import traceback
 
 from . import memory
 
@@ -45,11 +46,18 @@ _reserved = 0
 _live = {}  # addr -> (requested, segment bytes)
 
 
+def _frames():
+    """The Python stack as PyTorch records it (context="alloc"): innermost first, this
+    package's own frames included, as torch's are."""
+    return [{"filename": f.filename, "line": f.lineno, "name": f.name} for f in reversed(traceback.extract_stack())]
+
+
 def _record(action, addr, size):
     if memory._history is not None:
+        stacked = memory._context in ("alloc", "all") and action == "alloc"
         memory._history.append({"action": action, "addr": addr, "size": size, "stream": 0,
                                 "time_us": int(time.time() * 1e6), "compile_context": "N/A",
-                                "user_metadata": ""})
+                                "user_metadata": "", "frames": _frames() if stacked else []})
         if memory._max_entries and len(memory._history) > memory._max_entries:
             del memory._history[0]
 

@@ -6,11 +6,13 @@ import sys
 
 _history = None  # the trace entries, once recording is on
 _max_entries = 0
+_context = None  # PyTorch's context=: "alloc" or "all" record each allocation's stack
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, **kwargs):
-    global _history, _max_entries
+    global _history, _max_entries, _context
     _history = [] if enabled else None
+    _context = context
     _max_entries = max_entries if max_entries != sys.maxsize else 0
 
 
