@@ -47,7 +47,11 @@ static const option_entry_t options[] = {
      "again, or a glob: 'replay:job.rank*.pickle') are the ranks of one job,\n"
      "tuned together"},
     {"workload", 'w', 'w', "WORKLOAD", 0, 0, 0, AB_CMD_REPLAY, "the trace is the argument: replay TRACE"},
+    {"workload", 'w', 'w', "WORKLOAD", 0, 0, 0, AB_CMD_BLAME, "the trace is the argument: blame TRACE"},
     {"strategy", 's', 's', "STRATEGY", AB_CMD_RUN, AB_CMD_RUN, 0, 0, "a strategy of `allocbench list`"},
+    {"strategy", 's', 's', "STRATEGY", AB_CMD_BLAME, 0, 0, 0,
+     "a strategy of `allocbench list` that takes PyTorch's cap (default: caching\n"
+     "with the recorded settings as its conf)"},
     {"strategy", 's', 's', "STRATEGY", AB_CMD_REPLAY, 0, 0, 0,
      "a strategy of `allocbench list` (default: caching with the recorded\n"
      "settings as its conf when that strategy exists, else raw)"},
@@ -59,7 +63,7 @@ static const option_entry_t options[] = {
      "other strategies to rank beside the settings, for reference, with\n"
      "their defaults (a pluggable:PATH library, say); raw, pooled and async\n"
      "always are"},
-    {"conf", 'c', 'c', "CONF", AB_CMD_RUN | AB_CMD_REPLAY, 0, 0, 0,
+    {"conf", 'c', 'c', "CONF", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_BLAME, 0, 0, 0,
      "the strategy's options, KEY:VALUE,... (PYTORCH_CUDA_ALLOC_CONF syntax)"},
     {"conf", 'c', 'c', "CONF", SEARCHES | AB_CMD_MATRIX, 0, SEARCHES | AB_CMD_MATRIX, 0,
      "the strategies' options (PYTORCH_CUDA_ALLOC_CONF syntax): once for all\n"
@@ -81,7 +85,7 @@ static const option_entry_t options[] = {
      "reserved: the lowest peak reserved bytes (default); budget: the smallest cap"},
     {"device", 0, AB_OPT_DEVICE, "SPEC", RUNS, 0, 0, 0,
      "auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\nsim:SIZE, cuda, cuda:N"},
-    {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_TUNE, 0, 0, 0,
+    {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0,
      "sim (default here: the simulated H200, for predictions and many runs at\n"
      "once), sim:PROFILE, sim:SIZE, cuda, cuda:N, auto"},
     {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_MICRO, 0, 0, 0,
@@ -90,7 +94,7 @@ static const option_entry_t options[] = {
     {"budget", 0, AB_OPT_BUDGET, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX, 0, 0, 0,
      "a hard limit: bytes the strategy may hold from the device, a card of\n"
      "that size (512, 2MiB, 40GB, 1.5GiB); not PyTorch's cap (see --cap)"},
-    {"cap", 0, AB_OPT_CAP, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX, 0, 0, 0,
+    {"cap", 0, AB_OPT_CAP, "SIZE", AB_CMD_RUN | AB_CMD_REPLAY | AB_CMD_MATRIX | AB_CMD_BLAME, 0, 0, 0,
      "PyTorch's memory cap, torch.cuda.set_per_process_memory_fraction(SIZE /\n"
      "the card's total): the caching strategies refuse a segment that would take\n"
      "reserved past it, collect garbage under it, and a trace is read knowing\n"
@@ -114,7 +118,16 @@ static const option_entry_t options[] = {
      "(set_per_process_memory_fraction), mapped at every cap for the caching\n"
      "strategies: the smallest that completes and the safe cap, from which\n"
      "every cap up completes"},
-    {"cap-map", 0, AB_OPT_CAP_MAP, "N|all|off", SEARCHES | AB_CMD_TUNE, 0, 0, 0,
+    {"at", 0, AB_OPT_AT, "peak|oom|EVENT", AB_CMD_BLAME, 0, 0, 0,
+     "the moment blamed: the peak of reserved bytes (default), the OOM (under a\n"
+     "--cap it fails), or just after event EVENT (0 is the first)"},
+    {"frames", 0, AB_OPT_FRAMES, "N", AB_CMD_BLAME, 0, 0, 0,
+     "frames of the program naming a call site (default 1: the innermost)"},
+    {"top", 0, AB_OPT_TOP, "N", AB_CMD_BLAME, 0, 0, 0,
+     "sites whose changes are replayed (default 3; 0: none)"},
+    {"change", 0, AB_OPT_CHANGE, "pool|early|round:RANK", AB_CMD_BLAME, 0, 0, 0,
+     "replay only that change of the site ranked RANK, and print its figures"},
+    {"cap-map", 0, AB_OPT_CAP_MAP, "N|all|off", SEARCHES | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0,
      "a search of caps maps every cap (all, the default of oom and compare), or\n"
      "up to N intervals of caps that replay alike, a replay each (tune's default:\n"
      "128), bisecting past them; off bisects, as if the status were monotonic"},
@@ -164,10 +177,10 @@ static const option_entry_t options[] = {
     {"trace", 0, AB_OPT_TRACE, "PATH|none", AB_CMD_MICRO, 0, 0, 0,
      "the trace of the replay benchmarks, or none (default: the recorded run in\n"
      "tests/data)"},
-    {"out", 0, AB_OPT_OUT, "DIR", RUNS | AB_CMD_TUNE, 0, 0, 0, "where results go (default results/latest)"},
+    {"out", 0, AB_OPT_OUT, "DIR", RUNS | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0, "where results go (default results/latest)"},
     {"out", 0, AB_OPT_OUT, "DIR", AB_CMD_MICRO, 0, 0, 0,
      "write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv"},
-    {"format", 0, AB_OPT_FORMAT, "table|csv|json", RUNS | AB_CMD_TUNE, 0, 0, 0,
+    {"format", 0, AB_OPT_FORMAT, "table|csv|json", RUNS | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0,
      "table (default), csv (header and rows on stdout) or json"},
     {"faults", 0, AB_OPT_FAULTS, "SPEC", AB_CMD_RUN, 0, 0, 0,
      "sim only: nth=N (fail the Nth device allocation) or rate=F[,seed=S];\n"
@@ -198,10 +211,11 @@ static const option_entry_t options[] = {
      "also print on stderr the OOM report of each strategy's failing probe"},
     {"strategies", 0, AB_OPT_STRATEGIES, NULL, AB_CMD_LIST, 0, 0, 0, "only the strategies' names, one per line (for scripts)"},
     {"workloads", 0, AB_OPT_WORKLOADS, NULL, AB_CMD_LIST, 0, 0, 0, "only the workloads' names, one per line (for scripts)"},
-    {"quiet", 'q', 'q', NULL, RUNS | AB_CMD_TUNE, 0, 0, 0, "no progress and no notices on stderr"},
+    {"quiet", 'q', 'q', NULL, RUNS | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0, "no progress and no notices on stderr"},
     {"quiet", 'q', 'q', NULL, AB_CMD_RECORD, 0, 0, 0, "say nothing on stderr unless something goes wrong"},
     /* Not allocbench_micro's: its --help is Google Benchmark's, which prints this help first. */
-    {"help", 'h', 'h', NULL, RUNS | AB_CMD_LIST | AB_CMD_TUNE | AB_CMD_RECORD, 0, 0, 0, "this help"},
+    {"help", 'h', 'h', NULL, RUNS | AB_CMD_LIST | AB_CMD_TUNE | AB_CMD_RECORD | AB_CMD_REPORT | AB_CMD_BLAME, 0, 0, 0,
+     "this help"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

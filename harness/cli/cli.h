@@ -49,6 +49,7 @@ enum {
   AB_CMD_RECORD = 1u << 7,
   AB_CMD_MICRO = 1u << 8, /* allocbench_micro */
   AB_CMD_REPORT = 1u << 9,
+  AB_CMD_BLAME = 1u << 10,
 };
 
 /* What the parser hands a command for an option without a short letter (getopt's values
@@ -60,7 +61,7 @@ enum {
   AB_OPT_TRACE_DEVICE, AB_OPT_EXPORT_TRACE, AB_OPT_EXPORT_SNAPSHOT, AB_OPT_MAX_INFLATED, AB_OPT_QUICK,
   AB_OPT_STRATEGIES, AB_OPT_WORKLOADS, AB_OPT_OBJECTIVE, AB_OPT_JOBS, AB_OPT_MAX_ENTRIES, AB_OPT_RECOVER, AB_OPT_STACKS, AB_OPT_NO_STACKS,
   AB_OPT_TRACE,
-  AB_OPT_REPORT, AB_OPT_SEARCH, AB_OPT_CAP_MAP,
+  AB_OPT_REPORT, AB_OPT_SEARCH, AB_OPT_CAP_MAP, AB_OPT_AT, AB_OPT_FRAMES, AB_OPT_TOP, AB_OPT_CHANGE,
 };
 
 /* A command, as its usage and help present it. */

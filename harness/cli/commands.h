@@ -12,5 +12,6 @@ int ab_cmd_replay(int argc, char **argv);
 int ab_cmd_record(int argc, char **argv);
 int ab_cmd_tune(int argc, char **argv);
 int ab_cmd_report(int argc, char **argv);
+int ab_cmd_blame(int argc, char **argv);
 
 #endif

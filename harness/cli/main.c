@@ -22,6 +22,7 @@ static const struct {
     {"matrix", ab_cmd_matrix, "run every strategy on every workload of a list, with a summary table"},
     {"replay", ab_cmd_replay, "replay a recorded trace (PyTorch snapshot, CSV, RMM log) through a strategy; --info"},
     {"record", ab_cmd_record, "run a PyTorch program unchanged and record its allocator's history (a snapshot)"},
+    {"blame", ab_cmd_blame, "which code holds the memory at the peak or the OOM, and what changing it would save"},
     {"tune", ab_cmd_tune, "the PYTORCH_CUDA_ALLOC_CONF that suits a recorded job, ranked, with the line to paste"},
     {"report", ab_cmd_report, "one page to share for a results folder of tune, compare, matrix or oom"},
 };

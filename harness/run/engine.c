@@ -465,6 +465,7 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
   if (st != AB_OK) return failed(r, st);
   run->caught_served += e->aux == AB_TAG_CAUGHT;
   run->ptr[e->id] = p;
+  if (r->opts->addr_of) r->opts->addr_of[e->id] = p;
   run->stream_of[e->id] = e->stream;
   r->live_requested += e->bytes;
   if (r->v) {

@@ -126,6 +126,9 @@ typedef struct ab_run_opts_s {
    * at the strategy's final state; may be NULL. */
   void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
   void *at_end_ctx;
+  /* Per allocation id (es->nids of them), the address its allocation got, kept after its
+   * free (blame.h charges a free block to what last held it); may be NULL. */
+  ab_dptr_t *addr_of;
   /* The rank's communicator: its collectives run on it; NULL: the one-GPU copy. */
   ab_comm_t *comm;
   /* Called at each collective, before its launch (ENTER) and after it (LAUNCHED or

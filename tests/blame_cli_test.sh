@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# blame_cli_test.sh ALLOCBENCH DATA: `allocbench blame` on the recorded ResNet-50 job of
+# tests/data (no stacks: blamed by allocation size and lifetime, and said so): the table, the
+# three changes of the first sites and the answer; blame.csv holds a row per site and per
+# change, and --change replays one change to the figures the full blame gave it; bad input is
+# refused with one line.
+set -u
+ab=${1:?usage: blame_cli_test.sh ALLOCBENCH DATA}
+data=${2:?}
+. "$(dirname "$0")/lib.sh"
+trace=$data/pytorch-2.11-h200/cnn_dyn.default.pickle.gz
+
+"$ab" blame "$trace" --top 1 --cap-map 64 -q --out "$work/b" >"$work/out" 2>"$work/err" || fail "blame exited $?: $(cat "$work/err")"
+grep -q "The trace has no call stacks: blamed by allocation size and lifetime" "$work/out" || fail "no word on stacks: $(cat "$work/out")"
+grep -qE "^ +1  size [0-9.]+ [KMG]iB, lives" "$work/out" || fail "no first site: $(cat "$work/out")"
+for c in pool early round; do grep -qE "^    $c " "$work/out" || fail "no line for $c: $(cat "$work/out")"; done
+[ "$(tail -n 1 "$work/out" | cut -c1-1)" != "" ] || fail "no answer"
+read -r sites changes < <(python3 -c 'import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print(sum(r["change"] == "" for r in rows), sum(r["change"] != "" for r in rows))' "$work/b/blame.csv")
+[ "$sites" -gt 1 ] && [ "$changes" -eq 3 ] || fail "blame.csv: $sites sites, $changes changes (expected 3)"
+# --change replays one change: the same peak as the full blame's row for it.
+peak=$(python3 -c 'import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["rank"] == "1" and r["change"] == "pool"]
+print(rows[0]["peak_reserved_bytes"])' "$work/b/blame.csv")
+"$ab" blame "$trace" --cap-map 64 -q --out "$work/c" --change pool:1 >"$work/one" 2>&1 || fail "--change exited $?: $(cat "$work/one")"
+python3 - "$peak" "$work/one" <<'PY' || fail "--change pool:1 does not give the full blame's peak $peak: $(cat "$work/one")"
+import re, sys
+want = int(sys.argv[1])
+text = open(sys.argv[2]).read()
+m = re.search(r"changed peak reserved ([0-9.]+) (MiB|GiB)", text)
+unit = {"MiB": 2**20, "GiB": 2**30}[m.group(2)]
+sys.exit(0 if abs(float(m.group(1)) * unit - want) < 0.006 * unit else 1)
+PY
+
+# Bad input: one line, a usage error, nothing written.
+refuse "--at 'never': expected peak, oom or an event number" blame "$trace" --at never
+refuse "--change 'shrink:1': expected pool:RANK, early:RANK or round:RANK" blame "$trace" --change shrink:1
+refuse "--change 'pool:0'" blame "$trace" --change pool:0
+refuse "--frames '0': expected 1 to 64" blame "$trace" --frames 0
+refuse "expected the trace to blame" blame
+refuse "no-such.pickle" blame "$work/no-such.pickle"
+
+finish blame_cli_test
