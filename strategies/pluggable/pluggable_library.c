@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -153,20 +154,43 @@ static void check_imports(const unsigned char *img, size_t size, bool simulated,
   }
 }
 
-/* Reads the file at path into memory (*img, free it), or says why not. */
+/* What a path that is not a regular file names, for the message. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/* Reads the file at path into memory (*img, free it), or says why not. Opened without
+ * waiting (O_NONBLOCK): opening a FIFO for reading would wait for a writer, for ever. */
 static ab_status read_file(const char *path, unsigned char **img, size_t *size, ab_diag_t *diag) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: not a file", path);
+  if (fstat(fd, &st) != 0) {
+    ab_status e = ab_diag_set(diag, AB_ERR_IO, "pluggable: %s: %s", path, strerror(errno));
+    close(fd);
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: not a file (%s): a library is a regular file", path,
+                       file_kind(st.st_mode));
   }
   *size = (size_t)st.st_size;
   *img = malloc(*size ? *size : 1);
-  bool ok = *img && fread(*img, 1, *size, f) == *size;
-  fclose(f);
-  if (!ok) {
+  size_t done = 0;
+  while (*img && done < *size) {
+    ssize_t n = read(fd, *img + done, *size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  close(fd);
+  if (*img == NULL || done < *size) {
     free(*img);
     return ab_diag_set(diag, AB_ERR_IO, "pluggable: %s: cannot read it", path);
   }

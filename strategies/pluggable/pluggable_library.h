@@ -12,10 +12,11 @@
  * loaded afresh for each run when nothing else holds it, so each run starts from a clean
  * state.
  *
- * Every failure is one line in diag naming the library: no such file, not a shared object,
- * a CUDA call the simulated card does not provide or that would not reach the shim (read
- * from its imports before it is loaded), a missing function. Thread-safety: any thread may
- * open and close libraries.
+ * Every failure is one line in diag naming the library: no such file, not a regular file (a
+ * FIFO is refused without waiting for a writer), not a shared object, a CUDA call the
+ * simulated card does not provide or that would not reach the shim (read from its imports
+ * before it is loaded), a missing function. Thread-safety: any thread may open and close
+ * libraries.
  */
 #ifndef AB_PLUGGABLE_LIBRARY_H
 #define AB_PLUGGABLE_LIBRARY_H
