@@ -31,20 +31,34 @@ static void *shim_handle;
 static ab_shim_use_fn shim_use;
 static char shim_error[AB_DIAG_BYTES];
 
+/* The shim's file, sealed before it is loaded: a library that writes into the descriptors it
+ * finds (the file stays open, see above) cannot change the code of the shim it calls. */
+static bool write_sealed(int fd) {
+  for (size_t done = 0; done < ab_pluggable_shim_so_bytes;) {
+    ssize_t n = write(fd, ab_pluggable_shim_so + done, ab_pluggable_shim_so_bytes - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(shim_error, sizeof shim_error, "writing it: %s", n < 0 ? strerror(errno) : "nothing written");
+      return false;
+    }
+    done += (size_t)n;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    snprintf(shim_error, sizeof shim_error, "sealing it: %s", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 static void load_shim(void) {
-  int fd = memfd_create("allocbench-cuda-shim", MFD_CLOEXEC);
+  int fd = memfd_create("allocbench-cuda-shim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     snprintf(shim_error, sizeof shim_error, "memfd_create: %s", strerror(errno));
     return;
   }
-  for (size_t done = 0; done < ab_pluggable_shim_so_bytes;) {
-    ssize_t n = write(fd, ab_pluggable_shim_so + done, ab_pluggable_shim_so_bytes - done);
-    if (n <= 0) {
-      snprintf(shim_error, sizeof shim_error, "writing it: %s", strerror(errno));
-      close(fd);
-      return;
-    }
-    done += (size_t)n;
+  if (!write_sealed(fd)) {
+    close(fd);
+    return;
   }
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
