@@ -195,7 +195,7 @@ sample() { # a value the option accepts
     out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; nccl) echo libnccl.so.2 ;;
     export-trace | export-snapshot) echo "$work/export" ;;
     budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;; search) echo cap ;; cap-map) echo 128 ;;
-    jobs | max-entries | collective-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
+    jobs | max-entries | collective-timeout | plugin-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
     *) return 1 ;;
   esac
 }

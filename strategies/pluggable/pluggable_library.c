@@ -232,7 +232,7 @@ static ab_status find(ab_plugin_t *p, const char *path, const char *name, const 
   return AB_OK;
 }
 
-volatile int *ab_plugin_call_slot = NULL;
+volatile uint64_t *ab_plugin_call_slot = NULL;
 
 const char *ab_plugin_call_name(ab_plugin_call_t call) {
   switch (call) {
@@ -244,6 +244,7 @@ const char *ab_plugin_call_name(ab_plugin_call_t call) {
     case AB_PLUGIN_RECORD_STREAM: return "record_stream";
     case AB_PLUGIN_RESET: return "reset";
     case AB_PLUGIN_UNLOADING: return "unloading it (its destructors)";
+    case AB_PLUGIN_EXITING: return "ending its process (destructors at exit)";
     case AB_PLUGIN_OUTSIDE: break;
   }
   return "none of its calls";
@@ -262,7 +263,7 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
   free(img);
   if (wrong[0]) return ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
 
-  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_call_t was = ab_plugin_call_now();
   ab_plugin_calling(AB_PLUGIN_LOADING);
   p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   ab_plugin_calling(was);
@@ -292,7 +293,7 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
 void ab_plugin_close(ab_plugin_t *p) {
   if (p->handle == NULL) return;
   unclaim(p->handle);
-  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_call_t was = ab_plugin_call_now();
   ab_plugin_calling(AB_PLUGIN_UNLOADING);
   dlclose(p->handle);
   ab_plugin_calling(was);
