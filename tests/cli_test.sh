@@ -196,7 +196,7 @@ sample() { # a value the option accepts
     export-trace | export-snapshot) echo "$work/export" ;;
     budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;; search) echo cap ;; cap-map) echo 128 ;;
     stacks) echo python ;; at) echo peak ;; frames | top) echo 1 ;; change) echo pool:1 ;;
-    jobs | max-entries | collective-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
+    jobs | max-entries | collective-timeout | plugin-timeout) echo 10 ;; output) echo "$work/snapshot.pickle" ;;
     *) return 1 ;;
   esac
 }

@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
 # hostile_plugins_test.sh ALLOCBENCH TEST_PLUGINS_DIR PLUGINS_DIR: a library that takes its
-# process down takes only its own run (supervise.h). Each plugin of tests/plugins/hostile.c
-# and crash_on_load.c, and a truncated copy of an example plugin, through `run`: one line
-# naming the library, the call and the signal or exit status, exit 1, an error row in
-# summary.csv, nothing left running. A library in a loop, and one deaf to SIGTERM and SIGINT:
-# stopped within 2 s of the signal, with a line, exit 143 or 130. A matrix with a crashing
-# library among its strategies records every other run; tune goes on past one; replay's
-# exports are made where the library runs.
+# process down takes only its own run (supervise.h). Each plugin of tests/plugins/hostile.c,
+# crash_on_load.c and stuck.c, and a truncated copy of an example plugin, through `run`: one
+# line naming the library, the call and the signal, exit status, stop or deadline, exit 1,
+# the CSV on stdout whole, an error row in summary.csv, nothing left running. One call past
+# --plugin-timeout (in alloc, its constructor, its destructor, its destructor at exit): killed
+# within seconds. What a library prints reaches neither stdout nor stderr, but its last line
+# is quoted when its run fails; what it writes into the descriptors it finds harms nothing,
+# or fails its run saying so. A FIFO is refused as a library without waiting. A library in a
+# loop, and one deaf to SIGTERM and SIGINT: stopped within 2 s of the signal, with a line,
+# exit 143 or 130. A matrix with a crashing or a stopping library among its strategies
+# records every other run; tune goes on past one; replay's exports are made where the
+# library runs.
 set -u
 ab=${1:?usage: hostile_plugins_test.sh ALLOCBENCH TEST_PLUGINS_DIR PLUGINS_DIR}
 hostile=$(cd "${2:?}" && pwd)/libhostile.so
 on_load=$(dirname "$hostile")/libcrash_on_load.so
+stuck=$(dirname "$hostile")/libstuck.so
 each=$(cd "${3:?}" && pwd)/libmalloc_each.so
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 # A sanitized build's own handlers would turn the library's crash into an exit of their own.
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0:handle_sigbus=0:handle_abort=0
-unset AB_HOSTILE_AT AB_HOSTILE_READY
+unset AB_HOSTILE_AT AB_HOSTILE_READY AB_STUCK
 wl=random:ops=4000
 
 now_ms() { date +%s%3N; }
 
 # crashes NAME SAYS ARGS...: `run` of the library fails: one line on stderr with SAYS, exit
-# 1, the run's row with status error.
+# 1, the CSV on stdout whole (the header, then the run's row), the run's row with status
+# error in summary.csv.
 crashes() {
   local name=$1 says=$2
   shift 2
@@ -33,7 +40,17 @@ crashes() {
   [ $rc -eq 1 ] || fail "$name: exit $rc, expected 1: $(cat "$work/stderr")"
   [ "$(wc -l <"$work/stderr")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$work/stderr")"
   grep -qF -- "$says" "$work/stderr" || fail "$name: stderr does not say '$says': $(cat "$work/stderr")"
+  csv_whole "$name" error
   grep -q ',error,' "$work/out.$name/summary.csv" 2>/dev/null || fail "$name: no error row in summary.csv"
+}
+
+# csv_whole NAME STATUS: stdout is the CSV of one run, its header first, its row of STATUS
+# next, and nothing of the library's.
+csv_whole() {
+  head -n 1 "$work/stdout" | grep -q '^workload,strategy,' || fail "$1: stdout does not open with the header: $(head -c 300 "$work/stdout")"
+  [ "$(wc -l <"$work/stdout")" -eq 2 ] || fail "$1: expected the header and one row on stdout: $(head -c 300 "$work/stdout")"
+  sed -n 2p "$work/stdout" | grep -q ",$2," || fail "$1: the row on stdout is not $2: $(sed -n 2p "$work/stdout")"
+  grep -q 'hostile:' "$work/stdout" && fail "$1: the library's output is on stdout"
 }
 
 crashes segv "pluggable:$hostile:segv_alloc:my_free crashed in alloc: SIGSEGV" -s "pluggable:$hostile:segv_alloc:my_free"
@@ -50,6 +67,63 @@ crashes on_load "pluggable:$on_load crashed in loading it (its constructors): SI
 head -c 6000 "$each" >"$work/libtruncated.so"
 crashes truncated "pluggable:$work/libtruncated.so crashed in loading it (its constructors): SIGBUS" \
   -s "pluggable:$work/libtruncated.so"
+
+# A library that stops its process (raise(SIGSTOP), or SIGTTOU, which a write to the terminal
+# from the background draws) is killed at once, saying how.
+crashes sigstop "pluggable:$hostile:stop_alloc:my_free stopped its process in alloc: SIGSTOP" \
+  -s "pluggable:$hostile:stop_alloc:my_free"
+crashes sigttou "stopped its process in alloc: SIGTTOU" -s "pluggable:$hostile:ttou_alloc:my_free"
+
+# late NAME SAYS ARGS...: as crashes, with --plugin-timeout 1: the run ends in 1 to 5 s.
+late() {
+  local name=$1 says=$2 t0 took
+  shift 2
+  t0=$(now_ms)
+  crashes "$name" "$says" --plugin-timeout 1 "$@"
+  took=$(($(now_ms) - t0))
+  [ $took -ge 1000 ] && [ $took -le 5000 ] || fail "$name: took $took ms with --plugin-timeout 1"
+}
+late loop "pluggable:$hostile:loop_alloc:my_free did not return from alloc within 1 s (--plugin-timeout): killed" \
+  -s "pluggable:$hostile:loop_alloc:my_free"
+AB_STUCK=load late stuck_load "pluggable:$stuck did not return from loading it (its constructors) within 1 s" \
+  -s "pluggable:$stuck"
+AB_STUCK=unload late stuck_unload "pluggable:$stuck did not return from unloading it (its destructors) within 1 s" \
+  -s "pluggable:$stuck"
+AB_STUCK=exit late stuck_exit "pluggable:$stuck did not return from ending its process (destructors at exit) within 1 s" \
+  -s "pluggable:$stuck"
+refuse "--plugin-timeout='0': expected seconds" run -w "$wl" -s raw --plugin-timeout 0
+
+# What a library prints reaches neither allocbench's stdout, where the CSV stays whole, nor
+# its stderr; when its run fails, the last line of it is quoted in the failure's.
+"$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline --format csv --out "$work/out.chatty" \
+  -s "pluggable:$hostile:chatty_alloc:my_free" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 0 ] || fail "chatty: exit $rc: $(cat "$work/stderr")"
+[ -s "$work/stderr" ] && fail "chatty: the library's output is on stderr: $(head -c 300 "$work/stderr")"
+csv_whole chatty ok
+crashes said "crashed in alloc: SIGSEGV (Segmentation fault); its last output: \"hostile: pool.c:42: carve: assertion 'block->size >= bytes' failed\"" \
+  -s "pluggable:$hostile:said_segv_alloc:my_free"
+
+# Writes into descriptors 3 to 9 reach nothing of allocbench's: the run is whole. A scan of
+# every descriptor up to 1023 finds the results' own: the run fails, saying so.
+"$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline --format csv --out "$work/out.scribble" \
+  -s "pluggable:$hostile:scribble_alloc:my_free" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 0 ] || fail "scribble: exit $rc: $(cat "$work/stderr")"
+[ -s "$work/stderr" ] && fail "scribble: said something: $(cat "$work/stderr")"
+csv_whole scribble ok
+crashes scribble_all \
+  "pluggable:$hostile:scribble_all_alloc:my_free wrote to a descriptor it does not own (allocbench's results: " \
+  -s "pluggable:$hostile:scribble_all_alloc:my_free"
+
+# A FIFO is no library: refused at once, not opened to wait for a writer.
+mkfifo "$work/lib.fifo"
+timeout 20 "$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline --out "$work/out.fifo" -s "pluggable:$work/lib.fifo" \
+  >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -ne 124 ] || fail "fifo: allocbench waited on a FIFO given as a library"
+[ $rc -ge 1 ] && [ $rc -le 2 ] || fail "fifo: exit $rc, expected 1 or 2: $(cat "$work/stderr")"
+grep -qF "pluggable: $work/lib.fifo: not a file (a FIFO)" "$work/stderr" || fail "fifo: no line saying so: $(cat "$work/stderr")"
 
 # stops NAME SIG WANT ALLOC: a library stuck in alloc, sent SIG: gone within 2 s with exit
 # WANT and the line saying it was killed; no process of it left.
@@ -106,6 +180,20 @@ done
 n=$(grep -c ',error,' "$work/matrix/summary.csv")
 [ "$n" -eq 2 ] || fail "matrix: $n error rows, expected 2 (the library on each workload): $(cat "$work/matrix/summary.csv")"
 [ "$(grep -c 'crashed in alloc: SIGSEGV' "$work/stderr")" -eq 2 ] || fail "matrix: the crash is not said once per workload: $(cat "$work/stderr")"
+
+# The same with a library that stops its process: it is killed, the matrix goes on.
+AB_HOSTILE_AT=5 timeout 120 "$ab" matrix -w "$wl" -w fragmenter --device sim:h200 --quiet --no-timeline \
+  -s "raw,pluggable:$hostile:stop_alloc:my_free,caching" --out "$work/matrix_stop" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "matrix with a stopping library: exit $rc, expected 1: $(cat "$work/stderr")"
+for s in raw caching; do
+  n=$(grep -c ",$s," "$work/matrix_stop/summary.csv")
+  [ "$n" -eq 2 ] || fail "matrix with a stopping library: $n rows of $s in summary.csv, expected 2"
+done
+n=$(grep -c ',error,' "$work/matrix_stop/summary.csv")
+[ "$n" -eq 2 ] || fail "matrix with a stopping library: $n error rows, expected 2: $(cat "$work/matrix_stop/summary.csv")"
+[ "$(grep -c 'stopped its process in alloc: SIGSTOP' "$work/stderr")" -eq 2 ] ||
+  fail "matrix with a stopping library: the stop is not said once per workload: $(cat "$work/stderr")"
 
 # tune with a crashing library among its configurations: the others ranked, the library's
 # row an error naming the crash, and the command's last line says so, exiting 1 as matrix does.

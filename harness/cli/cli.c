@@ -9,8 +9,10 @@
 
 #include "base/output.h"
 #include "base/units.h"
+#include "ranks/rendezvous.h"
 #include "run/oommap.h"
 #include "run/results.h"
+#include "run/supervise.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 
@@ -160,6 +162,10 @@ static const option_entry_t options[] = {
      "other ranks, or for it to complete on the GPU); default AB_COLLECTIVE_TIMEOUT,\n"
      "else 300. Meeting and making NCCL's communicators: AB_RENDEZVOUS_TIMEOUT,\n"
      "else 300"},
+    {"plugin-timeout", 0, AB_OPT_PLUGIN_TIMEOUT, "S", RUNS | AB_CMD_TUNE, 0, 0, 0,
+     "a pluggable:PATH library's process is killed, and its run fails, when one\n"
+     "call into it (alloc, free, a hook, its constructors or destructors) lasts\n"
+     "S seconds (default 60)"},
     {"info", 0, AB_OPT_INFO, NULL, AB_CMD_REPLAY, 0, 0, 0,
      "print what the trace holds (events, actions, streams, recorded settings,\n"
      "peaks, segments) and replay nothing"},
@@ -378,6 +384,12 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
     case AB_OPT_CAP: *st = parse_cap(arg, o, diag); break;
     case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
     case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
+    case AB_OPT_PLUGIN_TIMEOUT: {
+      double seconds;
+      *st = ab_parse_seconds("--plugin-timeout", arg, &seconds, diag);
+      if (*st == AB_OK) ab_supervise_timeout(seconds); /* the supervisor's, for the whole command */
+      break;
+    }
     case AB_OPT_FORMAT:
       if (strcmp(arg, "table") == 0)
         o->format = AB_FORMAT_TABLE;

@@ -31,9 +31,13 @@ void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd) {
 
 bool ab_run_device_said = false;
 
+FILE *ab_run_notes = NULL;
+
+static FILE *notes(void) { return ab_run_notes ? ab_run_notes : stderr; }
+
 void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind_t kind) {
   if (strcmp(o->device, "auto") == 0 && !o->quiet && !ab_run_device_said) {
-    fprintf(stderr, "%s: --device auto: using %s%s\n", o->cmd, name,
+    fprintf(notes(), "%s: --device auto: using %s%s\n", o->cmd, name,
             kind == AB_DEVICE_SIM ? " (no usable GPU; the simulated card)" : "");
     ab_run_device_said = true;
   }
@@ -77,7 +81,7 @@ ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es
   ab_status st = ab_workload_build_with(spec, o->seed, &b, es, diag);
   if (st == AB_OK && o->out_dir && (st = ab_results_check_inputs(o->out_dir, diag)) != AB_OK) ab_events_free(es);
   /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
-  if (st == AB_OK && es->approximate[0]) fprintf(stderr, "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
+  if (st == AB_OK && es->approximate[0]) fprintf(notes(), "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
   return st;
 }
 
@@ -107,8 +111,8 @@ static void show_progress(void *ctx, size_t done, size_t total) {
   if (p->shown && now - p->last < 0.1) return;
   p->last = now;
   p->shown = true;
-  fprintf(stderr, "\r%s: %3.0f%% (%zu/%zu events)", p->label, 100.0 * (double)done / (double)total, done, total);
-  fflush(stderr);
+  fprintf(notes(), "\r%s: %3.0f%% (%zu/%zu events)", p->label, 100.0 * (double)done / (double)total, done, total);
+  fflush(notes());
 }
 
 /* At an OOM: the segment map, then the command's own hook. */
@@ -165,19 +169,19 @@ static void say_plan(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (!ab_strategy_memory_stat(s, "plan.hits", &hits) || !ab_strategy_memory_stat(s, "plan.misses", &misses)) return;
   if (!ab_strategy_memory_stat(s, "plan.allocations", &placed) || !ab_strategy_memory_stat(s, "plan.profiled", &profiled) ||
       !ab_strategy_memory_stat(s, "plan.unplaceable", &unplaceable) || placed > 0 || es->nids == 0) {
-    fprintf(stderr, "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
+    fprintf(notes(), "%s: %s: %lld allocations at their planned offsets, %lld missed the plan\n", o->cmd, strategy,
             (long long)hits, (long long)misses);
     return;
   }
   const char *missed = hits + misses ? "; every allocation missed it" : "";
   if (unplaceable)
-    fprintf(stderr, "%s: %s: no plan: the %lld profiled allocations' sizes add up past what one address range holds (2^64 bytes)%s\n",
+    fprintf(notes(), "%s: %s: no plan: the %lld profiled allocations' sizes add up past what one address range holds (2^64 bytes)%s\n",
             o->cmd, strategy, (long long)profiled, missed);
   else if (es->nsteps)
-    fprintf(stderr, "%s: %s: no plan: its profile, the first profile_steps steps, held no allocation%s\n", o->cmd, strategy,
+    fprintf(notes(), "%s: %s: no plan: its profile, the first profile_steps steps, held no allocation%s\n", o->cmd, strategy,
             missed);
   else
-    fprintf(stderr, "%s: %s: no plan: its profile, profile_share of the %u allocations (the stream has no steps), held none%s\n",
+    fprintf(notes(), "%s: %s: no plan: its profile, profile_share of the %u allocations (the stream has no steps), held none%s\n",
             o->cmd, strategy, es->nids, missed);
 }
 
@@ -195,7 +199,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
     char b[32], name[256];
     ab_results_workload_name(es->source, name, sizeof name);
     if (!o->quiet)
-      fprintf(stderr, "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
+      fprintf(notes(), "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
   }
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = strategy, .conf = o->conf, .memory_cap = o->cap_bytes};
@@ -219,10 +223,10 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   free(plan);
   if (st != AB_OK) return st;
   ab_run_note_device(o, w.dev->name, w.dev->kind);
-  if (diag->msg[0] && !o->quiet) fprintf(stderr, "%s: note: %s\n", o->cmd, diag->msg);
+  if (diag->msg[0] && !o->quiet) fprintf(notes(), "%s: note: %s\n", o->cmd, diag->msg);
   /* A GPU's driver places its own allocations: only the simulated card takes the plan. */
   if (p.dev.plan_len && w.dev->kind == AB_DEVICE_SIM && !o->quiet)
-    fprintf(stderr, "%s: each cudaMalloc at the address the recorded run got\n", o->cmd);
+    fprintf(notes(), "%s: each cudaMalloc at the address the recorded run got\n", o->cmd);
   diag->msg[0] = '\0';
   char label[160], name[256];
   ab_results_workload_name(es->source, name, sizeof name);
@@ -241,18 +245,21 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   ro.on_oom_ctx = &at_oom_ctx;
   if (o->hooks && o->hooks->record) ro.at_end = take_record;
   if (o->hooks && o->hooks->replay_opts) o->hooks->replay_opts(o->hooks->ctx, &ro);
-  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) {
+  if (o->hooks && o->hooks->progress) {
+    ro.progress = o->hooks->progress;
+    ro.progress_ctx = o->hooks->ctx;
+  } else if (!o->quiet && isatty(fileno(notes())) && es->n > (1u << 16)) {
     ro.progress = show_progress;
     ro.progress_ctx = &prog;
   }
   ab_status rst = ab_engine_replay(es, w.s, &ro, run);
-  if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
+  if (prog.shown) fprintf(notes(), "\r%*s\r", (int)strlen(label) + 32, "");
   if (!o->quiet) say_plan(o, es, strategy, w.s);
   ab_status cst = ab_pipeline_close(&w, run, NULL);
   if (rst == AB_OK) rst = cst;
   const char *device_name = w.device;
   if (run->caught_served && !o->quiet)
-    fprintf(stderr,
+    fprintf(notes(),
             "%s: approximate: the program caught %" PRIu64 " OOM%s that %s served under these settings: its path "
             "would have differed from the recorded one\n",
             o->cmd, run->caught_served, run->caught_served == 1 ? "" : "s", strategy);
@@ -271,7 +278,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (st == AB_OK && run->status == AB_RUN_OOM) {
     char path[4096];
     st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
-    if (!o->quiet) ab_oommap_report(stderr, &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+    if (!o->quiet) ab_oommap_report(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
   }
   ab_oommap_free(&map);
   if (rst != AB_OK) {

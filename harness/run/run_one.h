@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "device/device.h"
 #include "events/events.h"
@@ -41,6 +42,10 @@ typedef struct ab_run_hooks_s {
   /* Called with the replay's options just before it starts, to add to them (a rank's
    * communicator and lockstep, ranks.h). Runs in this process only: the ranks share it. */
   void (*replay_opts)(void *ctx, ab_run_opts_t *ro);
+  /* Handed the run's progress (done events of total, about every 64k) instead of its being
+   * drawn on a terminal: a run in a process of its own hands it to its parent, which draws
+   * it (supervise.h). */
+  void (*progress)(void *ctx, size_t done, size_t total);
 } ab_run_hooks_t;
 
 /* A run's spec: what the command line says of the runs it asks for (cli.h parses it), or what
@@ -76,7 +81,12 @@ typedef struct ab_run_spec_s {
  * kernels on. cmd names the command in messages ("allocbench run", "allocbench_micro"). */
 void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd);
 
-/* Says on stderr, once per command, which device `--device auto` chose. */
+/* Where a run says what it has to say (its notes, progress, the OOM report): stderr when
+ * NULL. A library's run in a process of its own gathers them in memory and its parent says
+ * them (supervise.h): the library's own output goes nowhere near allocbench's. */
+extern FILE *ab_run_notes;
+
+/* Says on ab_run_notes, once per command, which device `--device auto` chose. */
 void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind_t kind);
 /* Whether it was said (a supervised run's process says it for the command, supervise.h). */
 extern bool ab_run_device_said;
@@ -101,7 +111,7 @@ ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *c
 /* Runs one strategy over es on a fresh device (under o's budget or, when o has none, the
  * stream's suggested budget) and adds its summary row to summary (columns ab_summary_cols).
  * The run keeps its results. At an OOM the segment map is written to
- * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to stderr unless
+ * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to ab_run_notes unless
  * quiet. AB_OK when the run completed or ended in OOM; otherwise the row says error and diag
  * says why. A run stopped by a signal (run->status interrupted) adds no row and returns
  * AB_OK. */

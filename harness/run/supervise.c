@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,15 +24,56 @@
 #include "run/results.h"
 #include "strategies/pluggable/pluggable_library.h"
 
-/* The child's descriptors, set up before it starts. */
+/* The child's descriptors, set up before it starts: 0 (/dev/null), 1 and 2 (the pipe its
+ * parent drains) and these three. Note [What the library can reach] says what the child makes
+ * of them before it loads a library. */
 #define JOB_FD 3
 #define RESULT_FD 4
 #define WATCH_FD 5
+#define CHILD_FDS 6 /* 0 to 5 */
 
 #define JOB_MAGIC 0x6a6f6231u    /* "job1" */
-#define RESULT_MAGIC 0x72657331u /* "res1" */
-#define RESULT_END 0x656e6431u   /* "end1": the results are whole */
-#define NOT_STARTED (-1)         /* the watch word until the child runs */
+#define RESULT_MAGIC 0x72657332u /* "res2" */
+#define RESULT_END 0x656e6432u   /* "end2": the results are whole */
+#define NOT_STARTED UINT64_MAX   /* the watch word until the child runs */
+/* What the parent keeps of what the child wrote on its stdout and stderr: the end of it. */
+#define OUTPUT_TAIL 4096
+/* The longest quote of it in a failure's line. */
+#define QUOTE_BYTES 160
+
+/* Note [What the library can reach]
+ * A library runs in the child's address space and may write into any descriptor it finds
+ * (a scan of 3..1023 is a few lines of C), as it may print. What it can reach of the channel
+ * between the child and allocbench, and what becomes of what it does there:
+ *   - its stdout and stderr (the child's 1 and 2) are a pipe that allocbench drains: what it
+ *     prints never reaches allocbench's stdout (a CSV on stdout stays whole) or stderr, and
+ *     when its run fails, the last line of it is quoted in the failure's line, where it is
+ *     most often the reason (an assertion's message). stdin is /dev/null.
+ *   - the job: a memory file sealed against writes (F_SEAL_WRITE) before the child starts,
+ *     mapped, its descriptor closed before anything is loaded. The watch word: mapped, its
+ *     descriptor closed. The CUDA shim's file: sealed (pluggable_library.c).
+ *   - the results: the one descriptor the child writes, moved to a number drawn at random
+ *     (below 1024, where descriptor tables stay small), the low one closed. Before it writes,
+ *     the child looks whether anything is already there; what it writes is framed (a magic
+ *     word at each end, its length and a checksum), which the parent checks before it reads
+ *     a byte. A library that wrote there fails its run with one line saying so, never a
+ *     crash of allocbench and never the wrong reason.
+ *   - allocbench's own words in the child (notes, the OOM report) are gathered in memory
+ *     (ab_run_notes) and said by the parent with the results: no descriptor of the child
+ *     leads to allocbench's stderr.
+ * Writes into anything else (closed numbers, the sealed files) fail in the library and harm
+ * nothing. */
+
+/* The memory the child shares with its parent. */
+typedef struct watch_s {
+  volatile uint64_t call;        /* the watch word (ab_plugin_call_slot); NOT_STARTED at first */
+  volatile uint64_t done, total; /* a run's progress: events replayed, of total */
+} watch_t;
+
+/* The deadline of one call into a library (ab_supervise_timeout). */
+static double call_timeout_s = AB_SUPERVISE_TIMEOUT_S;
+
+void ab_supervise_timeout(double seconds) { call_timeout_s = seconds; }
 
 typedef enum unit_e { UNIT_CHECK, UNIT_RUN_ONE, UNIT_PROBE } unit_t;
 
@@ -53,15 +96,58 @@ void ab_supervise_enable(void) {
 /* Arrays start at multiples of ALIGN bytes of the file, so that they can be used in place. */
 #define ALIGN 16
 
+/* The checksum of the results: a multiply and a shift per 8 bytes (FNV-1a's constants over
+ * words), fast enough for a log of millions of records; taken in pieces as they are written. */
+typedef struct sum_s {
+  uint64_t h;
+  unsigned char part[8]; /* the bytes of a word not yet whole */
+  size_t npart;
+} sum_t;
+
+#define SUM_START {0xcbf29ce484222325u, {0}, 0}
+
+static void sum_word(sum_t *s, uint64_t v) {
+  s->h = (s->h ^ v) * 0x100000001b3u;
+  s->h ^= s->h >> 32;
+}
+
+static void sum_add(sum_t *s, const void *p, size_t n) {
+  const unsigned char *c = p;
+  uint64_t v;
+  for (; n && s->npart; n--) {
+    s->part[s->npart++] = *c++;
+    if (s->npart == 8) {
+      memcpy(&v, s->part, 8);
+      sum_word(s, v);
+      s->npart = 0;
+    }
+  }
+  for (; n >= 8; n -= 8, c += 8) {
+    memcpy(&v, c, 8);
+    sum_word(s, v);
+  }
+  memcpy(s->part + s->npart, c, n); /* npart is 0 here unless n is */
+  s->npart += n;
+}
+
+static uint64_t sum_end(sum_t s) {
+  uint64_t v = 0;
+  memcpy(&v, s.part, s.npart);
+  sum_word(&s, v ^ (uint64_t)s.npart << 56);
+  return s.h;
+}
+
 typedef struct writer_s {
   int fd;
   bool bad;
   size_t off; /* bytes written */
+  sum_t *sum; /* their checksum; NULL: none taken (the job, sealed) */
 } writer_t;
 
 static void put(writer_t *w, const void *p, size_t n) {
   const char *c = p;
   w->off += n;
+  if (w->sum) sum_add(w->sum, p, n);
   while (n && !w->bad) {
     ssize_t k = write(w->fd, c, n);
     if (k < 0 && errno == EINTR) continue;
@@ -148,7 +234,7 @@ static const char *map_file(int fd, size_t *size) {
   return m;
 }
 
-static int anon_file(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
+static int anon_file(const char *name, unsigned flags) { return memfd_create(name, MFD_CLOEXEC | flags); }
 
 /* ---- the job ------------------------------------------------------------------------------- */
 
@@ -170,6 +256,7 @@ typedef struct job_s {
   job_head_t h;
   const char *cmd, *strategy, *conf, *device, *workload, *out_dir;
   const ab_events_t *es; /* NULL for a check */
+  const char *progress;  /* the parent's only: the label of the progress it draws; NULL: none */
 } job_t;
 
 static void put_job(writer_t *w, const job_t *j) {
@@ -224,6 +311,7 @@ static bool get_job(reader_t *r, job_t *j, ab_events_t *es) {
 typedef struct result_head_s {
   uint32_t magic;
   int32_t status;
+  uint64_t scribbled;    /* bytes the child found in its results' file before it wrote them */
   char msg[AB_DIAG_BYTES];
   bool device_said;
   ab_run_t run;          /* its arrays: the timeline and step times follow */
@@ -235,6 +323,13 @@ typedef struct result_head_s {
   bool has_map;          /* probe: the map of its OOM follows */
   ab_trace_log_t log;    /* run, when recorded: its arrays follow */
 } result_head_t;
+/* After the head: what the child said (its notes, a string), then what the unit writes; last,
+ * the frame's end. */
+typedef struct result_end_s {
+  uint32_t magic, zero;
+  uint64_t bytes; /* before this */
+  uint64_t sum;   /* their checksum */
+} result_end_t;
 
 /* The run's results into dst, which keeps its own scratch. */
 static void adopt_run(ab_run_t *dst, const ab_run_t *src, const ab_tl_sample_t *timeline, const double *step_ms) {
@@ -342,26 +437,93 @@ static void signal_words(int sig, char *out, size_t size) {
     snprintf(out, size, "signal %d", sig);
 }
 
-/* A child that went away: how, in *ws, whether it was killed after a stop, in *killed, and
- * the call it was in. */
+/* The end of what a child wrote on its stdout and stderr. */
+typedef struct output_s {
+  char buf[OUTPUT_TAIL];
+  size_t n;
+  bool closed; /* every writer gone */
+} output_t;
+
+static void keep_output(output_t *o, const char *p, size_t n) {
+  if (n >= OUTPUT_TAIL) {
+    memcpy(o->buf, p + n - OUTPUT_TAIL, OUTPUT_TAIL);
+    o->n = OUTPUT_TAIL;
+    return;
+  }
+  if (o->n + n > OUTPUT_TAIL) {
+    size_t drop = o->n + n - OUTPUT_TAIL;
+    memmove(o->buf, o->buf + drop, o->n - drop);
+    o->n -= drop;
+  }
+  memcpy(o->buf + o->n, p, n);
+  o->n += n;
+}
+
+/* Reads what the pipe holds now (fd is non-blocking), a bounded amount at a time: a library
+ * that prints without end does not keep the parent from its watch. */
+static void drain(int fd, output_t *o) {
+  char chunk[4096];
+  for (int i = 0; i < 16 && !o->closed; i++) {
+    ssize_t k = read(fd, chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return; /* EAGAIN: nothing more now */
+    if (k == 0) o->closed = true;
+    keep_output(o, chunk, (size_t)k);
+  }
+}
+
+/* The last line of the output, printable, cut to QUOTE_BYTES; "" when it wrote nothing. */
+static void last_line(const output_t *o, char *out, size_t size) {
+  size_t end = o->n;
+  while (end && (o->buf[end - 1] == '\n' || o->buf[end - 1] == '\r' || o->buf[end - 1] == ' ')) end--;
+  size_t from = end;
+  while (from && o->buf[from - 1] != '\n') from--;
+  bool cut = end - from > QUOTE_BYTES;
+  if (cut) end = from + QUOTE_BYTES;
+  size_t k = 0;
+  for (size_t i = from; i < end && k + 1 < size; i++) {
+    unsigned char c = (unsigned char)o->buf[i];
+    out[k++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
+  }
+  out[k] = '\0';
+  if (cut && k + 4 < size) snprintf(out + k, size - k, "...");
+}
+
+/* A child that went away: how, and what the parent saw of it. */
 typedef struct ending_s {
-  int ws;
-  bool stopped; /* the parent asked it to stop (a signal to allocbench) */
-  bool killed;  /* it did not stop in time */
-  int call;     /* the watch word when it ended or was killed */
+  int ws;           /* waitpid's status at the end */
+  bool stopped;     /* the parent asked it to stop (a signal to allocbench) */
+  bool killed;      /* it did not stop in time */
+  bool timed_out;   /* killed: one call into the library went past the deadline */
+  int stop_sig;     /* killed: the library stopped its process with this signal; 0: not */
+  double timeout_s; /* the deadline it had */
+  uint64_t call;    /* the watch word when it ended or was killed */
+  output_t out;     /* what it wrote on its stdout and stderr */
 } ending_t;
 
-/* Starts the child on the three descriptors; -1 with errno when it cannot. */
-static pid_t start_child(int job, int result, int watch) {
+/* Starts the child on its descriptors 0 to 5 (from[i] becomes its i); -1 with errno when it
+ * cannot. */
+static pid_t start_child(const int from[CHILD_FDS]) {
   pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid != 0) return pid;
+  if (pid != 0) {
+    /* As the child does (either may run first); it fails harmlessly once the child has. */
+    if (pid > 0) setpgid(pid, pid);
+    return pid;
+  }
   /* Only async-signal-safe calls from here to the exec: the parent may have threads. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
-  int fds[3] = {fcntl(job, F_DUPFD_CLOEXEC, 10), fcntl(result, F_DUPFD_CLOEXEC, 10), fcntl(watch, F_DUPFD_CLOEXEC, 10)};
-  if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0) _exit(127);
-  if (dup2(fds[0], JOB_FD) < 0 || dup2(fds[1], RESULT_FD) < 0 || dup2(fds[2], WATCH_FD) < 0) _exit(127);
+  /* A process group of its own: the terminal's ^C and ^Z reach allocbench alone, which passes
+   * a stop on to the child (wait_child), so that a child found stopped is one whose library
+   * stopped it (SIGSTOP, or SIGTTOU or SIGTTIN at the terminal); and a kill reaches any
+   * process the library started. */
+  setpgid(0, 0);
+  int high[CHILD_FDS];
+  for (int i = 0; i < CHILD_FDS; i++)
+    if ((high[i] = fcntl(from[i], F_DUPFD_CLOEXEC, 10)) < 0) _exit(127);
+  for (int i = 0; i < CHILD_FDS; i++)
+    if (dup2(high[i], i) < 0) _exit(127);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -370,109 +532,262 @@ static pid_t start_child(int job, int result, int watch) {
   _exit(127);
 }
 
-static void wait_child(pid_t pid, volatile int *watch, ending_t *e) {
-  memset(e, 0, sizeof *e);
-  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  double deadline = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &e->ws, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    int sig = ab_run_stop;
-    if (sig && !e->stopped) {
-      e->stopped = true;
-      kill(pid, sig);
-      deadline = ab_clock_s() + AB_SUPERVISE_GRACE_MS / 1000.0;
-    }
-    if (e->stopped && !e->killed && ab_clock_s() >= deadline) {
-      e->call = *watch;
-      e->killed = true;
-      kill(pid, SIGKILL);
-    }
-    int ms = e->stopped ? 10 : 100; /* a signal cuts the wait short (EINTR) */
-    if (pidfd >= 0) {
-      struct pollfd pf = {pidfd, POLLIN, 0};
-      poll(&pf, 1, ms);
-    } else {
-      struct timespec ts = {0, 2 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-    }
-  }
-  if (pidfd >= 0) close(pidfd);
-  if (!e->killed) e->call = *watch;
+/* The child and whatever its library started. */
+static void kill_child(pid_t pid) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
 }
 
-/* The unit's failure when the child did not end with its results: diag says how it ended. */
+/* Whether the watch word says the child is in one of the library's calls (the deadline's). */
+static bool in_a_call(uint64_t word) {
+  if (word == NOT_STARTED) return false;
+  ab_plugin_call_t c = ab_plugin_call_of(word);
+  return c > AB_PLUGIN_OUTSIDE && c <= AB_PLUGIN_EXITING;
+}
+
+#define TICK_S 0.1 /* the watch's period when nothing happens */
+
+/* The child's progress on a terminal, as a run in this process draws it (run_one.c), at most
+ * ten updates a second. */
+typedef struct progress_s {
+  const char *label; /* NULL: none drawn */
+  double last;
+  uint64_t done;
+  bool shown;
+} progress_t;
+
+static void draw_progress(progress_t *p, const watch_t *w, double now) {
+  uint64_t done = w->done, total = w->total;
+  if (p->label == NULL || total == 0 || done == p->done || now - p->last < 0.1) return;
+  p->done = done, p->last = now, p->shown = true;
+  fprintf(stderr, "\r%s: %3.0f%% (%llu/%llu events)", p->label, 100.0 * (double)done / (double)total,
+          (unsigned long long)done, (unsigned long long)total);
+  fflush(stderr);
+}
+
+/* Waits for the child to end, draining its output (out, non-blocking): passes a signal to
+ * allocbench on (and kills a child still there AB_SUPERVISE_GRACE_MS later), kills a child
+ * its library stopped, or whose watch word (one call) stayed the same past the deadline. */
+static void wait_child(pid_t pid, const watch_t *watch, int out, const char *label, ending_t *e) {
+  memset(e, 0, sizeof *e);
+  progress_t prog = {label, 0, 0, false};
+  e->timeout_s = call_timeout_s;
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  double grace_end = 0, now = ab_clock_s(), last = now, since = now;
+  uint64_t seen = watch->call;
+  bool dead = false; /* killed: only the reaping is left */
+  for (;;) {
+    pid_t r = waitpid(pid, &e->ws, WNOHANG | WUNTRACED);
+    if (r == pid && WIFSTOPPED(e->ws)) {
+      if (!dead) {
+        e->stop_sig = WSTOPSIG(e->ws);
+        e->call = watch->call;
+        dead = true;
+      }
+      kill_child(pid); /* SIGKILL ends a stopped process too */
+    } else if (r == pid || (r < 0 && errno != EINTR)) {
+      break;
+    }
+    now = ab_clock_s();
+    /* Time this process did not run (stopped by ^Z, or starved) is not the library's. */
+    if (now - last > 1.0 + TICK_S) since += now - last - TICK_S;
+    last = now;
+    draw_progress(&prog, watch, now);
+    uint64_t word = watch->call;
+    if (word != seen) {
+      seen = word;
+      since = now;
+    } else if (!dead && in_a_call(word) && now - since > e->timeout_s) {
+      e->timed_out = true;
+      e->call = word;
+      dead = true;
+      kill_child(pid);
+    }
+    int sig = ab_run_stop;
+    if (sig && !e->stopped && !dead) {
+      e->stopped = true;
+      kill(pid, sig);
+      grace_end = now + AB_SUPERVISE_GRACE_MS / 1000.0;
+    }
+    if (e->stopped && !dead && now >= grace_end) {
+      e->call = watch->call;
+      e->killed = true;
+      dead = true;
+      kill_child(pid);
+    }
+    /* A signal cuts the wait short (EINTR); so do the child's end and its output. */
+    struct pollfd pf[2];
+    nfds_t n = 0;
+    if (pidfd >= 0) pf[n++] = (struct pollfd){pidfd, POLLIN, 0};
+    if (!e->out.closed) pf[n++] = (struct pollfd){out, POLLIN, 0};
+    poll(pf, n, e->stopped || dead ? 10 : (int)(TICK_S * 1000));
+    drain(out, &e->out);
+  }
+  /* What it wrote before it ended is in the pipe; a process it started may hold the pipe
+   * open, so nothing waits for its end. */
+  drain(out, &e->out);
+  if (pidfd >= 0) close(pidfd);
+  if (!dead) e->call = watch->call;
+  if (prog.shown) fprintf(stderr, "\r%*s\r", (int)strlen(label) + 32, "");
+}
+
+/* ", saying: \"...\"", the last line of what the child wrote, or "" when it wrote nothing. */
+static void quote_output(const ending_t *e, char *out, size_t size) {
+  char line[QUOTE_BYTES + 8];
+  last_line(&e->out, line, sizeof line);
+  if (line[0])
+    snprintf(out, size, "; its last output: \"%s\"", line);
+  else
+    out[0] = '\0';
+}
+
+/* The unit's failure when the child did not end with its results: diag says how it ended,
+ * in one line naming the library and the call. */
 static ab_status say_ending(const char *cmd, const char *strategy, const ending_t *e, ab_diag_t *diag) {
-  const char *call = ab_plugin_call_name((ab_plugin_call_t)e->call);
+  const char *call = ab_plugin_call_name(ab_plugin_call_of(e->call));
+  char said[QUOTE_BYTES + 40];
+  quote_output(e, said, sizeof said);
   if (e->killed) {
     fprintf(stderr, "%s: %s did not stop within %.1f s of the signal (in %s): killed\n", cmd, strategy,
             AB_SUPERVISE_GRACE_MS / 1000.0, call);
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: killed in %s after the signal", strategy, call);
   }
   if (e->call == NOT_STARTED)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: cannot start a process for the run (/proc/self/exe)", strategy);
-  if (WIFSIGNALED(e->ws)) {
-    char sig[96];
-    signal_words(WTERMSIG(e->ws), sig, sizeof sig);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s crashed in %s: %s", strategy, call, sig);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: cannot start a process for the run (/proc/self/exe)%s", strategy,
+                       said);
+  char sig[96];
+  if (e->stop_sig) {
+    signal_words(e->stop_sig, sig, sizeof sig);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s stopped its process in %s: %s; killed%s", strategy, call, sig, said);
   }
-  return ab_diag_set(diag, AB_ERR_INVALID, "%s ended its process in %s with exit status %d (exit or _exit)", strategy,
-                     call, WIFEXITED(e->ws) ? WEXITSTATUS(e->ws) : -1);
+  if (e->timed_out)
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s did not return from %s within %g s (--plugin-timeout): killed%s",
+                       strategy, call, e->timeout_s, said);
+  if (WIFSIGNALED(e->ws)) {
+    signal_words(WTERMSIG(e->ws), sig, sizeof sig);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s crashed in %s: %s%s", strategy, call, sig, said);
+  }
+  return ab_diag_set(diag, AB_ERR_INVALID, "%s ended its process in %s with exit status %d (exit or _exit)%s", strategy,
+                     call, WIFEXITED(e->ws) ? WEXITSTATUS(e->ws) : -1, said);
+}
+
+/* The result file is the child's, whole: framed as put_end frames it, its checksum right. */
+static bool results_whole(const char *m, size_t size) {
+  result_end_t end;
+  result_head_t h;
+  if (m == NULL || size < sizeof h + sizeof end) return false;
+  memcpy(&end, m + size - sizeof end, sizeof end);
+  memcpy(&h, m, sizeof h);
+  if (h.magic != RESULT_MAGIC || end.magic != RESULT_END || end.bytes != size - sizeof end) return false;
+  sum_t sum = SUM_START;
+  sum_add(&sum, m, end.bytes);
+  return sum_end(sum) == end.sum;
+}
+
+/* The head of the results and what the child said (its notes), read; the reader is left at
+ * what the unit wrote next. */
+static reader_t read_head(const char *m, size_t size, result_head_t *h, const char **notes) {
+  reader_t r = {m, size, false, 0};
+  get(&r, h, sizeof *h);
+  *notes = get_str(&r);
+  return r;
+}
+
+/* What the parent makes for a child: its descriptors, and its end of the pipe. */
+typedef struct files_s {
+  int null, out, in; /* /dev/null; the pipe's ends: the parent reads out, the child writes in */
+  int job, result, watch;
+} files_t;
+
+static void close_files(files_t *f) {
+  int *all[] = {&f->null, &f->out, &f->in, &f->job, &f->result, &f->watch};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (*all[i] >= 0) close(*all[i]);
+    *all[i] = -1;
+  }
+}
+
+/* Makes a child's files, the job written into f->job and sealed, and maps the watch word. */
+static ab_status make_files(const job_t *j, files_t *f, watch_t **watch, ab_diag_t *diag) {
+  int pipe_fds[2] = {-1, -1};
+  f->null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  bool ok = f->null >= 0 && pipe2(pipe_fds, O_CLOEXEC) == 0;
+  f->out = pipe_fds[0], f->in = pipe_fds[1];
+  if (!ok || fcntl(f->out, F_SETFL, O_NONBLOCK) != 0)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot make the descriptors of a supervised run: %s", j->strategy,
+                       strerror(errno));
+  f->job = anon_file("allocbench-job", MFD_ALLOW_SEALING);
+  f->result = anon_file("allocbench-result", 0);
+  f->watch = anon_file("allocbench-watch", 0);
+  if (f->job < 0 || f->result < 0 || f->watch < 0 || ftruncate(f->watch, sizeof(watch_t)) != 0)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot make the files of a supervised run: %s", j->strategy, strerror(errno));
+  *watch = mmap(NULL, sizeof(watch_t), PROT_READ | PROT_WRITE, MAP_SHARED, f->watch, 0);
+  if (*watch == MAP_FAILED)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot share memory with a supervised run: %s", j->strategy, strerror(errno));
+  (*watch)->call = NOT_STARTED;
+  writer_t w = {f->job, false, 0, NULL};
+  put_job(&w, j);
+  /* Sealed: nothing in the child, its library included, can change the job it reads. */
+  if (w.bad || fcntl(f->job, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return ab_diag_set(diag, AB_ERR_IO, "%s: cannot write the job of a supervised run: %s", j->strategy, strerror(errno));
+  return AB_OK;
+}
+
+/* The unit's failure when the child ended with its results whole (h) but found something in
+ * their file before it wrote them, or ended well without them whole. */
+static ab_status say_scribbled(const char *strategy, const result_head_t *h, ab_diag_t *diag) {
+  if (h)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "%s wrote to a descriptor it does not own (allocbench's results: %llu bytes) during its run",
+                       strategy, (unsigned long long)h->scribbled);
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s wrote to a descriptor it does not own: allocbench's results from its process do not read back",
+                     strategy);
 }
 
 /* Runs the job in a child. AB_OK with *results mapped (the caller unmaps *size bytes) when
- * it ended with them whole; otherwise the unit's failure, *stopped when it was a stop. */
+ * it ended with them whole, having said on stderr what the child had to say; otherwise the
+ * unit's failure, *stopped when it was a stop. */
 static ab_status run_job(const job_t *j, const char **results, size_t *size, bool *stopped, ab_diag_t *diag) {
   *results = NULL, *size = 0, *stopped = false;
-  int job = anon_file("allocbench-job"), result = anon_file("allocbench-result"), watchfd = anon_file("allocbench-watch");
-  volatile int *watch = MAP_FAILED;
-  ab_status st = AB_OK;
-  if (job < 0 || result < 0 || watchfd < 0 || ftruncate(watchfd, sizeof(int)) != 0) {
-    st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot make the files of a supervised run: %s", j->strategy, strerror(errno));
-    goto out;
-  }
-  watch = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, watchfd, 0);
-  if (watch == MAP_FAILED) {
-    st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot share memory with a supervised run: %s", j->strategy, strerror(errno));
-    goto out;
-  }
-  *watch = NOT_STARTED;
-  writer_t w = {job, false, 0};
-  put_job(&w, j);
-  if (w.bad || lseek(job, 0, SEEK_SET) != 0) {
-    st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot write the job of a supervised run: %s", j->strategy, strerror(errno));
-    goto out;
-  }
+  files_t f = {-1, -1, -1, -1, -1, -1};
+  watch_t *watch = MAP_FAILED;
+  ending_t *e = malloc(sizeof *e); /* its output's tail is too large for a thread's stack */
+  ab_status st = e ? make_files(j, &f, &watch, diag) : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st != AB_OK) goto out;
   /* What this process has said goes out before what the child says. */
   fflush(stdout);
   fflush(stderr);
-  pid_t pid = start_child(job, result, watchfd);
+  const int fds[CHILD_FDS] = {f.null, f.in, f.in, f.job, f.result, f.watch};
+  pid_t pid = start_child(fds);
   if (pid < 0) {
     st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot start a process for the run: %s", j->strategy, strerror(errno));
     goto out;
   }
-  ending_t e;
-  wait_child(pid, watch, &e);
-  const char *m = map_file(result, size);
-  bool whole = false;
-  if (m && *size >= sizeof(result_head_t) + sizeof(uint32_t)) {
-    uint32_t end;
-    memcpy(&end, m + *size - sizeof end, sizeof end);
-    whole = ((const result_head_t *)(const void *)m)->magic == RESULT_MAGIC && end == RESULT_END;
-  }
-  if (whole && WIFEXITED(e.ws) && WEXITSTATUS(e.ws) == 0) {
+  close(f.in); /* the child's end */
+  f.in = -1;
+  wait_child(pid, watch, f.out, j->progress, e);
+  const char *m = map_file(f.result, size);
+  bool clean = !e->killed && !e->timed_out && !e->stop_sig && WIFEXITED(e->ws) && WEXITSTATUS(e->ws) == 0;
+  result_head_t h;
+  const char *notes = NULL;
+  if (clean && results_whole(m, *size)) read_head(m, *size, &h, &notes);
+  if (notes && h.scribbled == 0) {
+    fputs(notes, stderr);
     *results = m;
-  } else {
-    if (m) munmap((void *)(uintptr_t)m, *size);
-    *size = 0;
-    *stopped = e.stopped;
-    st = say_ending(j->cmd ? j->cmd : "allocbench", j->strategy, &e, diag);
+    goto out;
   }
+  if (m) munmap((void *)(uintptr_t)m, *size);
+  *size = 0;
+  *stopped = e->stopped;
+  if (notes || (clean && ab_plugin_call_of(e->call) == AB_PLUGIN_EXITING))
+    st = say_scribbled(j->strategy, notes ? &h : NULL, diag);
+  else
+    st = say_ending(j->cmd ? j->cmd : "allocbench", j->strategy, e, diag);
 out:
-  if (watch != MAP_FAILED) munmap((void *)(uintptr_t)watch, sizeof(int));
-  if (job >= 0) close(job);
-  if (result >= 0) close(result);
-  if (watchfd >= 0) close(watchfd);
+  free(e);
+  if (watch != MAP_FAILED) munmap(watch, sizeof(watch_t));
+  close_files(&f);
   return st;
 }
 
@@ -483,8 +798,8 @@ static void release(const char *results, size_t size) {
 /* The head of a child's results and its run, read back into *h and run; the reader is left
  * at what the unit wrote after the run. */
 static reader_t read_run(const char *m, size_t size, result_head_t *h, ab_run_t *run) {
-  reader_t r = {m, size, false, 0};
-  get(&r, h, sizeof *h);
+  const char *notes;
+  reader_t r = read_head(m, size, h, &notes);
   const ab_tl_sample_t *timeline = view_array(&r, h->run.ntimeline * sizeof *timeline);
   const double *step_ms = view_array(&r, h->run.nstep_ms * sizeof *step_ms);
   adopt_run(run, &h->run, timeline, step_ms);
@@ -502,9 +817,9 @@ ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag
   size_t size;
   bool stopped;
   AB_TRY(run_job(&j, &m, &size, &stopped, diag));
-  reader_t r = {m, size, false, 0};
   result_head_t h;
-  get(&r, &h, sizeof h);
+  const char *notes;
+  read_head(m, size, &h, &notes);
   ab_status st = (ab_status)h.status;
   if (st != AB_OK) {
     ab_diag_set(diag, st, "%s", h.msg);
@@ -538,6 +853,11 @@ ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, co
   j.cmd = o->cmd, j.strategy = strategy, j.conf = o->conf, j.device = o->device, j.workload = o->workload;
   j.out_dir = o->out_dir;
   j.es = es;
+  /* The child's progress, drawn here where a run in this process would draw it (run_one.c). */
+  char label[160], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(label, sizeof label, "%s on %s", strategy, name);
+  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) j.progress = label;
   const char *m;
   size_t size;
   bool stopped;
@@ -607,18 +927,46 @@ ab_status ab_supervise_probe(const ab_events_t *es, const ab_bisect_opts_t *o, u
 
 /* ---- the child's side ------------------------------------------------------------------------ */
 
+/* The memory shared with the parent. */
+static watch_t *child_watch;
+
+/* The run's progress, for the parent to draw (ab_run_hooks_t's progress). */
+static void hand_progress(void *ctx, size_t done, size_t total) {
+  (void)ctx;
+  child_watch->total = total;
+  child_watch->done = done;
+}
+
+/* What allocbench has said in this process (ab_run_notes), for the parent to say. */
+static char *notes_text;
+static size_t notes_bytes;
+
+/* Empties the results' file and says how many bytes were in it: the library's, since nothing
+ * else in the process has the descriptor and the child writes it only now (Note [What the
+ * library can reach]). */
+static uint64_t clear_results(writer_t *w) {
+  off_t end = lseek(w->fd, 0, SEEK_END);
+  if (end < 0 || ftruncate(w->fd, 0) != 0 || lseek(w->fd, 0, SEEK_SET) != 0) w->bad = true;
+  return end > 0 ? (uint64_t)end : 0;
+}
+
+/* The head, the notes, and the run's arrays when there is a run. */
 static void put_result(writer_t *w, result_head_t *h, const ab_run_t *run) {
   h->magic = RESULT_MAGIC;
+  h->scribbled = clear_results(w);
   if (run) h->run = *run;
   put(w, h, sizeof *h);
+  if (ab_run_notes) fflush(ab_run_notes);
+  put_str(w, notes_text ? notes_text : "");
   if (run) {
     put_array(w, run->timeline, run->ntimeline * sizeof *run->timeline);
     put_array(w, run->step_ms, run->nstep_ms * sizeof *run->step_ms);
   }
 }
 
+/* The frame's end: the parent reads nothing of a file whose end does not match. */
 static void put_end(writer_t *w) {
-  uint32_t end = RESULT_END;
+  result_end_t end = {RESULT_END, 0, w->off, sum_end(*w->sum)};
   put(w, &end, sizeof end);
 }
 
@@ -654,8 +1002,8 @@ static int child_run_one(const job_t *j, writer_t *w) {
   /* Recorded here, where the library runs; the log goes back with the results. */
   ab_trace_log_t log;
   ab_trace_log_init(&log);
-  ab_run_hooks_t hooks = {.record = &log};
-  if (j->h.record) o.hooks = &hooks;
+  ab_run_hooks_t hooks = {.record = j->h.record ? &log : NULL, .progress = hand_progress};
+  o.hooks = &hooks;
   ab_run_t run;
   if (ab_run_prepare(&run, j->es) != AB_OK) return AB_EXIT_FAIL;
   ab_table_t summary;
@@ -703,27 +1051,56 @@ static int child_probe(const job_t *j, writer_t *w) {
   return w->bad ? AB_EXIT_FAIL : AB_EXIT_OK;
 }
 
+/* Moves the results' descriptor to a number drawn at random (Note [What the library can
+ * reach]); the new descriptor, or -1. */
+static int hide_results(void) {
+  int lo = 64, hi = 1024; /* below 1024: the descriptor table stays small */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)hi) hi = (int)rl.rlim_cur;
+  uint32_t r;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+    r = (uint32_t)getpid() * 2654435761u ^ (uint32_t)(ab_clock_s() * 1e9); /* no entropy yet: still unknown to it */
+  int fd = fcntl(RESULT_FD, F_DUPFD_CLOEXEC, hi > lo ? lo + (int)(r % (uint32_t)(hi - lo)) : 10);
+  if (fd < 0) fd = fcntl(RESULT_FD, F_DUPFD_CLOEXEC, 10); /* the number drawn and those above it taken */
+  if (fd < 0 || close(RESULT_FD) != 0) return -1;
+  return fd;
+}
+
 int ab_supervise_child(void) {
   /* A signal stops the run as it stops any (engine.h); the parent kills what does not. */
   ab_run_catch_stop();
-  void *watch = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);
-  if (watch == MAP_FAILED) return AB_EXIT_FAIL;
-  ab_plugin_call_slot = watch;
+  /* Note [What the library can reach]: the job and the watch word mapped, their descriptors
+   * closed; the results' moved; the notes gathered in memory. */
+  void *shared = mmap(NULL, sizeof(watch_t), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);
+  if (shared == MAP_FAILED || close(WATCH_FD) != 0) return AB_EXIT_FAIL;
+  child_watch = shared;
+  ab_plugin_call_slot = &child_watch->call;
   ab_plugin_calling(AB_PLUGIN_OUTSIDE);
   size_t size;
   const char *m = map_file(JOB_FD, &size);
   reader_t r = {m, size, m == NULL, 0};
   job_t j;
   ab_events_t es;
-  if (!get_job(&r, &j, &es)) {
+  if (close(JOB_FD) != 0 || !get_job(&r, &j, &es)) {
     fprintf(stderr, "allocbench: %s: the job does not read back\n", AB_SUPERVISE_ARG);
     return AB_EXIT_FAIL;
   }
-  writer_t w = {RESULT_FD, false, 0};
-  switch ((unit_t)j.h.unit) {
-    case UNIT_CHECK: return child_check(&j, &w);
-    case UNIT_RUN_ONE: return child_run_one(&j, &w);
-    case UNIT_PROBE: return child_probe(&j, &w);
+  int results = hide_results();
+  ab_run_notes = open_memstream(&notes_text, &notes_bytes);
+  if (results < 0 || ab_run_notes == NULL) {
+    fprintf(stderr, "allocbench: %s: cannot set up its results: %s\n", AB_SUPERVISE_ARG, strerror(errno));
+    return AB_EXIT_FAIL;
   }
-  return AB_EXIT_FAIL;
+  sum_t sum = SUM_START;
+  writer_t w = {results, false, 0, &sum};
+  int rc = AB_EXIT_FAIL;
+  switch ((unit_t)j.h.unit) {
+    case UNIT_CHECK: rc = child_check(&j, &w); break;
+    case UNIT_RUN_ONE: rc = child_run_one(&j, &w); break;
+    case UNIT_PROBE: rc = child_probe(&j, &w); break;
+  }
+  /* The results are written: what runs now is the process's end, and the destructors of a
+   * library that was never unloaded, under the deadline of a call. */
+  ab_plugin_calling(AB_PLUGIN_EXITING);
+  return rc;
 }

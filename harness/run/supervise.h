@@ -21,12 +21,23 @@
  *      the results. The ranks of run --ranks share one process (their lockstep and NCCL
  *      communicators): a library is refused there (ranks.h).
  *   3. Which call: around every call into the library the child writes which one it is
- *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h).
- *   4. How it ends: a child that wrote its results and exited 0 is a run like any other.
- *      Otherwise the unit fails with one line naming the library and the call it was in:
- *      "crashed in alloc: SIGSEGV (Segmentation fault)", or "ended its process in free with
- *      exit status 0". A command records that run as failed (an error row) and goes on
- *      with the rest, as it does for any run that fails.
+ *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h), with a
+ *      count of calls, so that the parent sees one call that lasts. Its loading (the
+ *      constructors), its hooks, each alloc and free, its unloading (the destructors) and the
+ *      process's end are calls.
+ *   4. How it ends: a child that wrote its results whole and exited 0 is a run like any
+ *      other. Otherwise the unit fails with one line naming the library, the call it was in
+ *      and what happened: "crashed in alloc: SIGSEGV (Segmentation fault)", "ended its
+ *      process in free with exit status 0", "stopped its process in alloc: SIGSTOP (Stopped
+ *      (signal)); killed" (a child found stopped is killed: in a process group of its own,
+ *      nothing but its library stops it), "did not return from alloc within 60 s
+ *      (--plugin-timeout): killed" (one call past the deadline, AB_SUPERVISE_TIMEOUT_S unless
+ *      ab_supervise_timeout says otherwise), "wrote to a descriptor it does not own" (Note
+ *      [What the library can reach], supervise.c); the last line the library printed, if
+ *      any, is quoted at its end. A command records that run as failed (an error row) and
+ *      goes on with the rest, as it does for any run that fails.
+ *      What the library prints never reaches allocbench's stdout or stderr; what allocbench
+ *      says in the child (notes, the OOM report) does, through the parent.
  *   5. Stopping: on SIGINT or SIGTERM (ab_run_stop) the parent sends the child the same
  *      signal, which stops its run as a signal stops any run (engine.h); a child still there
  *      AB_SUPERVISE_GRACE_MS later (a library in a loop, or that ignores the signal) is
@@ -49,6 +60,9 @@
 
 /* How long a child is given to stop after the signal, before it is killed. */
 #define AB_SUPERVISE_GRACE_MS 1000
+/* The deadline of one call into a library, unless ab_supervise_timeout says otherwise: far
+ * past any allocator's call on the simulated card, or a GPU's cudaMalloc. */
+#define AB_SUPERVISE_TIMEOUT_S 60.0
 /* The word main() looks for in argv[1]: this process is a supervised child. */
 #define AB_SUPERVISE_ARG "--supervised-child"
 
@@ -56,6 +70,10 @@
  * pipeline.h, bisect.h and run_one.h (ab_apart), through which a library's unit of work, and
  * only a library's, comes to the three functions below. */
 void ab_supervise_enable(void);
+
+/* The deadline of one call into a library, in seconds (--plugin-timeout), for the units
+ * started from now on. */
+void ab_supervise_timeout(double seconds);
 
 /* ab_pipeline_check in a child; p->wrap must be NULL. */
 ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);

@@ -392,6 +392,7 @@ static void pluggable_destroy(ab_strategy_t *s) {
           uint64_t v = p->live.slots[i].val;
           unsigned stream = (unsigned)(v >> STREAM_SHIFT);
           p->card.stream = stream;
+          ab_plugin_calling(AB_PLUGIN_FREE); /* each free a call of its own, for the watch's deadline */
           p->lib.free((void *)(uintptr_t)p->live.slots[i].key, (ssize_t)(v & BYTES_MASK), ordinal(p), ab_card_stream(&p->card, stream));
         }
       ab_plugin_calling(AB_PLUGIN_RESET);

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -30,20 +31,34 @@ static void *shim_handle;
 static ab_shim_use_fn shim_use;
 static char shim_error[AB_DIAG_BYTES];
 
+/* The shim's file, sealed before it is loaded: a library that writes into the descriptors it
+ * finds (the file stays open, see above) cannot change the code of the shim it calls. */
+static bool write_sealed(int fd) {
+  for (size_t done = 0; done < ab_pluggable_shim_so_bytes;) {
+    ssize_t n = write(fd, ab_pluggable_shim_so + done, ab_pluggable_shim_so_bytes - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(shim_error, sizeof shim_error, "writing it: %s", n < 0 ? strerror(errno) : "nothing written");
+      return false;
+    }
+    done += (size_t)n;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    snprintf(shim_error, sizeof shim_error, "sealing it: %s", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 static void load_shim(void) {
-  int fd = memfd_create("allocbench-cuda-shim", MFD_CLOEXEC);
+  int fd = memfd_create("allocbench-cuda-shim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     snprintf(shim_error, sizeof shim_error, "memfd_create: %s", strerror(errno));
     return;
   }
-  for (size_t done = 0; done < ab_pluggable_shim_so_bytes;) {
-    ssize_t n = write(fd, ab_pluggable_shim_so + done, ab_pluggable_shim_so_bytes - done);
-    if (n <= 0) {
-      snprintf(shim_error, sizeof shim_error, "writing it: %s", strerror(errno));
-      close(fd);
-      return;
-    }
-    done += (size_t)n;
+  if (!write_sealed(fd)) {
+    close(fd);
+    return;
   }
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -153,20 +168,43 @@ static void check_imports(const unsigned char *img, size_t size, bool simulated,
   }
 }
 
-/* Reads the file at path into memory (*img, free it), or says why not. */
+/* What a path that is not a regular file names, for the message. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/* Reads the file at path into memory (*img, free it), or says why not. Opened without
+ * waiting (O_NONBLOCK): opening a FIFO for reading would wait for a writer, for ever. */
 static ab_status read_file(const char *path, unsigned char **img, size_t *size, ab_diag_t *diag) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: not a file", path);
+  if (fstat(fd, &st) != 0) {
+    ab_status e = ab_diag_set(diag, AB_ERR_IO, "pluggable: %s: %s", path, strerror(errno));
+    close(fd);
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: not a file (%s): a library is a regular file", path,
+                       file_kind(st.st_mode));
   }
   *size = (size_t)st.st_size;
   *img = malloc(*size ? *size : 1);
-  bool ok = *img && fread(*img, 1, *size, f) == *size;
-  fclose(f);
-  if (!ok) {
+  size_t done = 0;
+  while (*img && done < *size) {
+    ssize_t n = read(fd, *img + done, *size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  close(fd);
+  if (*img == NULL || done < *size) {
     free(*img);
     return ab_diag_set(diag, AB_ERR_IO, "pluggable: %s: cannot read it", path);
   }
@@ -194,7 +232,7 @@ static ab_status find(ab_plugin_t *p, const char *path, const char *name, const 
   return AB_OK;
 }
 
-volatile int *ab_plugin_call_slot = NULL;
+volatile uint64_t *ab_plugin_call_slot = NULL;
 
 const char *ab_plugin_call_name(ab_plugin_call_t call) {
   switch (call) {
@@ -206,6 +244,7 @@ const char *ab_plugin_call_name(ab_plugin_call_t call) {
     case AB_PLUGIN_RECORD_STREAM: return "record_stream";
     case AB_PLUGIN_RESET: return "reset";
     case AB_PLUGIN_UNLOADING: return "unloading it (its destructors)";
+    case AB_PLUGIN_EXITING: return "ending its process (destructors at exit)";
     case AB_PLUGIN_OUTSIDE: break;
   }
   return "none of its calls";
@@ -224,7 +263,7 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
   free(img);
   if (wrong[0]) return ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
 
-  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_call_t was = ab_plugin_call_now();
   ab_plugin_calling(AB_PLUGIN_LOADING);
   p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   ab_plugin_calling(was);
@@ -254,7 +293,7 @@ ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names
 void ab_plugin_close(ab_plugin_t *p) {
   if (p->handle == NULL) return;
   unclaim(p->handle);
-  ab_plugin_call_t was = ab_plugin_call_slot ? (ab_plugin_call_t)*ab_plugin_call_slot : AB_PLUGIN_OUTSIDE;
+  ab_plugin_call_t was = ab_plugin_call_now();
   ab_plugin_calling(AB_PLUGIN_UNLOADING);
   dlclose(p->handle);
   ab_plugin_calling(was);

@@ -12,15 +12,17 @@
  * loaded afresh for each run when nothing else holds it, so each run starts from a clean
  * state.
  *
- * Every failure is one line in diag naming the library: no such file, not a shared object,
- * a CUDA call the simulated card does not provide or that would not reach the shim (read
- * from its imports before it is loaded), a missing function. Thread-safety: any thread may
- * open and close libraries.
+ * Every failure is one line in diag naming the library: no such file, not a regular file (a
+ * FIFO is refused without waiting for a writer), not a shared object, a CUDA call the
+ * simulated card does not provide or that would not reach the shim (read from its imports
+ * before it is loaded), a missing function. Thread-safety: any thread may open and close
+ * libraries.
  */
 #ifndef AB_PLUGGABLE_LIBRARY_H
 #define AB_PLUGGABLE_LIBRARY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base/status.h"
@@ -44,7 +46,7 @@ typedef struct ab_plugin_s {
 
 /* Which of a library's functions runs now. A run of a library may take its process down
  * (a crash, exit, a hang): allocbench runs each in a process of its own and names, when it
- * dies, the call it died in. */
+ * dies, the call it died in (supervise.h). */
 typedef enum ab_plugin_call_e {
   AB_PLUGIN_OUTSIDE, /* none: the run's own code */
   AB_PLUGIN_LOADING, /* dlopen: its constructors */
@@ -55,13 +57,25 @@ typedef enum ab_plugin_call_e {
   AB_PLUGIN_RECORD_STREAM,
   AB_PLUGIN_RESET,
   AB_PLUGIN_UNLOADING, /* dlclose: its destructors */
+  AB_PLUGIN_EXITING,   /* the process ends, its results written (supervise.h) */
 } ab_plugin_call_t;
 
 /* Where the call is written (memory shared with the process watching this one); NULL:
- * nobody watches. */
-extern volatile int *ab_plugin_call_slot;
+ * nobody watches. The word holds the call in its low byte and, above it, how many times a
+ * call began or ended: the watcher tells one call that lasts (a loop, a wait) from calls that
+ * follow one another, which is what its deadline measures. */
+extern volatile uint64_t *ab_plugin_call_slot;
+#define AB_PLUGIN_CALL_BITS 8
+static inline ab_plugin_call_t ab_plugin_call_of(uint64_t word) {
+  return (ab_plugin_call_t)(word & ((1u << AB_PLUGIN_CALL_BITS) - 1));
+}
 static inline void ab_plugin_calling(ab_plugin_call_t call) {
-  if (ab_plugin_call_slot) *ab_plugin_call_slot = (int)call;
+  if (ab_plugin_call_slot)
+    *ab_plugin_call_slot = ((*ab_plugin_call_slot >> AB_PLUGIN_CALL_BITS) + 1) << AB_PLUGIN_CALL_BITS | (uint64_t)call;
+}
+/* The call now (AB_PLUGIN_OUTSIDE when nobody watches). */
+static inline ab_plugin_call_t ab_plugin_call_now(void) {
+  return ab_plugin_call_slot ? ab_plugin_call_of(*ab_plugin_call_slot) : AB_PLUGIN_OUTSIDE;
 }
 /* "alloc", "loading it (its constructors)", "none of its calls". */
 const char *ab_plugin_call_name(ab_plugin_call_t call);

@@ -1,12 +1,16 @@
 /* hostile.c: test plugins that take their process down, one way each: a crash, an abort,
- * exit and _exit, a loop, a library deaf to SIGTERM and SIGINT (supervise.h). Each alloc
- * function fails on its call number AB_HOSTILE_AT (default 100), so that the run is under
- * way when it does, and, when AB_HOSTILE_READY names a file, creates it first: the test's
- * cue that the library is in its loop. */
+ * exit and _exit, a loop, a library deaf to SIGTERM and SIGINT, one that stops its process
+ * (SIGSTOP, SIGTTOU) (supervise.h); and plugins that reach past their calls: into the
+ * descriptors they find (3 to 9, or every one up to 1023), onto stdout and stderr. Each alloc
+ * function misbehaves on its call number AB_HOSTILE_AT (default 100), so that the run is
+ * under way when it does, and, when AB_HOSTILE_READY names a file, creates it first: the
+ * test's cue that the library is in its loop. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -22,6 +26,12 @@ void *exit_alloc(ssize_t bytes, int device, void *stream);
 void *quick_exit_alloc(ssize_t bytes, int device, void *stream);
 void *loop_alloc(ssize_t bytes, int device, void *stream);
 void *deaf_alloc(ssize_t bytes, int device, void *stream);
+void *stop_alloc(ssize_t bytes, int device, void *stream);
+void *ttou_alloc(ssize_t bytes, int device, void *stream);
+void *scribble_alloc(ssize_t bytes, int device, void *stream);
+void *scribble_all_alloc(ssize_t bytes, int device, void *stream);
+void *chatty_alloc(ssize_t bytes, int device, void *stream);
+void *said_segv_alloc(ssize_t bytes, int device, void *stream);
 void *my_malloc(ssize_t bytes, int device, void *stream);
 void my_free(void *p, ssize_t bytes, int device, void *stream);
 void segv_free(void *p, ssize_t bytes, int device, void *stream);
@@ -94,3 +104,55 @@ void segv_free(void *p, ssize_t bytes, int device, void *stream) {
 
 /* As a reset hook: crashes at the end of the run, when the rest is freed. */
 void segv_reset(void) { *nowhere = 1; }
+
+/* Stops its process, as raise(SIGSTOP) does, or a write to the terminal from the background. */
+void *stop_alloc(ssize_t bytes, int device, void *stream) {
+  if (now()) raise(SIGSTOP);
+  return my_malloc(bytes, device, stream);
+}
+
+void *ttou_alloc(ssize_t bytes, int device, void *stream) {
+  if (now()) raise(SIGTTOU);
+  return my_malloc(bytes, device, stream);
+}
+
+/* Writes garbage into the descriptors from 3 to last, which it never opened. */
+static void scribble(int last) {
+  static const char garbage[] = "\xde\xad\xbe\xef garbage from a library \x01\x02\x03";
+  for (int fd = 3; fd <= last; fd++) {
+    ssize_t n = write(fd, garbage, sizeof garbage);
+    (void)n; /* most are closed, or refuse it */
+  }
+}
+
+void *scribble_alloc(ssize_t bytes, int device, void *stream) {
+  if (now()) scribble(9);
+  return my_malloc(bytes, device, stream);
+}
+
+void *scribble_all_alloc(ssize_t bytes, int device, void *stream) {
+  if (now()) scribble(1023);
+  return my_malloc(bytes, device, stream);
+}
+
+/* Prints on stdout at every call (buffered and not) and on stderr, as a library's debugging
+ * output does. */
+void *chatty_alloc(ssize_t bytes, int device, void *stream) {
+  static const char raw[] = "hostile: raw bytes on stdout\n";
+  printf("hostile: alloc(%lld)\n", (long long)bytes);
+  if (now()) {
+    ssize_t n = write(STDOUT_FILENO, raw, sizeof raw - 1);
+    (void)n;
+    fprintf(stderr, "hostile: a word on stderr\n");
+  }
+  return my_malloc(bytes, device, stream);
+}
+
+/* Says why on stderr, as an assertion does, then crashes. */
+void *said_segv_alloc(ssize_t bytes, int device, void *stream) {
+  if (now()) {
+    fprintf(stderr, "hostile: pool.c:42: carve: assertion 'block->size >= bytes' failed\n");
+    *nowhere = 1;
+  }
+  return my_malloc(bytes, device, stream);
+}

@@ -7,6 +7,8 @@
  * through their suites (--strategy). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/units.h"
 #include "device/device.h"
@@ -380,8 +382,13 @@ static void entry_points_and_leaks(void) {
 
 /* Bad libraries and bad names: one line each, nothing made. */
 static void bad_libraries_are_refused(void) {
-  char text[300], dir[300], each[300], missing[300], libc_free[300], graph[300];
+  char text[300], dir[300], each[300], missing[300], libc_free[300], graph[300], fifo[300];
   snprintf(text, sizeof text, "pluggable:%s/tests/strategies/pluggable_test.c", AB_SOURCE_DIR);
+  /* Opened to be read, a FIFO would wait for a writer for ever. */
+  const char *fifo_path = ab_test_tmp_path("lib.fifo");
+  unlink(fifo_path);
+  REQUIRE_MSG(mkfifo(fifo_path, 0600) == 0, "mkfifo %s", fifo_path);
+  snprintf(fifo, sizeof fifo, "pluggable:%s", fifo_path);
   snprintf(dir, sizeof dir, "pluggable:%s", AB_TEST_PLUGINS_DIR);
   snprintf(each, sizeof each, "%s", EXAMPLE("malloc_each", ""));
   snprintf(missing, sizeof missing, "%s", EXAMPLE("malloc_each", ":nosuch:my_free"));
@@ -392,7 +399,9 @@ static void bad_libraries_are_refused(void) {
   } cases[] = {
       {"pluggable:/no/such/lib.so", NULL, "pluggable: /no/such/lib.so: No such file or directory"},
       {text, NULL, "pluggable: cannot load"},
-      {dir, NULL, "not a file"},
+      {dir, NULL, "not a file (a directory)"},
+      {fifo, NULL, "not a file (a FIFO): a library is a regular file"},
+      {"pluggable:/dev/zero", NULL, "pluggable: /dev/zero: not a file (a character device)"},
       {missing, NULL, "exports no function 'nosuch' (name the functions: -s pluggable:PATH:ALLOC_FN:FREE_FN)"},
       {libc_free, NULL, "exports no function 'free'"},
       {graph, NULL, "calls cudaGraphLaunch, which the simulated card does not provide"},
