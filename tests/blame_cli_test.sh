@@ -19,6 +19,10 @@ read -r sites changes < <(python3 -c 'import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print(sum(r["change"] == "" for r in rows), sum(r["change"] != "" for r in rows))' "$work/b/blame.csv")
 [ "$sites" -gt 1 ] && [ "$changes" -eq 3 ] || fail "blame.csv: $sites sites, $changes changes (expected 3)"
+# The page of the folder: the answer and the sites.
+"$ab" report "$work/b" >/dev/null 2>&1 || fail "report on a blame folder failed"
+grep -q "Which code holds the memory" "$work/b/report.html" && grep -q "None of the changes tried\|Change <code>" "$work/b/report.html" ||
+  fail "the page has no blame section"
 # --change replays one change: the same peak as the full blame's row for it.
 peak=$(python3 -c 'import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["rank"] == "1" and r["change"] == "pool"]

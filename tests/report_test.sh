@@ -83,7 +83,7 @@ page compare "$work/compare" 2 "allocbench compare: 1 workload, 2 strategies" "f
 # Refused: no folder, a folder without results, a results file that is not CSV.
 refuse "the results folder is required" report
 mkdir -p "$work/empty"
-refuse "holds no results of tune, compare, matrix or oom" report "$work/empty"
+refuse "holds no results of tune, compare, matrix, oom or blame" report "$work/empty"
 mkdir -p "$work/broken"
 printf 'workload,strategy\n"unclosed,raw\n' >"$work/broken/summary.csv"
 refuse "summary.csv: line 2: a quoted field is not closed" report "$work/broken"

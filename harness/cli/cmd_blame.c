@@ -157,7 +157,7 @@ static const ab_col_t blame_cols[] = {
     {"moment_event", true},   {"rank", true},             {"site", false},         {"live_bytes", true},
     {"unused_bytes", true},   {"allocs", true},           {"change", false},       {"status", false},
     {"peak_reserved_bytes", true}, {"peak_saved_bytes", true}, {"cap_kind", false}, {"found_cap_bytes", true},
-    {"cap_saved_bytes", true}, {"by", false},
+    {"cap_saved_bytes", true}, {"by", false},          {"stack", false},
 };
 #define NCOLS (sizeof blame_cols / sizeof blame_cols[0])
 
@@ -179,11 +179,20 @@ static ab_status add_row(ab_table_t *t, const ab_run_spec_t *o, const ab_events_
   snprintf(cap_saved, sizeof cap_saved, "%" PRId64,
            figures && f->cap_found && bl->base.cap_found ? (int64_t)bl->base.cap - (int64_t)f->cap : 0);
   const char *status = !f->done ? (f->unchanged ? "unchanged" : "") : f->ok ? "ok" : "oom";
+  /* The site's whole stack on its first row, innermost first, for the page. */
+  char stack[2048] = "";
+  const uint32_t *fr = NULL;
+  uint32_t n = c < 0 && es->stacks ? ab_stacks_frames(es->stacks, site->stack, &fr) : 0;
+  for (uint32_t i = 0, used = 0; i < n && used < sizeof stack; i++) {
+    const ab_frame_t *x = &es->stacks->frame[fr[i]];
+    used += (uint32_t)snprintf(stack + used, sizeof stack - used, "%s%s:%u %s", i ? "; " : "",
+                               ab_stacks_text(es->stacks, x->file), x->line, ab_stacks_text(es->stacks, x->name));
+  }
   const char *row[NCOLS] = {es->source, o->strategy, o->conf ? o->conf : "", cap, moment, rank, site->name, live, unused, allocs,
                             c < 0 ? "" : ab_blame_change_name((ab_blame_change_t)c), status, figures ? peak : "",
                             figures ? saved : "", figures && f->cap_found ? (f->cap_safe ? "safe" : "smallest") : "",
                             figures && f->cap_found ? found : "", figures && f->cap_found ? cap_saved : "",
-                            bl->stacks ? "stack" : "size_lifetime"};
+                            bl->stacks ? "stack" : "size_lifetime", stack};
   return ab_table_add(t, row);
 }
 

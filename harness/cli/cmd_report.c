@@ -9,7 +9,7 @@
 
 static const ab_cli_command_t command = {
     "allocbench report", AB_CMD_REPORT, "DIR",
-    "Writes one page to share for a results folder of tune, compare, matrix or oom (DIR/report.html):\n"
+    "Writes one page to share for a results folder of tune, compare, matrix, oom or blame (DIR/report.html):\n"
     "what the results answer, in words, first (for tune the line to paste and what it saves), then the\n"
     "table, the figures inline (drawn first by plots/draw.sh, which needs gnuplot), what the trace\n"
     "holds, the commands that made the folder and the version of allocbench. The page loads nothing\n"

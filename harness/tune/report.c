@@ -374,6 +374,114 @@ static void footer(FILE *f) {
 
 /* ---- tune ------------------------------------------------------------------------------------- */
 
+/* ---- blame: which code (Note [Blame], run/blame.h) ------------------------------------------------ */
+
+/* "-1.00 GiB" from a signed count of bytes saved (positive: saved). */
+static const char *saved(const char *text, char *buf, size_t size) {
+  long long v = strtoll(text, NULL, 10);
+  char b[AB_BYTES_TEXT];
+  if (v == 0) return snprintf(buf, size, "the same"), buf;
+  snprintf(buf, size, "%s%s", v > 0 ? "-" : "+", bytes((uint64_t)(v > 0 ? v : -v), b, sizeof b));
+  return buf;
+}
+
+/* The section of DIR/blame.csv's last blame, when there is one: the sites, the changes
+ * replayed, and the stacks of the first sites. */
+static ab_status blame_section(FILE *f, const char *dir, bool answer_first, ab_diag_t *diag) {
+  if (!exists(dir, "blame.csv")) return AB_OK;
+  char path[4096], a[AB_BYTES_TEXT], b[AB_BYTES_TEXT];
+  snprintf(path, sizeof path, "%s/blame.csv", dir);
+  csv_t c;
+  AB_TRY(csv_read(path, &c, diag));
+  /* The last blame: the rows at the end with its trace, setting and moment. */
+  size_t last = c.nrows - 1, first = last;
+  while (first > 1 && strcmp(get(&c, first - 1, "trace"), get(&c, last, "trace")) == 0 &&
+         strcmp(get(&c, first - 1, "conf"), get(&c, last, "conf")) == 0 &&
+         strcmp(get(&c, first - 1, "moment_event"), get(&c, last, "moment_event")) == 0 &&
+         num(&c, first - 1, "rank") <= num(&c, first, "rank"))
+    first--;
+  if (c.nrows < 2) {
+    csv_free(&c);
+    return AB_OK;
+  }
+  bool by_stack = strcmp(get(&c, first, "by"), "stack") == 0;
+  /* The change that saves most at the peak, for the answer. */
+  size_t best = 0;
+  long long most = 0;
+  for (size_t r = first; r <= last; r++)
+    if (*get(&c, r, "change") && strtoll(get(&c, r, "peak_saved_bytes"), NULL, 10) > most)
+      most = strtoll(get(&c, r, "peak_saved_bytes"), NULL, 10), best = r;
+  if (answer_first) {
+    fputs("<section class=\"answer\">\n<h2 style=\"border:0;margin-top:.3em\">The answer</h2>\n<p>", f);
+    if (best) {
+      fputs("Change <code>", f);
+      esc(f, get(&c, best, "site"));
+      fprintf(f, "</code> (%s): %s less reserved at the peak. Replay it: <code>allocbench blame TRACE --change %s:%s</code>.",
+              get(&c, best, "change"), bytes((uint64_t)most, a, sizeof a), get(&c, best, "change"), get(&c, best, "rank"));
+    } else {
+      fputs("None of the changes tried saves memory at the peak; <code>", f);
+      esc(f, get(&c, first, "site"));
+      fputs("</code> leaves the most unused.", f);
+    }
+    fputs("</p>\n</section>\n", f);
+  }
+  fprintf(f, "<h2>Which code holds the memory</h2>\n<p>At event %s of ", get(&c, first, "moment_event"));
+  esc(f, get(&c, first, "trace"));
+  fputs(" under ", f);
+  esc(f, get(&c, first, "strategy"));
+  fputs(*get(&c, first, "conf") ? " <code>" : "", f);
+  esc(f, get(&c, first, "conf"));
+  fprintf(f, "%s: each %s, the bytes it holds (live) and the reserved bytes it left free (unused); each change a replay of "
+             "the trace changed so (<code>allocbench blame</code>).%s</p>\n",
+          *get(&c, first, "conf") ? "</code>" : "", by_stack ? "call site" : "size and lifetime of allocations",
+          by_stack ? "" : " The trace has no call stacks: <code>allocbench record</code> keeps them.");
+  fputs("<table>\n<tr><th>rank</th><th>site</th><th>live</th><th>unused</th><th>allocs</th><th>change</th>"
+        "<th>peak reserved</th><th>cap</th></tr>\n",
+        f);
+  for (size_t r = first; r <= last && num(&c, r, "rank") <= 10; r++) {
+    bool change = *get(&c, r, "change") != '\0';
+    fprintf(f, "<tr%s><td class=\"n\">%s</td><td class=\"conf\">", r == best ? " class=\"win\"" : "", change ? "" : get(&c, r, "rank"));
+    if (!change) esc(f, get(&c, r, "site"));
+    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td>",
+            change ? "" : bytes(num(&c, r, "live_bytes"), a, sizeof a), change ? "" : bytes(num(&c, r, "unused_bytes"), b, sizeof b),
+            change ? "" : get(&c, r, "allocs"), change ? get(&c, r, "change") : "as it is");
+    char d[AB_BYTES_TEXT + 8], e[AB_BYTES_TEXT + 8];
+    if (strcmp(get(&c, r, "status"), "unchanged") == 0)
+      fputs("<td colspan=\"2\">changes nothing in the trace</td></tr>\n", f);
+    else if (*get(&c, r, "peak_reserved_bytes"))
+      fprintf(f, "<td class=\"n\">%s (%s)</td><td class=\"n\">%s %s (%s)</td></tr>\n", bytes(num(&c, r, "peak_reserved_bytes"), a, sizeof a),
+              saved(get(&c, r, "peak_saved_bytes"), d, sizeof d), get(&c, r, "cap_kind"),
+              *get(&c, r, "found_cap_bytes") ? bytes(num(&c, r, "found_cap_bytes"), b, sizeof b) : "-",
+              saved(get(&c, r, "cap_saved_bytes"), e, sizeof e));
+    else
+      fputs("<td></td><td></td></tr>\n", f);
+  }
+  fputs("</table>\n", f);
+  for (size_t r = first; by_stack && r <= last && num(&c, r, "rank") <= 3; r++) {
+    if (*get(&c, r, "change") || !*get(&c, r, "stack")) continue;
+    fprintf(f, "<p>The stack of site %s, innermost first:</p>\n<pre>", get(&c, r, "rank"));
+    for (const char *p = get(&c, r, "stack"); *p; p++) {
+      if (p[0] == ';' && p[1] == ' ') fputc('\n', f), p++;
+      else if (*p == '<') fputs("&lt;", f);
+      else if (*p == '>') fputs("&gt;", f);
+      else if (*p == '&') fputs("&amp;", f);
+      else fputc(*p, f);
+    }
+    fputs("</pre>\n", f);
+  }
+  csv_free(&c);
+  return AB_OK;
+}
+
+static ab_status blame_page(FILE *f, const char *dir, size_t *size, ab_diag_t *diag) {
+  (void)size;
+  head(f, "allocbench blame");
+  AB_TRY(blame_section(f, dir, true, diag));
+  pre_file(f, dir, "tune_trace.txt", "What the trace holds", "");
+  reproduce(f, dir, NULL);
+  return AB_OK;
+}
+
 static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, ab_diag_t *diag) {
   char path[4096], a[32];
   snprintf(path, sizeof path, "%s/tune.csv", dir);
@@ -475,6 +583,7 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
   free(fig);
   csv_free(&c);
   write_figures(f, dir, true, size, drawn);
+  AB_TRY(blame_section(f, dir, false, diag));
   pre_file(f, dir, "tune_trace.txt", "What the trace holds", "<p>As <code>allocbench replay --info</code> reads it:</p>\n");
   reproduce(f, dir, NULL);
   return AB_OK;
@@ -722,6 +831,7 @@ static ab_status grid_page(FILE *f, const char *dir, const char *kind, bool draw
     grid_answer(f, g);
     grid_table(f, g, runs, searches);
     write_figures(f, dir, false, size, drawn);
+    if (st == AB_OK) st = blame_section(f, dir, false, diag);
     pre_file(f, dir, "tune_trace.txt", "What the trace holds", "");
     reproduce(f, dir, strcmp(kind, "matrix") == 0 ? "make bench   # the matrix and its figures into results/latest, with this page\n" : NULL);
   }
@@ -817,14 +927,16 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
                      : exists(dir, "compare.csv") ? "compare"
                      : exists(dir, "summary.csv") ? "matrix"
                      : exists(dir, "oom.csv")     ? "oom"
+                     : exists(dir, "blame.csv")   ? "blame"
                                                   : NULL;
   if (kind == NULL)
     return ab_diag_set(diag, AB_ERR_INVALID,
-                       "'%s' holds no results of tune, compare, matrix or oom (expected tune.csv, compare.csv, summary.csv or oom.csv)",
+                       "'%s' holds no results of tune, compare, matrix, oom or blame (expected tune.csv, compare.csv, "
+                       "summary.csv, oom.csv or blame.csv)",
                        dir);
   if (out) AB_TRY(check_page_path(dir, out, diag));
   /* Every results file is read before anything is drawn: bad input leaves the folder as it was. */
-  static const char *const results[] = {"tune.csv", "compare.csv", "summary.csv", "oom.csv"};
+  static const char *const results[] = {"tune.csv", "compare.csv", "summary.csv", "oom.csv", "blame.csv"};
   for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
     char path[4096];
     csv_t c;
@@ -854,7 +966,9 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
   ab_output_t o;
   AB_TRY(ab_output_open(&o, path, diag));
   size_t size = 0;
-  ab_status st = strcmp(kind, "tune") == 0 ? tune_page(o.f, dir, drawn, &size, diag) : grid_page(o.f, dir, kind, drawn, &size, diag);
+  ab_status st = strcmp(kind, "tune") == 0    ? tune_page(o.f, dir, drawn, &size, diag)
+                 : strcmp(kind, "blame") == 0 ? blame_page(o.f, dir, &size, diag)
+                                              : grid_page(o.f, dir, kind, drawn, &size, diag);
   if (st == AB_OK) footer(o.f);
   if (st != AB_OK) {
     fclose(o.f);
