@@ -824,6 +824,17 @@ static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const job_t 
     remove(path); /* an earlier trace's */
   }
   if (!a->report) return AB_EXIT_OK;
+  /* Which code, on the page too, where the trace names it: blame under the recorded setting
+   * (Note [Blame], run/blame.h), its rows into blame.csv and its table into blame.txt. */
+  const ab_events_t *es = &job->t[v->winner ? v->winner->trace : 0].es;
+  if (strncmp(spec, "replay:", 7) == 0 && es->stacks && es->stacks->nstacks > 1) {
+    snprintf(path, sizeof path, "%s/blame.txt", o->out_dir);
+    char *blame[] = {"allocbench", "blame",  (char *)spec + 7, "-s",           "caching", "-c", (char *)es->settings,
+                     "--out",      (char *)o->out_dir, "-q", "--device", (char *)(o->device ? o->device : "sim"), NULL};
+    if (!o->quiet) fprintf(stderr, "allocbench tune: which code holds the memory: allocbench blame %s\n", spec + 7);
+    if (ab_report_run_self(blame, path, &diag) != AB_OK && !o->quiet)
+      fprintf(stderr, "allocbench tune: warning: the page has no blame: %s\n", diag.msg);
+  }
   char written[4096];
   if (ab_report_write(o->out_dir, NULL, true, written, sizeof written, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
   fprintf(stderr, "allocbench tune: the page to share: %s\n", written);

@@ -391,7 +391,8 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
 
 bool ab_results_writes_name(const char *name) {
   static const char *const fixed[] = {"summary.csv",     "oom.csv",        "compare.csv",  "tune.csv",
-                                      "tune_answer.txt", "tune_trace.txt", "commands.txt", "report.html"};
+                                      "tune_answer.txt", "tune_trace.txt", "commands.txt", "report.html",
+                                      "blame.csv",       "blame.txt"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     if (strcmp(name, fixed[i]) == 0) return true;
   static const char *const per_run[] = {"timeline_", "oommap_", "capmap_"};
