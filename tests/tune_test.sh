@@ -181,7 +181,7 @@ grep -q "interrupted (SIGINT)" "$work/err" || fail "tune after SIGINT: $(cat "$w
 refuse "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required" tune
 refuse "unknown workload" tune -w nosuch
 refuse "$work/none.pickle: cannot open" tune -w "replay:$work/none.pickle"
-refuse "--objective 'fast': expected reserved or budget" tune -w "$w" --objective fast
+refuse "--objective 'fast': expected reserved, budget or time" tune -w "$w" --objective fast
 refuse "--cap '0': must be more than 0 bytes" tune -w "$w" --cap 0
 refuse "--cap 'lots'" tune -w "$w" --cap lots
 refuse "--cap 200.00 GiB is more than the device's total of 139.80 GiB" tune -w "$w" --cap 200GiB

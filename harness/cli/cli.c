@@ -83,8 +83,10 @@ static const option_entry_t options[] = {
     {"recover", 0, AB_OPT_RECOVER, NULL, AB_CMD_RECORD, 0, 0, 0,
      "run nothing: write the snapshots that a record killed before its job ended\n"
      "left beside -o (FILE.unfinished-*), as that record would have"},
-    {"objective", 0, AB_OPT_OBJECTIVE, "reserved|budget", AB_CMD_TUNE, 0, 0, 0,
-     "reserved: the lowest peak reserved bytes (default); budget: the smallest cap"},
+    {"objective", 0, AB_OPT_OBJECTIVE, "reserved|budget|time", AB_CMD_TUNE, 0, 0, 0,
+     "reserved: the lowest peak reserved bytes (default); budget: the smallest cap;\n"
+     "time: the least allocator time over the job (the card's cost model), of\n"
+     "the settings that run under --cap when one is given"},
     {"device", 0, AB_OPT_DEVICE, "SPEC", RUNS, 0, 0, 0,
      "auto (default: cuda if a GPU is usable, else sim), sim, sim:PROFILE,\nsim:SIZE, cuda, cuda:N"},
     {"device", 0, AB_OPT_DEVICE, "SPEC", AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0,

@@ -23,7 +23,7 @@ static const ab_cli_command_t command = {
 
 static const char *const table_cols[] = {"strategy",     "conf",         "status", "peak_reserved_bytes", "frag_pct",
                                          "min_budget_bytes", "safe_cap_bytes", "overhead_pct", "oom_kind_at_fail",    "alloc_ns_p50",
-                                         "alloc_ns_p99", "free_ns_p50",  "note"};
+                                         "alloc_ns_p99", "free_ns_p50",  "device_time_s", "note"};
 
 /* A row's strategy as the answer names it: with its conf where it was given one. */
 static void label(const ab_table_t *t, size_t r, char *out, size_t size) {

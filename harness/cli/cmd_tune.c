@@ -14,6 +14,7 @@
  * tune.csv keeps every trace's row; the table shows each configuration's worst. */
 #include <glob.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +81,10 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
         a->objective = AB_TUNE_RESERVED;
       else if (strcmp(arg, "budget") == 0)
         a->objective = AB_TUNE_BUDGET;
+      else if (strcmp(arg, "time") == 0)
+        a->objective = AB_TUNE_TIME;
       else
-        *st = ab_diag_set(diag, AB_ERR_INVALID, "--objective '%s': expected reserved or budget", arg);
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--objective '%s': expected reserved, budget or time", arg);
       return true;
     case AB_OPT_JOBS:
       /* One range in every refusal, whatever is wrong with the number. */
@@ -213,7 +216,7 @@ static const char *short_name(const char *name) { return strncmp(name, "replay:"
   X(peak_requested_bytes, 1) X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) \
   X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1)            \
   X(safe_cap_bytes, 1) X(fail_ranges, 1) X(headroom_bytes, 1) X(limit, 0)                             \
-  X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1)
+  X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1) X(alloc_time_s, 1)
 
 #define TUNE_COL(name, numeric) {#name, numeric},
 static const ab_col_t tune_cols[] = {TUNE_COLUMNS(TUNE_COL)};
@@ -286,6 +289,10 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
   }
 }
 
+static const char *objective_name(ab_tune_objective_t o) {
+  return o == AB_TUNE_BUDGET ? "budget" : o == AB_TUNE_TIME ? "time" : "reserved";
+}
+
 /* The row of trace k under the configuration cfg (ranked: its worst trace's result). */
 static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab_tune_result_t *cfg) {
   const trace_t *tr = &v->job->t[k];
@@ -298,7 +305,7 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   SET(trace, "%s", tr->es.source);
   SET(worst, "%d", cfg->trace == k);
   SET(device, "%s", v->device);
-  SET(objective, "%s", v->objective == AB_TUNE_BUDGET ? "budget" : "reserved");
+  SET(objective, "%s", objective_name(v->objective));
   SET(cap_bytes, "%" PRIu64, v->cap);
   SET(rank, "%zu", cfg->rank);
   SET(strategy, "%s", r->cand.strategy);
@@ -324,6 +331,7 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   SET(wall_s, "%.6f", r->wall_s);
   note_of(v, &tr->es, r, cells[C_note], sizeof cells[0]);
   SET(trace_ooms, "%" PRIu64, tr->es.trace_ooms);
+  if (r->status == AB_RUN_OK) SET(alloc_time_s, "%.6f", r->alloc_time_s);
 #undef SET
   return ab_table_add(t, row);
 }
@@ -332,14 +340,14 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
  * configuration's figures are its worst trace's, named. */
 static const ab_col_t display_cols[] = {{"rank", true},          {"strategy", false},     {"conf", false},
                                         {"peak reserved", true}, {"smallest cap", true}, {"device allocs", true},
-                                        {"worst trace", false},  {"", false}};
+                                        {"time", true},          {"worst trace", false},  {"", false}};
 
 /* Whether the job's settings were recorded (a trace), or are only the defaults (a generator). */
 static bool recorded_any(const tune_view_t *v) { return strncmp(v->job->t[0].es.source, "replay:", 7) == 0; }
 
 /* A conf for the table: cut to CONF_WIDTH characters, the rest "..." (tune.csv has it whole),
  * so that the table fits 132 columns. */
-enum { CONF_WIDTH = 40 };
+enum { CONF_WIDTH = 30 };
 
 /* fig: the row's peak reserved and its smallest cap, formatted with the rest of the table's
  * (ab_format_bytes_apart), so that two configurations ranked apart never read the same. */
@@ -378,7 +386,9 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
     snprintf(conf, sizeof conf, "%.*s...", CONF_WIDTH - 3, whole);
   else
     snprintf(conf, sizeof conf, "%s", whole);
-  const char *row[] = {rank, r->cand.strategy, conf, reserved, cap, allocs, short_name(es->source), mark};
+  char time[32] = "-";
+  if (r->status == AB_RUN_OK) snprintf(time, sizeof time, "%.1f ms", r->alloc_time_s * 1e3);
+  const char *row[] = {rank, r->cand.strategy, conf, reserved, cap, allocs, time, short_name(es->source), mark};
   return ab_table_add(t, row);
 }
 
@@ -511,6 +521,10 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
       fprintf(f, ", %s in the smallest cap", saving(rec->search.min_budget, w->search.min_budget, d, sizeof d));
     if (v->job->n > 1) fprintf(f, ", worst trace against worst trace");
     fputc('\n', f);
+    /* What it costs or saves in time (Note [Allocator time], tune.c). */
+    double wt = w->alloc_time_s, rt = rec->alloc_time_s;
+    fprintf(f, "# allocator time over the job: %.1f ms against %.1f ms (%s%.1f ms; device calls by the card's cost model)\n",
+            wt * 1e3, rt * 1e3, wt > rt ? "+" : wt < rt ? "-" : "", fabs(wt - rt) * 1e3);
   }
   say_approximate(f, v);
 }
@@ -741,15 +755,18 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
     rc = ab_cli_fail(o, io.msg);
   if (rc == AB_EXIT_OK) {
     if (o->format == AB_FORMAT_TABLE) {
-      const char *by = a->objective == AB_TUNE_BUDGET ? "the smallest cap" : "peak reserved";
+      const char *by = a->objective == AB_TUNE_BUDGET ? "the smallest cap"
+                       : a->objective == AB_TUNE_TIME ? "allocator time"
+                                                      : "peak reserved";
       if (job->n == 1)
         printf("%s on %s, %zu configurations ranked by %s%s\n\n", job->name, s->device, n, by, s->cap ? ", under the cap" : "");
       else
         printf("%s (%zu traces) on %s, %zu configurations ranked by %s on their worst trace%s\n\n", job->name, job->n,
                s->device, n, by, s->cap ? ", each trace under the cap" : "");
-      static const char *const one[] = {"rank", "strategy", "conf", "peak reserved", "smallest cap", "device allocs", ""};
-      static const char *const several[] = {"rank",          "strategy",    "conf", "peak reserved", "smallest cap",
-                                            "device allocs", "worst trace", ""};
+      static const char *const one[] = {"rank",          "strategy",   "conf", "peak reserved", "smallest cap",
+                                        "device allocs", "time", ""};
+      static const char *const several[] = {"rank",          "strategy",   "conf",        "peak reserved", "smallest cap",
+                                            "device allocs", "time",       "worst trace", ""};
       if (job->n == 1)
         ab_cli_print(o, &shown, one, sizeof one / sizeof one[0]);
       else

@@ -379,6 +379,7 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(alloc_ns_p99, "%" PRIu64, ab_hist_quantile(&run->alloc_ns, 0.99));
   CELL(free_ns_p50, "%" PRIu64, ab_hist_quantile(&run->free_ns, 0.50));
   CELL(wall_s, "%.6f", run->loop_s);
+  CELL(device_time_s, "%.6f", (double)run->modeled_ns * 1e-9);
   search_note(es, r, note, sizeof note);
   const char *cells[] = {
 #define AB_COMPARE_PTR(name, numeric) c.name,

@@ -55,7 +55,9 @@
  *   trace_ooms         OOMs the traced program survived; above 0 the budget is an upper bound
  * (A column that can be empty never comes last: gnuplot misreads an empty last field.)
  * compare.csv gets one row per strategy of `allocbench compare`: an unbudgeted run and a
- * search side by side (the columns of the same names above), with the run's latency.
+ * search side by side (the columns of the same names above), with the run's latency, and
+ * device_time_s, the time its device calls took over the run by the simulated card's cost
+ * model (measured per call on an H200; 0 on cuda, whose calls are timed in the latency).
  */
 #ifndef AB_RESULTS_H
 #define AB_RESULTS_H
@@ -96,7 +98,7 @@ extern const size_t ab_oom_ncols;
   X(peak_reserved_bytes, 1) X(frag_pct, 1) X(min_budget_bytes, 1) X(safe_cap_bytes, 1)        \
   X(overhead_pct, 1)                                                                             \
   X(oom_kind_at_fail, 0) X(note, 0) X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1)    \
-  X(wall_s, 1)
+  X(wall_s, 1) X(device_time_s, 1)
 
 extern const ab_col_t ab_compare_cols[];
 extern const size_t ab_compare_ncols;

@@ -8,11 +8,8 @@
 
 #include "base/clock.h"
 
-/* The run's figures; as the search's on_probe, its unbudgeted probe is the run, when there
- * is no cap. */
-static void keep_run(void *ctx, uint64_t budget, const ab_run_t *run) {
-  ab_tune_result_t *r = ctx;
-  if (budget != 0) return;
+/* The run's figures. */
+static void keep_run(ab_tune_result_t *r, const ab_run_t *run) {
   r->status = run->status;
   r->oom_kind = run->status == AB_RUN_OOM ? run->oom.kind : AB_OOM_NONE;
   r->stats = run->stats;
@@ -35,22 +32,42 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
   b->stop = o->stop;
 }
 
+/* Note [Allocator time]: what a setting costs in time, beside what it saves in memory: the
+ * device calls of its run (cudaMalloc, cudaFree, the mappings of expandable segments), each
+ * charged the host time the simulated card's cost model gives it (measured on an H200,
+ * device/sim_cost.c), plus PyTorch's own host time per allocation and free,
+ * AB_TUNE_HOST_NS_PER_OP, the same for every setting. So the model tells settings apart by
+ * their device calls (a small max_split_size_mb frees and retries, a cap makes PyTorch free
+ * cached segments and ask again, expandable segments map pages); what it leaves out is the
+ * host time a setting adds inside PyTorch (garbage collection's scans; expandable segments'
+ * bookkeeping, 13% more per call in torch_compare), and the first pass's own costs (page
+ * faults, the driver's first calls: torch_compare's cold pass of the defaults took 1340 ns
+ * per call where this model gives 404). */
+static double alloc_time_s(const ab_events_t *es, const ab_run_t *run) {
+  uint64_t ops = 0;
+  for (size_t i = 0; i < es->n; i++) ops += es->ev[i].kind == AB_EV_ALLOC || (es->ev[i].kind == AB_EV_FREE && es->ev[i].aux != AB_FREE_COMPLETE);
+  return (double)run->modeled_ns * 1e-9 + (double)ops * AB_TUNE_HOST_NS_PER_OP * 1e-9;
+}
+
 /* One configuration: its run, then its search, into r; run is the worker's, prepared. */
 static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *run, ab_tune_result_t *r) {
   double t0 = ab_clock_s();
   ab_bisect_opts_t b;
   ab_tune_probe_opts(o, &r->cand, &b);
   ab_diag_t diag = {""};
-  ab_status st = AB_OK;
   r->status = AB_RUN_INTERRUPTED; /* until a run says otherwise */
-  if (o->cap) {
-    st = ab_bisect_probe(es, &b, o->cap, NULL, run, NULL, NULL, &diag);
-    if (st == AB_OK) keep_run(r, 0, run);
-  } else {
-    b.on_probe = keep_run;
-    b.on_probe_ctx = r;
+  /* The run, with the cost model on for its time (the search's probes run without it). */
+  ab_run_opts_t timed;
+  memset(&timed, 0, sizeof timed);
+  timed.time_calls = true;
+  timed.check = o->check;
+  timed.stop = o->stop;
+  ab_status st = ab_bisect_probe(es, &b, o->cap, &timed, run, NULL, NULL, &diag);
+  if (st == AB_OK) {
+    keep_run(r, run);
+    r->alloc_time_s = alloc_time_s(es, run);
   }
-  bool stopped = o->cap && r->status == AB_RUN_INTERRUPTED;
+  bool stopped = r->status == AB_RUN_INTERRUPTED;
   if (st == AB_OK && !stopped) st = ab_bisect_search(es, &b, run, &r->search, &diag);
   if (st == AB_OK && r->search.interrupted) r->status = AB_RUN_INTERRUPTED;
   if (st != AB_OK) {
@@ -129,9 +146,11 @@ int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tun
   /* No budget found ranks after every budget. */
   int budget = cmp_u64(ab_tune_deployable(a), ab_tune_deployable(b));
   int reserved = cmp_u64((uint64_t)a->stats.reserved_bytes.peak, (uint64_t)b->stats.reserved_bytes.peak);
-  int keys[3] = {ok, reserved, budget};
+  int time = (a->alloc_time_s > b->alloc_time_s) - (a->alloc_time_s < b->alloc_time_s);
+  int keys[4] = {ok, reserved, budget, time};
   if (objective == AB_TUNE_BUDGET) keys[0] = budget, keys[1] = ok, keys[2] = reserved;
-  for (int i = 0; i < 3; i++)
+  if (objective == AB_TUNE_TIME) keys[1] = time, keys[3] = reserved;
+  for (int i = 0; i < 4; i++)
     if (keys[i]) return keys[i];
   return cmp_u64(a->order, b->order);
 }
