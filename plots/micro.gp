@@ -53,6 +53,23 @@ plot for [k=1:NS] input using (ok(k) && strcol("workload") eq "alloc_free" ? byt
        with linespoints lw 2 dt dash_of(word(S, k)) pt point_of(word(S, k)) ps 1.3 lc rgb color_of(word(S, k)) \
        title word(S, k)
 
+# A micro.csv of the pair benchmarks alone (--benchmark_filter=alloc_free) has no sequence
+# to draw: the right panel says so instead of an empty range.
+if (NQ == 0) {
+  set title "Whole sequences replayed"
+  unset logscale
+  unset xlabel
+  unset ylabel
+  unset key
+  set xrange [0:1]
+  set yrange [0:1]
+  unset tics
+  set border 0
+  set label 1 "no sequence benchmark in this micro.csv" at 0.5, 0.5 center
+  plot NaN notitle
+  unset multiplot
+  exit
+}
 set title "Whole sequences replayed (higher is better)"
 unset logscale x
 unset xlabel

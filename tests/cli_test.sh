@@ -6,6 +6,11 @@ ab=${1:?usage: cli_test.sh PATH_TO_ALLOCBENCH}
 source "$(dirname "$0")/lib.sh"
 
 
+# -c takes PYTORCH_CUDA_ALLOC_CONF's value: the variable's name pasted with it is refused with the fix.
+refuse "-c takes the variable's value, without 'PYTORCH_CUDA_ALLOC_CONF=': -c 'expandable_segments:True'" \
+  run -w random -s caching -c PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+refuse "without 'export PYTORCH_CUDA_ALLOC_CONF=': -c 'expandable_segments:True'" \
+  oom -w random -s caching -c "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"
 refuse "unknown strategy" run -w random -s nosuch --device sim
 refuse "unknown workload 'nosuch'" run -w nosuch -s raw --device sim
 refuse "unknown simulated card 'h300'" run -w random -s raw --device sim:h300

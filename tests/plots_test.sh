@@ -60,6 +60,14 @@ for f in peak_reserved timeline_dynamic-shapes latency min_budget micro oommap_f
 done
 [ -s "$work/err" ] && fail "gnuplot complained: $(cat "$work/err")"
 
+# A micro.csv of the pair benchmarks alone (--benchmark_filter=alloc_free) still draws.
+d=$work/pairs
+mkdir -p "$d"
+grep -v '^random' "$work/all/micro.csv" >"$d/micro.csv"
+"$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on the pairs alone exited $?: $(cat "$work/err")"
+head -c 8 "$d/micro.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "micro.png of the pairs alone: $(cat "$work/err")"
+grep -q "empty x range" "$work/err" && fail "micro.gp on the pairs alone: $(cat "$work/err")"
+
 # colour SVG NAME: the colour of the first mark drawn for NAME's legend entry.
 colour() { grep -A12 "<title>$2</title>" "$1" | grep -o "'rgb([0-9, ]*)'" | head -n 1; }
 # Each strategy keeps its colour in every figure, though oom.csv lists them in another order

@@ -362,12 +362,28 @@ static ab_status parse_cap(const char *arg, ab_run_spec_t *o, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* -c takes what PYTORCH_CUDA_ALLOC_CONF holds; the variable's name pasted with it (from a
+ * shell line, `export PYTORCH_CUDA_ALLOC_CONF=...`) is refused with the fix. */
+static ab_status check_conf(const char *arg, ab_diag_t *diag) {
+  static const char name[] = "PYTORCH_CUDA_ALLOC_CONF=";
+  const char *p = strncmp(arg, "export ", 7) == 0 ? arg + 7 : arg;
+  if (strncmp(p, name, sizeof name - 1) != 0) return AB_OK;
+  const char *value = p + sizeof name - 1;
+  size_t n = strlen(value);
+  bool quoted = n >= 2 && (value[0] == '\'' || value[0] == '"') && value[n - 1] == value[0];
+  return ab_diag_set(diag, AB_ERR_INVALID, "-c '%s': -c takes the variable's value, without '%.*s': -c '%.*s'", arg,
+                     (int)(value - arg), arg, (int)(quoted ? n - 2 : n), quoted ? value + 1 : value);
+}
+
 bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status *st, ab_diag_t *diag) {
   *st = AB_OK;
   switch (opt) {
     case 'w': o->workload = arg; break;
     case 's': o->strategy = arg; break;
-    case 'c': o->conf = arg; break;
+    case 'c':
+      o->conf = arg;
+      *st = check_conf(arg, diag);
+      break;
     case AB_OPT_DEVICE: o->device = arg; break;
     case AB_OPT_OUT: o->out_dir = arg; break; /* checked before any work (output.h) */
     case AB_OPT_NO_TIMELINE: o->timeline = false; break;
@@ -990,7 +1006,7 @@ static bool search_own(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   if (opt == 'c') {
     if (a->nconfs == AB_CLI_MAX_STRATEGIES)
       *st = ab_diag_set(diag, AB_ERR_INVALID, "-c given more times than there can be strategies");
-    else
+    else if ((*st = check_conf(arg, diag)) == AB_OK)
       a->confs[a->nconfs++] = arg;
   } else {
     if (opt == AB_OPT_SEARCH) a->searched = arg;
