@@ -55,7 +55,29 @@ static void rmm_log_reads_and_refuses(void) {
   }
 }
 
+/* RMM 0.15 and 0.16 wrote a null pointer as "0" and streams in decimal (Note [RMM's log
+ * formats], rmm_log.c); later releases (nil) and 0x-prefixed hex. Both read, each stream in
+ * its own base: "10" and "0xa" are one stream. */
+static void rmm_015_format(void) {
+  static const char log[] =
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "7,1601296374.123,allocate,0x7f8e2c000000,1024,10\n"
+      "7,1601296374.124,allocate failure,0,99999999999,10\n"
+      "7,1601296374.125,free,0x7f8e2c000000,1024,0xa\n";
+  const char *path = ab_test_write_file("rmm015.csv", log, sizeof log - 1);
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(path, NULL, &es, &in, &d) == AB_OK, "%s", d.msg);
+  CHECK_EQ(es.trace_ooms, 1);
+  CHECK_EQ(in.nstreams, 1);
+  CHECK_EQ(in.stream_values[0], 10u);
+  CHECK_EQ(in.preexisting, 0);
+  ab_events_free(&es);
+}
+
 static const ab_test_t tests[] = {
     {"rmm_log_reads_and_refuses", rmm_log_reads_and_refuses},
+    {"rmm_015_format", rmm_015_format},
 };
 AB_TEST_MAIN(tests)

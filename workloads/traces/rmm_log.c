@@ -61,16 +61,25 @@ ab_status ab_rmm_log_read(const char *path, ab_instream_t *in, ab_trace_builder_
     for (size_t i = 0; i < NCOLS; i++) fend[i] = i + 1 < NCOLS ? f[i + 1] - 1 : stop;
     for (size_t i = 0; i < 2; i++)
       if (f[i] == fend[i]) return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column '%s' is empty", path, line, columns[i]);
+    /* Note [RMM's log formats]: RMM's logging_resource_adaptor has written a null pointer as
+     * "(nil)" (glibc's %p) and, in its 0.15 and 0.16 releases, as "0"; every other pointer as
+     * 0x and hex digits. It wrote streams in decimal in those releases ("0", the handle's
+     * value) and as 0x and hex digits since: a stream is read in the base its text says. */
     uint64_t ptr = 0, size = 0, stream = 0;
-    if (!field_is(f[3], fend[3], "(nil)") && !(fend[3] - f[3] > 2 && f[3][0] == '0' && f[3][1] == 'x' && parse_hex(f[3], fend[3], &ptr)))
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'Pointer': expected a pointer (0x7f0a12345600 or (nil)), got '%.*s'",
-                         path, line, (int)(fend[3] - f[3] > 40 ? 40 : fend[3] - f[3]), f[3]);
+    bool null = field_is(f[3], fend[3], "(nil)") || field_is(f[3], fend[3], "0");
+    if (!null && !(fend[3] - f[3] > 2 && f[3][0] == '0' && f[3][1] == 'x' && parse_hex(f[3], fend[3], &ptr)))
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "%s:%zu: column 'Pointer': expected a pointer (0x7f0a12345600, (nil) or 0), got '%.*s'", path, line,
+                         (int)(fend[3] - f[3] > 40 ? 40 : fend[3] - f[3]), f[3]);
     if (!ab_trace_parse_dec(f[4], fend[4], &size))
       return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'Size': expected a whole number, got '%.*s'", path, line,
                          (int)(fend[4] - f[4] > 40 ? 40 : fend[4] - f[4]), f[4]);
-    if (!parse_hex(f[5], fend[5], &stream))
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s:%zu: column 'Stream': expected a stream in hex (0x0), got '%.*s'", path,
-                         line, (int)(fend[5] - f[5] > 40 ? 40 : fend[5] - f[5]), f[5]);
+    bool hex = fend[5] - f[5] > 2 && f[5][0] == '0' && (f[5][1] == 'x' || f[5][1] == 'X');
+    if (!(hex ? parse_hex(f[5], fend[5], &stream) : ab_trace_parse_dec(f[5], fend[5], &stream)))
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "%s:%zu: column 'Stream': expected a stream in hex (0x0) or, as RMM 0.15 wrote it, in decimal, "
+                         "got '%.*s'",
+                         path, line, (int)(fend[5] - f[5] > 40 ? 40 : fend[5] - f[5]), f[5]);
     size_t alen = (size_t)(fend[2] - f[2]);
     if (field_is(f[2], fend[2], "allocate")) {
       ab_trace_builder_count(b, f[2], alen);
