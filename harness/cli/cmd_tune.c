@@ -331,7 +331,7 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   SET(wall_s, "%.6f", r->wall_s);
   note_of(v, &tr->es, r, cells[C_note], sizeof cells[0]);
   SET(trace_ooms, "%" PRIu64, tr->es.trace_ooms);
-  if (r->status == AB_RUN_OK) SET(alloc_time_s, "%.6f", r->alloc_time_s);
+  if (r->status == AB_RUN_OK && r->alloc_time_s >= 0) SET(alloc_time_s, "%.6f", r->alloc_time_s);
 #undef SET
   return ab_table_add(t, row);
 }
@@ -387,7 +387,7 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
   else
     snprintf(conf, sizeof conf, "%s", whole);
   char time[32] = "-";
-  if (r->status == AB_RUN_OK) snprintf(time, sizeof time, "%.1f ms", r->alloc_time_s * 1e3);
+  if (r->status == AB_RUN_OK && r->alloc_time_s >= 0) snprintf(time, sizeof time, "%.1f ms", r->alloc_time_s * 1e3);
   const char *row[] = {rank, r->cand.strategy, conf, reserved, cap, allocs, time, short_name(es->source), mark};
   return ab_table_add(t, row);
 }

@@ -1,5 +1,6 @@
 #include "tune/tune.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "run/pipeline.h"
 
 /* The run's figures. */
 static void keep_run(ab_tune_result_t *r, const ab_run_t *run) {
@@ -62,10 +64,13 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   timed.time_calls = true;
   timed.check = o->check;
   timed.stop = o->stop;
-  ab_status st = ab_bisect_probe(es, &b, o->cap, &timed, run, NULL, NULL, &diag);
+  /* A library's run goes to a process of its own, which takes no engine options (supervise.h):
+   * its time is not modelled (alloc_time_s < 0). */
+  bool apart = ab_apart(ab_bisect_probe_apart != NULL, b.strategy);
+  ab_status st = ab_bisect_probe(es, &b, o->cap, apart ? NULL : &timed, run, NULL, NULL, &diag);
   if (st == AB_OK) {
     keep_run(r, run);
-    r->alloc_time_s = alloc_time_s(es, run);
+    r->alloc_time_s = apart ? -1.0 : alloc_time_s(es, run);
   }
   bool stopped = r->status == AB_RUN_INTERRUPTED;
   if (st == AB_OK && !stopped) st = ab_bisect_search(es, &b, run, &r->search, &diag);
@@ -146,7 +151,8 @@ int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tun
   /* No budget found ranks after every budget. */
   int budget = cmp_u64(ab_tune_deployable(a), ab_tune_deployable(b));
   int reserved = cmp_u64((uint64_t)a->stats.reserved_bytes.peak, (uint64_t)b->stats.reserved_bytes.peak);
-  int time = (a->alloc_time_s > b->alloc_time_s) - (a->alloc_time_s < b->alloc_time_s);
+  double ta = a->alloc_time_s < 0 ? HUGE_VAL : a->alloc_time_s, tb = b->alloc_time_s < 0 ? HUGE_VAL : b->alloc_time_s;
+  int time = (ta > tb) - (ta < tb); /* not modelled: after every time that is */
   int keys[4] = {ok, reserved, budget, time};
   if (objective == AB_TUNE_BUDGET) keys[0] = budget, keys[1] = ok, keys[2] = reserved;
   if (objective == AB_TUNE_TIME) keys[1] = time, keys[3] = reserved;

@@ -51,7 +51,8 @@ typedef struct ab_tune_result_s {
   ab_stats_t stats;          /* of the run, at its end or its OOM */
   ab_bisect_result_t search; /* the smallest budget */
   double wall_s;             /* host time of the run and the search */
-  double alloc_time_s;       /* the allocator's time over the job (Note [Allocator time], tune.c) */
+  double alloc_time_s;       /* the allocator's time over the job (Note [Allocator time], tune.c);
+                              * < 0: not modelled (a library's run, in a process of its own) */
   size_t rank;               /* 1-based, set by ab_tune_rank */
   size_t trace;              /* of a job of several traces tuned together: which one these figures are
                               * of (its worst, cmd_tune.c); 0 otherwise */
