@@ -210,6 +210,10 @@ uint32_t ab_stacks_intern(ab_stacks_t *st, const uint32_t *frames, uint32_t n) {
   return k;
 }
 
+void ab_stacks_prefetch(const ab_stacks_t *st, const uint32_t *frames, uint32_t n) {
+  if (st->stacks.cap) __builtin_prefetch(&st->stacks.slot[home_of(hash_stack(frames, n)) & (st->stacks.cap - 1)]);
+}
+
 void ab_stacks_set(ab_stacks_t *st, uint32_t id, uint32_t stack) {
   if (st->failed || stack == 0) return;
   if (id >= st->capids) {

@@ -67,6 +67,9 @@ uint32_t ab_stacks_frame_at(ab_stacks_t *st, uint32_t file, uint32_t name, uint3
 /* The number (>= 1) of the stack of n frames, innermost first, interned; 0 for n == 0 or
  * when a host allocation failed. */
 uint32_t ab_stacks_intern(ab_stacks_t *st, const uint32_t *frames, uint32_t n);
+/* Prefetches where ab_stacks_intern of the same frames will look first: a caller that knows a
+ * stack a while before it interns it hides the cache miss of a large table. */
+void ab_stacks_prefetch(const ab_stacks_t *st, const uint32_t *frames, uint32_t n);
 /* Records that allocation id was made by stack. */
 void ab_stacks_set(ab_stacks_t *st, uint32_t id, uint32_t stack);
 /* Gives back what building left over and drops the intern tables. */

@@ -261,6 +261,16 @@ enum { T_FRAME = 4, T_LOCAL, T_STACK, T_PENDING };
 
 static inline bool is_val(uint32_t w) { return w >= M_VALS && w < W_TAGGED; }
 
+/* An alloc's stack to be interned (Note [A stack interned one entry late]). */
+typedef struct late_s {
+  bool on;
+  uint32_t *ids; /* its frames, numbered in the builder's stacks */
+  uint32_t n, cap;
+  size_t rec;    /* the builder's record of the alloc */
+  uint64_t memo; /* its list's memo index + 1 (0: none), and the word the list put there */
+  uint32_t mword;
+} late_t;
+
 typedef struct svm_s {
   const char *path;
   ab_instream_t *in;
@@ -295,6 +305,7 @@ typedef struct svm_s {
   size_t capglobal_frame, capglobal_stack;
   uint32_t *gids;                     /* a stack's frames, numbered in the builder's stacks */
   size_t capgids;
+  late_t late;                        /* Note [A stack interned one entry late] */
   uint32_t serial;                    /* the next T_PENDING word's number */
   ab_map_t claims;                    /* a T_PENDING word's number + 1 -> the container it names */
   int device;
@@ -825,11 +836,10 @@ static uint32_t global_frame(svm_t *vm, ab_stacks_t *g, uint32_t f) {
   return id;
 }
 
-/* The stack of n local frames, interned in the builder's stacks; 0 for none, or when the
- * builder failed (its finish says so). */
-static ab_status global_stack(svm_t *vm, const uint32_t *ids, uint32_t n, uint32_t *stack) {
-  *stack = 0;
-  if (n == 0) return AB_OK;
+/* The builder's numbers of n local frames into vm->gids: the builder's stacks, or NULL when
+ * the builder failed (its finish says so). */
+static ab_status global_frames(svm_t *vm, const uint32_t *ids, uint32_t n, ab_stacks_t **out) {
+  *out = NULL;
   ab_stacks_t *g = ab_trace_builder_stacks(vm->b);
   if (g == NULL) return AB_OK;
   if (n > vm->capgids) {
@@ -838,14 +848,58 @@ static ab_status global_stack(svm_t *vm, const uint32_t *ids, uint32_t n, uint32
     vm->gids = grown;
     vm->capgids = n;
   }
-  for (uint32_t k = 0; k < n; k++)
-    if ((vm->gids[k] = global_frame(vm, g, ids[k])) == UINT32_MAX) return g->failed ? AB_OK : DEPART;
-  *stack = ab_stacks_intern(g, vm->gids, n);
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t f = ids[k], known = f < vm->capglobal_frame ? vm->global_frame[f] : 0; /* most are known */
+    if ((vm->gids[k] = known ? known - 1 : global_frame(vm, g, f)) == UINT32_MAX) return g->failed ? AB_OK : DEPART;
+  }
+  *out = g;
   return AB_OK;
 }
 
-/* The same for local stack k, once per stack. */
+/* Note [A stack interned one entry late]
+ * An alloc's stack is often new (allocbench's test snapshots name a million), and interning a
+ * new one is a cache miss in a table of megabytes. So the stack of an alloc's own list is
+ * interned one entry late: its frames are numbered and its slot in the table prefetched when
+ * the alloc goes to the builder, and it is interned when the next stack is, when its list is
+ * fetched from the memo, or at the end, the entries read in between hiding the miss. The
+ * stacks keep the order of the entries; the alloc's record gets its stack then
+ * (ab_trace_builder_stack_at), and the list's memo index names it then (until then the word
+ * the list put there stays, which flushes it when fetched). */
+static ab_status late_flush(svm_t *vm) {
+  late_t *l = &vm->late;
+  if (!l->on) return AB_OK;
+  l->on = false;
+  uint32_t stack = ab_stacks_intern(vm->b->stacks, l->ids, l->n);
+  ab_trace_builder_stack_at(vm->b, l->rec, stack);
+  if (l->memo && vm->memo[l->memo - 1] == l->mword) vm->memo[l->memo - 1] = stack <= W_MAX ? W_MAKE(T_STACK, stack) : M_LIST;
+  return AB_OK;
+}
+
+/* Entry c's new list of frames, an alloc's, to be interned late; its claim passes to vm->late. */
+static ab_status late_stack(svm_t *vm, cont_t *c) {
+  AB_TRY(late_flush(vm));
+  ab_stacks_t *g;
+  AB_TRY(global_frames(vm, c->ids, c->nids, &g));
+  if (g == NULL) return AB_OK;
+  late_t *l = &vm->late;
+  uint32_t *ids = l->ids, cap = l->cap; /* the numbers made become the late stack's: no copy */
+  l->ids = vm->gids;
+  l->cap = vm->capgids > UINT32_MAX ? UINT32_MAX : (uint32_t)vm->capgids;
+  vm->gids = ids;
+  vm->capgids = cap;
+  l->n = c->nids;
+  l->rec = vm->b->nrecs; /* the record the alloc is about to become */
+  l->memo = c->memo;
+  l->mword = c->mword;
+  claim_drop(vm, c); /* the memo keeps its word, which now names the late stack */
+  ab_stacks_prefetch(g, l->ids, l->n);
+  l->on = true;
+  return AB_OK;
+}
+
+/* The stack of local stack k, once per stack. */
 static ab_status global_of_local(svm_t *vm, uint32_t k, uint32_t *stack) {
+  *stack = 0;
   if (!grow_zeroed(&vm->global_stack, &vm->capglobal_stack, k)) return DEPART;
   if (vm->global_stack[k]) {
     *stack = vm->global_stack[k] - 1;
@@ -853,13 +907,18 @@ static ab_status global_of_local(svm_t *vm, uint32_t k, uint32_t *stack) {
   }
   const uint32_t *frames = NULL;
   uint32_t n = ab_stacks_frames(&vm->local, k, &frames);
-  AB_TRY(global_stack(vm, frames, n, stack));
+  if (n == 0) return AB_OK;
+  AB_TRY(late_flush(vm)); /* the stacks in the order of the entries */
+  ab_stacks_t *g;
+  AB_TRY(global_frames(vm, frames, n, &g));
+  if (g == NULL) return AB_OK;
+  *stack = ab_stacks_intern(g, vm->gids, n);
   if (*stack) vm->global_stack[k] = *stack + 1;
   return AB_OK;
 }
 
-/* An alloc's stack, as it goes to the builder (Note [Frames as they are read], 4); its list, read
- * with it, is named by that stack after. */
+/* An alloc's stack, as it goes to the builder (Note [Frames as they are read], 4): 0 when it
+ * has none, or when it is interned late (Note [A stack interned one entry late]). */
 static ab_status entry_stack(svm_t *vm, cont_t *c, uint32_t *stack) {
   *stack = 0;
   switch (c->fkind) {
@@ -871,8 +930,8 @@ static ab_status entry_stack(svm_t *vm, cont_t *c, uint32_t *stack) {
       }
       return global_of_local(vm, W_NUM(c->fref), stack);
     case F_IDS:
-      AB_TRY(global_stack(vm, c->ids, c->nids, stack));
-      claim_set(vm, c, *stack <= W_MAX ? W_MAKE(T_STACK, *stack) : M_LIST);
+      if (c->nids) return late_stack(vm, c);
+      claim_set(vm, c, W_MAKE(T_STACK, 0)); /* an empty list: no stack */
       return AB_OK;
     default: return DEPART; /* no list of frames: the tree reader says why */
   }
@@ -1184,8 +1243,9 @@ static ab_status memo_put(svm_t *vm, uint64_t idx) {
 
 static ab_status memo_get(svm_t *vm, uint64_t idx) {
   uint32_t w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
-  if (W_TAG(w) == T_PENDING) { /* a frame or a list being read: fixed as it is now */
-    AB_TRY(fix_claimed(vm, w));
+  if (W_TAG(w) == T_PENDING) { /* a list interned late, or a frame or a list being read: fixed as it is now */
+    if (vm->late.on && w == vm->late.mword) AB_TRY(late_flush(vm));
+    else AB_TRY(fix_claimed(vm, w));
     w = vm->memo[idx];
   }
   /* Never stored; or shared, which only the tree reader follows. */
@@ -1271,12 +1331,15 @@ static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
 
 /* Note [An entry's body at once]
  * Nearly every entry is written the same way: its dict, a MARK, then pairs of a key fetched
- * from the memo and a value (fetched, or an int or None written in place), then SETITEMS. At
- * the MARK after a new entry, the pairs are read straight from the window and set in the
- * entry, with the effect on the machine that running the opcodes one by one would have (the
- * stack, the marks and the memo as they were; the entry's fields and count set), and no
- * value pushed. At any other opcode, or at the window's end, the entry's fields are cleared
- * and the body is run opcode by opcode from its MARK. */
+ * from the memo and a value (fetched; an int or None written in place; a short string written
+ * afresh and memoised, as PyTorch's compile_context 'N/A' is in every entry; its frames, Note
+ * [An entry's frames at once]), then SETITEMS. At the MARK after a new entry, the pairs are
+ * read straight from the window and set in the entry, with the effect on the machine that
+ * running the opcodes one by one would have (the stack and the marks as they were; the memo
+ * ops run at the end; the entry's fields and count set), and no value pushed. At any other
+ * opcode, or at the window's end, the entry's fields are cleared and the body is run opcode
+ * by opcode from its MARK: the memo as it was (a string the memo keeps is kept once, read
+ * again or not). */
 /* A memo index at p (BINGET, LONG_BINGET) in *at, the word there in *w; false for another
  * opcode or past end. */
 static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const unsigned char *end, uint32_t *w,
@@ -1297,24 +1360,30 @@ static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const uns
   return true;
 }
 
-/* Note [An entry's frames at once]
- * An entry's frames, in the body read at once (Note [An entry's body at once]), are written
- * one of two ways: a list read before, fetched (BINGET), or a new list, EMPTY_LIST with a memo
- * op before or after it and its frames, each fetched, in one batch (MARK ... APPENDS) or alone
- * (APPEND). Both are read here, the frames' local numbers into the entry (Note [Frames as they
- * are read]); the list's memo op waits for the body's end (*put: its index), so that giving up
- * leaves the memo as it was, and a body that fetches that index after it gives up, as would a
- * frame written whole, a second batch, or anything else: the opcodes run one by one then. */
-#define NO_PUT UINT64_MAX
+/* Memo ops met in a body read at once wait for its end (Note [An entry's body at once]): at
+ * most FAST_PUTS, each to an index the memo has not set, so that a fetch of one in the body
+ * finds it unset and gives up, as running the opcodes would find what was put there. */
+#define FAST_PUTS 4
+typedef struct fast_put_s {
+  uint64_t idx;
+  uint32_t word; /* 0: the claim of the entry's list of frames (Note [Frames as they are read]) */
+} fast_put_t;
 
-/* A memo op at p for the list just made (MEMOIZE, BINPUT, LONG_BINPUT), if any, its index in
- * *put; false for one the machine must run (an index past the memo's room, or past the bytes
- * read, which departs). */
-static inline bool fast_put(const svm_t *vm, const unsigned char **pp, const unsigned char *end, uint64_t *put) {
+typedef struct fast_puts_s {
+  fast_put_t put[FAST_PUTS];
+  unsigned n;
+  bool claimed; /* a list of frames put: the entry holds its claim */
+} fast_puts_t;
+
+/* A memo op at *pp (MEMOIZE, BINPUT, LONG_BINPUT) putting word, if there is one: 1 when taken,
+ * 0 when none is there, -1 to give up (an index the memo has set, or past its room, which the
+ * machine grows, or past the bytes read, which departs). */
+static inline int fast_memo_op(const svm_t *vm, const unsigned char **pp, const unsigned char *end, fast_puts_t *fp,
+                               uint32_t word) {
   const unsigned char *p = *pp;
   uint64_t idx;
   if (*p == OP_MEMOIZE) {
-    idx = vm->memo_count;
+    idx = vm->memo_count + fp->n; /* each waiting put counts: it sets an index unset */
     p++;
   } else if (*p == OP_BINPUT && end - p >= 2) {
     idx = p[1];
@@ -1323,31 +1392,46 @@ static inline bool fast_put(const svm_t *vm, const unsigned char **pp, const uns
     idx = ab_pickle_le(p + 1, 4);
     p += 5;
   } else {
-    return true;
+    return 0;
   }
-  if (idx >= vm->capmemo || idx > vm->base + (uint64_t)(uintptr_t)*pp) return false;
-  *put = idx;
+  if (fp->n == FAST_PUTS || idx >= vm->capmemo || idx > vm->base + (uint64_t)(uintptr_t)*pp || vm->memo[idx] != M_UNSET)
+    return -1;
+  for (unsigned k = 0; k < fp->n; k++)
+    if (fp->put[k].idx == idx) return -1;
+  fp->put[fp->n++] = (fast_put_t){idx, word};
   *pp = p;
-  return true;
+  return 1;
 }
 
-/* A frame fetched at p, its local number into c: false for anything else, or the index put. */
-static inline bool fast_frame(const svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end,
-                              uint64_t put) {
+/* Note [An entry's frames at once]
+ * An entry's frames, in the body read at once, are written one of two ways: a list read
+ * before, fetched, or a new list, EMPTY_LIST with a memo op before or after it and its frames,
+ * each fetched, in one batch (MARK ... APPENDS) or alone (APPEND). Both are read here, the
+ * frames' local numbers into the entry (Note [Frames as they are read]), the list's memo op
+ * waiting with the body's others; a frame written whole, a second batch or anything else
+ * gives up, and the opcodes run one by one. */
+
+/* A frame fetched at *pp, its local number into c; false for anything else. */
+static inline bool fast_frame(const svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end) {
   uint32_t w;
   uint64_t idx;
-  return fast_get(vm, pp, end, &w, &idx) && idx != put && W_TAG(w) == T_FRAME && push_id(c, W_NUM(w)) == AB_OK;
+  return fast_get(vm, pp, end, &w, &idx) && W_TAG(w) == T_FRAME && push_id(c, W_NUM(w)) == AB_OK;
 }
 
-/* Note [An entry's frames at once]: the value under `frames` at *pp into entry c; false to give up. */
-static bool fast_frames(const svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end, uint64_t *put) {
+/* The value under `frames` at *pp into entry c; false to give up. */
+static bool fast_frames(svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end, fast_puts_t *fp) {
   const unsigned char *p = *pp;
-  if (*put != NO_PUT) return false; /* a second list put in the memo */
+  if (fp->claimed) return false; /* a second list put in the memo */
   c->nids = 0;
   if (*p == OP_BINGET || *p == OP_LONG_BINGET) { /* a list read before */
     uint32_t w;
     uint64_t idx;
-    if (!fast_get(vm, &p, end, &w, &idx) || (W_TAG(w) != T_STACK && W_TAG(w) != T_LOCAL)) return false;
+    if (!fast_get(vm, &p, end, &w, &idx)) return false;
+    if (vm->late.on && w == vm->late.mword) { /* the last alloc's: interned now (work done, not undone) */
+      if (late_flush(vm) != AB_OK) return false;
+      w = vm->memo[idx];
+    }
+    if (W_TAG(w) != T_STACK && W_TAG(w) != T_LOCAL) return false;
     c->fkind = F_REF;
     c->fref = w;
     *pp = p;
@@ -1355,20 +1439,22 @@ static bool fast_frames(const svm_t *vm, cont_t *c, const unsigned char **pp, co
   }
   if (*p++ != OP_EMPTY_LIST) return false;
   c->fkind = F_IDS;
-  if (end - p < 1 || !fast_put(vm, &p, end, put) || end - p < 1) return false;
+  unsigned puts = fp->n;
+  if (end - p < 1 || fast_memo_op(vm, &p, end, fp, 0) < 0 || end - p < 1) return false;
   if (*p == OP_MARK) {
-    for (p++;; ) {
+    for (p++;;) {
       if (end - p < 6) return false; /* a frame's five bytes at most, and APPENDS */
       if (*p == OP_APPENDS) break;
-      if (!fast_frame(vm, c, &p, end, *put)) return false;
+      if (!fast_frame(vm, c, &p, end)) return false;
     }
     p++;
     if (c->nids >= PICKLE_BATCH) return false; /* another batch may follow */
   } else if (*p == OP_BINGET || *p == OP_LONG_BINGET) {
-    if (!fast_frame(vm, c, &p, end, *put) || end - p < 1 || *p != OP_APPEND) return false;
+    if (!fast_frame(vm, c, &p, end) || end - p < 1 || *p != OP_APPEND) return false;
     p++;
   }
-  if (*put == NO_PUT && (end - p < 1 || !fast_put(vm, &p, end, put))) return false;
+  if (fp->n == puts && (end - p < 1 || fast_memo_op(vm, &p, end, fp, 0) < 0)) return false;
+  fp->claimed = fp->n > puts;
   *pp = p;
   return true;
 }
@@ -1394,26 +1480,41 @@ static bool fast_entry(svm_t *vm) {
   if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
   const unsigned char *p = vm->p, *end = vm->end;
   ab_snap_entry_t *e = &c->e;
-  uint64_t pairs = 0, put = NO_PUT, idx;
+  uint64_t pairs = 0, idx;
+  fast_puts_t fp;
+  fp.n = 0;
+  fp.claimed = false;
   /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
   for (;;) {
     if (end - p <= PAIR_BYTES) goto give_up; /* near the window's end: opcode by opcode */
     if (*p == OP_SETITEMS) break;
     uint32_t w;
-    if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w) || idx == put) goto give_up;
+    if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w)) goto give_up;
     unsigned f = vm->vals[w - M_VALS].field; /* the key's field + 1; 0: a key not read */
-    if (vm->vals[w - M_VALS].key == K_frames) {
-      if (!fast_frames(vm, c, &p, end, &put)) goto give_up;
+    uint8_t key = vm->vals[w - M_VALS].key;
+    if (key == K_frames) {
+      if (!fast_frames(vm, c, &p, end, &fp)) goto give_up;
       pairs++;
       continue;
     }
     switch (*p) {
       case OP_BINGET:
-      case OP_LONG_BINGET: {
-        uint8_t key = vm->vals[w - M_VALS].key;
-        /* unset, shared, nothing kept, or the list put */
-        if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w) || idx == put) goto give_up;
+      case OP_LONG_BINGET:
+        if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w)) goto give_up; /* unset, shared, nothing kept */
         if (f && set_field(vm, e, key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        break;
+      case OP_SHORT_BINUNICODE: { /* written afresh (PyTorch's 'N/A' each time), and memoised */
+        const unsigned char *q = p + 2 + p[1];
+        if (end - q < 6) goto give_up; /* the memo op's five bytes at most, and the next opcode */
+        sv_t v;
+        sv_clear(&v, AB_PK_STR, vm->base + (uint64_t)(uintptr_t)p);
+        v.len = p[1];
+        v.v.s = (const char *)p + 2; /* S_KEPT for memo_word, which copies it when it keeps it */
+        v.key = key_of(v.v.s, v.len);
+        v.field = wanted[R_ENTRY][v.key] == W_SCALAR ? (uint8_t)(entry_field[v.key] + 1) : 0;
+        if (memo_word(vm, &v, &w) != AB_OK || !is_val(w) || fast_memo_op(vm, &q, end, &fp, w) != 1) goto give_up;
+        if (f && set_field(vm, e, key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        p = q;
         break;
       }
       case OP_BININT1:
@@ -1450,9 +1551,9 @@ static bool fast_entry(svm_t *vm) {
   c->count = pairs;
   c->may_take = pairs == PICKLE_BATCH; /* as SETITEMS leaves it */
   vm->p = p + 1;
-  if (put != NO_PUT) { /* the list's memo op, as memo_put runs it: the entry holds the claim */
-    if (vm->memo[put] == M_UNSET) vm->memo_count++;
-    vm->memo[put] = claim(vm, c, put);
+  for (unsigned k = 0; k < fp.n; k++) { /* the memo ops, as memo_put runs them; each sets an index unset */
+    vm->memo_count++;
+    vm->memo[fp.put[k].idx] = fp.put[k].word ? fp.put[k].word : claim(vm, c, fp.put[k].idx);
   }
   return true;
 give_up: /* the opcodes run one by one, setting the same fields again */
@@ -1674,6 +1775,7 @@ static void svm_free(svm_t *vm) {
   free(vm->global_frame);
   free(vm->global_stack);
   free(vm->gids);
+  free(vm->late.ids);
   free(vm->stack);
   free(vm->marks);
   free(vm->strs);
@@ -1700,6 +1802,7 @@ static ab_status stream(const char *path, ab_instream_t *in, int device, ab_trac
   ab_status st = AB_OK;
   bool done = false;
   while (st == AB_OK && !done) st = step(&vm, &done);
+  if (st == AB_OK) st = late_flush(&vm);
   if (st == AB_OK) st = finish(&vm);
   svm_free(&vm);
   return st;

@@ -308,8 +308,11 @@ ab_stacks_t *ab_trace_builder_stacks(ab_trace_builder_t *b) {
 }
 
 void ab_trace_builder_stack(ab_trace_builder_t *b, uint32_t stack) {
-  if (stack == 0 || b->nrecs == 0) return;
-  size_t i = b->nrecs - 1;
+  if (b->nrecs) ab_trace_builder_stack_at(b, b->nrecs - 1, stack);
+}
+
+void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t i, uint32_t stack) {
+  if (stack == 0 || i >= b->nrecs) return;
   if (i >= b->caprec_stack) { /* the records before had none: zeros */
     size_t cap = b->caprec_stack ? b->caprec_stack : 4096;
     while (cap <= i) cap *= 2;

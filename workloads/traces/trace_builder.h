@@ -234,6 +234,8 @@ ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1,
 ab_stacks_t *ab_trace_builder_stacks(ab_trace_builder_t *b);
 /* The record added last was made by `stack`, a number of ab_trace_builder_stacks's (0: none). */
 void ab_trace_builder_stack(ab_trace_builder_t *b, uint32_t stack);
+/* The same for record rec (in the order added), for a reader that interns a stack later. */
+void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t rec, uint32_t stack);
 /* A segment of the end state (snapshots): [addr, addr + bytes) in pool `pool`. */
 void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_t bytes, int pool);
 /* The end state (snapshots): a block live at the end, of `requested` bytes; pending when its
