@@ -320,6 +320,31 @@ static void stacks_as_pytorch_shares_them(void) {
   ab_events_free(&es);
 }
 
+/* A trace with stacks, replayed and exported as `replay --export-snapshot` writes it, keeps
+ * them: read back, the same events, each allocation the same stack under the same numbers. */
+static void stacks_written_back(void) {
+  ab_diag_t d = {""};
+  const char *framed = ab_test_tmp_path("to_write_back.pickle");
+  REQUIRE_MSG(ab_frames_export("random:ops=20000", true, framed, NULL, &d) == AB_OK, "%s", d.msg);
+  const char *inputs[] = {SEEDS "stream_frames.pickle", framed};
+  for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+    ab_events_t es, back;
+    REQUIRE_MSG(ab_trace_load(inputs[i], NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+    const char *path = ab_test_tmp_path(i ? "written_back_1.pickle" : "written_back_0.pickle");
+    REQUIRE_MSG(ab_frames_write_back(&es, path, &d) == AB_OK, "%s", d.msg);
+    REQUIRE_MSG(ab_trace_load(path, NULL, &back, NULL, &d) == AB_OK, "%s", d.msg);
+    CHECK_MSG(ab_events_hash(&es) == ab_events_hash(&back), "%s: the events differ", inputs[i]);
+    char why[256] = "";
+    CHECK_MSG(ab_stacks_same(es.stacks, back.stacks, why, sizeof why), "%s: %s", inputs[i], why);
+    CHECK(back.stacks != NULL);
+    bool reread = true;
+    both_ways(path, &reread);
+    CHECK(!reread);
+    ab_events_free(&es);
+    ab_events_free(&back);
+  }
+}
+
 /* What a malformed frame in the test snapshot below is. */
 enum { BAD_NONE, BAD_NOT_LIST, BAD_NOT_DICT, BAD_NO_LINE, BAD_LINE_STR, BAD_FILE_NONE, BAD_COUNT };
 
@@ -582,5 +607,6 @@ static const ab_test_t tests[] = {
     {"errors_are_the_tree_readers", errors_are_the_tree_readers},
     {"stacks_as_pytorch_shares_them", stacks_as_pytorch_shares_them},
     {"malformed_frames_refused", malformed_frames_refused},
+    {"stacks_written_back", stacks_written_back},
 };
 AB_TEST_MAIN(tests)

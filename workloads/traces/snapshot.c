@@ -644,6 +644,115 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
   ab_pkw_dict_end(w);
 }
 
+/* ---- stacks written back (Note [Stacks written back]) ---------------------------------------- */
+
+static const char K_NAME[] = "name", K_FILENAME[] = "filename", K_LINE[] = "line";
+
+void ab_snapshot_stacks_init(ab_snapshot_stacks_t *x, const ab_events_t *es) {
+  memset(x, 0, sizeof *x);
+  x->es = es;
+  ab_map_init(&x->text_of);
+  ab_map_init(&x->list_of);
+  const ab_stacks_t *st = es->stacks;
+  if (st == NULL) return;
+  x->frame_memo = calloc(st->nframes ? st->nframes : 1, sizeof *x->frame_memo);
+  x->stack_memo = calloc(st->nstacks ? st->nstacks : 1, sizeof *x->stack_memo);
+  x->failed = x->frame_memo == NULL || x->stack_memo == NULL;
+}
+
+void ab_snapshot_stacks_free(ab_snapshot_stacks_t *x) {
+  ab_map_free(&x->text_of);
+  ab_map_free(&x->list_of);
+  free(x->frame_memo);
+  free(x->stack_memo);
+  memset(x, 0, sizeof *x);
+}
+
+/* Memoises what was just written, remembering its index + 1 in *slot (when there is one). */
+static void remember(ab_pkw_t *w, uint32_t *slot) {
+  uint32_t idx = ab_pkw_memoize(w);
+  if (slot && idx != UINT32_MAX) *slot = idx + 1;
+}
+
+/* A string of the stacks, written once. */
+static void put_text(ab_snapshot_stacks_t *x, ab_pkw_t *w, uint32_t off) {
+  uint64_t idx = 0;
+  if (ab_map_get(&x->text_of, (uint64_t)off + 1, &idx)) {
+    ab_pkw_get(w, (uint32_t)(idx - 1));
+    return;
+  }
+  const char *s = ab_stacks_text(x->es->stacks, off);
+  ab_pkw_str(w, s, strlen(s));
+  uint32_t at = 0;
+  remember(w, &at);
+  /* A string the table has no room for is written again next time: larger, still valid. */
+  if (at && ab_map_put(&x->text_of, (uint64_t)off + 1, at) != AB_OK) x->failed = true;
+}
+
+/* Stack k's list, written once: a dict per frame, innermost first, each written once. */
+static void put_stack(ab_snapshot_stacks_t *x, ab_pkw_t *w, uint32_t k) {
+  const ab_stacks_t *st = x->es->stacks;
+  if (x->stack_memo && x->stack_memo[k]) {
+    ab_pkw_get(w, x->stack_memo[k] - 1);
+    return;
+  }
+  const uint32_t *frames = NULL;
+  uint32_t n = ab_stacks_frames(st, k, &frames);
+  ab_pkw_list_begin(w);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t f = frames[i];
+    if (x->frame_memo && x->frame_memo[f]) {
+      ab_pkw_get(w, x->frame_memo[f] - 1);
+      continue;
+    }
+    /* The keys in PyTorch's order (py_symbolize). */
+    ab_pkw_dict_begin(w);
+    ab_pkw_name(w, K_NAME);
+    put_text(x, w, st->frame[f].name);
+    ab_pkw_name(w, K_FILENAME);
+    put_text(x, w, st->frame[f].file);
+    ab_pkw_name(w, K_LINE);
+    ab_pkw_uint(w, st->frame[f].line);
+    ab_pkw_dict_end(w);
+    remember(w, x->frame_memo ? &x->frame_memo[f] : NULL);
+  }
+  ab_pkw_list_end(w);
+  remember(w, x->stack_memo ? &x->stack_memo[k] : NULL);
+}
+
+/* The ALLOC event record r was made by (an alloc or an oom record), its stack; 0 once lost. */
+static uint32_t stack_of_record(ab_snapshot_stacks_t *x, const ab_trace_rec_t *r) {
+  const ab_events_t *es = x->es;
+  while (!x->lost && x->next < es->n && es->ev[x->next].kind != AB_EV_ALLOC) x->next++;
+  if (x->lost || x->next == es->n || es->ev[x->next].bytes != r->bytes) {
+    x->lost = true;
+    return 0;
+  }
+  return ab_stacks_of(es->stacks, es->ev[x->next++].id);
+}
+
+void ab_snapshot_write_stacks(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *r) {
+  ab_snapshot_stacks_t *x = ctx;
+  uint32_t stack = 0;
+  uint64_t list = 0;
+  bool freeing = r->action == AB_TR_FREE_REQUESTED || r->action == AB_TR_FREE_COMPLETED;
+  if (r->action == AB_TR_ALLOC || r->action == AB_TR_OOM) stack = stack_of_record(x, r);
+  if (freeing && r->addr && ab_map_get(&x->list_of, r->addr, &list)) { /* the block's alloc's list */
+    ab_pkw_get(w, (uint32_t)(list - 1));
+    if (r->action == AB_TR_FREE_COMPLETED) ab_map_take(&x->list_of, r->addr, NULL);
+    return;
+  }
+  if (stack == 0) { /* no stack: an empty list, as PyTorch writes an entry without one */
+    ab_pkw_list_begin(w);
+    ab_pkw_list_end(w);
+    return;
+  }
+  put_stack(x, w, stack);
+  if (r->action == AB_TR_ALLOC && r->addr && x->stack_memo && x->stack_memo[stack] &&
+      ab_map_put(&x->list_of, r->addr, x->stack_memo[stack]) != AB_OK)
+    x->failed = true;
+}
+
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                             unsigned nstreams, const char *conf, ab_diag_t *diag) {
   return ab_snapshot_write_frames(path, log, stream_values, nstreams, conf, NULL, NULL, diag);
