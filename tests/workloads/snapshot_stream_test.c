@@ -82,7 +82,7 @@ static void both_ways(const char *path, bool *reread) {
 
 /* Every recorded snapshot in tests/data: the same as the tree reader's, streamed. */
 static void fixtures_read_the_same_streamed(void) {
-  const char *dirs[] = {RECORDED, RECORDED "pools/"};
+  const char *dirs[] = {RECORDED, RECORDED "pools/", RECORDED "frames/"};
   size_t seen = 0;
   for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
     DIR *dir = opendir(dirs[k]);
@@ -318,6 +318,39 @@ static void stacks_as_pytorch_shares_them(void) {
   REQUIRE_MSG(ab_trace_load(RECORDED "cnn_dyn.default.pickle.gz", NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
   CHECK(es.stacks == NULL);
   ab_events_free(&es);
+}
+
+/* The snapshots PyTorch recorded with stacks (tests/data/pytorch-2.11-h200/frames): as many
+ * allocations with a stack as the files hold allocs with frames, each ending in the program's
+ * <module> (Python) or starting in the unwinder (all, C++ frames of line 0 first). */
+static void recorded_stacks(void) {
+  struct {
+    const char *file;
+    uint32_t stacked, first_line;
+    const char *first, *last; /* the innermost frame's name; the outermost's, NULL: any */
+  } cases[] = {{RECORDED "frames/python.pickle.gz", 3314, UINT32_MAX, NULL, "/tmp/g.py <module>"},
+               {RECORDED "frames/all.pickle.gz", 852, 0, "torch::unwind::unwind()", NULL}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ab_events_t es;
+    ab_diag_t d = {""};
+    REQUIRE_MSG(ab_trace_load(cases[i].file, NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+    REQUIRE(es.stacks != NULL);
+    uint32_t stacked = 0;
+    for (uint32_t id = 0; id < es.nids; id++) {
+      const uint32_t *fr = NULL;
+      uint32_t n = ab_stacks_frames(es.stacks, ab_stacks_of(es.stacks, id), &fr);
+      if (n == 0) continue;
+      stacked++;
+      const ab_frame_t *in = &es.stacks->frame[fr[0]], *out = &es.stacks->frame[fr[n - 1]];
+      char last[512];
+      snprintf(last, sizeof last, "%s %s", ab_stacks_text(es.stacks, out->file), ab_stacks_text(es.stacks, out->name));
+      if (cases[i].last) CHECK_MSG(strcmp(last, cases[i].last) == 0, "%s: allocation %u ends in %s", cases[i].file, id, last);
+      if (cases[i].first) CHECK(strcmp(ab_stacks_text(es.stacks, in->name), cases[i].first) == 0);
+      if (cases[i].first_line != UINT32_MAX) CHECK_EQ(in->line, cases[i].first_line);
+    }
+    CHECK_MSG(stacked == cases[i].stacked, "%s: %u allocations with a stack", cases[i].file, stacked);
+    ab_events_free(&es);
+  }
 }
 
 /* A trace with stacks, replayed and exported as `replay --export-snapshot` writes it, keeps
@@ -608,5 +641,6 @@ static const ab_test_t tests[] = {
     {"stacks_as_pytorch_shares_them", stacks_as_pytorch_shares_them},
     {"malformed_frames_refused", malformed_frames_refused},
     {"stacks_written_back", stacks_written_back},
+    {"recorded_stacks", recorded_stacks},
 };
 AB_TEST_MAIN(tests)
