@@ -175,6 +175,31 @@ grep -qx "oom 1" "$tmp/oom_counts.txt" || fail "the OOM export has no oom entry"
 "$ab" run -w "replay:$fx/cnn_dyn.default.pickle.gz" -s raw --device sim --quiet --out "$tmp/res" --no-timeline > /dev/null ||
   fail "run -w replay: exited $?"
 
+# 5b. Call stacks: --info says how many a trace holds, and an export of a trace that held them
+# writes each alloc's frames back (snapshot.h, Note [Stacks written back]), as Python reads them.
+frames="$here/fuzz/corpus/snapshot/stream_frames.pickle"
+"$ab" replay --info "$frames" > "$tmp/frames.txt" || fail "--info on $frames exited $?"
+grep -qx "stacks  *3 distinct of 5 distinct frames, on 4 of 6 allocations" "$tmp/frames.txt" ||
+  fail "--info's stacks: $(grep '^stacks' "$tmp/frames.txt")"
+grep -qx "stacks  *none recorded" "$tmp/info.txt" || fail "a snapshot without frames: $(grep '^stacks' "$tmp/info.txt")"
+"$ab" replay "$frames" --device sim --quiet --out "$tmp/res" --no-timeline --export-snapshot "$tmp/frames_out.pickle" \
+  > /dev/null || fail "replay of $frames exited $?"
+python3 "$here/snapshot_check.py" "$tmp/frames_out.pickle" || fail "the export with frames does not pass the viewer's checks"
+"$ab" replay --info "$tmp/frames_out.pickle" > "$tmp/frames_back.txt" || fail "--info on the export with frames exited $?"
+[ "$(grep '^stacks' "$tmp/frames_back.txt")" = "$(grep '^stacks' "$tmp/frames.txt")" ] ||
+  fail "the export's stacks: $(grep '^stacks' "$tmp/frames_back.txt")"
+python3 - "$frames" "$tmp/frames_out.pickle" <<'EOF' || fail "the export's allocs have other frames than the trace's"
+import pickle, sys
+def stacks(path):
+    trace = pickle.load(open(path, "rb"))["device_traces"][0]
+    return [[(f["filename"], f["line"], f["name"]) for f in e.get("frames", [])] for e in trace if e["action"] == "alloc"]
+a, b = stacks(sys.argv[1]), stacks(sys.argv[2])
+a = [[(fi, max(li, 0), na) for fi, li, na in s] for s in a]  # a line below 1 is kept as 0, unknown
+if a != b:
+    print(f"{a} != {b}")
+sys.exit(a != b)
+EOF
+
 # 6. Malformed input: one line naming the file and the byte or line, an exit in 1..127, no hang.
 # expect_error FILE PATTERN
 expect_error() {

@@ -84,15 +84,15 @@ static void capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   ab_adaptor_trace_capture(s);
 }
 
-ab_status ab_frames_export(const char *spec, bool frames, const char *path, size_t *records, ab_diag_t *diag) {
-  ab_events_t es;
-  AB_TRY(ab_workload_build(spec, 42, &es, diag));
+/* es run through caching on the simulated H200, its log written at path with frames(ctx, ...). */
+static ab_status run_and_write(ab_events_t *es, ab_snapshot_frames_fn frames, void *ctx, const char *path, size_t *records,
+                               ab_diag_t *diag) {
   ab_run_t run;
   ab_device_t *dev = NULL;
   ab_strategy_t *s = NULL;
   ab_trace_log_t log;
   ab_trace_log_init(&log);
-  ab_status st = ab_run_prepare(&run, &es);
+  ab_status st = ab_run_prepare(&run, es);
   if (st == AB_OK) st = ab_device_open("sim:h200", NULL, &dev, diag);
   if (st == AB_OK) st = ab_strategy_create("caching", dev, "", &s, diag);
   if (st == AB_OK) st = ab_adaptor_trace_create(s, &log, &s);
@@ -100,19 +100,34 @@ ab_status ab_frames_export(const char *spec, bool frames, const char *path, size
     ab_run_opts_t ro = ab_run_defaults();
     ro.timeline = ro.time_calls = ro.kernels = false;
     ro.at_end = capture;
-    st = ab_engine_replay(&es, s, &ro, &run);
+    st = ab_engine_replay(es, s, &ro, &run);
   }
   if (st == AB_OK) {
-    ab_frames_t f;
-    ab_frames_init(&f, 7);
-    st = ab_snapshot_write_frames(path, &log, NULL, 0, "", frames ? ab_frames_write : NULL, &f, diag);
-    ab_frames_free(&f);
+    st = ab_snapshot_write_frames(path, &log, NULL, 0, "", frames, ctx, diag);
     if (records) *records = log.n;
   }
   if (s) ab_strategy_destroy(s);
   if (dev) ab_device_close(dev, NULL);
   ab_trace_log_free(&log);
   ab_run_release(&run);
+  return st;
+}
+
+ab_status ab_frames_export(const char *spec, bool frames, const char *path, size_t *records, ab_diag_t *diag) {
+  ab_events_t es;
+  AB_TRY(ab_workload_build(spec, 42, &es, diag));
+  ab_frames_t f;
+  ab_frames_init(&f, 7);
+  ab_status st = run_and_write(&es, frames ? ab_frames_write : NULL, &f, path, records, diag);
+  ab_frames_free(&f);
   ab_events_free(&es);
+  return st;
+}
+
+ab_status ab_frames_write_back(ab_events_t *es, const char *path, ab_diag_t *diag) {
+  ab_snapshot_stacks_t x;
+  ab_snapshot_stacks_init(&x, es);
+  ab_status st = run_and_write(es, ab_snapshot_write_stacks, &x, path, NULL, diag);
+  ab_snapshot_stacks_free(&x);
   return st;
 }

@@ -31,5 +31,8 @@ void ab_frames_free(ab_frames_t *f);
  * as a snapshot at path, as `allocbench replay --export-snapshot` does, with frames when
  * asked. *records: the trace entries written (may be NULL). */
 ab_status ab_frames_export(const char *spec, bool frames, const char *path, size_t *records, ab_diag_t *diag);
+/* Runs es as ab_frames_export runs a workload and writes the run at path with es's call stacks,
+ * as `allocbench replay --export-snapshot` writes a trace that held them. */
+ab_status ab_frames_write_back(ab_events_t *es, const char *path, ab_diag_t *diag);
 
 #endif

@@ -112,6 +112,16 @@ static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_
   cell(&r, "ignored_records", true, "%" PRIu64, es->ignored);
   cell(&r, "replay_events", true, "%zu", es->n);
   cell(&r, "replay_allocs", true, "%" PRIu32, es->nids);
+  /* Note [Stacks of a trace]: the distinct call stacks and frames, and how many allocations
+   * have one. */
+  const ab_stacks_t *st = es->stacks;
+  uint32_t stacked = 0;
+  for (uint32_t id = 0; st && id < es->nids; id++) stacked += ab_stacks_of(st, id) != 0;
+  if (st)
+    cell(&r, "stacks", false, "%u distinct of %u distinct frames, on %" PRIu32 " of %" PRIu32 " allocations",
+         st->nstacks ? st->nstacks - 1 : 0, st->nframes, stacked, es->nids);
+  else
+    cell(&r, "stacks", false, "none recorded");
   cell(&r, "events_hash", false, "%016" PRIx64, ab_events_hash(es));
   ab_table_t t;
   ab_table_init(&t, r.cols, r.n);
@@ -145,8 +155,8 @@ static void full_conf(const char *strategy, const char *conf, char *out, size_t 
   snprintf(out, size, "%s%s%s", preset, *preset && *conf ? "," : "", conf);
 }
 
-static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_trace_info_t *in, const char *trace_path,
-                         const char *snapshot_path) {
+static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_events_t *es, const ab_trace_info_t *in,
+                         const char *trace_path, const char *snapshot_path) {
   ab_diag_t diag = {""};
   if (!x->log.captured || x->log.failed)
     return ab_cli_fail(o, x->log.failed ? "the run's record is incomplete (out of host memory): nothing exported"
@@ -156,8 +166,13 @@ static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_tra
   if (snapshot_path) {
     char conf[1024];
     full_conf(o->strategy, o->conf, conf, sizeof conf);
-    if (ab_snapshot_write(snapshot_path, &x->log, in->stream_values, in->nstreams, conf, &diag) != AB_OK)
-      return ab_cli_fail(o, diag.msg);
+    /* Each alloc's call stack written back, when the trace held them (Note [Stacks written back]). */
+    ab_snapshot_stacks_t stacks;
+    ab_snapshot_stacks_init(&stacks, es);
+    ab_status st = ab_snapshot_write_frames(snapshot_path, &x->log, in->stream_values, in->nstreams, conf,
+                                            es->stacks ? ab_snapshot_write_stacks : NULL, &stacks, &diag);
+    ab_snapshot_stacks_free(&stacks);
+    if (st != AB_OK) return ab_cli_fail(o, diag.msg);
   }
   return AB_EXIT_OK;
 }
@@ -305,7 +320,7 @@ int ab_cmd_replay(int argc, char **argv) {
   /* A trace with segment events (a snapshot, a CSV trace from one) recorded PyTorch's peak. */
   if (info.device_allocs) o.recorded_peak_reserved = info.reserved_peak;
   rc = ab_cli_run_single(&o, &es, &run);
-  if (rc == AB_EXIT_OK && o.hooks) rc = write_exports(&o, &x, &info, export_trace, export_snapshot);
+  if (rc == AB_EXIT_OK && o.hooks) rc = write_exports(&o, &x, &es, &info, export_trace, export_snapshot);
   ab_trace_log_free(&x.log);
   ab_run_release(&run);
   ab_events_free(&es);

@@ -1,7 +1,7 @@
 /* fuzz_snapshot.c: the PyTorch snapshot importer (workloads/traces/snapshot.h) behind the trace
  * loader, on inputs that start like a pickle; its seeds are cut-down snapshots. The streaming
  * reader must agree with the tree reader it stands in for (snapshot_stream.c, Note [Streaming
- * a snapshot]): the same verdict, the same message, the same events. */
+ * a snapshot]): the same verdict, the same message, the same events, the same call stacks. */
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
@@ -22,6 +22,9 @@ static void compare_readers(const uint8_t *data, size_t size) {
   ab_status ss = ab_trace_parse("fuzz", &in, NULL, &stream, NULL, &ds);
   if ((st == AB_OK) != (ss == AB_OK)) ab_fuzz_fail("the tree reader says '%s', the stream '%s'", dt.msg, ds.msg);
   if (st == AB_OK && ab_events_hash(&tree) != ab_events_hash(&stream)) ab_fuzz_fail("the two readers' events differ");
+  char why[256] = "";
+  if (st == AB_OK && !ab_stacks_same(tree.stacks, stream.stacks, why, sizeof why))
+    ab_fuzz_fail("the two readers' stacks differ: %s", why);
   if (st != AB_OK && ss != AB_OK && dt.msg[0] && strstr(ds.msg, "nothing to replay") == NULL &&
       strcmp(dt.msg, ds.msg) != 0)
     ab_fuzz_fail("the tree reader says '%s', the stream '%s'", dt.msg, ds.msg);

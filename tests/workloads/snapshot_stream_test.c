@@ -1,9 +1,11 @@
 /* snapshot_stream_test.c: the streaming snapshot reader (snapshot_stream.c) against the tree
- * reader it stands in for (ab_snapshot_read): the same events, info and settings for every
- * fixture and for the exports of the bench workloads, with and without stack frames, read
- * without falling back; shapes it does not stream (shared entries, a pickle made with the
+ * reader it stands in for (ab_snapshot_read): the same events, info, settings and call stacks
+ * for every fixture and for the exports of the bench workloads, with and without stack frames,
+ * read without falling back; shapes it does not stream (shared entries, a pickle made with the
  * DICT and LIST opcodes) read whole, with the tree reader's result; errors those of the tree
- * reader, word for word; and a stream that holds far less than the file in memory. */
+ * reader, word for word, malformed frames among them; each allocation's stack as PyTorch
+ * recorded it, its frames shared the ways PyTorch shares them; and a stream that holds far
+ * less than the file in memory. */
 #include <dirent.h>
 #include <sys/resource.h>
 #ifdef AB_HAVE_ZLIB
@@ -57,6 +59,8 @@ static void check_same(const char *path, const ab_events_t *a, const ab_trace_in
   CHECK_EQ(ai->reserved_end, bi->reserved_end);
   CHECK_EQ(ai->segments_end, bi->segments_end);
   CHECK_EQ(ai->end_state, bi->end_state);
+  char why[256] = "";
+  CHECK_MSG(ab_stacks_same(a->stacks, b->stacks, why, sizeof why), "%s: the stacks differ: %s", path, why);
 }
 
 /* Reads path both ways and compares; *reread says whether the stream fell back. */
@@ -78,7 +82,7 @@ static void both_ways(const char *path, bool *reread) {
 
 /* Every recorded snapshot in tests/data: the same as the tree reader's, streamed. */
 static void fixtures_read_the_same_streamed(void) {
-  const char *dirs[] = {RECORDED, RECORDED "pools/"};
+  const char *dirs[] = {RECORDED, RECORDED "pools/", RECORDED "frames/"};
   size_t seen = 0;
   for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
     DIR *dir = opendir(dirs[k]);
@@ -113,6 +117,16 @@ static void exports_read_the_same_streamed(void) {
       bool reread = true;
       both_ways(path, &reread);
       CHECK_MSG(!reread, "%s%s: read again whole", specs[i], frames ? " with frames" : "");
+      /* Every alloc the export wrote has its frames; none without them. */
+      ab_events_t es;
+      REQUIRE_MSG(ab_trace_load(path, NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+      CHECK_MSG((es.stacks != NULL) == (frames == 1), "%s: stacks %p", specs[i], (void *)es.stacks);
+      for (uint32_t id = 0; es.stacks && id < es.nids; id++) {
+        const uint32_t *fr = NULL;
+        uint32_t n = ab_stacks_frames(es.stacks, ab_stacks_of(es.stacks, id), &fr);
+        CHECK_MSG(n == 0 || (n >= 4 && n <= 12), "%s: allocation %u has %u frames", specs[i], id, n);
+      }
+      ab_events_free(&es);
     }
 }
 
@@ -249,6 +263,217 @@ static void errors_are_the_tree_readers(void) {
   }
   CHECK(tried > 20);
   ab_input_free(&in);
+}
+
+/* ---- stacks ------------------------------------------------------------------------------------- */
+
+/* Allocation id's frames as "file:line name" innermost first, joined by " | "; "" for none. */
+static const char *stack_text(const ab_events_t *es, uint32_t id) {
+  static char out[1024];
+  out[0] = '\0';
+  const uint32_t *fr = NULL;
+  uint32_t n = ab_stacks_frames(es->stacks, ab_stacks_of(es->stacks, id), &fr);
+  for (uint32_t k = 0; k < n; k++) {
+    const ab_frame_t *f = &es->stacks->frame[fr[k]];
+    size_t used = strlen(out);
+    snprintf(out + used, sizeof out - used, "%s%s:%u %s", k ? " | " : "", ab_stacks_text(es->stacks, f->file), f->line,
+             ab_stacks_text(es->stacks, f->name));
+  }
+  return out;
+}
+
+/* A snapshot pickled by CPython as PyTorch's frames are shared (tests/fuzz/corpus/snapshot,
+ * stream_frames*.pickle): one dict per distinct frame, one list per traceback, named by a
+ * segment, its block, a segment_alloc, an alloc and its frees; a frame with line 0, one with
+ * line -1; an alloc with no frames, one with an empty list; frees whose frames are no list of
+ * frames (not read). Each allocation's stack, both readers, streamed, in protocols 4 and 2. */
+static void stacks_as_pytorch_shares_them(void) {
+  const char *seeds[] = {SEEDS "stream_frames.pickle", SEEDS "stream_frames_p2.pickle"};
+  static const char *const want[] = {
+      "/m/model.py:10 forward | /m/train.py:42 step | /m/train.py:7 main",
+      "/m/train.py:42 step | /m/train.py:7 main",
+      "??:0 at::native::empty_cuda | /m/model.py:10 forward | /m/run.py:0 <module>",
+      "",
+      "",
+      "/m/train.py:42 step | /m/train.py:7 main"};
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+    bool reread = true;
+    both_ways(seeds[i], &reread);
+    CHECK_MSG(!reread, "%s: read again whole", seeds[i]);
+    ab_events_t es;
+    ab_diag_t d = {""};
+    REQUIRE_MSG(ab_trace_load(seeds[i], NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+    REQUIRE(es.stacks != NULL);
+    CHECK_EQ(es.nids, 6u);
+    for (uint32_t id = 0; id < es.nids && id < 6; id++)
+      CHECK_MSG(strcmp(stack_text(&es, id), want[id]) == 0, "%s: allocation %u: '%s'", seeds[i], id, stack_text(&es, id));
+    CHECK_EQ(es.stacks->nframes, 5u);
+    CHECK_EQ(es.stacks->nstacks, 4u); /* the empty stack and three */
+    CHECK_EQ(ab_stacks_of(es.stacks, 1), ab_stacks_of(es.stacks, 5)); /* one list, named twice */
+    ab_events_free(&es);
+  }
+  /* The recorded snapshots name no frames: no stacks. */
+  ab_events_t es;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_trace_load(RECORDED "cnn_dyn.default.pickle.gz", NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+  CHECK(es.stacks == NULL);
+  ab_events_free(&es);
+}
+
+/* The snapshots PyTorch recorded with stacks (tests/data/pytorch-2.11-h200/frames): as many
+ * allocations with a stack as the files hold allocs with frames, each ending in the program's
+ * <module> (Python) or starting in the unwinder (all, C++ frames of line 0 first). */
+static void recorded_stacks(void) {
+  struct {
+    const char *file;
+    uint32_t stacked, first_line;
+    const char *first, *last; /* the innermost frame's name; the outermost's, NULL: any */
+  } cases[] = {{RECORDED "frames/python.pickle.gz", 3314, UINT32_MAX, NULL, "/tmp/g.py <module>"},
+               {RECORDED "frames/all.pickle.gz", 852, 0, "torch::unwind::unwind()", NULL}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ab_events_t es;
+    ab_diag_t d = {""};
+    REQUIRE_MSG(ab_trace_load(cases[i].file, NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+    REQUIRE(es.stacks != NULL);
+    uint32_t stacked = 0;
+    for (uint32_t id = 0; id < es.nids; id++) {
+      const uint32_t *fr = NULL;
+      uint32_t n = ab_stacks_frames(es.stacks, ab_stacks_of(es.stacks, id), &fr);
+      if (n == 0) continue;
+      stacked++;
+      const ab_frame_t *in = &es.stacks->frame[fr[0]], *out = &es.stacks->frame[fr[n - 1]];
+      char last[512];
+      snprintf(last, sizeof last, "%s %s", ab_stacks_text(es.stacks, out->file), ab_stacks_text(es.stacks, out->name));
+      if (cases[i].last) CHECK_MSG(strcmp(last, cases[i].last) == 0, "%s: allocation %u ends in %s", cases[i].file, id, last);
+      if (cases[i].first) CHECK(strcmp(ab_stacks_text(es.stacks, in->name), cases[i].first) == 0);
+      if (cases[i].first_line != UINT32_MAX) CHECK_EQ(in->line, cases[i].first_line);
+    }
+    CHECK_MSG(stacked == cases[i].stacked, "%s: %u allocations with a stack", cases[i].file, stacked);
+    ab_events_free(&es);
+  }
+}
+
+/* A trace with stacks, replayed and exported as `replay --export-snapshot` writes it, keeps
+ * them: read back, the same events, each allocation the same stack under the same numbers. */
+static void stacks_written_back(void) {
+  ab_diag_t d = {""};
+  const char *framed = ab_test_tmp_path("to_write_back.pickle");
+  REQUIRE_MSG(ab_frames_export("random:ops=20000", true, framed, NULL, &d) == AB_OK, "%s", d.msg);
+  const char *inputs[] = {SEEDS "stream_frames.pickle", framed};
+  for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+    ab_events_t es, back;
+    REQUIRE_MSG(ab_trace_load(inputs[i], NULL, &es, NULL, &d) == AB_OK, "%s", d.msg);
+    const char *path = ab_test_tmp_path(i ? "written_back_1.pickle" : "written_back_0.pickle");
+    REQUIRE_MSG(ab_frames_write_back(&es, path, &d) == AB_OK, "%s", d.msg);
+    REQUIRE_MSG(ab_trace_load(path, NULL, &back, NULL, &d) == AB_OK, "%s", d.msg);
+    CHECK_MSG(ab_events_hash(&es) == ab_events_hash(&back), "%s: the events differ", inputs[i]);
+    char why[256] = "";
+    CHECK_MSG(ab_stacks_same(es.stacks, back.stacks, why, sizeof why), "%s: %s", inputs[i], why);
+    CHECK(back.stacks != NULL);
+    bool reread = true;
+    both_ways(path, &reread);
+    CHECK(!reread);
+    ab_events_free(&es);
+    ab_events_free(&back);
+  }
+}
+
+/* What a malformed frame in the test snapshot below is. */
+enum { BAD_NONE, BAD_NOT_LIST, BAD_NOT_DICT, BAD_NO_LINE, BAD_LINE_STR, BAD_FILE_NONE, BAD_COUNT };
+
+/* Two allocs and the free of the first, the second's frames malformed as `bad` says (the free's
+ * instead when on_free), into *out (NULL when it could not be written). */
+static void bad_frames_snapshot(int bad, bool on_free, const char **out) {
+  char name[64];
+  snprintf(name, sizeof name, "bad_frames_%d_%d.pickle", bad, on_free);
+  const char *path = ab_test_tmp_path(name);
+  *out = NULL;
+  ab_pkw_t w;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(ab_pkw_open(&w, path, &d) == AB_OK, "%s", d.msg);
+  ab_pkw_dict_begin(&w);
+  ab_pkw_name(&w, "device_traces");
+  ab_pkw_list_begin(&w);
+  ab_pkw_list_begin(&w);
+  for (int i = 0; i < 3; i++) {
+    bool malformed = on_free ? i == 2 : i == 1;
+    ab_pkw_dict_begin(&w);
+    ab_pkw_name(&w, "action");
+    ab_pkw_name(&w, i == 2 ? "free_completed" : "alloc");
+    ab_pkw_name(&w, "addr");
+    ab_pkw_uint(&w, i == 1 ? 8192 : 4096);
+    ab_pkw_name(&w, "size");
+    ab_pkw_uint(&w, 512);
+    ab_pkw_name(&w, "frames");
+    if (malformed && bad == BAD_NOT_LIST) {
+      ab_pkw_str(&w, "x", 1);
+    } else {
+      ab_pkw_list_begin(&w);
+      if (malformed && bad == BAD_NOT_DICT) {
+        ab_pkw_int(&w, 3);
+      } else {
+        ab_pkw_dict_begin(&w);
+        ab_pkw_name(&w, "filename");
+        if (malformed && bad == BAD_FILE_NONE) ab_pkw_none(&w);
+        else ab_pkw_str(&w, "a.py", 4);
+        ab_pkw_name(&w, "name");
+        ab_pkw_str(&w, "f", 1);
+        if (!(malformed && bad == BAD_NO_LINE)) {
+          ab_pkw_name(&w, "line");
+          if (malformed && bad == BAD_LINE_STR) ab_pkw_str(&w, "12", 2);
+          else ab_pkw_int(&w, 12);
+        }
+        ab_pkw_dict_end(&w);
+      }
+      ab_pkw_list_end(&w);
+    }
+    ab_pkw_dict_end(&w);
+  }
+  ab_pkw_list_end(&w);
+  ab_pkw_list_end(&w);
+  ab_pkw_dict_end(&w);
+  REQUIRE_MSG(ab_pkw_close(&w, &d) == AB_OK, "%s", d.msg);
+  *out = path;
+}
+
+/* An alloc's malformed frames are refused, naming the value, by both readers alike; a free's
+ * are not read. */
+static void malformed_frames_refused(void) {
+  static const char *const want[BAD_COUNT] = {
+      [BAD_NOT_LIST] = "device_traces[0][1]['frames']: expected a list, got a str",
+      [BAD_NOT_DICT] = "device_traces[0][1]['frames'][0]: expected a dict, got an int",
+      [BAD_NO_LINE] = "device_traces[0][1]['frames'][0]: no 'line' key in this dict",
+      [BAD_LINE_STR] = "device_traces[0][1]['frames'][0]['line']: expected an int, got a str",
+      [BAD_FILE_NONE] = "device_traces[0][1]['frames'][0]['filename']: expected a str, got None"};
+  for (int bad = BAD_NONE; bad < BAD_COUNT; bad++)
+    for (int on_free = 0; on_free < 2; on_free++) {
+      const char *path;
+      bad_frames_snapshot(bad, on_free, &path);
+      REQUIRE(path != NULL);
+      ab_diag_t d = {""};
+      ab_input_t in;
+      REQUIRE_MSG(ab_input_read(path, &in, &d) == AB_OK, "%s", d.msg);
+      ab_events_t a, b;
+      ab_diag_t da = {""}, db = {""};
+      ab_status sa = read_tree(path, &in, &a, NULL, &da), sb = ab_trace_parse(path, &in, NULL, &b, NULL, &db);
+      ab_input_free(&in);
+      bool refused = bad != BAD_NONE && !on_free;
+      CHECK_MSG((sa != AB_OK) == refused && (sb != AB_OK) == refused, "bad %d on_free %d: tree %d, stream %d (%s / %s)",
+                bad, on_free, sa, sb, da.msg, db.msg);
+      if (refused) {
+        CHECK_STR_CONTAINS(da.msg, want[bad]);
+        CHECK_MSG(strcmp(da.msg, db.msg) == 0, "'%s' vs '%s'", da.msg, db.msg);
+      }
+      if (sa == AB_OK && sb == AB_OK) {
+        bool reread = true;
+        both_ways(path, &reread);
+        CHECK_MSG(!reread, "bad %d on a free: read again whole", bad);
+        CHECK(strcmp(stack_text(&b, 0), "a.py:12 f") == 0);
+        CHECK(strcmp(stack_text(&b, 1), "a.py:12 f") == 0);
+      }
+      if (sa == AB_OK) ab_events_free(&a);
+      if (sb == AB_OK) ab_events_free(&b);
+    }
 }
 
 /* ---- memory -------------------------------------------------------------------------------------- */
@@ -413,5 +638,9 @@ static const ab_test_t tests[] = {
     {"exports_read_the_same_streamed", exports_read_the_same_streamed},
     {"shapes", shapes},
     {"errors_are_the_tree_readers", errors_are_the_tree_readers},
+    {"stacks_as_pytorch_shares_them", stacks_as_pytorch_shares_them},
+    {"malformed_frames_refused", malformed_frames_refused},
+    {"stacks_written_back", stacks_written_back},
+    {"recorded_stacks", recorded_stacks},
 };
 AB_TEST_MAIN(tests)

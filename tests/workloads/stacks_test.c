@@ -65,8 +65,45 @@ static void many(void) {
   ab_stacks_free(&st);
 }
 
+/* A frame made in two steps is the frame made in one; strings are numbered file first; two
+ * tables built alike are the same, and one differing in a line, a stack or an allocation's
+ * stack is not, whatever the numbering of its strings. */
+static void two_steps_and_sameness(void) {
+  ab_stacks_t a, b;
+  ab_stacks_init(&a);
+  ab_stacks_init(&b);
+  uint32_t f = ab_stacks_frame(&a, "m.py", 4, "fwd", 3, 5);
+  CHECK_EQ(ab_stacks_string(&a, "m.py", 4), 0u); /* the file first */
+  uint32_t name = ab_stacks_string(&b, "fwd", 3), file = ab_stacks_string(&b, "m.py\0junk", 9); /* cut at the NUL */
+  CHECK_EQ(ab_stacks_frame_at(&b, file, name, 5), 0u);
+  CHECK_EQ(f, 0u);
+  CHECK_EQ(ab_stacks_frame_at(&a, ab_stacks_string(&a, "m.py", 4), ab_stacks_string(&a, "fwd", 3), 5), f);
+  uint32_t sa = ab_stacks_intern(&a, &f, 1), sb = ab_stacks_intern(&b, &f, 1);
+  ab_stacks_set(&a, 3, sa);
+  ab_stacks_set(&b, 3, sb);
+  char why[256] = "";
+  CHECK_MSG(ab_stacks_same(&a, &b, why, sizeof why), "%s", why); /* the strings numbered otherwise */
+  CHECK(ab_stacks_same(NULL, NULL, why, sizeof why));
+  CHECK(!ab_stacks_same(&a, NULL, why, sizeof why));
+  ab_stacks_set(&b, 4, sb);
+  CHECK(!ab_stacks_same(&a, &b, why, sizeof why));
+  CHECK_STR_CONTAINS(why, "allocation 4");
+  ab_stacks_set(&a, 4, sa);
+  CHECK(ab_stacks_same(&a, &b, why, sizeof why));
+  ab_stacks_frame(&b, "m.py", 4, "fwd", 3, 6);
+  CHECK(!ab_stacks_same(&a, &b, why, sizeof why));
+  ab_stacks_frame(&a, "m.py", 4, "fwd", 3, 7);
+  CHECK(!ab_stacks_same(&a, &b, why, sizeof why));
+  CHECK_STR_CONTAINS(why, "frame 1");
+  CHECK_EQ(ab_stacks_frame_at(&a, UINT32_MAX, 0, 1), UINT32_MAX); /* a string that failed */
+  CHECK(a.failed);
+  ab_stacks_free(&a);
+  ab_stacks_free(&b);
+}
+
 static const ab_test_t tests[] = {
     {"interned_once", interned_once},
     {"many", many},
+    {"two_steps_and_sameness", two_steps_and_sameness},
 };
 AB_TEST_MAIN(tests)

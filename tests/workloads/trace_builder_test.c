@@ -1,8 +1,9 @@
 /* trace_builder_test.c: the trace builder (workloads/traces/trace_builder.h), fed records
  * directly as every format's reader feeds it: streams ranked by their recorded value, the
  * free phases paired or kept apart, an address used again as a new id, a free of memory
- * allocated before the trace (Note [Memory that existed before the trace]), and records
- * that contradict each other refused at their position. */
+ * allocated before the trace (Note [Memory that existed before the trace]), records
+ * that contradict each other refused at their position, and each alloc record's call stack
+ * given to the allocation it becomes (Note [Stacks of the records]). */
 #include "run/engine.h"
 #include "run/pipeline.h"
 #include "run/results.h"
@@ -360,7 +361,45 @@ static void cap_set_in_code_replays_as_pytorch(void) {
   ab_events_free(&es);
 }
 
+/* Stacks given to alloc records go to their allocations' ids, after the blocks that existed
+ * before the trace (which have none); a trace that names none has no stacks. */
+static void stacks_follow_the_records(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_trace_builder_t b;
+  ab_trace_builder_init(&b, &es, "T", true);
+  ab_diag_t d = {""};
+  ab_stacks_t *st = ab_trace_builder_stacks(&b);
+  REQUIRE(st != NULL && st == ab_trace_builder_stacks(&b));
+  uint32_t f = ab_stacks_frame(st, "a.py", 4, "f", 1, 3), g = ab_stacks_frame(st, "b.py", 4, "g", 1, 9);
+  uint32_t fg[] = {f, g}, s1 = ab_stacks_intern(st, fg, 2), s2 = ab_stacks_intern(st, &g, 1);
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_FREE_COMPLETED, 8192, 64, 0, 1, &d) == AB_OK); /* existed before: id 0 */
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_ALLOC, 4096, 100, 0, 2, &d) == AB_OK);
+  ab_trace_builder_stack(&b, s1);
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_ALLOC, 12288, 100, 0, 3, &d) == AB_OK); /* none */
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_ALLOC, 16384, 100, 0, 4, &d) == AB_OK);
+  ab_trace_builder_stack(&b, s2);
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_ALLOC, 20480, 100, 0, 5, &d) == AB_OK);
+  ab_trace_builder_stack(&b, s1);
+  REQUIRE_MSG(ab_trace_builder_finish(&b, &d) == AB_OK, "%s", d.msg);
+  REQUIRE(es.stacks != NULL);
+  CHECK_EQ(es.nids, 5u);
+  static const uint32_t want[] = {0, 1, 0, 2, 1};
+  for (uint32_t id = 0; id < 5; id++) CHECK_EQ(ab_stacks_of(es.stacks, id) ? (ab_stacks_of(es.stacks, id) == s1 ? 1u : 2u) : 0u, want[id]);
+  CHECK(es.stacks->stacks.slot == NULL); /* finished: the intern tables given back */
+  ab_events_free(&es);
+  /* No stack named: none kept. */
+  ab_events_init(&es);
+  ab_trace_builder_init(&b, &es, "T", true);
+  REQUIRE(ab_trace_builder_add(&b, AB_TR_ALLOC, 4096, 100, 0, 1, &d) == AB_OK);
+  ab_trace_builder_stack(&b, 0);
+  REQUIRE_MSG(ab_trace_builder_finish(&b, &d) == AB_OK, "%s", d.msg);
+  CHECK(es.stacks == NULL);
+  ab_events_free(&es);
+}
+
 static const ab_test_t tests[] = {
+    {"stacks_follow_the_records", stacks_follow_the_records},
     {"capped_gc_releases_are_pytorchs", capped_gc_releases_are_pytorchs},
     {"capped_retry_releases_are_pytorchs", capped_retry_releases_are_pytorchs},
     {"program_empty_cache_is_kept", program_empty_cache_is_kept},

@@ -28,7 +28,7 @@ typedef struct ab_frame_s {
 
 /* An open-addressing table of indices, for interning (stacks.c). */
 typedef struct ab_intern_s {
-  uint32_t *slot; /* index + 1; 0: empty */
+  uint64_t *slot; /* the key's home << 32 | its index + 1; 0: empty */
   size_t cap;     /* a power of two, or 0 */
   size_t n;
 } ab_intern_t;
@@ -54,16 +54,30 @@ void ab_stacks_free(ab_stacks_t *st);
 uint64_t ab_stacks_bytes(const ab_stacks_t *st);
 
 /* The number of the frame (file, name, line), interned; strings of len bytes (not
- * NUL-terminated). UINT32_MAX when a host allocation failed. */
+ * NUL-terminated; a NUL inside cuts them there). The file is interned before the name, so
+ * that two readers interning the same frames in the same order number strings alike.
+ * UINT32_MAX when a host allocation failed. */
 uint32_t ab_stacks_frame(ab_stacks_t *st, const char *file, size_t file_len, const char *name, size_t name_len,
                          uint32_t line);
+/* The two steps of ab_stacks_frame, for a reader that meets each string once and many frames
+ * naming it: the offset of a string in text, interned (UINT32_MAX on failure), and the
+ * number of the frame of strings already interned (UINT32_MAX on failure). */
+uint32_t ab_stacks_string(ab_stacks_t *st, const char *s, size_t len);
+uint32_t ab_stacks_frame_at(ab_stacks_t *st, uint32_t file, uint32_t name, uint32_t line);
 /* The number (>= 1) of the stack of n frames, innermost first, interned; 0 for n == 0 or
  * when a host allocation failed. */
 uint32_t ab_stacks_intern(ab_stacks_t *st, const uint32_t *frames, uint32_t n);
+/* Prefetches where ab_stacks_intern of the same frames will look first: a caller that knows a
+ * stack a while before it interns it hides the cache miss of a large table. */
+void ab_stacks_prefetch(const ab_stacks_t *st, const uint32_t *frames, uint32_t n);
 /* Records that allocation id was made by stack. */
 void ab_stacks_set(ab_stacks_t *st, uint32_t id, uint32_t stack);
 /* Gives back what building left over and drops the intern tables. */
 void ab_stacks_finish(ab_stacks_t *st);
+/* Whether a and b (either may be NULL: no stacks) hold the same frames under the same
+ * numbers (compared by their strings and lines), the same stacks, and the same stack for every
+ * allocation; when not, the first difference into why. */
+bool ab_stacks_same(const ab_stacks_t *a, const ab_stacks_t *b, char *why, size_t size);
 
 /* The stack of allocation id; 0: none recorded. */
 static inline uint32_t ab_stacks_of(const ab_stacks_t *st, uint32_t id) {

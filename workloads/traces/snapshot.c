@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "traces/pickle.h"
@@ -32,7 +33,29 @@ typedef struct reader_s {
   ab_diag_t *diag;
   uint64_t visits_left; /* Note [Reading in linear time] */
   uint64_t file_bytes;
+  /* Note [An entry's frames]: what was interned, by the address of the value in the tree, so
+   * that a string, frame or list the memo names many times is read once (linear time too). */
+  ab_map_t text_of, frame_of, stack_of; /* address -> its number + 1 */
+  uint32_t *ids;                        /* a list's frames, while it is read */
+  size_t capids;
 } reader_t;
+
+static void reader_init(reader_t *r, const char *path, ab_diag_t *diag, uint64_t budget) {
+  memset(r, 0, sizeof *r);
+  r->path = path;
+  r->diag = diag;
+  r->visits_left = r->file_bytes = budget;
+  ab_map_init(&r->text_of);
+  ab_map_init(&r->frame_of);
+  ab_map_init(&r->stack_of);
+}
+
+static void reader_free(reader_t *r) {
+  ab_map_free(&r->text_of);
+  ab_map_free(&r->frame_of);
+  ab_map_free(&r->stack_of);
+  free(r->ids);
+}
 
 static ab_status visit(reader_t *r, const ab_pk_t *v) {
   if (r->visits_left > 0) {
@@ -161,7 +184,18 @@ ab_status ab_snapshot_add_entry(const ab_snap_entry_t *e, uint64_t pos, uint64_t
     if (e->kind[AB_SNAP_POOL] == AB_SNAP_PAIR)
       AB_TRY(ab_trace_builder_pool(b, e->pool[0], e->pool[1], pool_pos, &pool, diag));
   }
-  return ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, pos, diag);
+  AB_TRY(ab_trace_builder_add_pooled(b, act, addr, size, stream, pool, pos, diag));
+  if (act == AB_TR_ALLOC) ab_trace_builder_stack(b, e->stack);
+  return AB_OK;
+}
+
+bool ab_snapshot_entry_is_alloc(const ab_snap_entry_t *e) {
+  if (e->kind[AB_SNAP_ACTION] != AB_SNAP_STR) return false;
+  return (e->act ? (ab_trace_action_t)(e->act - 1) : ab_trace_action_of(e->action, e->action_len)) == AB_TR_ALLOC;
+}
+
+uint32_t ab_snapshot_frame_line(uint8_t width, uint64_t bits) {
+  return width == AB_PK_INT64 && (int64_t)bits >= 1 && bits <= UINT32_MAX ? (uint32_t)bits : 0;
 }
 
 static const char *const entry_keys[AB_SNAP_FIELDS] = {
@@ -189,6 +223,90 @@ static ab_status tree_refuse(void *ctx, int f) {
                        (unsigned long long)v->pos);
   }
   return wrong(t->r, v, t->at, key, f == AB_SNAP_STREAM ? "an int of 64 bits" : "a non-negative int of 64 bits");
+}
+
+/* ---- frames (Note [An entry's frames]) ------------------------------------------------------ */
+
+/* The number + 1 cached under a value's address; 0: not yet. */
+static uint64_t cached(const ab_map_t *m, const void *at) {
+  uint64_t v = 0;
+  return ab_map_get(m, (uint64_t)(uintptr_t)at, &v) ? v : 0;
+}
+
+/* Caches n under at; a cache the host has no room for only costs reading the value again. */
+static void cache(ab_map_t *m, const void *at, uint32_t n) {
+  if (n != UINT32_MAX) (void)ab_map_put(m, (uint64_t)(uintptr_t)at, (uint64_t)n + 1);
+}
+
+/* A frame's string, interned once per string of the file. */
+static uint32_t frame_string(reader_t *r, ab_stacks_t *st, const ab_pk_t *v) {
+  uint64_t known = cached(&r->text_of, v->v.s);
+  if (known) return (uint32_t)(known - 1);
+  uint32_t off = ab_stacks_string(st, v->v.s, v->len);
+  cache(&r->text_of, v->v.s, off);
+  return off;
+}
+
+/* A frame's str field, refused when absent or of another type. */
+static ab_status frame_str(const reader_t *r, const ab_pk_t *d, const loc_t *at, const char *key, const ab_pk_t **out) {
+  *out = ab_pk_get(d, key);
+  if (*out == NULL) return missing(r, d, at, key);
+  return (*out)->type == AB_PK_STR ? AB_OK : wrong(r, *out, at, key, "a str");
+}
+
+/* The number of the frame of dict d (at `at`), read once per dict of the file. */
+static ab_status read_frame(reader_t *r, ab_stacks_t *st, const ab_pk_t *d, const loc_t *at, uint32_t *out) {
+  AB_TRY(expect(r, d, AB_PK_DICT, at));
+  uint64_t known = cached(&r->frame_of, d->v.seq);
+  if (known) {
+    *out = (uint32_t)(known - 1);
+    return AB_OK;
+  }
+  const ab_pk_t *file, *name, *line = ab_pk_get(d, "line");
+  AB_TRY(frame_str(r, d, at, "filename", &file));
+  AB_TRY(frame_str(r, d, at, "name", &name));
+  if (line == NULL) return missing(r, d, at, "line");
+  if (line->type != AB_PK_INT) return wrong(r, line, at, "line", "an int");
+  /* One statement each: the file's string before the name's, as the streaming reader. */
+  uint32_t f = frame_string(r, st, file);
+  uint32_t n = frame_string(r, st, name);
+  *out = ab_stacks_frame_at(st, f, n, ab_snapshot_frame_line(line->width, line->v.u));
+  cache(&r->frame_of, d->v.seq, *out);
+  return AB_OK;
+}
+
+/* The stack of entry e's frames (device_traces[dev][i]): 0 when it has none. Each list is
+ * read once, however many entries name it. */
+static ab_status read_frames(reader_t *r, const ab_pk_t *e, long dev, long i, ab_trace_builder_t *b, uint32_t *stack) {
+  *stack = 0;
+  const ab_pk_t *v = ab_pk_get(e, "frames");
+  if (v == NULL) return AB_OK;
+  loc_t at = {"device_traces", dev, NULL, i};
+  if (v->type != AB_PK_LIST) return wrong(r, v, &at, "frames", "a list");
+  const ab_pk_seq_t *seq = v->v.seq;
+  uint64_t known = seq->n ? cached(&r->stack_of, seq) : 0;
+  if (seq->n == 0 || known) {
+    *stack = (uint32_t)(known ? known - 1 : 0);
+    return AB_OK;
+  }
+  ab_stacks_t *st = ab_trace_builder_stacks(b);
+  if (st == NULL) return AB_OK; /* the builder failed: finish says so */
+  if (seq->n > r->capids) {
+    uint32_t *grown = realloc(r->ids, seq->n * sizeof *grown);
+    if (grown == NULL) return ab_diag_set(r->diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the trace", r->path);
+    r->ids = grown;
+    r->capids = seq->n;
+  }
+  char name[48];
+  snprintf(name, sizeof name, "device_traces[%ld]", dev);
+  loc_t fat = {name, i, "frames", -1};
+  for (uint32_t k = 0; k < seq->n; k++) {
+    fat.j = k;
+    AB_TRY(read_frame(r, st, &seq->items[k], &fat, &r->ids[k]));
+  }
+  *stack = ab_stacks_intern(st, r->ids, seq->n);
+  if (*stack) cache(&r->stack_of, seq, *stack);
+  return AB_OK;
 }
 
 /* One entry into the builder. */
@@ -221,6 +339,7 @@ static ab_status read_entry(reader_t *r, const ab_pk_t *e, long dev, long i, ab_
       f.u[k] = v->width == AB_PK_UINT64 ? v->v.u : (uint64_t)v->v.i;
     }
   }
+  if (ab_snapshot_entry_is_alloc(&f)) AB_TRY(read_frames(r, e, dev, i, b, &f.stack));
   tree_entry_t t = {r, e, &at};
   return ab_snapshot_add_entry(&f, e->pos, pool_pos, b, tree_refuse, &t, r->diag);
 }
@@ -422,16 +541,21 @@ static ab_status read_tree(reader_t *r, const ab_pk_t *root, int device, bool en
 ab_status ab_snapshot_read(const char *path, const ab_input_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_pickle_t pk;
   AB_TRY(ab_pickle_parse(path, in->data, in->len, &pk, diag));
-  reader_t r = {path, diag, in->len, in->len};
+  reader_t r;
+  reader_init(&r, path, diag, in->len);
   ab_status st = read_tree(&r, &pk.root, device, false, b);
+  reader_free(&r);
   ab_pickle_free(&pk);
   return st;
 }
 
 ab_status ab_snapshot_read_outline(const char *path, const ab_pk_t *root, int device, ab_trace_builder_t *b,
                                    ab_diag_t *diag) {
-  reader_t r = {path, diag, UINT64_MAX, UINT64_MAX};
-  return read_tree(&r, root, device, true, b);
+  reader_t r;
+  reader_init(&r, path, diag, UINT64_MAX);
+  ab_status st = read_tree(&r, root, device, true, b);
+  reader_free(&r);
+  return st;
 }
 
 /* ---- writing -------------------------------------------------------------------------------- */
@@ -518,6 +642,115 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
   }
   ab_pkw_list_end(w);
   ab_pkw_dict_end(w);
+}
+
+/* ---- stacks written back (Note [Stacks written back]) ---------------------------------------- */
+
+static const char K_NAME[] = "name", K_FILENAME[] = "filename", K_LINE[] = "line";
+
+void ab_snapshot_stacks_init(ab_snapshot_stacks_t *x, const ab_events_t *es) {
+  memset(x, 0, sizeof *x);
+  x->es = es;
+  ab_map_init(&x->text_of);
+  ab_map_init(&x->list_of);
+  const ab_stacks_t *st = es->stacks;
+  if (st == NULL) return;
+  x->frame_memo = calloc(st->nframes ? st->nframes : 1, sizeof *x->frame_memo);
+  x->stack_memo = calloc(st->nstacks ? st->nstacks : 1, sizeof *x->stack_memo);
+  x->failed = x->frame_memo == NULL || x->stack_memo == NULL;
+}
+
+void ab_snapshot_stacks_free(ab_snapshot_stacks_t *x) {
+  ab_map_free(&x->text_of);
+  ab_map_free(&x->list_of);
+  free(x->frame_memo);
+  free(x->stack_memo);
+  memset(x, 0, sizeof *x);
+}
+
+/* Memoises what was just written, remembering its index + 1 in *slot (when there is one). */
+static void remember(ab_pkw_t *w, uint32_t *slot) {
+  uint32_t idx = ab_pkw_memoize(w);
+  if (slot && idx != UINT32_MAX) *slot = idx + 1;
+}
+
+/* A string of the stacks, written once. */
+static void put_text(ab_snapshot_stacks_t *x, ab_pkw_t *w, uint32_t off) {
+  uint64_t idx = 0;
+  if (ab_map_get(&x->text_of, (uint64_t)off + 1, &idx)) {
+    ab_pkw_get(w, (uint32_t)(idx - 1));
+    return;
+  }
+  const char *s = ab_stacks_text(x->es->stacks, off);
+  ab_pkw_str(w, s, strlen(s));
+  uint32_t at = 0;
+  remember(w, &at);
+  /* A string the table has no room for is written again next time: larger, still valid. */
+  if (at && ab_map_put(&x->text_of, (uint64_t)off + 1, at) != AB_OK) x->failed = true;
+}
+
+/* Stack k's list, written once: a dict per frame, innermost first, each written once. */
+static void put_stack(ab_snapshot_stacks_t *x, ab_pkw_t *w, uint32_t k) {
+  const ab_stacks_t *st = x->es->stacks;
+  if (x->stack_memo && x->stack_memo[k]) {
+    ab_pkw_get(w, x->stack_memo[k] - 1);
+    return;
+  }
+  const uint32_t *frames = NULL;
+  uint32_t n = ab_stacks_frames(st, k, &frames);
+  ab_pkw_list_begin(w);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t f = frames[i];
+    if (x->frame_memo && x->frame_memo[f]) {
+      ab_pkw_get(w, x->frame_memo[f] - 1);
+      continue;
+    }
+    /* The keys in PyTorch's order (py_symbolize). */
+    ab_pkw_dict_begin(w);
+    ab_pkw_name(w, K_NAME);
+    put_text(x, w, st->frame[f].name);
+    ab_pkw_name(w, K_FILENAME);
+    put_text(x, w, st->frame[f].file);
+    ab_pkw_name(w, K_LINE);
+    ab_pkw_uint(w, st->frame[f].line);
+    ab_pkw_dict_end(w);
+    remember(w, x->frame_memo ? &x->frame_memo[f] : NULL);
+  }
+  ab_pkw_list_end(w);
+  remember(w, x->stack_memo ? &x->stack_memo[k] : NULL);
+}
+
+/* The ALLOC event record r was made by (an alloc or an oom record), its stack; 0 once lost. */
+static uint32_t stack_of_record(ab_snapshot_stacks_t *x, const ab_trace_rec_t *r) {
+  const ab_events_t *es = x->es;
+  while (!x->lost && x->next < es->n && es->ev[x->next].kind != AB_EV_ALLOC) x->next++;
+  if (x->lost || x->next == es->n || es->ev[x->next].bytes != r->bytes) {
+    x->lost = true;
+    return 0;
+  }
+  return ab_stacks_of(es->stacks, es->ev[x->next++].id);
+}
+
+void ab_snapshot_write_stacks(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *r) {
+  ab_snapshot_stacks_t *x = ctx;
+  uint32_t stack = 0;
+  uint64_t list = 0;
+  bool freeing = r->action == AB_TR_FREE_REQUESTED || r->action == AB_TR_FREE_COMPLETED;
+  if (r->action == AB_TR_ALLOC || r->action == AB_TR_OOM) stack = stack_of_record(x, r);
+  if (freeing && r->addr && ab_map_get(&x->list_of, r->addr, &list)) { /* the block's alloc's list */
+    ab_pkw_get(w, (uint32_t)(list - 1));
+    if (r->action == AB_TR_FREE_COMPLETED) ab_map_take(&x->list_of, r->addr, NULL);
+    return;
+  }
+  if (stack == 0) { /* no stack: an empty list, as PyTorch writes an entry without one */
+    ab_pkw_list_begin(w);
+    ab_pkw_list_end(w);
+    return;
+  }
+  put_stack(x, w, stack);
+  if (r->action == AB_TR_ALLOC && r->addr && x->stack_memo && x->stack_memo[stack] &&
+      ab_map_put(&x->list_of, r->addr, x->stack_memo[stack]) != AB_OK)
+    x->failed = true;
 }
 
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,

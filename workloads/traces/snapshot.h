@@ -55,4 +55,29 @@ ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, 
                                    unsigned nstreams, const char *conf, ab_snapshot_frames_fn frames, void *ctx,
                                    ab_diag_t *diag);
 
+/* Note [Stacks written back]
+ * A run of a trace that held call stacks (es->stacks) is written with them: each alloc record
+ * of the run's log is the ALLOC event the engine replayed in that place (one record, an alloc or
+ * an oom, for each ALLOC event, in order), and its entry's frames are that allocation's stack;
+ * the frees of the block name the alloc's list, as PyTorch's do; every other entry's frames are
+ * an empty list. Each distinct string, frame and stack is written once and named through the
+ * memo after, as PyTorch's pickle does. A record whose size is not its event's (a log that is not
+ * the replay of es) ends the matching: the entries after it get empty lists. */
+typedef struct ab_snapshot_stacks_s {
+  const ab_events_t *es;
+  size_t next;          /* the event after the last ALLOC matched */
+  bool lost;            /* a record matched no ALLOC: no stacks after it */
+  ab_map_t text_of;     /* a string's offset in es->stacks' text + 1 -> its memo index + 1 */
+  uint32_t *frame_memo; /* per frame: its dict's memo index + 1 */
+  uint32_t *stack_memo; /* per stack: its list's memo index + 1 */
+  ab_map_t list_of;     /* a live block's address -> its alloc's list's memo index + 1 */
+  bool failed;          /* the host had no room: stacks written whole each time (still valid) */
+} ab_snapshot_stacks_t;
+
+/* A writer of es's stacks for ab_snapshot_write_frames (its ctx); es must outlive it. */
+void ab_snapshot_stacks_init(ab_snapshot_stacks_t *x, const ab_events_t *es);
+void ab_snapshot_stacks_free(ab_snapshot_stacks_t *x);
+/* An ab_snapshot_frames_fn, with ctx an ab_snapshot_stacks_t. */
+void ab_snapshot_write_stacks(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *record);
+
 #endif

@@ -1,14 +1,15 @@
 /* snapshot_stream.c: PyTorch's memory snapshot read in one pass over a stream (snapshot.h).
  *
  * Note [Streaming a snapshot]
- * A real snapshot is mostly what the replay never reads: stack frames for every entry. The
- * tree reader (pickle.h, snapshot.c) builds all of it, some ten times the file in memory.
- * This reader runs the same pickle machine over the stream, opcode by opcode, but keeps of
- * each container only what snapshot.c reads:
+ * A real snapshot is mostly stack frames, every entry's, written once each and named through
+ * the memo after. The tree reader (pickle.h, snapshot.c) builds all of it, some ten times the
+ * file in memory. This reader runs the same pickle machine over the stream, opcode by opcode,
+ * but keeps of each container only what snapshot.c reads:
  *   1. Each dict or list gets a role when it is made: root, device_traces, one device's
  *      trace, an entry, segments, a segment, blocks, a block, allocator_settings,
- *      roundup_power2_divisions; anything else is opaque (frames, annotations, whatever sits
- *      under them), of which only the type is kept. The role comes from where the container
+ *      roundup_power2_divisions, a list of frames, a frame (Note [Frames as they are read]);
+ *      anything else is opaque (annotations, whatever sits under them), of which only the
+ *      type is kept. The role comes from where the container
  *      is made: under the newest MARK (a batch of APPENDS or SETITEMS), or on top of a list or
  *      beside a key (a single APPEND or SETITEM), the ways Python's pickler writes, and the
  *      type the layout allows there.
@@ -22,16 +23,18 @@
  *      reader refuses) departs: the file is read again from its start by the tree reader,
  *      whose events and errors are then the answer. So the result is always the tree
  *      reader's: the tests and the fuzz target compare the two on every input.
- *   4. The memo keeps a word per entry: the type of a container, or the string (interned,
- *      when short and named again) or number stored there.
+ *   4. The memo keeps a word per entry: the type of a container, the string (interned, when
+ *      short and named again) or number stored there, or the frame or list of frames.
  *   5. Stack values are small (32 bytes: a type, a position and one word), and the keys read
  *      are found by a table on their length, so that each opcode costs a few instructions.
  * Memory: the stack, a window of the stream, the memo's words, what is kept of segments and
- * settings, and the builder's records; never the file or its frames. */
+ * settings, each distinct frame and list of frames, and the builder's records and stacks;
+ * never the file. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/hashmap.h"
+#include "events/stacks.h"
 #include "traces/pickle_ops.h"
 #include "traces/snapshot.h"
 #include "traces/snapshot_walk.h"
@@ -40,6 +43,7 @@
 
 enum {
   R_OPAQUE = 0, R_ROOT, R_TRACES, R_TRACE, R_ENTRY, R_SEGMENTS, R_SEGMENT, R_BLOCKS, R_BLOCK, R_SETTINGS, R_DIVISIONS,
+  R_FRAMES, R_FRAME, /* a list of frames (an entry's, a segment's, a block's) and a frame in it */
   R_COUNT,
   R_RUN = R_COUNT /* a stack value standing for entries already read (Note [A run of entries]) */
 };
@@ -49,7 +53,7 @@ enum {
   X(device) X(address) X(total_size) X(is_expandable) X(blocks) X(requested_size) X(state)                       \
   X(PYTORCH_CUDA_ALLOC_CONF) X(max_split_size) X(garbage_collection_threshold) X(expandable_segments)            \
   X(release_lock_on_cudamalloc) X(graph_capture_record_stream_reuse) X(roundup_power2_divisions) X(pool_id)   \
-  X(segment_pool_id)
+  X(segment_pool_id) X(frames) X(filename) X(name) X(line)
 
 enum {
   K_NONE = 0,
@@ -78,16 +82,16 @@ static const uint8_t entry_field[K_COUNT] = {[K_action] = AB_SNAP_ACTION, [K_add
 
 /* The role of a list's items, and their type. */
 static const uint8_t item_role[R_COUNT] = {[R_TRACES] = R_TRACE, [R_TRACE] = R_ENTRY, [R_SEGMENTS] = R_SEGMENT,
-                                           [R_BLOCKS] = R_BLOCK};
+                                           [R_BLOCKS] = R_BLOCK, [R_FRAMES] = R_FRAME};
 static const uint8_t role_type[R_COUNT] = {
     [R_ROOT] = AB_PK_DICT,     [R_TRACES] = AB_PK_LIST,  [R_TRACE] = AB_PK_LIST, [R_ENTRY] = AB_PK_DICT,
     [R_SEGMENTS] = AB_PK_LIST, [R_SEGMENT] = AB_PK_DICT, [R_BLOCKS] = AB_PK_LIST, [R_BLOCK] = AB_PK_DICT,
-    [R_SETTINGS] = AB_PK_DICT, [R_DIVISIONS] = AB_PK_DICT};
+    [R_SETTINGS] = AB_PK_DICT, [R_DIVISIONS] = AB_PK_DICT, [R_FRAMES] = AB_PK_LIST, [R_FRAME] = AB_PK_DICT};
 
 static uint8_t key_len[K_COUNT];
 /* The keys of each length, for key_of: a handful at most. */
 #define KEY_MAX_BYTES 40
-#define KEYS_PER_LENGTH 8
+#define KEYS_PER_LENGTH 12
 static uint8_t keys_of_len[KEY_MAX_BYTES + 1][KEYS_PER_LENGTH];
 
 static void init_wanted(void) {
@@ -107,6 +111,10 @@ static void init_wanted(void) {
   for (size_t i = 0; i < sizeof settings; i++) wanted[R_SETTINGS][settings[i]] = W_SCALAR;
   wanted[R_SETTINGS][K_roundup_power2_divisions] = R_DIVISIONS;
   for (int i = 0; i < 16; i++) wanted[R_DIVISIONS][K_DIV0 + i] = W_SCALAR;
+  /* Frames are read where PyTorch writes them, since a frame or a list of them is written
+   * whole the first time only, wherever that is (Note [Frames as they are read]). */
+  wanted[R_ENTRY][K_frames] = wanted[R_SEGMENT][K_frames] = wanted[R_BLOCK][K_frames] = R_FRAMES;
+  wanted[R_FRAME][K_filename] = wanted[R_FRAME][K_name] = wanted[R_FRAME][K_line] = W_SCALAR;
   for (unsigned k = 1; k < K_COUNT; k++) {
     key_len[k] = (uint8_t)strlen(key_names[k]);
     uint8_t *slot = keys_of_len[key_len[k]];
@@ -170,8 +178,10 @@ static void free_chunks(chunk_t *c) {
 typedef struct cont_s cont_t;
 
 /* Where a STR's bytes are; for a LIST or TUPLE, S_PAIR: two ints kept (a pool id), packed in
- * v.u when each fits in 32 bits (S_PAIR32), else at v.u in the machine's pairs (S_PAIR). */
-enum { S_KEPT = 0, S_STACK, S_NONE, S_PAIR = S_STACK, S_PAIR32 = S_NONE + 1 };
+ * v.u when each fits in 32 bits (S_PAIR32), else at v.u in the machine's pairs (S_PAIR); a
+ * DICT or LIST fetched from the memo that stands for a frame (S_FRAME: v.u its local number)
+ * or a list of frames (S_FRAMES: v.u the memo's word for it), Note [Frames as they are read]. */
+enum { S_KEPT = 0, S_STACK, S_NONE, S_PAIR = S_STACK, S_PAIR32 = S_NONE + 1, S_FRAME, S_FRAMES };
 
 /* A stack value: what the tree reader's ab_pk_t holds of a scalar, in 32 bytes. */
 typedef struct sv_s {
@@ -210,7 +220,26 @@ struct cont_s {
   uint64_t seen;     /* a trace: entries read (placed, or in a run) */
   ab_snap_entry_t e; /* an entry: its fields (Note [Entries as they are read]) */
   cont_t *next, *prev; /* every container made, to free them */
+  /* Note [Frames as they are read]: a list of frames, or an entry holding one */
+  uint8_t fkind;     /* F_*: how the list is known */
+  uint32_t fref;     /* F_REF: the memo's word for the list named */
+  uint32_t *ids;     /* F_IDS: its frames' local numbers */
+  uint32_t nids, capids;
+  uint64_t memo;     /* a list or a frame: the memo index it was put at + 1 (0: none) */
+  uint32_t mword;    /* the word put there while it is read (T_PENDING), naming it in claims */
+  bool fixed;        /* a list or a frame fetched while read: fref is the word for it now */
+  /* a frame: its fields as set last */
+  uint32_t file, name; /* offsets in the local text, or F_NOSTR, F_BADSTR */
+  uint32_t line;
+  uint8_t lstate;      /* L_* */
 };
+
+/* How an entry's frames are known (Note [Frames as they are read]). */
+enum { F_ABSENT = 0, F_IDS, F_REF, F_BAD };
+enum { L_ABSENT = 0, L_OK, L_BAD };
+/* A frame's string not set, or not one kept (another type, too long) */
+#define F_NOSTR UINT32_MAX
+#define F_BADSTR (UINT32_MAX - 1)
 
 #define PICKLE_BATCH 1000 /* Python's pickler: items per APPENDS or SETITEMS */
 #define STACK_STR_BYTES 4096 /* strings kept on the stack (keys, actions, a conf string); longer ones depart when read */
@@ -218,8 +247,29 @@ struct cont_s {
 static ab_pk_seq_t no_items; /* an opaque container read as a value: empty, of its type */
 
 /* The memo's words: 0 never set; the type of an opaque container; a container with a role
- * (refused when fetched); a string too long to keep; a bytes value; or an index into vals. */
+ * (refused when fetched); a string too long to keep; a bytes value; or an index into vals;
+ * past W_TAGGED, a tag in the top three bits and a number below (Note [Frames as they are
+ * read]): a frame, a list of frames interned locally or in the builder's stacks, or a frame or
+ * list still being read (refused when fetched). */
 enum { M_UNSET = 0, M_LIST, M_DICT, M_TUPLE, M_ROLE, M_LONGSTR, M_BYTES, M_VALS };
+enum { T_FRAME = 4, T_LOCAL, T_STACK, T_PENDING };
+#define W_TAGGED (1u << 31)
+#define W_MAX ((1u << 29) - 1) /* the largest number a tagged word holds */
+#define W_MAKE(tag, x) ((uint32_t)(tag) << 29 | (uint32_t)(x))
+#define W_TAG(w) ((w) >> 29)
+#define W_NUM(w) ((w) & W_MAX)
+
+static inline bool is_val(uint32_t w) { return w >= M_VALS && w < W_TAGGED; }
+
+/* An alloc's stack to be interned (Note [A stack interned one entry late]). */
+typedef struct late_s {
+  bool on;
+  uint32_t *ids; /* its frames, numbered in the builder's stacks */
+  uint32_t n, cap;
+  size_t rec;    /* the builder's record of the alloc */
+  uint64_t memo; /* its list's memo index + 1 (0: none), and the word the list put there */
+  uint32_t mword;
+} late_t;
 
 typedef struct svm_s {
   const char *path;
@@ -247,6 +297,17 @@ typedef struct svm_s {
   cont_t *live, *spare;
   cont_t *root, *candidate;
   uint64_t frame_need;                /* the contents must hold this many bytes (FRAME) */
+  /* Note [Frames as they are read] */
+  ab_stacks_t local;                  /* every frame and list of frames met, by content */
+  ab_map_t text_of;                   /* a kept string's address -> its offset in local + 1 */
+  uint32_t *global_frame;             /* a local frame's number in the builder's stacks + 1 */
+  uint32_t *global_stack;             /* the same for a local stack */
+  size_t capglobal_frame, capglobal_stack;
+  uint32_t *gids;                     /* a stack's frames, numbered in the builder's stacks */
+  size_t capgids;
+  late_t late;                        /* Note [A stack interned one entry late] */
+  uint32_t serial;                    /* the next T_PENDING word's number */
+  ab_map_t claims;                    /* a T_PENDING word's number + 1 -> the container it names */
   int device;
   ab_trace_builder_t *b;
   ab_diag_t *diag;
@@ -255,7 +316,46 @@ typedef struct svm_s {
 /* Departs from streaming (Note [Streaming a snapshot], 3): the tree reader reads the file. */
 #define DEPART AB_ERR_INVALID
 
+/* ---- claims (Note [Frames as they are read], 2) ------------------------------------------- */
+
+/* c names no memo index any more. */
+static void claim_drop(svm_t *vm, cont_t *c) {
+  if (c->memo) ab_map_take(&vm->claims, W_NUM(c->mword) + 1, NULL);
+  c->memo = 0;
+}
+
+/* The word c, a frame or a list still being read, puts at memo index idx: one no other holds,
+ * which names c until it is read (its last index only). M_ROLE, which departs when fetched,
+ * when the numbers run out or the host has no room. */
+static uint32_t claim(svm_t *vm, cont_t *c, uint64_t idx) {
+  claim_drop(vm, c);
+  if (vm->serial > W_MAX || ab_map_put(&vm->claims, (uint64_t)vm->serial + 1, (uint64_t)(uintptr_t)c) != AB_OK)
+    return M_ROLE;
+  c->memo = idx + 1;
+  c->mword = W_MAKE(T_PENDING, vm->serial++);
+  return c->mword;
+}
+
+/* Whether the memo still holds the word c put for itself while it was read. */
+static bool claim_held(const svm_t *vm, const cont_t *c) { return c->memo && vm->memo[c->memo - 1] == c->mword; }
+
+/* What c stands for, now that it is read, where it put itself in the memo. */
+static void claim_set(svm_t *vm, cont_t *c, uint32_t word) {
+  if (claim_held(vm, c)) vm->memo[c->memo - 1] = word;
+  claim_drop(vm, c);
+}
+
+/* c's claim passes to `to` (an entry takes over its list's). */
+static void claim_move(svm_t *vm, cont_t *c, cont_t *to) {
+  to->memo = c->memo;
+  to->mword = c->mword;
+  size_t s = c->memo ? ab_map_slot(&vm->claims, W_NUM(c->mword) + 1) : vm->claims.cap;
+  if (s < vm->claims.cap) vm->claims.slots[s].val = (uint64_t)(uintptr_t)to;
+  c->memo = 0;
+}
+
 static void cont_free(svm_t *vm, cont_t *c) {
+  claim_drop(vm, c);
   if (c->prev) c->prev->next = c->next;
   else vm->live = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -276,6 +376,12 @@ static void cont_reset(svm_t *vm, cont_t *c, uint8_t role, uint8_t type) {
   c->parent = NULL;
   c->index = c->count = c->seen = 0;
   if (role == R_ENTRY) memset(&c->e, 0, sizeof c->e);
+  c->fkind = role == R_FRAMES ? F_IDS : F_ABSENT;
+  c->nids = 0;
+  claim_drop(vm, c);
+  c->fixed = false;
+  c->file = c->name = F_NOSTR;
+  c->lstate = L_ABSENT;
 }
 
 static cont_t *cont_new(svm_t *vm, uint8_t role, uint8_t type) {
@@ -422,7 +528,7 @@ static ab_status push_text(svm_t *vm, ab_pk_type_t type, uint64_t len) {
     v.where = S_STACK;
     v.v.u = vm->nstrs;
     v.key = key_of((const char *)vm->p, (size_t)len);
-    v.field = wanted[R_ENTRY][v.key] ? (uint8_t)(entry_field[v.key] + 1) : 0;
+    v.field = wanted[R_ENTRY][v.key] == W_SCALAR ? (uint8_t)(entry_field[v.key] + 1) : 0;
     vm->nstrs += (size_t)len;
     vm->p += len;
   } else {
@@ -516,6 +622,327 @@ static ab_status make(svm_t *vm, uint8_t type) {
   return AB_OK;
 }
 
+/* ---- frames (Note [Frames as they are read]) ---------------------------------------------- */
+
+/* Note [Frames as they are read]
+ * PyTorch writes each distinct frame as one dict, and each distinct stack as one list, the
+ * first time a snapshot needs it (in a block of `segments`, which comes first, or in an entry),
+ * and names it through the memo after: an alloc and its frees name one list, and so do a
+ * segment_alloc and the alloc that made it. So an alloc's frames are often written long before
+ * it, where the replay reads nothing. Hence:
+ *   1. A list under `frames` (in an entry, a segment or a block) and the dicts in it get roles.
+ *      A frame keeps its filename, name and line, its strings interned in the machine's own
+ *      ab_stacks_t (by content: the memo's strings once each); appended to its list, it is
+ *      interned there as a frame, and the list keeps its frames' local numbers.
+ *   2. The memo holds a word for each (Note [Streaming a snapshot], 4): a frame's local number,
+ *      a list's local stack, or, once an alloc of the trace read named it, its stack in the
+ *      builder's. While a frame or list is being read its word is one no other holds
+ *      (T_PENDING), which departs when fetched; when it is read that word is replaced, if the
+ *      memo still holds it.
+ *   3. Fetched, a frame or list is a value (S_FRAME, S_FRAMES): appended to a list of frames,
+ *      or set as an entry's frames, it is what it stands for; changed (an APPEND or SETITEM on
+ *      it) it departs, as the tree reader would see the change.
+ *   4. An entry's frames are looked at when it goes to the builder. An alloc's, of the trace
+ *      read, are interned in the builder's stacks (each local frame once: a table keeps its
+ *      number there), entry after entry as the tree reader does (Note [An entry's frames]); what
+ *      is not frames as that Note says (a field absent or of another type, a string too long to
+ *      keep, a list made another way) departs then, and the tree reader says what is wrong.
+ *      Another entry's list is kept by its local stack, for an alloc that names it later.
+ * The cost: a few words per distinct frame and list, and for each alloc the lookup of its
+ * frames, which are read at once with the entry (Note [An entry's frames at once]). */
+
+static inline ab_status push_id(cont_t *c, uint32_t id) {
+  if (c->nids == c->capids) {
+    if (c->capids >= UINT32_MAX / 2) return DEPART;
+    uint32_t cap = c->capids ? c->capids * 2 : 16;
+    uint32_t *grown = realloc(c->ids, cap * sizeof *grown);
+    if (grown == NULL) return DEPART;
+    c->ids = grown;
+    c->capids = cap;
+  }
+  c->ids[c->nids++] = id;
+  return AB_OK;
+}
+
+/* Grows a table of numbers + 1 (0: not known yet) to hold index i. */
+static bool grow_zeroed(uint32_t **t, size_t *cap, size_t i) {
+  if (i < *cap) return true;
+  size_t want = *cap ? *cap : 1024;
+  while (want <= i) want *= 2;
+  uint32_t *grown = realloc(*t, want * sizeof *grown);
+  if (grown == NULL) return false;
+  memset(grown + *cap, 0, (want - *cap) * sizeof *grown);
+  *t = grown;
+  *cap = want;
+  return true;
+}
+
+/* A frame's string, interned locally: a string of the memo once (it is named many times), one
+ * on the stack each time; F_BADSTR for another value, or a string too long to be kept. */
+static uint32_t local_string(svm_t *vm, const sv_t *v) {
+  if (v->type != AB_PK_STR || v->where == S_NONE) return F_BADSTR;
+  if (v->where == S_STACK) return ab_stacks_string(&vm->local, vm->strs + v->v.u, v->len);
+  uint64_t key = (uint64_t)(uintptr_t)v->v.s, off = 0;
+  if (ab_map_get(&vm->text_of, key, &off)) return (uint32_t)(off - 1);
+  uint32_t o = ab_stacks_string(&vm->local, v->v.s, v->len);
+  /* A cache the host has no room for only costs hashing the string again. */
+  if (o != UINT32_MAX) (void)ab_map_put(&vm->text_of, key, (uint64_t)o + 1);
+  return o;
+}
+
+/* A frame's field set under key (the last one set counts, as in a dict). */
+static void frame_field(svm_t *vm, cont_t *f, uint8_t key, const sv_t *v) {
+  if (key == K_line) {
+    f->lstate = v->type == AB_PK_INT ? L_OK : L_BAD;
+    f->line = v->type == AB_PK_INT ? ab_snapshot_frame_line(v->width, v->v.u) : 0;
+  } else if (key == K_filename) {
+    f->file = local_string(vm, v);
+  } else {
+    f->name = local_string(vm, v);
+  }
+}
+
+/* A frame appended to its list: its local number, UINT32_MAX when it is not one as Note [An
+ * entry's frames] says; its memo word becomes that (an opaque dict when not one). */
+static ab_status frame_done(svm_t *vm, cont_t *f, uint32_t *id) {
+  if (f->fixed) { /* read already, when it was fetched */
+    *id = W_TAG(f->fref) == T_FRAME ? W_NUM(f->fref) : UINT32_MAX;
+    return AB_OK;
+  }
+  *id = UINT32_MAX;
+  if (f->file < F_BADSTR && f->name < F_BADSTR && f->lstate == L_OK)
+    *id = ab_stacks_frame_at(&vm->local, f->file, f->name, f->line);
+  if (vm->local.failed) return DEPART;
+  claim_set(vm, f, *id <= W_MAX ? W_MAKE(T_FRAME, *id) : M_DICT);
+  return AB_OK;
+}
+
+/* A list of frames read (c, or the entry c holding it), kept for what names it later: its memo
+ * word becomes its local stack (stack 0: an empty list), or an opaque list when it is not one
+ * of frames. */
+static ab_status list_keep(svm_t *vm, cont_t *c, uint32_t *word) {
+  *word = M_LIST;
+  if (!claim_held(vm, c)) { /* nothing can name it again */
+    claim_drop(vm, c);
+    return AB_OK;
+  }
+  if (c->fkind == F_IDS) {
+    uint32_t k = ab_stacks_intern(&vm->local, c->ids, c->nids);
+    if (vm->local.failed) return DEPART;
+    if (k <= W_MAX) *word = W_MAKE(T_LOCAL, k);
+  }
+  claim_set(vm, c, *word);
+  return AB_OK;
+}
+
+/* A frame or a list fetched (memo word w) while it is read, as a segment's empty list is by
+ * its blocks: what it holds is what it stands for (a change to it after departs), and the
+ * memo names that from now on. */
+static ab_status fix_claimed(svm_t *vm, uint32_t w) {
+  uint64_t at = 0;
+  if (!ab_map_get(&vm->claims, W_NUM(w) + 1, &at)) return DEPART; /* put again elsewhere since */
+  cont_t *c = (cont_t *)(uintptr_t)at;
+  uint32_t word = M_DICT, id = UINT32_MAX;
+  if (c->role == R_FRAME) {
+    AB_TRY(frame_done(vm, c, &id));
+    if (id != UINT32_MAX) word = W_MAKE(T_FRAME, id);
+  } else {
+    AB_TRY(list_keep(vm, c, &word));
+  }
+  if (c->role == R_ENTRY) { /* the list it holds, from the body read at once */
+    c->fkind = W_TAG(word) == T_LOCAL ? F_REF : F_BAD;
+    c->nids = 0;
+  } else {
+    c->fixed = true;
+  }
+  c->fref = word;
+  return AB_OK;
+}
+
+/* Items [from, from + k) of the stack appended to list of frames c: frames read or fetched;
+ * anything else makes it no list of frames (F_BAD). */
+static ab_status place_frames(svm_t *vm, cont_t *c, size_t from, size_t k) {
+  if (c->fixed) return DEPART; /* fetched before: the tree reader sees what is appended */
+  for (size_t i = 0; i < k; i++) {
+    const sv_t *v = &vm->stack[from + i];
+    cont_t *it = v->c;
+    uint32_t id = UINT32_MAX;
+    if (it) {
+      if (v->role == R_RUN || it->role != R_FRAME || it->placed || it->parent != c) return DEPART;
+      AB_TRY(frame_done(vm, it, &id));
+      it->placed = true;
+      cont_free(vm, it);
+    } else if (v->type == AB_PK_DICT && v->where == S_FRAME) {
+      id = (uint32_t)v->v.u;
+    }
+    c->count++;
+    if (id == UINT32_MAX) c->fkind = F_BAD;
+    else if (c->fkind == F_IDS) AB_TRY(push_id(c, id));
+  }
+  return AB_OK;
+}
+
+/* The value v set under `frames` in dict c: an entry holds it until it is read (its list's
+ * frames and memo index taken over); a segment's or a block's list is only kept. */
+static ab_status frames_set(svm_t *vm, cont_t *c, const sv_t *v) {
+  cont_t *list = v->c;
+  if (list && (v->role == R_RUN || list->role != R_FRAMES || list->placed || list->parent != c)) return DEPART;
+  uint32_t word;
+  if (c->role != R_ENTRY) {
+    if (list == NULL) return AB_OK;
+    list->placed = true;
+    ab_status st = list->fixed ? AB_OK : list_keep(vm, list, &word);
+    cont_free(vm, list);
+    return st;
+  }
+  if (c->fkind == F_IDS || c->fkind == F_BAD) AB_TRY(list_keep(vm, c, &word)); /* a key set twice: the first list kept */
+  c->nids = 0;
+  claim_drop(vm, c);
+  c->fkind = F_BAD; /* anything but a list of frames */
+  if (list && list->fixed) {
+    c->fkind = W_TAG(list->fref) == T_LOCAL ? F_REF : F_BAD;
+    c->fref = list->fref;
+    list->placed = true;
+    cont_free(vm, list);
+  } else if (list) {
+    uint32_t *ids = c->ids, cap = c->capids;
+    c->ids = list->ids;
+    c->capids = list->capids;
+    c->nids = list->nids;
+    list->ids = ids;
+    list->capids = cap;
+    c->fkind = list->fkind;
+    claim_move(vm, list, c);
+    list->placed = true;
+    cont_free(vm, list);
+  } else if (v->type == AB_PK_LIST && v->where == S_FRAMES) {
+    c->fkind = F_REF;
+    c->fref = (uint32_t)v->v.u;
+  }
+  return AB_OK;
+}
+
+/* The number in the builder's stacks g of local frame f; UINT32_MAX when the host has no room. */
+static uint32_t global_frame(svm_t *vm, ab_stacks_t *g, uint32_t f) {
+  if (!grow_zeroed(&vm->global_frame, &vm->capglobal_frame, f)) return UINT32_MAX;
+  if (vm->global_frame[f]) return vm->global_frame[f] - 1;
+  const ab_frame_t *lf = &vm->local.frame[f];
+  const char *file = ab_stacks_text(&vm->local, lf->file), *name = ab_stacks_text(&vm->local, lf->name);
+  /* One statement each: the file's string before the name's, as the tree reader. */
+  uint32_t fo = ab_stacks_string(g, file, strlen(file));
+  uint32_t no = ab_stacks_string(g, name, strlen(name));
+  uint32_t id = ab_stacks_frame_at(g, fo, no, lf->line);
+  if (id != UINT32_MAX) vm->global_frame[f] = id + 1;
+  return id;
+}
+
+/* The builder's numbers of n local frames into vm->gids: the builder's stacks, or NULL when
+ * the builder failed (its finish says so). */
+static ab_status global_frames(svm_t *vm, const uint32_t *ids, uint32_t n, ab_stacks_t **out) {
+  *out = NULL;
+  ab_stacks_t *g = ab_trace_builder_stacks(vm->b);
+  if (g == NULL) return AB_OK;
+  if (n > vm->capgids) {
+    uint32_t *grown = realloc(vm->gids, n * sizeof *grown);
+    if (grown == NULL) return DEPART;
+    vm->gids = grown;
+    vm->capgids = n;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t f = ids[k], known = f < vm->capglobal_frame ? vm->global_frame[f] : 0; /* most are known */
+    if ((vm->gids[k] = known ? known - 1 : global_frame(vm, g, f)) == UINT32_MAX) return g->failed ? AB_OK : DEPART;
+  }
+  *out = g;
+  return AB_OK;
+}
+
+/* Note [A stack interned one entry late]
+ * An alloc's stack is often new (allocbench's test snapshots name a million), and interning a
+ * new one is a cache miss in a table of megabytes. So the stack of an alloc's own list is
+ * interned one entry late: its frames are numbered and its slot in the table prefetched when
+ * the alloc goes to the builder, and it is interned when the next stack is, when its list is
+ * fetched from the memo, or at the end, the entries read in between hiding the miss. The
+ * stacks keep the order of the entries; the alloc's record gets its stack then
+ * (ab_trace_builder_stack_at), and the list's memo index names it then (until then the word
+ * the list put there stays, which flushes it when fetched). */
+static ab_status late_flush(svm_t *vm) {
+  late_t *l = &vm->late;
+  if (!l->on) return AB_OK;
+  l->on = false;
+  uint32_t stack = ab_stacks_intern(vm->b->stacks, l->ids, l->n);
+  ab_trace_builder_stack_at(vm->b, l->rec, stack);
+  if (l->memo && vm->memo[l->memo - 1] == l->mword) vm->memo[l->memo - 1] = stack <= W_MAX ? W_MAKE(T_STACK, stack) : M_LIST;
+  return AB_OK;
+}
+
+/* Entry c's new list of frames, an alloc's, to be interned late; its claim passes to vm->late. */
+static ab_status late_stack(svm_t *vm, cont_t *c) {
+  AB_TRY(late_flush(vm));
+  ab_stacks_t *g;
+  AB_TRY(global_frames(vm, c->ids, c->nids, &g));
+  if (g == NULL) return AB_OK;
+  late_t *l = &vm->late;
+  uint32_t *ids = l->ids, cap = l->cap; /* the numbers made become the late stack's: no copy */
+  l->ids = vm->gids;
+  l->cap = vm->capgids > UINT32_MAX ? UINT32_MAX : (uint32_t)vm->capgids;
+  vm->gids = ids;
+  vm->capgids = cap;
+  l->n = c->nids;
+  l->rec = vm->b->nrecs; /* the record the alloc is about to become */
+  l->memo = c->memo;
+  l->mword = c->mword;
+  claim_drop(vm, c); /* the memo keeps its word, which now names the late stack */
+  ab_stacks_prefetch(g, l->ids, l->n);
+  l->on = true;
+  return AB_OK;
+}
+
+/* The stack of local stack k, once per stack. */
+static ab_status global_of_local(svm_t *vm, uint32_t k, uint32_t *stack) {
+  *stack = 0;
+  if (!grow_zeroed(&vm->global_stack, &vm->capglobal_stack, k)) return DEPART;
+  if (vm->global_stack[k]) {
+    *stack = vm->global_stack[k] - 1;
+    return AB_OK;
+  }
+  const uint32_t *frames = NULL;
+  uint32_t n = ab_stacks_frames(&vm->local, k, &frames);
+  if (n == 0) return AB_OK;
+  AB_TRY(late_flush(vm)); /* the stacks in the order of the entries */
+  ab_stacks_t *g;
+  AB_TRY(global_frames(vm, frames, n, &g));
+  if (g == NULL) return AB_OK;
+  *stack = ab_stacks_intern(g, vm->gids, n);
+  if (*stack) vm->global_stack[k] = *stack + 1;
+  return AB_OK;
+}
+
+/* An alloc's stack, as it goes to the builder (Note [Frames as they are read], 4): 0 when it
+ * has none, or when it is interned late (Note [A stack interned one entry late]). */
+static ab_status entry_stack(svm_t *vm, cont_t *c, uint32_t *stack) {
+  *stack = 0;
+  switch (c->fkind) {
+    case F_ABSENT: return AB_OK;
+    case F_REF:
+      if (W_TAG(c->fref) == T_STACK) {
+        *stack = W_NUM(c->fref);
+        return AB_OK;
+      }
+      return global_of_local(vm, W_NUM(c->fref), stack);
+    case F_IDS:
+      if (c->nids) return late_stack(vm, c);
+      claim_set(vm, c, W_MAKE(T_STACK, 0)); /* an empty list: no stack */
+      return AB_OK;
+    default: return DEPART; /* no list of frames: the tree reader says why */
+  }
+}
+
+/* Another entry's frames, kept for an alloc that names them later. */
+static ab_status frames_kept(svm_t *vm, cont_t *c) {
+  uint32_t word;
+  return c->fkind == F_IDS || c->fkind == F_BAD ? list_keep(vm, c, &word) : AB_OK;
+}
+
 /* ---- placing items (Note [Streaming a snapshot], 2 and 3) --------------------------------------- */
 
 /* The ints of an S_PAIR or S_PAIR32 value. */
@@ -598,16 +1025,18 @@ static ab_status depart_field(void *ctx, int field) {
 }
 
 /* An entry to the builder, by the rules both readers share; DEPART for any it refuses. */
-static ab_status add_entry(svm_t *vm, const cont_t *c) {
+static ab_status add_entry(svm_t *vm, cont_t *c) {
+  if (ab_snapshot_entry_is_alloc(&c->e)) AB_TRY(entry_stack(vm, c, &c->e.stack));
+  else AB_TRY(frames_kept(vm, c));
   ab_status st = ab_snapshot_add_entry(&c->e, c->self.pos, c->self.pos, vm->b, depart_field, NULL, vm->diag);
   return st == AB_OK ? AB_OK : DEPART;
 }
 
 /* An entry of trace read: to the builder when the trace is the device's. */
-static ab_status take_entry(svm_t *vm, cont_t *trace, const cont_t *e) {
+static ab_status take_entry(svm_t *vm, cont_t *trace, cont_t *e) {
   if (vm->candidate == NULL && (vm->device < 0 || trace->index == (uint64_t)vm->device)) vm->candidate = trace;
   trace->seen++;
-  return trace == vm->candidate ? add_entry(vm, e) : AB_OK;
+  return trace == vm->candidate ? add_entry(vm, e) : frames_kept(vm, e);
 }
 
 static ab_status read_entry(svm_t *vm, cont_t *trace, cont_t *e) {
@@ -643,6 +1072,7 @@ static ab_status read_run(svm_t *vm, cont_t *trace, size_t fl) {
 
 /* Items [from, from + k) of the stack appended to list c. */
 static ab_status place_items(svm_t *vm, cont_t *c, size_t from, size_t k) {
+  if (c->role == R_FRAMES) return place_frames(vm, c, from, k);
   uint8_t want = item_role[c->role];
   for (size_t i = 0; i < k; i++) {
     const sv_t *v = &vm->stack[from + i];
@@ -673,7 +1103,17 @@ static ab_status place_pairs(svm_t *vm, cont_t *c, size_t from, size_t k) {
     c->count++;
     uint8_t w = key->type == AB_PK_STR ? wanted[c->role][key->key] : 0;
     if (!w) continue;
-    if (c->role == R_ENTRY) { /* all its keys are scalars' */
+    if (w == R_FRAMES) { /* Note [Frames as they are read] */
+      AB_TRY(frames_set(vm, c, v));
+      continue;
+    }
+    if (c->role == R_FRAME) {
+      /* A container with a role placed elsewhere than where it was made; a frame fetched before. */
+      if (v->c || c->fixed) return DEPART;
+      frame_field(vm, c, key->key, v);
+      continue;
+    }
+    if (c->role == R_ENTRY) { /* all its other keys are scalars' */
       AB_TRY(set_field(vm, &c->e, key->key, v));
       continue;
     }
@@ -704,7 +1144,8 @@ static ab_status place_pairs(svm_t *vm, cont_t *c, size_t from, size_t k) {
 static ab_status place(svm_t *vm, const sv_t *target, size_t from, size_t k, bool single) {
   cont_t *c = target->c;
   if (target->role == R_RUN) return DEPART; /* entries already read, changed */
-  if (c == NULL) return AB_OK; /* opaque: nothing kept */
+  /* Opaque: nothing kept; but a frame, a list of frames or a pool id fetched would change. */
+  if (c == NULL) return target->where >= S_FRAME || is_pair(target) ? DEPART : AB_OK;
   if (c->self.type == AB_PK_LIST) AB_TRY(place_items(vm, c, from, k));
   else AB_TRY(place_pairs(vm, c, from, k / 2));
   c->may_take = !single && (c->self.type == AB_PK_LIST ? k : k / 2) == PICKLE_BATCH;
@@ -727,7 +1168,7 @@ static ab_status add_val(svm_t *vm, const sv_t *v, uint32_t *word) {
     vm->vals = grown;
     vm->capvals = cap;
   }
-  if (vm->nvals >= UINT32_MAX - M_VALS) return DEPART;
+  if (vm->nvals >= W_TAGGED - M_VALS) return DEPART;
   vm->vals[vm->nvals] = *v;
   *word = (uint32_t)(M_VALS + vm->nvals++);
   return AB_OK;
@@ -738,10 +1179,14 @@ static ab_status memo_word(svm_t *vm, const sv_t *v, uint32_t *word) {
   switch ((ab_pk_type_t)v->type) {
     case AB_PK_LIST:
       if (v->c) *word = M_ROLE;
+      else if (v->where == S_FRAMES) *word = (uint32_t)v->v.u;
       else if (is_pair(v)) return add_val(vm, v, word);
       else *word = M_LIST;
       return AB_OK;
-    case AB_PK_DICT: *word = v->c ? M_ROLE : M_DICT; return AB_OK;
+    case AB_PK_DICT:
+      if (v->c) *word = M_ROLE;
+      else *word = v->where == S_FRAME ? W_MAKE(T_FRAME, v->v.u) : M_DICT;
+      return AB_OK;
     case AB_PK_TUPLE:
       if (is_pair(v)) return add_val(vm, v, word);
       *word = M_TUPLE;
@@ -788,16 +1233,34 @@ static ab_status memo_put(svm_t *vm, uint64_t idx) {
     vm->capmemo = cap;
   }
   if (vm->memo[idx] == M_UNSET) vm->memo_count++;
+  cont_t *c = vm->stack[vm->n - 1].c;
+  if (c && (c->role == R_FRAME || c->role == R_FRAMES)) { /* Note [Frames as they are read], 2 */
+    vm->memo[idx] = c->fixed ? c->fref : claim(vm, c, idx);
+    return AB_OK;
+  }
   return memo_word(vm, &vm->stack[vm->n - 1], &vm->memo[idx]);
 }
 
 static ab_status memo_get(svm_t *vm, uint64_t idx) {
   uint32_t w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
-  if (w == M_UNSET || w == M_ROLE) return DEPART; /* never stored; or shared, which only the tree reader follows */
+  if (W_TAG(w) == T_PENDING) { /* a list interned late, or a frame or a list being read: fixed as it is now */
+    if (vm->late.on && w == vm->late.mword) AB_TRY(late_flush(vm));
+    else AB_TRY(fix_claimed(vm, w));
+    w = vm->memo[idx];
+  }
+  /* Never stored; or shared, which only the tree reader follows. */
+  if (w == M_UNSET || w == M_ROLE) return DEPART;
   sv_t *v = slot(vm);
   if (v == NULL) return DEPART;
-  if (w >= M_VALS) {
+  if (is_val(w)) {
     *v = vm->vals[w - M_VALS];
+    return AB_OK;
+  }
+  if (w >= W_TAGGED) { /* a frame, or a list of them, read before */
+    bool frame = W_TAG(w) == T_FRAME;
+    sv_clear(v, frame ? AB_PK_DICT : AB_PK_LIST, vm->at);
+    v->where = frame ? S_FRAME : S_FRAMES;
+    v->v.u = frame ? W_NUM(w) : w;
     return AB_OK;
   }
   /* An opaque container, a bytes value or a long string: its type is all there is. */
@@ -868,15 +1331,19 @@ static ab_status collect(svm_t *vm, ab_pk_type_t type, size_t from) {
 
 /* Note [An entry's body at once]
  * Nearly every entry is written the same way: its dict, a MARK, then pairs of a key fetched
- * from the memo and a value (fetched, or an int or None written in place), then SETITEMS. At
- * the MARK after a new entry, the pairs are read straight from the window and set in the
- * entry, with the effect on the machine that running the opcodes one by one would have (the
- * stack, the marks and the memo as they were; the entry's fields and count set), and no
- * value pushed. At any other opcode, or at the window's end, the entry's fields are cleared
- * and the body is run opcode by opcode from its MARK. */
-/* A memo index at p (BINGET, LONG_BINGET), the word there in *w; false for another opcode or
- * past end. */
-static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const unsigned char *end, uint32_t *w) {
+ * from the memo and a value (fetched; an int or None written in place; a short string written
+ * afresh and memoised, as PyTorch's compile_context 'N/A' is in every entry; its frames, Note
+ * [An entry's frames at once]), then SETITEMS. At the MARK after a new entry, the pairs are
+ * read straight from the window and set in the entry, with the effect on the machine that
+ * running the opcodes one by one would have (the stack and the marks as they were; the memo
+ * ops run at the end; the entry's fields and count set), and no value pushed. At any other
+ * opcode, or at the window's end, the entry's fields are cleared and the body is run opcode
+ * by opcode from its MARK: the memo as it was (a string the memo keeps is kept once, read
+ * again or not). */
+/* A memo index at p (BINGET, LONG_BINGET) in *at, the word there in *w; false for another
+ * opcode or past end. */
+static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const unsigned char *end, uint32_t *w,
+                            uint64_t *at) {
   const unsigned char *p = *pp;
   uint64_t idx;
   if (*p == OP_BINGET && end - p >= 2) {
@@ -889,6 +1356,106 @@ static inline bool fast_get(const svm_t *vm, const unsigned char **pp, const uns
     return false;
   }
   *w = idx < vm->capmemo ? vm->memo[idx] : M_UNSET;
+  *at = idx;
+  return true;
+}
+
+/* Memo ops met in a body read at once wait for its end (Note [An entry's body at once]): at
+ * most FAST_PUTS, each to an index the memo has not set, so that a fetch of one in the body
+ * finds it unset and gives up, as running the opcodes would find what was put there. */
+#define FAST_PUTS 4
+typedef struct fast_put_s {
+  uint64_t idx;
+  uint32_t word; /* 0: the claim of the entry's list of frames (Note [Frames as they are read]) */
+} fast_put_t;
+
+typedef struct fast_puts_s {
+  fast_put_t put[FAST_PUTS];
+  unsigned n;
+  bool claimed; /* a list of frames put: the entry holds its claim */
+} fast_puts_t;
+
+/* A memo op at *pp (MEMOIZE, BINPUT, LONG_BINPUT) putting word, if there is one: 1 when taken,
+ * 0 when none is there, -1 to give up (an index the memo has set, or past its room, which the
+ * machine grows, or past the bytes read, which departs). */
+static inline int fast_memo_op(const svm_t *vm, const unsigned char **pp, const unsigned char *end, fast_puts_t *fp,
+                               uint32_t word) {
+  const unsigned char *p = *pp;
+  uint64_t idx;
+  if (*p == OP_MEMOIZE) {
+    idx = vm->memo_count + fp->n; /* each waiting put counts: it sets an index unset */
+    p++;
+  } else if (*p == OP_BINPUT && end - p >= 2) {
+    idx = p[1];
+    p += 2;
+  } else if (*p == OP_LONG_BINPUT && end - p >= 5) {
+    idx = ab_pickle_le(p + 1, 4);
+    p += 5;
+  } else {
+    return 0;
+  }
+  if (fp->n == FAST_PUTS || idx >= vm->capmemo || idx > vm->base + (uint64_t)(uintptr_t)*pp || vm->memo[idx] != M_UNSET)
+    return -1;
+  for (unsigned k = 0; k < fp->n; k++)
+    if (fp->put[k].idx == idx) return -1;
+  fp->put[fp->n++] = (fast_put_t){idx, word};
+  *pp = p;
+  return 1;
+}
+
+/* Note [An entry's frames at once]
+ * An entry's frames, in the body read at once, are written one of two ways: a list read
+ * before, fetched, or a new list, EMPTY_LIST with a memo op before or after it and its frames,
+ * each fetched, in one batch (MARK ... APPENDS) or alone (APPEND). Both are read here, the
+ * frames' local numbers into the entry (Note [Frames as they are read]), the list's memo op
+ * waiting with the body's others; a frame written whole, a second batch or anything else
+ * gives up, and the opcodes run one by one. */
+
+/* A frame fetched at *pp, its local number into c; false for anything else. */
+static inline bool fast_frame(const svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end) {
+  uint32_t w;
+  uint64_t idx;
+  return fast_get(vm, pp, end, &w, &idx) && W_TAG(w) == T_FRAME && push_id(c, W_NUM(w)) == AB_OK;
+}
+
+/* The value under `frames` at *pp into entry c; false to give up. */
+static bool fast_frames(svm_t *vm, cont_t *c, const unsigned char **pp, const unsigned char *end, fast_puts_t *fp) {
+  const unsigned char *p = *pp;
+  if (fp->claimed) return false; /* a second list put in the memo */
+  c->nids = 0;
+  if (*p == OP_BINGET || *p == OP_LONG_BINGET) { /* a list read before */
+    uint32_t w;
+    uint64_t idx;
+    if (!fast_get(vm, &p, end, &w, &idx)) return false;
+    if (vm->late.on && w == vm->late.mword) { /* the last alloc's: interned now (work done, not undone) */
+      if (late_flush(vm) != AB_OK) return false;
+      w = vm->memo[idx];
+    }
+    if (W_TAG(w) != T_STACK && W_TAG(w) != T_LOCAL) return false;
+    c->fkind = F_REF;
+    c->fref = w;
+    *pp = p;
+    return true;
+  }
+  if (*p++ != OP_EMPTY_LIST) return false;
+  c->fkind = F_IDS;
+  unsigned puts = fp->n;
+  if (end - p < 1 || fast_memo_op(vm, &p, end, fp, 0) < 0 || end - p < 1) return false;
+  if (*p == OP_MARK) {
+    for (p++;;) {
+      if (end - p < 6) return false; /* a frame's five bytes at most, and APPENDS */
+      if (*p == OP_APPENDS) break;
+      if (!fast_frame(vm, c, &p, end)) return false;
+    }
+    p++;
+    if (c->nids >= PICKLE_BATCH) return false; /* another batch may follow */
+  } else if (*p == OP_BINGET || *p == OP_LONG_BINGET) {
+    if (!fast_frame(vm, c, &p, end) || end - p < 1 || *p != OP_APPEND) return false;
+    p++;
+  }
+  if (fp->n == puts && (end - p < 1 || fast_memo_op(vm, &p, end, fp, 0) < 0)) return false;
+  fp->claimed = fp->n > puts;
+  *pp = p;
   return true;
 }
 
@@ -913,20 +1480,41 @@ static bool fast_entry(svm_t *vm) {
   if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
   const unsigned char *p = vm->p, *end = vm->end;
   ab_snap_entry_t *e = &c->e;
-  uint64_t pairs = 0;
+  uint64_t pairs = 0, idx;
+  fast_puts_t fp;
+  fp.n = 0;
+  fp.claimed = false;
   /* count 0: nothing was set in the entry, so that giving up leaves it as it was */
   for (;;) {
     if (end - p <= PAIR_BYTES) goto give_up; /* near the window's end: opcode by opcode */
     if (*p == OP_SETITEMS) break;
     uint32_t w;
-    if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up;
+    if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w)) goto give_up;
     unsigned f = vm->vals[w - M_VALS].field; /* the key's field + 1; 0: a key not read */
+    uint8_t key = vm->vals[w - M_VALS].key;
+    if (key == K_frames) {
+      if (!fast_frames(vm, c, &p, end, &fp)) goto give_up;
+      pairs++;
+      continue;
+    }
     switch (*p) {
       case OP_BINGET:
-      case OP_LONG_BINGET: {
-        uint8_t key = vm->vals[w - M_VALS].key;
-        if (!fast_get(vm, &p, end, &w) || w < M_VALS) goto give_up; /* unset, shared, nothing kept */
+      case OP_LONG_BINGET:
+        if (!fast_get(vm, &p, end, &w, &idx) || !is_val(w)) goto give_up; /* unset, shared, nothing kept */
         if (f && set_field(vm, e, key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        break;
+      case OP_SHORT_BINUNICODE: { /* written afresh (PyTorch's 'N/A' each time), and memoised */
+        const unsigned char *q = p + 2 + p[1];
+        if (end - q < 6) goto give_up; /* the memo op's five bytes at most, and the next opcode */
+        sv_t v;
+        sv_clear(&v, AB_PK_STR, vm->base + (uint64_t)(uintptr_t)p);
+        v.len = p[1];
+        v.v.s = (const char *)p + 2; /* S_KEPT for memo_word, which copies it when it keeps it */
+        v.key = key_of(v.v.s, v.len);
+        v.field = wanted[R_ENTRY][v.key] == W_SCALAR ? (uint8_t)(entry_field[v.key] + 1) : 0;
+        if (memo_word(vm, &v, &w) != AB_OK || !is_val(w) || fast_memo_op(vm, &q, end, &fp, w) != 1) goto give_up;
+        if (f && set_field(vm, e, key, &vm->vals[w - M_VALS]) != AB_OK) goto give_up;
+        p = q;
         break;
       }
       case OP_BININT1:
@@ -963,9 +1551,15 @@ static bool fast_entry(svm_t *vm) {
   c->count = pairs;
   c->may_take = pairs == PICKLE_BATCH; /* as SETITEMS leaves it */
   vm->p = p + 1;
+  for (unsigned k = 0; k < fp.n; k++) { /* the memo ops, as memo_put runs them; each sets an index unset */
+    vm->memo_count++;
+    vm->memo[fp.put[k].idx] = fp.put[k].word ? fp.put[k].word : claim(vm, c, fp.put[k].idx);
+  }
   return true;
 give_up: /* the opcodes run one by one, setting the same fields again */
   memset(e, 0, sizeof *e);
+  c->fkind = F_ABSENT;
+  c->nids = 0;
   return false;
 }
 
@@ -1172,8 +1766,16 @@ static void svm_free(svm_t *vm) {
     for (cont_t *c = *l, *next; c; c = next) {
       next = c->next;
       free(c->seq.items);
+      free(c->ids);
       free(c);
     }
+  ab_stacks_free(&vm->local);
+  ab_map_free(&vm->text_of);
+  ab_map_free(&vm->claims);
+  free(vm->global_frame);
+  free(vm->global_stack);
+  free(vm->gids);
+  free(vm->late.ids);
   free(vm->stack);
   free(vm->marks);
   free(vm->strs);
@@ -1194,9 +1796,13 @@ static ab_status stream(const char *path, ab_instream_t *in, int device, ab_trac
   vm.b = b;
   vm.diag = diag;
   ab_map_init(&vm.interned);
+  ab_map_init(&vm.text_of);
+  ab_map_init(&vm.claims);
+  ab_stacks_init(&vm.local);
   ab_status st = AB_OK;
   bool done = false;
   while (st == AB_OK && !done) st = step(&vm, &done);
+  if (st == AB_OK) st = late_flush(&vm);
   if (st == AB_OK) st = finish(&vm);
   svm_free(&vm);
   return st;

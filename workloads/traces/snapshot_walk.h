@@ -27,11 +27,29 @@ enum { AB_SNAP_ABSENT = 0, AB_SNAP_INT64, AB_SNAP_UINT64, AB_SNAP_BAD, AB_SNAP_P
 typedef struct ab_snap_entry_s {
   uint8_t kind[AB_SNAP_FIELDS]; /* AB_SNAP_ABSENT ... AB_SNAP_STR */
   uint8_t act;                  /* the action's ab_trace_action_t + 1; 0: found from its name */
+  uint32_t stack;               /* an alloc's frames, as a number of the builder's stacks (Note
+                                 * [An entry's frames]); 0: none */
   uint32_t action_len;
   const char *action;           /* AB_SNAP_STR: the name's bytes */
   uint64_t u[AB_SNAP_POOL];     /* the ints */
   int64_t pool[2];              /* AB_SNAP_PAIR */
 } ab_snap_entry_t;
+
+/* Whether e is an alloc (its action a str naming one): the entries whose frames are read. */
+bool ab_snapshot_entry_is_alloc(const ab_snap_entry_t *e);
+
+/* Note [An entry's frames]
+ * Both readers read the frames of an alloc entry of the trace read, and of no other entry
+ * (the replay's allocations are the allocs'): absent, or an empty list, is no stack;
+ * otherwise a list of dicts, each with a `filename` and a `name` (str) and a `line` (an int,
+ * kept when it is 1 to 2^32 - 1, else 0: unknown, as a C++ frame without one), other keys
+ * passed over. Anything else in an alloc's frames is refused, naming the value
+ * ("device_traces[0][12]['frames'][3]['line']: expected an int, got a str"), as a malformed
+ * field is. Each alloc's frames are interned into the builder's stacks when the entry is read,
+ * in the order of the entries (trace_builder.h, Note [Stacks of the records]), so that both
+ * readers number frames and stacks alike. */
+/* The line a frame keeps of an int of the given width (pickle.h) and bits. */
+uint32_t ab_snapshot_frame_line(uint8_t width, uint64_t bits);
 
 /* Called with the field an entry's action refuses (absent where required, or of the wrong
  * type): the tree reader says why, naming the value; the streaming reader departs. */

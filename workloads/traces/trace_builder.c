@@ -61,6 +61,12 @@ void ab_trace_builder_discard(ab_trace_builder_t *b) {
   b->recs = b->held = NULL;
   b->dump = NULL;
   b->nrecs = b->nheld = b->ndump = 0;
+  if (b->stacks) ab_stacks_free(b->stacks); /* not handed to the events: finish failed, or never ran */
+  free(b->stacks);
+  free(b->rec_stack);
+  b->stacks = NULL;
+  b->rec_stack = NULL;
+  b->caprec_stack = 0;
 }
 
 /* "PATH:LINE" or "PATH: byte N", for messages. */
@@ -285,6 +291,45 @@ ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t a
 ab_status ab_trace_builder_add(ab_trace_builder_t *b, ab_trace_action_t action, uint64_t addr, uint64_t size,
                                uint64_t stream, size_t pos, ab_diag_t *diag) {
   return ab_trace_builder_add_pooled(b, action, addr, size, stream, 0, pos, diag);
+}
+
+/* ---- stacks (Note [Stacks of the records]) ------------------------------------------------- */
+
+ab_stacks_t *ab_trace_builder_stacks(ab_trace_builder_t *b) {
+  if (b->stacks == NULL) {
+    b->stacks = malloc(sizeof *b->stacks);
+    if (b->stacks == NULL) {
+      b->failed = true;
+      return NULL;
+    }
+    ab_stacks_init(b->stacks);
+  }
+  return b->stacks;
+}
+
+void ab_trace_builder_stack(ab_trace_builder_t *b, uint32_t stack) {
+  if (b->nrecs) ab_trace_builder_stack_at(b, b->nrecs - 1, stack);
+}
+
+void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t i, uint32_t stack) {
+  if (stack == 0 || i >= b->nrecs) return;
+  if (i >= b->caprec_stack) { /* the records before had none: zeros */
+    size_t cap = b->caprec_stack ? b->caprec_stack : 4096;
+    while (cap <= i) cap *= 2;
+    uint32_t *grown = realloc(b->rec_stack, cap * sizeof *grown);
+    if (grown == NULL) {
+      b->failed = true;
+      return;
+    }
+    memset(grown + b->caprec_stack, 0, (cap - b->caprec_stack) * sizeof *grown);
+    b->rec_stack = grown;
+    b->caprec_stack = cap;
+  }
+  b->rec_stack[i] = stack;
+}
+
+static uint32_t stack_of_rec(const ab_trace_builder_t *b, size_t i) {
+  return i < b->caprec_stack ? b->rec_stack[i] : 0;
 }
 
 ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1, size_t pos, int *out, ab_diag_t *diag) {
@@ -629,14 +674,15 @@ static uint32_t freed_id(const ab_trace_builder_t *b, const uint32_t *pre_id, ui
   return res & RES_PRE ? pre_id[k] : (uint32_t)b->recs[k].addr;
 }
 
-/* Pass 2: a record's events. */
-static void emit(ab_trace_builder_t *b, routing_t *rt, const uint32_t *pre_id, ab_trace_rec_in_t *r) {
+/* Pass 2: a record's events; an ALLOC takes the record's stack. */
+static void emit(ab_trace_builder_t *b, routing_t *rt, const uint32_t *pre_id, ab_trace_rec_in_t *r, uint32_t stack) {
   ab_events_t *es = b->es;
   switch ((ab_trace_action_t)r->action) {
     case AB_TR_ALLOC:
       if (r->size == 0 || r->addr == 0) break;
       route_to(es, rt, pool_of(b, r));
       r->addr = ab_events_alloc(es, r->size, r->stream, AB_TAG_OTHER);
+      if (stack) ab_stacks_set(b->stacks, (uint32_t)r->addr, stack);
       return;
     case AB_TR_FREE_REQUESTED:
       if (r->size == RES_IGNORED) break;
@@ -723,7 +769,7 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
       route_end(es, &rt);
       ab_events_empty_cache(es);
     }
-    emit(b, &rt, pre_id, &b->recs[i]);
+    emit(b, &rt, pre_id, &b->recs[i], stack_of_rec(b, i));
   }
   route_end(es, &rt);
   free(empty);
@@ -807,8 +853,17 @@ static void summarise(ab_trace_builder_t *b) {
 
 ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag) {
   ab_events_t *es = b->es;
-  ab_status st = b->failed ? ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the trace", b->path)
-                           : build(b, diag);
+  bool failed = b->failed || (b->stacks && b->stacks->failed);
+  ab_status st = failed ? ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the trace", b->path)
+                        : build(b, diag);
+  /* The stacks go to the events, complete (ab_stacks_set can fail in build), or nowhere. */
+  if (st == AB_OK && b->stacks && b->stacks->failed)
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory while reading the trace", b->path);
+  if (st == AB_OK && b->stacks) {
+    ab_stacks_finish(b->stacks);
+    es->stacks = b->stacks;
+    b->stacks = NULL;
+  }
   ab_trace_builder_discard(b);
   if (st != AB_OK) return st;
   /* Rank the streams by recorded value: PyTorch orders its pools by the stream's value. */

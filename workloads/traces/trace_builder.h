@@ -61,6 +61,16 @@
  * some allocation's pool could not be told, or when a run of releases could be told only with
  * the cap, which was not given.
  *
+ * Note [Stacks of the records]
+ * A snapshot names the call stack of each entry (its `frames`). A reader interns the frames of
+ * each alloc record, in the order of the records, into the builder's stacks (stacks.h), made
+ * at the first record that has any, and gives the record its stack's number; the ALLOC event
+ * the record becomes takes it (ab_stacks_set under its id), and at finish the event stream
+ * holds the stacks (es->stacks; NULL when no record had frames). Numbers go by first
+ * appearance in the records, so that two readers that give the same records with the same
+ * frames give the same numbers, whatever they shared or cached on the way. Allocations that no
+ * alloc record made (blocks that existed before the trace, a final OOM's request) have none.
+ *
  * Note [A trace that ends in an OOM]
  * PyTorch records an `oom` entry, not an alloc, for the request it could not serve, and so do
  * allocbench's exports (a CSV trace, a snapshot). When no alloc follows the last `oom` of a
@@ -178,6 +188,10 @@ typedef struct ab_trace_builder_s {
   size_t hint_slot;           /* its slot in blocks */
   bool twice;                 /* an alloc at an address already allocated, at twice_pos */
   uint64_t twice_pos, twice_addr;
+  /* Note [Stacks of the records] */
+  ab_stacks_t *stacks;        /* NULL until a record has frames; es->stacks at finish */
+  uint32_t *rec_stack;        /* each record's stack (0: none); NULL until one has one */
+  size_t caprec_stack;
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
@@ -215,6 +229,13 @@ ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t a
 /* The index of the pool recorded as (id0, id1), 0 for (0, 0), registered at its first use.
  * Errors: more than AB_TRACE_MAX_POOLS pools, naming pos. */
 ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1, size_t pos, int *out, ab_diag_t *diag);
+/* The stacks the records name (Note [Stacks of the records]), made at the first call; NULL,
+ * with the builder failed, when the host has no room. */
+ab_stacks_t *ab_trace_builder_stacks(ab_trace_builder_t *b);
+/* The record added last was made by `stack`, a number of ab_trace_builder_stacks's (0: none). */
+void ab_trace_builder_stack(ab_trace_builder_t *b, uint32_t stack);
+/* The same for record rec (in the order added), for a reader that interns a stack later. */
+void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t rec, uint32_t stack);
 /* A segment of the end state (snapshots): [addr, addr + bytes) in pool `pool`. */
 void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_t bytes, int pool);
 /* The end state (snapshots): a block live at the end, of `requested` bytes; pending when its
