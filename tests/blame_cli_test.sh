@@ -37,6 +37,20 @@ unit = {"MiB": 2**20, "GiB": 2**30}[m.group(2)]
 sys.exit(0 if abs(float(m.group(1)) * unit - want) < 0.006 * unit else 1)
 PY
 
+# A snapshot PyTorch recorded with stacks on the H200 (tests/data/.../blame/README.md): the
+# cache is the site ranked first, and moving it into a MemPool gives the peak reserved that
+# PyTorch itself reached with the program changed so, 836763648 B.
+frag=$data/pytorch-2.11-h200/blame/frag.pickle
+"$ab" blame "$frag" --top 1 -q --format csv --out "$work/f" >"$work/frag.csv" 2>"$work/err" || fail "blame frag.pickle: $(cat "$work/err")"
+python3 - "$work/frag.csv" <<'PY' || fail "blame frag.pickle: $(cat "$work/frag.csv")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+first = [r for r in rows if r["rank"] == "1"]
+assert first[0]["site"].endswith("frag.py:23 cache_kv"), first[0]["site"]
+pool = [r for r in first if r["change"] == "pool"][0]
+assert pool["peak_reserved_bytes"] == "836763648", pool
+PY
+
 # Bad input: one line, a usage error, nothing written.
 refuse "--at 'never': expected peak, oom or an event number" blame "$trace" --at never
 refuse "--change 'shrink:1': expected pool:RANK, early:RANK or round:RANK" blame "$trace" --change shrink:1

@@ -131,7 +131,7 @@ static void answer(const ab_run_spec_t *o, const char *trace, const ab_blame_t *
       if (saving(bl, &bl->site[s].change[c]) > best) best = saving(bl, &bl->site[s].change[c]), best_site = s, best_change = c;
   if (bl->nsites == 0) return;
   const ab_blame_site_t *s0 = &bl->site[0];
-  char a[AB_BYTES_TEXT], b[AB_BYTES_TEXT];
+  char a[AB_BYTES_TEXT], b[AB_BYTES_TEXT], after[AB_BYTES_TEXT];
   if (best_site == SIZE_MAX) {
     printf("\n%s leaves the most unused (%s at the moment); none of the changes tried saves memory.\n", s0->name,
            ab_format_bytes(s0->unused_bytes, a, sizeof a));
@@ -141,7 +141,7 @@ static void answer(const ab_run_spec_t *o, const char *trace, const ab_blame_t *
   const ab_blame_fig_t *f = &s->change[best_change];
   printf("\nChange %s: %s. It saves %s at the peak (%s to %s)", s->name, change_words((ab_blame_change_t)best_change),
          ab_format_bytes(bl->base.peak_reserved > f->peak_reserved ? bl->base.peak_reserved - f->peak_reserved : 0, a, sizeof a),
-         ab_format_bytes(bl->base.peak_reserved, b, sizeof b), ab_format_bytes(f->peak_reserved, a, sizeof a));
+         ab_format_bytes(bl->base.peak_reserved, b, sizeof b), ab_format_bytes(f->peak_reserved, after, sizeof after));
   if (f->cap_found && bl->base.cap_found) {
     char c1[AB_BYTES_TEXT], c2[AB_BYTES_TEXT];
     printf(", and its %s goes from %s to %s", cap_word(f), ab_format_bytes(bl->base.cap, c1, sizeof c1),

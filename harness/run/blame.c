@@ -447,33 +447,42 @@ static void change_pool(const ab_events_t *es, const uint32_t *site_of, uint32_t
 }
 
 /* early: each block of the site freed before the site's next allocation on its stream, where
- * the trace frees it later and no kernel uses it in between. */
+ * the trace frees it after that allocation and before the one after it (at most two of the
+ * site's blocks live at once: `x = f(...)` while the old x is still held), and no kernel uses
+ * it once the next is made. A site whose blocks outlive the next allocation keeps them (a
+ * cache): the trace shows no free to move. */
 static ab_status change_early(const ab_events_t *es, const uint32_t *site_of, uint32_t site, ab_events_t *out,
                               bool *changed) {
   size_t n = es->nids ? es->nids : 1;
   size_t *last_use = malloc(n * sizeof *last_use); /* its allocation, or the last kernel on it */
-  bool *moved = calloc(n, sizeof *moved), *live = calloc(n, sizeof *live), *freed = calloc(n, sizeof *freed);
-  uint32_t prev[AB_MAX_STREAMS];
-  ab_status st = last_use && moved && live && freed ? AB_OK : AB_ERR_INTERNAL;
+  bool *moved = calloc(n, sizeof *moved), *live = calloc(n, sizeof *live);
+  uint32_t prev[AB_MAX_STREAMS], pending[AB_MAX_STREAMS]; /* the site's last block; the one that may move */
+  size_t pending_at[AB_MAX_STREAMS];                      /* the allocation it would move before */
+  ab_status st = last_use && moved && live ? AB_OK : AB_ERR_INTERNAL;
   for (size_t i = 0; st == AB_OK && i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
     if (e->kind == AB_EV_ALLOC) last_use[e->id] = i;
-    if (e->kind == AB_EV_FREE) freed[e->id] = true;
     if (e->kind != AB_EV_KERNEL) continue;
     const ab_kernel_t *k = &es->kernels[e->id];
     for (unsigned b = 0; b < k->nbuf; b++) last_use[k->buf[b]] = i;
   }
-  /* Which blocks move: the site's previous one on the stream, not yet freed (a free requested
-   * counts as freed) and not used since. */
-  for (unsigned k = 0; k < AB_MAX_STREAMS; k++) prev[k] = UINT32_MAX;
+  for (unsigned k = 0; k < AB_MAX_STREAMS; k++) prev[k] = pending[k] = UINT32_MAX;
   for (size_t i = 0; st == AB_OK && i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
-    if (e->kind == AB_EV_FREE) live[e->id] = false;
+    if (e->kind == AB_EV_FREE) { /* a free requested counts as the free */
+      unsigned s = e->stream;
+      if (live[e->id] && s < AB_MAX_STREAMS && pending[s] == e->id && last_use[e->id] < pending_at[s]) {
+        moved[e->id] = *changed = true;
+        pending[s] = UINT32_MAX;
+      }
+      live[e->id] = false;
+    }
     if (e->kind != AB_EV_ALLOC || e->aux == AB_TAG_CAUGHT) continue;
     live[e->id] = true;
     if (site_of[e->id] != site || e->stream >= AB_MAX_STREAMS) continue;
-    uint32_t p = prev[e->stream];
-    if (p != UINT32_MAX && live[p] && freed[p] && last_use[p] < i) moved[p] = *changed = true;
+    /* The block pending since the site's last allocation outlived this one: a kept block. */
+    pending[e->stream] = prev[e->stream] != UINT32_MAX && live[prev[e->stream]] ? prev[e->stream] : UINT32_MAX;
+    pending_at[e->stream] = i;
     prev[e->stream] = e->id;
   }
   /* The stream again: a moved block's free goes before the site's next allocation, as one
@@ -491,7 +500,6 @@ static ab_status change_early(const ab_events_t *es, const uint32_t *site_of, ui
   free(last_use);
   free(moved);
   free(live);
-  free(freed);
   return st;
 }
 

@@ -24,8 +24,10 @@
  *           trace's importer routes a recorded pool (a new pool, made once, released when
  *           the run ends), so that the other allocations never share its segments;
  *   early   each block of the site freed before the site makes its next one, where the trace
- *           frees it later (`del x` before `x = f(...)`): a snapshot records no use, so the
- *           site's next allocation is the earliest point at which such a change frees it;
+ *           frees it just after (before the site's allocation after that: `del x` before
+ *           `x = f(...)`); a snapshot records no use, so the site's next allocation is the
+ *           earliest point at which such a change frees it, and a site whose blocks outlive
+ *           its next allocation (a cache) is left as it is;
  *   round   the site's allocations all of its largest size (one buffer size, preallocated),
  *           so that each can take the block another left.
  * Each change's peak reserved and smallest cap (safe cap where the caps were mapped, Note
