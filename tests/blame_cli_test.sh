@@ -51,6 +51,11 @@ pool = [r for r in first if r["change"] == "pool"][0]
 assert pool["peak_reserved_bytes"] == "836763648", pool
 PY
 
+# tune --report blames a trace with stacks too: its page has the sites.
+"$ab" tune -w "replay:$frag" --report -q --out "$work/t" >/dev/null 2>"$work/err" || fail "tune --report: $(cat "$work/err")"
+grep -q "Which code holds the memory" "$work/t/report.html" && grep -q "cache_kv" "$work/t/report.html" ||
+  fail "tune --report's page has no blame: $(ls "$work/t")"
+
 # Bad input: one line, a usage error, nothing written.
 refuse "--at 'never': expected peak, oom or an event number" blame "$trace" --at never
 refuse "--change 'shrink:1': expected pool:RANK, early:RANK or round:RANK" blame "$trace" --change shrink:1
