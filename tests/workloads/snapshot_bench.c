@@ -1,9 +1,10 @@
 /* snapshot_bench.c: how reading a PyTorch snapshot scales with its entries. Prints figures;
  * asserts nothing (speed is measured here, never tested).
  *
- * usage: snapshot_bench [--dir DIR] [--python-max N] [--frameless] [--reps N] [ENTRIES|FILE...]   (default 1000000
- * 3000000 10000000 entries; snapshots are kept in DIR, default $TMPDIR/allocbench-snapshots,
- * and written once; a FILE, a snapshot recorded by PyTorch, is measured as it is)
+ * usage: snapshot_bench [--dir DIR] [--python-max N] [--frameless | --stacks] [--reps N] [ENTRIES|FILE...]
+ * (default 1000000 3000000 10000000 entries; snapshots are kept in DIR, default
+ * $TMPDIR/allocbench-snapshots, and written once; a FILE, a snapshot recorded by PyTorch, is
+ * measured as it is)
  *
  * Each snapshot is a long random run (random:ops=...) through caching on the simulated H200,
  * written as `allocbench replay --export-snapshot` writes it, with stack frames shaped as
@@ -23,7 +24,13 @@
  * allocbench over inflate are ratios of figures measured in the same run, which a busy
  * machine moves less than the figures.
  * --frameless writes snapshots without stack frames, as `allocbench record` writes them
- * (context=None): then the parse, not the frames skipped, is what the reader's time is. */
+ * (context=None): then the parse, not the frames, is what the reader's time is.
+ * --stacks measures what keeping the call stacks costs: for each number of entries, the
+ * snapshot with frames and the one without (the same run, so the same entries), each read by
+ * `allocbench replay --info` in alternate turns (--reps, default 9), and prints the median
+ * times and their ratio, "framed X s, frameless Y s, ratio Z", with each one's fastest run
+ * and peak memory. Medians, not the fastest: the ratio of two readers that a busy machine
+ * slows alike is what is asked for, and a median of alternate turns moves least. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +173,67 @@ static int inflate_only(const char *path) {
   return st != AB_OK;
 }
 
+/* ---- --stacks: framed against frameless ------------------------------------------------------ */
+
+static int by_value(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, by_value);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The path of the snapshot of `entries` entries in dir, written when it is not there yet. */
+static bool snapshot_of(const char *self, const char *dir, uint64_t entries, bool frames, char *path, size_t size) {
+  snprintf(path, size, "%s/random_%llu%s.pickle.gz", dir, (unsigned long long)entries, frames ? "" : "_frameless");
+  if (file_bytes(path) > 0) return true;
+  char n[32];
+  snprintf(n, sizeof n, "%llu", (unsigned long long)entries);
+  char *gen[] = {(char *)self, "--generate", n, frames ? "frames" : "frameless", path, NULL};
+  double secs, cpu;
+  uint64_t peak;
+  if (measure(gen, &secs, &cpu, &peak)) return true;
+  fprintf(stderr, "snapshot_bench: could not write %s\n", path);
+  return false;
+}
+
+#define MAX_REPS 99
+
+/* The framed and the frameless snapshot of `entries` entries read in alternate turns. */
+static int framed_against_frameless(const char *self, const char *dir, uint64_t entries, int reps) {
+  char paths[2][4096];
+  for (int f = 0; f < 2; f++)
+    if (!snapshot_of(self, dir, entries, f == 0, paths[f], sizeof paths[f])) return 1;
+  double wall[2][MAX_REPS], cpu[2][MAX_REPS], fastest[2] = {0, 0};
+  uint64_t peak[2] = {0, 0};
+  if (reps > MAX_REPS) reps = MAX_REPS;
+  for (int r = 0; r < reps; r++)
+    for (int k = 0; k < 2; k++) {
+      int f = (r + k) % 2; /* each goes first in every other turn */
+      char *argv[] = {AB_ALLOCBENCH, "replay", "--info", "--max-inflated", "8GiB", paths[f], NULL};
+      uint64_t rss = 0;
+      if (!measure(argv, &wall[f][r], &cpu[f][r], &rss)) {
+        fprintf(stderr, "snapshot_bench: allocbench replay --info %s failed\n", paths[f]);
+        return 1;
+      }
+      if (fastest[f] == 0 || wall[f][r] < fastest[f]) fastest[f] = wall[f][r];
+      if (rss > peak[f]) peak[f] = rss;
+    }
+  double w[2], c[2];
+  for (int f = 0; f < 2; f++) {
+    w[f] = median(wall[f], reps);
+    c[f] = median(cpu[f], reps);
+  }
+  printf("%llu entries: framed %.3f s, frameless %.3f s, ratio %.2f (medians of %d alternate turns each; processor "
+         "%.3f s and %.3f s, ratio %.2f; fastest %.3f s and %.3f s; peaks %.0f MB and %.0f MB)\n",
+         (unsigned long long)entries, w[0], w[1], w[0] / w[1], reps, c[0], c[1], c[0] / c[1], fastest[0], fastest[1],
+         (double)peak[0] / 1e6, (double)peak[1] / 1e6);
+  fflush(stdout);
+  return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 /* python3's own executable (a launcher such as pyenv's shim would add its start-up to the
@@ -189,7 +257,7 @@ int main(int argc, char **argv) {
   snprintf(dir, sizeof dir, "%s/allocbench-snapshots", tmp);
   uint64_t sizes[MAX_SIZES] = {0}, python_max = 3000000;
   int reps = 5;
-  bool frames = true;
+  bool frames = true, stacks = false, reps_given = false;
   const char *files[MAX_SIZES] = {NULL}; /* files[i] set: measured as it is, sizes[i] unused */
   size_t nsizes = 0;
   for (int i = 1; i < argc; i++) {
@@ -197,14 +265,20 @@ int main(int argc, char **argv) {
     uint64_t n = strtoull(argv[i], &end, 10);
     if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
     else if (strcmp(argv[i], "--frameless") == 0) frames = false;
+    else if (strcmp(argv[i], "--stacks") == 0) stacks = true;
     else if (strcmp(argv[i], "--python-max") == 0 && i + 1 < argc) python_max = strtoull(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) reps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) reps = atoi(argv[++i]), reps_given = true;
     else if (nsizes < MAX_SIZES && n > 0 && *end == '\0') sizes[nsizes++] = n;
     else if (nsizes < MAX_SIZES && file_bytes(argv[i]) > 0) files[nsizes++] = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [--frameless] [--reps N] [ENTRIES|FILE...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dir DIR] [--python-max N] [--frameless | --stacks] [--reps N] [ENTRIES|FILE...]\n",
+              argv[0]);
       return 2;
     }
+  }
+  if (stacks && !frames) {
+    fprintf(stderr, "snapshot_bench: --stacks measures both, with frames and without: leave out --frameless\n");
+    return 2;
   }
   if (nsizes == 0) {
     sizes[nsizes++] = 1000000;
@@ -214,6 +288,16 @@ int main(int argc, char **argv) {
   if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "snapshot_bench: %s: %s\n", dir, strerror(errno));
     return 1;
+  }
+  if (stacks) {
+    for (size_t i = 0; i < nsizes; i++) {
+      if (files[i] != NULL) {
+        fprintf(stderr, "snapshot_bench: --stacks writes its own snapshots, with frames and without: give ENTRIES\n");
+        return 2;
+      }
+      if (framed_against_frameless(argv[0], dir, sizes[i], reps_given ? reps : 9) != 0) return 1;
+    }
+    return 0;
   }
   char py_exe[4096];
   bool python = find_python(py_exe, sizeof py_exe);

@@ -890,7 +890,7 @@ static ab_status late_stack(svm_t *vm, cont_t *c) {
   l->n = c->nids;
   l->rec = vm->b->nrecs; /* the record the alloc is about to become */
   l->memo = c->memo;
-  l->mword = c->mword;
+  l->mword = c->memo ? c->mword : M_UNSET; /* a word of no pending kind when it put none */
   claim_drop(vm, c); /* the memo keeps its word, which now names the late stack */
   ab_stacks_prefetch(g, l->ids, l->n);
   l->on = true;
@@ -1247,6 +1247,7 @@ static ab_status memo_get(svm_t *vm, uint64_t idx) {
     if (vm->late.on && w == vm->late.mword) AB_TRY(late_flush(vm));
     else AB_TRY(fix_claimed(vm, w));
     w = vm->memo[idx];
+    if (W_TAG(w) == T_PENDING) return DEPART; /* no container claims it: never so, kept safe */
   }
   /* Never stored; or shared, which only the tree reader follows. */
   if (w == M_UNSET || w == M_ROLE) return DEPART;
