@@ -387,6 +387,20 @@ if command -v python3 >/dev/null; then
     fail "JSON does not parse: $(cat "$work/json")"
 fi
 
+# async: a refused cudaMallocAsync is PyTorch's OutOfMemoryError at once (Note [Refusals] in
+# strategies/async.c): the fifth request, refused once by the card, ends the run there, with
+# no trim and no retry.
+"$ab" run -w random:ops=300 -s async --device sim --faults nth=5 --out "$work/async_oom" -q --no-timeline >/dev/null 2>&1 ||
+  fail "async under a refusal exited $?"
+if command -v python3 >/dev/null; then
+  python3 - "$work/async_oom/summary.csv" <<'PY' || fail "async did not end at its first refusal: $(cat "$work/async_oom/summary.csv")"
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[-1]
+assert r["status"] == "oom" and r["num_alloc_retries"] == "0" and r["num_ooms"] == "1", r
+assert int(r["oom_event"]) >= 4, r
+PY
+fi
+
 # Expandable segments reserve more than the card on each stream: past the simulated address
 # space (two streams of a 100 TiB card) that is an OOM, as the driver's, not an error.
 "$ab" run -w random:ops=2000,streams=2 -s expandable --device sim:100TiB --quiet --no-timeline --out "$out" >"$work/va" 2>"$work/err" ||
