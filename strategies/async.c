@@ -5,11 +5,21 @@
  *      on the allocation's stream. The pool reuses freed memory and keeps what it holds
  *      across synchronisations up to its release threshold (release_threshold, default
  *      max: keep everything, PyTorch's choice; CUDA's own default is 0).
- *   2. On OOM: synchronise, trim the pool to nothing, and try once more.
+ *   2. A refusal is an out-of-memory error at once, as in PyTorch (Note [Refusals]).
  *   3. empty_cache synchronises and trims the pool to nothing.
  * Reserved bytes are the pool's reserve as the driver reports it (on the simulated card,
  * its emulation of the pool: sim.h); allocated bytes are the requested bytes, since the
  * pool's own rounding is not visible. On the simulated card the pool is emulated.
+ *
+ * Note [Refusals]: PyTorch's mallocAsync (c10/cuda/CUDAMallocAsyncAllocator.cpp, read at
+ * pytorch/pytorch 0345947; the backend of backend:cudaMallocAsync) turns a
+ * cudaErrorMemoryAllocation from cudaMallocAsync, or a request past the memory fraction's
+ * limit, straight into an OutOfMemoryError: it clears CUDA's error state and asks
+ * cudaMemGetInfo for the message, but neither synchronises nor trims the pool nor tries
+ * again. Only emptyCache (cudaDeviceSynchronize, cudaMemPoolTrimTo 0) trims, and the caller
+ * decides whether to call it. So a refused request ends the run here, with no retry; whatever
+ * the driver does inside cudaMallocAsync (on the simulated card: remapping the pool's empty
+ * chunks) has already been tried.
  */
 #include "strategies/async.h"
 
@@ -53,12 +63,8 @@ static ab_status trim_all(ab_strategy_t *s) {
 static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
   async_t *a = (async_t *)s;
   if (bytes >> STREAM_SHIFT) return AB_ERR_OOM;
+  /* Policy 2: no retry after a refusal (Note [Refusals]). */
   ab_status st = ab_device_malloc_async(s->dev, bytes, stream, out);
-  if (st == AB_ERR_OOM) {
-    s->stats.num_alloc_retries++;
-    AB_TRY(trim_all(s));
-    st = ab_device_malloc_async(s->dev, bytes, stream, out);
-  }
   if (st != AB_OK) return st;
   if (ab_map_put(&a->live, *out, (uint64_t)stream << STREAM_SHIFT | bytes) != AB_OK) {
     ab_device_free_async(s->dev, *out, bytes, stream);

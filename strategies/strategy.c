@@ -106,6 +106,13 @@ bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value)
   return l.found;
 }
 
+void ab_strategy_plan_stats(ab_strategy_t *s, ab_plan_stats_t *out) {
+  *out = (ab_plan_stats_t){0};
+  out->has = ab_strategy_memory_stat(s, "plan.hits", &out->hits) && ab_strategy_memory_stat(s, "plan.misses", &out->misses);
+  if (!out->has) out->hits = out->misses = 0;
+  else if (!ab_strategy_memory_stat(s, "plan.region_bytes", &out->bytes)) out->bytes = 0;
+}
+
 uint64_t ab_strategy_device_bytes(ab_strategy_t *s, uint64_t bytes, unsigned stream) {
   return s->ops->device_bytes ? s->ops->device_bytes(s, bytes, stream) : bytes;
 }

@@ -117,6 +117,17 @@ typedef struct ab_lifetime_s {
   uint16_t stream;
 } ab_lifetime_t;
 
+/* Note [Plan statistics]: how a plan served is said in memory_stats under names every
+ * planning strategy shares: plan.hits (allocation calls served where the plan put them),
+ * plan.misses (the others, served some other way) and plan.region_bytes (the region the
+ * plan laid out; 0 when it made none). The harness reads them through
+ * ab_strategy_plan_stats into summary.csv's plan_hits, plan_misses and plan_bytes, left empty
+ * for a strategy that does not report both counts. */
+typedef struct ab_plan_stats_s {
+  bool has; /* the strategy reports plan.hits and plan.misses */
+  int64_t hits, misses, bytes;
+} ab_plan_stats_t;
+
 struct ab_strategy_ops_s {
   const char *name;
   /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
@@ -189,6 +200,8 @@ void ab_strategy_reset_peaks(ab_strategy_t *s);
 /* One statistic of the strategy's memory_stats by its flattened name ("segment.all.peak");
  * false when the strategy keeps no such statistic. */
 bool ab_strategy_memory_stat(ab_strategy_t *s, const char *name, int64_t *value);
+/* The plan's statistics (Note [Plan statistics]); out->has false when it reports none. */
+void ab_strategy_plan_stats(ab_strategy_t *s, ab_plan_stats_t *out);
 /* A pool call (Note [Private pools]); AB_OK at once when the strategy has no pools.
  * AB_ERR_INVALID for pool 0, an unknown op or flags, or a call the pool's state refuses. */
 ab_status ab_strategy_pool(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags);

@@ -392,6 +392,38 @@ if command -v python3 >/dev/null; then
     fail "JSON does not parse: $(cat "$work/json")"
 fi
 
+# async: a refused cudaMallocAsync is PyTorch's OutOfMemoryError at once (Note [Refusals] in
+# strategies/async.c): the fifth request, refused once by the card, ends the run there, with
+# no trim and no retry.
+"$ab" run -w random:ops=300 -s async --device sim --faults nth=5 --out "$work/async_oom" -q --no-timeline >/dev/null 2>&1 ||
+  fail "async under a refusal exited $?"
+if command -v python3 >/dev/null; then
+  python3 - "$work/async_oom/summary.csv" <<'PY' || fail "async did not end at its first refusal: $(cat "$work/async_oom/summary.csv")"
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[-1]
+assert r["status"] == "oom" and r["num_alloc_retries"] == "0" and r["num_ooms"] == "1", r
+assert int(r["oom_event"]) >= 4, r
+PY
+fi
+
+# A planning strategy's hits and misses close its summary.csv row; other strategies leave them
+# empty. planned's calls are all one or the other.
+for s in planned caching oracle; do
+  "$ab" run -w zero:steps=3 -s $s --device sim --out "$work/plans" -q --no-timeline >/dev/null 2>&1 || fail "$s on zero exited $?"
+done
+if command -v python3 >/dev/null; then
+  python3 - "$work/plans/summary.csv" <<'PY' || fail "plan columns: $(cat "$work/plans/summary.csv")"
+import csv, sys
+rows = {r["strategy"]: r for r in csv.DictReader(open(sys.argv[1]))}
+head = open(sys.argv[1]).readline().strip().split(",")
+assert head[-3:] == ["plan_hits", "plan_misses", "plan_bytes"], head
+p = rows["planned"]
+assert int(p["plan_hits"]) > 0 and int(p["plan_misses"]) >= 0 and int(p["plan_bytes"]) > 0, p
+assert int(p["plan_hits"]) + int(p["plan_misses"]) == int(rows["oracle"]["plan_hits"]) + int(rows["oracle"]["plan_misses"]), rows
+assert rows["caching"]["plan_hits"] == rows["caching"]["plan_misses"] == rows["caching"]["plan_bytes"] == "", rows["caching"]
+PY
+fi
+
 # Expandable segments reserve more than the card on each stream: past the simulated address
 # space (two streams of a 100 TiB card) that is an OOM, as the driver's, not an error.
 "$ab" run -w random:ops=2000,streams=2 -s expandable --device sim:100TiB --quiet --no-timeline --out "$out" >"$work/va" 2>"$work/err" ||

@@ -24,15 +24,15 @@ grep -q '^status *error$' "$out/stdout" || fail "overlap --verify: the row does 
 "$ab" list | grep -q overlap && fail "overlap is listed"
 "$ab" list --strategies | grep -q overlap && fail "overlap is in the strategy names"
 
-# The timing columns come before nccl_bytes, peak_footprint_bytes and live_peak_bytes, which
-# close the header, and every row has them.
-head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes$' ||
+# The timing columns come before nccl_bytes, peak_footprint_bytes, live_peak_bytes and the plan
+# columns, which close the header, and every row has them.
+head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes,plan_hits,plan_misses,plan_bytes$' ||
   fail "summary.csv header: $(head -n 1 "$out/summary.csv")"
-awk -F, 'NR > 1 && $(NF-4) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "kernel_ms_total not numeric"
+awk -F, 'NR > 1 && $(NF-7) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "kernel_ms_total not numeric"
 # The live peak is the workload's: a run that went to its end requested exactly that much at
 # its peak, and held no less (overlap, broken on purpose, holds less).
 awk -F, 'NR == 1 { for (c = 1; c <= NF; c++) col[$c] = c; next }
-         $col["status"] == "ok" && $col["strategy"] != "overlap" && ($col["peak_requested_bytes"] != $NF || $col["peak_reserved_bytes"] < $NF || $NF == 0) { bad = 1 }
+         $col["status"] == "ok" && $col["strategy"] != "overlap" && ($col["peak_requested_bytes"] != $col["live_peak_bytes"] || $col["peak_reserved_bytes"] < $col["live_peak_bytes"] || $col["live_peak_bytes"] == 0) { bad = 1 }
          END { exit bad }' "$out/summary.csv" || fail "live_peak_bytes is not the peak requested of an ok run"
 
 # --no-kernels is taken; --help mentions both options.

@@ -254,9 +254,14 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_run_spec_t *o, const ab
   ab_hist_reset(&all.free_ns);
   uint64_t events = 0, live_peak = 0;
   int worst = -1;
+  all.plan.has = n > 0; /* the plan's counts, summed when every rank has them */
   for (unsigned i = 0; i < n; i++) {
     const ab_run_t *r = &results[i].run;
     ab_stats_merge(&all.stats, &r->stats);
+    all.plan.has = all.plan.has && r->plan.has;
+    all.plan.hits += r->plan.hits;
+    all.plan.misses += r->plan.misses;
+    all.plan.bytes += r->plan.bytes;
     ab_hist_merge(&all.alloc_ns, &r->alloc_ns);
     ab_hist_merge(&all.free_ns, &r->free_ns);
     events += results[i].events;

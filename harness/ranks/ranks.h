@@ -77,8 +77,8 @@ ab_status ab_ranks_check_stream(const ab_events_t *es, unsigned world, uint64_t 
  *                 oom_kind and oom_event of the first rank that ran out of memory)
  *   peaks, counts summed over the ranks (ab_stats_merge): the sum of each rank's peak, which
  *                 bounds the peak of the ranks' total and is what the N cards held between
- *                 them at worst; events, device calls, retries, OOMs, kernel time and
- *                 nccl_bytes summed
+ *                 them at worst; events, device calls, retries, OOMs, kernel time,
+ *                 nccl_bytes and, when every rank has them, the plan columns summed
  *   latencies     percentiles over every rank's calls (the histograms merged)
  *   wall_s, step_ms_p50  the slowest rank's (the job runs at its pace); events_per_s the
  *                 ranks' events over that wall time */

@@ -97,6 +97,7 @@ static void sample(ab_run_t *run, ab_strategy_t *s, uint64_t event, uint32_t ste
 /* The strategy's statistics at the end of a run, with the peaks of the whole run. */
 static void final_stats(ab_run_t *run, ab_strategy_t *s) {
   ab_strategy_stats(s, &run->stats);
+  ab_strategy_plan_stats(s, &run->plan);
   run->cap_window = s->cap_window;
   run->cap_lo = s->cap_lo;
   run->cap_hi = s->cap_hi;

@@ -182,6 +182,7 @@ struct ab_run_s {
   uint64_t caught_served;    /* such requests this run served: the program's path would have
                               * differed, so the run only approximates its job */
   ab_stats_t stats;          /* the strategy's statistics at the end or at the OOM */
+  ab_plan_stats_t plan;      /* its plan's, then (Note [Plan statistics], strategy.h) */
   bool cap_window;           /* the strategy kept its cap window (Note [Cap window], strategy.h): */
   uint64_t cap_lo, cap_hi;   /* then every cap of [cap_lo, cap_hi] replays to this same run */
   ab_stats_t seen;           /* the peaks of the samples taken so far (Note [Step peaks]) */

@@ -96,6 +96,11 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(harness_ns_per_event, "%.1f", run->events_done ? (double)run->harness_ns / (double)run->events_done : 0.0);
   CELL(nccl_bytes, "%" PRIu64, run->comm_bytes);
   CELL(live_peak_bytes, "%" PRIu64, d->live_peak_bytes ? d->live_peak_bytes : es->ev ? ab_bisect_peak_requested(es) : 0);
+  if (run->plan.has) {
+    CELL(plan_hits, "%" PRId64, run->plan.hits);
+    CELL(plan_misses, "%" PRId64, run->plan.misses);
+    CELL(plan_bytes, "%" PRId64, run->plan.bytes);
+  }
 #define SUMMARY_CELL(name, numeric) c.name,
 #define SUMMARY_PEAK_CELL(gauge, doc) c.peak_##gauge,
 #define SUMMARY_COUNTER_CELL(counter, doc) c.counter,

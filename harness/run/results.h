@@ -32,6 +32,12 @@
  *                     strategy: the lower bound on peak_reserved (no allocator holds less than
  *                     what is live); peak_requested_bytes falls short of it only when the run
  *                     stopped before its peak (an OOM)
+ *   plan_hits, plan_misses, plan_bytes   a planning strategy's allocation calls served at
+ *                     their planned place, those served otherwise, and its plan's region
+ *                     (strategy.h, Note [Plan statistics]); empty for a strategy without a
+ *                     plan. They come last although they can be empty: no figure reads
+ *                     them, and gnuplot reads the columns before an empty last field
+ *                     rightly
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
  * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
  * ranks, the slowest rank's times). Columns are only ever added at the end.
@@ -79,7 +85,7 @@
   COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
   COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
   COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)   \
-  COL(live_peak_bytes, 1)
+  COL(live_peak_bytes, 1) COL(plan_hits, 1) COL(plan_misses, 1) COL(plan_bytes, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;

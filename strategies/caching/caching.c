@@ -1136,11 +1136,9 @@ static ab_status check_pages(const ab_caching_conf_t *conf, const ab_device_t *d
 
 static void caching_destroy(ab_strategy_t *s);
 
-static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
-  ab_caching_conf_t cf;
-  ab_caching_conf_defaults(&cf);
-  AB_TRY(ab_caching_conf_apply(&cf, "-c", conf, diag));
-  AB_TRY(check_pages(&cf, dev, "-c", diag));
+/* An instance with the settings cf (already checked). */
+static ab_status create_with(ab_device_t *dev, const ab_caching_conf_t *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_caching_conf_t cf = *conf;
   caching_t *c = calloc(1, sizeof *c);
   if (c == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   c->base.ops = &ab_caching_ops;
@@ -1166,6 +1164,27 @@ static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_
   if (cf.ignored[0]) ab_diag_set(diag, AB_OK, "caching: accepted without effect on device memory: %s", cf.ignored);
   *out = &c->base;
   return AB_OK;
+}
+
+static ab_status caching_create(ab_device_t *dev, const char *conf, ab_strategy_t **out, ab_diag_t *diag) {
+  ab_caching_conf_t cf;
+  ab_caching_conf_defaults(&cf);
+  AB_TRY(ab_caching_conf_apply(&cf, "-c", conf, diag));
+  AB_TRY(check_pages(&cf, dev, "-c", diag));
+  return create_with(dev, &cf, out, diag);
+}
+
+ab_status ab_caching_create_rounded(ab_device_t *dev, const char *conf, uint64_t round_large, ab_strategy_t **out,
+                                    ab_diag_t *diag) {
+  ab_caching_conf_t cf;
+  ab_caching_conf_defaults(&cf);
+  if (round_large == 0 || round_large % 512)
+    return ab_diag_set(diag, AB_ERR_INVALID, "caching: round_large of %llu bytes is not a whole number of 512-byte blocks",
+                       (unsigned long long)round_large);
+  cf.round_large = round_large;
+  AB_TRY(ab_caching_conf_apply(&cf, "-c", conf, diag));
+  AB_TRY(check_pages(&cf, dev, "-c", diag));
+  return create_with(dev, &cf, out, diag);
 }
 
 static void caching_destroy(ab_strategy_t *s) {

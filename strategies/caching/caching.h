@@ -22,6 +22,12 @@
 
 extern const ab_strategy_ops_t ab_caching_ops;
 
+/* A `caching` instance (conf as -c gives it) whose segments of 10 MiB or more are rounded up to
+ * round_large bytes (a multiple of 512) where PyTorch rounds them to 2 MiB (kRoundLarge): a
+ * copy of PyTorch's allocator that changed that constant, as STAlloc's did (planned.c). */
+ab_status ab_caching_create_rounded(ab_device_t *dev, const char *conf, uint64_t round_large, ab_strategy_t **out,
+                                    ab_diag_t *diag);
+
 /* torch.cuda.memory._set_allocator_settings(conf) on a live instance: one more settings parse
  * (caching_conf.h says what it resets). The memory cap and memory_stats' max_split_size keep
  * the values they got at creation, as in PyTorch. */

@@ -16,9 +16,9 @@
  *      of one steady iteration, replayed every iteration), the step coming from the training
  *      loop at run time. A planned offset whose range is taken is refused.
  *   4. Everything else (a size the plan did not foresee: dynamic shapes, routing) is a miss:
- *      served by a `caching` instance of its own on the same device (misses:caching), or best
- *      fit in the region's free ranges, the region growing at its top when none holds it
- *      (misses:arena).
+ *      served by a caching allocator of its own on the same device, set up as STAlloc's
+ *      (misses:caching, Note [STAlloc's fallback]), or best fit in the region's free ranges,
+ *      the region growing at its top when none holds it (misses:arena).
  * The region is one reserved address range mapped at the first allocation with the plan's
  * peak (and, for arena, what growth asks for); nothing is unmapped before empty_cache finds
  * it empty.
@@ -35,13 +35,31 @@
  *   - A request whose size differs from the plan's, or past the plan, goes to the caching
  *     allocator (StaticAllocator.hpp, the MISMATCH branches: deviceCachingAllocator_malloc),
  *     and so does a planned range that is not free (main.cpp, my_malloc: when
- *     interval_manager->allocate fails): here to `caching`, PyTorch 2.11's allocator, where
- *     STAlloc links a modified copy of an older one (Allocator/CUDACachingAllocator.cpp).
+ *     interval_manager->allocate fails): here to `caching`, PyTorch 2.11's allocator, set up
+ *     as STAlloc sets up the modified copy of an older one it links (Note [STAlloc's
+ *     fallback]).
  *   - Not modelled: requests of at most 512 bytes go to a separate table of 512-byte slots
  *     (VarAllocator.hpp, VAR_BLOCK_SIZE), here to the plan like any other; tensors made
  *     before the first iteration and freed inside one go to the caching allocator
  *     (trace_parser.py, unreleased_tensors), here to the plan; the dynamic mode for MoE
  *     layers (STALLOC_DYNAMIC, OnlineDynamicManager.hpp), off by default, is left out.
+ *
+ * Note [STAlloc's fallback]: the misses go to a copy of PyTorch's caching allocator that
+ * STAlloc ships and changed (infinigence/STAlloc at 3a9f97f, Allocator/CUDACachingAllocator.h
+ * and .cpp); two of its defaults are not PyTorch's, and both are taken here:
+ *   - CachingAllocatorConfig::parseArgs sets m_max_split_size to 128 MiB before it reads
+ *     PYTORCH_CUDA_ALLOC_CONF (PyTorch: unlimited), so blocks of 128 MiB or more are never
+ *     split and are released before whole segments on a failed cudaMalloc: `caching` with
+ *     max_split_size_mb:128;
+ *   - kRoundLarge is 512 bytes (PyTorch's 2 MiB line is commented out beside it), so a
+ *     segment for a request of 10 MiB or more is that request rounded to 512 bytes, not
+ *     2 MiB, in get_allocation_size: ab_caching_create_rounded with 512.
+ * Its other defaults are PyTorch's: 2 MiB small and 20 MiB large buffers, no power-of-two
+ * divisions, no garbage collection; oversize blocks serve requests within kLargeBuffer (20
+ * MiB) of their size, as PyTorch 2.11's max_non_split_rounding default does. Its
+ * try_empty_cache (an empty_cache after a cudaMalloc once reserved is far above the allocated
+ * peak) is on only when STALLOC_DYNAMIC_UTILIZATION is set: not modelled. The arena strategy
+ * (misses:arena) keeps its own fallback, the region.
  */
 #include "strategies/planned/planned.h"
 
@@ -54,6 +72,7 @@
 #include "strategies/planned/dsa.h"
 
 #define PLANNED_ALIGN_BYTES 512
+#define STALLOC_ROUND_LARGE 512 /* STAlloc's kRoundLarge (Note [STAlloc's fallback]) */
 
 typedef struct map_range_s {
   ab_dptr_t at;
@@ -129,7 +148,8 @@ static ab_status planned_create(ab_device_t *dev, const char *conf, ab_strategy_
   planned_t *p = calloc(1, sizeof *p);
   if (p == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   if (misses == 0) {
-    ab_status st = ab_caching_ops.create(dev, NULL, &p->misses_to, diag);
+    /* Note [STAlloc's fallback]. */
+    ab_status st = ab_caching_create_rounded(dev, "max_split_size_mb:128", STALLOC_ROUND_LARGE, &p->misses_to, diag);
     if (st != AB_OK) return free(p), st;
     ab_strategy_observe(p->misses_to, forward_segment, p);
   }

@@ -50,6 +50,7 @@ void ab_caching_conf_defaults(ab_caching_conf_t *c) {
   c->large_segment_size = 20 * MiB;
   c->max_non_split_rounding = c->large_segment_size;
   c->memory_fraction = 1.0;
+  c->round_large = 2 * MiB;
 }
 
 static bool is(const parse_t *p, size_t i, const char *s) { return i < p->n && strcmp(p->tok[i].s, s) == 0; }

@@ -47,10 +47,15 @@ typedef struct ab_caching_conf_s {
   bool expandable;                 /* expandable_segments */
   bool capture_reuse;              /* graph_capture_record_stream_reuse: a block freed across
                                     * streams during a capture may be reused in it */
+  uint64_t round_large;            /* kRoundLarge, what a segment of 10 MiB or more is rounded
+                                    * up to: PyTorch's constant 2 MiB, no conf key sets it (a
+                                    * parse keeps it); a copy of the allocator may differ
+                                    * (ab_caching_create_rounded) */
   char ignored[256];               /* keys accepted without effect, "a, b"; "" when none */
 } ab_caching_conf_t;
 
-/* PyTorch's defaults: no limits, 20 MiB large segments, no rounding, no GC, no cap. */
+/* PyTorch's defaults: no limits, 20 MiB large segments, no rounding, no GC, no cap, large
+ * segments rounded up to 2 MiB. */
 void ab_caching_conf_defaults(ab_caching_conf_t *c);
 
 /* Applies text (NULL or "" applies nothing but the resets) to c as one settings parse.
@@ -60,7 +65,8 @@ ab_status ab_caching_conf_apply(ab_caching_conf_t *c, const char *what, const ch
 /* PyTorch's sizes (v2.11.0 c10/cuda/CUDACachingAllocator.cpp, round_size and
  * get_allocation_size): a request rounded up to 512 B, or to a power-of-two division of its
  * interval when the table asks for more than one; and the segment a rounded size gets: 2 MiB up
- * to 1 MiB (the small pool), large_segment_size below 10 MiB, else the size rounded up to 2 MiB. */
+ * to 1 MiB (the small pool), large_segment_size below 10 MiB, else the size rounded up to
+ * round_large (2 MiB in PyTorch). */
 static inline uint64_t ab_caching_round_size(const ab_caching_conf_t *c, uint64_t size) {
   const uint64_t min_block = 512;
   if (size < min_block) return min_block;
@@ -78,11 +84,10 @@ static inline uint64_t ab_caching_round_size(const ab_caching_conf_t *c, uint64_
 }
 
 static inline uint64_t ab_caching_allocation_size(const ab_caching_conf_t *c, uint64_t rounded) {
-  const uint64_t small_size = 1ULL << 20, small_buffer = 2ULL << 20, min_large_alloc = 10ULL << 20,
-                 round_large = 2ULL << 20;
+  const uint64_t small_size = 1ULL << 20, small_buffer = 2ULL << 20, min_large_alloc = 10ULL << 20;
   if (rounded <= small_size) return small_buffer;
   if (rounded < min_large_alloc) return c->large_segment_size;
-  return (rounded + round_large - 1) / round_large * round_large;
+  return (rounded + c->round_large - 1) / c->round_large * c->round_large;
 }
 
 #endif

@@ -592,6 +592,38 @@ static void derived_oversize(void) {
   close_world(w);
 }
 
+/* planned's misses go to the caching allocator STAlloc ships (Note [STAlloc's fallback] in
+ * planned.c): with no plan every request is a miss; a segment for 10 MiB or more is the
+ * request rounded to 512 bytes (PyTorch: 2 MiB), and blocks of 128 MiB or more are not split. */
+static void stalloc_fallback(void) {
+  world_t *w = open_world("planned", NULL, 0);
+  REQUIRE(w != NULL);
+  ab_dptr_t a = alloc(w, 11 * MiB + 1);
+  REQUIRE(w->nevents == 1);
+  CHECK_EQ(w->events[0].ev, AB_TR_SEGMENT_ALLOC);
+  CHECK_EQ(w->events[0].bytes, 11 * MiB + 512);
+  ab_dptr_t big = alloc(w, 200 * MiB);
+  release(w, big, 200 * MiB);
+  ab_dptr_t p = alloc(w, 100 * MiB);
+  CHECK(p != big);
+  CHECK_EQ(count_events(w, AB_TR_SEGMENT_ALLOC), 3);
+  release(w, p, 100 * MiB);
+  release(w, a, 11 * MiB + 1);
+  close_world(w);
+  /* The same requests under PyTorch's own defaults. */
+  w = open_world("caching", NULL, 0);
+  REQUIRE(w != NULL);
+  a = alloc(w, 11 * MiB + 1);
+  CHECK_EQ(w->events[0].bytes, 12 * MiB);
+  big = alloc(w, 200 * MiB);
+  release(w, big, 200 * MiB);
+  p = alloc(w, 100 * MiB);
+  CHECK(p == big);
+  release(w, p, 100 * MiB);
+  release(w, a, 11 * MiB + 1);
+  close_world(w);
+}
+
 /* 5: a block freed on one stream never serves another stream. */
 static void derived_streams(void) {
   world_t *w = open_world("caching", NULL, 0);
@@ -967,6 +999,7 @@ static const ab_test_t tests[] = {
     {"derived_large_buffer", derived_large_buffer},
     {"derived_no_split_at_1mib", derived_no_split_at_1mib},
     {"derived_oversize", derived_oversize},
+    {"stalloc_fallback", stalloc_fallback},
     {"derived_streams", derived_streams},
     {"derived_coalescing", derived_coalescing},
     {"derived_cap", derived_cap},
