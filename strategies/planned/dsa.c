@@ -313,8 +313,9 @@ static ab_status report(const wlist_t *l, uint32_t key, bool filter, uint32_t fr
                         ranges_t *out) {
   for (uint32_t ci = 0; ci < l->nc && l->c[ci]->first <= key; ci++) {
     const chunk_t *c = l->c[ci];
+    if (c->w[0].lo >= limit) continue;
     bool whole = c->last <= key;
-    uint32_t n = first_at(c, limit);
+    uint32_t n = c->w[c->n - 1].lo < limit ? c->n : first_at(c, limit);
     AB_TRY(ranges_reserve(out, n));
     size_t o = out->n;
     if (whole && !filter) {
