@@ -67,12 +67,11 @@ typedef struct range_s {
   uint32_t id;
 } range_t;
 
-/* Ranges of addresses [lo, hi) and what each is (a cell, or a placed lifetime), field by
- * field: the hash of the gaps reads the los alone, and all of them stay in the first-level
- * cache with it. */
+/* Windows as a search reports them: addresses [lo, hi) and slots [from, to), field by field
+ * (the hash of the gaps reads the los alone). */
 typedef struct ranges_s {
   uint64_t *lo, *hi;
-  uint32_t *id;
+  uint32_t *from, *to;
   size_t n, cap;
 } ranges_t;
 
@@ -87,18 +86,23 @@ static ab_status ranges_reserve(ranges_t *r, size_t k) {
   uint64_t *hi = realloc(r->hi, cap * sizeof *hi);
   if (hi == NULL) return AB_ERR_INTERNAL;
   r->hi = hi;
-  uint32_t *id = realloc(r->id, cap * sizeof *id);
-  if (id == NULL) return AB_ERR_INTERNAL;
-  r->id = id, r->cap = cap;
+  uint32_t *from = realloc(r->from, cap * sizeof *from);
+  if (from == NULL) return AB_ERR_INTERNAL;
+  r->from = from;
+  uint32_t *to = realloc(r->to, cap * sizeof *to);
+  if (to == NULL) return AB_ERR_INTERNAL;
+  r->to = to, r->cap = cap;
   return AB_OK;
 }
 
-static void ranges_free(ranges_t *r) { free(r->lo), free(r->hi), free(r->id); }
+static void ranges_free(ranges_t *r) { free(r->lo), free(r->hi), free(r->from), free(r->to); }
 
-/* A window [from, to) of slots and the range it holds, as the interval tree keeps it. */
+/* A window [from, to) of slots and the addresses [lo, hi) it holds, as the interval tree
+ * keeps it: a cell, which no other cell with the same lo and slots can be, or a placed
+ * lifetime, which from names (the slot of its start). */
 typedef struct window_s {
   uint64_t lo, hi;
-  uint32_t from, to, id;
+  uint32_t from, to;
 } window_t;
 
 /* Windows in one order (the key), cut into chunks of at most CHUNK consecutive keys, each
@@ -107,7 +111,7 @@ typedef struct window_s {
  * middle of the run), and the windows of a chunk below an address are a prefix of it, so
  * that the cells high above what a placement overlaps are passed over by a binary search
  * (Note [Greedy by size over the free space]). */
-#define CHUNK 64
+#define CHUNK 128
 
 /* A chunk grows by doubling up to CHUNK: most nodes hold a few windows. */
 typedef struct chunk_s {
@@ -231,13 +235,14 @@ static ab_status wlist_insert(wlist_t *l, window_t w) {
   return AB_OK;
 }
 
-/* Removes window w (of this id, in the list). */
+/* Removes window w (in the list). */
 static void wlist_remove(wlist_t *l, const window_t *w) {
   uint32_t key = key_of(l, w), ci = chunk_past(l, key, true), at;
   /* Equal keys may lie in several chunks: each is searched by address. */
   for (;; ci++) {
     const chunk_t *c = l->c[ci];
-    for (at = first_at(c, w->lo); at < c->n && c->w[at].lo == w->lo && c->w[at].id != w->id; at++) continue;
+    for (at = first_at(c, w->lo); at < c->n && c->w[at].lo == w->lo; at++)
+      if (c->w[at].from == w->from && c->w[at].to == w->to) break;
     if (at < c->n && c->w[at].lo == w->lo) break;
   }
   chunk_t *c = l->c[ci];
@@ -321,13 +326,13 @@ static ab_status report(const wlist_t *l, uint32_t key, bool filter, uint32_t fr
     if (whole && !filter) {
       for (uint32_t e = 0; e < n; e++) {
         out->lo[o + e] = c->w[e].lo, out->hi[o + e] = c->w[e].hi;
-        out->id[o + e] = c->w[e].id;
+        out->from[o + e] = c->w[e].from, out->to[o + e] = c->w[e].to;
       }
       o += n;
     } else {
       for (uint32_t e = 0; e < n; e++) {
         const window_t *w = &c->w[e];
-        out->lo[o] = w->lo, out->hi[o] = w->hi, out->id[o] = w->id;
+        out->lo[o] = w->lo, out->hi[o] = w->hi, out->from[o] = w->from, out->to[o] = w->to;
         o += key_of(l, w) <= key && (!filter || (w->from <= from && w->to >= to));
       }
     }
@@ -409,11 +414,6 @@ static uint64_t tops_of(const tops_t *t, uint32_t from, uint32_t to) {
   return top;
 }
 
-/* A cell of free space: addresses [lo, hi) (hi TOP: up to the top), free during slots
- * [from, to) and taken (or the run's edge) at from - 1 and at to. */
-typedef struct cell_s {
-  uint32_t from, to;
-} cell_t;
 
 /* The hash of join_cells: a cell's place in found (its lo is the key), and the generation
  * that wrote it. */
@@ -439,12 +439,7 @@ typedef struct placer_s {
   uint64_t *offset;
   uint32_t *upto;  /* per lifetime: the slot its window ends at, as its own stream sees it */
   bool one_stream; /* every lifetime on one stream: end_other never matters */
-  /* The cells: their slots by id (the tree holds their addresses), the ids let go. */
-  cell_t *cell;
-  uint32_t ncell, capcell;
-  uint32_t *spare;
-  uint32_t nspare, capspare;
-  ivtree_t cells;
+  ivtree_t cells; /* the cells of free space */
   tops_t tops;
   /* The ranges of one placement: the cells that span its window, or the placed lifetimes
    * that overlap it (then sorted by lo). */
@@ -488,35 +483,10 @@ static uint32_t slot_of_end(const placer_t *p, uint32_t i, uint64_t end) {
   return lo;
 }
 
+/* A cell of free space: addresses [lo, hi) (hi TOP: up to the top), free during slots
+ * [from, to) and taken (or the run's edge) at from - 1 and at to. */
 static ab_status new_cell(placer_t *p, uint64_t lo, uint64_t hi, uint32_t from, uint32_t to) {
-  uint32_t id;
-  if (p->nspare) {
-    id = p->spare[--p->nspare];
-  } else {
-    if (p->ncell == p->capcell) {
-      if (p->capcell >= MAX_LIFETIMES) return AB_ERR_INTERNAL;
-      uint32_t cap = p->capcell ? 2 * p->capcell : 1024;
-      cell_t *c = realloc(p->cell, cap * sizeof *c);
-      if (c == NULL) return AB_ERR_INTERNAL;
-      p->cell = c, p->capcell = cap;
-    }
-    id = p->ncell++;
-  }
-  p->cell[id] = (cell_t){from, to};
-  return ivtree_insert(&p->cells, (window_t){lo, hi, from, to, id});
-}
-
-static ab_status drop_cell(placer_t *p, uint64_t lo, uint64_t hi, uint32_t id) {
-  if (p->nspare == p->capspare) {
-    uint32_t cap = p->capspare ? 2 * p->capspare : 1024;
-    uint32_t *s = realloc(p->spare, cap * sizeof *s);
-    if (s == NULL) return AB_ERR_INTERNAL;
-    p->spare = s, p->capspare = cap;
-  }
-  const cell_t *c = &p->cell[id];
-  ivtree_remove(&p->cells, &(window_t){lo, hi, c->from, c->to, id});
-  p->spare[p->nspare++] = id;
-  return AB_OK;
+  return ivtree_insert(&p->cells, (window_t){lo, hi, from, to});
 }
 
 /* Fibonacci hashing: the top bits of the product. */
@@ -597,13 +567,16 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   uint32_t best_first = NONE, top_first = NONE;
   for (size_t h = 0; h < j->nheads; h++) {
     uint32_t k = j->heads[h], last = k;
-    while (j->next[last] != NONE) last = j->next[last];
-    uint64_t lo = flo[k], hi = fhi[last];
+    uint64_t lo = flo[k];
     if (lo == top) {
       top_first = k;
-    } else if (hi - lo >= size && (hi - lo < best_gap || (hi - lo == best_gap && lo < best))) {
-      best = lo, best_gap = hi - lo, best_first = k;
+      continue;
     }
+    /* A gap already longer than the best so far cannot win: its walk stops there. */
+    while (j->next[last] != NONE && fhi[last] - lo <= best_gap) last = j->next[last];
+    uint64_t gap = fhi[last] - lo;
+    if (j->next[last] == NONE && gap >= size && (gap < best_gap || (gap == best_gap && lo < best)))
+      best = lo, best_gap = gap, best_first = k;
   }
   /* The cell at the top spans the window: below it, what overlaps ends there. */
   if (top_first == NONE) return AB_ERR_INTERNAL;
@@ -618,17 +591,16 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   uint32_t early_from = 0, late_to = 0;
   bool early = false, late = false;
   for (uint32_t k = best_first; k != NONE && flo[k] < end; k = j->next[k]) {
-    range_t r = {flo[k], fhi[k], p->found.id[k]};
-    cell_t c = p->cell[r.id];
-    AB_TRY(drop_cell(p, r.lo, r.hi, r.id));
-    if (r.hi > end) AB_TRY(new_cell(p, end, r.hi, c.from, c.to));
-    uint64_t hi = r.hi < end ? r.hi : end;
+    window_t c = {flo[k], fhi[k], p->found.from[k], p->found.to[k]};
+    ivtree_remove(&p->cells, &c);
+    if (c.hi > end) AB_TRY(new_cell(p, end, c.hi, c.from, c.to));
+    uint64_t hi = c.hi < end ? c.hi : end;
     if (early && c.from != early_from) {
       AB_TRY(new_cell(p, early_lo, early_hi, early_from, from));
       early = false;
     }
     if (c.from < from) {
-      if (!early) early = true, early_lo = r.lo, early_from = c.from;
+      if (!early) early = true, early_lo = c.lo, early_from = c.from;
       early_hi = hi;
     }
     if (late && c.to != late_to) {
@@ -636,7 +608,7 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
       late = false;
     }
     if (c.to > to) {
-      if (!late) late = true, late_lo = r.lo, late_to = c.to;
+      if (!late) late = true, late_lo = c.lo, late_to = c.to;
       late_hi = hi;
     }
   }
@@ -690,9 +662,10 @@ static ab_status collect(placer_t *p, uint32_t i) {
     if (o == NULL) return AB_ERR_INTERNAL;
     p->over = o, p->capover = cap;
   }
+  /* A placed lifetime's window starts at its own slot. */
   for (size_t k = 0; k < p->found.n; k++)
-    if (overlap_in_time(x, &p->lt[p->found.id[k]]))
-      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k], p->found.id[k]};
+    if (overlap_in_time(x, &p->lt[p->found.from[k]]))
+      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k], p->found.from[k]};
   uint32_t to = p->upto_latest[i];
   for (uint32_t w = (i + 1) / 64; (uint64_t)w * 64 < to; w++) {
     uint64_t bits = p->starts_placed[w];
@@ -727,7 +700,7 @@ static ab_status place_by_overlaps(placer_t *p, uint32_t i) {
     if (f[k].hi > at) at = f[k].hi;
   }
   p->offset[i] = best != UINT64_MAX ? best : at;
-  return ivtree_insert(&p->placed, (window_t){p->offset[i], p->offset[i] + size, i, p->upto_latest[i], i});
+  return ivtree_insert(&p->placed, (window_t){p->offset[i], p->offset[i] + size, i, p->upto_latest[i]});
 }
 
 /* Switches to the first way: every lifetime placed so far goes into its tree. */
@@ -739,15 +712,13 @@ static ab_status start_by_overlaps(placer_t *p, const bool *placed) {
   for (uint32_t i = 0; i < p->n; i++) {
     p->upto_latest[i] = slot_of_end(p, i, latest_end(p, &p->lt[i]));
     if (!placed[i]) continue;
-    AB_TRY(ivtree_insert(&p->placed, (window_t){p->offset[i], p->offset[i] + rounded(p, i), i, p->upto_latest[i], i}));
+    AB_TRY(ivtree_insert(&p->placed, (window_t){p->offset[i], p->offset[i] + rounded(p, i), i, p->upto_latest[i]}));
   }
   return AB_OK;
 }
 
 static void placer_free(placer_t *p) {
   free(p->upto);
-  free(p->cell);
-  free(p->spare);
   ivtree_free(&p->cells);
   free(p->tops.own), free(p->tops.below);
   ranges_free(&p->found);
