@@ -110,7 +110,9 @@ typedef enum ab_lockstep_e {
 typedef struct ab_run_opts_s {
   bool time_calls; /* histogram the allocs and frees (one in N timed: Note [Timing one call in N], engine.c) */
   bool timeline;   /* sample at every STEP (a trace: every n/200 events) and at the end */
-  bool check;      /* run the strategy's invariant checks after every event (slow) */
+  bool check;      /* run the strategy's invariant checks after every event, or every k-th where it
+                    * holds more than 1 024 segments and blocks, and after the last (Note [What
+                    * --check costs], engine.c; slow) */
   bool kernels;    /* launch KERNEL events where the device can */
   bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
   bool continue_on_oom; /* count an OOM, pass over its id's events and go on (see above) */
@@ -198,6 +200,7 @@ struct ab_run_s {
   uint64_t harness_ns;       /* host time of the loop outside strategy calls, kernel launches,
                               * lockstep waits and verify checks; 0 when calls are not timed */
   uint64_t comm_bytes;       /* device memory of opts.comm at the end (ab_comm_bytes); 0 without */
+  uint64_t checks;           /* invariant checks run (opts.check) */
 };
 
 /* Sizes the scratch of run for es. */

@@ -5,9 +5,10 @@
  * The heuristic is greedy by size with best fit (TFLite's "greedy by size" memory planner,
  * XLA's GlobalDecreasingSizeBestFitHeap): lifetimes from the largest down, each at the
  * smallest gap of the address range that is free for the whole of its life among those
- * already placed, else above them all. The lifetimes that overlap one in time are found
- * in a static interval tree over the start times, each node keeping the latest end below
- * it, so a placement costs about the number of lifetimes it overlaps (times log n), not n.
+ * already placed, else above them all. In a run of one stream the gaps are read from the
+ * free space, kept as cells in an interval tree over time: a placement costs O(log^2 n) plus
+ * the cells of the gaps of its life, not the lifetimes it overlaps (Note [Greedy by size
+ * over the free space], dsa.c); with several streams it still gathers those.
  * Lifetimes never freed are stacked at the bottom first: they all meet one another.
  * Greedy by size is weak where sizes and lifetimes are drawn at random (RMM's random
  * sequence), so best fit in time order is also run and the smaller of the two kept.
@@ -25,11 +26,16 @@
 #include "base/status.h"
 #include "strategies/strategy.h"
 
-/* Places lt[0..n), sorted by start, each rounded up to align bytes (a power of two):
+/* Places lt[0..n), sorted by start, each start before its end and its end no later than its
+ * end_other (as the engine builds them), each rounded up to align bytes (a power of two):
  * offset[i] receives lt[i]'s offset, *peak the range's size. AB_ERR_OOM when the rounded
  * sizes add up past 2^64 - 1 bytes (ab_dsa_fits: no range could hold them, whatever the
  * placement), AB_ERR_INTERNAL when host memory runs out. */
 ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak);
+
+/* Greedy by size alone, on the same terms as ab_dsa_place (which keeps the smaller of it and
+ * best fit in time): for the tests that compare its placements with the first version's. */
+ab_status ab_dsa_greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak);
 
 /* bytes rounded up to align (a power of two); UINT64_MAX when that passes 2^64 - 1. */
 uint64_t ab_dsa_round(uint64_t bytes, uint64_t align);

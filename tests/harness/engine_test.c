@@ -294,6 +294,61 @@ static void stop_on_request(void) {
   ab_events_free(&es);
 }
 
+/* --check's schedule (Note [What --check costs], engine.c): after every event while little
+ * is held, after every k-th where more than 1 024 segments and live blocks are, and after the
+ * last event; a broken invariant is found either way. */
+static void checks_when_due(void) {
+  enum { LIVE = 3000 };
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t ids[LIVE];
+  for (int i = 0; i < LIVE; i++) ids[i] = ab_events_alloc(&es, i == LIVE - 1 ? 1024 : 4096, 0, AB_TAG_OTHER);
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(ab_events_finish(&es, &diag) == AB_OK, "%s", diag.msg);
+  ab_events_t freed;
+  ab_events_init(&freed);
+  for (int i = 0; i < LIVE; i++) ids[i] = ab_events_alloc(&freed, 4096, 0, AB_TAG_OTHER);
+  for (int i = 0; i < LIVE; i++) ab_events_free_id(&freed, ids[i]);
+  REQUIRE_MSG(ab_events_finish(&freed, &diag) == AB_OK, "%s", diag.msg);
+  ab_run_opts_t ro = ab_run_defaults();
+  ro.check = true;
+  ab_run_t run;
+  /* raw holds a segment per live block, 2 per allocation: checked after every event up to
+   * the 1 024th allocation and from the 1 024th last free, between them every 2nd event to
+   * every 5th (3 332 checks). */
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 0, &dev, &s));
+  REQUIRE(ab_run_prepare(&run, &freed) == AB_OK);
+  REQUIRE_MSG(ab_engine_replay(&freed, s, &ro, &run) == AB_OK, "%s", run.message);
+  CHECK(run.status == AB_RUN_OK);
+  CHECK_MSG(run.checks > 2048 && run.checks < freed.n - 2000, "%llu checks of %zu events",
+            (unsigned long long)run.checks, freed.n);
+  ab_run_release(&run);
+  /* Nothing held: after every event. */
+  ab_events_t few;
+  ab_events_init(&few);
+  for (int i = 0; i < 100; i++) ab_events_free_id(&few, ab_events_alloc(&few, 4096, 0, AB_TAG_OTHER));
+  REQUIRE_MSG(ab_events_finish(&few, &diag) == AB_OK, "%s", diag.msg);
+  REQUIRE(ab_run_prepare(&run, &few) == AB_OK);
+  REQUIRE_MSG(ab_engine_replay(&few, s, &ro, &run) == AB_OK, "%s", run.message);
+  CHECK_EQ(run.checks, few.n);
+  ab_run_release(&run);
+  ab_test_world_close(dev, s);
+  /* overlap hands out live memory at the last allocation, with 6 000 held: the check after
+   * the last event finds it. */
+  REQUIRE(setup("overlap", "every:3000", 0, &dev, &s));
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  ab_engine_replay(&es, s, &ro, &run);
+  CHECK_MSG(run.status == AB_RUN_ERROR && strstr(run.message, "invariant broken: overlap") != NULL, "%s: %s",
+            ab_run_status_name(run.status), run.message);
+  ab_run_release(&run);
+  ab_test_world_close(dev, s);
+  ab_events_free(&es);
+  ab_events_free(&freed);
+  ab_events_free(&few);
+}
+
 static void stream_validation(void) {
   ab_diag_t diag = {""};
   ab_events_t es;
@@ -531,6 +586,7 @@ static const ab_test_t tests[] = {
     {"oom_kinds_at_their_bounds", oom_kinds_at_their_bounds},
     {"continue_after_oom", continue_after_oom},
     {"stop_on_request", stop_on_request},
+    {"checks_when_due", checks_when_due},
     {"stream_validation", stream_validation},
     {"random_is_the_reference_sequence", random_is_the_reference_sequence},
     {"workload_arguments", workload_arguments},
