@@ -115,6 +115,14 @@ csv_whole scribble ok
 crashes scribble_all \
   "pluggable:$hostile:scribble_all_alloc:my_free wrote to a descriptor it does not own (allocbench's results: " \
   -s "pluggable:$hostile:scribble_all_alloc:my_free"
+# The same with a pipe whose reader is gone on descriptor 9, as a make's jobserver or a
+# script can leave one: allocbench's own inheritance never reaches the library (no SIGPIPE).
+exec 9> >(true)
+sleep 0.2
+crashes scribble_all_inherited \
+  "pluggable:$hostile:scribble_all_alloc:my_free wrote to a descriptor it does not own (allocbench's results: " \
+  -s "pluggable:$hostile:scribble_all_alloc:my_free"
+exec 9>&-
 
 # A FIFO is no library: refused at once, not opened to wait for a writer.
 mkfifo "$work/lib.fifo"

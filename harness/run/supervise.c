@@ -524,6 +524,11 @@ static pid_t start_child(const int from[CHILD_FDS]) {
     if ((high[i] = fcntl(from[i], F_DUPFD_CLOEXEC, 10)) < 0) _exit(127);
   for (int i = 0; i < CHILD_FDS; i++)
     if (dup2(high[i], i) < 0) _exit(127);
+  /* Nothing else allocbench inherited goes on to the library: a make's jobserver pipes, a
+   * terminal, a script's files. Written into by a library that scribbles on every number, a
+   * pipe of someone else's can kill the child with SIGPIPE, or harm whoever reads it. */
+  if (syscall(SYS_close_range, CHILD_FDS, ~0U, 0) != 0)
+    for (int fd = CHILD_FDS; fd < 1024; fd++) close(fd);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
