@@ -42,9 +42,10 @@
  * A placement costs O(log^2 n) plus the cells it reads: the gaps of its window (at most one
  * more than the lifetimes it overlaps; 650 per placement in that trace) and the cells that
  * lifetimes placed outside the window cut them into, 1 500 per placement there against the
- * 4 900 ranges: 5 s for the 150 000. The cuts grow with the run, so the time grows as about
- * n^1.35 on that trace (28 s for a million events of it), and as n log n where lives are
- * short next to the run (random:ops=1000000, a million events: 5 s).
+ * 4 900 ranges: 5.4 s for the 150 000 on the 2-core build machine. The cuts grow with the
+ * run, so the time grows as about n^1.3 on that trace (25 s for a million events of it);
+ * where lives are short next to the run the cells are few (random:ops=1000000, a million
+ * events: 5 s, 8.5 s before).
  *
  * Two cases keep the first way, over the same interval tree (the placed lifetimes by their
  * windows as the stream that sees them longest does; those that overlap found in O(log n)
@@ -55,16 +56,15 @@
  * cost, as before: a run of several streams and no SYNC overlaps every other stream's
  * lifetimes to its end (random:streams=3, 100 000 allocations, takes minutes). */
 
-/* Slots and cell ids are 32-bit: 2^31 lifetimes would take 80 GiB to describe. */
+/* Slots are 32-bit: 2^31 lifetimes would take 80 GiB to describe. */
 #define MAX_LIFETIMES (1u << 31)
 #define NONE UINT32_MAX
 /* The hi of the cell that reaches the top of the address range. */
 #define TOP UINT64_MAX
 
-/* A range of addresses [lo, hi) and what it is: a placed lifetime (the first way). */
+/* The addresses [lo, hi) of a placed lifetime (the first way). */
 typedef struct range_s {
   uint64_t lo, hi;
-  uint32_t id;
 } range_t;
 
 /* Windows as a search reports them: addresses [lo, hi) and slots [from, to), field by field
@@ -513,9 +513,8 @@ static size_t hash_of(uint64_t key, unsigned shift) { return (size_t)((key * 0x9
 /* Joins the cells in found (those that span a window: free at its first slot, so no two
  * share an address) into gaps: next[k] is the cell that starts where cell k ends (NONE: the
  * gap ends there), found through a hash of their los; heads lists the cells no other ends
- * at, where the gaps start. A sort by address did the same at half the speed. The hash is an
- * eighth full, so a probe rarely goes past its first slot, and a hit or a miss is a select,
- * not a branch: the two come about as often as each other. */
+ * at, where the gaps start. A radix sort by address did the same at two thirds of the
+ * speed. The hash is at most half full and holds places, not keys, so that it stays small. */
 static ab_status join_cells(placer_t *p) {
   join_t *j = &p->join;
   size_t m = p->found.n;
@@ -683,7 +682,7 @@ static ab_status collect(placer_t *p, uint32_t i) {
   /* A placed lifetime's window starts at its own slot. */
   for (size_t k = 0; k < p->found.n; k++)
     if (overlap_in_time(x, &p->lt[p->found.from[k]]))
-      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k], p->found.from[k]};
+      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k]};
   uint32_t to = p->upto_latest[i];
   for (uint32_t w = (i + 1) / 64; (uint64_t)w * 64 < to; w++) {
     uint64_t bits = p->starts_placed[w];
@@ -697,7 +696,7 @@ static ab_status collect(placer_t *p, uint32_t i) {
         if (o == NULL) return AB_ERR_INTERNAL;
         p->over = o, p->capover *= 2;
       }
-      p->over[p->nover++] = (range_t){p->offset[j], p->offset[j] + rounded(p, j), j};
+      p->over[p->nover++] = (range_t){p->offset[j], p->offset[j] + rounded(p, j)};
     }
   }
   return AB_OK;
