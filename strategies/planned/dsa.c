@@ -544,20 +544,24 @@ static ab_status join_cells(placer_t *p) {
     j->gen = 1;
   }
   size_t mask = j->hcap - 1;
-  const uint64_t *lo = p->found.lo, *hi = p->found.hi;
+  const uint64_t *restrict lo = p->found.lo, *restrict hi = p->found.hi;
+  hslot_t *restrict slot = j->slot;
+  uint8_t *restrict joined = j->joined;
+  uint32_t *restrict next = j->next, gen = j->gen;
+  unsigned shift = j->shift;
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(lo[k], j->shift);
-    while (j->slot[h].gen == j->gen) h = (h + 1) & mask;
-    j->slot[h] = (hslot_t){(uint32_t)k, j->gen};
-    j->joined[k] = 0;
+    size_t h = hash_of(lo[k], shift);
+    while (slot[h].gen == gen) h = (h + 1) & mask;
+    slot[h] = (hslot_t){(uint32_t)k, gen};
+    joined[k] = 0;
   }
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(hi[k], j->shift);
-    while (j->slot[h].gen == j->gen && lo[j->slot[h].at] != hi[k]) h = (h + 1) & mask;
-    bool hit = j->slot[h].gen == j->gen;
-    uint32_t at = j->slot[h].at;
-    j->next[k] = hit ? at : NONE;
-    j->joined[hit ? at : k] |= (uint8_t)hit;
+    size_t h = hash_of(hi[k], shift);
+    while (slot[h].gen == gen && lo[slot[h].at] != hi[k]) h = (h + 1) & mask;
+    bool hit = slot[h].gen == gen;
+    uint32_t at = slot[h].at;
+    next[k] = hit ? at : NONE;
+    joined[hit ? at : k] |= (uint8_t)hit;
   }
   j->nheads = 0;
   for (size_t k = 0; k < m; k++) {
