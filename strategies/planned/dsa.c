@@ -514,7 +514,8 @@ static size_t hash_of(uint64_t key, unsigned shift) { return (size_t)((key * 0x9
  * share an address) into gaps: next[k] is the cell that starts where cell k ends (NONE: the
  * gap ends there), found through a hash of their los; heads lists the cells no other ends
  * at, where the gaps start. A radix sort by address did the same at two thirds of the
- * speed. The hash is at most half full and holds places, not keys, so that it stays small. */
+ * speed. The hash is at most a quarter full, so that a probe seldom goes past its first slot,
+ * and holds places, not keys, so that it stays small. */
 static ab_status join_cells(placer_t *p) {
   join_t *j = &p->join;
   size_t m = p->found.n;
@@ -529,10 +530,10 @@ static ab_status join_cells(placer_t *p) {
     if (joined == NULL) return AB_ERR_INTERNAL;
     j->joined = joined, j->cap = m;
   }
-  if (2 * m > j->hcap) {
+  if (4 * m > j->hcap) {
     size_t hcap = 1024;
     unsigned shift = 64 - 10;
-    while (hcap < 2 * m) hcap *= 2, shift--;
+    while (hcap < 4 * m) hcap *= 2, shift--;
     free(j->slot);
     j->slot = calloc(hcap, sizeof *j->slot);
     if (j->slot == NULL) return AB_ERR_INTERNAL;
