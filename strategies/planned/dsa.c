@@ -42,9 +42,10 @@
  * A placement costs O(log^2 n) plus the cells it reads: the gaps of its window (at most one
  * more than the lifetimes it overlaps; 650 per placement in that trace) and the cells that
  * lifetimes placed outside the window cut them into, 1 500 per placement there against the
- * 4 900 ranges: 5 s for the 150 000. The cuts grow with the run, so the time grows as about
- * n^1.35 on that trace (28 s for a million events of it), and as n log n where lives are
- * short next to the run (random:ops=1000000, a million events: 5 s).
+ * 4 900 ranges: 5.4 s for the 150 000 on the 2-core build machine. The cuts grow with the
+ * run, so the time grows as about n^1.3 on that trace (25 s for a million events of it);
+ * where lives are short next to the run the cells are few (random:ops=1000000, a million
+ * events: 5 s, 8.5 s before).
  *
  * Two cases keep the first way, over the same interval tree (the placed lifetimes by their
  * windows as the stream that sees them longest does; those that overlap found in O(log n)
@@ -55,16 +56,15 @@
  * cost, as before: a run of several streams and no SYNC overlaps every other stream's
  * lifetimes to its end (random:streams=3, 100 000 allocations, takes minutes). */
 
-/* Slots and cell ids are 32-bit: 2^31 lifetimes would take 80 GiB to describe. */
+/* Slots are 32-bit: 2^31 lifetimes would take 80 GiB to describe. */
 #define MAX_LIFETIMES (1u << 31)
 #define NONE UINT32_MAX
 /* The hi of the cell that reaches the top of the address range. */
 #define TOP UINT64_MAX
 
-/* A range of addresses [lo, hi) and what it is: a placed lifetime (the first way). */
+/* The addresses [lo, hi) of a placed lifetime (the first way). */
 typedef struct range_s {
   uint64_t lo, hi;
-  uint32_t id;
 } range_t;
 
 /* Windows as a search reports them: addresses [lo, hi) and slots [from, to), field by field
@@ -115,9 +115,18 @@ typedef struct window_s {
 
 /* A chunk grows by doubling up to CHUNK: most nodes hold a few windows. */
 typedef struct chunk_s {
-  uint32_t n, cap, first, last; /* first, last: the least and the greatest key */
+  uint32_t n, cap;
   window_t w[];
 } chunk_t;
+
+/* A chunk as its list holds it: the least and the greatest key, and the first and the last
+ * address, beside the pointer, so that a search reads a list's chunks where it needs them
+ * and not to pass them over. */
+typedef struct cref_s {
+  chunk_t *p;
+  uint32_t first, last;
+  uint64_t lo_first, lo_last;
+} cref_t;
 
 static chunk_t *chunk_new(uint32_t cap) {
   chunk_t *c = malloc(sizeof *c + cap * sizeof c->w[0]);
@@ -127,19 +136,31 @@ static chunk_t *chunk_new(uint32_t cap) {
 
 /* by_end: by to descending, else by from ascending; both as an ascending key. */
 typedef struct wlist_s {
-  chunk_t **c;
+  cref_t *c;
   uint32_t nc, cap;
   bool by_end;
 } wlist_t;
 
 static uint32_t key_of(const wlist_t *l, const window_t *w) { return l->by_end ? ~w->to : w->from; }
 
+/* Sets what r says of its chunk (not empty) from the chunk. */
+static void cref_sync(const wlist_t *l, cref_t *r) {
+  const chunk_t *c = r->p;
+  r->first = UINT32_MAX, r->last = 0;
+  for (uint32_t e = 0; e < c->n; e++) {
+    uint32_t k = key_of(l, &c->w[e]);
+    r->first = k < r->first ? k : r->first;
+    r->last = k > r->last ? k : r->last;
+  }
+  r->lo_first = c->w[0].lo, r->lo_last = c->w[c->n - 1].lo;
+}
+
 /* The first chunk whose last key is at least key (or_equal) or above it; nc when none. */
 static uint32_t chunk_past(const wlist_t *l, uint32_t key, bool or_equal) {
   uint32_t lo = 0, hi = l->nc;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    uint32_t last = l->c[mid]->last;
+    uint32_t last = l->c[mid].last;
     if (last < key || (last == key && !or_equal)) lo = mid + 1;
     else hi = mid;
   }
@@ -157,23 +178,14 @@ static uint32_t first_at(const chunk_t *c, uint64_t lo) {
   return a;
 }
 
-/* Room for one more chunk pointer. */
+/* Room for one more chunk. */
 static ab_status wlist_room(wlist_t *l) {
   if (l->nc < l->cap) return AB_OK;
   uint32_t cap = l->cap ? 2 * l->cap : 4;
-  chunk_t **c = realloc(l->c, cap * sizeof *c);
+  cref_t *c = realloc(l->c, cap * sizeof *c);
   if (c == NULL) return AB_ERR_INTERNAL;
   l->c = c, l->cap = cap;
   return AB_OK;
-}
-
-static void chunk_keys(const wlist_t *l, chunk_t *c) {
-  c->first = UINT32_MAX, c->last = 0;
-  for (uint32_t e = 0; e < c->n; e++) {
-    uint32_t k = key_of(l, &c->w[e]);
-    c->first = k < c->first ? k : c->first;
-    c->last = k > c->last ? k : c->last;
-  }
 }
 
 /* Sorts w[0..n) by key (by_key) or by address: insertion sort, for a chunk that splits. */
@@ -188,7 +200,7 @@ static void sort_windows(const wlist_t *l, window_t *w, uint32_t n, bool by_key)
 
 /* Splits the full chunk ci in two by key: the lower half stays, the upper half follows it. */
 static ab_status chunk_split(wlist_t *l, uint32_t ci) {
-  chunk_t *c = l->c[ci], *h = chunk_new(CHUNK);
+  chunk_t *c = l->c[ci].p, *h = chunk_new(CHUNK);
   if (h == NULL) return AB_ERR_INTERNAL;
   sort_windows(l, c->w, c->n, true);
   h->n = c->n - CHUNK / 2;
@@ -196,11 +208,11 @@ static ab_status chunk_split(wlist_t *l, uint32_t ci) {
   c->n = CHUNK / 2;
   sort_windows(l, c->w, c->n, false);
   sort_windows(l, h->w, h->n, false);
-  chunk_keys(l, c);
-  chunk_keys(l, h);
   memmove(l->c + ci + 2, l->c + ci + 1, (l->nc - ci - 1) * sizeof *l->c);
-  l->c[ci + 1] = h;
+  l->c[ci + 1].p = h;
   l->nc++;
+  cref_sync(l, &l->c[ci]);
+  cref_sync(l, &l->c[ci + 1]);
   return AB_OK;
 }
 
@@ -210,28 +222,30 @@ static ab_status wlist_insert(wlist_t *l, window_t w) {
   if (l->nc == 0) {
     chunk_t *c = chunk_new(4);
     if (c == NULL) return AB_ERR_INTERNAL;
-    c->n = 1, c->w[0] = w, c->first = c->last = key;
-    l->c[l->nc++] = c;
+    c->n = 1, c->w[0] = w;
+    l->c[l->nc++] = (cref_t){c, key, key, w.lo, w.lo};
     return AB_OK;
   }
   uint32_t ci = chunk_past(l, key, true);
   if (ci == l->nc) ci--;
-  if (l->c[ci]->n == CHUNK) {
+  if (l->c[ci].p->n == CHUNK) {
     AB_TRY(chunk_split(l, ci));
-    if (key > l->c[ci]->last) ci++;
-  } else if (l->c[ci]->n == l->c[ci]->cap) {
-    chunk_t *c = realloc(l->c[ci], sizeof *c + 2 * l->c[ci]->cap * sizeof c->w[0]);
+    if (key > l->c[ci].last) ci++;
+  } else if (l->c[ci].p->n == l->c[ci].p->cap) {
+    chunk_t *c = realloc(l->c[ci].p, sizeof *c + 2 * l->c[ci].p->cap * sizeof c->w[0]);
     if (c == NULL) return AB_ERR_INTERNAL;
     c->cap *= 2;
-    l->c[ci] = c;
+    l->c[ci].p = c;
   }
-  chunk_t *c = l->c[ci];
+  cref_t *r = &l->c[ci];
+  chunk_t *c = r->p;
   uint32_t at = first_at(c, w.lo);
   memmove(c->w + at + 1, c->w + at, (c->n - at) * sizeof *c->w);
   c->w[at] = w;
   c->n++;
-  c->first = key < c->first ? key : c->first;
-  c->last = key > c->last ? key : c->last;
+  r->first = key < r->first ? key : r->first;
+  r->last = key > r->last ? key : r->last;
+  r->lo_first = c->w[0].lo, r->lo_last = c->w[c->n - 1].lo;
   return AB_OK;
 }
 
@@ -240,24 +254,27 @@ static void wlist_remove(wlist_t *l, const window_t *w) {
   uint32_t key = key_of(l, w), ci = chunk_past(l, key, true), at;
   /* Equal keys may lie in several chunks: each is searched by address. */
   for (;; ci++) {
-    const chunk_t *c = l->c[ci];
+    const chunk_t *c = l->c[ci].p;
     for (at = first_at(c, w->lo); at < c->n && c->w[at].lo == w->lo; at++)
       if (c->w[at].from == w->from && c->w[at].to == w->to) break;
     if (at < c->n && c->w[at].lo == w->lo) break;
   }
-  chunk_t *c = l->c[ci];
+  cref_t *r = &l->c[ci];
+  chunk_t *c = r->p;
   memmove(c->w + at, c->w + at + 1, (c->n - at - 1) * sizeof *c->w);
   if (--c->n == 0) {
     free(c);
     memmove(l->c + ci, l->c + ci + 1, (l->nc - ci - 1) * sizeof *l->c);
     l->nc--;
-  } else if (key == c->first || key == c->last) {
-    chunk_keys(l, c);
+  } else if (key == r->first || key == r->last) {
+    cref_sync(l, r);
+  } else {
+    r->lo_first = c->w[0].lo, r->lo_last = c->w[c->n - 1].lo;
   }
 }
 
 static void wlist_free(wlist_t *l) {
-  for (uint32_t i = 0; i < l->nc; i++) free(l->c[i]);
+  for (uint32_t i = 0; i < l->nc; i++) free(l->c[i].p);
   free(l->c);
 }
 
@@ -316,11 +333,12 @@ static void ivtree_remove(ivtree_t *t, const window_t *w) {
  * prefix, those below limit are its first ones. */
 static ab_status report(const wlist_t *l, uint32_t key, bool filter, uint32_t from, uint32_t to, uint64_t limit,
                         ranges_t *out) {
-  for (uint32_t ci = 0; ci < l->nc && l->c[ci]->first <= key; ci++) {
-    const chunk_t *c = l->c[ci];
-    if (c->w[0].lo >= limit) continue;
-    bool whole = c->last <= key;
-    uint32_t n = c->w[c->n - 1].lo < limit ? c->n : first_at(c, limit);
+  for (uint32_t ci = 0; ci < l->nc && l->c[ci].first <= key; ci++) {
+    const cref_t *r = &l->c[ci];
+    if (r->lo_first >= limit) continue;
+    const chunk_t *c = r->p;
+    bool whole = r->last <= key;
+    uint32_t n = r->lo_last < limit ? c->n : first_at(c, limit);
     AB_TRY(ranges_reserve(out, n));
     size_t o = out->n;
     if (whole && !filter) {
@@ -495,9 +513,9 @@ static size_t hash_of(uint64_t key, unsigned shift) { return (size_t)((key * 0x9
 /* Joins the cells in found (those that span a window: free at its first slot, so no two
  * share an address) into gaps: next[k] is the cell that starts where cell k ends (NONE: the
  * gap ends there), found through a hash of their los; heads lists the cells no other ends
- * at, where the gaps start. A sort by address did the same at half the speed. The hash is an
- * eighth full, so a probe rarely goes past its first slot, and a hit or a miss is a select,
- * not a branch: the two come about as often as each other. */
+ * at, where the gaps start. A radix sort by address did the same at two thirds of the
+ * speed. The hash is at most a quarter full, so that a probe seldom goes past its first slot,
+ * and holds places, not keys, so that it stays small. */
 static ab_status join_cells(placer_t *p) {
   join_t *j = &p->join;
   size_t m = p->found.n;
@@ -512,10 +530,10 @@ static ab_status join_cells(placer_t *p) {
     if (joined == NULL) return AB_ERR_INTERNAL;
     j->joined = joined, j->cap = m;
   }
-  if (2 * m > j->hcap) {
+  if (4 * m > j->hcap) {
     size_t hcap = 1024;
     unsigned shift = 64 - 10;
-    while (hcap < 2 * m) hcap *= 2, shift--;
+    while (hcap < 4 * m) hcap *= 2, shift--;
     free(j->slot);
     j->slot = calloc(hcap, sizeof *j->slot);
     if (j->slot == NULL) return AB_ERR_INTERNAL;
@@ -527,20 +545,24 @@ static ab_status join_cells(placer_t *p) {
     j->gen = 1;
   }
   size_t mask = j->hcap - 1;
-  const uint64_t *lo = p->found.lo, *hi = p->found.hi;
+  const uint64_t *restrict lo = p->found.lo, *restrict hi = p->found.hi;
+  hslot_t *restrict slot = j->slot;
+  uint8_t *restrict joined = j->joined;
+  uint32_t *restrict next = j->next, gen = j->gen;
+  unsigned shift = j->shift;
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(lo[k], j->shift);
-    while (j->slot[h].gen == j->gen) h = (h + 1) & mask;
-    j->slot[h] = (hslot_t){(uint32_t)k, j->gen};
-    j->joined[k] = 0;
+    size_t h = hash_of(lo[k], shift);
+    while (slot[h].gen == gen) h = (h + 1) & mask;
+    slot[h] = (hslot_t){(uint32_t)k, gen};
+    joined[k] = 0;
   }
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(hi[k], j->shift);
-    while (j->slot[h].gen == j->gen && lo[j->slot[h].at] != hi[k]) h = (h + 1) & mask;
-    bool hit = j->slot[h].gen == j->gen;
-    uint32_t at = j->slot[h].at;
-    j->next[k] = hit ? at : NONE;
-    j->joined[hit ? at : k] |= (uint8_t)hit;
+    size_t h = hash_of(hi[k], shift);
+    while (slot[h].gen == gen && lo[slot[h].at] != hi[k]) h = (h + 1) & mask;
+    bool hit = slot[h].gen == gen;
+    uint32_t at = slot[h].at;
+    next[k] = hit ? at : NONE;
+    joined[hit ? at : k] |= (uint8_t)hit;
   }
   j->nheads = 0;
   for (size_t k = 0; k < m; k++) {
@@ -665,7 +687,7 @@ static ab_status collect(placer_t *p, uint32_t i) {
   /* A placed lifetime's window starts at its own slot. */
   for (size_t k = 0; k < p->found.n; k++)
     if (overlap_in_time(x, &p->lt[p->found.from[k]]))
-      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k], p->found.from[k]};
+      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k]};
   uint32_t to = p->upto_latest[i];
   for (uint32_t w = (i + 1) / 64; (uint64_t)w * 64 < to; w++) {
     uint64_t bits = p->starts_placed[w];
@@ -679,7 +701,7 @@ static ab_status collect(placer_t *p, uint32_t i) {
         if (o == NULL) return AB_ERR_INTERNAL;
         p->over = o, p->capover *= 2;
       }
-      p->over[p->nover++] = (range_t){p->offset[j], p->offset[j] + rounded(p, j), j};
+      p->over[p->nover++] = (range_t){p->offset[j], p->offset[j] + rounded(p, j)};
     }
   }
   return AB_OK;
