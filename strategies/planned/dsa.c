@@ -42,10 +42,11 @@
  * A placement costs O(log^2 n) plus the cells it reads: the gaps of its window (at most one
  * more than the lifetimes it overlaps; 650 per placement in that trace) and the cells that
  * lifetimes placed outside the window cut them into, 1 500 per placement there against the
- * 4 900 ranges: 5.4 s for the 150 000 on the 2-core build machine. The cuts grow with the
- * run, so the time grows as about n^1.3 on that trace (25 s for a million events of it);
- * where lives are short next to the run the cells are few (random:ops=1000000, a million
- * events: 5 s, 8.5 s before).
+ * 4 900 ranges: the whole run of the 150 000 takes 4.9 to 5.1 s on the 2-core build machine
+ * (93 s before). The cuts grow with the run, so the time grows as about n^1.3 on that trace
+ * (22 to 25 s for a million events of it); where lives are short next to the run the cells
+ * are few (random:ops=1000000, a million events: 4.5 to 6 s, the plan alone 8.5 s of CPU
+ * before).
  *
  * Two cases keep the first way, over the same interval tree (the placed lifetimes by their
  * windows as the stream that sees them longest does; those that overlap found in O(log n)
