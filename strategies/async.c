@@ -149,6 +149,7 @@ static void async_destroy(ab_strategy_t *s) {
 
 const ab_strategy_ops_t ab_async_ops = {
     .name = "async",
+    .address_blind = true,
     .create = async_create,
     .destroy = async_destroy,
     .alloc = async_alloc,

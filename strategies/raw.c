@@ -100,6 +100,7 @@ static void raw_destroy(ab_strategy_t *s) {
 
 const ab_strategy_ops_t ab_raw_ops = {
     .name = "raw",
+    .address_blind = true,
     .create = raw_create,
     .destroy = raw_destroy,
     .alloc = raw_alloc,

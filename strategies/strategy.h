@@ -130,6 +130,11 @@ typedef struct ab_plan_stats_s {
 
 struct ab_strategy_ops_s {
   const char *name;
+  /* No decision of the strategy looks at where the device put its allocations (which of two
+   * addresses is lower): its figures do not depend on the driver's placement, and its runs
+   * have no placement band to measure (band.h). Checked for each such strategy by
+   * band_blind_test. */
+  bool address_blind;
   /* Parses conf (NULL or "" for the defaults; PYTORCH_CUDA_ALLOC_CONF's key:value syntax)
    * and builds an instance on dev. Bad conf: AB_ERR_INVALID with the key and position. On
    * success diag may hold a note for the user (keys accepted without effect), else "". */

@@ -197,7 +197,7 @@ sample() { # a value the option accepts
   case $1 in
     workload) echo random ;; strategy) echo raw ;; conf) echo "" ;; device) echo sim ;;
     seed | trace-device) echo 0 ;; ranks) echo 2 ;;
-    out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; nccl) echo libnccl.so.2 ;;
+    out) echo "$work/sample" ;; format) echo csv ;; faults) echo nth=1 ;; placement) echo 1 ;; nccl) echo libnccl.so.2 ;;
     export-trace | export-snapshot) echo "$work/export" ;;
     budget | lo | hi | tolerance | cap | max-inflated) echo 1GB ;; objective) echo reserved ;; search) echo cap ;; cap-map) echo 128 ;;
     stacks) echo python ;; at) echo peak ;; frames | top) echo 1 ;; change) echo pool:1 ;;
@@ -416,7 +416,7 @@ if command -v python3 >/dev/null; then
 import csv, sys
 rows = {r["strategy"]: r for r in csv.DictReader(open(sys.argv[1]))}
 head = open(sys.argv[1]).readline().strip().split(",")
-assert head[-3:] == ["plan_hits", "plan_misses", "plan_bytes"], head
+assert head[-7:-4] == ["plan_hits", "plan_misses", "plan_bytes"], head
 p = rows["planned"]
 assert int(p["plan_hits"]) > 0 and int(p["plan_misses"]) >= 0 and int(p["plan_bytes"]) > 0, p
 assert int(p["plan_hits"]) + int(p["plan_misses"]) == int(rows["oracle"]["plan_hits"]) + int(rows["oracle"]["plan_misses"]), rows

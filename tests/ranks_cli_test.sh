@@ -33,12 +33,12 @@ RANK=0 WORLD_SIZE=1 MASTER_ADDR=h MASTER_PORT=1 refuse "each rank drives cuda:LO
 "$ab" run --help | grep -q -- '--ranks N' || fail "--ranks not in --help"
 
 # Three ranks: a row each, then the combined one, whose peaks and counts are the sums;
-# the plan columns close the header, after live_peak_bytes.
+# the plan columns follow live_peak_bytes, and the placement band's close the header.
 out="$work/three"
 "$ab" run -w "$small" -s pooled --device sim --ranks 3 --out "$out" --format csv >"$work/csv" 2>"$work/err" ||
   fail "--ranks 3 exited $?: $(cat "$work/err")"
 [ "$(wc -l <"$work/csv")" -eq 5 ] || fail "--ranks 3 printed $(wc -l <"$work/csv") lines"
-head -n 1 "$out/summary.csv" | grep -q ',harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes,plan_hits,plan_misses,plan_bytes$' || fail "header: $(head -n 1 "$out/summary.csv")"
+head -n 1 "$out/summary.csv" | grep -q ',harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes,plan_hits,plan_misses,plan_bytes,peak_reserved_low,peak_reserved_high,device_allocs_low,device_allocs_high$' || fail "header: $(head -n 1 "$out/summary.csv")"
 for r in 0 1 2; do
   grep -q "world=3,rank=$r\",pooled,,sim:h200,0,42,[0-9]*,no,ok," "$out/summary.csv" || fail "no ok row for rank $r"
   [ -s "$out/timeline_zero_steps_2_layers_2_d_model_256_heads_4_vocab_1024_batch_2_seq_128_world_3_rank_${r}_pooled.csv" ] ||
@@ -46,9 +46,9 @@ for r in 0 1 2; do
 done
 # Counted from the end (the quoted workload holds commas): events (before approximate), the
 # peaks and counts (frag_pct excepted), nccl_bytes, peak_footprint_bytes, live_peak_bytes, past
-# the three plan columns (empty for pooled).
+# the three plan columns (empty for pooled) and the four of the placement band.
 awk -F, 'NR > 1 { n = NF; for (c = 1; c <= NF; c++) v[NR, c] = $c }
-         END { split("26 21 20 19 17 16 15 14 5 4 3", back, " ");
+         END { split("30 25 24 23 21 20 19 18 9 8 7", back, " ");
                for (i = 1; i <= 11; i++) { c = n - back[i]; s = v[2, c] + v[3, c] + v[4, c];
                  if (s != v[5, c]) { print "column " c ": " s " != " v[5, c]; bad = 1 } }
                exit bad }' "$out/summary.csv" || fail "the combined row is not the sum of the ranks"

@@ -26,7 +26,7 @@ grep -q '^status *error$' "$out/stdout" || fail "overlap --verify: the row does 
 
 # The timing columns come before nccl_bytes, peak_footprint_bytes, live_peak_bytes and the plan
 # columns, which close the header, and every row has them.
-head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes,plan_hits,plan_misses,plan_bytes$' ||
+head -n 1 "$out/summary.csv" | grep -q ',step_ms_p50,kernel_ms_total,harness_ns_per_event,nccl_bytes,peak_footprint_bytes,live_peak_bytes,plan_hits,plan_misses,plan_bytes,peak_reserved_low,peak_reserved_high,device_allocs_low,device_allocs_high$' ||
   fail "summary.csv header: $(head -n 1 "$out/summary.csv")"
 awk -F, 'NR > 1 && $(NF-7) !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' "$out/summary.csv" || fail "kernel_ms_total not numeric"
 # The live peak is the workload's: a run that went to its end requested exactly that much at

@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "base/output.h"
 #include "base/units.h"
 #include "ranks/rendezvous.h"
+#include "run/band.h"
 #include "run/oommap.h"
 #include "run/results.h"
 #include "run/supervise.h"
@@ -214,6 +216,10 @@ static const option_entry_t options[] = {
      "sim: the simulated card places every device allocation itself, also\n"
      "under the recorded settings"},
     {"recorded-addresses", 0, AB_OPT_RECORDED_ADDRESSES, NULL, 0, 0, 0, AB_CMD_TUNE, TUNE_CHOOSES},
+    {"placement", 0, AB_OPT_PLACEMENT, "V", AB_CMD_RUN | AB_CMD_REPLAY, 0, 0, 0,
+     "sim: place device allocations by variant V (1-6) of the driver's placement\n"
+     "(the placement bands' variants) instead of its rules as measured: the run\n"
+     "behind one end of a band"},
     {"verbose", 'v', 'v', NULL, AB_CMD_LIST, 0, 0, 0, "also list each strategy's -c keys and each workload's arguments"},
     {"verbose", 'v', 'v', NULL, AB_CMD_COMPARE, 0, 0, 0,
      "also print on stderr the OOM report of each strategy's failing probe"},
@@ -402,6 +408,12 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
     case AB_OPT_CAP: *st = parse_cap(arg, o, diag); break;
     case AB_OPT_SEED: *st = ab_parse_u64("--seed", arg, UINT64_MAX, &o->seed, diag); break;
     case AB_OPT_FAULTS: *st = parse_faults(arg, &o->dev.faults, &o->faults_rank, diag); break;
+    case AB_OPT_PLACEMENT: {
+      uint64_t v;
+      *st = ab_parse_u64("--placement", arg, AB_PLACEMENT_VARIANTS, &v, diag);
+      o->dev.placement = (unsigned)v;
+      break;
+    }
     case AB_OPT_PLUGIN_TIMEOUT: {
       double seconds;
       *st = ab_parse_seconds("--plugin-timeout", arg, &seconds, diag);
@@ -807,6 +819,43 @@ static bool is_size(const char *name, const char *cell) {
   return *end == '\0' && errno == 0 && cell[0] != '-';
 }
 
+/* The figures that come with a placement band (band.h): the table shows the band beside the
+ * figure where it is not a point, and never the band's own columns. */
+static const struct {
+  const char *point, *low, *high;
+} bands[] = {
+    {"peak_reserved_bytes", "peak_reserved_low", "peak_reserved_high"},
+    {"num_device_alloc", "device_allocs_low", "device_allocs_high"},
+};
+
+static bool is_band_end(const char *name) {
+  for (size_t i = 0; i < sizeof bands / sizeof bands[0]; i++)
+    if (strcmp(name, bands[i].low) == 0 || strcmp(name, bands[i].high) == 0) return true;
+  return false;
+}
+
+/* Row r's cell of column `name`, or NULL when t has no such column. */
+static const char *cell_named(const ab_table_t *t, size_t r, const char *name) {
+  for (size_t c = 0; c < t->ncols; c++)
+    if (strcmp(t->cols[c].name, name) == 0) return t->cells[r * t->ncols + c];
+  return NULL;
+}
+
+/* Row r's figure of column `name` with its band, into buf, when the row has a band that is
+ * not a point: "6.05 GiB (6.03-6.05 GiB)", "365 (363-365)". NULL otherwise. */
+static const char *with_band(const ab_table_t *t, size_t r, const char *name, char *buf, size_t size) {
+  for (size_t i = 0; i < sizeof bands / sizeof bands[0]; i++) {
+    if (strcmp(name, bands[i].point) != 0) continue;
+    const char *v = cell_named(t, r, name), *lo = cell_named(t, r, bands[i].low), *hi = cell_named(t, r, bands[i].high);
+    if (v == NULL || lo == NULL || hi == NULL || !*v || !*lo || !*hi || strcmp(lo, hi) == 0) return NULL;
+    uint64_t p = strtoull(v, NULL, 10), l = strtoull(lo, NULL, 10), h = strtoull(hi, NULL, 10);
+    if (show_of(name) == SHOW_BYTES) return ab_band_format_bytes(p, l, h, buf, size);
+    snprintf(buf, size, "%" PRIu64 " (%" PRIu64 "-%" PRIu64 ")", p, l, h);
+    return buf;
+  }
+  return NULL;
+}
+
 /* t as people read it (Note [Tables for people]): the columns named (all when names is
  * NULL) that apply, under their words, their cells formatted. cols_out holds the headers
  * and is freed by the caller after out. */
@@ -826,6 +875,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
       for (c = 0; c < t->ncols && strcmp(t->cols[c].name, names[i]) != 0; c++) continue;
       if (c == t->ncols) continue;
     }
+    if (is_band_end(t->cols[c].name)) continue;
     /* A column that applies to no row is left out; so is a single run's row that does not apply. */
     bool applies = false;
     for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent(t->cols[c].name, t->cells[r * t->ncols + c]);
@@ -857,6 +907,8 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
         row[j] = texts[nsizes++];
       else
         row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
+      const char *banded = with_band(t, r, t->cols[c].name, cell[j], sizeof cell[j]);
+      if (banded) row[j] = banded;
     }
     st = ab_table_add(out, row);
   }

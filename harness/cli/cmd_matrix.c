@@ -202,7 +202,7 @@ static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, cons
   if (res->interrupted) return AB_OK; /* no answer to record */
   ab_table_t row;
   ab_table_init(&row, ab_oom_cols, ab_oom_ncols);
-  ab_run_desc_t desc = {es->source, strategy, o->conf, res->device, 0, o->seed, 0};
+  ab_run_desc_t desc = {es->source, strategy, o->conf, res->device, 0, o->seed, 0, NULL};
   ab_status st = ab_results_add_oom(&row, &desc, es, res);
   if (st == AB_OK) st = ab_cli_append(o, &row, "oom.csv", diag);
   ab_table_free(&row);

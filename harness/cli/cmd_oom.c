@@ -190,7 +190,7 @@ int ab_cmd_oom(int argc, char **argv) {
       rc = ab_cli_fail(&o, msg);
       continue;
     }
-    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0};
+    ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0, NULL};
     if (ab_results_add_oom(&rows, &desc, &es, &res) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
     char drawn[4096];
     if (res.mapped && ab_results_write_capmap(o.out_dir, &desc, &caps, drawn, sizeof drawn, &diag) != AB_OK)

@@ -216,7 +216,8 @@ static const char *short_name(const char *name) { return strncmp(name, "replay:"
   X(peak_requested_bytes, 1) X(peak_allocated_bytes, 1) X(peak_reserved_bytes, 1) X(num_device_alloc, 1) \
   X(num_device_free, 1) X(num_alloc_retries, 1) X(min_budget_bytes, 1) X(max_fail_bytes, 1)            \
   X(safe_cap_bytes, 1) X(fail_ranges, 1) X(headroom_bytes, 1) X(limit, 0)                             \
-  X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1) X(alloc_time_s, 1)
+  X(probes, 1) X(wall_s, 1) X(note, 0) X(trace_ooms, 1) X(alloc_time_s, 1) X(peak_reserved_low, 1)       \
+  X(peak_reserved_high, 1) X(device_allocs_low, 1) X(device_allocs_high, 1)
 
 #define TUNE_COL(name, numeric) {#name, numeric},
 static const ab_col_t tune_cols[] = {TUNE_COLUMNS(TUNE_COL)};
@@ -279,6 +280,17 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
     snprintf(safe, sizeof safe, "fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
     clause(out, size, safe);
   }
+  if (r->search.mapped && r->search.band_raised) {
+    char safe[80], b[32];
+    snprintf(safe, sizeof safe, "a placement fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
+    clause(out, size, safe);
+  }
+  if (r->status == AB_RUN_OK && r->band.oom_variants) clause(out, size, "out of memory under some placements");
+  if (r->search.mapped && r->search.band_checked != UINT64_MAX) {
+    char upto[80], b[32];
+    snprintf(upto, sizeof upto, "placements checked up to %s", ab_format_bytes(r->search.band_checked, b, sizeof b));
+    clause(out, size, upto);
+  }
   if (r->search.map_cut)
     clause(out, size, r->search.passed && r->search.max_fail + 1 == r->search.min_budget ? "mapped up to the smallest"
                                                                                           : "caps bisected, not mapped");
@@ -332,6 +344,10 @@ static ab_status add_row(ab_table_t *t, const tune_view_t *v, size_t k, const ab
   note_of(v, &tr->es, r, cells[C_note], sizeof cells[0]);
   SET(trace_ooms, "%" PRIu64, tr->es.trace_ooms);
   if (r->status == AB_RUN_OK && r->alloc_time_s >= 0) SET(alloc_time_s, "%.6f", r->alloc_time_s);
+  SET(peak_reserved_low, "%" PRIu64, r->band.reserved_lo);
+  SET(peak_reserved_high, "%" PRIu64, r->band.reserved_hi);
+  SET(device_allocs_low, "%" PRIu64, r->band.allocs_lo);
+  SET(device_allocs_high, "%" PRIu64, r->band.allocs_hi);
 #undef SET
   return ab_table_add(t, row);
 }
@@ -353,19 +369,27 @@ enum { CONF_WIDTH = 30 };
  * (ab_format_bytes_apart), so that two configurations ranked apart never read the same. */
 static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_tune_result_t *r,
                                  char (*fig)[AB_BYTES_TEXT]) {
-  char rank[16], reserved[AB_BYTES_TEXT], cap[AB_BYTES_TEXT + 8], allocs[24], note[AB_DIAG_BYTES + 64],
+  char rank[16], reserved[3 * AB_BYTES_TEXT], cap[AB_BYTES_TEXT + 8], allocs[64], note[AB_DIAG_BYTES + 64],
       mark[AB_DIAG_BYTES + 128];
   snprintf(rank, sizeof rank, "%zu", r->rank);
-  if (r->status == AB_RUN_OK)
+  const ab_band_t *band = &r->band;
+  if (r->status != AB_RUN_OK)
+    snprintf(reserved, sizeof reserved, "%s", r->status == AB_RUN_OOM ? "OOM" : ab_run_status_name(r->status));
+  else if (band->reserved_lo == band->reserved_hi)
     snprintf(reserved, sizeof reserved, "%s", fig[0]);
   else
-    snprintf(reserved, sizeof reserved, "%s", r->status == AB_RUN_OOM ? "OOM" : ab_run_status_name(r->status));
+    ab_band_format_bytes((uint64_t)r->stats.reserved_bytes.peak, band->reserved_lo, band->reserved_hi, reserved,
+                         sizeof reserved);
   if (r->search.passed)
     snprintf(cap, sizeof cap, "%s", fig[1]);
   else
     snprintf(cap, sizeof cap, "-");
   if (r->search.passed && r->cand.family == AB_TUNE_REFERENCE) strncat(cap, " budget", sizeof cap - strlen(cap) - 1);
-  snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
+  if (band->allocs_lo != band->allocs_hi)
+    snprintf(allocs, sizeof allocs, "%" PRIu64 " (%" PRIu64 "-%" PRIu64 ")", r->stats.num_device_alloc, band->allocs_lo,
+             band->allocs_hi);
+  else
+    snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
   const ab_events_t *es = &v->job->t[r->trace].es;
   note_of(v, es, r, note, sizeof note);
   /* The "budget" beside its figure says the first; "OOM" in the peak's column and the title's
@@ -414,9 +438,10 @@ static const char *on_worst(const tune_view_t *v, const ab_tune_result_t *r, cha
 static void say_safe_cap(FILE *f, const ab_tune_result_t *w) {
   char a[32];
   if (!w->search.passed || w->cand.family == AB_TUNE_REFERENCE) return;
-  if (w->search.mapped && w->search.fail_ranges)
-    fprintf(f, "; it fails again at larger caps (%u range%s): every cap from %s up completes", w->search.fail_ranges,
-            w->search.fail_ranges == 1 ? "" : "s", ab_format_bytes(w->search.safe_cap, a, sizeof a));
+  if (w->search.mapped && (w->search.fail_ranges || w->search.band_raised))
+    fprintf(f, "; it fails again at larger caps (%u range%s%s): every cap from %s up completes", w->search.fail_ranges,
+            w->search.fail_ranges == 1 ? "" : "s", w->search.band_raised ? ", more under some placements" : "",
+            ab_format_bytes(w->search.safe_cap, a, sizeof a));
   else if (!w->search.mapped)
     fprintf(f, "; larger caps not all replayed, and may fail (allocbench oom --search cap maps them)");
 }
@@ -720,7 +745,7 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
   tune_view_t v = {job, s->device, a->objective, s->cap, s->total, NULL, NULL, NULL};
   const ab_tune_result_t *first = NULL, *roomy = NULL; /* Note [Headroom] */
   for (size_t i = 0; i < n; i++) {
-    bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && r[i].status == AB_RUN_OK &&
+    bool eligible = r[i].cand.family != AB_TUNE_REFERENCE && ab_tune_completes(&r[i]) &&
                     (a->objective != AB_TUNE_BUDGET || r[i].search.passed);
     if (first == NULL && eligible) first = &r[i];
     if (roomy == NULL && eligible && comfortable(&v, &r[i])) roomy = &r[i];

@@ -287,7 +287,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_run_spec_t *o, const ab
   const char *card = results[0].device;
   if (strncmp(card, "cuda:", 5) == 0 && strchr(card, ' ')) card = strchr(card, ' ') + 1;
   snprintf(device, sizeof device, "%u x %s", n, card);
-  ab_run_desc_t desc = {workload, o->strategy, o->conf, device, results[0].budget_bytes, o->seed, live_peak};
+  ab_run_desc_t desc = {workload, o->strategy, o->conf, device, results[0].budget_bytes, o->seed, live_peak, NULL};
   /* Only the stream's length is read from it. */
   ab_events_t shell;
   memset(&shell, 0, sizeof shell);
@@ -300,7 +300,7 @@ ab_status ab_ranks_combine(ab_table_t *summary, const ab_run_spec_t *o, const ab
 static ab_status rows(ab_table_t *summary, const ab_run_spec_t *o, const ab_rank_result_t *results, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     const ab_rank_result_t *res = &results[i];
-    ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed, res->live_peak};
+    ab_run_desc_t desc = {res->workload, o->strategy, o->conf, res->device, res->budget_bytes, o->seed, res->live_peak, NULL};
     ab_events_t shell;
     memset(&shell, 0, sizeof shell);
     shell.n = res->events;

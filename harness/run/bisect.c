@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "run/pipeline.h"
+#include "strategies/registry.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
   uint64_t live = 0, peak = 0;
@@ -195,6 +196,57 @@ static ab_status fail_again(search_t *x, uint64_t max_fail, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* Note [A safe cap across the band]: the safe cap is a cap to deploy, so it must hold
+ * wherever the driver places the segments, not only where the simulated card's rules put
+ * them: under each placement variant (band.h), a walk of that variant's cap intervals goes
+ * up from the safe cap until an interval that completes holds every cap above it; an interval
+ * that fails moves the safe cap past it. Where the status is monotonic above the safe cap,
+ * that is one replay per variant. Where it is not (max_split_size_mb releases oversize blocks
+ * at each refusal, so each cap fragments its own way), a variant has hundreds of intervals
+ * there, as the map had: on the recorded CNN run the six walks took four to six times the
+ * map's replays (25 against 7 under expandable_segments:True, 233 against 54 under the
+ * defaults, 2 173 against 374 under garbage_collection_threshold:0.6). So they take at most
+ * four times the map's replays and eight per variant (or opts.band_probes), one step of each
+ * variant in turn, so that walks cut short have checked every variant up to the same cap:
+ * the result says up to which (band_checked). */
+static ab_status safe_across_band(search_t *x, uint64_t top, size_t budget, ab_diag_t *diag) {
+  ab_bisect_result_t *out = x->out;
+  ab_bisect_opts_t v = *x->o;
+  v.on_oom = NULL; /* a variant's OOM is not the search's answer */
+  v.on_probe = NULL;
+  uint64_t at[AB_PLACEMENT_VARIANTS]; /* each variant's next cap; UINT64_MAX: its walk is done */
+  for (unsigned k = 0; k < AB_PLACEMENT_VARIANTS; k++) at[k] = out->safe_cap;
+  for (size_t spent = 0;; spent++) {
+    unsigned k = 0; /* the variant furthest behind */
+    for (unsigned j = 1; j < AB_PLACEMENT_VARIANTS; j++)
+      if (at[j] < at[k]) k = j;
+    if (at[k] == UINT64_MAX) return AB_OK; /* every walk done */
+    if (at[k] > top) {
+      out->safe_cap = 0; /* fails up to the card's total: none is safe */
+      return AB_OK;
+    }
+    if (spent == budget) {
+      out->band_checked = at[k]; /* every variant walked below it */
+      return AB_OK;
+    }
+    v.dev.placement = k + 1;
+    char device[96];
+    AB_TRY(ab_bisect_probe(x->es, &v, at[k], NULL, x->run, NULL, device, diag));
+    if (x->run->status == AB_RUN_INTERRUPTED) {
+      out->interrupted = true;
+      return AB_OK;
+    }
+    if (strncmp(device, "sim:", 4) != 0 || !x->run->cap_window) return AB_OK; /* the driver placed it */
+    out->band_probes++;
+    out->probes++;
+    if (x->run->status != AB_RUN_OK) {
+      out->safe_cap = x->run->cap_hi + 1;
+      out->band_raised = true;
+    }
+    at[k] = x->run->status == AB_RUN_OK && x->run->cap_hi >= top ? UINT64_MAX : x->run->cap_hi + 1;
+  }
+}
+
 /* The walk of Note [Cap map], from lo up to hi (0: the card's total); end is the uncapped
  * peak reserved. *mapped is false when the strategy keeps no cap window, or when the walk
  * would take more than opts.map_probes; the caller then bisects, unless the walk had passed
@@ -249,12 +301,17 @@ static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi,
     out->safe_cap = out->failed && highest_fail > lowest_ok ? k[highest_fail].hi + 1 : out->min_budget;
   }
   for (size_t i = lowest_ok + 1; i < m->n; i++) out->fail_ranges += !k[i].ok && k[i - 1].ok;
-  return out->failed ? fail_again(x, k[highest_fail].hi, diag) : AB_OK;
+  if (out->failed) AB_TRY(fail_again(x, k[highest_fail].hi, diag));
+  size_t band_budget = x->o->band_probes ? x->o->band_probes : 4 * m->n + 8 * AB_PLACEMENT_VARIANTS;
+  if (out->passed && out->safe_cap && !ab_strategy_address_blind(x->o->strategy))
+    AB_TRY(safe_across_band(x, top, band_budget, diag));
+  return AB_OK;
 }
 
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
                            ab_diag_t *diag) {
   memset(out, 0, sizeof *out);
+  out->band_checked = UINT64_MAX;
   double t0 = ab_clock_s();
   char a[32], b[32];
   if (o->lo && o->hi && o->lo > o->hi)

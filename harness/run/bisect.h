@@ -34,7 +34,9 @@
  * bisection: the cap map (Note [Cap map] in bisect.c) gives the status at every cap, exactly,
  * one replay per interval of caps that replay alike. Its answers: min_budget, the smallest
  * cap that completes; safe_cap, the smallest from which every cap up completes (a cap to
- * deploy); max_fail, the largest cap that fails (safe_cap - 1), with its OOM.
+ * deploy, under every placement variant of the simulated card: Note [A safe cap across the
+ * band] in bisect.c); max_fail, the largest cap that fails (safe_cap - 1 but where a variant
+ * raised the safe cap), with its OOM.
  *
  * Traces whose program caught OOMs and went on (ab_events_t.trace_ooms > 0) changed course
  * under memory pressure; a replay cannot know what the program would have done under a
@@ -103,6 +105,9 @@ typedef struct ab_bisect_opts_s {
   unsigned map_probes; /* with cap: the most replays the map may take, else the caps are
                           bisected and the result says so (map_cut); 0: no limit */
   bool no_map;         /* with cap: bisect the caps, as if the status were monotonic */
+  unsigned band_probes; /* with cap: the most replays the safe cap's check under the placement
+                           variants may take (Note [A safe cap across the band], bisect.c);
+                           0: four times the map's, and eight per variant */
 } ab_bisect_opts_t;
 
 typedef struct ab_bisect_result_s {
@@ -118,6 +123,11 @@ typedef struct ab_bisect_result_s {
   uint64_t max_fail;        /* largest budget seen to fail, bytes (0 with no budget) */
   uint64_t safe_cap;        /* mapped: every cap from it up completes (0: none does) */
   unsigned fail_ranges;     /* mapped: ranges of failing caps above min_budget */
+  bool band_raised;         /* mapped: a placement variant failed above the map's safe cap, which
+                               safe_cap is past (Note [A safe cap across the band], bisect.c) */
+  unsigned band_probes;     /* the variants' replays that checked safe_cap (counted in probes too) */
+  uint64_t band_checked;    /* mapped: safe_cap holds under every variant for every cap below this
+                               (UINT64_MAX: every cap); a check cut short stops below the top */
   uint64_t peak_requested;  /* of the stream */
   uint64_t lo, hi;          /* the range searched, defaults applied */
   uint64_t tolerance;

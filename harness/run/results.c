@@ -101,6 +101,11 @@ ab_status ab_results_add_summary(ab_table_t *t, const ab_run_desc_t *d, const ab
     CELL(plan_misses, "%" PRId64, run->plan.misses);
     CELL(plan_bytes, "%" PRId64, run->plan.bytes);
   }
+  ab_band_t band = d->band ? *d->band : ab_band_point(run);
+  CELL(peak_reserved_low, "%" PRIu64, band.reserved_lo);
+  CELL(peak_reserved_high, "%" PRIu64, band.reserved_hi);
+  CELL(device_allocs_low, "%" PRIu64, band.allocs_lo);
+  CELL(device_allocs_high, "%" PRIu64, band.allocs_hi);
 #define SUMMARY_CELL(name, numeric) c.name,
 #define SUMMARY_PEAK_CELL(gauge, doc) c.peak_##gauge,
 #define SUMMARY_COUNTER_CELL(counter, doc) c.counter,
@@ -293,6 +298,12 @@ static void search_note(const ab_events_t *es, const ab_bisect_result_t *r, char
     note_add(buf, size, "fails again above the smallest cap, in %u range%s: every cap from %s (%" PRIu64 " B) up completes",
              r->fail_ranges, r->fail_ranges == 1 ? "" : "s", ab_format_bytes(r->safe_cap, b, sizeof b), r->safe_cap);
   }
+  if (r->mapped && r->band_raised)
+    note_add(buf, size, "a placement the driver may make fails above the smallest cap: every cap from %s (%" PRIu64
+             " B) up completes under each", ab_format_bytes(r->safe_cap, b, sizeof b), r->safe_cap);
+  if (r->mapped && r->band_checked != UINT64_MAX)
+    note_add(buf, size, "under the placement variants, caps checked up to %s only (more intervals than allowed)",
+             ab_format_bytes(r->band_checked, b, sizeof b));
   if (r->map_cut && r->passed && r->failed && r->max_fail + 1 == r->min_budget)
     note_add(buf, size, "caps mapped up to the smallest only (more intervals than allowed): larger caps may fail");
   else if (r->map_cut)
@@ -385,6 +396,9 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(free_ns_p50, "%" PRIu64, ab_hist_quantile(&run->free_ns, 0.50));
   CELL(wall_s, "%.6f", run->loop_s);
   CELL(device_time_s, "%.6f", (double)run->modeled_ns * 1e-9);
+  ab_band_t band = d->band ? *d->band : ab_band_point(run);
+  CELL(peak_reserved_low, "%" PRIu64, band.reserved_lo);
+  CELL(peak_reserved_high, "%" PRIu64, band.reserved_hi);
   search_note(es, r, note, sizeof note);
   const char *cells[] = {
 #define AB_COMPARE_PTR(name, numeric) c.name,

@@ -35,9 +35,11 @@
  *   plan_hits, plan_misses, plan_bytes   a planning strategy's allocation calls served at
  *                     their planned place, those served otherwise, and its plan's region
  *                     (strategy.h, Note [Plan statistics]); empty for a strategy without a
- *                     plan. They come last although they can be empty: no figure reads
- *                     them, and gnuplot reads the columns before an empty last field
- *                     rightly
+ *                     plan
+ *   peak_reserved_low, peak_reserved_high, device_allocs_low, device_allocs_high
+ *                     peak_reserved_bytes and num_device_alloc over the placements the driver
+ *                     is seen to make (band.h, Note [Placement bands]): equal to the figure
+ *                     where no placement choice decides it, and on a GPU
  * A run of several ranks (--ranks, ranks.h) adds one row per rank, its workload naming the
  * rank, and then the combined row (ab_ranks_combine: peaks and counts summed over the
  * ranks, the slowest rank's times). Columns are only ever added at the end.
@@ -63,13 +65,15 @@
  * compare.csv gets one row per strategy of `allocbench compare`: an unbudgeted run and a
  * search side by side (the columns of the same names above), with the run's latency, and
  * device_time_s, the time its device calls took over the run by the simulated card's cost
- * model (measured per call on an H200; 0 on cuda, whose calls are timed in the latency).
+ * model (measured per call on an H200; 0 on cuda, whose calls are timed in the latency), and
+ * the run's peak reserved band (peak_reserved_low, peak_reserved_high, as in summary.csv).
  */
 #ifndef AB_RESULTS_H
 #define AB_RESULTS_H
 
 #include <stdint.h>
 
+#include "run/band.h"
 #include "run/bisect.h"
 #include "run/engine.h"
 #include "run/table.h"
@@ -85,7 +89,8 @@
   COL(frag_pct, 1) AB_STAT_COUNTERS(COUNTER) COL(alloc_ns_p50, 1) COL(alloc_ns_p99, 1)           \
   COL(free_ns_p50, 1) COL(wall_s, 1) COL(events_per_s, 1) COL(step_ms_p50, 1)                    \
   COL(kernel_ms_total, 1) COL(harness_ns_per_event, 1) COL(nccl_bytes, 1) AB_STAT_DEVICE_GAUGES(PEAK)   \
-  COL(live_peak_bytes, 1) COL(plan_hits, 1) COL(plan_misses, 1) COL(plan_bytes, 1)
+  COL(live_peak_bytes, 1) COL(plan_hits, 1) COL(plan_misses, 1) COL(plan_bytes, 1)             \
+  COL(peak_reserved_low, 1) COL(peak_reserved_high, 1) COL(device_allocs_low, 1) COL(device_allocs_high, 1)
 
 extern const ab_col_t ab_summary_cols[];
 extern const size_t ab_summary_ncols;
@@ -104,7 +109,7 @@ extern const size_t ab_oom_ncols;
   X(peak_reserved_bytes, 1) X(frag_pct, 1) X(min_budget_bytes, 1) X(safe_cap_bytes, 1)        \
   X(overhead_pct, 1)                                                                             \
   X(oom_kind_at_fail, 0) X(note, 0) X(alloc_ns_p50, 1) X(alloc_ns_p99, 1) X(free_ns_p50, 1)    \
-  X(wall_s, 1) X(device_time_s, 1)
+  X(wall_s, 1) X(device_time_s, 1) X(peak_reserved_low, 1) X(peak_reserved_high, 1)
 
 extern const ab_col_t ab_compare_cols[];
 extern const size_t ab_compare_ncols;
@@ -118,6 +123,7 @@ typedef struct ab_run_desc_s {
   uint64_t budget_bytes;
   uint64_t seed;
   uint64_t live_peak_bytes; /* 0: counted from the events (a rank's shell row gives its own) */
+  const ab_band_t *band;    /* the run's placement band; NULL: its figures, a point */
 } ab_run_desc_t;
 
 /* The approximate column: "no", or the reasons in short, the stream's (es->approximate) and

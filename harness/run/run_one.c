@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/output.h"
 #include "base/units.h"
+#include "run/band.h"
 #include "run/oommap.h"
 #include "run/pipeline.h"
 #include "run/results.h"
@@ -185,6 +186,30 @@ static void say_plan(const ab_run_spec_t *o, const ab_events_t *es, const char *
             o->cmd, strategy, es->nids, missed);
 }
 
+/* The run's placement band (band.h): its figures under each placement variant of the
+ * simulated card, each replayed as the run was (its budget or cap, its address plan). A run
+ * of the ranks (replay_opts) shares its lockstep with the other ranks and a run under a
+ * variant the user chose (--placement) is the one placement: their band is their figures. */
+static ab_status measure_band(const ab_run_spec_t *o, const ab_events_t *es, const ab_pipeline_t *p, const ab_run_t *run,
+                              ab_band_t *band, ab_diag_t *diag) {
+  *band = ab_band_point(run);
+  if (o->dev.placement || (o->hooks && o->hooks->replay_opts)) return AB_OK;
+  if (run->status != AB_RUN_OK && run->status != AB_RUN_OOM) return AB_OK;
+  ab_bisect_opts_t b;
+  memset(&b, 0, sizeof b);
+  b.strategy = p->strategy;
+  b.conf = p->conf;
+  b.device = p->device;
+  b.dev = p->dev;
+  b.cap = p->memory_cap != 0;
+  b.stop = &ab_run_stop;
+  ab_run_t variant;
+  if (ab_run_prepare(&variant, es) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  ab_status st = ab_band_measure(es, &b, b.cap ? p->memory_cap : p->dev.budget_bytes, &variant, band, diag);
+  ab_run_release(&variant);
+  return st;
+}
+
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
@@ -220,8 +245,10 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   p.dev.plan = plan;
   ab_world_t w;
   ab_status st = ab_pipeline_open(&p, &w, diag);
-  free(plan);
-  if (st != AB_OK) return st;
+  if (st != AB_OK) {
+    free(plan);
+    return st;
+  }
   ab_run_note_device(o, w.dev->name, w.dev->kind);
   if (diag->msg[0] && !o->quiet) fprintf(notes(), "%s: note: %s\n", o->cmd, diag->msg);
   /* A GPU's driver places its own allocations: only the simulated card takes the plan. */
@@ -263,14 +290,22 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
             "%s: approximate: the program caught %" PRIu64 " OOM%s that %s served under these settings: its path "
             "would have differed from the recorded one\n",
             o->cmd, run->caught_served, run->caught_served == 1 ? "" : "s", strategy);
-  if (run->status == AB_RUN_INTERRUPTED) {
+  ab_band_t band = ab_band_point(run);
+  if (rst == AB_OK && w.kind == AB_DEVICE_SIM && run->status != AB_RUN_INTERRUPTED) {
+    p.wrap = NULL; /* the variants are not recorded */
+    rst = measure_band(o, es, &p, run, &band, diag);
+    if (rst != AB_OK) snprintf(run->message, sizeof run->message, "placement variant: %s", diag->msg);
+  }
+  free(plan);
+  if (run->status == AB_RUN_INTERRUPTED || ab_run_stop) {
     ab_oommap_free(&map);
     return AB_OK;
   }
   /* The conf the strategy got: with --cap, PyTorch's fraction of the card. */
   char conf[1200];
   if (ab_pipeline_conf(&p, w.total_bytes, conf, sizeof conf, diag) != AB_OK) snprintf(conf, sizeof conf, "%s", o->conf ? o->conf : "");
-  ab_run_desc_t desc = {es->source, strategy, o->cap_bytes || o->conf ? conf : NULL, device_name, o->dev.budget_bytes, o->seed, 0};
+  ab_run_desc_t desc = {es->source, strategy, o->cap_bytes || o->conf ? conf : NULL, device_name, o->dev.budget_bytes, o->seed, 0,
+                        &band};
   st = ab_results_add_summary(summary, &desc, es, run);
   if (st == AB_OK && o->timeline && run->status != AB_RUN_ERROR) {
     st = ab_results_write_timeline(o->out_dir, &desc, run, diag);

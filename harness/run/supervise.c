@@ -875,7 +875,7 @@ ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, co
     }
     /* The run failed: its row says so, as for any run that fails. */
     failed_run(run, AB_RUN_ERROR, st, diag->msg);
-    ab_run_desc_t desc = {es->source, strategy, o->conf, o->device, o->dev.budget_bytes, o->seed, 0};
+    ab_run_desc_t desc = {es->source, strategy, o->conf, o->device, o->dev.budget_bytes, o->seed, 0, NULL};
     if (ab_results_add_summary(summary, &desc, es, run) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
     return st;
   }

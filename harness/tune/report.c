@@ -16,6 +16,7 @@
 #include "ab_version.h"
 #include "base/output.h"
 #include "base/units.h"
+#include "run/band.h"
 #include "strategies/registry.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
@@ -564,9 +565,20 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
     esc(f, get(&c, r, "strategy"));
     fputs("</td><td class=\"conf\">", f); /* a long setting wraps where it must, the figures never */
     esc(f, ref ? "-" : *get(&c, r, "conf") ? get(&c, r, "conf") : "(default)");
-    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>",
-            ok ? fig[2 * (r - first)] : get(&c, r, "status"), *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
-            ref && *get(&c, r, "min_budget_bytes") ? " budget" : "", get(&c, r, "num_device_alloc"));
+    /* A placement band beside its figure where it is not a point (band.h); a tune.csv written
+     * before the band columns has none. */
+    char reserved[3 * AB_BYTES_TEXT], allocs[80];
+    const char *rlo = get(&c, r, "peak_reserved_low"), *rhi = get(&c, r, "peak_reserved_high");
+    const char *alo = get(&c, r, "device_allocs_low"), *ahi = get(&c, r, "device_allocs_high");
+    snprintf(reserved, sizeof reserved, "%s", ok ? fig[2 * (r - first)] : get(&c, r, "status"));
+    if (ok && *rlo && *rhi && strcmp(rlo, rhi) != 0)
+      ab_band_format_bytes(num(&c, r, "peak_reserved_bytes"), num(&c, r, "peak_reserved_low"), num(&c, r, "peak_reserved_high"),
+                           reserved, sizeof reserved);
+    snprintf(allocs, sizeof allocs, "%s", get(&c, r, "num_device_alloc"));
+    if (*alo && *ahi && strcmp(alo, ahi) != 0) snprintf(allocs, sizeof allocs, "%s (%s-%s)", get(&c, r, "num_device_alloc"), alo, ahi);
+    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>", reserved,
+            *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
+            ref && *get(&c, r, "min_budget_bytes") ? " budget" : "", allocs);
     if (ntraces > 1) {
       esc(f, get(&c, r, "trace"));
       fputs("</td><td>", f);

@@ -71,8 +71,12 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   if (st == AB_OK) {
     keep_run(r, run);
     r->alloc_time_s = apart ? -1.0 : alloc_time_s(es, run);
+    r->band = ab_band_point(run);
+    if (!apart && (run->status == AB_RUN_OK || run->status == AB_RUN_OOM))
+      st = ab_band_measure(es, &b, o->cap, run, &r->band, &diag);
   }
-  bool stopped = r->status == AB_RUN_INTERRUPTED;
+  bool stopped = r->status == AB_RUN_INTERRUPTED || (o->stop && *o->stop);
+  if (stopped) r->status = AB_RUN_INTERRUPTED;
   if (st == AB_OK && !stopped) st = ab_bisect_search(es, &b, run, &r->search, &diag);
   if (st == AB_OK && r->search.interrupted) r->status = AB_RUN_INTERRUPTED;
   if (st != AB_OK) {
@@ -146,11 +150,13 @@ uint64_t ab_tune_deployable(const ab_tune_result_t *r) {
   return r->search.mapped ? r->search.safe_cap : r->search.min_budget;
 }
 
+bool ab_tune_completes(const ab_tune_result_t *r) { return r->status == AB_RUN_OK && r->band.oom_variants == 0; }
+
 int ab_tune_compare(const ab_tune_result_t *a, const ab_tune_result_t *b, ab_tune_objective_t objective) {
-  int ok = cmp_u64(a->status != AB_RUN_OK, b->status != AB_RUN_OK);
+  int ok = cmp_u64(!ab_tune_completes(a), !ab_tune_completes(b));
   /* No budget found ranks after every budget. */
   int budget = cmp_u64(ab_tune_deployable(a), ab_tune_deployable(b));
-  int reserved = cmp_u64((uint64_t)a->stats.reserved_bytes.peak, (uint64_t)b->stats.reserved_bytes.peak);
+  int reserved = cmp_u64(a->band.reserved_hi, b->band.reserved_hi); /* the worst end of the band */
   double ta = a->alloc_time_s < 0 ? HUGE_VAL : a->alloc_time_s, tb = b->alloc_time_s < 0 ? HUGE_VAL : b->alloc_time_s;
   int time = (ta > tb) - (ta < tb); /* not modelled: after every time that is */
   int keys[4] = {ok, reserved, budget, time};

@@ -26,6 +26,7 @@
 
 #include "device/device.h"
 #include "events/events.h"
+#include "run/band.h"
 #include "run/bisect.h"
 #include "run/engine.h"
 #include "tune/tune_grid.h"
@@ -49,6 +50,7 @@ typedef struct ab_tune_result_s {
   char message[AB_DIAG_BYTES]; /* the error, when status is error */
   ab_oom_kind_t oom_kind;    /* of the run's OOM; none when it completed */
   ab_stats_t stats;          /* of the run, at its end or its OOM */
+  ab_band_t band;            /* the run's placement band (band.h); ranked by its worst end */
   ab_bisect_result_t search; /* the smallest budget */
   double wall_s;             /* host time of the run and the search */
   double alloc_time_s;       /* the allocator's time over the job (Note [Allocator time], tune.c);
@@ -57,6 +59,10 @@ typedef struct ab_tune_result_s {
   size_t trace;              /* of a job of several traces tuned together: which one these figures are
                               * of (its worst, cmd_tune.c); 0 otherwise */
 } ab_tune_result_t;
+
+/* Whether r's run completed under every placement of its band: a setting that runs out of
+ * memory under one ranks after those that complete, and is never recommended. */
+bool ab_tune_completes(const ab_tune_result_t *r);
 
 /* The most replays a configuration's cap map may take in tune by default (Note [Cap map],
  * bisect.c; --cap-map); beyond them its caps are bisected and its row says so. Most settings

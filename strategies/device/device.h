@@ -138,8 +138,14 @@ typedef struct ab_addr_hint_s {
   ab_dptr_t addr;
 } ab_addr_hint_t;
 
+/* The placements of cudaMalloc the simulated card can make besides the driver's rules as
+ * measured (sim_place.c, Note [Placement bands]): variant 1 .. AB_PLACEMENT_VARIANTS. A figure
+ * that depends on placement is given as its range over them. */
+#define AB_PLACEMENT_VARIANTS 6
+
 typedef struct ab_device_config_s {
   uint64_t budget_bytes;       /* 0: no budget */
+  unsigned placement;          /* sim only: 0, the driver's rules; 1 .. AB_PLACEMENT_VARIANTS, a variant */
   ab_faults_t faults;          /* sim only; zero: none */
   bool cost_model;             /* sim only: charge modelled call times to modeled_ns */
   const ab_addr_hint_t *plan;  /* sim only; copied at open; NULL: none */

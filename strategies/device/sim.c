@@ -352,6 +352,9 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   if (total_bytes <= AB_SIM_CONTEXT_BYTES || total_bytes > AB_SIM_VA_END - AB_SIM_VA_BASE)
     return ab_diag_set(diag, AB_ERR_INVALID, "--device sim:%s: capacity must be from %llu bytes to 100 TiB", name,
                        (unsigned long long)AB_SIM_CONTEXT_BYTES + 1);
+  if (cfg->placement > AB_PLACEMENT_VARIANTS)
+    return ab_diag_set(diag, AB_ERR_INVALID, "placement variant %u: the simulated card has 0 to %d", cfg->placement,
+                       AB_PLACEMENT_VARIANTS);
   if (cfg->faults.fail_rate < 0 || cfg->faults.fail_rate > 1)
     return ab_diag_set(diag, AB_ERR_INVALID, "fault rate must be from 0 to 1");
   sim_t *s = calloc(1, sizeof *s);
@@ -363,7 +366,7 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   s->dev.granule_bytes = AB_GRANULE_BYTES;
   s->usable_bytes = total_bytes - AB_SIM_CONTEXT_BYTES;
   ab_tree_init(&s->resvs, cmp_resv);
-  ab_sim_place_init(&s->place);
+  ab_sim_place_init(&s->place, cfg->placement);
   ab_map_init(&s->live);
   ab_sim_touched_init(&s->malloc_pages, AB_GRANULE_BYTES);
   ab_map_init(&s->extents);

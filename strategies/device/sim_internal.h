@@ -71,8 +71,9 @@ ab_status ab_sim_va_free(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
  * (or host memory ran out). */
 bool ab_sim_va_take(vaspace_t *v, ab_dptr_t base, uint64_t bytes);
 /* Carves `bytes` aligned to `align` from the top of the highest free range larger than them
- * (Note [Driver placement]). */
-ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out);
+ * (Note [Driver placement]), or, passing over `skip` such ranges, of a lower one (the lowest
+ * there is when there are fewer: Note [Placement bands]). */
+ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, unsigned skip, ab_dptr_t *out);
 
 /* ---- the driver's placement of cudaMalloc (sim_place.c, Note [Driver placement]) ----------- */
 
@@ -82,9 +83,13 @@ typedef struct place_s {
   struct place_chunk_s **order; /* by creation; NULL where a chunk was given back */
   size_t n, cap, held;          /* slots used, slots, chunks held */
   uint64_t *room;               /* 2 * cap: the largest room, per range of the order */
+  unsigned variant;             /* 0: the rules as measured; else Note [Placement bands]'s */
+  bool started;                 /* a request was placed: the context's holes are made */
+  ab_rng_t rng;                 /* the variant's draws */
 } place_t;
 
-void ab_sim_place_init(place_t *p);
+/* Starts an empty placement under `variant` (0 .. AB_PLACEMENT_VARIANTS, device.h). */
+void ab_sim_place_init(place_t *p, unsigned variant);
 void ab_sim_place_fini(place_t *p);
 /* Places `bytes` (a multiple of 2 MiB) as the driver does, taking new chunks from va.
  * AB_ERR_OOM when the address space has no room, AB_ERR_INTERNAL when host memory ran out. */

@@ -57,6 +57,43 @@
  * Finding "the chunk made last that has room" is a search over every chunk ever made that
  * is still held; a tree of the largest room per range of creation order answers it in
  * logarithmic time, so the raw strategy, which makes a device call per request, stays fast.
+ *
+ * Note [Placement bands]
+ * ~~~~~~~~~~~~~~~~~~~~~~
+ * The rules above are what the driver did in runs that repeated themselves; the runs that did
+ * not show three ways the driver's placement departs from them, none of which a trace
+ * records. A figure that placement decides is therefore given as a band: its value under the
+ * rules and under AB_PLACEMENT_VARIANTS variants, each the rules with some of these
+ * departures, drawn from a generator seeded by the variant's number (so each variant is the
+ * same placement on every run, and `--placement V` replays it):
+ *
+ *  - Holes the context leaves. Before a program's first request, the CUDA context and the
+ *    libraries hold ranges with gaps between them; the mixture-of-experts job of
+ *    results/h200/placement/repeat put its first 2 MiB and 20 MiB segments 478 and 552 MiB
+ *    above the first segment of its own, in such gaps, and runs of the same program with
+ *    other module loading (CUDA_MODULE_LOADING=EAGER) found gaps elsewhere. Modelled as two
+ *    chunks held by the context above the first one, with rooms of 2 and 20 MiB (the first
+ *    sizes a caching allocator asks for), which rule 2 fills first.
+ *  - The driver's choice between ranges that fit. The same job, four times, split its
+ *    20 MiB chunks between a range above its first segment and one below it, in an order
+ *    that changed from run to run. Modelled as a new chunk passing over the highest range
+ *    larger than it for the next one down, with a chance per chunk of 1/16 to 1/8.
+ *  - Memory outside the trace. Between two of PyTorch's calls with no free of PyTorch's, the
+ *    driver once placed a chunk where the program's own free space did not put it: something
+ *    else in the process (a library's workspace, the context's own growth) held memory for a
+ *    moment. Modelled as 32 MiB taken from the top of the highest range before a new chunk
+ *    is cut, and given back after, with a chance per chunk of 1/8 to 1/2.
+ *
+ * The variants combine them: holes alone; the choice alone (1/8); outside memory alone
+ * (1/4); all three (1/8, 1/8); the choice and outside memory (1/16, 1/8); holes and outside
+ * memory (1/2). How they were bounded: every recorded run in tests/data replays inside its
+ * band (tests/band_test.sh), the job above included, whose band of device allocations is
+ * 363 to 365, the two counts the driver gave it in eight runs; a chance of 1/4 for the
+ * choice took that job to 389 device allocations, which no run of it showed, so the chances
+ * stay at or below 1/8. A band is a range over these placements, not a bound on every
+ * placement a driver could make. Where no placement choice decides a figure (a strategy that
+ * never breaks ties by address, a run whose equal free blocks never lie in two segments),
+ * every variant replays to the same figure, and the band is a point.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +133,11 @@ static place_chunk_t *chunk_floor(const place_t *p, ab_dptr_t at) {
   return best ? AB_CONTAINER_OF(best, place_chunk_t, node) : NULL;
 }
 
-void ab_sim_place_init(place_t *p) {
+void ab_sim_place_init(place_t *p, unsigned variant) {
   memset(p, 0, sizeof *p);
   ab_tree_init(&p->chunks, cmp_chunk);
+  p->variant = variant <= AB_PLACEMENT_VARIANTS ? variant : 0;
+  p->rng = ab_rng_seed(p->variant);
 }
 
 static void chunk_drop(place_chunk_t *c) {
@@ -111,7 +150,7 @@ void ab_sim_place_fini(place_t *p) {
     if (p->order[i]) chunk_drop(p->order[i]);
   free(p->order);
   free(p->room);
-  ab_sim_place_init(p);
+  ab_sim_place_init(p, p->variant);
 }
 
 /* ---- the largest room per chunk, over creation order --------------------------------------
@@ -221,14 +260,15 @@ static ab_status chunk_place(place_t *p, place_chunk_t *c, uint64_t bytes, ab_dp
   return AB_OK;
 }
 
-/* A new chunk for `bytes` (rules 1 and 3), or exactly [at, at + bytes) when at is not 0. */
-static ab_status chunk_new(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t at, place_chunk_t **out) {
+/* A new chunk for `bytes` (rules 1 and 3, passing over `skip` ranges that fit: Note
+ * [Placement bands]), or exactly [at, at + bytes) when at is not 0. */
+static ab_status chunk_new(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t at, unsigned skip, place_chunk_t **out) {
   AB_TRY(slot_for_new(p));
   place_chunk_t *c = calloc(1, sizeof *c);
   if (c == NULL) return AB_ERR_INTERNAL;
   c->bytes = at ? bytes : (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES * CHUNK_BYTES;
   ab_status st = at ? (ab_sim_va_take(va, at, bytes) ? AB_OK : AB_ERR_OOM)
-                    : ab_sim_va_alloc_larger(va, c->bytes, CHUNK_BYTES, &c->base);
+                    : ab_sim_va_alloc_larger(va, c->bytes, CHUNK_BYTES, skip, &c->base);
   if (st != AB_OK) {
     free(c);
     return st;
@@ -251,9 +291,59 @@ static void chunk_give_back(place_t *p, vaspace_t *va, place_chunk_t *c) {
   chunk_drop(c);
 }
 
+/* ---- the variants of Note [Placement bands] ------------------------------------------------ */
+
+typedef struct variant_s {
+  bool holes;     /* the context leaves holes of 2 and 20 MiB above the first chunk */
+  double skip;    /* the chance that a new chunk passes over the highest range that fits */
+  double outside; /* the chance that something outside the program holds 32 MiB while a new
+                     chunk is placed */
+} variant_t;
+
+static const variant_t variants[AB_PLACEMENT_VARIANTS] = {
+    {true, 0.0, 0.0},     {false, 0.125, 0.0},  {false, 0.0, 0.25},
+    {true, 0.125, 0.125}, {false, 0.0625, 0.125}, {true, 0.0, 0.5},
+};
+
+static const variant_t *variant_of(const place_t *p) { return p->variant ? &variants[p->variant - 1] : NULL; }
+
+/* The holes the CUDA context leaves: chunks of its own, each holding all of its 32 MiB but the
+ * hole at its low end, made before the program's first chunk and so above it. The 2 MiB hole
+ * is made last, so that rule 2 (the newest chunk with room) puts a 2 MiB request there and
+ * leaves the 20 MiB hole to a 20 MiB one: the two sizes a caching allocator asks for first
+ * (a small segment, and a large one for a request under 10 MiB). */
+static ab_status make_holes(place_t *p, vaspace_t *va) {
+  static const uint64_t holes[] = {20ULL << 20, 2ULL << 20};
+  for (size_t i = 0; i < sizeof holes / sizeof *holes; i++) {
+    place_chunk_t *c;
+    AB_TRY(chunk_new(p, va, CHUNK_BYTES, 0, 0, &c));
+    AB_TRY(chunk_add(c, holes[i], CHUNK_BYTES - holes[i], 0));
+    room_set(p, c->slot, holes[i]);
+  }
+  return AB_OK;
+}
+
+/* A new chunk for `bytes` as the variant places it: past the highest range that fits now and
+ * then, and below 32 MiB held outside the program while it is placed, given back after. */
+static ab_status chunk_new_placed(place_t *p, vaspace_t *va, uint64_t bytes, place_chunk_t **out) {
+  const variant_t *v = variant_of(p);
+  if (v == NULL) return chunk_new(p, va, bytes, 0, 0, out);
+  unsigned skip = ab_rng_uniform(&p->rng) < v->skip;
+  ab_dptr_t outside = 0;
+  if (ab_rng_uniform(&p->rng) < v->outside && ab_sim_va_alloc_larger(va, CHUNK_BYTES, CHUNK_BYTES, 0, &outside) != AB_OK)
+    outside = 0;
+  ab_status st = chunk_new(p, va, bytes, 0, skip, out);
+  if (outside) ab_sim_va_free(va, outside, CHUNK_BYTES);
+  return st;
+}
+
 ab_status ab_sim_place_alloc(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_t *out) {
+  if (!p->started) {
+    p->started = true;
+    if (variant_of(p) && variant_of(p)->holes) AB_TRY(make_holes(p, va));
+  }
   place_chunk_t *c = newest_with_room(p, bytes);
-  if (c == NULL) AB_TRY(chunk_new(p, va, bytes, 0, &c));
+  if (c == NULL) AB_TRY(chunk_new_placed(p, va, bytes, &c));
   ab_status st = chunk_place(p, c, bytes, out);
   if (st != AB_OK && c->n == 0) chunk_give_back(p, va, c);
   return st;
@@ -261,7 +351,7 @@ ab_status ab_sim_place_alloc(place_t *p, vaspace_t *va, uint64_t bytes, ab_dptr_
 
 bool ab_sim_place_take(place_t *p, vaspace_t *va, ab_dptr_t at, uint64_t bytes) {
   place_chunk_t *c;
-  if (chunk_new(p, va, bytes, at, &c) != AB_OK) return false;
+  if (chunk_new(p, va, bytes, at, 0, &c) != AB_OK) return false;
   if (chunk_add(c, 0, bytes, 0) != AB_OK) {
     chunk_give_back(p, va, c);
     return false;

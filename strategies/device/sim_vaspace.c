@@ -242,13 +242,21 @@ ab_status ab_sim_va_alloc(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_
 
 /* A walk down from the highest range: the ranges it passes are the ones too small, which the
  * chunks of a caching allocator leave few of; a raw run's churn measured no slower. */
-ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, ab_dptr_t *out) {
+ab_status ab_sim_va_alloc_larger(vaspace_t *v, uint64_t bytes, uint64_t align, unsigned skip, ab_dptr_t *out) {
   if (bytes == UINT64_MAX) return AB_ERR_OOM;
+  va_range_t *found = NULL;
+  ab_dptr_t at = 0;
   for (ab_tnode_t *m = ab_tree_last(&v->by_addr); m; m = ab_tree_prev(m)) {
     va_range_t *r = AB_CONTAINER_OF(m, va_range_t, by_addr);
-    if (r->bytes > bytes && fits_at_top(r, bytes, align, out)) return carve(v, r, *out, bytes);
+    if (r->bytes > bytes && fits_at_top(r, bytes, align, out)) {
+      found = r;
+      at = *out;
+      if (skip-- == 0) break;
+    }
   }
-  return AB_ERR_OOM;
+  if (found == NULL) return AB_ERR_OOM;
+  *out = at;
+  return carve(v, found, at, bytes);
 }
 
 /* Carves exactly [base, base + bytes) out of the free ranges; false if it is not all free. */

@@ -266,6 +266,7 @@ static void oracle_destroy(ab_strategy_t *s) {
 
 const ab_strategy_ops_t ab_oracle_ops = {
     .name = "oracle",
+    .address_blind = true,
     .create = oracle_create,
     .destroy = oracle_destroy,
     .alloc = oracle_alloc,

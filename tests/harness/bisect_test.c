@@ -283,7 +283,7 @@ static void outcomes_none_and_below_lo(void) {
   CHECK_EQ(r.probes, 1);
   ab_table_t t;
   ab_table_init(&t, ab_oom_cols, ab_oom_ncols);
-  ab_run_desc_t d = {"w", "raw", NULL, r.device, 0, 42, 0};
+  ab_run_desc_t d = {"w", "raw", NULL, r.device, 0, 42, 0, NULL};
   REQUIRE(ab_results_add_oom(&t, &d, &es, &r) == AB_OK);
   CHECK_STR_CONTAINS(ab_table_get(&t, 0, "note"), "no budget up to hi");
   CHECK(ab_table_get(&t, 0, "min_budget_bytes")[0] == '\0');
@@ -431,7 +431,7 @@ static void survived_ooms_make_an_upper_bound(void) {
   CHECK(r.passed && r.upper_bound);
   ab_table_t t;
   ab_table_init(&t, ab_oom_cols, ab_oom_ncols);
-  ab_run_desc_t d = {es.source, "raw", NULL, r.device, 0, 42, 0};
+  ab_run_desc_t d = {es.source, "raw", NULL, r.device, 0, 42, 0, NULL};
   REQUIRE(ab_results_add_oom(&t, &d, &es, &r) == AB_OK);
   CHECK_STR_CONTAINS(ab_table_get(&t, 0, "trace_ooms"), "2");
   CHECK_STR_CONTAINS(ab_table_get(&t, 0, "note"), "upper bound");
@@ -547,6 +547,7 @@ static void cap_map_is_exact(void) {
     ab_capmap_t map = {0};
     o.cap = true;
     o.map = &map;
+    o.band_probes = 64; /* the point's map is checked here; the variants' in placement_test */
     ab_bisect_result_t r;
     REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s", diag.msg);
     REQUIRE_MSG(r.mapped && r.passed && map.n > 0, "%s under '%s': mapped %d, passed %d", cases[i].trace, cases[i].conf,
