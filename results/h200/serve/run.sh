@@ -2,7 +2,7 @@
 # run.sh ALLOCBENCH OUT: `serve` on a GPU with its kernels, and vLLM's start-up fragmentation
 # case, as the top README's `serve` entry runs them on the simulated card; then the memory a
 # process holds outside PyTorch once CUDA is up (the CUDA context and what the runtime takes),
-# the figure serve's outside= stands for (Note [vLLM's memory outside PyTorch]).
+# the figure serve's outside= stands for (Note [vLLM's KV cache bytes], workloads/serve.c).
 # Writes OUT/<name>.txt per run, OUT/summary.csv and OUT/outside.txt. Run from the repository
 # root.
 set -u
@@ -19,8 +19,10 @@ run expandable serve expandable
 run vllm_default "serve:$M,card=36GiB" caching
 run vllm_split20 "serve:$M,card=36GiB" caching max_split_size_mb:20
 run vllm_split20_batch128 "serve:$M,card=36GiB,max_batch=128" caching max_split_size_mb:20
+run vllm_split20_batch128_none "serve:$M,card=36GiB,max_batch=128,graphs=none" caching max_split_size_mb:20
 run card80_default "serve:$M,card=80GiB" caching
 run card80_split20_batch128 "serve:$M,card=80GiB,max_batch=128" caching max_split_size_mb:20
+run card80_split20_batch128_none "serve:$M,card=80GiB,max_batch=128,graphs=none" caching max_split_size_mb:20
 python3 - >"$out/outside.txt" 2>&1 <<'PY'
 import torch
 torch.zeros(1, device="cuda")  # the context, as vLLM's worker has it before its snapshot
