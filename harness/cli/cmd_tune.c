@@ -497,7 +497,14 @@ static void print_winner(FILE *f, const tune_view_t *v, const char *fraction_ite
                                   rec ? (uint64_t)rec->stats.reserved_bytes.peak : 0, rec ? rec->search.min_budget : 0};
   char fig[NFIG][AB_BYTES_TEXT];
   ab_format_bytes_apart(figures, NFIG, fig);
-  fprintf(f, "# predicted peak reserved %s, smallest cap %s%s", fig[W_PEAK], w->search.passed ? fig[W_CAP] : "none found",
+  char band[2 * AB_BYTES_TEXT + 48] = ""; /* the placement band, where it is not a point */
+  if (w->band.reserved_lo != w->band.reserved_hi) {
+    const uint64_t ends[2] = {w->band.reserved_lo, w->band.reserved_hi};
+    char end[2][AB_BYTES_TEXT];
+    ab_format_bytes_apart(ends, 2, end);
+    snprintf(band, sizeof band, " (%s to %s over the driver's placements)", end[0], end[1]);
+  }
+  fprintf(f, "# predicted peak reserved %s%s, smallest cap %s%s", fig[W_PEAK], band, w->search.passed ? fig[W_CAP] : "none found",
           on_worst(v, w, where, sizeof where));
   say_safe_cap(f, w);
   if (v->cap && cap_given) {
