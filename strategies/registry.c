@@ -116,6 +116,11 @@ const ab_strategy_entry_t *ab_strategy_find(const char *name) {
   return f ? &f->entry : NULL;
 }
 
+bool ab_strategy_is_pytorch(const char *name) {
+  const ab_strategy_entry_t *e = ab_strategy_find(name);
+  return e != NULL && e->ops == &ab_caching_ops;
+}
+
 ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag) {
   if ((*out = ab_strategy_find(name)) != NULL) return AB_OK;
   char names[512] = "";

@@ -38,6 +38,10 @@ const ab_strategy_entry_t *ab_strategy_find(const char *name);
 /* The same, with an error naming the known strategies when there is none. */
 ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag);
 
+/* Whether the strategy called name is PyTorch's caching allocator (under some preset), its
+ * conf a PYTORCH_CUDA_ALLOC_CONF: what an export may call PyTorch's settings. */
+bool ab_strategy_is_pytorch(const char *name);
+
 /* Creates the strategy called name with its preset and then conf. Unknown names and bad
  * confs are AB_ERR_INVALID with the reason in diag. */
 ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,

@@ -144,6 +144,31 @@ for s in caching expandable; do
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done
+# The settings as PyTorch writes them (snapshot.c, Note [The settings a snapshot holds]): the
+# default caching export holds what the recorded snapshot holds, key for key and in order; a
+# conf is written out in PyTorch's types; a strategy that is not PyTorch's allocator has only
+# its conf string.
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s split-limited -c roundup_power2_divisions:4,release_lock_on_cudamalloc:True \
+  --device sim --quiet --out "$tmp/res" --no-timeline --export-snapshot "$tmp/split.pickle" > /dev/null ||
+  fail "replay -s split-limited exited $?"
+python3 - "$fx/cnn_dyn.default.pickle.gz" "$tmp/caching.pickle" "$tmp/split.pickle" "$tmp/raw.pickle" <<'EOF' ||
+import gzip, pickle, sys
+recorded, caching, split, raw = [pickle.load(gzip.open(p) if p.endswith(".gz") else open(p, "rb"))["allocator_settings"]
+                                 for p in sys.argv[1:]]
+bad = []
+if list(caching.items()) != list(recorded.items()):
+    bad.append(f"default: {caching} != {recorded}")
+want = dict(recorded, PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128,roundup_power2_divisions:4,release_lock_on_cudamalloc:True",
+            max_split_size=128 << 20, release_lock_on_cudamalloc=True,
+            roundup_power2_divisions={k: 4 for k in recorded["roundup_power2_divisions"]})
+if list(split.items()) != list(want.items()) or [type(v) for v in split.values()] != [type(v) for v in want.values()]:
+    bad.append(f"split-limited: {split} != {want}")
+if list(raw) != ["PYTORCH_CUDA_ALLOC_CONF"]:
+    bad.append(f"raw: {raw}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+  fail "the exported allocator_settings are not PyTorch's"
 # What PyTorch recorded: replayed under its own setting, an expandable run exports one
 # segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
 # The replay of a snapshot ends comparing its peak with what PyTorch recorded: under the

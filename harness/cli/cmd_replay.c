@@ -170,6 +170,7 @@ static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_eve
     ab_snapshot_stacks_t stacks;
     ab_snapshot_stacks_init(&stacks, es);
     ab_status st = ab_snapshot_write_frames(snapshot_path, &x->log, in->stream_values, in->nstreams, conf,
+                                            ab_strategy_is_pytorch(o->strategy),
                                             es->stacks ? ab_snapshot_write_stacks : NULL, &stacks, &diag);
     ab_snapshot_stacks_free(&stacks);
     if (st != AB_OK) return ab_cli_fail(o, diag.msg);
