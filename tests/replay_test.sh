@@ -169,6 +169,20 @@ print("\n".join(bad))
 sys.exit(1 if bad else 0)
 EOF
   fail "the exported allocator_settings are not PyTorch's"
+# Replayed under the recorded settings, the export's segments end as PyTorch's did, block for
+# block, an inactive block with the last request it served as PyTorch keeps it.
+python3 - "$fx/cnn_dyn.default.pickle.gz" "$tmp/caching.pickle" <<'EOF' || fail "the export's blocks are not PyTorch's"
+import collections, gzip, pickle, sys
+def blocks(snap):
+    return collections.Counter((s["total_size"], b["size"], b["requested_size"], b["state"])
+                               for s in snap["segments"] for b in s["blocks"])
+want, got = blocks(pickle.load(gzip.open(sys.argv[1]))), blocks(pickle.load(open(sys.argv[2], "rb")))
+inactive = sum(n for k, n in want.items() if k[3] == "inactive" and k[2] > 0)
+for k in sorted(set(want) | set(got)):
+    if want[k] != got[k]:
+        print(f"(segment, size, requested_size, state) {k}: PyTorch {want[k]}, the export {got[k]}")
+sys.exit(0 if want == got and inactive > 0 else 1)
+EOF
 # What PyTorch recorded: replayed under its own setting, an expandable run exports one
 # segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
 # The replay of a snapshot ends comparing its peak with what PyTorch recorded: under the

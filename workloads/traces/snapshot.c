@@ -630,11 +630,10 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
   ab_pkw_list_begin(w);
   for (size_t k = 0; k < g->nblocks; k++) {
     const ab_block_info_t *blk = &log->blocks[g->first + k];
-    bool live = blk->state == AB_BLOCK_ALLOCATED || blk->state == AB_BLOCK_PENDING_FREE;
     ab_pkw_dict_begin(w);
     put_uint(w, K_ADDRESS, blk->addr);
     put_uint(w, K_SIZE, blk->bytes);
-    put_uint(w, K_REQUESTED, live ? blk->requested : 0);
+    put_uint(w, K_REQUESTED, blk->requested); /* an inactive block's last request, as PyTorch's */
     put_name(w, K_STATE,
              blk->state == AB_BLOCK_ALLOCATED ? V_ALLOCATED : blk->state == AB_BLOCK_PENDING_FREE ? V_PENDING : V_INACTIVE);
     put_empty_list(w, K_FRAMES);
