@@ -134,6 +134,17 @@ for s in raw pooled async; do
     [ "$(value "$tmp/back.txt" preexisting_allocs)" = 0 ] || fail "$f: allocations before the trace"
   done
 done
+# What the viewer's segment timeline rebuilds peaks where summary.csv's peak reserved does;
+# for async, whose segments are the pool's reserve in PyTorch's terms (async.c, Note [The
+# pool's reserve as segments]), not one segment per request.
+for s in raw async; do
+  "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --quiet --out "$tmp/peak_$s" --no-timeline \
+    --export-snapshot "$tmp/peak_$s.pickle" > /dev/null || fail "replay -s $s exited $?"
+  want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "peak_reserved_bytes") c = i } NR == 2 { print $c }' \
+    "$tmp/peak_$s/summary.csv")
+  got=$(python3 "$here/snapshot_check.py" "$tmp/peak_$s.pickle" peak | awk '$1 == "segment_peak" { print $2 }')
+  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$s: the viewer's segment timeline peaks at '$got' B, summary.csv at '$want' B"
+done
 # The export records the segment decisions as PyTorch does, one per cudaMalloc and one per
 # expansion of an expandable segment: as many device allocations as the replay made.
 for s in caching expandable; do
