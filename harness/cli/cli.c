@@ -183,8 +183,8 @@ static const option_entry_t options[] = {
      "the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot FILE`\n"
      "or pytorch.org/memory_viz show it"},
     {"trace", 0, AB_OPT_TRACE, "PATH|none", AB_CMD_MICRO, 0, 0, 0,
-     "the trace of the replay benchmarks, or none (default: the recorded run in\n"
-     "tests/data)"},
+     "the trace of the replay benchmarks, or none (default: the recorded run of\n"
+     "tests/data, installed in PREFIX/share/allocbench/traces)"},
     {"out", 0, AB_OPT_OUT, "DIR", RUNS | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0, "where results go (default results/latest)"},
     {"out", 0, AB_OPT_OUT, "DIR", AB_CMD_MICRO, 0, 0, 0,
      "write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv"},
