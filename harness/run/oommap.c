@@ -195,5 +195,6 @@ void ab_oommap_report(FILE *f, const ab_oom_info_t *oom, const char *strategy, c
   if (m && m->captured && m->walk_status != AB_OK)
     fprintf(f, "  No segment map: %s.\n", m->walk_message);
   else if (map_path && map_path[0])
-    fprintf(f, "  Segment map: %s (gnuplot -e \"map='%s'\" plots/oommap.gp draws it).\n", map_path, map_path);
+    fprintf(f, "  Segment map: %s (gnuplot -e \"map='%s'\" %s/oommap.gp draws it).\n", map_path, map_path,
+            ab_results_plots_dir());
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/input.h"
+#include "base/installed.h"
 #include "base/units.h"
 #include "workloads/workload.h"
 
@@ -425,4 +426,17 @@ ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag) {
   }
   closedir(d);
   return st;
+}
+
+#define INSTALLED_PLOTS_DIR "../lib/allocbench/plots" /* from PREFIX/bin, where make install puts them */
+
+const char *ab_results_plots_dir(void) {
+  const char *env = getenv("AB_PLOTS_DIR");
+  if (env && *env) return env;
+  static char installed[PATH_MAX];
+  if (ab_installed_find(INSTALLED_PLOTS_DIR "/draw.sh", installed, sizeof installed)) {
+    *strrchr(installed, '/') = '\0';
+    return installed;
+  }
+  return AB_SOURCE_PLOTS_DIR;
 }

@@ -169,4 +169,10 @@ bool ab_results_writes_name(const char *name);
  * is written, so that a run never writes over the trace it replays. */
 ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag);
 
+/* The folder of the figure scripts (plots/: draw.sh and one NAME.gp per figure), absolute:
+ * AB_PLOTS_DIR in the environment, else the one make install put beside this binary
+ * (PREFIX/lib/allocbench/plots, base/installed.h), else the source tree's it was built from.
+ * What a hint names, so that it names a file that is there. */
+const char *ab_results_plots_dir(void);
+
 #endif
