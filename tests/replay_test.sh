@@ -39,11 +39,21 @@ for b in bad:
 sys.exit(1 if bad else 0)
 EOF
 [ "$(value "$tmp/info.txt" events)" = 56975 ] || fail "events: $(value "$tmp/info.txt" events), expected 56975"
+# For people, sizes in binary units, exact where they are held against PyTorch's
+# memory_stats(), and PyTorch's default settings said so; --format csv keeps every figure raw.
+for want in "peak_requested  *7.27 GiB (7810783516 B)" "peak_reserved  *10.32 GiB (11079254016 B)" \
+  "reserved_start  *0 B" "reserved_end  *10.32 GiB" "settings  *default"; do
+  grep -qx "$want" "$tmp/info.txt" || fail "--info has no line '$want': $(grep -E '^(peak|reserved|settings)' "$tmp/info.txt")"
+done
+"$ab" replay --info "$fx/cnn_dyn.default.pickle.gz" --format csv > "$tmp/info.csv" || fail "--info --format csv exited $?"
+python3 -c 'import csv, sys; r = next(csv.DictReader(open(sys.argv[1])))
+sys.exit(not (r["peak_requested_bytes"] == "7810783516" and r["settings"] == ""))' "$tmp/info.csv" ||
+  fail "--info --format csv is not raw: $(cat "$tmp/info.csv")"
 
 # 2. Against what PyTorch measured: every recorded run implies its recorded peaks; the
 # segment files (decisions only) imply those of the segments.
 python3 - "$ab" "$fx" <<'EOF' || fail "--info disagrees with cnn_dyn.json"
-import json, os, subprocess, sys
+import csv, io, json, os, subprocess, sys
 ab, fx = sys.argv[1], sys.argv[2]
 runs = json.load(open(os.path.join(fx, "cnn_dyn.json")))["runs"]
 bad = []
@@ -59,11 +69,11 @@ for name, run in runs.items():
              (f"cnn_dyn.{name}.segments.csv.gz", decisions)]
     for f, keys in [(os.path.join(fx, f), keys) for f, keys in files if os.path.exists(os.path.join(fx, f))]:
         checked += 1
-        out = subprocess.run([ab, "replay", "--info", f], capture_output=True, text=True)
+        out = subprocess.run([ab, "replay", "--info", f, "--format", "csv"], capture_output=True, text=True)
         if out.returncode != 0:
             bad.append(f"{f}: exit {out.returncode}: {out.stderr.strip()}")
             continue
-        got = dict(l.split(None, 1) for l in out.stdout.splitlines() if len(l.split(None, 1)) == 2)
+        got = next(csv.DictReader(io.StringIO(out.stdout)))
         for key, want in keys:
             if int(got[key].strip()) != want:
                 bad.append(f"{os.path.basename(f)}: {key} {got[key].strip()}, PyTorch recorded {want}")
@@ -84,7 +94,7 @@ cap="$fx/cnn_dyn.default.cap8103750000.segments.csv.gz"
 # blocks live at its start, and the peak of live requested bytes, as Python rebuilds them from
 # the end state the way PyTorch's viewer does.
 python3 - "$ab" "$fx/cnn_dyn.default.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
-import gzip, pickle, subprocess, sys
+import csv, gzip, io, pickle, subprocess, sys
 ab, src, dst = sys.argv[1:4]
 snap = pickle.load(gzip.open(src))
 trace = snap["device_traces"][0] = snap["device_traces"][0][-3000:]
@@ -103,8 +113,8 @@ peak = live
 for e in trace:
     live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
     peak = max(peak, live)
-out = subprocess.run([ab, "replay", "--info", dst], capture_output=True, text=True, check=True).stdout
-got = dict(l.split(None, 1) for l in out.splitlines() if len(l.split(None, 1)) == 2)
+out = subprocess.run([ab, "replay", "--info", dst, "--format", "csv"], capture_output=True, text=True, check=True).stdout
+got = next(csv.DictReader(io.StringIO(out)))
 want = [("preexisting_allocs", pre), ("peak_requested_bytes", peak), ("ignored_records", 0)]
 bad = [f"{k}: {got[k].strip()}, expected {v}" for k, v in want if int(got[k]) != v]
 print("\n".join(bad))
