@@ -211,6 +211,11 @@ EOF
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
   fail "replay under the recorded settings exited $?"
 grep -qF "PyTorch recorded 10.32 GiB; this replay 10.32 GiB: equal." "$tmp/run.txt" || fail "no comparison with PyTorch: $(tail -3 "$tmp/run.txt")"
+# A trace draws nothing at random: its run shows no seed, which a generated workload's does.
+grep -q '^seed ' "$tmp/run.txt" && fail "replay shows a seed: $(grep '^seed ' "$tmp/run.txt")"
+"$ab" run -w random:ops=100 -s raw --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/random.txt" ||
+  fail "run -w random exited $?"
+grep -q '^seed  *42$' "$tmp/random.txt" || fail "a generated workload's run shows no seed: $(head -5 "$tmp/random.txt")"
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
   fail "replay -s expandable exited $?"
 grep -qE "PyTorch recorded 10.32 GiB; this replay [0-9.]+ GiB: [0-9.]+ GiB less \([0-9.]+%\)\." "$tmp/run.txt" ||

@@ -677,8 +677,8 @@ int ab_cli_run_single(const ab_run_spec_t *o, const ab_events_t *es, ab_run_t *r
  * The text tables show the numbers one way, whatever the command: headers in words, bytes
  * in MiB or GiB, times with their unit, percentages with '%', a limit searched as a cap
  * called a cap, and nothing that does not apply to the run (a step time for a trace, which
- * has no steps; NCCL bytes outside a run of ranks; the conf of a strategy that was given
- * none): such a row of a single run is left out, such a column of several runs is left out
+ * has no steps; a seed for a trace, which draws nothing at random; NCCL bytes outside a run of
+ * ranks; the conf of a strategy that was given none): such a row of a single run is left out, such a column of several runs is left out
  * where it applies to none of them. CSV and JSON keep the raw numbers under the column
  * names, which are the same in summary.csv. */
 
@@ -763,6 +763,16 @@ static bool absent(const char *name, const char *cell) {
   return false;
 }
 
+/* Whether cell c of row r does not apply: by its value, or a seed where the workload is a
+ * recorded trace, which draws nothing at random. */
+static bool absent_at(const ab_table_t *t, size_t r, size_t c) {
+  const char *name = t->cols[c].name;
+  if (absent(name, t->cells[r * t->ncols + c])) return true;
+  if (strcmp(name, "seed") != 0) return false;
+  const char *w = ab_table_get(t, r, "workload");
+  return w && strncmp(w, "replay:", 7) == 0;
+}
+
 /* A time of v in unit (1 = s, 1e-3 = ms, 1e-9 = ns) with the unit that reads best. */
 static const char *format_time(double v, double unit, char *buf, size_t size) {
   double s = v * unit;
@@ -828,7 +838,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
     }
     /* A column that applies to no row is left out; so is a single run's row that does not apply. */
     bool applies = false;
-    for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent(t->cols[c].name, t->cells[r * t->ncols + c]);
+    for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent_at(t, r, c);
     if (!applies && t->nrows > 0) continue;
     pick[k] = c;
     header_of(t->cols[c].name, cap, words[k], sizeof words[k]);
@@ -856,7 +866,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
       if (is_size(t->cols[c].name, v))
         row[j] = texts[nsizes++];
       else
-        row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
+        row[j] = !absent_at(t, r, c) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
     }
     st = ab_table_add(out, row);
   }

@@ -330,7 +330,9 @@ int ab_cmd_replay(int argc, char **argv) {
   if (o.strategy == NULL) o.strategy = ab_strategy_find("caching") ? "caching" : "raw";
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) {
     o.conf = es.settings;
-    if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
+    if (!o.quiet)
+      fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings%s)\n", o.conf,
+              o.conf[0] ? "" : ": PyTorch's defaults");
   }
   if (!a.sim_addresses && as_recorded(&o, &es)) o.recorded_addresses = true; /* said once the card is open */
   const ab_strategy_entry_t *entry;
