@@ -61,7 +61,8 @@ static int add_segment(void *ctx, const ab_segment_info_t *seg) {
     ab_oommap_block_t *out = &m->blocks[m->nblocks++];
     out->offset = b->addr - seg->base;
     out->bytes = b->bytes;
-    out->requested = b->requested;
+    bool live = b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE;
+    out->requested = live ? b->requested : 0; /* a free block's last request is no allocation's */
     out->state = b->state;
     out->alloc_id = -1;
     uint64_t owner;
