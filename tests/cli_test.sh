@@ -288,7 +288,8 @@ grep -qE '_bytes|_ns_|_pct|^(conf|budget|NCCL bytes|OOM kind|kernel time|approxi
 grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,no,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
-head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
+head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved,workload,conf,strategy$' || fail "timeline header: $(head -n 1 "$out/timeline_random_ops_3000_raw.csv")"
+sed -n 2p "$out/timeline_random_ops_3000_raw.csv" | grep -q ',random:ops=3000,,raw$' || fail "the timeline's rows do not name their run: $(sed -n 2p "$out/timeline_random_ops_3000_raw.csv")"
 
 # --device auto says which device it chose.
 "$ab" run -w random:ops=100 -s raw --out "$out" >/dev/null 2>"$work/err" || fail "auto run exited $?"

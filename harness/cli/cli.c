@@ -618,7 +618,7 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
   const char *event = ab_table_get(summary, 0, "oom_event"), *peak = ab_table_get(summary, 0, "peak_reserved_bytes");
   if (status == NULL || peak == NULL) return;
   uint64_t reserved = strtoull(peak, NULL, 10);
-  char name[256], a[32], w[128], st[64];
+  char name[256], a[32];
   ab_results_workload_name(es->source, name, sizeof name);
   printf("\n%s on %s: ", o->strategy, name);
   if (strcmp(status, "oom") == 0)
@@ -640,11 +640,15 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
       printf("%s %s (%.1f%%).", ab_format_bytes(rec > reserved ? rec - reserved : reserved - rec, a, sizeof a),
              rec > reserved ? "less" : "more", 100.0 * (double)(rec > reserved ? rec - reserved : reserved - rec) / (double)rec);
   }
-  ab_results_workload_part(es->source, w, sizeof w);
-  ab_results_file_part(o->strategy, st, sizeof st);
+  /* The run's files, named as they were written (results.h, ab_results_run_file). */
+  const char *conf = ab_table_get(summary, 0, "conf");
+  ab_run_desc_t run = {es->source, o->strategy, conf, NULL, 0, 0, 0};
+  char timeline[4096], map[4096];
+  ab_results_run_file(o->out_dir, "timeline", &run, timeline, sizeof timeline);
+  ab_results_run_file(o->out_dir, "oommap", &run, map, sizeof map);
   printf("\nWritten to %s/summary.csv", o->out_dir);
-  if (o->timeline) printf(" and %s/timeline_%s_%s.csv", o->out_dir, w, st);
-  if (strcmp(status, "oom") == 0) printf(", with the segment map at the OOM in %s/oommap_%s_%s.csv", o->out_dir, w, st);
+  if (o->timeline) printf(" and %s", timeline);
+  if (strcmp(status, "oom") == 0) printf(", with the segment map at the OOM in %s", map);
   printf(".\n");
 }
 
@@ -1081,13 +1085,13 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
   return -1;
 }
 
-ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag) {
+ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_run_desc_t *run, const ab_bisect_result_t *res,
+                            const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];
-  ab_status st = ab_oommap_write(map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+  ab_status st = ab_oommap_write(map, o->out_dir, run, path, sizeof path, diag);
   /* The failing probe ran unbudgeted only when the search found nothing that fits. */
   uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
-  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
+  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, run->strategy, res->device, budget, map, path);
   return st;
 }

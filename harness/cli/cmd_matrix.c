@@ -206,7 +206,7 @@ static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, cons
   ab_status st = ab_results_add_oom(&row, &desc, es, res);
   if (st == AB_OK) st = ab_cli_append(o, &row, "oom.csv", diag);
   ab_table_free(&row);
-  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, es->source, strategy, NULL, 0, diag);
+  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, &desc, NULL, 0, diag);
   return st;
 }
 

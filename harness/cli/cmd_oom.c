@@ -202,7 +202,7 @@ int ab_cmd_oom(int argc, char **argv) {
                                      res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
                                      res.fail_ranges, at_cap, ""};
     if (res.mapped) say_ranges(&caps, res.min_budget, answers[nanswers - 1].fails, sizeof answers[nanswers - 1].fails);
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    if (ab_cli_search_oom(&o, &desc, &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (ab_run_stop) {
     rc = ab_cli_stopped(&o, ": the search in progress was stopped; nothing was written");
