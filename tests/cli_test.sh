@@ -282,7 +282,7 @@ grep -qE '^peak reserved +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the tabl
 # Note [Tables for people]: words, times with their unit, nothing that does not apply (a
 # random sequence has no kernels, no NCCL, no conf, no budget; its OOM kind is none).
 grep -qE '^alloc p99 +[0-9.]+ (ns|us)$' "$work/table" || fail "the table's times have no unit: $(cat "$work/table")"
-grep -qE '^fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"
+grep -qE '^peak fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"
 grep -qE '_bytes|_ns_|_pct|^(conf|budget|NCCL bytes|OOM kind|kernel time|approximate) ' "$work/table" &&
   fail "the table shows column names or what does not apply: $(cat "$work/table")"
 grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,no,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
@@ -335,6 +335,12 @@ grep -qE '^smallest cap +[0-9]+\.[0-9]{2} MiB( \([0-9]+ B\))?$' "$work/table" ||
 grep -q '^fragmenter,expandable,.*,rounding,' "$work/csv" || fail "expandable's row: $(grep ',expandable,' "$work/csv")"
 grep -q '^fragmenter,caching,.*,fragmentation,' "$work/csv" || fail "caching's row: $(grep ',caching,' "$work/csv")"
 grep -q "Kind: rounding.*expandable takes 260.00 MiB from the device" "$work/err" || fail "no rounding report: $(cat "$work/err")"
+# A run that ends in a fragmentation OOM after a peak with nothing unallocated: the table says
+# what each of its two fragmentations is, the whole run's at its peaks and the OOM's kind.
+"$ab" run -w fragmenter -s caching --device sim --out "$out" >"$work/table" 2>/dev/null || fail "run -w fragmenter exited $?"
+grep -qx 'peak fragmentation  *0\.0%' "$work/table" || fail "the fragmenter's peak fragmentation: $(grep -i fragmentation "$work/table")"
+grep -qx 'OOM kind  *fragmentation (fits, but the free memory was scattered or cached at the OOM)' "$work/table" ||
+  fail "the fragmenter's OOM kind says not what it means: $(grep -i fragmentation "$work/table")"
 # A workload larger than the card is said first, in words.
 "$ab" oom -w fragmenter:block=512MiB -s raw,expandable --device sim:1GiB --out "$out" -q >"$work/table" ||
   fail "oom of a workload larger than the card exited $?"

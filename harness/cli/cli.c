@@ -699,7 +699,7 @@ static const struct {
     {"max_fail_bytes", "largest failing budget", "largest failing cap", NULL},
     {"safe_cap_bytes", "safe cap", NULL, NULL},
     {"fail_ranges", "failing ranges above it", NULL, NULL},
-    {"frag_pct", "fragmentation", NULL, NULL},
+    {"frag_pct", "peak fragmentation", NULL, NULL},
     {"overhead_pct", "over requested", NULL, NULL},
     {"oom_kind", "OOM kind", NULL, "none"},
     {"oom_kind_at_fail", "OOM below it", NULL, "none"},
@@ -812,6 +812,18 @@ static const char *format_cell(show_t kind, const char *cell, char *buf, size_t 
   return cell;
 }
 
+/* Two figures read "fragmentation" and can seem to disagree: frag_pct, the papers' ratio
+ * over the whole run (1 - peak allocated / peak reserved, taken at the peaks), and the OOM
+ * kind, the state at the failure (Note [OOM kinds] in engine.h). A run can end in a
+ * fragmentation OOM with 0% peak fragmentation: the peak came first, the scattered holes
+ * after it. So the one run's table says what the kind means, beside "peak fragmentation". */
+static const char *kind_meaning(const char *kind) {
+  if (strcmp(kind, "capacity") == 0) return "the live requests and this one exceed the limit";
+  if (strcmp(kind, "rounding") == 0) return "fits as requested, not as the strategy rounds it";
+  if (strcmp(kind, "fragmentation") == 0) return "fits, but the free memory was scattered or cached at the OOM";
+  return NULL;
+}
+
 /* Whether a cell of column `name` is a size shown in a binary unit. */
 static bool is_size(const char *name, const char *cell) {
   if (cell == NULL || *cell == '\0' || absent(name, cell) || show_of(name) != SHOW_BYTES) return false;
@@ -831,7 +843,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
   ab_col_t *cols = malloc((n + 1) * sizeof *cols);
   char(*words)[48] = malloc((n + 1) * sizeof *words);
   const char **row = malloc((n + 1) * sizeof *row);
-  char(*cell)[48] = malloc((n + 1) * sizeof *cell);
+  char(*cell)[128] = malloc((n + 1) * sizeof *cell);
   *cols_out = cols;
   ab_status st = pick && cols && words && row && cell ? AB_OK : AB_ERR_INTERNAL;
   for (size_t i = 0; i < n && st == AB_OK; i++) {
@@ -867,8 +879,11 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
     for (size_t j = 0; j < k; j++) {
       size_t c = pick[j];
       const char *v = t->cells[r * t->ncols + c];
+      const char *meaning = t->nrows == 1 && !names && strcmp(t->cols[c].name, "oom_kind") == 0 && v ? kind_meaning(v) : NULL;
       if (is_size(t->cols[c].name, v))
         row[j] = texts[nsizes++];
+      else if (meaning)
+        row[j] = (snprintf(cell[j], sizeof cell[j], "%s (%s)", v, meaning), cell[j]);
       else
         row[j] = !absent_at(t, r, c) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
     }
