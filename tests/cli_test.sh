@@ -456,11 +456,18 @@ budgets=$(awk -F, 'NR > 1 { print $5 }' "$work/apart/oom.csv" | sort -u | wc -l)
 said=$(grep '^It fits' "$work/out" | grep -oE '(fits|needs) [^;]* with' | sed -E 's/^(fits|needs) //; s/ with$//' | sort -u | wc -l)
 [ "$budgets" -ge 3 ] || fail "the close budgets of raw, oracle and arena are no longer three: $(cat "$work/apart/oom.csv")"
 [ "$said" -eq "$budgets" ] || fail "the answer reads $said budgets for $budgets: $(grep '^It fits' "$work/out")"
-# So does a matrix's table, where each figure of a workload is set beside the others.
+# So does a matrix's table, where each figure of a workload is set beside the others; in its 120
+# columns two that would need their bytes to read apart are marked, their bytes said below it.
 "$ab" matrix -w mixed-precision:steps=2 -s raw,oracle -q --out "$work/apart_matrix" >"$work/out" 2>"$work/err" ||
   fail "matrix of close budgets exited $?: $(cat "$work/err")"
-shown=$(awk -F '   *' '$2 == "raw" || $2 == "oracle" { print $6 }' "$work/out" | sort -u | wc -l)
-[ "$shown" -eq 2 ] || fail "matrix: raw's and oracle's smallest budgets read the same: $(cat "$work/out")"
+budgets=$(awk -F, '$2 == "raw" || $2 == "oracle" { print $5 }' "$work/apart_matrix/oom.csv" | sort -u | tr '\n' ' ')
+shown=$(awk -F '   *' '$1 == "raw" || $1 == "oracle" { print $4 }' "$work/out" | sort -u)
+if [ "$(wc -l <<<"$shown")" -ne 2 ]; then
+  [[ $shown == *'*' ]] || fail "matrix: raw's and oracle's smallest budgets read the same, unmarked: $(cat "$work/out")"
+  for b in $budgets; do
+    grep -q "^\* in bytes, smallest budget: .* $b B" "$work/out" || fail "matrix: the marked budget $b is not said in bytes: $(cat "$work/out")"
+  done
+fi
 
 # A planning strategy that made no plan says why, in one line: a profile that held no
 # allocation (a quarter of three, on a stream without steps), sizes past one address range.
