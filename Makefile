@@ -14,8 +14,10 @@
 #   make soak     every strategy through SOAK_EVENTS (default 1000000) events of each soak
 #                 workload with 1% of device calls failing, SOAK_SEEDS (default 3) fault seeds
 #                 (tests/strategies/soak_test.c; `make test` runs a short one)
-#   make install  build, then install into PREFIX (default /usr/local): bin/allocbench,
-#                 lib/allocbench/record (the hook of `allocbench record`), lib/allocbench/plugins
+#   make install  build, then install into PREFIX (default /usr/local; DESTDIR is honoured):
+#                 bin/allocbench, bin/allocbench_micro, lib/allocbench/record (the hook of
+#                 `allocbench record`), lib/allocbench/plugins, lib/allocbench/plots,
+#                 share/allocbench/traces (the micro-benchmarks' default trace)
 #   make clean    remove the builds
 # SANITIZE=1 builds into build-sanitize with AddressSanitizer and UBSan.
 # MATRIX_FLAGS (e.g. --quick) and MICRO_FLAGS (e.g. --benchmark_filter=random) are passed on.

@@ -11,6 +11,19 @@
  * its emulation of the pool: sim.h); allocated bytes are the requested bytes, since the
  * pool's own rounding is not visible. On the simulated card the pool is emulated.
  *
+ * Note [The pool's reserve as segments]: PyTorch's cudaMallocAsync backend keeps no segments:
+ * its snapshot() and recordHistory() refuse (c10/cuda/CUDAMallocAsyncAllocator.cpp, read as
+ * for Note [Refusals]), and the one figure it gives of the pool is memory_stats'
+ * reserved_bytes, the driver's cudaMemPoolAttrReservedMemCurrent (getDeviceStats). So the
+ * segments shown here (the walk, and the decisions a recording sees) are in those terms: each
+ * live allocation is a segment of its own, the memory the pool handed out, and the rest of
+ * the pool's reserve, held but unused, is one free segment, made again whenever the rest
+ * changes. The segments add up to the pool's reserve after every call, so an exported
+ * snapshot's segment timeline peaks where reserved_bytes did (summary.csv's
+ * peak_reserved_bytes). The driver does not say where that rest lies; it is put above every
+ * allocation made so far, where no block can be. Only a recording sees the rest's decisions,
+ * so that a run nobody records asks the driver nothing more.
+ *
  * Note [Refusals]: PyTorch's mallocAsync (c10/cuda/CUDAMallocAsyncAllocator.cpp, read at
  * pytorch/pytorch 0345947; the backend of backend:cudaMallocAsync) turns a
  * cudaErrorMemoryAllocation from cudaMallocAsync, or a request past the memory fraction's
@@ -31,7 +44,11 @@
 
 typedef struct async_s {
   ab_strategy_t base;
-  ab_map_t live; /* address -> (bytes, stream), so that destroy can return everything */
+  ab_map_t live;       /* address -> (bytes, stream), so that destroy can return everything */
+  uint64_t live_bytes; /* their bytes */
+  ab_dptr_t top;       /* the highest end of an allocation so far: where the rest goes */
+  ab_dptr_t rest_at;   /* the rest of the reserve as the recording last saw it; 0: none */
+  uint64_t rest_bytes;
 } async_t;
 
 /* Live entries keep the stream in the top byte: bytes stay below 2^56. */
@@ -55,9 +72,48 @@ static ab_status async_create(ab_device_t *dev, const char *conf, ab_strategy_t 
   return AB_OK;
 }
 
+/* ---- the rest of the reserve (Note [The pool's reserve as segments]) ----------------------- */
+
+/* Where the rest goes and how much it is now: the reserve beyond the live bytes. */
+static void rest_now(async_t *a, ab_dptr_t *at, uint64_t *bytes) {
+  uint64_t reserved = 0, peak = 0;
+  *bytes = 0;
+  if (ab_device_pool_reserved(a->base.dev, &reserved, &peak) == AB_OK && reserved > a->live_bytes)
+    *bytes = reserved - a->live_bytes;
+  *at = (a->top + AB_GRANULE_BYTES - 1) / AB_GRANULE_BYTES * AB_GRANULE_BYTES;
+}
+
+/* Gives the recorded rest back when it is no longer the rest; first in a call, so that the
+ * segments never add up to more than the pool holds. */
+static void rest_drop(async_t *a) {
+  if (a->base.observe == NULL || a->rest_at == 0) return;
+  ab_dptr_t at;
+  uint64_t bytes;
+  rest_now(a, &at, &bytes);
+  if (at == a->rest_at && bytes == a->rest_bytes) return;
+  ab_strategy_segment(&a->base, AB_TR_SEGMENT_FREE, a->rest_at, a->rest_bytes, 0);
+  a->rest_at = 0;
+  a->rest_bytes = 0;
+}
+
+/* Records the rest as it is now, when it is not recorded already; last in a call. */
+static void rest_make(async_t *a) {
+  if (a->base.observe == NULL) return;
+  rest_drop(a);
+  if (a->rest_at) return; /* unchanged */
+  rest_now(a, &a->rest_at, &a->rest_bytes);
+  if (a->rest_bytes == 0) {
+    a->rest_at = 0;
+    return;
+  }
+  ab_strategy_segment(&a->base, AB_TR_SEGMENT_ALLOC, a->rest_at, a->rest_bytes, 0);
+}
+
 static ab_status trim_all(ab_strategy_t *s) {
   AB_TRY(ab_device_synchronize(s->dev));
-  return ab_device_pool_trim(s->dev, 0);
+  ab_status st = ab_device_pool_trim(s->dev, 0);
+  rest_make((async_t *)s);
+  return st;
 }
 
 static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, ab_dptr_t *out) {
@@ -65,7 +121,10 @@ static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
   if (bytes >> STREAM_SHIFT) return AB_ERR_OOM;
   /* Policy 2: no retry after a refusal (Note [Refusals]). */
   ab_status st = ab_device_malloc_async(s->dev, bytes, stream, out);
-  if (st != AB_OK) return st;
+  if (st != AB_OK) {
+    rest_make(a); /* a refusal may have trimmed the pool */
+    return st;
+  }
   if (ab_map_put(&a->live, *out, (uint64_t)stream << STREAM_SHIFT | bytes) != AB_OK) {
     ab_device_free_async(s->dev, *out, bytes, stream);
     return AB_ERR_INTERNAL;
@@ -73,7 +132,11 @@ static ab_status async_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream, 
   s->stats.num_device_alloc++;
   ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_add(&s->stats.allocated_bytes, (int64_t)bytes);
+  a->live_bytes += bytes;
+  if (*out + bytes > a->top) a->top = *out + bytes;
+  rest_drop(a);
   ab_strategy_segment(s, AB_TR_SEGMENT_ALLOC, *out, bytes, stream);
+  rest_make(a);
   return AB_OK;
 }
 
@@ -82,6 +145,8 @@ static ab_status async_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsig
   AB_TRY(ab_device_free_async(s->dev, p, bytes, stream));
   ab_strategy_segment(s, AB_TR_SEGMENT_FREE, p, bytes, stream);
   ab_map_take(&a->live, p, NULL);
+  a->live_bytes -= bytes;
+  rest_make(a);
   s->stats.num_device_free++;
   ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)bytes);
@@ -100,10 +165,31 @@ static void decode(uint64_t val, uint64_t *bytes, unsigned *stream) {
   *stream = (unsigned)(val >> STREAM_SHIFT);
 }
 
-/* Each live allocation as a segment of its own, as PyTorch's cudaMallocAsync backend shows
- * them in a snapshot; the pool's free memory is the driver's and is not walked. */
+typedef struct walk_s {
+  ab_segment_fn fn;
+  void *ctx;
+  bool stopped;
+} walk_t;
+
+static int walk_one(void *ctx, const ab_segment_info_t *seg) {
+  walk_t *w = ctx;
+  return w->stopped = w->fn(w->ctx, seg) != 0;
+}
+
+/* Each live allocation as a segment of its own, then the rest of the pool's reserve as one
+ * free segment above them (Note [The pool's reserve as segments]). */
 static ab_status async_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
-  return ab_strategy_walk_map(&((async_t *)s)->live, "async", decode, fn, ctx);
+  async_t *a = (async_t *)s;
+  walk_t w = {fn, ctx, false};
+  AB_TRY(ab_strategy_walk_map(&a->live, "async", decode, walk_one, &w));
+  ab_dptr_t at;
+  uint64_t bytes;
+  rest_now(a, &at, &bytes);
+  if (w.stopped || bytes == 0) return AB_OK;
+  ab_block_info_t block = {at, bytes, 0, AB_BLOCK_FREE};
+  ab_segment_info_t seg = {at, bytes, 0, "async", false, &block, 1, 0};
+  fn(ctx, &seg);
+  return AB_OK;
 }
 
 /* Every live allocation is one malloc_async; requested and allocated bytes are their bytes,
@@ -113,7 +199,7 @@ static ab_status async_check(ab_strategy_t *s, ab_diag_t *diag) {
   ab_walk_sums_t sum;
   AB_TRY(ab_strategy_check_walk(s, &sum, diag));
   const ab_stats_t *st = &s->stats;
-  if (sum.segments != a->live.n || st->num_device_alloc - st->num_device_free != a->live.n)
+  if (sum.segments - (sum.free > 0) != a->live.n || st->num_device_alloc - st->num_device_free != a->live.n)
     return ab_diag_set(diag, AB_ERR_INTERNAL,
                        "async: %llu live allocations, %llu walked, %llu device allocations not freed",
                        (unsigned long long)a->live.n, (unsigned long long)sum.segments,
@@ -133,7 +219,12 @@ static ab_status async_check(ab_strategy_t *s, ab_diag_t *diag) {
 /* The pool's peak is the driver's high-water mark: it starts again with the strategy's. */
 static void async_reset_peaks(ab_strategy_t *s) { ab_device_pool_reset_peak(s->dev); }
 
-static ab_status async_synchronize(ab_strategy_t *s) { return ab_device_synchronize(s->dev); }
+/* A synchronisation trims the pool to its release threshold. */
+static ab_status async_synchronize(ab_strategy_t *s) {
+  ab_status st = ab_device_synchronize(s->dev);
+  rest_make((async_t *)s);
+  return st;
+}
 
 static void async_destroy(ab_strategy_t *s) {
   async_t *a = (async_t *)s;

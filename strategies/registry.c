@@ -121,6 +121,11 @@ bool ab_strategy_address_blind(const char *name) {
   return e != NULL && e->ops->address_blind;
 }
 
+bool ab_strategy_is_pytorch(const char *name) {
+  const ab_strategy_entry_t *e = ab_strategy_find(name);
+  return e != NULL && e->ops == &ab_caching_ops;
+}
+
 ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, ab_diag_t *diag) {
   if ((*out = ab_strategy_find(name)) != NULL) return AB_OK;
   char names[512] = "";

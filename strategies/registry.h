@@ -42,6 +42,10 @@ ab_status ab_strategy_lookup(const char *name, const ab_strategy_entry_t **out, 
  * that is not found, whose decisions may look at them. */
 bool ab_strategy_address_blind(const char *name);
 
+/* Whether the strategy called name is PyTorch's caching allocator (under some preset), its
+ * conf a PYTORCH_CUDA_ALLOC_CONF: what an export may call PyTorch's settings. */
+bool ab_strategy_is_pytorch(const char *name);
+
 /* Creates the strategy called name with its preset and then conf. Unknown names and bad
  * confs are AB_ERR_INVALID with the reason in diag. */
 ab_status ab_strategy_create(const char *name, ab_device_t *dev, const char *conf, ab_strategy_t **out,

@@ -282,13 +282,14 @@ grep -qE '^peak reserved +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the tabl
 # Note [Tables for people]: words, times with their unit, nothing that does not apply (a
 # random sequence has no kernels, no NCCL, no conf, no budget; its OOM kind is none).
 grep -qE '^alloc p99 +[0-9.]+ (ns|us)$' "$work/table" || fail "the table's times have no unit: $(cat "$work/table")"
-grep -qE '^fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"
+grep -qE '^peak fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"
 grep -qE '_bytes|_ns_|_pct|^(conf|budget|NCCL bytes|OOM kind|kernel time|approximate) ' "$work/table" &&
   fail "the table shows column names or what does not apply: $(cat "$work/table")"
 grep -q '^random:ops=3000,pooled,,sim:h200,0,42,[0-9]*,no,ok,none,-1,[0-9]*,' "$out/summary.csv" || fail "summary.csv does not keep bytes"
 [ "$(wc -l <"$out/summary.csv")" -eq 3 ] || fail "summary.csv has $(wc -l <"$out/summary.csv") lines, expected 3"
 [ -s "$out/timeline_random_ops_3000_raw.csv" ] || fail "no timeline file"
-head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved$' || fail "timeline header"
+head -n 1 "$out/timeline_random_ops_3000_raw.csv" | grep -q '^event,step,requested,allocated,reserved,peak_requested,peak_allocated,peak_reserved,workload,conf,strategy$' || fail "timeline header: $(head -n 1 "$out/timeline_random_ops_3000_raw.csv")"
+sed -n 2p "$out/timeline_random_ops_3000_raw.csv" | grep -q ',random:ops=3000,,raw$' || fail "the timeline's rows do not name their run: $(sed -n 2p "$out/timeline_random_ops_3000_raw.csv")"
 
 # --device auto says which device it chose.
 "$ab" run -w random:ops=100 -s raw --out "$out" >/dev/null 2>"$work/err" || fail "auto run exited $?"
@@ -334,6 +335,12 @@ grep -qE '^smallest cap +[0-9]+\.[0-9]{2} MiB( \([0-9]+ B\))?$' "$work/table" ||
 grep -q '^fragmenter,expandable,.*,rounding,' "$work/csv" || fail "expandable's row: $(grep ',expandable,' "$work/csv")"
 grep -q '^fragmenter,caching,.*,fragmentation,' "$work/csv" || fail "caching's row: $(grep ',caching,' "$work/csv")"
 grep -q "Kind: rounding.*expandable takes 260.00 MiB from the device" "$work/err" || fail "no rounding report: $(cat "$work/err")"
+# A run that ends in a fragmentation OOM after a peak with nothing unallocated: the table says
+# what each of its two fragmentations is, the whole run's at its peaks and the OOM's kind.
+"$ab" run -w fragmenter -s caching --device sim --out "$out" >"$work/table" 2>/dev/null || fail "run -w fragmenter exited $?"
+grep -qx 'peak fragmentation  *0\.0%' "$work/table" || fail "the fragmenter's peak fragmentation: $(grep -i fragmentation "$work/table")"
+grep -qx 'OOM kind  *fragmentation (fits, but the free memory was scattered or cached at the OOM)' "$work/table" ||
+  fail "the fragmenter's OOM kind says not what it means: $(grep -i fragmentation "$work/table")"
 # A workload larger than the card is said first, in words.
 "$ab" oom -w fragmenter:block=512MiB -s raw,expandable --device sim:1GiB --out "$out" -q >"$work/table" ||
   fail "oom of a workload larger than the card exited $?"
@@ -449,11 +456,18 @@ budgets=$(awk -F, 'NR > 1 { print $5 }' "$work/apart/oom.csv" | sort -u | wc -l)
 said=$(grep '^It fits' "$work/out" | grep -oE '(fits|needs) [^;]* with' | sed -E 's/^(fits|needs) //; s/ with$//' | sort -u | wc -l)
 [ "$budgets" -ge 3 ] || fail "the close budgets of raw, oracle and arena are no longer three: $(cat "$work/apart/oom.csv")"
 [ "$said" -eq "$budgets" ] || fail "the answer reads $said budgets for $budgets: $(grep '^It fits' "$work/out")"
-# So does a matrix's table, where each figure of a workload is set beside the others.
+# So does a matrix's table, where each figure of a workload is set beside the others; in its 120
+# columns two that would need their bytes to read apart are marked, their bytes said below it.
 "$ab" matrix -w mixed-precision:steps=2 -s raw,oracle -q --out "$work/apart_matrix" >"$work/out" 2>"$work/err" ||
   fail "matrix of close budgets exited $?: $(cat "$work/err")"
-shown=$(awk -F '   *' '$2 == "raw" || $2 == "oracle" { print $6 }' "$work/out" | sort -u | wc -l)
-[ "$shown" -eq 2 ] || fail "matrix: raw's and oracle's smallest budgets read the same: $(cat "$work/out")"
+budgets=$(awk -F, '$2 == "raw" || $2 == "oracle" { print $5 }' "$work/apart_matrix/oom.csv" | sort -u | tr '\n' ' ')
+shown=$(awk -F '   *' '$1 == "raw" || $1 == "oracle" { print $4 }' "$work/out" | sort -u)
+if [ "$(wc -l <<<"$shown")" -ne 2 ]; then
+  [[ $shown == *'*' ]] || fail "matrix: raw's and oracle's smallest budgets read the same, unmarked: $(cat "$work/out")"
+  for b in $budgets; do
+    grep -q "^\* in bytes, smallest budget: .* $b B" "$work/out" || fail "matrix: the marked budget $b is not said in bytes: $(cat "$work/out")"
+  done
+fi
 
 # A planning strategy that made no plan says why, in one line: a profile that held no
 # allocation (a quarter of three, on a stream without steps), sizes past one address range.

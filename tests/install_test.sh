@@ -3,7 +3,8 @@
 # that works on its own: bin/allocbench says its version, lists, and records tests/record's
 # stand-in job with the hook it finds in lib/allocbench/record; the example plugins are in
 # lib/allocbench/plugins and load as -s pluggable:PATH; report draws with the figure scripts of
-# lib/allocbench/plots. The build folder is not on the path.
+# lib/allocbench/plots, which the hints after a run name; allocbench_micro replays the trace of
+# share/allocbench from wherever the tree is. The build folder is not on the path.
 set -u
 build=${1:?usage: install_test.sh BUILD_DIR SOURCE_DIR}
 src=${2:?usage: install_test.sh BUILD_DIR SOURCE_DIR}
@@ -36,6 +37,32 @@ env -u AB_PLOTS_DIR "$ab" report "$work/o" >"$work/out" 2>"$work/err" || fail "r
 grep -qF "drawing the figures with $prefix/lib/allocbench/plots/draw.sh" "$work/err" ||
   fail "report from the prefix does not draw with the installed scripts: $(head -n 2 "$work/err")"
 [ -s "$work/o/report.html" ] || fail "report from the prefix wrote no page"
+
+# The hints a run prints name the installed figure scripts, which are there and draw.
+env -u AB_PLOTS_DIR "$ab" run -w fragmenter -s caching --device sim --budget 300MiB --out "$work/f" >"$work/out" 2>&1
+hint=$(grep -o "gnuplot -e \"map='[^']*'\" [^ ]*oommap.gp" "$work/out")
+[ "${hint##* }" = "$prefix/lib/allocbench/plots/oommap.gp" ] || fail "the segment map's hint from the prefix: '$hint'"
+if command -v gnuplot >/dev/null && [ -n "$hint" ]; then
+  (cd "$work" && eval "$hint") 2>"$work/err" || fail "the hint as printed failed: $hint: $(cat "$work/err")"
+  [ -s "$work/f/oommap_fragmenter_caching.png" ] || fail "the hint as printed drew nothing: $hint"
+fi
+
+# The micro-benchmarks from the installed tree, moved elsewhere after the install, outside the
+# source tree: the replay benchmarks run the trace installed beside the binary.
+micro=$prefix/bin/allocbench_micro
+if [ -x "$micro" ]; then
+  [ -r "$prefix/share/allocbench/traces/cnn_dyn.default.trace.csv.gz" ] ||
+    fail "the micro-benchmarks' trace is not installed: $(ls -R "$prefix/share" 2>&1)"
+  mv "$prefix" "$work/moved"
+  "$work/moved/bin/allocbench_micro" --device sim --benchmark_min_time=0.01 '--benchmark_filter=^replay/raw/' \
+    --out "$work/micro" >"$work/out" 2>"$work/err" || fail "the installed allocbench_micro's replay exited $?: $(cat "$work/err")"
+  grep -qF "\"trace\": \"$work/moved/share/allocbench/traces/cnn_dyn.default.trace.csv.gz\"" "$work/micro/micro.json" ||
+    fail "the installed allocbench_micro did not replay its installed trace: $(grep -F '"trace"' "$work/micro/micro.json")"
+  grep -q '^replay/raw/cnn_dyn.default' "$work/micro/micro.csv" || fail "no replay row: $(cat "$work/micro/micro.csv")"
+  mv "$work/moved" "$prefix"
+else
+  echo "install_test: built without Google Benchmark: allocbench_micro not tried"
+fi
 
 # A plugin from the installed tree, on the simulated card.
 "$ab" run -w random:ops=200 -s "pluggable:$prefix/lib/allocbench/plugins/libmalloc_each.so" --device sim \

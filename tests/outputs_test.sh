@@ -231,16 +231,27 @@ for t in "$work/a/t.csv" "$work/b/t.csv" "$work/a/../a/t.csv"; do
 done
 [ "$(ls "$work"/two/timeline_t.csv-*_raw.csv | wc -l)" = 2 ] || fail "timelines of two traces named t.csv: $(ls "$work/two")"
 
-# Two long specs that differ only past where a file name must end (the README's two serve
-# runs): each has files of its own, the spec's beginning then a hash of all of it.
+# Two long specs that differ only at their end (the README's two serve runs): each has files of
+# its own, short (the workload's name and a hash of the whole spec), whose rows name the spec
+# whole (results.c, Note [Names of a run's files]).
 M=hidden=2880,layers=36,heads=32,kv_heads=4,vocab=100544,ffn=1440,experts=128,topk=4,moe_bits=4.25,repack=true,repack_pad=12MiB
 for card in 80GiB 36GiB; do
   "$ab" run -w "serve:$M,card=$card" -s caching --device sim --quiet --out "$work/long" >/dev/null || fail "serve card=$card failed"
 done
-[ "$(ls "$work"/long/timeline_serve_hidden_2880_*_caching.csv | wc -l)" = 2 ] || fail "two long specs share a timeline: $(ls "$work/long")"
-for f in "$work"/long/*; do
-  [ "$(basename "$f" | wc -c)" -le 256 ] || fail "a name longer than a file name may be: $f"
+[ "$(ls "$work"/long/timeline_serve-*_caching.csv | wc -l)" = 2 ] || fail "two long specs share a timeline: $(ls "$work/long")"
+for f in "$work"/long/timeline_*; do
+  [ "$(basename "$f" | wc -c)" -le 48 ] || fail "a long spec's file name is long: $(basename "$f")"
 done
+for card in 80GiB 36GiB; do
+  [ "$(grep -l "serve:$M,card=$card" "$work"/long/timeline_serve-*_caching.csv | wc -l)" = 1 ] ||
+    fail "no one timeline names serve:...,card=$card whole: $(head -n 2 "$work"/long/timeline_serve-*)"
+done
+# Replays of one trace under two settings keep a timeline each; the settings are in it.
+for conf in max_split_size_mb:128 expandable_segments:True; do
+  "$ab" replay "$trace" -s caching -c "$conf" --device sim --quiet --out "$work/confs" >/dev/null || fail "replay -c $conf failed"
+done
+[ "$(ls "$work"/confs/timeline_*_conf-*_caching.csv | wc -l)" = 2 ] || fail "replays under two -c share a timeline: $(ls "$work/confs")"
+grep -q ',max_split_size_mb:128,caching$' "$work"/confs/timeline_*_conf-*_caching.csv || fail "the timeline does not name its conf"
 
 # 10. The page never replaces what it shows: report -o onto a results file of its folder (by
 # any path, or a link) is refused before anything is drawn, and the folder reads as before.

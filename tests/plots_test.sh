@@ -67,6 +67,16 @@ grep -v '^random' "$work/all/micro.csv" >"$d/micro.csv"
 "$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on the pairs alone exited $?: $(cat "$work/err")"
 head -c 8 "$d/micro.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "micro.png of the pairs alone: $(cat "$work/err")"
 grep -q "empty x range" "$work/err" && fail "micro.gp on the pairs alone: $(cat "$work/err")"
+# So does any other subset: the sequences alone (--benchmark_filter=random), runs that all
+# failed; a panel with nothing to draw says so, and gnuplot has nothing to complain of.
+for keep in '^random' '^random/pooled/' '^alloc_free/raw/'; do
+  d=$work/subset
+  rm -rf "$d" && mkdir -p "$d"
+  { head -n 1 "$work/all/micro.csv"; grep "$keep" "$work/all/micro.csv"; } >"$d/micro.csv"
+  "$plots/draw.sh" "$d" >"$work/out" 2>"$work/err" || fail "draw.sh on the rows $keep exited $?: $(cat "$work/err")"
+  head -c 8 "$d/micro.png" 2>/dev/null | od -An -c | grep -q 'P   N   G' || fail "micro.png of the rows $keep: $(cat "$work/err")"
+  [ -s "$work/err" ] && fail "gnuplot complained on the rows $keep: $(cat "$work/err")"
+done
 
 # colour SVG NAME: the colour of the first mark drawn for NAME's legend entry.
 colour() { grep -A12 "<title>$2</title>" "$1" | grep -o "'rgb([0-9, ]*)'" | head -n 1; }

@@ -72,13 +72,13 @@ done
 cols() { python3 -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]
 print(r["status"], r["num_device_alloc"], r["peak_reserved_bytes"], r["peak_allocated_bytes"])' "$1"; }
 for name in graph_pool mempool_oom; do
-  "$ab" replay --info "$fx/$name.pickle.gz" >"$tmp/$name.info" 2>/dev/null || fail "$name: --info exited $?"
+  "$ab" replay --info "$fx/$name.pickle.gz" --format csv >"$tmp/$name.info" 2>/dev/null || fail "$name: --info exited $?"
   "$ab" replay "$fx/$name.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" --export-trace "$tmp/$name.x.csv" \
     --export-snapshot "$tmp/$name.x.pickle" >"$tmp/$name.rec.csv" 2>/dev/null || fail "$name: the exporting replay exited $?"
   head -1 "$tmp/$name.x.csv" | grep -q ',pool$' || fail "$name: the CSV export has no pool column"
   for x in "$tmp/$name.x.csv" "$tmp/$name.x.pickle"; do
     # the recorded settings, for the CSV, which has none
-    "$ab" replay "$x" --device sim:h200 -c "$(awk '$1 == "settings" { print $2 }' "$tmp/$name.info")" \
+    "$ab" replay "$x" --device sim:h200 -c "$(python3 -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))["settings"])' "$tmp/$name.info")" \
       --recorded-addresses --format csv --out "$tmp/out" >"$tmp/x.csv" 2>"$tmp/x.err" ||
       { fail "$name: replay of $(basename "$x") exited $?: $(cat "$tmp/x.err")"; continue; }
     [ "$(cols "$tmp/$name.rec.csv")" = "$(cols "$tmp/x.csv")" ] ||

@@ -99,7 +99,8 @@ while IFS= read -r line; do
   if [[ $cmd =~ ^allocbench\ run ]] && [[ $say =~ ^(ok|oom)(,\ ([a-z]+))? ]]; then
     grep -qE "^status +${BASH_REMATCH[1]}\$" "$work/out" || fail "$cmd: the README says '$say': $(grep -E '^(status|oom_kind|OOM kind) ' "$work/out")"
     kind=${BASH_REMATCH[3]}
-    [ -z "$kind" ] || grep -qiE "^(oom_kind|OOM kind) +$kind\$" "$work/out" ||
+    # The table says what the kind means after it, in parentheses.
+    [ -z "$kind" ] || grep -qiE "^(oom_kind|OOM kind) +$kind( \(.*\))?\$" "$work/out" ||
       fail "$cmd: the README says '$say': $(grep -iE '^(oom_kind|OOM kind) ' "$work/out")"
   fi
   # tune of the recorded job: the answer as the README shows it, line for line.

@@ -39,11 +39,21 @@ for b in bad:
 sys.exit(1 if bad else 0)
 EOF
 [ "$(value "$tmp/info.txt" events)" = 56975 ] || fail "events: $(value "$tmp/info.txt" events), expected 56975"
+# For people, sizes in binary units, exact where they are held against PyTorch's
+# memory_stats(), and PyTorch's default settings said so; --format csv keeps every figure raw.
+for want in "peak_requested  *7.27 GiB (7810783516 B)" "peak_reserved  *10.32 GiB (11079254016 B)" \
+  "reserved_start  *0 B" "reserved_end  *10.32 GiB" "settings  *default"; do
+  grep -qx "$want" "$tmp/info.txt" || fail "--info has no line '$want': $(grep -E '^(peak|reserved|settings)' "$tmp/info.txt")"
+done
+"$ab" replay --info "$fx/cnn_dyn.default.pickle.gz" --format csv > "$tmp/info.csv" || fail "--info --format csv exited $?"
+python3 -c 'import csv, sys; r = next(csv.DictReader(open(sys.argv[1])))
+sys.exit(not (r["peak_requested_bytes"] == "7810783516" and r["settings"] == ""))' "$tmp/info.csv" ||
+  fail "--info --format csv is not raw: $(cat "$tmp/info.csv")"
 
 # 2. Against what PyTorch measured: every recorded run implies its recorded peaks; the
 # segment files (decisions only) imply those of the segments.
 python3 - "$ab" "$fx" <<'EOF' || fail "--info disagrees with cnn_dyn.json"
-import json, os, subprocess, sys
+import csv, io, json, os, subprocess, sys
 ab, fx = sys.argv[1], sys.argv[2]
 runs = json.load(open(os.path.join(fx, "cnn_dyn.json")))["runs"]
 bad = []
@@ -59,11 +69,11 @@ for name, run in runs.items():
              (f"cnn_dyn.{name}.segments.csv.gz", decisions)]
     for f, keys in [(os.path.join(fx, f), keys) for f, keys in files if os.path.exists(os.path.join(fx, f))]:
         checked += 1
-        out = subprocess.run([ab, "replay", "--info", f], capture_output=True, text=True)
+        out = subprocess.run([ab, "replay", "--info", f, "--format", "csv"], capture_output=True, text=True)
         if out.returncode != 0:
             bad.append(f"{f}: exit {out.returncode}: {out.stderr.strip()}")
             continue
-        got = dict(l.split(None, 1) for l in out.stdout.splitlines() if len(l.split(None, 1)) == 2)
+        got = next(csv.DictReader(io.StringIO(out.stdout)))
         for key, want in keys:
             if int(got[key].strip()) != want:
                 bad.append(f"{os.path.basename(f)}: {key} {got[key].strip()}, PyTorch recorded {want}")
@@ -84,7 +94,7 @@ cap="$fx/cnn_dyn.default.cap8103750000.segments.csv.gz"
 # blocks live at its start, and the peak of live requested bytes, as Python rebuilds them from
 # the end state the way PyTorch's viewer does.
 python3 - "$ab" "$fx/cnn_dyn.default.pickle.gz" "$tmp/late.pickle" <<'EOF' || fail "a late-starting trace is not rebuilt as Python rebuilds it"
-import gzip, pickle, subprocess, sys
+import csv, gzip, io, pickle, subprocess, sys
 ab, src, dst = sys.argv[1:4]
 snap = pickle.load(gzip.open(src))
 trace = snap["device_traces"][0] = snap["device_traces"][0][-3000:]
@@ -103,8 +113,8 @@ peak = live
 for e in trace:
     live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
     peak = max(peak, live)
-out = subprocess.run([ab, "replay", "--info", dst], capture_output=True, text=True, check=True).stdout
-got = dict(l.split(None, 1) for l in out.splitlines() if len(l.split(None, 1)) == 2)
+out = subprocess.run([ab, "replay", "--info", dst, "--format", "csv"], capture_output=True, text=True, check=True).stdout
+got = next(csv.DictReader(io.StringIO(out)))
 want = [("preexisting_allocs", pre), ("peak_requested_bytes", peak), ("ignored_records", 0)]
 bad = [f"{k}: {got[k].strip()}, expected {v}" for k, v in want if int(got[k]) != v]
 print("\n".join(bad))
@@ -134,6 +144,17 @@ for s in raw pooled async; do
     [ "$(value "$tmp/back.txt" preexisting_allocs)" = 0 ] || fail "$f: allocations before the trace"
   done
 done
+# What the viewer's segment timeline rebuilds peaks where summary.csv's peak reserved does;
+# for async, whose segments are the pool's reserve in PyTorch's terms (async.c, Note [The
+# pool's reserve as segments]), not one segment per request.
+for s in raw async; do
+  "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --quiet --out "$tmp/peak_$s" --no-timeline \
+    --export-snapshot "$tmp/peak_$s.pickle" > /dev/null || fail "replay -s $s exited $?"
+  want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "peak_reserved_bytes") c = i } NR == 2 { print $c }' \
+    "$tmp/peak_$s/summary.csv")
+  got=$(python3 "$here/snapshot_check.py" "$tmp/peak_$s.pickle" peak | awk '$1 == "segment_peak" { print $2 }')
+  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$s: the viewer's segment timeline peaks at '$got' B, summary.csv at '$want' B"
+done
 # The export records the segment decisions as PyTorch does, one per cudaMalloc and one per
 # expansion of an expandable segment: as many device allocations as the replay made.
 for s in caching expandable; do
@@ -144,6 +165,45 @@ for s in caching expandable; do
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done
+# The settings as PyTorch writes them (snapshot.c, Note [The settings a snapshot holds]): the
+# default caching export holds what the recorded snapshot holds, key for key and in order; a
+# conf is written out in PyTorch's types; a strategy that is not PyTorch's allocator has only
+# its conf string.
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s split-limited -c roundup_power2_divisions:4,release_lock_on_cudamalloc:True \
+  --device sim --quiet --out "$tmp/res" --no-timeline --export-snapshot "$tmp/split.pickle" > /dev/null ||
+  fail "replay -s split-limited exited $?"
+python3 - "$fx/cnn_dyn.default.pickle.gz" "$tmp/caching.pickle" "$tmp/split.pickle" "$tmp/raw.pickle" <<'EOF' ||
+import gzip, pickle, sys
+recorded, caching, split, raw = [pickle.load(gzip.open(p) if p.endswith(".gz") else open(p, "rb"))["allocator_settings"]
+                                 for p in sys.argv[1:]]
+bad = []
+if list(caching.items()) != list(recorded.items()):
+    bad.append(f"default: {caching} != {recorded}")
+want = dict(recorded, PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128,roundup_power2_divisions:4,release_lock_on_cudamalloc:True",
+            max_split_size=128 << 20, release_lock_on_cudamalloc=True,
+            roundup_power2_divisions={k: 4 for k in recorded["roundup_power2_divisions"]})
+if list(split.items()) != list(want.items()) or [type(v) for v in split.values()] != [type(v) for v in want.values()]:
+    bad.append(f"split-limited: {split} != {want}")
+if list(raw) != ["PYTORCH_CUDA_ALLOC_CONF"]:
+    bad.append(f"raw: {raw}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+  fail "the exported allocator_settings are not PyTorch's"
+# Replayed under the recorded settings, the export's segments end as PyTorch's did, block for
+# block, an inactive block with the last request it served as PyTorch keeps it.
+python3 - "$fx/cnn_dyn.default.pickle.gz" "$tmp/caching.pickle" <<'EOF' || fail "the export's blocks are not PyTorch's"
+import collections, gzip, pickle, sys
+def blocks(snap):
+    return collections.Counter((s["total_size"], b["size"], b["requested_size"], b["state"])
+                               for s in snap["segments"] for b in s["blocks"])
+want, got = blocks(pickle.load(gzip.open(sys.argv[1]))), blocks(pickle.load(open(sys.argv[2], "rb")))
+inactive = sum(n for k, n in want.items() if k[3] == "inactive" and k[2] > 0)
+for k in sorted(set(want) | set(got)):
+    if want[k] != got[k]:
+        print(f"(segment, size, requested_size, state) {k}: PyTorch {want[k]}, the export {got[k]}")
+sys.exit(0 if want == got and inactive > 0 else 1)
+EOF
 # What PyTorch recorded: replayed under its own setting, an expandable run exports one
 # segment_map per expansion however many pages it maps, and its decisions are PyTorch's.
 # The replay of a snapshot ends comparing its peak with what PyTorch recorded: under the
@@ -151,6 +211,11 @@ done
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
   fail "replay under the recorded settings exited $?"
 grep -qF "PyTorch recorded 10.32 GiB; this replay 10.32 GiB: equal." "$tmp/run.txt" || fail "no comparison with PyTorch: $(tail -3 "$tmp/run.txt")"
+# A trace draws nothing at random: its run shows no seed, which a generated workload's does.
+grep -q '^seed ' "$tmp/run.txt" && fail "replay shows a seed: $(grep '^seed ' "$tmp/run.txt")"
+"$ab" run -w random:ops=100 -s raw --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/random.txt" ||
+  fail "run -w random exited $?"
+grep -q '^seed  *42$' "$tmp/random.txt" || fail "a generated workload's run shows no seed: $(head -5 "$tmp/random.txt")"
 "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s expandable --device sim --quiet --out "$tmp/res" --no-timeline >"$tmp/run.txt" ||
   fail "replay -s expandable exited $?"
 grep -qE "PyTorch recorded 10.32 GiB; this replay [0-9.]+ GiB: [0-9.]+ GiB less \([0-9.]+%\)\." "$tmp/run.txt" ||

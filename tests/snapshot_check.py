@@ -1,6 +1,6 @@
 """Checks that a memory snapshot is one PyTorch's memory viewer can draw.
 
-usage: python3 snapshot_check.py SNAPSHOT.pickle [counts]
+usage: python3 snapshot_check.py SNAPSHOT.pickle [counts|peak]
 
 Loads the snapshot with the standard pickle module only (as torch.cuda._memory_viz does) and
 checks what the viewer relies on:
@@ -11,6 +11,10 @@ checks what the viewer relies on:
     at every point of the trace every live block lies inside a live segment, a free_requested
     finds its block, and an unmap finds the mapped range it cuts.
 With `counts`, prints the count of each action of device_traces[0], one "name count" a line.
+With `peak`, prints "segment_peak N": the highest total of the viewer's segment timeline
+(MemoryViz.js, process_alloc_data with plot_segments: each segment_alloc an element until the
+segment_free of its address, a segment of the end state that no segment_alloc made there from
+the start).
 Exits 0 when the snapshot passes, 1 with a message otherwise.
 """
 import bisect
@@ -116,6 +120,39 @@ def main():
     if len(sys.argv) > 2 and sys.argv[2] == "counts":
         for name, n in collections.Counter(e["action"] for e in trace).items():
             print(name, n)
+    if len(sys.argv) > 2 and sys.argv[2] == "peak":
+        print("segment_peak", segment_peak(snap, trace))
+
+
+def segment_peak(snap, trace):
+    sizes, by_addr, actions, initial = [], {}, [], []
+    for e in trace:
+        if e["action"] == "segment_alloc":
+            sizes.append(e["size"])
+            by_addr[e["addr"]] = len(sizes) - 1
+            actions.append(len(sizes) - 1)
+        elif e["action"] == "segment_free":
+            if e["addr"] in by_addr:
+                actions.append(by_addr.pop(e["addr"]))
+            else:
+                sizes.append(e["size"])
+                initial.append(len(sizes) - 1)
+                actions.append(len(sizes) - 1)
+    for s in snap["segments"]:
+        if s["device"] == 0 and s["address"] not in by_addr:
+            sizes.append(s["total_size"])
+            initial.append(len(sizes) - 1)
+    live = set(initial)
+    total = peak = sum(sizes[i] for i in live)
+    for i in actions:
+        if i in live:
+            live.remove(i)
+            total -= sizes[i]
+        else:
+            live.add(i)
+            total += sizes[i]
+            peak = max(peak, total)
+    return peak
 
 
 main()

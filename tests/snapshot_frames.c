@@ -103,7 +103,7 @@ static ab_status run_and_write(ab_events_t *es, ab_snapshot_frames_fn frames, vo
     st = ab_engine_replay(es, s, &ro, &run);
   }
   if (st == AB_OK) {
-    st = ab_snapshot_write_frames(path, &log, NULL, 0, "", frames, ctx, diag);
+    st = ab_snapshot_write_frames(path, &log, NULL, 0, "", true, frames, ctx, diag);
     if (records) *records = log.n;
   }
   if (s) ab_strategy_destroy(s);

@@ -123,6 +123,38 @@ grep -q "^# against the defaults: peak reserved" "$work/table.txt" && grep -q "^
   fail "no saving over the defaults: $(cat "$work/table.txt")"
 grep -q "recorded" "$work/table.txt" && fail "a generated workload's defaults called recorded: $(cat "$work/table.txt")"
 awk 'length($0) > 132 { bad = 1; print "FAIL: wider than 132 columns: " $0 } END { exit bad }' "$work/table.txt" || fail "tune's output is too wide"
+# Every conf whole, however long (wrapped on lines of its own under its row, never cut to read
+# as another), and each column of sizes in one form.
+"$py" - "$work/table.txt" "$work/table/tune.csv" <<'EOF' || fail "tune's table cuts a conf or mixes number forms: $(cat "$work/table.txt")"
+import csv, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+head = next(i for i, l in enumerate(lines) if l.startswith("rank "))
+at = lines[head].index("conf")
+confs, figures, bad = [], {"peak reserved": [], "smallest cap": []}, []
+for l in lines[head + 1:]:
+    if not l.strip():
+        break
+    word = l[at:].split()[0] if l[at:].strip() else ""
+    if re.match(r"^ +[0-9]+ ", l):
+        confs.append(word)
+        cells = re.split(r"\s{2,}", l.strip())  # rank, strategy, conf, peak reserved, smallest cap, ...
+        figures["peak reserved"].append(cells[3])
+        figures["smallest cap"].append(cells[4])
+    else:
+        confs[-1] += word
+want = [r["conf"] or "(default)" if r["strategy"] == "caching" else "-" for r in csv.DictReader(open(sys.argv[2]))]
+if sorted(confs) != sorted(want[-len(confs):]):
+    bad.append(f"confs {sorted(confs)} != {sorted(want[-len(confs):])}")
+bad += [f"a cut conf: {c}" for c in confs if "..." in c]
+for name, cells in figures.items():
+    # A figure's form: its digits after the point kept as a count, the rest of its digits as one.
+    forms = {re.sub(r"\(\d+ B\)", "(N B)", re.sub(r"^\d+", "9", re.sub(r"\.(\d+)", lambda m: "." + "9" * len(m.group(1)), c)))
+             for c in cells if "." in c}
+    if len(forms) > 1 or any(c not in ("-", "OOM") and "." not in c for c in cells):
+        bad.append(f"{name}: {sorted(forms)}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
 for s in raw pooled async; do
   grep -qE "^ +[0-9]+  $s +- .* reference( |$)" "$work/table.txt" || fail "$s is not marked a reference: $(grep " $s " "$work/table.txt")"
 done

@@ -185,8 +185,8 @@ static const option_entry_t options[] = {
      "the end (or at the OOM); `python3 -m torch.cuda._memory_viz trace_plot FILE`\n"
      "or pytorch.org/memory_viz show it"},
     {"trace", 0, AB_OPT_TRACE, "PATH|none", AB_CMD_MICRO, 0, 0, 0,
-     "the trace of the replay benchmarks, or none (default: the recorded run in\n"
-     "tests/data)"},
+     "the trace of the replay benchmarks, or none (default: the recorded run of\n"
+     "tests/data, installed in PREFIX/share/allocbench/traces)"},
     {"out", 0, AB_OPT_OUT, "DIR", RUNS | AB_CMD_TUNE | AB_CMD_BLAME, 0, 0, 0, "where results go (default results/latest)"},
     {"out", 0, AB_OPT_OUT, "DIR", AB_CMD_MICRO, 0, 0, 0,
      "write DIR/micro.json (Google Benchmark's JSON) and DIR/micro.csv"},
@@ -630,7 +630,7 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
   const char *event = ab_table_get(summary, 0, "oom_event"), *peak = ab_table_get(summary, 0, "peak_reserved_bytes");
   if (status == NULL || peak == NULL) return;
   uint64_t reserved = strtoull(peak, NULL, 10);
-  char name[256], a[32], w[128], st[64];
+  char name[256], a[32];
   ab_results_workload_name(es->source, name, sizeof name);
   printf("\n%s on %s: ", o->strategy, name);
   if (strcmp(status, "oom") == 0)
@@ -652,11 +652,15 @@ static void say_run(const ab_run_spec_t *o, const ab_events_t *es, const ab_tabl
       printf("%s %s (%.1f%%).", ab_format_bytes(rec > reserved ? rec - reserved : reserved - rec, a, sizeof a),
              rec > reserved ? "less" : "more", 100.0 * (double)(rec > reserved ? rec - reserved : reserved - rec) / (double)rec);
   }
-  ab_results_workload_part(es->source, w, sizeof w);
-  ab_results_file_part(o->strategy, st, sizeof st);
+  /* The run's files, named as they were written (results.h, ab_results_run_file). */
+  const char *conf = ab_table_get(summary, 0, "conf");
+  ab_run_desc_t run = {es->source, o->strategy, conf, NULL, 0, 0, 0, NULL};
+  char timeline[4096], map[4096];
+  ab_results_run_file(o->out_dir, "timeline", &run, timeline, sizeof timeline);
+  ab_results_run_file(o->out_dir, "oommap", &run, map, sizeof map);
   printf("\nWritten to %s/summary.csv", o->out_dir);
-  if (o->timeline) printf(" and %s/timeline_%s_%s.csv", o->out_dir, w, st);
-  if (strcmp(status, "oom") == 0) printf(", with the segment map at the OOM in %s/oommap_%s_%s.csv", o->out_dir, w, st);
+  if (o->timeline) printf(" and %s", timeline);
+  if (strcmp(status, "oom") == 0) printf(", with the segment map at the OOM in %s", map);
   printf(".\n");
 }
 
@@ -689,8 +693,8 @@ int ab_cli_run_single(const ab_run_spec_t *o, const ab_events_t *es, ab_run_t *r
  * The text tables show the numbers one way, whatever the command: headers in words, bytes
  * in MiB or GiB, times with their unit, percentages with '%', a limit searched as a cap
  * called a cap, and nothing that does not apply to the run (a step time for a trace, which
- * has no steps; NCCL bytes outside a run of ranks; the conf of a strategy that was given
- * none): such a row of a single run is left out, such a column of several runs is left out
+ * has no steps; a seed for a trace, which draws nothing at random; NCCL bytes outside a run of
+ * ranks; the conf of a strategy that was given none): such a row of a single run is left out, such a column of several runs is left out
  * where it applies to none of them. CSV and JSON keep the raw numbers under the column
  * names, which are the same in summary.csv. */
 
@@ -707,7 +711,7 @@ static const struct {
     {"max_fail_bytes", "largest failing budget", "largest failing cap", NULL},
     {"safe_cap_bytes", "safe cap", NULL, NULL},
     {"fail_ranges", "failing ranges above it", NULL, NULL},
-    {"frag_pct", "fragmentation", NULL, NULL},
+    {"frag_pct", "peak fragmentation", NULL, NULL},
     {"overhead_pct", "over requested", NULL, NULL},
     {"oom_kind", "OOM kind", NULL, "none"},
     {"oom_kind_at_fail", "OOM below it", NULL, "none"},
@@ -775,6 +779,16 @@ static bool absent(const char *name, const char *cell) {
   return false;
 }
 
+/* Whether cell c of row r does not apply: by its value, or a seed where the workload is a
+ * recorded trace, which draws nothing at random. */
+static bool absent_at(const ab_table_t *t, size_t r, size_t c) {
+  const char *name = t->cols[c].name;
+  if (absent(name, t->cells[r * t->ncols + c])) return true;
+  if (strcmp(name, "seed") != 0) return false;
+  const char *w = ab_table_get(t, r, "workload");
+  return w && strncmp(w, "replay:", 7) == 0;
+}
+
 /* A time of v in unit (1 = s, 1e-3 = ms, 1e-9 = ns) with the unit that reads best. */
 static const char *format_time(double v, double unit, char *buf, size_t size) {
   double s = v * unit;
@@ -808,6 +822,18 @@ static const char *format_cell(show_t kind, const char *cell, char *buf, size_t 
     case SHOW_TEXT: break;
   }
   return cell;
+}
+
+/* Two figures read "fragmentation" and can seem to disagree: frag_pct, the papers' ratio
+ * over the whole run (1 - peak allocated / peak reserved, taken at the peaks), and the OOM
+ * kind, the state at the failure (Note [OOM kinds] in engine.h). A run can end in a
+ * fragmentation OOM with 0% peak fragmentation: the peak came first, the scattered holes
+ * after it. So the one run's table says what the kind means, beside "peak fragmentation". */
+static const char *kind_meaning(const char *kind) {
+  if (strcmp(kind, "capacity") == 0) return "the live requests and this one exceed the limit";
+  if (strcmp(kind, "rounding") == 0) return "fits as requested, not as the strategy rounds it";
+  if (strcmp(kind, "fragmentation") == 0) return "fits, but the free memory was scattered or cached at the OOM";
+  return NULL;
 }
 
 /* Whether a cell of column `name` is a size shown in a binary unit. */
@@ -866,7 +892,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
   ab_col_t *cols = malloc((n + 1) * sizeof *cols);
   char(*words)[48] = malloc((n + 1) * sizeof *words);
   const char **row = malloc((n + 1) * sizeof *row);
-  char(*cell)[48] = malloc((n + 1) * sizeof *cell);
+  char(*cell)[128] = malloc((n + 1) * sizeof *cell);
   *cols_out = cols;
   ab_status st = pick && cols && words && row && cell ? AB_OK : AB_ERR_INTERNAL;
   for (size_t i = 0; i < n && st == AB_OK; i++) {
@@ -878,7 +904,7 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
     if (is_band_end(t->cols[c].name)) continue;
     /* A column that applies to no row is left out; so is a single run's row that does not apply. */
     bool applies = false;
-    for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent(t->cols[c].name, t->cells[r * t->ncols + c]);
+    for (size_t r = 0; r < t->nrows && !applies; r++) applies = !absent_at(t, r, c);
     if (!applies && t->nrows > 0) continue;
     pick[k] = c;
     header_of(t->cols[c].name, cap, words[k], sizeof words[k]);
@@ -903,10 +929,13 @@ static ab_status for_people(const ab_table_t *t, const char *const *names, size_
     for (size_t j = 0; j < k; j++) {
       size_t c = pick[j];
       const char *v = t->cells[r * t->ncols + c];
+      const char *meaning = t->nrows == 1 && !names && strcmp(t->cols[c].name, "oom_kind") == 0 && v ? kind_meaning(v) : NULL;
       if (is_size(t->cols[c].name, v))
         row[j] = texts[nsizes++];
+      else if (meaning)
+        row[j] = (snprintf(cell[j], sizeof cell[j], "%s (%s)", v, meaning), cell[j]);
       else
-        row[j] = v && *v && !absent(t->cols[c].name, v) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
+        row[j] = !absent_at(t, r, c) ? format_cell(show_of(t->cols[c].name), v, cell[j], sizeof cell[j]) : "";
       const char *banded = with_band(t, r, t->cols[c].name, cell[j], sizeof cell[j]);
       if (banded) row[j] = banded;
     }
@@ -1123,13 +1152,13 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
   return -1;
 }
 
-ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag) {
+ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_run_desc_t *run, const ab_bisect_result_t *res,
+                            const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];
-  ab_status st = ab_oommap_write(map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+  ab_status st = ab_oommap_write(map, o->out_dir, run, path, sizeof path, diag);
   /* The failing probe ran unbudgeted only when the search found nothing that fits. */
   uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
-  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, strategy, res->device, budget, map, path);
+  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, run->strategy, res->device, budget, map, path);
   return st;
 }

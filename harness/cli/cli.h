@@ -165,8 +165,8 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
 
 /* Writes the map of a search's failing probe and, with report (and not quiet), prints its
  * OOM report. */
-ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
-                            const ab_bisect_result_t *res, const ab_oommap_t *map, bool report, ab_diag_t *diag);
+ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_run_desc_t *run, const ab_bisect_result_t *res,
+                            const ab_oommap_t *map, bool report, ab_diag_t *diag);
 
 /* Prints a results table in the chosen format: csv (header and rows), json, or text with
  * the named columns (all when NULL). */

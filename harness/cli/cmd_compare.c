@@ -135,7 +135,7 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
         ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)
       rc = ab_cli_fail(&o, "out of host memory");
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    if (ab_cli_search_oom(&o, &desc, &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
   if (ab_run_stop) {

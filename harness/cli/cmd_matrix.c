@@ -15,7 +15,9 @@
  *    DIR/oommap_<workload>_<strategy>.csv.
  * 5. SIGINT or SIGTERM stops the run in progress (unrecorded) and the matrix; the table
  *    shows the runs recorded, and the command says where they are (cli.h).
+ * 6. The table, a workload at a time, fits 120 columns (Note [The matrix for people]).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,20 +101,23 @@ static const char *format_ns(double ns, char *buf, size_t size) {
   return buf;
 }
 
+/* Note [The matrix for people]
+ * The table fits 120 columns; summary.csv and oom.csv hold the wide form (every column, every
+ * size in bytes). Each workload is a table of its own under its name, whole, and the live peak
+ * its stream needs whatever the strategy (summary.csv's live_peak_bytes), so that neither a
+ * long spec nor the peak requested, the same for every strategy that completes, takes a
+ * column; the harness's wall time stays in the CSV. A workload's sizes are read as one set
+ * (ab_format_bytes_apart) so that two strategies' figures that differ never read the same; where
+ * even four decimals do not keep two apart, a figure would need its bytes, which would
+ * double the table's width: it is marked '*' instead, and the bytes of the marked figures
+ * follow the table. */
 static const ab_col_t display_cols[] = {
-    {"workload", false},      {"strategy", false},      {"status", false},         {"peak requested", true},
-    {"peak reserved", true},  {"smallest budget", true}, {"reserved/requested", true}, {"fragmentation", true},
-    {"device allocs", true},  {"alloc p50", true},      {"alloc p99", true},      {"step p50", true},
-    {"wall time", true},
+    {"strategy", false},      {"status", false},    {"peak reserved", true}, {"smallest budget", true},
+    {"res/req", true},        {"peak frag", true},  {"device allocs", true}, {"alloc p50", true},
+    {"alloc p99", true},      {"step p50", true},
 };
-
-/* A name for the table: at most 48 characters, a cut one ending in "..." (summary.csv has it whole). */
-static const char *fit_name(const char *name, char *buf, size_t size) {
-  enum { WIDTH = 48 };
-  if (strlen(name) <= WIDTH) return name;
-  snprintf(buf, size, "%.*s...", WIDTH - 3, name);
-  return buf;
-}
+#define DISPLAY_NCOLS (sizeof display_cols / sizeof display_cols[0])
+#define TABLE_WIDTH 120 /* what the table, with the registry's strategies, fits in */
 
 /* A pair's smallest budget, as the table shows it. */
 typedef struct budget_s {
@@ -120,73 +125,97 @@ typedef struct budget_s {
   uint64_t bytes; /* BUDGET_FOUND */
 } budget_t;
 
-/* The sizes of rows [first, end) (one workload's) as one set (ab_format_bytes_apart), so that
- * two strategies' figures that differ never read the same: fig[3 (r - first) + 0, 1, 2] its
- * peak requested, peak reserved and smallest budget (0 where none). */
-static ab_status workload_sizes(const ab_table_t *rows, const budget_t *budgets, size_t first, size_t end,
-                                char (**fig)[AB_BYTES_TEXT]) {
-  size_t n = 3 * (end - first);
-  uint64_t *v = malloc((n + 1) * sizeof *v);
-  *fig = malloc((n + 1) * sizeof **fig);
-  if (v == NULL || *fig == NULL) {
+/* A figure of the set, in the table's width: one that needs its bytes to read apart is cut back
+ * to its unit and marked (Note [The matrix for people]); true when it was. */
+static bool narrow(char *fig) {
+  char *bytes = strstr(fig, " (");
+  if (bytes == NULL) return false;
+  snprintf(bytes, AB_BYTES_TEXT - (size_t)(bytes - fig), "*");
+  return true;
+}
+
+/* The rows [first, end) of one workload as people read them, to f. */
+static ab_status print_workload(FILE *f, const ab_table_t *rows, const budget_t *budgets, size_t first, size_t end) {
+  size_t n = end - first;
+  uint64_t *v = malloc((2 * n + 1) * sizeof *v);
+  char(*fig)[AB_BYTES_TEXT] = malloc((2 * n + 1) * sizeof *fig);
+  if (v == NULL || fig == NULL) {
     free(v);
+    free(fig);
     return AB_ERR_INTERNAL;
   }
   for (size_t r = first; r < end; r++) {
-    v[3 * (r - first)] = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
-    v[3 * (r - first) + 1] = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
-    v[3 * (r - first) + 2] = budgets[r].state == BUDGET_FOUND ? budgets[r].bytes : 0;
+    v[2 * (r - first)] = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
+    v[2 * (r - first) + 1] = budgets[r].state == BUDGET_FOUND ? budgets[r].bytes : 0;
   }
-  ab_format_bytes_apart(v, n, *fig);
-  free(v);
-  return AB_OK;
-}
-
-/* The summary rows, as a person reads them (Note [Tables for people], cli.c), with each
- * pair's smallest budget (budgets[r]). */
-static ab_status display(const ab_table_t *rows, const budget_t *budgets, ab_table_t *out) {
-  ab_table_init(out, display_cols, sizeof display_cols / sizeof display_cols[0]);
-  char(*fig)[AB_BYTES_TEXT] = NULL;
-  size_t first = 0;
-  for (size_t r = 0; r < rows->nrows; r++) {
-    /* The rows of one workload follow each other. */
-    if (r == 0 || strcmp(ab_table_get(rows, r, "workload"), ab_table_get(rows, first, "workload")) != 0) {
-      size_t end = r + 1;
-      while (end < rows->nrows && strcmp(ab_table_get(rows, end, "workload"), ab_table_get(rows, r, "workload")) == 0) end++;
-      first = r;
-      free(fig);
-      if (workload_sizes(rows, budgets, first, end, &fig) != AB_OK) return AB_ERR_INTERNAL;
-    }
-    char ratio[32], p50[32], p99[32], step[32], wall[32], cut[64], frag[32];
-    const char *workload = fit_name(ab_table_get(rows, r, "workload"), cut, sizeof cut);
+  ab_format_bytes_apart(v, 2 * n, fig);
+  char live[32];
+  fprintf(f, "%s: live peak %s\n", ab_table_get(rows, first, "workload"),
+          ab_format_bytes(strtoull(ab_table_get(rows, first, "live_peak_bytes"), NULL, 10), live, sizeof live));
+  ab_table_t t;
+  ab_table_init(&t, display_cols, DISPLAY_NCOLS);
+  ab_status st = AB_OK;
+  bool marked = false;
+  for (size_t r = first; r < end && st == AB_OK; r++) {
+    char *res = fig[2 * (r - first)], *found = fig[2 * (r - first) + 1];
+    marked |= narrow(res);
+    const char *budget = budgets[r].state == BUDGET_NONE ? "none" : budgets[r].state == BUDGET_FOUND ? found : "";
+    if (budgets[r].state == BUDGET_FOUND) marked |= narrow(found);
+    char ratio[32], frag[32], p50[32], p99[32], step[32];
     uint64_t requested = strtoull(ab_table_get(rows, r, "peak_requested_bytes"), NULL, 10);
-    uint64_t reserved = strtoull(ab_table_get(rows, r, "peak_reserved_bytes"), NULL, 10);
-    const char *req = fig[3 * (r - first)], *res = fig[3 * (r - first) + 1];
-    const char *budget = budgets[r].state == BUDGET_FOUND  ? fig[3 * (r - first) + 2]
-                         : budgets[r].state == BUDGET_NONE ? "none"
-                                                           : "";
     if (requested)
-      snprintf(ratio, sizeof ratio, "%.3f", (double)reserved / (double)requested);
+      snprintf(ratio, sizeof ratio, "%.3f", (double)v[2 * (r - first)] / (double)requested);
     else
       snprintf(ratio, sizeof ratio, "-");
+    snprintf(frag, sizeof frag, "%.1f%%", strtod(ab_table_get(rows, r, "frag_pct"), NULL));
     /* A trace has no steps: no step time. */
     double step_ms = strtod(ab_table_get(rows, r, "step_ms_p50"), NULL);
     if (step_ms > 0)
       format_ns(step_ms * 1e6, step, sizeof step);
     else
       step[0] = '\0';
-    format_ns(strtod(ab_table_get(rows, r, "wall_s"), NULL) * 1e9, wall, sizeof wall);
-    snprintf(frag, sizeof frag, "%.1f%%", strtod(ab_table_get(rows, r, "frag_pct"), NULL));
-    const char *cells[] = {workload, ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), req, res,
-                           budget, ratio, frag, ab_table_get(rows, r, "num_device_alloc"),
+    const char *cells[] = {ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), res, budget, ratio, frag,
+                           ab_table_get(rows, r, "num_device_alloc"),
                            format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p50"), NULL), p50, sizeof p50),
-                           format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p99"), NULL), p99, sizeof p99), step, wall};
-    if (ab_table_add(out, cells) != AB_OK) {
-      free(fig);
-      return AB_ERR_INTERNAL;
-    }
+                           format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p99"), NULL), p99, sizeof p99), step};
+    st = ab_table_add(&t, cells);
   }
+  if (st == AB_OK) ab_table_write_text(&t, f, NULL, 0);
+  /* The bytes of the marked figures, each strategy's once per column, on lines of at most
+   * TABLE_WIDTH. */
+  for (int c = 0; c < 2 && st == AB_OK && marked; c++) {
+    size_t used = 0;
+    for (size_t r = first; r < end; r++) {
+      const char *shown = fig[2 * (r - first) + (size_t)c];
+      if (shown[strlen(shown) - 1] != '*' || (c == 1 && budgets[r].state != BUDGET_FOUND)) continue;
+      char item[160];
+      int len = snprintf(item, sizeof item, "%s %" PRIu64 " B", ab_table_get(rows, r, "strategy"), v[2 * (r - first) + (size_t)c]);
+      if (used == 0)
+        used = (size_t)fprintf(f, "%s", c == 0 ? "* in bytes, peak reserved: " : "* in bytes, smallest budget: ");
+      else if (used + 2 + (size_t)len > TABLE_WIDTH)
+        fprintf(f, ",\n  "), used = 2;
+      else
+        used += (size_t)fprintf(f, ", ");
+      used += (size_t)fprintf(f, "%s", item);
+    }
+    if (used) fputc('\n', f);
+  }
+  ab_table_free(&t);
+  free(v);
   free(fig);
+  return st;
+}
+
+/* The summary rows, as a person reads them (Note [The matrix for people]), with each pair's
+ * smallest budget (budgets[r]): one table per workload, in the order they ran. */
+static ab_status display(FILE *f, const ab_table_t *rows, const budget_t *budgets) {
+  for (size_t first = 0, end; first < rows->nrows; first = end) {
+    /* The rows of one workload follow each other. */
+    for (end = first + 1; end < rows->nrows; end++)
+      if (strcmp(ab_table_get(rows, end, "workload"), ab_table_get(rows, first, "workload")) != 0) break;
+    fputc('\n', f);
+    AB_TRY(print_workload(f, rows, budgets, first, end));
+  }
   return AB_OK;
 }
 
@@ -206,7 +235,7 @@ static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, cons
   ab_status st = ab_results_add_oom(&row, &desc, es, res);
   if (st == AB_OK) st = ab_cli_append(o, &row, "oom.csv", diag);
   ab_table_free(&row);
-  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, es->source, strategy, NULL, 0, diag);
+  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, &desc, NULL, 0, diag);
   return st;
 }
 
@@ -353,14 +382,11 @@ int ab_cmd_matrix(int argc, char **argv) {
 
   if (all.nrows > 0) {
     if (o.format == AB_FORMAT_TABLE) {
-      ab_table_t shown;
-      if (display(&all, budgets, &shown) == AB_OK) {
-        printf("\n");
-        ab_table_write_text(&shown, stdout, NULL, 0);
+      if (display(stdout, &all, budgets) == AB_OK)
         printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
                nw, nstrat, ab_clock_s() - t0, o.out_dir);
-      }
-      ab_table_free(&shown);
+      else
+        rc = ab_cli_fail(&o, "out of host memory");
     } else {
       ab_cli_print(&o, &all, NULL, 0);
     }

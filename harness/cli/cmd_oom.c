@@ -196,13 +196,13 @@ int ab_cmd_oom(int argc, char **argv) {
     if (res.mapped && ab_results_write_capmap(o.out_dir, &desc, &caps, drawn, sizeof drawn, &diag) != AB_OK)
       rc = ab_cli_fail(&o, diag.msg);
     else if (res.mapped && !o.quiet)
-      fprintf(stderr, "%s: %s's cap map: %s (gnuplot -e \"map='%s'\" plots/capmap.gp draws it)\n", o.cmd, list.name[i], drawn,
-              drawn);
+      fprintf(stderr, "%s: %s's cap map: %s (gnuplot -e \"map='%s'\" %s/capmap.gp draws it)\n", o.cmd, list.name[i], drawn,
+              drawn, ab_results_plots_dir());
     answers[nanswers++] = (answer_t){list.name[i],    list.conf[i], res.passed,      res.upper_bound,
                                      res.cap,         res.min_budget, res.mapped ? res.safe_cap : 0,
                                      res.fail_ranges, at_cap, ""};
     if (res.mapped) say_ranges(&caps, res.min_budget, answers[nanswers - 1].fails, sizeof answers[nanswers - 1].fails);
-    if (ab_cli_search_oom(&o, &es, list.name[i], &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
+    if (ab_cli_search_oom(&o, &desc, &res, &map, true, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   if (ab_run_stop) {
     rc = ab_cli_stopped(&o, ": the search in progress was stopped; nothing was written");

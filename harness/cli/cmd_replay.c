@@ -53,6 +53,37 @@ static void cell(info_row_t *r, const char *name, bool numeric, const char *fmt,
   r->n++;
 }
 
+/* --info as people read it: each size in a binary unit under its name without the unit, with
+ * its exact bytes where they are held against PyTorch's memory_stats() (the peaks); settings
+ * that are all PyTorch's defaults said so. --format csv and json give every figure raw. */
+static void write_for_people(const info_row_t *r, FILE *f) {
+  static const char *const exact[] = {"peak_requested_bytes", "peak_reserved_bytes"};
+  char keys[INFO_MAX_COLS][64], values[INFO_MAX_COLS][256];
+  size_t w = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    const char *name = r->cols[i].name, *v = r->cells[i];
+    size_t len = strlen(name);
+    bool size = len > 6 && strcmp(name + len - 6, "_bytes") == 0;
+    snprintf(keys[i], sizeof keys[i], "%.*s", (int)(size ? len - 6 : len), name);
+    snprintf(values[i], sizeof values[i], "%s", v);
+    if (size) {
+      uint64_t bytes = strtoull(v, NULL, 10);
+      char unit[32];
+      bool precise = false;
+      for (size_t k = 0; k < sizeof exact / sizeof exact[0]; k++) precise |= strcmp(name, exact[k]) == 0;
+      ab_format_bytes(bytes, unit, sizeof unit);
+      if (precise && bytes >= 1024)
+        snprintf(values[i], sizeof values[i], "%s (%" PRIu64 " B)", unit, bytes);
+      else
+        snprintf(values[i], sizeof values[i], "%s", unit);
+    } else if (strcmp(name, "settings") == 0 && v[0] == '\0') {
+      snprintf(values[i], sizeof values[i], "default");
+    }
+    if (strlen(keys[i]) > w) w = strlen(keys[i]);
+  }
+  for (size_t i = 0; i < r->n; i++) fprintf(f, "%-*s  %s\n", (int)w, keys[i], values[i]);
+}
+
 static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_t *es, const ab_trace_info_t *in) {
   info_row_t r;
   memset(&r, 0, sizeof r);
@@ -132,9 +163,8 @@ static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_
     fprintf(stderr, "%s: note: %s: its sizes add up past 2^64 bytes; such figures are shown as %" PRIu64 "\n",
             o->cmd, path, UINT64_MAX);
   int rc = ab_table_add(&t, cells) == AB_OK ? AB_EXIT_OK : ab_cli_fail(o, "out of host memory");
-  /* The figures exactly, even in a table: they are held against PyTorch's memory_stats(). */
   if (rc == AB_EXIT_OK && o->format == AB_FORMAT_TABLE)
-    ab_table_write_pairs(&t, 0, stdout);
+    write_for_people(&r, stdout);
   else if (rc == AB_EXIT_OK)
     ab_cli_print(o, &t, NULL, 0);
   ab_table_free(&t);
@@ -170,6 +200,7 @@ static int write_exports(const ab_run_spec_t *o, const export_t *x, const ab_eve
     ab_snapshot_stacks_t stacks;
     ab_snapshot_stacks_init(&stacks, es);
     ab_status st = ab_snapshot_write_frames(snapshot_path, &x->log, in->stream_values, in->nstreams, conf,
+                                            ab_strategy_is_pytorch(o->strategy),
                                             es->stacks ? ab_snapshot_write_stacks : NULL, &stacks, &diag);
     ab_snapshot_stacks_free(&stacks);
     if (st != AB_OK) return ab_cli_fail(o, diag.msg);
@@ -299,7 +330,9 @@ int ab_cmd_replay(int argc, char **argv) {
   if (o.strategy == NULL) o.strategy = ab_strategy_find("caching") ? "caching" : "raw";
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) {
     o.conf = es.settings;
-    if (!o.quiet) fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings)\n", o.conf);
+    if (!o.quiet)
+      fprintf(stderr, "allocbench replay: -s caching -c '%s' (the recorded settings%s)\n", o.conf,
+              o.conf[0] ? "" : ": PyTorch's defaults");
   }
   if (!a.sim_addresses && as_recorded(&o, &es)) o.recorded_addresses = true; /* said once the card is open */
   const ab_strategy_entry_t *entry;

@@ -280,7 +280,7 @@ static void note_of(const tune_view_t *v, const ab_events_t *es, const ab_tune_r
     snprintf(safe, sizeof safe, "fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
     clause(out, size, safe);
   }
-  if (r->search.mapped && r->search.band_raised) {
+  if (r->search.mapped && r->search.band_raised && !r->search.fail_ranges) {
     char safe[80], b[32];
     snprintf(safe, sizeof safe, "a placement fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
     clause(out, size, safe);
@@ -361,9 +361,35 @@ static const ab_col_t display_cols[] = {{"rank", true},          {"strategy", fa
 /* Whether the job's settings were recorded (a trace), or are only the defaults (a generator). */
 static bool recorded_any(const tune_view_t *v) { return strncmp(v->job->t[0].es.source, "replay:", 7) == 0; }
 
-/* A conf for the table: cut to CONF_WIDTH characters, the rest "..." (tune.csv has it whole),
- * so that the table fits 132 columns. */
-enum { CONF_WIDTH = 30 };
+/* A conf for the table: wrapped to lines of at most CONF_WIDTH characters, so that the table
+ * fits 132 columns; never cut, since two confs cut alike would read as one
+ * ("max_split_size_mb:256,max_n..." stood for two). A line ends, by preference, after a ','
+ * between two keys, after a key's ':', after a ',' inside a list, else at the width. Returns
+ * the lines written (at most max). */
+enum { CONF_WIDTH = 30, CONF_LINES = 16 };
+
+static size_t wrap_conf(const char *whole, char (*lines)[CONF_WIDTH + 1], size_t max) {
+  size_t n = 0;
+  int depth = 0; /* inside [...] at the start of the line */
+  for (const char *p = whole; *p && n < max; n++) {
+    size_t len = strlen(p), take = len;
+    if (len > CONF_WIDTH) {
+      size_t best[3] = {0, 0, 0}; /* the last break of each preference, as a length */
+      int d = depth;
+      for (size_t i = 0; i < CONF_WIDTH; i++) {
+        if (p[i] == '[') d++;
+        if (p[i] == ']' && d > 0) d--;
+        if (p[i] == ',') best[d == 0 ? 0 : 2] = i + 1;
+        if (p[i] == ':' && d == 0) best[1] = i + 1;
+      }
+      take = best[0] ? best[0] : best[1] ? best[1] : best[2] ? best[2] : CONF_WIDTH;
+    }
+    for (size_t i = 0; i < take; i++) depth += p[i] == '[' ? 1 : p[i] == ']' && depth > 0 ? -1 : 0;
+    snprintf(lines[n], CONF_WIDTH + 1, "%.*s", (int)take, p);
+    p += take;
+  }
+  return n;
+}
 
 /* fig: the row's peak reserved and its smallest cap, formatted with the rest of the table's
  * (ab_format_bytes_apart), so that two configurations ranked apart never read the same. */
@@ -384,7 +410,6 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
     snprintf(cap, sizeof cap, "%s", fig[1]);
   else
     snprintf(cap, sizeof cap, "-");
-  if (r->search.passed && r->cand.family == AB_TUNE_REFERENCE) strncat(cap, " budget", sizeof cap - strlen(cap) - 1);
   if (band->allocs_lo != band->allocs_hi)
     snprintf(allocs, sizeof allocs, "%" PRIu64 " (%" PRIu64 "-%" PRIu64 ")", r->stats.num_device_alloc, band->allocs_lo,
              band->allocs_hi);
@@ -392,8 +417,8 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
     snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
   const ab_events_t *es = &v->job->t[r->trace].es;
   note_of(v, es, r, note, sizeof note);
-  /* The "budget" beside its figure says the first; "OOM" in the peak's column and the title's
-   * "under the cap" the second. */
+  /* The mark "reference" says the first (with what its limit is); "OOM" in the peak's column
+   * and the title's "under the cap" the second. */
   if (r->cand.family == AB_TUNE_REFERENCE || (r->status == AB_RUN_OOM && r->search.passed && !r->search.upper_bound))
     note[0] = '\0';
   /* What failed is said in full once, as the command ends (say_failures); the row says that it did. */
@@ -401,19 +426,39 @@ static ab_status add_display_row(ab_table_t *t, const tune_view_t *v, const ab_t
   /* The references (raw, pooled, async, -s) are no PYTORCH_CUDA_ALLOC_CONF: marked so. */
   bool reference = r->cand.family == AB_TUNE_REFERENCE;
   const char *recorded = recorded_any(v) ? "recorded" : "the defaults";
-  snprintf(mark, sizeof mark, "%s%s%s%s%s%s", r == v->winner ? "<- recommended" : "", reference ? "reference" : "",
+  /* A reference's smallest limit is a budget (the strategy has no cap): said here, so that its
+   * column holds figures alone. */
+  snprintf(mark, sizeof mark, "%s%s%s%s%s%s", r == v->winner ? "<- recommended" : "",
+           reference ? (r->search.passed ? "reference (a budget)" : "reference") : "",
            r == v->winner && r->cand.recorded ? ", " : "", r->cand.recorded ? recorded : "",
            (r == v->winner || r->cand.recorded || reference) && note[0] ? "; " : "", note);
-  char conf[CONF_WIDTH + 1];
+  char conf[CONF_LINES][CONF_WIDTH + 1];
   const char *whole = reference ? "-" : r->cand.conf[0] ? r->cand.conf : "(default)";
-  if (strlen(whole) > CONF_WIDTH)
-    snprintf(conf, sizeof conf, "%.*s...", CONF_WIDTH - 3, whole);
-  else
-    snprintf(conf, sizeof conf, "%s", whole);
+  size_t lines = wrap_conf(whole, conf, CONF_LINES);
   char time[32] = "-";
   if (r->status == AB_RUN_OK && r->alloc_time_s >= 0) snprintf(time, sizeof time, "%.1f ms", r->alloc_time_s * 1e3);
-  const char *row[] = {rank, r->cand.strategy, conf, reserved, cap, allocs, time, short_name(es->source), mark};
-  return ab_table_add(t, row);
+  const char *row[] = {rank, r->cand.strategy, conf[0], reserved, cap, allocs, time, short_name(es->source), mark};
+  ab_status st = ab_table_add(t, row);
+  /* The rest of a long conf on lines of its own, under it. */
+  for (size_t i = 1; i < lines && st == AB_OK; i++) {
+    const char *more[] = {"", "", conf[i], "", "", "", "", "", ""};
+    st = ab_table_add(t, more);
+  }
+  return st;
+}
+
+/* The n sizes of one column, read in one form (each in a binary unit with the same decimals, as
+ * ab_format_bytes_apart picks them so that two sizes that differ never read alike; where that
+ * takes exact bytes for some, every size of the column shows its bytes), never "7.27 GiB"
+ * above "6.98 GiB (7491026944 B)". Zeros (no figure) are left out of the set. */
+static void uniform_column(const uint64_t *v, size_t n, char (*out)[AB_BYTES_TEXT]) {
+  ab_format_bytes_apart(v, n, out);
+  bool exact = false;
+  for (size_t i = 0; i < n; i++) exact |= v[i] && strchr(out[i], '(') != NULL;
+  for (size_t i = 0; exact && i < n; i++) {
+    char unit[32];
+    if (v[i]) snprintf(out[i], AB_BYTES_TEXT, "%s (%" PRIu64 " B)", ab_format_bytes(v[i], unit, sizeof unit), v[i]);
+  }
 }
 
 /* "X less" or "X more" (of bytes), for what the winner saves. */
@@ -763,16 +808,21 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
   ab_table_t rows, shown;
   ab_table_init(&rows, tune_cols, NCOLS);
   ab_table_init(&shown, display_cols, sizeof display_cols / sizeof display_cols[0]);
-  /* Each row's peak reserved and smallest cap (figs[2i], figs[2i+1]), as one set; a figure that
-   * does not apply is 0 in the set, and shown as a word instead. */
+  /* Each row's peak reserved and smallest cap (figs[2i], figs[2i+1]), each column a set read
+   * in one form (uniform_column); a figure that does not apply is shown as a word instead. */
   uint64_t *figures = malloc((2 * n + 1) * sizeof *figures);
   char(*figs)[AB_BYTES_TEXT] = malloc((2 * n + 1) * sizeof *figs);
-  ab_status st = figures && figs ? AB_OK : AB_ERR_INTERNAL;
+  char(*col)[AB_BYTES_TEXT] = malloc((n + 1) * sizeof *col);
+  ab_status st = figures && figs && col ? AB_OK : AB_ERR_INTERNAL;
   for (size_t i = 0; i < n && st == AB_OK; i++) {
-    figures[2 * i] = r[i].status == AB_RUN_OK ? (uint64_t)r[i].stats.reserved_bytes.peak : 0;
-    figures[2 * i + 1] = r[i].search.passed ? r[i].search.min_budget : 0;
+    figures[i] = r[i].status == AB_RUN_OK ? (uint64_t)r[i].stats.reserved_bytes.peak : 0;
+    figures[n + i] = r[i].search.passed ? r[i].search.min_budget : 0;
   }
-  if (st == AB_OK) ab_format_bytes_apart(figures, 2 * n, figs);
+  for (size_t c = 0; c < 2 && st == AB_OK; c++) {
+    uniform_column(&figures[c * n], n, col);
+    for (size_t i = 0; i < n; i++) memcpy(figs[2 * i + c], col[i], AB_BYTES_TEXT);
+  }
+  free(col);
   for (size_t i = 0; i < n && st == AB_OK; i++) {
     for (size_t k = 0; k < job->n && st == AB_OK; k++) st = add_row(&rows, &v, k, &r[i]);
     if (st == AB_OK) st = add_display_row(&shown, &v, &r[i], &figs[2 * i]);

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/installed.h"
 #include "base/output.h"
 #include "base/units.h"
 #include "cli/cli.h"
@@ -37,7 +39,11 @@
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
-#define DEFAULT_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz"
+/* The default trace: installed under PREFIX/share/allocbench (CMakeLists.txt), else the
+ * source tree's this binary was built from. */
+#define DEFAULT_TRACE_NAME "cnn_dyn.default.trace.csv.gz"
+#define INSTALLED_TRACE "../share/allocbench/traces/" DEFAULT_TRACE_NAME
+#define SOURCE_TRACE AB_TEST_DATA_DIR "/pytorch-2.11-h200/" DEFAULT_TRACE_NAME
 #define RANDOM_SPEC "random"
 #define RANDOM_OPS 200000 /* the random workload's default */
 
@@ -230,7 +236,9 @@ int main(int argc, char **argv) {
   o.device = getenv("AB_DEVICE");
   if (o.device == NULL || *o.device == '\0') o.device = "sim";
   o.out_dir = NULL; /* no --out: the console only */
-  const char *trace = DEFAULT_TRACE;
+  static char installed[4096];
+  const char *trace = ab_installed_find(INSTALLED_TRACE, installed, sizeof installed) ? installed : SOURCE_TRACE;
+  bool default_trace = true;
   ab_diag_t diag = {""};
   int rc = 0;
   ab_events_t random_es, trace_es;
@@ -254,9 +262,11 @@ int main(int argc, char **argv) {
       ours[nours++] = argv[i];
   }
   /* No -h for this command in the table: --help is the library's. */
+  const char *given = trace;
   rc = ab_cli_parse(nours, ours, &command, &o, own_option, &trace, 0, NULL, NULL);
   if (rc >= 0) goto done;
   rc = 0;
+  default_trace = trace == given;
   const char *out_dir = o.out_dir, *device = o.device;
   for (int i = 1; i < gargc && out_dir; i++) {
     if (strncmp(gargv[i], "--benchmark_out", 15) == 0) {
@@ -307,6 +317,11 @@ int main(int argc, char **argv) {
       have_trace = true;
       trace_name(trace, trace_label, sizeof trace_label);
       ab_gb_add_context("trace", trace);
+    } else if (default_trace && access(trace, R_OK) != 0) {
+      fprintf(stderr,
+              "%s: no replay benchmarks: the default trace is in neither %s from this binary's folder nor %s "
+              "(make install puts it in the first; --trace FILE names another)\n",
+              o.cmd, INSTALLED_TRACE, SOURCE_TRACE);
     } else {
       fprintf(stderr, "%s: no replay benchmarks: %s\n", o.cmd, diag.msg);
     }
@@ -324,7 +339,9 @@ int main(int argc, char **argv) {
   size_t ran = ab_gb_run();
   ab_gb_shutdown();
   if (ran == 0) {
-    rc = ab_cli_fail(&o, "no benchmark matched the filter");
+    rc = ab_cli_fail(&o, have_trace || strcmp(trace, "none") == 0
+                             ? "no benchmark matched the filter"
+                             : "no benchmark matched the filter (there are no replay benchmarks: their trace is missing, see above)");
   } else if (failures) {
     snprintf(diag.msg, sizeof diag.msg, "%d benchmark(s) failed (the error column says why)", failures);
     rc = ab_cli_fail(&o, diag.msg);

@@ -61,7 +61,8 @@ static int add_segment(void *ctx, const ab_segment_info_t *seg) {
     ab_oommap_block_t *out = &m->blocks[m->nblocks++];
     out->offset = b->addr - seg->base;
     out->bytes = b->bytes;
-    out->requested = b->requested;
+    bool live = b->state == AB_BLOCK_ALLOCATED || b->state == AB_BLOCK_PENDING_FREE;
+    out->requested = live ? b->requested : 0; /* a free block's last request is no allocation's */
     out->state = b->state;
     out->alloc_id = -1;
     uint64_t owner;
@@ -109,26 +110,28 @@ void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
 static const ab_col_t map_cols[] = {
     {"segment", true}, {"offset", true},       {"size", true},            {"state", false}, {"alloc_id", true},
     {"requested", true}, {"segment_size", true}, {"segment_address", true}, {"pool", false},  {"stream", true},
+    {"workload", false}, {"conf", false},         {"strategy", false}, /* the run (ab_results_run_cells) */
 };
 #define MAP_NCOLS (sizeof map_cols / sizeof map_cols[0])
 
-ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *workload, const char *strategy,
-                          char *path, size_t path_size, ab_diag_t *diag) {
+ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const ab_run_desc_t *run, char *path, size_t path_size,
+                          ab_diag_t *diag) {
   if (path && path_size) path[0] = '\0';
   if (!m->captured || m->walk_status != AB_OK) return AB_OK;
-  char w[128], s[64], file[4096];
-  ab_results_workload_part(workload, w, sizeof w);
-  ab_results_file_part(strategy, s, sizeof s);
-  snprintf(file, sizeof file, "%s/oommap_%s_%s.csv", dir, w, s);
-  ab_status st = ab_oommap_write_file(m, file, diag);
+  char file[4096];
+  ab_results_run_file(dir, "oommap", run, file, sizeof file);
+  ab_status st = ab_oommap_write_file(m, file, run, diag);
   if (st == AB_OK && path) snprintf(path, path_size, "%s", file);
   return st;
 }
 
-ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *file, ab_diag_t *diag) {
+ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *file, const ab_run_desc_t *run, ab_diag_t *diag) {
   ab_table_t t;
   ab_table_init(&t, map_cols, MAP_NCOLS);
   ab_status st = AB_OK;
+  char who[3][AB_RESULTS_RUN_CELL];
+  const char *run_row[3] = {"", "", ""};
+  if (run) ab_results_run_cells(run, who, run_row);
   for (size_t si = 0; si < m->nsegs && st == AB_OK; si++) {
     const ab_oommap_segment_t *sg = &m->segs[si];
     for (size_t bi = sg->first_block; bi < sg->first_block + sg->nblocks && st == AB_OK; bi++) {
@@ -145,7 +148,8 @@ ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *file, ab_diag_t
       snprintf(c[8], 32, "%s", sg->pool);
       snprintf(c[9], 32, "%u", sg->stream);
       const char *row[MAP_NCOLS];
-      for (size_t i = 0; i < MAP_NCOLS; i++) row[i] = c[i];
+      for (size_t i = 0; i < MAP_NCOLS - 3; i++) row[i] = c[i];
+      for (size_t i = 0; i < 3; i++) row[MAP_NCOLS - 3 + i] = run_row[i];
       st = ab_table_add(&t, row);
     }
   }
@@ -195,5 +199,6 @@ void ab_oommap_report(FILE *f, const ab_oom_info_t *oom, const char *strategy, c
   if (m && m->captured && m->walk_status != AB_OK)
     fprintf(f, "  No segment map: %s.\n", m->walk_message);
   else if (map_path && map_path[0])
-    fprintf(f, "  Segment map: %s (gnuplot -e \"map='%s'\" plots/oommap.gp draws it).\n", map_path, map_path);
+    fprintf(f, "  Segment map: %s (gnuplot -e \"map='%s'\" %s/oommap.gp draws it).\n", map_path, map_path,
+            ab_results_plots_dir());
 }

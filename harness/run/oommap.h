@@ -19,6 +19,8 @@
  *   segment_size     the segment's size, bytes
  *   segment_address  the segment's first address (the device's, fake on sim)
  *   pool, stream     what the segment serves, as the strategy names it
+ *   workload, conf, strategy  the run, whole (results.h, ab_results_run_cells); empty in a map
+ *                    written for no one run (tune's)
  * plots/oommap.gp draws it: one bar per segment, blocks coloured by state.
  *
  * Note [OOM report]: PyTorch's message (PyTorch v2.11.0, CUDACachingAllocator.cpp, malloc's
@@ -43,6 +45,8 @@
 #include "base/hashmap.h"
 #include "run/engine.h"
 #include "strategies/strategy.h"
+
+typedef struct ab_run_desc_s ab_run_desc_t; /* results.h: what makes a run */
 
 typedef struct ab_oommap_segment_s {
   ab_dptr_t base;
@@ -83,16 +87,16 @@ void ab_oommap_free(ab_oommap_t *m);
 /* The engine's on_oom hook: ctx is the ab_oommap_t to fill. */
 void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run);
 
-/* Writes the map as DIR/oommap_<workload>_<strategy>.csv (names made file-safe; written
+/* Writes the map as the run's oommap file in dir (results.h, ab_results_run_file; written
  * atomically) and, if path is not NULL, the path written into it. A map whose walk failed
  * writes nothing and returns AB_OK with path "". */
-ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const char *workload, const char *strategy,
-                          char *path, size_t path_size, ab_diag_t *diag);
+ab_status ab_oommap_write(const ab_oommap_t *m, const char *dir, const ab_run_desc_t *run, char *path, size_t path_size,
+                          ab_diag_t *diag);
 
 /* Writes the map to the file at path, atomically, whatever it was captured at (the OOM, or
- * any moment a caller chose: tune's map at the peak). Needs a captured map whose walk
- * succeeded. */
-ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *path, ab_diag_t *diag);
+ * any moment a caller chose: tune's map at the peak), its rows naming run (NULL: none). Needs
+ * a captured map whose walk succeeded. */
+ab_status ab_oommap_write_file(const ab_oommap_t *m, const char *path, const ab_run_desc_t *run, ab_diag_t *diag);
 
 /* Prints the report of Note [OOM report] for the OOM of a run: the strategy and device that
  * ran, the budget it ran under (0: none), m (may be NULL: no map), and map_path ("" or NULL

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/input.h"
+#include "base/installed.h"
 #include "base/units.h"
 #include "workloads/workload.h"
 
@@ -167,49 +168,101 @@ static unsigned name_hash(const char *s) {
   return (unsigned)(h >> 32);
 }
 
-void ab_results_workload_part(const char *workload, char *out, size_t size) {
+/* Note [Names of a run's files]
+ * A run's own files are DIR/KIND_<workload>[_conf-<hash>]_<strategy>.csv (KIND timeline,
+ * oommap, capmap), named after what makes the run, so that two runs that differ in any of it
+ * never share a file, and short enough to read in a listing:
+ *   - a generator's spec as it reads (":", "=" and "," turned into "_": random_ops_2000) where
+ *     that is short (at most READABLE_CHARS) and cannot be another spec's (it holds no "_" of
+ *     its own, nothing but letters, digits, ".", "-" and the separators); else the workload's
+ *     name and a hash of the whole spec (serve-5c0ffee1);
+ *   - a trace's file name, at most READABLE_CHARS of it, and a hash of its full path, so that
+ *     traces of one name in different folders keep files of their own
+ *     (cnn_dyn.default.pickle.gz-86985338);
+ *   - the conf, where the run was given one (-c, or the recorded settings of a replay), as a
+ *     hash of it: replays of one trace under two settings keep a timeline each;
+ *   - the strategy's name as it reads where it is a plain one (caching), else its family and a
+ *     hash of it (pluggable-1f2e3d4c: a library's path).
+ * It is the last part, after the last "_", because the figures take a file's strategy from
+ * there (plots/timeline.gp). A hash is 8 hex digits of FNV-1a. What a hash stands for is in
+ * the file itself: every row names its workload, conf and strategy whole, as summary.csv
+ * does. */
+#define READABLE_CHARS 32
+
+/* Whether a spec reads as itself in a name without being another's (see the Note). */
+static bool readable(const char *spec, const char *extra) {
+  if (strlen(spec) > READABLE_CHARS) return false;
+  for (const char *c = spec; *c; c++)
+    if (!isalnum((unsigned char)*c) && *c != '.' && *c != '-' && !strchr(extra, *c)) return false;
+  return true;
+}
+
+/* The part of a name before the first ':' (a workload's or a family's name), as a name. */
+static void head_part(const char *spec, char *out, size_t size) {
+  char head[64];
+  snprintf(head, sizeof head, "%.*s", (int)strcspn(spec, ":"), spec);
+  ab_results_file_part(head, out, size);
+}
+
+static void workload_part(const char *workload, char *out, size_t size) {
   const char *trace = trace_of(workload);
+  char name[READABLE_CHARS + 1];
   if (trace == NULL) {
-    /* A spec longer than the name can be: its beginning, then the hash of all of it, so
-     * that specs which differ only past the cut (card=80GiB, card=36GiB) never share a file. */
-    char full[1024];
-    ab_results_file_part(workload, full, sizeof full);
-    size_t len = strlen(full);
-    if (len < size && len + 1 < sizeof full) {
-      memcpy(out, full, len + 1);
+    if (readable(workload, ":=,")) {
+      ab_results_file_part(workload, out, size);
       return;
     }
-    size_t keep = size > 10 ? size - 10 : 0;
-    while (keep > 0 && full[keep - 1] == '_') keep--;
-    snprintf(out, size, "%.*s-%08x", (int)keep, full, name_hash(workload));
+    head_part(workload, name, sizeof name);
+    snprintf(out, size, "%s-%08x", name, name_hash(workload));
     return;
   }
   char full[PATH_MAX];
   if (realpath(trace, full) == NULL) snprintf(full, sizeof full, "%s", trace);
-  char name[128];
   ab_results_file_part(trace, name, sizeof name);
   snprintf(out, size, "%s-%08x", name, name_hash(full));
+}
+
+void ab_results_run_file(const char *dir, const char *kind, const ab_run_desc_t *d, char *path, size_t size) {
+  char w[READABLE_CHARS + 16], s[READABLE_CHARS + 16], c[24] = "";
+  workload_part(d->workload, w, sizeof w);
+  if (readable(d->strategy, "")) {
+    snprintf(s, sizeof s, "%s", d->strategy);
+  } else {
+    char family[READABLE_CHARS + 1];
+    head_part(d->strategy, family, sizeof family);
+    snprintf(s, sizeof s, "%s-%08x", family, name_hash(d->strategy));
+  }
+  if (d->conf && d->conf[0]) snprintf(c, sizeof c, "_conf-%08x", name_hash(d->conf));
+  snprintf(path, size, "%s/%s_%s%s_%s.csv", dir, kind, w, c, s);
+}
+
+/* The columns every row of a run's own file ends with: the run, whole (Note [Names of a run's
+ * files]). The conf, which may be empty, is not last: gnuplot misreads an empty last field. */
+#define RUN_COLS {"workload", false}, {"conf", false}, {"strategy", false}
+#define RUN_NCOLS 3
+
+void ab_results_run_cells(const ab_run_desc_t *d, char (*cells)[AB_RESULTS_RUN_CELL], const char **row) {
+  ab_results_workload_name(d->workload, cells[0], AB_RESULTS_RUN_CELL);
+  snprintf(cells[1], AB_RESULTS_RUN_CELL, "%s", d->conf ? d->conf : "");
+  snprintf(cells[2], AB_RESULTS_RUN_CELL, "%s", d->strategy);
+  for (int i = 0; i < RUN_NCOLS; i++) row[i] = cells[i];
 }
 
 static const ab_col_t timeline_cols[] = {
     {"event", true},          {"step", true},           {"requested", true},     {"allocated", true},
     {"reserved", true},       {"peak_requested", true}, {"peak_allocated", true}, {"peak_reserved", true},
+    RUN_COLS,
 };
-
-/* DIR/KIND_<workload>_<strategy>.csv: the file of one run's KIND. */
-static void file_of(const char *dir, const char *kind, const ab_run_desc_t *d, char *path, size_t size) {
-  char w[128], s[64];
-  ab_results_workload_part(d->workload, w, sizeof w);
-  ab_results_file_part(d->strategy, s, sizeof s);
-  snprintf(path, size, "%s/%s_%s_%s.csv", dir, kind, w, s);
-}
 
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, const ab_run_t *run, ab_diag_t *diag) {
   char path[4096];
-  file_of(dir, "timeline", d, path, sizeof path);
+  ab_results_run_file(dir, "timeline", d, path, sizeof path);
   ab_table_t t;
   ab_table_init(&t, timeline_cols, sizeof timeline_cols / sizeof timeline_cols[0]);
   ab_status st = AB_OK;
+  char who[RUN_NCOLS][AB_RESULTS_RUN_CELL];
+  const char *run_row[RUN_NCOLS];
+  ab_results_run_cells(d, who, run_row);
   for (size_t i = 0; i < run->ntimeline && st == AB_OK; i++) {
     const ab_tl_sample_t *x = &run->timeline[i];
     char cells[8][32];
@@ -221,7 +274,8 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
     snprintf(cells[5], 32, "%" PRId64, x->peak_requested);
     snprintf(cells[6], 32, "%" PRId64, x->peak_allocated);
     snprintf(cells[7], 32, "%" PRId64, x->peak_reserved);
-    const char *row[] = {cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7]};
+    const char *row[] = {cells[0], cells[1], cells[2], cells[3], cells[4],
+                         cells[5], cells[6], cells[7], run_row[0], run_row[1], run_row[2]};
     st = ab_table_add(&t, row);
   }
   if (st == AB_OK) st = ab_table_write_file(&t, path, diag);
@@ -231,12 +285,16 @@ ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *d, con
 
 ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *d, const ab_capmap_t *map, char *path,
                                   size_t path_size, ab_diag_t *diag) {
-  static const ab_col_t cols[] = {{"cap_lo_bytes", true}, {"cap_hi_bytes", true}, {"status", false}, {"oom_event", true}};
+  static const ab_col_t cols[] = {{"cap_lo_bytes", true}, {"cap_hi_bytes", true}, {"status", false}, {"oom_event", true},
+                                  RUN_COLS};
   char file[4096];
-  file_of(dir, "capmap", d, file, sizeof file);
+  ab_results_run_file(dir, "capmap", d, file, sizeof file);
   ab_table_t t;
   ab_table_init(&t, cols, sizeof cols / sizeof cols[0]);
   ab_status st = AB_OK;
+  char who[RUN_NCOLS][AB_RESULTS_RUN_CELL];
+  const char *run_row[RUN_NCOLS];
+  ab_results_run_cells(d, who, run_row);
   for (size_t i = 0; i < map->n && st == AB_OK; i++) {
     const ab_cap_class_t *c = &map->classes[i];
     char cells[4][32];
@@ -247,7 +305,7 @@ ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *d, const
       snprintf(cells[1], 32, "%" PRIu64, c->hi);
     snprintf(cells[2], 32, "%s", c->ok ? "ok" : "oom");
     snprintf(cells[3], 32, "%lld", c->ok ? -1LL : (long long)c->oom_event);
-    const char *row[] = {cells[0], cells[1], cells[2], cells[3]};
+    const char *row[] = {cells[0], cells[1], cells[2], cells[3], run_row[0], run_row[1], run_row[2]};
     st = ab_table_add(&t, row);
   }
   if (st == AB_OK) st = ab_table_write_file(&t, file, diag);
@@ -439,4 +497,17 @@ ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag) {
   }
   closedir(d);
   return st;
+}
+
+#define INSTALLED_PLOTS_DIR "../lib/allocbench/plots" /* from PREFIX/bin, where make install puts them */
+
+const char *ab_results_plots_dir(void) {
+  const char *env = getenv("AB_PLOTS_DIR");
+  if (env && *env) return env;
+  static char installed[PATH_MAX];
+  if (ab_installed_find(INSTALLED_PLOTS_DIR "/draw.sh", installed, sizeof installed)) {
+    *strrchr(installed, '/') = '\0';
+    return installed;
+  }
+  return AB_SOURCE_PLOTS_DIR;
 }

@@ -142,13 +142,14 @@ ab_status ab_results_add_oom(ab_table_t *t, const ab_run_desc_t *desc, const ab_
 ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *desc, const ab_events_t *es,
                                  const ab_run_t *run, const ab_bisect_result_t *res);
 
-/* Writes DIR/timeline_<workload>_<strategy>.csv (ab_results_workload_part) atomically. */
+/* Writes the run's timeline file (ab_results_run_file) atomically: a sample per step, then the
+ * run (ab_results_run_cells). */
 ab_status ab_results_write_timeline(const char *dir, const ab_run_desc_t *desc, const ab_run_t *run, ab_diag_t *diag);
 
-/* Writes a search's cap map (bisect.h, Note [Cap map]) to DIR/capmap_<workload>_<strategy>.csv,
- * one row per interval of caps that replay alike, in ascending caps:
+/* Writes a search's cap map (bisect.h, Note [Cap map]) to its run's capmap file
+ * (ab_results_run_file), one row per interval of caps that replay alike, in ascending caps:
  * cap_lo_bytes,cap_hi_bytes,status,oom_event (cap_hi_bytes empty: every cap from cap_lo_bytes
- * up; status ok or oom; oom_event -1 for ok). The path written goes to path (may be NULL). */
+ * up; status ok or oom; oom_event -1 for ok), then the run (ab_results_run_cells). The path written goes to path (may be NULL). */
 ab_status ab_results_write_capmap(const char *dir, const ab_run_desc_t *desc, const ab_capmap_t *map, char *path,
                                   size_t path_size, ab_diag_t *diag);
 
@@ -159,12 +160,14 @@ void ab_results_workload_name(const char *workload, char *out, size_t size);
 /* Makes a string safe as part of a file name: keeps letters, digits, '-', '.' and '_',
  * turns runs of anything else into one '_'; a path keeps only its last component. */
 void ab_results_file_part(const char *in, char *out, size_t size);
-/* A workload's part of the names of its timeline and segment map: ab_results_file_part of
- * a generator's spec (one longer than size: its beginning and 8 hex digits of the hash of
- * the whole spec, "serve_hidden_2880_..._repa-5c0ffee1"); for a trace (replay:PATH, or the path `replay` was given), its file
- * name and 8 hex digits of its full path, so that traces of one name in different folders
- * keep files of their own in one --out ("cnn.pickle.gz-1f2e3d4c"). */
-void ab_results_workload_part(const char *workload, char *out, size_t size);
+/* The file of one run's KIND (timeline, oommap, capmap) in dir: DIR/KIND_<workload>[_conf-<hash>]_
+ * <strategy>.csv (Note [Names of a run's files] in results.c): two runs that differ in their
+ * workload, conf or strategy never share one, and a long spec is a short hash. */
+void ab_results_run_file(const char *dir, const char *kind, const ab_run_desc_t *d, char *path, size_t size);
+/* The cells every row of such a file ends with, naming the run whole: workload (as
+ * ab_results_workload_name), conf, strategy; cells holds them, row points at them. */
+#define AB_RESULTS_RUN_CELL 1200
+void ab_results_run_cells(const ab_run_desc_t *d, char (*cells)[AB_RESULTS_RUN_CELL], const char **row);
 
 /* Whether name is a file allocbench writes into a results folder: the results CSVs, the
  * per-run files (timeline_, oommap_, capmap_), tune's texts, commands.txt, the page and the
@@ -174,5 +177,11 @@ bool ab_results_writes_name(const char *name);
  * under a name allocbench writes there: checked once the inputs are read and before anything
  * is written, so that a run never writes over the trace it replays. */
 ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag);
+
+/* The folder of the figure scripts (plots/: draw.sh and one NAME.gp per figure), absolute:
+ * AB_PLOTS_DIR in the environment, else the one make install put beside this binary
+ * (PREFIX/lib/allocbench/plots, base/installed.h), else the source tree's it was built from.
+ * What a hint names, so that it names a file that is there. */
+const char *ab_results_plots_dir(void);
 
 #endif

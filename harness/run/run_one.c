@@ -312,7 +312,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   if (st == AB_OK && run->status == AB_RUN_OOM) {
     char path[4096];
-    st = ab_oommap_write(&map, o->out_dir, es->source, strategy, path, sizeof path, diag);
+    st = ab_oommap_write(&map, o->out_dir, &desc, path, sizeof path, diag);
     if (!o->quiet) ab_oommap_report(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
   }
   ab_oommap_free(&map);

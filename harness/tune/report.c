@@ -17,32 +17,10 @@
 #include "base/output.h"
 #include "base/units.h"
 #include "run/band.h"
+#include "run/results.h"
 #include "strategies/registry.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
-
-#define INSTALLED_PLOTS_DIR "../lib/allocbench/plots" /* from PREFIX/bin, where make install puts them */
-
-const char *ab_report_plots_dir(void) {
-  const char *env = getenv("AB_PLOTS_DIR");
-  if (env && *env) return env;
-  /* An installed binary's own, else the source tree's it was built from. */
-  static char installed[4096];
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    char candidate[4096 + 64], script[4096 + 16];
-    snprintf(candidate, sizeof candidate, "%s/" INSTALLED_PLOTS_DIR, exe);
-    if (realpath(candidate, installed) != NULL) {
-      snprintf(script, sizeof script, "%s/draw.sh", installed);
-      if (access(script, R_OK) == 0) return installed;
-    }
-  }
-  return AB_SOURCE_PLOTS_DIR;
-}
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
@@ -960,7 +938,7 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
   bool drawn = false;
   if (draw) {
     char script[4096];
-    snprintf(script, sizeof script, "%s/draw.sh", ab_report_plots_dir());
+    snprintf(script, sizeof script, "%s/draw.sh", ab_results_plots_dir());
     if (access(script, R_OK) == 0) {
       fprintf(stderr, "allocbench report: drawing the figures with %s\n", script);
       char *argv[] = {"bash", script, (char *)dir, NULL};

@@ -49,9 +49,4 @@ ab_status ab_report_log_command(const char *dir, int argc, char **argv, ab_diag_
  * what it prints on stdout to path, atomically; stderr is left alone. */
 ab_status ab_report_run_self(char *const argv[], const char *path, ab_diag_t *diag);
 
-/* The folder of the figure scripts: AB_PLOTS_DIR in the environment, else the one make install
- * put beside this binary (PREFIX/lib/allocbench/plots), else the source tree's plots/ it was
- * built from. */
-const char *ab_report_plots_dir(void);
-
 #endif

@@ -725,6 +725,13 @@ static ab_status release_blocks(caching_t *c, int pool) {
   return AB_OK;
 }
 
+/* PyTorch completes a stream's pending frees in the order they were asked (its events are a
+ * queue per stream): the order decides which request a merged block keeps (free_block). */
+static int by_free_order(const void *a, const void *b) {
+  uint64_t x = (*(block_t *const *)a)->freed_at, y = (*(block_t *const *)b)->freed_at;
+  return (x > y) - (x < y);
+}
+
 /* synchronize_and_free_events: every stream is waited for, which completes the frees still
  * waiting (Note [Early completion]) of pool `owner`'s blocks, or of all when owner is -1. */
 static ab_status sync_and_free(caching_t *c, int owner) {
@@ -737,6 +744,7 @@ static ab_status sync_and_free(caching_t *c, int owner) {
     block_t *b = (block_t *)(uintptr_t)c->live.slots[i].val;
     if (c->live.slots[i].key && b->state == B_PENDING && (owner < 0 || (int)OWNER(b->pool) == owner)) c->scratch[n++] = b;
   }
+  qsort(c->scratch, n, sizeof *c->scratch, by_free_order);
   for (size_t i = 0; i < n; i++) {
     block_t *b = c->scratch[i];
     if (b->deferred == DEFER_READY) { /* its caller's free_complete came already */
@@ -867,6 +875,7 @@ static ab_status free_block(caching_t *c, block_t *b) {
     }
     block_drop(c, b);
     rekey_free(c, keep, start, merged);
+    keep->requested = requested; /* PyTorch's merged block is the freed one, its request kept */
   } else {
     insert_free(c, b);
   }
@@ -925,6 +934,7 @@ static ab_status free_ready(caching_t *c) {
     block_t *b = (block_t *)(uintptr_t)c->live.slots[i].val;
     if (c->live.slots[i].key && b->state == B_PENDING && b->deferred == DEFER_READY) c->scratch[n++] = b;
   }
+  qsort(c->scratch, n, sizeof *c->scratch, by_free_order);
   c->nready = 0;
   for (size_t i = 0; i < n; i++) {
     block_t *b = c->scratch[i];
@@ -1005,6 +1015,7 @@ static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t 
   AB_TRY(lookup(c, "free_request", ptr, bytes, stream, B_ALLOCATED, &b, NULL));
   user_free(c, b);
   b->state = B_PENDING;
+  b->freed_at = c->free_requests++;
   /* Note [Captures]: no event can be recorded while a capture is open. */
   b->deferred = c->ncaptures && !c->conf.capture_reuse ? DEFER_WAITING : DEFER_NONE;
   c->npending++;

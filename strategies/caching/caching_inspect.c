@@ -50,8 +50,7 @@ ab_status ab_caching_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
     uint64_t bytes = 0;
     do {
       block_t *b = c->scratch[j];
-      bool active = b->state == B_ALLOCATED || b->state == B_PENDING;
-      info[j] = (ab_block_info_t){b->ptr, b->size, active ? b->requested : 0, block_state(b)};
+      info[j] = (ab_block_info_t){b->ptr, b->size, b->requested, block_state(b)};
       bytes += b->size;
       j++;
     } while (j < n && c->scratch[j - 1]->next == c->scratch[j]);

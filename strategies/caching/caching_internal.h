@@ -63,8 +63,12 @@ typedef struct block_s {
   uint16_t bin;                /* B_FREE: the bin it was inserted in, bin_of(size) then */
   struct block_s *prev, *next; /* neighbours in the segment, by address; next: spare list */
   xseg_t *xs;                  /* the expandable segment, or NULL */
-  uint64_t requested;          /* bytes asked for, while active */
-  int64_t gc_base;             /* the pool's get_free_block count when inserted (GC age) */
+  uint64_t requested;          /* bytes asked for last; a cached block keeps its last request,
+                                * as PyTorch's Block::requested_size (its snapshot shows it) */
+  union {
+    int64_t gc_base;           /* B_FREE: the pool's get_free_block count when inserted (GC age) */
+    uint64_t freed_at;         /* B_PENDING: caching_t.free_requests when its free was asked */
+  };
 } block_t;
 
 /* A pending block freed during a capture waits for the capture to end (Note [Captures]). */
@@ -172,6 +176,7 @@ typedef struct caching_s {
   xseg_t **xsegs;            /* expandable segments */
   size_t nxsegs, capxsegs;
   size_t npending;           /* blocks between free_request and free_complete */
+  uint64_t free_requests;    /* free_request calls so far: the order pending blocks complete in */
   uint64_t total;            /* total_allocated_memory: segment and mapped bytes */
   uint64_t cap;              /* allowed_memory_maximum when has_cap */
   bool has_cap;

@@ -18,7 +18,8 @@ typedef enum ab_block_state_e {
 typedef struct ab_block_info_s {
   ab_dptr_t addr;
   uint64_t bytes;     /* the block's size as the strategy handed it out */
-  uint64_t requested; /* bytes the user asked for, where the strategy keeps it; else 0 */
+  uint64_t requested; /* bytes the user asked for (a free block: the last request, where the
+                       * strategy keeps it, as PyTorch's snapshot shows); else 0 */
   ab_block_state_t state;
 } ab_block_info_t;
 

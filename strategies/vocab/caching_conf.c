@@ -51,6 +51,7 @@ void ab_caching_conf_defaults(ab_caching_conf_t *c) {
   c->max_non_split_rounding = c->large_segment_size;
   c->memory_fraction = 1.0;
   c->round_large = 2 * MiB;
+  c->register_threads = 1;
 }
 
 static bool is(const parse_t *p, size_t i, const char *s) { return i < p->n && strcmp(p->tok[i].s, s) == 0; }
@@ -333,6 +334,8 @@ static ab_status pass_cuda(parse_t *p) {
                is(p, i, "pinned_use_cuda_host_register") || is(p, i, "pinned_use_hip_host_register")) {
       AB_TRY(need(p, i + 1, key));
       AB_TRY(to_bool(p, i + 2, key, &b));
+      if (strncmp(p->tok[key].s, "release_lock", 12) == 0) p->c->release_lock = b;
+      else p->c->host_register = b;
       ignore(p, key);
       i += 2;
     } else if (is(p, i, "pinned_num_register_threads")) {
@@ -342,6 +345,7 @@ static ab_status pass_cuda(parse_t *p) {
       if (v > MAX_REGISTER_THREADS)
         return fail(p, i + 2, "Number of register threads should be less than or equal to %d, got %llu", MAX_REGISTER_THREADS,
                     (unsigned long long)v);
+      p->c->register_threads = v;
       ignore(p, key);
       i += 2;
     } else if (is(p, i, "pinned_reserve_segment_size_mb")) {

@@ -51,11 +51,16 @@ typedef struct ab_caching_conf_s {
                                     * up to: PyTorch's constant 2 MiB, no conf key sets it (a
                                     * parse keeps it); a copy of the allocator may differ
                                     * (ab_caching_create_rounded) */
+  /* Host-side keys: no effect on device memory, kept because a snapshot reports them
+   * (snapshot.c, Note [The settings a snapshot holds]). */
+  bool release_lock;               /* release_lock_on_cudamalloc (or _hipmalloc) */
+  bool host_register;              /* pinned_use_cuda_host_register (or _hip_) */
+  uint64_t register_threads;       /* pinned_num_register_threads; PyTorch's default 1 */
   char ignored[256];               /* keys accepted without effect, "a, b"; "" when none */
 } ab_caching_conf_t;
 
 /* PyTorch's defaults: no limits, 20 MiB large segments, no rounding, no GC, no cap, large
- * segments rounded up to 2 MiB. */
+ * segments rounded up to 2 MiB, one pinned-memory register thread. */
 void ab_caching_conf_defaults(ab_caching_conf_t *c);
 
 /* Applies text (NULL or "" applies nothing but the resets) to c as one settings parse.

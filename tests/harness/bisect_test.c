@@ -185,7 +185,8 @@ static void oom_map_rows(void) {
   char dir[] = "/tmp/ab_bisect_test_XXXXXX";
   REQUIRE(mkdtemp(dir) != NULL);
   char path[256], text[4096];
-  REQUIRE(ab_oommap_write(&map, dir, es.source, "pooled", path, sizeof path, &diag) == AB_OK);
+  ab_run_desc_t desc = {es.source, "pooled", NULL, "sim", 0, 0, 0, NULL};
+  REQUIRE(ab_oommap_write(&map, dir, &desc, path, sizeof path, &diag) == AB_OK);
   char want_path[256];
   snprintf(want_path, sizeof want_path, "%s/oommap_frag-case_pooled.csv", dir);
   CHECK_STR_CONTAINS(path, want_path);
@@ -193,11 +194,11 @@ static void oom_map_rows(void) {
   uint64_t base = map.segs[0].base;
   char want[1024];
   snprintf(want, sizeof want,
-           "segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream\n"
-           "0,0,1048576,allocated,0,0,4194304,%llu,chunk,0\n"
-           "0,1048576,1048576,free,-1,0,4194304,%llu,chunk,0\n"
-           "0,2097152,1048576,free,-1,0,4194304,%llu,chunk,0\n"
-           "0,3145728,1048576,free,-1,0,4194304,%llu,chunk,0\n",
+           "segment,offset,size,state,alloc_id,requested,segment_size,segment_address,pool,stream,workload,conf,strategy\n"
+           "0,0,1048576,allocated,0,0,4194304,%llu,chunk,0,frag-case,,pooled\n"
+           "0,1048576,1048576,free,-1,0,4194304,%llu,chunk,0,frag-case,,pooled\n"
+           "0,2097152,1048576,free,-1,0,4194304,%llu,chunk,0,frag-case,,pooled\n"
+           "0,3145728,1048576,free,-1,0,4194304,%llu,chunk,0,frag-case,,pooled\n",
            (unsigned long long)base, (unsigned long long)base, (unsigned long long)base, (unsigned long long)base);
   CHECK_MSG(strcmp(text, want) == 0, "map file:\n%s\nexpected:\n%s", text, want);
   unlink(path);

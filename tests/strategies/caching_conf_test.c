@@ -55,6 +55,12 @@ static void test_allocator_settings_accepted(void) {
   CHECK_STR_CONTAINS(c.ignored, "pinned_num_register_threads");
   CHECK(strstr(c.ignored, "graph_capture_record_stream_reuse") == NULL); /* it changes decisions in captures */
   CHECK(c.capture_reuse);
+  /* Without effect, but a snapshot reports their values (snapshot.c). */
+  CHECK(c.release_lock && !c.host_register);
+  CHECK_EQ(c.register_threads, 8);
+  CHECK_EQ(parsed("").register_threads, 1);
+  CHECK(parsed("pinned_use_hip_host_register:True").host_register);
+  CHECK(!parsed("pinned_use_hip_host_register:True").release_lock);
   CHECK(!parsed("graph_capture_record_stream_reuse:False").capture_reuse);
   CHECK(parsed("backend:native").max_split_size == UINT64_MAX);
 }

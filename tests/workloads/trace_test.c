@@ -89,7 +89,7 @@ static void round_trip(const ab_events_t *es, const ab_trace_info_t *in, const c
   snprintf(pickle_name, sizeof pickle_name, "rt%d_%s.pickle", trip++, strategy);
   const char *csv = ab_test_tmp_path(csv_name), *pickle = ab_test_tmp_path(pickle_name);
   CHECK(ab_trace_write_csv(csv, &log, in->stream_values, in->nstreams, &d) == AB_OK);
-  CHECK(ab_snapshot_write(pickle, &log, in->stream_values, in->nstreams, "", &d) == AB_OK);
+  CHECK(ab_snapshot_write(pickle, &log, in->stream_values, in->nstreams, "", ab_strategy_is_pytorch(strategy), &d) == AB_OK);
   const char *paths[] = {csv, pickle};
   for (int i = 0; i < 2; i++) {
     ab_events_t back;

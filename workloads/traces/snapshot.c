@@ -630,11 +630,10 @@ static void write_segment(ab_pkw_t *w, const ab_trace_log_t *log, const ab_trace
   ab_pkw_list_begin(w);
   for (size_t k = 0; k < g->nblocks; k++) {
     const ab_block_info_t *blk = &log->blocks[g->first + k];
-    bool live = blk->state == AB_BLOCK_ALLOCATED || blk->state == AB_BLOCK_PENDING_FREE;
     ab_pkw_dict_begin(w);
     put_uint(w, K_ADDRESS, blk->addr);
     put_uint(w, K_SIZE, blk->bytes);
-    put_uint(w, K_REQUESTED, live ? blk->requested : 0);
+    put_uint(w, K_REQUESTED, blk->requested); /* an inactive block's last request, as PyTorch's */
     put_name(w, K_STATE,
              blk->state == AB_BLOCK_ALLOCATED ? V_ALLOCATED : blk->state == AB_BLOCK_PENDING_FREE ? V_PENDING : V_INACTIVE);
     put_empty_list(w, K_FRAMES);
@@ -753,14 +752,63 @@ void ab_snapshot_write_stacks(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *r) {
     x->failed = true;
 }
 
+/* Note [The settings a snapshot holds]
+ * PyTorch v2.11.0 writes allocator_settings from the allocator's config_metadata
+ * (torch/csrc/cuda/Module.cpp, THCPModule_memorySnapshot; c10/cuda/CUDACachingAllocator.cpp,
+ * snapshot(), fills it from CUDAAllocatorConfig), keys in this order: PYTORCH_CUDA_ALLOC_CONF
+ * (the string last parsed), max_split_size (bytes, an int; SIZE_MAX written as -1),
+ * garbage_collection_threshold (a float), expandable_segments, pinned_num_register_threads (an
+ * int), release_lock_on_cudamalloc, pinned_use_cuda_host_register,
+ * graph_capture_record_stream_reuse (bools), and roundup_power2_divisions, a dict from "1",
+ * "2", ..., "32768" (the MiB each of its 16 intervals starts at) to that interval's divisions.
+ * The recordings in tests/data/pytorch-2.11-h200 hold it so, and the viewer shows these keys. An
+ * export of the caching strategies writes them from its conf; another strategy is not
+ * PyTorch's allocator and has none of its settings, so its export holds the conf string alone,
+ * which is also how the reader tells the two apart (read_settings). */
+static void write_settings(ab_pkw_t *w, const char *conf, bool caching) {
+  ab_caching_conf_t c;
+  ab_caching_conf_defaults(&c);
+  if (caching && ab_caching_conf_apply(&c, "conf", conf, NULL) != AB_OK) caching = false;
+  ab_pkw_name(w, K_SETTINGS);
+  ab_pkw_dict_begin(w);
+  ab_pkw_name(w, K_CONF);
+  ab_pkw_str(w, conf ? conf : "", conf ? strlen(conf) : 0);
+  if (caching) {
+    ab_pkw_name(w, "max_split_size");
+    ab_pkw_int(w, c.max_split_size == UINT64_MAX ? -1 : (int64_t)c.max_split_size);
+    ab_pkw_name(w, "garbage_collection_threshold");
+    ab_pkw_float(w, c.gc_threshold);
+    ab_pkw_name(w, "expandable_segments");
+    ab_pkw_bool(w, c.expandable);
+    ab_pkw_name(w, "pinned_num_register_threads");
+    ab_pkw_uint(w, c.register_threads);
+    ab_pkw_name(w, "release_lock_on_cudamalloc");
+    ab_pkw_bool(w, c.release_lock);
+    ab_pkw_name(w, "pinned_use_cuda_host_register");
+    ab_pkw_bool(w, c.host_register);
+    ab_pkw_name(w, "graph_capture_record_stream_reuse");
+    ab_pkw_bool(w, c.capture_reuse);
+    ab_pkw_name(w, "roundup_power2_divisions");
+    ab_pkw_dict_begin(w);
+    for (int i = 0; i < AB_CACHING_DIVISION_INTERVALS; i++) {
+      char key[8];
+      int len = snprintf(key, sizeof key, "%d", 1 << i);
+      ab_pkw_str(w, key, (size_t)len);
+      ab_pkw_uint(w, c.divisions[i]);
+    }
+    ab_pkw_dict_end(w);
+  }
+  ab_pkw_dict_end(w);
+}
+
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                            unsigned nstreams, const char *conf, ab_diag_t *diag) {
-  return ab_snapshot_write_frames(path, log, stream_values, nstreams, conf, NULL, NULL, diag);
+                            unsigned nstreams, const char *conf, bool caching, ab_diag_t *diag) {
+  return ab_snapshot_write_frames(path, log, stream_values, nstreams, conf, caching, NULL, NULL, diag);
 }
 
 ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                                   unsigned nstreams, const char *conf, ab_snapshot_frames_fn frames, void *ctx,
-                                   ab_diag_t *diag) {
+                                   unsigned nstreams, const char *conf, bool caching, ab_snapshot_frames_fn frames,
+                                   void *ctx, ab_diag_t *diag) {
   if (log->failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the run's record is incomplete (out of host memory)", path);
   ab_pkw_t w;
   AB_TRY(ab_pkw_open(&w, path, diag));
@@ -796,11 +844,7 @@ ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, 
   }
   ab_pkw_list_end(&w);
   ab_pkw_list_end(&w);
-  ab_pkw_name(&w, K_SETTINGS);
-  ab_pkw_dict_begin(&w);
-  ab_pkw_name(&w, K_CONF);
-  ab_pkw_str(&w, conf ? conf : "", conf ? strlen(conf) : 0);
-  ab_pkw_dict_end(&w);
+  write_settings(&w, conf, caching);
   put_empty_list(&w, K_ANNOTATIONS);
   ab_pkw_dict_end(&w);
   return ab_pkw_close(&w, diag);

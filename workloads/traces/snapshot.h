@@ -8,8 +8,9 @@
  *   segments            the segments at the snapshot, each with its device, address,
  *                       total_size, stream, is_expandable and blocks {address, size,
  *                       requested_size, state}
- *   allocator_settings  the settings at the snapshot (max_split_size, expandable_segments,
- *                       roundup_power2_divisions, ..., PYTORCH_CUDA_ALLOC_CONF)
+ *   allocator_settings  the settings at the snapshot (PYTORCH_CUDA_ALLOC_CONF, max_split_size,
+ *                       expandable_segments, roundup_power2_divisions, ...: Note [The
+ *                       settings a snapshot holds] in snapshot.c)
  *
  * Reading takes one device's trace (the first with entries unless one is asked for), its
  * segments as the end state (trace.h: Note [Memory that existed before the trace]) and the
@@ -45,15 +46,18 @@ ab_status ab_snapshot_read_stream(const char *path, ab_instream_t *in, int devic
 
 /* Writes log as a snapshot pickle at path: streams under their recorded values
  * (stream_values[index]; the index itself beyond nstreams), conf as the recorded
- * PYTORCH_CUDA_ALLOC_CONF. The log must have been captured. AB_ERR_IO naming the path. */
+ * PYTORCH_CUDA_ALLOC_CONF. With caching (the run was one of PyTorch's allocator, conf its
+ * settings), the structured settings PyTorch writes beside the string too (Note [The settings
+ * a snapshot holds] in snapshot.c). The log must have been captured. AB_ERR_IO naming the
+ * path. */
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                            unsigned nstreams, const char *conf, ab_diag_t *diag);
+                            unsigned nstreams, const char *conf, bool caching, ab_diag_t *diag);
 /* The same, with each trace entry's `frames` (its stack, as PyTorch records it) written by
  * frames(ctx, w, record): one value, with ab_pkw_* (pickle.h). */
 typedef void (*ab_snapshot_frames_fn)(void *ctx, ab_pkw_t *w, const ab_trace_rec_t *record);
 ab_status ab_snapshot_write_frames(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
-                                   unsigned nstreams, const char *conf, ab_snapshot_frames_fn frames, void *ctx,
-                                   ab_diag_t *diag);
+                                   unsigned nstreams, const char *conf, bool caching, ab_snapshot_frames_fn frames,
+                                   void *ctx, ab_diag_t *diag);
 
 /* Note [Stacks written back]
  * A run of a trace that held call stacks (es->stacks) is written with them: each alloc record
