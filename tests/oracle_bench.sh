@@ -11,7 +11,7 @@
 # live count stays near the cap) or the free of a random live block, so that lifetimes run
 # from one event to the whole trace; sizes log-normal (median 1 MiB, up to 256 MiB). Drawn by
 # a Park-Miller generator (exact in awk's doubles, so the same on every awk) and written as
-# allocbench's CSV trace; everything is freed by its end. Then, for the README's figure, the
+# allocbench's CSV trace; everything is freed by its end. Then, for strategies/README.md's figure, the
 # random workload of a million events (random:ops=1000000: 1 000 live, lives short next to
 # the run).
 #

@@ -231,7 +231,7 @@ for t in "$work/a/t.csv" "$work/b/t.csv" "$work/a/../a/t.csv"; do
 done
 [ "$(ls "$work"/two/timeline_t.csv-*_raw.csv | wc -l)" = 2 ] || fail "timelines of two traces named t.csv: $(ls "$work/two")"
 
-# Two long specs that differ only at their end (the README's two serve runs): each has files of
+# Two long specs that differ only at their end (workloads/README.md's two serve runs): each has files of
 # its own, short (the workload's name and a hash of the whole spec), whose rows name the spec
 # whole (results.c, Note [Names of a run's files]).
 M=hidden=2880,layers=36,heads=32,kv_heads=4,vocab=100544,ffn=1440,experts=128,topk=4,moe_bits=4.25,repack=true,repack_pad=12MiB

@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # 1. Each recording replays as PyTorch ran it (the conf is the one the snapshot recorded; the
 #    segments get the recorded addresses by default, so that ties between equal free blocks
-#    break as they did on the card: README, Note [Recorded addresses]). The moe_* recordings
+#    break as they did on the card: strategies/README.md, "Where segments lie"; Note [Recorded addresses]). The moe_* recordings
 #    are training steps under a cap with garbage collection, where those ties decide which
 #    segments are collected.
 #    With --sim-addresses the simulated card places the segments as the driver does (Note

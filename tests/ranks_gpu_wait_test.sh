@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ranks_gpu_wait_test.sh ALLOCBENCH: two processes on two GPUs of this host, as the README's
+# ranks_gpu_wait_test.sh ALLOCBENCH: two processes on two GPUs of this host, as harness/README.md's
 # "one host, two GPUs, by hand" loop starts them (skipped, exit 77, with fewer than two GPUs):
 #   - they complete, under caching and expandable, with NCCL's memory counted on each rank
 #     (the teardown of one rank's communicator waits for the other's: Note [Bounded waits]);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # report_test.sh ALLOCBENCH DATA_DIR: the page of each kind of results folder (tune of the
 # recorded job with --report; matrix, oom and compare through `allocbench report`) holds the
-# answer, the table and its figures, stays within the size budget of the README, and loads
+# answer, the table and its figures, stays within the size budget of results/README.md, and loads
 # in headless Chromium with nothing on the console, nothing fetched, every figure drawn and
 # inked, and prints (report_page.py). Skipped (77) without a browser, gnuplot or python3.
 set -u
@@ -15,7 +15,7 @@ command -v gnuplot >/dev/null 2>&1 || { echo "skipped: no gnuplot to draw the fi
 command -v python3 >/dev/null 2>&1 || { echo "skipped: no python3 to read the page"; exit 77; }
 py=$(python3 -c 'import sys; print(sys.executable)')
 source "$here/lib.sh"
-# The budget of README.md, "One page to share".
+# The budget of results/README.md, "One page to share".
 budget=$((1536 * 1024))
 
 # page KIND DIR MIN_FIGURES SAYS...: DIR/report.html exists, is within the budget, holds each

@@ -30,7 +30,7 @@
  *      kernel fills it, the old one is freed. Where the fragmentation
  *      vllm-project/vllm#41158 describes (a pull request, closed; #41268 fixed it) comes
  *      from: the w2 of a layer is carved out of the freed w13 segment of the same layer, and
- *      the rest of that segment, too small for anything later, stays pinned (README,
+ *      the rest of that segment, too small for anything later, stays pinned (workloads/README.md,
  *      "serve").
  *   4. determine_available_memory: empty_cache, the peak statistics reset, then profile_run:
  *      a forward of max_tokens tokens, eager, each request's last hidden state gathered
@@ -121,7 +121,7 @@
  *   - Allocated bytes here are the requests, each rounded up to 512; PyTorch's are its
  *     blocks', which keep a remainder too small to split off (up to 1 MiB in the large pool),
  *     so vLLM's terms read somewhat higher under the caching allocator (the gpt-oss profile's
- *     peak of README's "serve" by 19.5 MiB) and depend on the allocator; here they do not.
+ *     peak of workloads/README.md's "serve" by 19.5 MiB) and depend on the allocator; here they do not.
  *   - compile_or_warm_up_model's compile-size warm-ups and kernel_warmup are not modelled,
  *     nor the small tensors a dummy run makes beside the gather.
  *   - The scheduler here admits prompts whole and runs prefill and decode in separate steps;

@@ -208,8 +208,8 @@ static const char *short_name(const char *name) { return strncmp(name, "replay:"
 
 /* ---- results ---------------------------------------------------------------------------- */
 
-/* tune.csv, one row per configuration tried and trace, in rank order (README.md, "Recording a
- * job, and tuning its settings"). */
+/* tune.csv, one row per configuration tried and trace, in rank order (harness/README.md,
+ * "Recording a job, and tuning its settings"). */
 #define TUNE_COLUMNS(X)                                                                                \
   X(workload, 0) X(trace, 0) X(worst, 1) X(device, 0) X(objective, 0) X(cap_bytes, 1) X(rank, 1)      \
   X(strategy, 0) X(conf, 0) X(recommended, 1) X(recorded, 1) X(status, 0) X(oom_kind, 0)               \

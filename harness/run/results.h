@@ -1,6 +1,6 @@
 /* results.h: the results files of a run, with their columns declared once.
  *
- * summary.csv gets one row per run (README.md documents every column):
+ * summary.csv gets one row per run (harness/README.md, "Results", documents every column):
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
  *   approximate       "no", or why the figures cannot be exact: a snapshot whose pools could
  *                     not all be told (trace_builder.h, Note [Pools of a trace]), releases

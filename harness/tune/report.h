@@ -1,5 +1,5 @@
 /* report.h: one page to share for a results folder: `allocbench report DIR` and
- * `tune --report` write DIR/report.html, self-contained (README.md, "One page to share").
+ * `tune --report` write DIR/report.html, self-contained (results/README.md, "One page to share").
  *
  * The page says what the folder's results answer, in words, first; then the table, the
  * figures inline as SVG (drawn first by plots/draw.sh, which needs gnuplot: without it the
@@ -32,7 +32,7 @@
 
 #include "base/status.h"
 
-/* The page's size budget (README.md): a folder whose figures would pass it gets the
+/* The page's size budget (results/README.md): a folder whose figures would pass it gets the
  * figures that fit, and says which it left out. */
 #define AB_REPORT_BUDGET_BYTES (1536u * 1024u)
 

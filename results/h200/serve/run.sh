@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh ALLOCBENCH OUT: `serve` on a GPU with its kernels, and vLLM's start-up fragmentation
-# case, as the top README's `serve` entry runs them on the simulated card; then the memory a
+# case, as workloads/README.md's `serve` entry runs them on the simulated card; then the memory a
 # process holds outside PyTorch once CUDA is up (the CUDA context and what the runtime takes),
 # the figure serve's outside= stands for (Note [vLLM's KV cache bytes], workloads/serve.c).
 # Writes OUT/<name>.txt per run, OUT/summary.csv and OUT/outside.txt. Run from the repository

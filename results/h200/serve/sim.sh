@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sim.sh ALLOCBENCH OUT: `serve` on the simulated H200 (--device sim), as the workload models
-# vLLM now (its KV rule and its default CUDA graphs, workloads/serve.c): the top README's
+# vLLM now (its KV rule and its default CUDA graphs, workloads/serve.c): workloads/README.md's
 # vLLM start-up cases, their margins (the smallest budget `allocbench oom` finds, the KV cache
 # still sized for the card) and the default model under caching and expandable. Writes
 # OUT/<name>.txt per run (its report, then its table), with the runs' summary.csv, timelines
