@@ -68,36 +68,6 @@ typedef struct range_s {
   uint64_t lo, hi;
 } range_t;
 
-/* Windows as a search reports them: addresses [lo, hi) and slots [from, to), field by field
- * (the hash of the gaps reads the los alone). */
-typedef struct ranges_s {
-  uint64_t *lo, *hi;
-  uint32_t *from, *to;
-  size_t n, cap;
-} ranges_t;
-
-/* Room for k more ranges. */
-static ab_status ranges_reserve(ranges_t *r, size_t k) {
-  if (r->n + k <= r->cap) return AB_OK;
-  size_t cap = r->cap ? r->cap : 1024;
-  while (cap < r->n + k) cap *= 2;
-  uint64_t *lo = realloc(r->lo, cap * sizeof *lo);
-  if (lo == NULL) return AB_ERR_INTERNAL;
-  r->lo = lo;
-  uint64_t *hi = realloc(r->hi, cap * sizeof *hi);
-  if (hi == NULL) return AB_ERR_INTERNAL;
-  r->hi = hi;
-  uint32_t *from = realloc(r->from, cap * sizeof *from);
-  if (from == NULL) return AB_ERR_INTERNAL;
-  r->from = from;
-  uint32_t *to = realloc(r->to, cap * sizeof *to);
-  if (to == NULL) return AB_ERR_INTERNAL;
-  r->to = to, r->cap = cap;
-  return AB_OK;
-}
-
-static void ranges_free(ranges_t *r) { free(r->lo), free(r->hi), free(r->from), free(r->to); }
-
 /* A window [from, to) of slots and the addresses [lo, hi) it holds, as the interval tree
  * keeps it: a cell, which no other cell with the same lo and slots can be, or a placed
  * lifetime, which from names (the slot of its start). */
@@ -105,6 +75,23 @@ typedef struct window_s {
   uint64_t lo, hi;
   uint32_t from, to;
 } window_t;
+
+/* Windows as a search reports them, whole, so that a chunk's windows come by one copy. */
+typedef struct found_s {
+  window_t *w;
+  size_t n, cap;
+} found_t;
+
+/* Room for k more windows. */
+static ab_status found_reserve(found_t *f, size_t k) {
+  if (f->n + k <= f->cap) return AB_OK;
+  size_t cap = f->cap ? f->cap : 1024;
+  while (cap < f->n + k) cap *= 2;
+  window_t *w = realloc(f->w, cap * sizeof *w);
+  if (w == NULL) return AB_ERR_INTERNAL;
+  f->w = w, f->cap = cap;
+  return AB_OK;
+}
 
 /* Windows in one order (the key), cut into chunks of at most CHUNK consecutive keys, each
  * chunk sorted by address inside: a window enters or leaves by moving at most a chunk and
@@ -329,43 +316,39 @@ static void ivtree_remove(ivtree_t *t, const window_t *w) {
   wlist_remove(&b->by_to, w);
 }
 
-/* Appends to out the ranges of l's windows up to key (a prefix of l) that start below
- * limit, and where filter those that span [from, to): in a chunk whose keys are all in the
- * prefix, those below limit are its first ones. */
+/* Appends to out l's windows up to key (a prefix of l) that start below limit, and where
+ * filter those that span [from, to): in a chunk whose keys are all in the prefix, those
+ * below limit are its first ones. */
 static ab_status report(const wlist_t *l, uint32_t key, bool filter, uint32_t from, uint32_t to, uint64_t limit,
-                        ranges_t *out) {
+                        found_t *out) {
   for (uint32_t ci = 0; ci < l->nc && l->c[ci].first <= key; ci++) {
     const cref_t *r = &l->c[ci];
     if (r->lo_first >= limit) continue;
     const chunk_t *c = r->p;
-    bool whole = r->last <= key;
     uint32_t n = r->lo_last < limit ? c->n : first_at(c, limit);
-    AB_TRY(ranges_reserve(out, n));
-    size_t o = out->n;
-    if (whole && !filter) {
-      for (uint32_t e = 0; e < n; e++) {
-        out->lo[o + e] = c->w[e].lo, out->hi[o + e] = c->w[e].hi;
-        out->from[o + e] = c->w[e].from, out->to[o + e] = c->w[e].to;
-      }
-      o += n;
-    } else {
-      for (uint32_t e = 0; e < n; e++) {
-        const window_t *w = &c->w[e];
-        out->lo[o] = w->lo, out->hi[o] = w->hi, out->from[o] = w->from, out->to[o] = w->to;
-        o += key_of(l, w) <= key && (!filter || (w->from <= from && w->to >= to));
-      }
-    }
-    out->n = o;
+    AB_TRY(found_reserve(out, n));
+    window_t *restrict o = out->w + out->n;
+    size_t k = 0;
+    /* Each window is written and kept or not, without a branch to mispredict. */
+    if (r->last <= key && !filter)
+      memcpy(o, c->w, n * sizeof *o), k = n;
+    else if (filter)
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += (c->w[e].from <= from) & (c->w[e].to >= to);
+    else if (l->by_end)
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += ~c->w[e].to <= key;
+    else
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += c->w[e].from <= key;
+    out->n += k;
   }
   return AB_OK;
 }
 
-/* Appends to out the ranges of the windows that span [from, to) (from' <= from and to' >=
+/* Appends to out the windows that span [from, to) (from' <= from and to' >=
  * to) and start below limit. Above the first node inside [from, to) each window of a node
  * lies on one side of it, so one condition holds for them all and the other picks a prefix
  * of one list; at that node the shorter of the two prefixes (by the chunks it takes) is
  * filtered; below it no window spans both ends. */
-static ab_status ivtree_spanning(const ivtree_t *t, uint32_t from, uint32_t to, uint64_t limit, ranges_t *out) {
+static ab_status ivtree_spanning(const ivtree_t *t, uint32_t from, uint32_t to, uint64_t limit, found_t *out) {
   uint32_t lo = 0, hi = t->n;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
@@ -460,9 +443,9 @@ typedef struct placer_s {
   bool one_stream; /* every lifetime on one stream: end_other never matters */
   ivtree_t cells; /* the cells of free space */
   tops_t tops;
-  /* The ranges of one placement: the cells that span its window, or the placed lifetimes
+  /* The windows of one placement: the cells that span its window, or the placed lifetimes
    * that overlap it (then sorted by lo). */
-  ranges_t found;
+  found_t found;
   join_t join;
   /* The first way: the placed lifetimes by their latest windows. */
   bool by_overlaps;
@@ -546,20 +529,21 @@ static ab_status join_cells(placer_t *p) {
     j->gen = 1;
   }
   size_t mask = j->hcap - 1;
-  const uint64_t *restrict lo = p->found.lo, *restrict hi = p->found.hi;
+  const window_t *restrict fw = p->found.w;
   hslot_t *restrict slot = j->slot;
   uint8_t *restrict joined = j->joined;
   uint32_t *restrict next = j->next, gen = j->gen;
   unsigned shift = j->shift;
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(lo[k], shift);
+    size_t h = hash_of(fw[k].lo, shift);
     while (slot[h].gen == gen) h = (h + 1) & mask;
     slot[h] = (hslot_t){(uint32_t)k, gen};
     joined[k] = 0;
   }
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(hi[k], shift);
-    while (slot[h].gen == gen && lo[slot[h].at] != hi[k]) h = (h + 1) & mask;
+    uint64_t hk = fw[k].hi;
+    size_t h = hash_of(hk, shift);
+    while (slot[h].gen == gen && fw[slot[h].at].lo != hk) h = (h + 1) & mask;
     bool hit = slot[h].gen == gen;
     uint32_t at = slot[h].at;
     next[k] = hit ? at : NONE;
@@ -584,20 +568,20 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   p->found.n = 0;
   AB_TRY(ivtree_spanning(&p->cells, from, to, top + size, &p->found));
   AB_TRY(join_cells(p));
-  const uint64_t *flo = p->found.lo, *fhi = p->found.hi;
+  const window_t *fw = p->found.w;
   const join_t *j = &p->join;
   uint64_t best = UINT64_MAX, best_gap = UINT64_MAX;
   uint32_t best_first = NONE, top_first = NONE;
   for (size_t h = 0; h < j->nheads; h++) {
     uint32_t k = j->heads[h], last = k;
-    uint64_t lo = flo[k];
+    uint64_t lo = fw[k].lo;
     if (lo == top) {
       top_first = k;
       continue;
     }
     /* A gap already longer than the best so far cannot win: its walk stops there. */
-    while (j->next[last] != NONE && fhi[last] - lo <= best_gap) last = j->next[last];
-    uint64_t gap = fhi[last] - lo;
+    while (j->next[last] != NONE && fw[last].hi - lo <= best_gap) last = j->next[last];
+    uint64_t gap = fw[last].hi - lo;
     if (j->next[last] == NONE && gap >= size && (gap < best_gap || (gap == best_gap && lo < best)))
       best = lo, best_gap = gap, best_first = k;
   }
@@ -613,8 +597,8 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   uint64_t early_lo = 0, early_hi = 0, late_lo = 0, late_hi = 0;
   uint32_t early_from = 0, late_to = 0;
   bool early = false, late = false;
-  for (uint32_t k = best_first; k != NONE && flo[k] < end; k = j->next[k]) {
-    window_t c = {flo[k], fhi[k], p->found.from[k], p->found.to[k]};
+  for (uint32_t k = best_first; k != NONE && fw[k].lo < end; k = j->next[k]) {
+    window_t c = fw[k];
     ivtree_remove(&p->cells, &c);
     if (c.hi > end) AB_TRY(new_cell(p, end, c.hi, c.from, c.to));
     uint64_t hi = c.hi < end ? c.hi : end;
@@ -687,8 +671,8 @@ static ab_status collect(placer_t *p, uint32_t i) {
   }
   /* A placed lifetime's window starts at its own slot. */
   for (size_t k = 0; k < p->found.n; k++)
-    if (overlap_in_time(x, &p->lt[p->found.from[k]]))
-      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k]};
+    if (overlap_in_time(x, &p->lt[p->found.w[k].from]))
+      p->over[p->nover++] = (range_t){p->found.w[k].lo, p->found.w[k].hi};
   uint32_t to = p->upto_latest[i];
   for (uint32_t w = (i + 1) / 64; (uint64_t)w * 64 < to; w++) {
     uint64_t bits = p->starts_placed[w];
@@ -744,7 +728,7 @@ static void placer_free(placer_t *p) {
   free(p->upto);
   ivtree_free(&p->cells);
   free(p->tops.own), free(p->tops.below);
-  ranges_free(&p->found);
+  free(p->found.w);
   free(p->over);
   free(p->join.next), free(p->join.heads), free(p->join.joined), free(p->join.slot);
   free(p->upto_latest);
