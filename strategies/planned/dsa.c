@@ -237,8 +237,8 @@ static ab_status wlist_insert(wlist_t *l, window_t w) {
   return AB_OK;
 }
 
-/* Removes window w (in the list). */
-static void wlist_remove(wlist_t *l, const window_t *w) {
+/* The chunk and the place of window w (in the list). */
+static void wlist_find(const wlist_t *l, const window_t *w, uint32_t *chunk, uint32_t *place) {
   uint32_t key = key_of(l, w), ci = chunk_past(l, key, true), at;
   /* Equal keys may lie in several chunks: each is searched by address. */
   for (;; ci++) {
@@ -247,6 +247,13 @@ static void wlist_remove(wlist_t *l, const window_t *w) {
       if (c->w[at].from == w->from && c->w[at].to == w->to) break;
     if (at < c->n && c->w[at].lo == w->lo) break;
   }
+  *chunk = ci, *place = at;
+}
+
+/* Removes window w (in the list). */
+static void wlist_remove(wlist_t *l, const window_t *w) {
+  uint32_t key = key_of(l, w), ci, at;
+  wlist_find(l, w, &ci, &at);
   cref_t *r = &l->c[ci];
   chunk_t *c = r->p;
   memmove(c->w + at, c->w + at + 1, (c->n - at - 1) * sizeof *c->w);
@@ -259,6 +266,16 @@ static void wlist_remove(wlist_t *l, const window_t *w) {
   } else {
     r->lo_first = c->w[0].lo, r->lo_last = c->w[c->n - 1].lo;
   }
+}
+
+/* Window w (in the list) starts at lo instead, below its hi and above no other window's lo:
+ * it keeps its place. */
+static void wlist_raise(wlist_t *l, const window_t *w, uint64_t lo) {
+  uint32_t ci, at;
+  wlist_find(l, w, &ci, &at);
+  cref_t *r = &l->c[ci];
+  r->p->w[at].lo = lo;
+  r->lo_first = r->p->w[0].lo, r->lo_last = r->p->w[r->p->n - 1].lo;
 }
 
 static void wlist_free(wlist_t *l) {
@@ -314,6 +331,14 @@ static void ivtree_remove(ivtree_t *t, const window_t *w) {
   bucket_t *b = &t->node[node_of(t->n, w->from, w->to)];
   wlist_remove(&b->by_from, w);
   wlist_remove(&b->by_to, w);
+}
+
+/* Cell w (in the tree) starts at lo instead, below its hi: the cells of a node all hold its
+ * slot, so no two share an address, and w keeps its place in both orders. */
+static void ivtree_raise(ivtree_t *t, const window_t *w, uint64_t lo) {
+  bucket_t *b = &t->node[node_of(t->n, w->from, w->to)];
+  wlist_raise(&b->by_from, w, lo);
+  wlist_raise(&b->by_to, w, lo);
 }
 
 /* Appends to out l's windows up to key (a prefix of l) that start below limit, and where
@@ -599,8 +624,9 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   bool early = false, late = false;
   for (uint32_t k = best_first; k != NONE && fw[k].lo < end; k = j->next[k]) {
     window_t c = fw[k];
-    ivtree_remove(&p->cells, &c);
-    if (c.hi > end) AB_TRY(new_cell(p, end, c.hi, c.from, c.to));
+    /* Above end it keeps its slots: the same cell, raised. */
+    if (c.hi > end) ivtree_raise(&p->cells, &c, end);
+    else ivtree_remove(&p->cells, &c);
     uint64_t hi = c.hi < end ? c.hi : end;
     if (early && c.from != early_from) {
       AB_TRY(new_cell(p, early_lo, early_hi, early_from, from));
