@@ -176,26 +176,45 @@ static ab_status wlist_room(wlist_t *l) {
   return AB_OK;
 }
 
-/* Sorts w[0..n) by key (by_key) or by address: insertion sort, for a chunk that splits. */
-static void sort_windows(const wlist_t *l, window_t *w, uint32_t n, bool by_key) {
-  for (uint32_t i = 1; i < n; i++) {
-    window_t x = w[i];
-    uint32_t j = i;
-    for (; j > 0 && (by_key ? key_of(l, &w[j - 1]) > key_of(l, &x) : w[j - 1].lo > x.lo); j--) w[j] = w[j - 1];
-    w[j] = x;
+/* The k-th least (from 0) of keys[0..n), which it reorders: quickselect. */
+static uint32_t kth_least(uint32_t *keys, uint32_t n, uint32_t k) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    /* Three parts around the pivot: below [lo, lt), equal [lt, gt), above [gt, hi). */
+    uint32_t pivot = keys[lo + (hi - lo) / 2], lt = lo, gt = hi;
+    for (uint32_t i = lo; i < gt;) {
+      uint32_t x = keys[i];
+      if (x < pivot) keys[i++] = keys[lt], keys[lt++] = x;
+      else if (x > pivot) keys[i] = keys[--gt], keys[gt] = x;
+      else i++;
+    }
+    if (k < lt) hi = lt;
+    else if (k >= gt) lo = gt;
+    else return pivot;
   }
+  return keys[lo];
 }
 
-/* Splits the full chunk ci in two by key: the lower half stays, the upper half follows it. */
+/* Splits the full chunk ci in two by key: the lower half stays, the upper half follows it.
+ * The windows are taken in address order, those of the lower keys (of the middle key, the
+ * first ones) into one and the rest into the other, so both stay in address order. */
 static ab_status chunk_split(wlist_t *l, uint32_t ci) {
   chunk_t *c = l->c[ci].p, *h = chunk_new(CHUNK);
   if (h == NULL) return AB_ERR_INTERNAL;
-  sort_windows(l, c->w, c->n, true);
-  h->n = c->n - CHUNK / 2;
-  memcpy(h->w, c->w + CHUNK / 2, h->n * sizeof *h->w);
-  c->n = CHUNK / 2;
-  sort_windows(l, c->w, c->n, false);
-  sort_windows(l, h->w, h->n, false);
+  uint32_t keys[CHUNK], below = 0;
+  for (uint32_t e = 0; e < c->n; e++) keys[e] = key_of(l, &c->w[e]);
+  uint32_t middle = kth_least(keys, c->n, CHUNK / 2 - 1);
+  for (uint32_t e = 0; e < c->n; e++) below += key_of(l, &c->w[e]) < middle;
+  uint32_t ties = CHUNK / 2 - below, n = c->n;
+  c->n = h->n = 0;
+  for (uint32_t e = 0; e < n; e++) {
+    window_t x = c->w[e];
+    uint32_t key = key_of(l, &x);
+    bool lower = key < middle || (key == middle && ties > 0);
+    ties -= key == middle && lower;
+    if (lower) c->w[c->n++] = x;
+    else h->w[h->n++] = x;
+  }
   memmove(l->c + ci + 2, l->c + ci + 1, (l->nc - ci - 1) * sizeof *l->c);
   l->c[ci + 1].p = h;
   l->nc++;
