@@ -613,16 +613,25 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   AB_TRY(ivtree_spanning(&p->cells, from, to, top + size, &p->found));
   AB_TRY(join_cells(p));
   const window_t *fw = p->found.w;
-  const join_t *j = &p->join;
+  join_t *j = &p->join;
   uint64_t best = UINT64_MAX, best_gap = UINT64_MAX;
   uint32_t best_first = NONE, top_first = NONE;
+  /* Gaps of one cell, most of them, are judged first, without a branch that goes either
+   * way; the others are walked after. The smallest gap that holds it wins, the lowest of
+   * equal ones, whatever the order they are judged in. */
+  uint32_t *longer = j->heads, nlonger = 0;
   for (size_t h = 0; h < j->nheads; h++) {
-    uint32_t k = j->heads[h], last = k;
+    uint32_t k = j->heads[h];
+    uint64_t lo = fw[k].lo, gap = fw[k].hi - lo;
+    bool at_top = lo == top, alone = j->next[k] == NONE;
+    top_first = at_top ? k : top_first;
+    longer[nlonger] = k, nlonger += !alone & !at_top;
+    if (__builtin_expect(alone & !at_top & (gap >= size) & (gap <= best_gap), 0) && (gap < best_gap || lo < best))
+      best = lo, best_gap = gap, best_first = k;
+  }
+  for (size_t h = 0; h < nlonger; h++) {
+    uint32_t k = longer[h], last = k;
     uint64_t lo = fw[k].lo;
-    if (lo == top) {
-      top_first = k;
-      continue;
-    }
     /* A gap already longer than the best so far cannot win: its walk stops there. */
     while (j->next[last] != NONE && fw[last].hi - lo <= best_gap) last = j->next[last];
     uint64_t gap = fw[last].hi - lo;
