@@ -807,8 +807,12 @@ static int by_size_desc(const void *a, const void *b) {
  * without searching them again and again. */
 static bool never_freed(const ab_lifetime_t *a) { return a->end == UINT64_MAX && a->end_other == UINT64_MAX; }
 
-static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak) {
+/* Greedy by size; once what it has placed reaches past bound it stops and sets *beaten (its
+ * peak can only grow, so it would lose to the plan that bound is the peak of). */
+static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t bound, uint64_t *offset,
+                                uint64_t *peak, bool *beaten) {
   *peak = 0;
+  *beaten = false;
   if (n >= MAX_LIFETIMES) return AB_ERR_INTERNAL;
   placer_t p = {.lt = lt, .n = (uint32_t)n, .align = align, .offset = offset, .one_stream = true};
   for (size_t i = 1; i < n; i++) p.one_stream = p.one_stream && lt[i].stream == lt[0].stream;
@@ -833,7 +837,8 @@ static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
   /* At the start all of it is free: one cell. */
   if (st == AB_OK) st = new_cell(&p, 0, TOP, 0, p.n);
   if (st == AB_OK && !p.one_stream) st = start_by_overlaps(&p, placed);
-  for (size_t k = 0; st == AB_OK && k < n; k++) {
+  uint64_t reached = base;
+  for (size_t k = 0; st == AB_OK && !*beaten && k < n; k++) {
     uint32_t i = (uint32_t)order[k].i;
     if (never_freed(&lt[i])) continue;
     /* 0 bytes come last: the cells are done with. */
@@ -841,6 +846,9 @@ static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
     if (st == AB_OK) st = p.by_overlaps ? place_by_overlaps(&p, i) : place_in_cells(&p, i);
     placed[i] = true;
     p.starts_placed[i / 64] |= 1ULL << (i % 64);
+    /* The sizes add up to at most 2^64 - 1 (ab_dsa_fits): no end passes it. */
+    if (base + offset[i] + rounded(&p, i) > reached) reached = base + offset[i] + rounded(&p, i);
+    *beaten = reached > bound;
   }
   /* The rest was packed from 0: above the stack. */
   for (size_t i = 0; st == AB_OK && i < n; i++)
@@ -973,7 +981,8 @@ ab_status ab_dsa_greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
   *peak = 0;
   if (n == 0) return AB_OK;
   if (!ab_dsa_fits(lt, n, align, &total)) return AB_ERR_OOM;
-  return greedy_by_size(lt, n, align, offset, peak);
+  bool beaten;
+  return greedy_by_size(lt, n, align, UINT64_MAX, offset, peak, &beaten);
 }
 
 ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak) {
@@ -988,9 +997,12 @@ ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64
   if (other == NULL) return AB_ERR_INTERNAL;
   bool one_stream = true;
   for (size_t i = 1; i < n; i++) one_stream = one_stream && lt[i].stream == lt[0].stream;
-  ab_status st = greedy_by_size(lt, n, align, offset, peak);
-  if (st == AB_OK) st = best_fit_in_time(lt, n, align, one_stream, other, &other_peak);
-  if (st == AB_OK && other_peak < *peak) {
+  /* Best fit in time first: greedy by size, the slower, stops once it is sure to lose to it,
+   * and the smaller of the two is kept as before (greedy by size where they tie). */
+  ab_status st = best_fit_in_time(lt, n, align, one_stream, other, &other_peak);
+  bool beaten = false;
+  if (st == AB_OK) st = greedy_by_size(lt, n, align, other_peak, offset, peak, &beaten);
+  if (st == AB_OK && (beaten || other_peak < *peak)) {
     memcpy(offset, other, n * sizeof *offset);
     *peak = other_peak;
   }
