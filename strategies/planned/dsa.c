@@ -554,7 +554,7 @@ static ab_status join_cells(placer_t *p) {
     uint32_t *heads = realloc(j->heads, m * sizeof *heads);
     if (heads == NULL) return AB_ERR_INTERNAL;
     j->heads = heads;
-    uint8_t *joined = realloc(j->joined, m * sizeof *joined);
+    uint8_t *joined = realloc(j->joined, (m + 1) * sizeof *joined);
     if (joined == NULL) return AB_ERR_INTERNAL;
     j->joined = joined, j->cap = m;
   }
@@ -584,15 +584,28 @@ static ab_status join_cells(placer_t *p) {
     slot[h] = (hslot_t){(uint32_t)k, gen};
     joined[k] = 0;
   }
+  /* Whether a cell has a successor is a coin toss, so it is not a branch: the first slot is
+   * read whatever it holds (one of an earlier generation names a place within found's room)
+   * and nearly always decides; the cells whose first slot holds another window are probed
+   * further after. */
+  uint32_t *restrict later = j->heads, nlater = 0;
   for (size_t k = 0; k < m; k++) {
     uint64_t hk = fw[k].hi;
-    size_t h = hash_of(hk, shift);
-    while (slot[h].gen == gen && fw[slot[h].at].lo != hk) h = (h + 1) & mask;
-    bool hit = slot[h].gen == gen;
-    uint32_t at = slot[h].at;
-    next[k] = hit ? at : NONE;
-    joined[hit ? at : k] |= (uint8_t)hit;
+    hslot_t s = slot[hash_of(hk, shift)];
+    uint32_t used = s.gen == gen, match = fw[s.at].lo == hk;
+    next[k] = s.at | ((used & match) - 1u); /* NONE is all ones */
+    later[nlater] = (uint32_t)k, nlater += used & (match ^ 1u);
   }
+  for (size_t q = 0; q < nlater; q++) {
+    uint32_t k = later[q];
+    uint64_t hk = fw[k].hi;
+    size_t h = (hash_of(hk, shift) + 1) & mask;
+    while (slot[h].gen == gen && fw[slot[h].at].lo != hk) h = (h + 1) & mask;
+    next[k] = slot[h].gen == gen ? slot[h].at : NONE;
+  }
+  /* joined[m] takes the marks of the cells that have no successor. */
+  joined[m] = 0;
+  for (size_t k = 0; k < m; k++) joined[next[k] == NONE ? m : next[k]] = 1;
   j->nheads = 0;
   for (size_t k = 0; k < m; k++) {
     j->heads[j->nheads] = (uint32_t)k;
