@@ -39,14 +39,34 @@
  *   hundreds of cells; only those below that top plus the size are read, found by binary
  *   search since the chunks a node's orders are cut into are sorted by address inside.
  *
- * A placement costs O(log^2 n) plus the cells it reads: the gaps of its window (at most one
- * more than the lifetimes it overlaps; 650 per placement in that trace) and the cells that
- * lifetimes placed outside the window cut them into, 1 500 per placement there against the
- * 4 900 ranges: the whole run of the 150 000 takes 4.9 to 5.1 s on the 2-core build machine
- * (93 s before). The cuts grow with the run, so the time grows as about n^1.3 on that trace
- * (22 to 25 s for a million events of it); where lives are short next to the run the cells
- * are few (random:ops=1000000, a million events: 4.5 to 6 s, the plan alone 8.5 s of CPU
- * before).
+ * A placement costs O(log^2 n) for the walk down the tree and the tops, plus a copy, an
+ * entry in the hash and a probe for each cell it reads: the gaps of its window and the
+ * pieces that lifetimes placed before and after the window cut them into. The plan is
+ * O(n log n) for the orders and the trees plus the cells all placements read, and that sum
+ * is not bounded by n log n: best fit must judge every gap of the window (the smallest that
+ * holds the lifetime is known only once all are), and the gaps of a window, up to one above
+ * each lifetime live during it, are its own, so that no order over gaps kept ahead serves the
+ * next window. On the trace of 150 000 allocations a placement reads 1 500 cells
+ * for 650 gaps (against 4 900 ranges for the first version), fewer for the large lifetimes,
+ * which come first, and more for the small ones, which find the leftovers of the large:
+ * 150 cells a placement in the first tenth of the order, 3 100 in the last. The leftovers
+ * and the cuts grow with the run (1 000 cells a placement at 37 500 allocations), so the time
+ * grows as about n^1.3 on that trace. Whether a cell has a successor is a coin toss, so the
+ * probe decides it without a branch (join_cells), and so does the judging of the gaps of one
+ * cell; sorting the cells by address instead of the hash, or merging the runs the nodes
+ * report in address order (a node's cells share no address), costs as much or more.
+ *
+ * tests/oracle_bench.sh measured, on the 2-core build machine at a load of 2 to 3.3, the whole
+ * run of the 150 000 in 4.0 to 4.4 s and a million events of that trace in 19 to 21 s, against
+ * 5.2 s and 24.7 s for this file as of 79edf9c measured beside them (93 s for the 150 000
+ * with the first version); where lives are short next to the run the cells are few
+ * (random:ops=1000000, a million events: 3.2 s for the whole run, against 6.2 s).
+ *
+ * Best fit in time runs first (ab_dsa_place): greedy by size's peak only grows as it places,
+ * so once what it has placed reaches past that plan's peak it cannot win and stops, and the
+ * plan kept is the one of both run to the end. On random:ops=1000000, where best fit in time
+ * wins (1.05 of the live peak against 1.16), that spares the last third of greedy by size's
+ * placements.
  *
  * Two cases keep the first way, over the same interval tree (the placed lifetimes by their
  * windows as the stream that sees them longest does; those that overlap found in O(log n)
