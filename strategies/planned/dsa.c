@@ -39,14 +39,34 @@
  *   hundreds of cells; only those below that top plus the size are read, found by binary
  *   search since the chunks a node's orders are cut into are sorted by address inside.
  *
- * A placement costs O(log^2 n) plus the cells it reads: the gaps of its window (at most one
- * more than the lifetimes it overlaps; 650 per placement in that trace) and the cells that
- * lifetimes placed outside the window cut them into, 1 500 per placement there against the
- * 4 900 ranges: the whole run of the 150 000 takes 4.9 to 5.1 s on the 2-core build machine
- * (93 s before). The cuts grow with the run, so the time grows as about n^1.3 on that trace
- * (22 to 25 s for a million events of it); where lives are short next to the run the cells
- * are few (random:ops=1000000, a million events: 4.5 to 6 s, the plan alone 8.5 s of CPU
- * before).
+ * A placement costs O(log^2 n) for the walk down the tree and the tops, plus a copy, an
+ * entry in the hash and a probe for each cell it reads: the gaps of its window and the
+ * pieces that lifetimes placed before and after the window cut them into. The plan is
+ * O(n log n) for the orders and the trees plus the cells all placements read, and that sum
+ * is not bounded by n log n: best fit must judge every gap of the window (the smallest that
+ * holds the lifetime is known only once all are), and the gaps of a window, up to one above
+ * each lifetime live during it, are its own, so that no order over gaps kept ahead serves the
+ * next window. On the trace of 150 000 allocations a placement reads 1 500 cells
+ * for 650 gaps (against 4 900 ranges for the first version), fewer for the large lifetimes,
+ * which come first, and more for the small ones, which find the leftovers of the large:
+ * 150 cells a placement in the first tenth of the order, 3 100 in the last. The leftovers
+ * and the cuts grow with the run (1 000 cells a placement at 37 500 allocations), so the time
+ * grows as about n^1.3 on that trace. Whether a cell has a successor is a coin toss, so the
+ * probe decides it without a branch (join_cells), and so does the judging of the gaps of one
+ * cell; sorting the cells by address instead of the hash, or merging the runs the nodes
+ * report in address order (a node's cells share no address), costs as much or more.
+ *
+ * tests/oracle_bench.sh measured, on the 2-core build machine at a load of 2 to 3.3, the whole
+ * run of the 150 000 in 4.0 to 4.4 s and a million events of that trace in 19 to 21 s, against
+ * 5.2 s and 24.7 s for this file as of 79edf9c measured beside them (93 s for the 150 000
+ * with the first version); where lives are short next to the run the cells are few
+ * (random:ops=1000000, a million events: 3.2 s for the whole run, against 6.2 s).
+ *
+ * Best fit in time runs first (ab_dsa_place): greedy by size's peak only grows as it places,
+ * so once what it has placed reaches past that plan's peak it cannot win and stops, and the
+ * plan kept is the one of both run to the end. On random:ops=1000000, where best fit in time
+ * wins (1.05 of the live peak against 1.16), that spares the last third of greedy by size's
+ * placements.
  *
  * Two cases keep the first way, over the same interval tree (the placed lifetimes by their
  * windows as the stream that sees them longest does; those that overlap found in O(log n)
@@ -68,36 +88,6 @@ typedef struct range_s {
   uint64_t lo, hi;
 } range_t;
 
-/* Windows as a search reports them: addresses [lo, hi) and slots [from, to), field by field
- * (the hash of the gaps reads the los alone). */
-typedef struct ranges_s {
-  uint64_t *lo, *hi;
-  uint32_t *from, *to;
-  size_t n, cap;
-} ranges_t;
-
-/* Room for k more ranges. */
-static ab_status ranges_reserve(ranges_t *r, size_t k) {
-  if (r->n + k <= r->cap) return AB_OK;
-  size_t cap = r->cap ? r->cap : 1024;
-  while (cap < r->n + k) cap *= 2;
-  uint64_t *lo = realloc(r->lo, cap * sizeof *lo);
-  if (lo == NULL) return AB_ERR_INTERNAL;
-  r->lo = lo;
-  uint64_t *hi = realloc(r->hi, cap * sizeof *hi);
-  if (hi == NULL) return AB_ERR_INTERNAL;
-  r->hi = hi;
-  uint32_t *from = realloc(r->from, cap * sizeof *from);
-  if (from == NULL) return AB_ERR_INTERNAL;
-  r->from = from;
-  uint32_t *to = realloc(r->to, cap * sizeof *to);
-  if (to == NULL) return AB_ERR_INTERNAL;
-  r->to = to, r->cap = cap;
-  return AB_OK;
-}
-
-static void ranges_free(ranges_t *r) { free(r->lo), free(r->hi), free(r->from), free(r->to); }
-
 /* A window [from, to) of slots and the addresses [lo, hi) it holds, as the interval tree
  * keeps it: a cell, which no other cell with the same lo and slots can be, or a placed
  * lifetime, which from names (the slot of its start). */
@@ -105,6 +95,23 @@ typedef struct window_s {
   uint64_t lo, hi;
   uint32_t from, to;
 } window_t;
+
+/* Windows as a search reports them, whole, so that a chunk's windows come by one copy. */
+typedef struct found_s {
+  window_t *w;
+  size_t n, cap;
+} found_t;
+
+/* Room for k more windows. */
+static ab_status found_reserve(found_t *f, size_t k) {
+  if (f->n + k <= f->cap) return AB_OK;
+  size_t cap = f->cap ? f->cap : 1024;
+  while (cap < f->n + k) cap *= 2;
+  window_t *w = realloc(f->w, cap * sizeof *w);
+  if (w == NULL) return AB_ERR_INTERNAL;
+  f->w = w, f->cap = cap;
+  return AB_OK;
+}
 
 /* Windows in one order (the key), cut into chunks of at most CHUNK consecutive keys, each
  * chunk sorted by address inside: a window enters or leaves by moving at most a chunk and
@@ -189,26 +196,45 @@ static ab_status wlist_room(wlist_t *l) {
   return AB_OK;
 }
 
-/* Sorts w[0..n) by key (by_key) or by address: insertion sort, for a chunk that splits. */
-static void sort_windows(const wlist_t *l, window_t *w, uint32_t n, bool by_key) {
-  for (uint32_t i = 1; i < n; i++) {
-    window_t x = w[i];
-    uint32_t j = i;
-    for (; j > 0 && (by_key ? key_of(l, &w[j - 1]) > key_of(l, &x) : w[j - 1].lo > x.lo); j--) w[j] = w[j - 1];
-    w[j] = x;
+/* The k-th least (from 0) of keys[0..n), which it reorders: quickselect. */
+static uint32_t kth_least(uint32_t *keys, uint32_t n, uint32_t k) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    /* Three parts around the pivot: below [lo, lt), equal [lt, gt), above [gt, hi). */
+    uint32_t pivot = keys[lo + (hi - lo) / 2], lt = lo, gt = hi;
+    for (uint32_t i = lo; i < gt;) {
+      uint32_t x = keys[i];
+      if (x < pivot) keys[i++] = keys[lt], keys[lt++] = x;
+      else if (x > pivot) keys[i] = keys[--gt], keys[gt] = x;
+      else i++;
+    }
+    if (k < lt) hi = lt;
+    else if (k >= gt) lo = gt;
+    else return pivot;
   }
+  return keys[lo];
 }
 
-/* Splits the full chunk ci in two by key: the lower half stays, the upper half follows it. */
+/* Splits the full chunk ci in two by key: the lower half stays, the upper half follows it.
+ * The windows are taken in address order, those of the lower keys (of the middle key, the
+ * first ones) into one and the rest into the other, so both stay in address order. */
 static ab_status chunk_split(wlist_t *l, uint32_t ci) {
   chunk_t *c = l->c[ci].p, *h = chunk_new(CHUNK);
   if (h == NULL) return AB_ERR_INTERNAL;
-  sort_windows(l, c->w, c->n, true);
-  h->n = c->n - CHUNK / 2;
-  memcpy(h->w, c->w + CHUNK / 2, h->n * sizeof *h->w);
-  c->n = CHUNK / 2;
-  sort_windows(l, c->w, c->n, false);
-  sort_windows(l, h->w, h->n, false);
+  uint32_t keys[CHUNK], below = 0;
+  for (uint32_t e = 0; e < c->n; e++) keys[e] = key_of(l, &c->w[e]);
+  uint32_t middle = kth_least(keys, c->n, CHUNK / 2 - 1);
+  for (uint32_t e = 0; e < c->n; e++) below += key_of(l, &c->w[e]) < middle;
+  uint32_t ties = CHUNK / 2 - below, n = c->n;
+  c->n = h->n = 0;
+  for (uint32_t e = 0; e < n; e++) {
+    window_t x = c->w[e];
+    uint32_t key = key_of(l, &x);
+    bool lower = key < middle || (key == middle && ties > 0);
+    ties -= key == middle && lower;
+    if (lower) c->w[c->n++] = x;
+    else h->w[h->n++] = x;
+  }
   memmove(l->c + ci + 2, l->c + ci + 1, (l->nc - ci - 1) * sizeof *l->c);
   l->c[ci + 1].p = h;
   l->nc++;
@@ -250,8 +276,8 @@ static ab_status wlist_insert(wlist_t *l, window_t w) {
   return AB_OK;
 }
 
-/* Removes window w (in the list). */
-static void wlist_remove(wlist_t *l, const window_t *w) {
+/* The chunk and the place of window w (in the list). */
+static void wlist_find(const wlist_t *l, const window_t *w, uint32_t *chunk, uint32_t *place) {
   uint32_t key = key_of(l, w), ci = chunk_past(l, key, true), at;
   /* Equal keys may lie in several chunks: each is searched by address. */
   for (;; ci++) {
@@ -260,6 +286,13 @@ static void wlist_remove(wlist_t *l, const window_t *w) {
       if (c->w[at].from == w->from && c->w[at].to == w->to) break;
     if (at < c->n && c->w[at].lo == w->lo) break;
   }
+  *chunk = ci, *place = at;
+}
+
+/* Removes window w (in the list). */
+static void wlist_remove(wlist_t *l, const window_t *w) {
+  uint32_t key = key_of(l, w), ci, at;
+  wlist_find(l, w, &ci, &at);
   cref_t *r = &l->c[ci];
   chunk_t *c = r->p;
   memmove(c->w + at, c->w + at + 1, (c->n - at - 1) * sizeof *c->w);
@@ -272,6 +305,16 @@ static void wlist_remove(wlist_t *l, const window_t *w) {
   } else {
     r->lo_first = c->w[0].lo, r->lo_last = c->w[c->n - 1].lo;
   }
+}
+
+/* Window w (in the list) starts at lo instead, below its hi and above no other window's lo:
+ * it keeps its place. */
+static void wlist_raise(wlist_t *l, const window_t *w, uint64_t lo) {
+  uint32_t ci, at;
+  wlist_find(l, w, &ci, &at);
+  cref_t *r = &l->c[ci];
+  r->p->w[at].lo = lo;
+  r->lo_first = r->p->w[0].lo, r->lo_last = r->p->w[r->p->n - 1].lo;
 }
 
 static void wlist_free(wlist_t *l) {
@@ -329,43 +372,47 @@ static void ivtree_remove(ivtree_t *t, const window_t *w) {
   wlist_remove(&b->by_to, w);
 }
 
-/* Appends to out the ranges of l's windows up to key (a prefix of l) that start below
- * limit, and where filter those that span [from, to): in a chunk whose keys are all in the
- * prefix, those below limit are its first ones. */
+/* Cell w (in the tree) starts at lo instead, below its hi: the cells of a node all hold its
+ * slot, so no two share an address, and w keeps its place in both orders. */
+static void ivtree_raise(ivtree_t *t, const window_t *w, uint64_t lo) {
+  bucket_t *b = &t->node[node_of(t->n, w->from, w->to)];
+  wlist_raise(&b->by_from, w, lo);
+  wlist_raise(&b->by_to, w, lo);
+}
+
+/* Appends to out l's windows up to key (a prefix of l) that start below limit, and where
+ * filter those that span [from, to): in a chunk whose keys are all in the prefix, those
+ * below limit are its first ones. */
 static ab_status report(const wlist_t *l, uint32_t key, bool filter, uint32_t from, uint32_t to, uint64_t limit,
-                        ranges_t *out) {
+                        found_t *out) {
   for (uint32_t ci = 0; ci < l->nc && l->c[ci].first <= key; ci++) {
     const cref_t *r = &l->c[ci];
     if (r->lo_first >= limit) continue;
     const chunk_t *c = r->p;
-    bool whole = r->last <= key;
     uint32_t n = r->lo_last < limit ? c->n : first_at(c, limit);
-    AB_TRY(ranges_reserve(out, n));
-    size_t o = out->n;
-    if (whole && !filter) {
-      for (uint32_t e = 0; e < n; e++) {
-        out->lo[o + e] = c->w[e].lo, out->hi[o + e] = c->w[e].hi;
-        out->from[o + e] = c->w[e].from, out->to[o + e] = c->w[e].to;
-      }
-      o += n;
-    } else {
-      for (uint32_t e = 0; e < n; e++) {
-        const window_t *w = &c->w[e];
-        out->lo[o] = w->lo, out->hi[o] = w->hi, out->from[o] = w->from, out->to[o] = w->to;
-        o += key_of(l, w) <= key && (!filter || (w->from <= from && w->to >= to));
-      }
-    }
-    out->n = o;
+    AB_TRY(found_reserve(out, n));
+    window_t *restrict o = out->w + out->n;
+    size_t k = 0;
+    /* Each window is written and kept or not, without a branch to mispredict. */
+    if (r->last <= key && !filter)
+      memcpy(o, c->w, n * sizeof *o), k = n;
+    else if (filter)
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += (c->w[e].from <= from) & (c->w[e].to >= to);
+    else if (l->by_end)
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += ~c->w[e].to <= key;
+    else
+      for (uint32_t e = 0; e < n; e++) o[k] = c->w[e], k += c->w[e].from <= key;
+    out->n += k;
   }
   return AB_OK;
 }
 
-/* Appends to out the ranges of the windows that span [from, to) (from' <= from and to' >=
+/* Appends to out the windows that span [from, to) (from' <= from and to' >=
  * to) and start below limit. Above the first node inside [from, to) each window of a node
  * lies on one side of it, so one condition holds for them all and the other picks a prefix
  * of one list; at that node the shorter of the two prefixes (by the chunks it takes) is
  * filtered; below it no window spans both ends. */
-static ab_status ivtree_spanning(const ivtree_t *t, uint32_t from, uint32_t to, uint64_t limit, ranges_t *out) {
+static ab_status ivtree_spanning(const ivtree_t *t, uint32_t from, uint32_t to, uint64_t limit, found_t *out) {
   uint32_t lo = 0, hi = t->n;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
@@ -460,9 +507,9 @@ typedef struct placer_s {
   bool one_stream; /* every lifetime on one stream: end_other never matters */
   ivtree_t cells; /* the cells of free space */
   tops_t tops;
-  /* The ranges of one placement: the cells that span its window, or the placed lifetimes
+  /* The windows of one placement: the cells that span its window, or the placed lifetimes
    * that overlap it (then sorted by lo). */
-  ranges_t found;
+  found_t found;
   join_t join;
   /* The first way: the placed lifetimes by their latest windows. */
   bool by_overlaps;
@@ -527,7 +574,7 @@ static ab_status join_cells(placer_t *p) {
     uint32_t *heads = realloc(j->heads, m * sizeof *heads);
     if (heads == NULL) return AB_ERR_INTERNAL;
     j->heads = heads;
-    uint8_t *joined = realloc(j->joined, m * sizeof *joined);
+    uint8_t *joined = realloc(j->joined, (m + 1) * sizeof *joined);
     if (joined == NULL) return AB_ERR_INTERNAL;
     j->joined = joined, j->cap = m;
   }
@@ -546,25 +593,39 @@ static ab_status join_cells(placer_t *p) {
     j->gen = 1;
   }
   size_t mask = j->hcap - 1;
-  const uint64_t *restrict lo = p->found.lo, *restrict hi = p->found.hi;
+  const window_t *restrict fw = p->found.w;
   hslot_t *restrict slot = j->slot;
   uint8_t *restrict joined = j->joined;
   uint32_t *restrict next = j->next, gen = j->gen;
   unsigned shift = j->shift;
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(lo[k], shift);
+    size_t h = hash_of(fw[k].lo, shift);
     while (slot[h].gen == gen) h = (h + 1) & mask;
     slot[h] = (hslot_t){(uint32_t)k, gen};
     joined[k] = 0;
   }
+  /* Whether a cell has a successor is a coin toss, so it is not a branch: the first slot is
+   * read whatever it holds (one of an earlier generation names a place within found's room)
+   * and nearly always decides; the cells whose first slot holds another window are probed
+   * further after. */
+  uint32_t *restrict later = j->heads, nlater = 0;
   for (size_t k = 0; k < m; k++) {
-    size_t h = hash_of(hi[k], shift);
-    while (slot[h].gen == gen && lo[slot[h].at] != hi[k]) h = (h + 1) & mask;
-    bool hit = slot[h].gen == gen;
-    uint32_t at = slot[h].at;
-    next[k] = hit ? at : NONE;
-    joined[hit ? at : k] |= (uint8_t)hit;
+    uint64_t hk = fw[k].hi;
+    hslot_t s = slot[hash_of(hk, shift)];
+    uint32_t used = s.gen == gen, match = fw[s.at].lo == hk;
+    next[k] = s.at | ((used & match) - 1u); /* NONE is all ones */
+    later[nlater] = (uint32_t)k, nlater += used & (match ^ 1u);
   }
+  for (size_t q = 0; q < nlater; q++) {
+    uint32_t k = later[q];
+    uint64_t hk = fw[k].hi;
+    size_t h = (hash_of(hk, shift) + 1) & mask;
+    while (slot[h].gen == gen && fw[slot[h].at].lo != hk) h = (h + 1) & mask;
+    next[k] = slot[h].gen == gen ? slot[h].at : NONE;
+  }
+  /* joined[m] takes the marks of the cells that have no successor. */
+  joined[m] = 0;
+  for (size_t k = 0; k < m; k++) joined[next[k] == NONE ? m : next[k]] = 1;
   j->nheads = 0;
   for (size_t k = 0; k < m; k++) {
     j->heads[j->nheads] = (uint32_t)k;
@@ -584,20 +645,29 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   p->found.n = 0;
   AB_TRY(ivtree_spanning(&p->cells, from, to, top + size, &p->found));
   AB_TRY(join_cells(p));
-  const uint64_t *flo = p->found.lo, *fhi = p->found.hi;
-  const join_t *j = &p->join;
+  const window_t *fw = p->found.w;
+  join_t *j = &p->join;
   uint64_t best = UINT64_MAX, best_gap = UINT64_MAX;
   uint32_t best_first = NONE, top_first = NONE;
+  /* Gaps of one cell, most of them, are judged first, without a branch that goes either
+   * way; the others are walked after. The smallest gap that holds it wins, the lowest of
+   * equal ones, whatever the order they are judged in. */
+  uint32_t *longer = j->heads, nlonger = 0;
   for (size_t h = 0; h < j->nheads; h++) {
-    uint32_t k = j->heads[h], last = k;
-    uint64_t lo = flo[k];
-    if (lo == top) {
-      top_first = k;
-      continue;
-    }
+    uint32_t k = j->heads[h];
+    uint64_t lo = fw[k].lo, gap = fw[k].hi - lo;
+    bool at_top = lo == top, alone = j->next[k] == NONE;
+    top_first = at_top ? k : top_first;
+    longer[nlonger] = k, nlonger += !alone & !at_top;
+    if (__builtin_expect(alone & !at_top & (gap >= size) & (gap <= best_gap), 0) && (gap < best_gap || lo < best))
+      best = lo, best_gap = gap, best_first = k;
+  }
+  for (size_t h = 0; h < nlonger; h++) {
+    uint32_t k = longer[h], last = k;
+    uint64_t lo = fw[k].lo;
     /* A gap already longer than the best so far cannot win: its walk stops there. */
-    while (j->next[last] != NONE && fhi[last] - lo <= best_gap) last = j->next[last];
-    uint64_t gap = fhi[last] - lo;
+    while (j->next[last] != NONE && fw[last].hi - lo <= best_gap) last = j->next[last];
+    uint64_t gap = fw[last].hi - lo;
     if (j->next[last] == NONE && gap >= size && (gap < best_gap || (gap == best_gap && lo < best)))
       best = lo, best_gap = gap, best_first = k;
   }
@@ -613,10 +683,11 @@ static ab_status place_in_cells(placer_t *p, uint32_t i) {
   uint64_t early_lo = 0, early_hi = 0, late_lo = 0, late_hi = 0;
   uint32_t early_from = 0, late_to = 0;
   bool early = false, late = false;
-  for (uint32_t k = best_first; k != NONE && flo[k] < end; k = j->next[k]) {
-    window_t c = {flo[k], fhi[k], p->found.from[k], p->found.to[k]};
-    ivtree_remove(&p->cells, &c);
-    if (c.hi > end) AB_TRY(new_cell(p, end, c.hi, c.from, c.to));
+  for (uint32_t k = best_first; k != NONE && fw[k].lo < end; k = j->next[k]) {
+    window_t c = fw[k];
+    /* Above end it keeps its slots: the same cell, raised. */
+    if (c.hi > end) ivtree_raise(&p->cells, &c, end);
+    else ivtree_remove(&p->cells, &c);
     uint64_t hi = c.hi < end ? c.hi : end;
     if (early && c.from != early_from) {
       AB_TRY(new_cell(p, early_lo, early_hi, early_from, from));
@@ -687,8 +758,8 @@ static ab_status collect(placer_t *p, uint32_t i) {
   }
   /* A placed lifetime's window starts at its own slot. */
   for (size_t k = 0; k < p->found.n; k++)
-    if (overlap_in_time(x, &p->lt[p->found.from[k]]))
-      p->over[p->nover++] = (range_t){p->found.lo[k], p->found.hi[k]};
+    if (overlap_in_time(x, &p->lt[p->found.w[k].from]))
+      p->over[p->nover++] = (range_t){p->found.w[k].lo, p->found.w[k].hi};
   uint32_t to = p->upto_latest[i];
   for (uint32_t w = (i + 1) / 64; (uint64_t)w * 64 < to; w++) {
     uint64_t bits = p->starts_placed[w];
@@ -744,7 +815,7 @@ static void placer_free(placer_t *p) {
   free(p->upto);
   ivtree_free(&p->cells);
   free(p->tops.own), free(p->tops.below);
-  ranges_free(&p->found);
+  free(p->found.w);
   free(p->over);
   free(p->join.next), free(p->join.heads), free(p->join.joined), free(p->join.slot);
   free(p->upto_latest);
@@ -769,8 +840,12 @@ static int by_size_desc(const void *a, const void *b) {
  * without searching them again and again. */
 static bool never_freed(const ab_lifetime_t *a) { return a->end == UINT64_MAX && a->end_other == UINT64_MAX; }
 
-static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak) {
+/* Greedy by size; once what it has placed reaches past bound it stops and sets *beaten (its
+ * peak can only grow, so it would lose to the plan that bound is the peak of). */
+static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t bound, uint64_t *offset,
+                                uint64_t *peak, bool *beaten) {
   *peak = 0;
+  *beaten = false;
   if (n >= MAX_LIFETIMES) return AB_ERR_INTERNAL;
   placer_t p = {.lt = lt, .n = (uint32_t)n, .align = align, .offset = offset, .one_stream = true};
   for (size_t i = 1; i < n; i++) p.one_stream = p.one_stream && lt[i].stream == lt[0].stream;
@@ -795,7 +870,8 @@ static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
   /* At the start all of it is free: one cell. */
   if (st == AB_OK) st = new_cell(&p, 0, TOP, 0, p.n);
   if (st == AB_OK && !p.one_stream) st = start_by_overlaps(&p, placed);
-  for (size_t k = 0; st == AB_OK && k < n; k++) {
+  uint64_t reached = base;
+  for (size_t k = 0; st == AB_OK && !*beaten && k < n; k++) {
     uint32_t i = (uint32_t)order[k].i;
     if (never_freed(&lt[i])) continue;
     /* 0 bytes come last: the cells are done with. */
@@ -803,6 +879,9 @@ static ab_status greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
     if (st == AB_OK) st = p.by_overlaps ? place_by_overlaps(&p, i) : place_in_cells(&p, i);
     placed[i] = true;
     p.starts_placed[i / 64] |= 1ULL << (i % 64);
+    /* The sizes add up to at most 2^64 - 1 (ab_dsa_fits): no end passes it. */
+    if (base + offset[i] + rounded(&p, i) > reached) reached = base + offset[i] + rounded(&p, i);
+    *beaten = reached > bound;
   }
   /* The rest was packed from 0: above the stack. */
   for (size_t i = 0; st == AB_OK && i < n; i++)
@@ -935,7 +1014,8 @@ ab_status ab_dsa_greedy_by_size(const ab_lifetime_t *lt, size_t n, uint64_t alig
   *peak = 0;
   if (n == 0) return AB_OK;
   if (!ab_dsa_fits(lt, n, align, &total)) return AB_ERR_OOM;
-  return greedy_by_size(lt, n, align, offset, peak);
+  bool beaten;
+  return greedy_by_size(lt, n, align, UINT64_MAX, offset, peak, &beaten);
 }
 
 ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64_t *offset, uint64_t *peak) {
@@ -950,9 +1030,12 @@ ab_status ab_dsa_place(const ab_lifetime_t *lt, size_t n, uint64_t align, uint64
   if (other == NULL) return AB_ERR_INTERNAL;
   bool one_stream = true;
   for (size_t i = 1; i < n; i++) one_stream = one_stream && lt[i].stream == lt[0].stream;
-  ab_status st = greedy_by_size(lt, n, align, offset, peak);
-  if (st == AB_OK) st = best_fit_in_time(lt, n, align, one_stream, other, &other_peak);
-  if (st == AB_OK && other_peak < *peak) {
+  /* Best fit in time first: greedy by size, the slower, stops once it is sure to lose to it,
+   * and the smaller of the two is kept as before (greedy by size where they tie). */
+  ab_status st = best_fit_in_time(lt, n, align, one_stream, other, &other_peak);
+  bool beaten = false;
+  if (st == AB_OK) st = greedy_by_size(lt, n, align, other_peak, offset, peak, &beaten);
+  if (st == AB_OK && (beaten || other_peak < *peak)) {
     memcpy(offset, other, n * sizeof *offset);
     *peak = other_peak;
   }

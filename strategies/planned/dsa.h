@@ -11,7 +11,9 @@
  * over the free space], dsa.c); with several streams it still gathers those.
  * Lifetimes never freed are stacked at the bottom first: they all meet one another.
  * Greedy by size is weak where sizes and lifetimes are drawn at random (RMM's random
- * sequence), so best fit in time order is also run and the smaller of the two kept.
+ * sequence), so best fit in time order is also run, first, and the smaller of the two kept;
+ * greedy by size stops once what it has placed reaches past best fit in time's peak, which
+ * it could only lose to (the plan is the one of both run to the end).
  *
  * Two lifetimes overlap in time when each starts before the other ends, an end as the other's
  * stream sees it (ab_lifetime_t: end for the same stream, end_other for another).

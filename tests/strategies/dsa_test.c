@@ -1,11 +1,13 @@
 /* dsa_test.c: the offline packer (dsa.h) places every lifetime where its first version did.
  * Greedy by size now reads the gaps from the free space kept as cells (Note [Greedy by size
- * in O(n log n)], dsa.c) instead of gathering and sorting every placed lifetime that overlaps
- * the one to place; the heuristic is the same, so its placements must be too. The first
- * version is kept below, as it was, as the reference: its offsets and peak are compared
- * with the packer's on the workloads, the recorded CNN run and random runs of one stream and
- * of several, with ties of size and start, lifetimes of 0 bytes, lifetimes never freed and
- * SYNCs far after the frees. Nothing here is timed; tests/oracle_bench.sh measures. */
+ * over the free space], dsa.c) instead of gathering and sorting every placed lifetime that
+ * overlaps the one to place, and ab_dsa_place stops it once best fit in time has beaten it;
+ * the heuristics are the same, so the placements must be too. The first version is kept
+ * below, as it was, as the reference: its offsets and peak are compared with the packer's on
+ * the workloads, the recorded CNN run and random runs of one stream and of several, with
+ * ties of size and start, lifetimes of 0 bytes, lifetimes never freed and SYNCs far after
+ * the frees, where either heuristic wins. Nothing here is timed; tests/oracle_bench.sh
+ * measures. */
 #include <string.h>
 
 #include "base/rng.h"
