@@ -6,9 +6,10 @@
 #     TORCHELASTIC_USE_AGENT_STORE=True), MASTER_PORT held by a store as torchrun's agent holds
 #     it: tests/store_server.py (PyTorch 2.x's protocol, classic and libuv) always, PyTorch's
 #     own TCPStore and torchrun itself where PyTorch is installed;
-#   - mpirun: 2 and 4 ranks of `run -w zero:stage=3 --ranks env`, and tune and matrix over
-#     several traces spread over 3 ranks, where mpirun is installed and the build has MPI
-#     (CI installs OpenMPI: .ci/deps.sh).
+#   - mpirun: 2 and 4 ranks of `run -w zero:stage=3 --ranks env`; tune over several traces and
+#     matrix over two workloads, their runs dealt out between 3 ranks, against one process'
+#     tune.csv, answer and summary.csv; where mpirun is installed and the build has MPI (CI
+#     installs OpenMPI: .ci/deps.sh).
 # Each launched run's rows equal `--ranks N`'s (timing columns aside). Exits 77 when neither
 # python3 nor mpirun is here.
 set -u
@@ -30,6 +31,15 @@ ran=0
 figures() {
   awk -F, '{ line = ""; for (c = 1; c <= NF; c++) if (c < NF - 13 || c > NF - 6) line = line $c ","; print line }' "$1"
 }
+# FILE without the named columns (CSV, quoted cells with commas kept whole).
+drop_cols() {
+  local file=$1
+  shift
+  awk -F'"' -v OFS='"' '{ for (i = 2; i <= NF; i += 2) gsub(/,/, "\001", $i); print }' "$file" |
+    awk -F, -v drop="$*" 'BEGIN { n = split(drop, d, " "); for (i = 1; i <= n; i++) gone[d[i]] = 1 }
+      NR == 1 { for (c = 1; c <= NF; c++) skip[c] = $c in gone }
+      { line = ""; for (c = 1; c <= NF; c++) if (!skip[c]) line = line $c ","; print line }'
+}
 # The rows of `--ranks N` on this card, once per N.
 threads() {
   [ -s "$work/threads$1/summary.csv" ] ||
@@ -45,17 +55,20 @@ same_rows() { # same_rows N DIR WHAT
 
 # A server on a port of its own, started by COMMAND...; $port is its port (the command prints
 # it on its first line), $server_pid its pid.
+servers=0
 serve() {
-  "$@" >"$work/server.port" 2>"$work/server.err" &
+  servers=$((servers + 1))
+  local out=$work/server$servers
+  "$@" >"$out.port" 2>"$out.err" &
   server_pid=$!
   pids+=("$server_pid")
   port=
   for _ in $(seq 1 200); do
-    port=$(head -n 1 "$work/server.port" 2>/dev/null)
+    port=$(head -n 1 "$out.port" 2>/dev/null)
     [ -n "$port" ] && break
     sleep 0.05
   done
-  [ -n "$port" ] || fail "$*: no port: $(cat "$work/server.err")"
+  [ -n "$port" ] || fail "$*: no port: $(cat "$out.err")"
 }
 
 # Two ranks as torchrun starts them, against the store at $port; NAME names the case.
@@ -138,6 +151,31 @@ if command -v mpirun >/dev/null 2>&1 && "$ab" --version | grep -q "MPI ON"; then
       fail "mpirun -n $n exited $?: $(tail -n 5 "$work/mpi$n.out")"
     same_rows $n "$work/mpi$n" "mpirun -n $n"
   done
+  # tune over several traces, three copies of one and another, dealt out between 3 ranks: the
+  # same tune.csv (timing aside), the same ranking and answer, each distinct trace replayed once.
+  data=$here/data/pytorch-2.11-h200
+  mkdir -p "$work/job"
+  for r in 0 1 2; do cp "$data/cnn_dyn.default.pickle.gz" "$work/job/rank$r.pickle.gz"; done
+  cp "$data/blame/frag.pickle" "$work/job/rank3.pickle"
+  "$ab" tune -w "replay:$work/job/rank*" --out "$work/tune1" >"$work/tune1.out" 2>"$work/tune1.err" ||
+    fail "tune in one process exited $?: $(tail -n 3 "$work/tune1.err")"
+  head -n 1 "$work/tune1.out" | grep -q "(4 traces, 2 distinct)" || fail "tune does not say the traces alike: $(head -n 1 "$work/tune1.out")"
+  "${mpi[@]}" -n 3 "$ab" tune -w "replay:$work/job/rank*" --out "$work/tune3" >"$work/tune3.out" 2>"$work/tune3.err" ||
+    fail "mpirun -n 3 tune exited $?: $(tail -n 3 "$work/tune3.err")"
+  cmp -s <(drop_cols "$work/tune1/tune.csv" wall_s) <(drop_cols "$work/tune3/tune.csv" wall_s) ||
+    fail "mpirun -n 3 tune: tune.csv differs: $(diff <(drop_cols "$work/tune1/tune.csv" wall_s) <(drop_cols "$work/tune3/tune.csv" wall_s) | head -4)"
+  cmp -s "$work/tune1.out" "$work/tune3.out" || fail "mpirun -n 3 tune: its answer differs: $(diff "$work/tune1.out" "$work/tune3.out" | head -4)"
+  grep -q "rank 1 of 3: its share of the runs done; rank 0 writes the results" "$work/tune3.err" ||
+    fail "mpirun -n 3 tune: rank 1 said $(grep 'rank 1' "$work/tune3.err")"
+  # matrix, its pairs dealt out between 3 ranks: the same rows in the same order.
+  m=(matrix --quick -w random -w fragmenter -s raw,caching,pooled)
+  "$ab" "${m[@]}" --out "$work/matrix1" -q >/dev/null 2>"$work/matrix1.err" || fail "matrix exited $?: $(cat "$work/matrix1.err")"
+  "${mpi[@]}" -n 3 "$ab" "${m[@]}" --out "$work/matrix3" -q >/dev/null 2>"$work/matrix3.err" ||
+    fail "mpirun -n 3 matrix exited $?: $(tail -n 3 "$work/matrix3.err")"
+  cmp -s <(figures "$work/matrix1/summary.csv") <(figures "$work/matrix3/summary.csv") ||
+    fail "mpirun -n 3 matrix: summary.csv differs: $(diff <(figures "$work/matrix1/summary.csv") <(figures "$work/matrix3/summary.csv") | head -4)"
+  cmp -s <(drop_cols "$work/matrix1/oom.csv" wall_s) <(drop_cols "$work/matrix3/oom.csv" wall_s) ||
+    fail "mpirun -n 3 matrix: oom.csv differs"
 else
   echo "launch_test: no mpirun, or a build without MPI: MPI launches are not tested here"
 fi

@@ -99,9 +99,11 @@ static int connect_once(const ab_store_t *s, const struct addrinfo *a, double de
   int flags = fcntl(fd, F_GETFL, 0);
   int e = flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ? errno : 0;
   if (e == 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) e = errno;
-  while ((e == EINPROGRESS || e == EINTR) && (hurry || !stopped(s)) && ab_clock_s() < deadline) {
+  /* Polled in slices, and once more at the deadline, so that a refusal is named as one. */
+  for (bool last = false; (e == EINPROGRESS || e == EINTR) && !last;) {
+    last = !(hurry || !stopped(s)) || ab_clock_s() >= deadline;
     struct pollfd p = {fd, POLLOUT, 0};
-    if (poll(&p, 1, AB_WAIT_SLICE_MS) <= 0) continue;
+    if (poll(&p, 1, last ? 0 : AB_WAIT_SLICE_MS) <= 0) continue;
     socklen_t len = sizeof e;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
   }
