@@ -145,7 +145,10 @@ fi
 # ---- mpirun ----------------------------------------------------------------------------------
 if command -v mpirun >/dev/null 2>&1 && "$ab" --version | grep -q "MPI ON"; then
   ran=1
-  mpi=(mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp)
+  # OpenMPI keeps memory past MPI_Finalize in components it has unloaded by then, which no
+  # suppression can name: the sanitized build's leak check is left to the other launches.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+  mpi=(mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp -x ASAN_OPTIONS)
   for n in 2 4; do
     "${mpi[@]}" -n $n "$ab" run "${zero[@]}" --ranks env --out "$work/mpi$n" -q >"$work/mpi$n.out" 2>&1 ||
       fail "mpirun -n $n exited $?: $(tail -n 5 "$work/mpi$n.out")"

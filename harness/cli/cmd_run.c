@@ -102,6 +102,7 @@ static int run_launched(const ab_run_spec_t *o, ab_ranks_opts_t *ro) {
     }
     return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
   }
+  ab_run_catch_stop(); /* again: MPI's start may have set its own handlers */
   int rc = run_ranks(o, ro);
   ro->link->ops->close(ro->link, !ab_run_stop);
   return rc;

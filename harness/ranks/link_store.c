@@ -108,11 +108,11 @@ static ab_wait_t store_recv(ab_link_t *l, unsigned from, uint32_t *kind, void **
     void *more = NULL;
     size_t m = 0;
     key_of(x, from, l->rank, k, c, key, sizeof key);
-    if (take(x, key, &more, &m, &d) != AB_OK || at + m > want) {
+    if (take(x, key, &more, &m, &d) != AB_OK || m == 0 || at + m > want) {
       free(more);
       free(all);
       if (d.msg[0]) lose(x, &d);
-      else snprintf(l->lost, sizeof l->lost, "the key %s is longer than its message", key);
+      else snprintf(l->lost, sizeof l->lost, "the key %s does not fit its message", key);
       return AB_WAIT_LOST;
     }
     memcpy(all + at, more, m);

@@ -37,6 +37,7 @@ struct ab_store_s {
   const volatile sig_atomic_t *stop;
   unsigned char *q;                 /* the query being built */
   size_t qn, qcap;
+  bool q_failed;                    /* host memory ran out while it was built */
 };
 
 /* ---- the socket, every wait bounded --------------------------------------------------------- */
@@ -239,18 +240,19 @@ static bool grow(ab_store_t *s, size_t more) {
 }
 
 /* The query: begin with its command, add numbers and strings, then send. */
-static void begin(ab_store_t *s, int cmd) {
-  s->qn = 0;
-  if (grow(s, 1)) s->q[s->qn++] = code[s->protocol - 1][cmd];
-}
-
 static void add_raw(ab_store_t *s, const void *p, size_t n) {
-  if (!grow(s, n)) {
-    s->qcap = 0; /* sticky: send says so */
+  if (s->q_failed || !grow(s, n)) {
+    s->q_failed = true; /* sticky: send_query says so */
     return;
   }
   memcpy(s->q + s->qn, p, n);
   s->qn += n;
+}
+
+static void begin(ab_store_t *s, int cmd) {
+  s->qn = 0;
+  s->q_failed = false;
+  add_raw(s, &code[s->protocol - 1][cmd], 1);
 }
 
 static void add_u64(ab_store_t *s, uint64_t v) { add_raw(s, &v, sizeof v); }
@@ -261,7 +263,7 @@ static void add_string(ab_store_t *s, const void *p, size_t n) {
 }
 
 static ab_status send_query(ab_store_t *s, ab_diag_t *diag) {
-  if (s->qcap == 0) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (s->q_failed) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   if (write_all(s->fd, s->q, s->qn)) return AB_OK;
   drop(s);
   return ab_diag_set(diag, AB_ERR_IO, "the store at %s closed the connection", s->where);

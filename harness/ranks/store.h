@@ -9,8 +9,10 @@
  * doWait, deleteKey, validate); the servers' side in TCPStoreBackend.cpp (the classic server,
  * TCPStoreMasterDaemon::query and its handlers) and TCPStoreLibUvBackend.cpp (the libuv server,
  * UvClient::processBuf and its parse_*_command, the default since PyTorch 2.4). Checked against
- * PyTorch 1.13 (Debian 12's python3-torch) by tests/store_test.sh, and against the 2.x sources
- * with VALIDATE, whose protocol the tests' own listener (tests/store_server.py) speaks.
+ * PyTorch 1.13 (Debian 12's python3-torch: its TCPStore and torchrun, tests/launch_test.sh),
+ * and against the 2.x sources with VALIDATE (the enum as 2.8 has it), whose protocol, in both of
+ * its servers' ways, the tests' own listener speaks (tests/store_server.py); no 2.x server
+ * itself is run by the tests.
  *   - One TCP connection per client; the server answers each connection's queries in order.
  *     Numbers go in the host's byte order (x86-64 and AArch64: little-endian): a query is one
  *     byte, the command, then its arguments; a string (a key, a value) is its length as a u64,

@@ -1,4 +1,5 @@
-/* store_test.c: the TCPStore client (harness/ranks/store.h) against a server tests/launch_test.sh
+/* store_test.c: the TCPStore client (harness/ranks/store.h), and the link over it (link.h),
+ * against a server tests/launch_test.sh
  * starts: PyTorch's own TCPStore where PyTorch is installed, and tests/store_server.py, which
  * speaks the protocol with the handshake, as the classic and the libuv 2.x servers. The
  * server's address comes in AB_TEST_STORE (HOST:PORT) and the protocol it speaks in
@@ -7,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
+#include "ranks/link.h"
 #include "ranks/store.h"
 
 #include "tests/check.h"
@@ -107,6 +110,53 @@ static void waits(void) {
   ab_store_close(c);
 }
 
+/* Two ranks' links through the store (link.h): a message larger than a value may be goes in
+ * chunks and comes back whole, messages keep their order, and each key read is deleted. */
+static void link_messages(void) {
+  if (!server()) SKIP("no AB_TEST_STORE");
+  ab_launch_t la;
+  memset(&la, 0, sizeof la);
+  la.kind = AB_LAUNCH_STORE;
+  la.world = 2;
+  snprintf(la.addr, sizeof la.addr, "%s", host);
+  snprintf(la.port, sizeof la.port, "%s", port);
+  snprintf(la.prefix, sizeof la.prefix, "/allocbench/test-%d/0/", (int)getpid());
+  ab_waits_t w = {.meet_s = 10, .collective_s = 10, .results_s = 10};
+  ab_link_t *l[2] = {NULL, NULL};
+  ab_diag_t diag = {""};
+  for (unsigned r = 0; r < 2; r++) {
+    la.rank = la.local_rank = r;
+    REQUIRE_MSG(ab_link_open_store(&la, &w, &l[r], &diag) == AB_OK, "%s", diag.msg);
+  }
+  size_t big = 2 * AB_STORE_VALUE_MAX_BYTES + 12345;
+  unsigned char *m = malloc(big);
+  REQUIRE(m);
+  for (size_t i = 0; i < big; i++) m[i] = (unsigned char)(i * 131 + 17);
+  CHECK(l[1]->ops->send(l[1], 0, 7, m, big));
+  CHECK(l[1]->ops->send(l[1], 0, 8, "x", 1));
+  uint32_t kind = 0;
+  void *got = NULL;
+  size_t bytes = 0;
+  CHECK_EQ(l[0]->ops->recv(l[0], 1, &kind, &got, &bytes, ab_clock_s() + 10), AB_WAIT_DONE);
+  CHECK(kind == 7 && bytes == big && got && memcmp(got, m, big) == 0);
+  free(got);
+  got = NULL;
+  CHECK_EQ(l[0]->ops->recv(l[0], 1, &kind, &got, &bytes, ab_clock_s() + 10), AB_WAIT_DONE);
+  CHECK(kind == 8 && bytes == 1 && got && memcmp(got, "x", 1) == 0);
+  free(got);
+  /* Read and deleted: the first message's keys are gone. */
+  ab_store_t *s = open_store(NULL);
+  REQUIRE(s);
+  char key[300];
+  snprintf(key, sizeof key, "%s1/m/1/0/0", la.prefix);
+  const char *keys[] = {key};
+  bool ready = true;
+  CHECK(ab_store_check(s, keys, 1, &ready, &diag) == AB_OK && !ready);
+  ab_store_close(s);
+  free(m);
+  for (unsigned r = 0; r < 2; r++) l[r]->ops->close(l[r], true);
+}
+
 /* Nobody at the address: one line naming it, once the deadline has passed. */
 static void nobody(void) {
   const char *port_free = getenv("AB_TEST_FREE_PORT");
@@ -124,6 +174,7 @@ static void nobody(void) {
 static const ab_test_t tests[] = {
     {"commands", commands},
     {"waits", waits},
+    {"link_messages", link_messages},
     {"nobody", nobody},
 };
 
