@@ -4,8 +4,9 @@
 #   - torchrun's store: the TCPStore client's checks (STORE_TEST) and two ranks started as
 #     torchrun starts them (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
 #     TORCHELASTIC_USE_AGENT_STORE=True), MASTER_PORT held by a store as torchrun's agent holds
-#     it: tests/store_server.py (PyTorch 2.x's protocol, classic and libuv) always, PyTorch's
-#     own TCPStore and torchrun itself where PyTorch is installed;
+#     it: tests/store_server.py (PyTorch 2.x's protocol, classic and libuv, and 1.13's, its
+#     answer early or late) always, PyTorch's own TCPStore and torchrun itself where PyTorch is
+#     installed;
 #   - mpirun: 2 and 4 ranks of `run -w zero:stage=3 --ranks env`; tune over several traces and
 #     matrix over two workloads, their runs dealt out between 3 ranks, against one process'
 #     tune.csv, answer and summary.csv; where mpirun is installed and the build has MPI (CI
@@ -93,11 +94,19 @@ free_port=$((22000 + $$ % 20000))
 while (: <"/dev/tcp/127.0.0.1/$free_port") 2>/dev/null; do free_port=$((free_port + 1)); done
 if command -v python3 >/dev/null 2>&1; then
   ran=1
-  for kind in classic libuv; do
-    serve python3 "$here/store_server.py" $([ $kind = libuv ] && echo --libuv)
-    AB_TEST_STORE=127.0.0.1:$port AB_TEST_STORE_PROTOCOL=2 AB_TEST_FREE_PORT=$free_port "$store_test" >"$work/st.out" 2>&1 ||
-      fail "store_test against the $kind 2.x listener: $(cat "$work/st.out")"
-    torchrun_like "listener-$kind"
+  # 2.x's two servers, and 1.13's, answering at once and answering the first query late.
+  for kind in classic libuv old old-slow; do
+    args=()
+    protocol=2
+    case $kind in
+      libuv) args=(--libuv) ;;
+      old) args=(--old); protocol=1 ;;
+      old-slow) args=(--old --slow-first 1); protocol=1 ;;
+    esac
+    serve python3 "$here/store_server.py" "${args[@]}"
+    AB_TEST_STORE=127.0.0.1:$port AB_TEST_STORE_PROTOCOL=$protocol AB_TEST_FREE_PORT=$free_port "$store_test" >"$work/st.out" 2>&1 ||
+      fail "store_test against the listener ($kind): $(cat "$work/st.out")"
+    [ $kind = old-slow ] || torchrun_like "listener-$kind"
     kill "$server_pid" 2>/dev/null
   done
 else

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""store_server.py [--libuv] [--port N]: a TCPStore server speaking PyTorch 2.x's protocol as
-harness/ranks/store.h (Note [TCPStore's protocol]) writes it down, for the tests where no
-PyTorch is installed and to exercise the protocol with the handshake, which Debian's PyTorch
-(1.13) does not speak. One thread; prints its port on the first line, then serves until killed.
+"""store_server.py [--libuv | --old [--slow-first S]] [--port N]: a TCPStore server speaking
+PyTorch's protocol as harness/ranks/store.h (Note [TCPStore's protocol]) writes it down, for the
+tests where no PyTorch is installed and to exercise the protocol with the handshake, which
+Debian's PyTorch (1.13) does not speak. One thread; prints its port on the first line, then
+serves until killed.
 
-A connection's first query must be VALIDATE with the magic number. The classic server closes a
-connection whose first query is anything else; with --libuv it leaves that query unread until
-more bytes come, then reads it as an ordinary query, as the libuv server does.
+By default, 2.x's: a connection's first query must be VALIDATE with the magic number; the
+classic server closes a connection whose first query is anything else, and with --libuv it
+leaves that query unread until more bytes come, then reads it as an ordinary query, as the
+libuv server does. With --old, 1.13's: no handshake, the commands numbered without VALIDATE;
+--slow-first S answers each connection's first query S seconds late, holding every other one
+meanwhile, as a busy server of one thread does.
 """
 import argparse
 import selectors
 import socket
 import struct
 import sys
+import time
 
 VALIDATE, SET, COMPARE_SET, GET, ADD, CHECK, WAIT, GETNUMKEYS, DELETE_KEY = range(9)
+# 1.13's numbers, as the 2.x ones above: SET 0, COMPARE_SET 1, GET 2, ..., WATCH_KEY 7, DELETE_KEY 8.
+OLD = {0: SET, 1: COMPARE_SET, 2: GET, 3: ADD, 4: CHECK, 5: WAIT, 6: GETNUMKEYS, 8: DELETE_KEY}
 MAGIC = 0x3C85F7CE
 
 
@@ -24,15 +31,21 @@ class Client:
         self.buf = b""
         self.validated = False
         self.held = False  # --libuv: a stray first query, held until more bytes come
+        self.answered = False  # --slow-first: its first query has been answered
 
 
 class Server:
-    def __init__(self, libuv):
+    def __init__(self, libuv, old, slow_first):
         self.libuv = libuv
+        self.old = old
+        self.slow_first = slow_first
         self.keys = {}
         self.waiting = []  # (client, [keys])
 
     def answer(self, c, data):
+        if self.slow_first and not c.answered:
+            time.sleep(self.slow_first)
+        c.answered = True
         try:
             c.sock.sendall(data)
         except OSError:
@@ -59,6 +72,11 @@ class Server:
     def query(self, c):
         b = c.buf
         cmd = b[0]
+        if self.old:
+            if cmd not in OLD:
+                raise ConnectionError("unknown query %d" % cmd)
+            cmd = OLD[cmd]
+            c.validated = True
         if not c.validated:
             if cmd == VALIDATE:
                 if len(b) < 5:
@@ -137,9 +155,11 @@ class Server:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--libuv", action="store_true")
+    p.add_argument("--old", action="store_true")
+    p.add_argument("--slow-first", type=float, default=0)
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args()
-    srv = Server(a.libuv)
+    srv = Server(a.libuv, a.old, a.slow_first)
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind(("127.0.0.1", a.port))
