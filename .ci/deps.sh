@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what allocbench needs on a Debian or Ubuntu machine, or says how to.
 #   .ci/deps.sh build   the compiler, CMake and zlib (required), ISA-L (optional: gzip input is
-#                       inflated with zlib without it)
+#                       inflated with zlib without it), OpenMPI (optional: launches of mpirun
+#                       and srun are refused without it, and their tests skipped)
 #   .ci/deps.sh bench   also gnuplot, Google Benchmark and a headless Chromium (optional:
 #                       without them the figures, the micro-benchmarks and the test of the
 #                       pages in a browser are skipped)
@@ -28,8 +29,12 @@ need REQUIRED cmake cmake
 need REQUIRED zlib1g-dev
 # ISA-L's igzip, which inflates gzip input faster than zlib (strategies/base/input.c).
 need OPTIONAL libisal-dev
-# The count of include circles and upward includes (tests/includes.py; skipped without it).
+# The count of include circles and upward includes (tests/includes.py; skipped without it),
+# and the store of the torchrun-style launches (tests/store_server.py).
 need OPTIONAL python3 python3
+# MPI, for launches of mpirun and srun (harness/ranks/link.h), and mpirun for their tests.
+need OPTIONAL libopenmpi-dev
+need OPTIONAL openmpi-bin mpirun
 if [ "$want" = bench ]; then
   need OPTIONAL gnuplot-nox gnuplot
   need OPTIONAL libbenchmark-dev

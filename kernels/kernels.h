@@ -98,7 +98,7 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * Several ranks in one process get theirs from ab_comm_init_all (one per GPU, made together
  * in one NCCL group); a rank in its own process gets its own from ab_comm_init_rank with the
  * unique id rank 0 made (ab_comm_unique_id) and the launcher handed round
- * (harness/ranks/rendezvous.h). Every communicator is non-blocking (Note [Bounded waits]).
+ * (harness/ranks/link.h). Every communicator is non-blocking (Note [Bounded waits]).
  * With a communicator set on a kernels context, each allgather and reduce_scatter KERNEL
  * event runs as ncclAllGather / ncclReduceScatter of its n bytes per rank on the event's
  * stream: the shard buffer holds n bytes, the full buffer N x n, rank r's part at r x n.
@@ -122,7 +122,7 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
  * (Note [Bounded waits]); ab_comm_load and ab_comm_unique_id may be called from any thread.
  *
  * Note [Bounded waits]
- * Ranks wait for each other in four places: the rendezvous (harness/ranks/rendezvous.h), the
+ * Ranks wait for each other in four places: their meeting (harness/ranks/link.h), the
  * lockstep barriers (harness/ranks/group.h), NCCL's making and tearing down of communicators, and
  * a collective on the device, which ends only once every rank has launched it. A rank whose
  * peer died, hangs or was stopped would wait in any of them for ever, and a launcher's
@@ -150,8 +150,9 @@ static inline unsigned ab_kernel_writes(const ab_kernel_t *k) {
 
 /* How long the ranks wait for each other, and what ends a wait early (Note [Bounded waits]). */
 typedef struct ab_waits_s {
-  double meet_s;       /* the rendezvous and the making of communicators (AB_RENDEZVOUS_TIMEOUT) */
+  double meet_s;       /* the ranks' meeting and the making of communicators (AB_RENDEZVOUS_TIMEOUT) */
   double collective_s; /* one barrier, one collective on the device, the teardown (AB_COLLECTIVE_TIMEOUT) */
+  double results_s;    /* rank 0 of tune or matrix, for the others' share of the runs (AB_RESULTS_TIMEOUT) */
   const volatile sig_atomic_t *stop; /* nonzero: give up now (the signal's number); may be NULL */
   /* Called by a watchdog when a wait it cannot interrupt (ncclCommDestroy) must end: code is
    * 128 + the signal, or 1 at the deadline. Expected not to return; NULL: wait on. */

@@ -23,7 +23,7 @@ cd "$work" || exit 1
 
 "$ab" --version >"$work/v" 2>&1 || fail "--version exited $?"
 grep -qE "^allocbench [0-9]+\.[0-9]+ \(commit [^)]+\)$" "$work/v" || fail "--version's first line: $(cat "$work/v")"
-grep -qE "^built with: CUDA (ON|OFF), PyTorch comparison harness (ON|OFF), Google Benchmark (ON|OFF)" "$work/v" ||
+grep -qE "^built with: CUDA (ON|OFF), MPI (ON|OFF), PyTorch comparison harness (ON|OFF), Google Benchmark (ON|OFF)" "$work/v" ||
   fail "--version names no build options: $(cat "$work/v")"
 
 "$ab" list --strategies >"$work/list" 2>&1 || fail "list exited $?: $(cat "$work/list")"

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # ranks_cli_test.sh ALLOCBENCH: `allocbench run --ranks` on simulated cards: the rows, the
-# combined row, an OOM on one rank, two processes meeting over TCP on 127.0.0.1, and bad
-# input refused with one line and no results.
+# combined row, an OOM on one rank, and bad input refused with one line and no results.
+# Processes started by a launcher: tests/launch_test.sh.
 set -u
 ab=${1:?usage: ranks_cli_test.sh PATH_TO_ALLOCBENCH}
 source "$(dirname "$0")/lib.sh"
 small=zero:steps=2,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128
 # The launcher's variables come only from the cases below.
-unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT \
+  TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE OMPI_COMM_WORLD_RANK PMI_RANK PMIX_RANK SLURM_PROCID
 
 # refuse (lib.sh): VAR=VALUE before it reaches allocbench.
 
@@ -22,14 +23,17 @@ refuse "--faults rank=2: there are ranks 0 to 1" run -w zero -s raw --device sim
 refuse "--nccl: only runs of several ranks" run -w zero -s raw --device sim --nccl /x/libnccl.so.2
 refuse "unknown key 'bogus'" run -w zero -s pooled -c bogus:1 --device sim --ranks 2
 refuse "fault injection works on the simulated device only" run -w zero -s raw --device cuda --ranks 2 --faults nth=1
-refuse "WORLD_SIZE is not set" run -w zero -s raw --device sim --ranks env
+refuse "--ranks env: no launcher started this process" run -w zero -s raw --device sim --ranks env
+MASTER_PORT=1 refuse "WORLD_SIZE is not set" run -w zero -s raw --device sim --ranks env
+TORCHELASTIC_RUN_ID=j TORCHELASTIC_USE_AGENT_STORE=False RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1 \
+  refuse "torchrun shares no store with its workers here" run -w zero -s raw --device sim --ranks env
 refuse "--collective-timeout='0': expected seconds" run -w zero -s raw --device sim --ranks 2 --collective-timeout 0
 refuse "--collective-timeout: only runs of several ranks" run -w zero -s raw --device sim --collective-timeout 5
 AB_COLLECTIVE_TIMEOUT=soon refuse "AB_COLLECTIVE_TIMEOUT='soon': expected seconds" run -w zero -s raw --device sim --ranks 2
 RANK=2 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1 refuse "RANK='2': expected a whole number from 0 to 1" run -w zero -s raw --device sim --ranks env
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=99999 refuse "MASTER_PORT='99999'" run -w zero -s raw --device sim --ranks env
 RANK=0 WORLD_SIZE=2 MASTER_PORT=1 refuse "MASTER_ADDR is not set" run -w zero -s raw --device sim --ranks env
-RANK=0 WORLD_SIZE=1 MASTER_ADDR=h MASTER_PORT=1 refuse "each rank drives cuda:LOCAL_RANK" run -w zero -s raw --device cuda:1 --ranks env
+RANK=0 WORLD_SIZE=1 MASTER_ADDR=h MASTER_PORT=1 refuse "each rank drives the GPU of its rank on its host" run -w zero -s raw --device cuda:1 --ranks env
 "$ab" run --help | grep -q -- '--ranks N' || fail "--ranks not in --help"
 
 # Three ranks: a row each, then the combined one, whose peaks and counts are the sums;
@@ -64,37 +68,11 @@ grep -q 'rank=1",raw,,sim:h200,0,42,[0-9]*,no,oom,' "$work/oom/summary.csv" || f
 grep -q 'rank=all",raw,,3 x sim:h200,0,42,[0-9]*,no,oom,' "$work/oom/summary.csv" || fail "the combined row is not oom"
 grep -q "rank 0: stopped before event [0-9]*: rank 1 ran out of memory at event" "$work/table" || fail "table: $(cat "$work/table")"
 
-# Two processes on this host, as a launcher starts them: rank 0 writes every row.
-# A port nobody answers on (bash's own /dev/tcp tells), since other tests listen on theirs.
-port=$((20000 + $$ % 20000))
-for attempt in 1 2 3; do
-  while (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
-  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port AB_RENDEZVOUS_TIMEOUT=60 \
-    "$ab" run -w "$small" -s raw --device sim --ranks env --out "$work/env" >"$work/env1.out" 2>"$work/env1.err" &
-  pid=$!
-  RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port AB_RENDEZVOUS_TIMEOUT=60 \
-    "$ab" run -w "$small" -s raw --device sim --ranks env --out "$work/env" --format csv >"$work/env0.out" 2>"$work/env0.err"
-  rc0=$?
-  wait $pid
-  rc1=$?
-  grep -q "cannot listen" "$work/env0.err" || break # the port was taken: try another
-  port=$((port + 1))
-done
-[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "launched ranks exited $rc0 and $rc1: $(cat "$work/env0.err" "$work/env1.err")"
-[ "$(wc -l <"$work/env/summary.csv")" -eq 4 ] || fail "launched ranks wrote $(wc -l <"$work/env/summary.csv") lines"
-grep -q 'world=2,rank=1",raw,,sim:h200,0,42,[0-9]*,no,ok,' "$work/env/summary.csv" || fail "no row of rank 1 from rank 0"
-grep -q 'rank 1 of 2 done; rank 0 writes the results' "$work/env1.err" || fail "rank 1 said: $(cat "$work/env1.err")"
-# The same figures as the threads give.
-peaks() { awk -F, 'NR == 2 || NR == 3 { print $(NF - 19), $(NF - 18), $(NF - 17), $(NF - 15) }' "$1"; }
-peaks "$work/env/summary.csv" >"$work/env.peaks"
-"$ab" run -w "$small" -s raw --device sim --ranks 2 --out "$work/threads" -q >/dev/null || fail "--ranks 2 exited $?"
-peaks "$work/threads/summary.csv" >"$work/threads.peaks"
-cmp -s "$work/env.peaks" "$work/threads.peaks" || fail "processes and threads disagree: $(paste "$work/env.peaks" "$work/threads.peaks")"
-
-# Nobody at the address: one clear line once the timeout passes.
-nobody=$((port + 7))
+# Nobody at the address: one clear line once the timeout passes (a port nobody answers on:
+# bash's own /dev/tcp tells).
+nobody=$((20000 + $$ % 20000))
 while (: <"/dev/tcp/127.0.0.1/$nobody") 2>/dev/null; do nobody=$((nobody + 1)); done
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$nobody AB_RENDEZVOUS_TIMEOUT=0.5 \
-  refuse "could not reach rank 0 at 127.0.0.1:" run -w zero -s raw --device sim --ranks env
+  refuse "rank 1: could not reach the store at 127.0.0.1:$nobody within 0.5 s" run -w zero -s raw --device sim --ranks env
 
 finish ranks_cli_test

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ranks_gpu_wait_test.sh ALLOCBENCH: two processes on two GPUs of this host, as harness/README.md's
-# "one host, two GPUs, by hand" loop starts them (skipped, exit 77, with fewer than two GPUs):
+# ranks_gpu_wait_test.sh ALLOCBENCH: two processes on two GPUs of this host, started as torchrun
+# starts them, meeting through a store (tests/store_server.py, as torchrun's agent holds one;
+# skipped, exit 77, with fewer than two GPUs or without python3):
 #   - they complete, under caching and expandable, with NCCL's memory counted on each rank
 #     (the teardown of one rank's communicator waits for the other's: Note [Bounded waits]);
 #   - SIGTERM to both mid-run: each stops within seconds, 143, one line, nothing recorded;
@@ -9,7 +10,8 @@
 set -u
 ab=${1:?usage: ranks_gpu_wait_test.sh PATH_TO_ALLOCBENCH}
 source "$(dirname "$0")/lib.sh"
-unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT \
+  TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE OMPI_COMM_WORLD_RANK PMI_RANK PMIX_RANK SLURM_PROCID
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 pids=()
 trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
@@ -22,11 +24,17 @@ fi
 small=zero:stage=3,steps=3,layers=2,d_model=256,heads=4,vocab=1024,batch=2,seq=128
 long=zero:stage=3,steps=400
 
-port=$((23000 + $$ % 20000))
-next_port() {
-  port=$((port + 1))
-  while (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
-}
+command -v python3 >/dev/null 2>&1 || { echo "ranks_gpu_wait_test: skipped: needs python3 (the store)"; exit 77; }
+python3 "$(dirname "$0")/store_server.py" >"$work/store.port" &
+pids+=("$!")
+for _ in $(seq 1 100); do
+  port=$(head -n 1 "$work/store.port" 2>/dev/null)
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+# Each case its own run id, so that the cases share the store and none of its keys.
+case=0
+next_case() { case=$((case + 1)); }
 
 # rank R NAME [ENV...] -- ARGS: rank R of 2 on cuda:R in the background; $last_pid.
 rank() {
@@ -35,7 +43,8 @@ rank() {
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
-  env RANK="$r" WORLD_SIZE=2 LOCAL_RANK="$r" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "${envs[@]}" \
+  env RANK="$r" WORLD_SIZE=2 LOCAL_RANK="$r" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TORCHELASTIC_RUN_ID="case$case" \
+    TORCHELASTIC_USE_AGENT_STORE=True "${envs[@]}" \
     "$ab" run "$@" --ranks env --device cuda --out "$work/$name.results" >"$work/$name.out" 2>"$work/$name.err" &
   last_pid=$!
   pids+=("$last_pid")
@@ -59,7 +68,7 @@ ends_within() {
 
 # Both complete, rank 0 writing both rows and the combined one, NCCL's bytes on each.
 for s in caching expandable; do
-  next_port
+  next_case
   rank 1 "$s"1 -- -w "$small" -s "$s"
   r1=$last_pid
   rank 0 "$s"0 -- -w "$small" -s "$s" --format csv
@@ -79,7 +88,7 @@ done
 
 # Two ranks well into a long run: NCCL has made the communicators and the steps are running.
 pair() {
-  next_port
+  next_case
   rank 1 "$1"1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "${@:2}" -- -w "$long" -s caching
   r1=$last_pid
   rank 0 "$1"0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "${@:2}" -- -w "$long" -s caching

@@ -150,6 +150,31 @@ check "$work/capped/tune.csv" reserved >/dev/null || fail "tune --cap of the job
   $((6 << 30)) ] || fail "--cap: the runs' cap"
 grep -q ",garbage_collection_threshold:0.6," "$work/capped/tune.csv" || fail "--cap: no garbage_collection_threshold"
 
+# Traces alike (harness/tune/tune.h, Note [Traces alike]): a copy of rank 0's file (the same
+# bytes, read once) and rank 0's requests at other times (other bytes, the same events) are
+# replayed once with rank 0: the heading says so, each has rank 0's rows under its own name, and
+# the answer is the two-trace job's.
+cp "$work/job/job.rank0.csv" "$work/job/job.rank2.csv"
+awk -F, -v OFS=, 'NR > 1 { $5 = $5 * 3 + 7 } { print }' "$work/job/job.rank0.csv" >"$work/job/job.rank3.csv"
+tune -w "replay:$work/job/job.rank*.csv" --format csv alike
+tune -w "replay:$work/job/job.rank*.csv" alike_table
+grep -q "^replay:job.rank\*.csv (4 traces, 2 distinct) on sim:h200" "$work/alike_table.txt" ||
+  fail "the heading does not say the traces alike: $(head -n 1 "$work/alike_table.txt")"
+"$py" - "$work/alike/tune.csv" <<'EOF2' || fail "the traces alike do not have rank 0's rows"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows: by.setdefault(r["trace"], []).append({k: v for k, v in r.items() if k not in ("trace", "wall_s", "worst")})
+zero = by.get("replay:job.rank0.csv")
+for alike in ("replay:job.rank2.csv", "replay:job.rank3.csv"):
+    if by.get(alike) != zero:
+        print("FAIL: %s's rows are not rank 0's" % alike, file=sys.stderr)
+        sys.exit(1)
+EOF2
+grep -qxF "$(grep '^export' "$work/job_reserved.err")" "$work/alike.err" ||
+  fail "the traces alike changed the answer: $(grep '^export' "$work/alike.err")"
+rm "$work/job/job.rank2.csv" "$work/job/job.rank3.csv"
+
 # Bad input: one line, nothing written.
 refuse "-w 'replay:$work/job/none*.csv': no file matches '$work/job/none*.csv'" tune -w "replay:$work/job/none*.csv"
 refuse "-w 'replay:$work/job/job.rank*.csv': replay:$work/job/job.rank0.csv is in the job already" \

@@ -10,7 +10,7 @@
 
 #include "base/output.h"
 #include "base/units.h"
-#include "ranks/rendezvous.h"
+#include "ranks/launch.h"
 #include "run/band.h"
 #include "run/oommap.h"
 #include "run/results.h"
@@ -156,8 +156,8 @@ static const option_entry_t options[] = {
      "N: run -w zero as N ranks, one thread each: on GPUs cuda:0..N-1 (from cuda:K\n"
      "with --device cuda:K) with NCCL collectives, or each on a simulated card;\n"
      "a row per rank and a combined row. env: this process is one rank of a job a\n"
-     "launcher started (torchrun): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
-     "MASTER_PORT; rank 0 writes the rows"},
+     "launcher started, joined through its engine: mpirun or srun (MPI), torchrun\n"
+     "(its store at MASTER_ADDR:MASTER_PORT); rank 0 writes the rows"},
     {"nccl", 0, AB_OPT_NCCL, "PATH", AB_CMD_RUN, 0, 0, 0,
      "with --ranks: NCCL's library (default: AB_NCCL_LIBRARY, else searched: the\n"
      "CUDA toolkit, the loader's path, PyTorch's site-packages/nvidia/nccl/lib)"},

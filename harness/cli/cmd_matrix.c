@@ -16,6 +16,9 @@
  * 5. SIGINT or SIGTERM stops the run in progress (unrecorded) and the matrix; the table
  *    shows the runs recorded, and the command says where they are (cli.h).
  * 6. The table, a workload at a time, fits 120 columns (Note [The matrix for people]).
+ * 7. Under a launcher (mpirun, srun, torchrun: spread.h) pair j, in the order above, is rank
+ *    (j mod world)'s; each rank writes the timelines and maps of its own pairs into its DIR, and
+ *    rank 0 gathers every pair's rows and appends them, in order, as one process would.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/spread.h"
 #include "run/bisect.h"
 #include "run/oommap.h"
 #include "run/results.h"
@@ -44,7 +48,8 @@ static const ab_cli_command_t command = {
     "map of the run that failed just below it), and prints a summary table. By default: every\n"
     "strategy of `allocbench list` on the bench workloads (`allocbench list -v` shows each one's\n"
     "\"in the bench as\": the workloads of the figures and the replay of the recorded trace).\n"
-    "An OOM is a result; the command exits 1 if a run failed.\n"};
+    "An OOM is a result; the command exits 1 if a run failed. Under a launcher (mpirun, srun,\n"
+    "torchrun) the pairs are dealt out between its ranks, rank 0 writing the rows.\n"};
 
 /* The workload spec to run: with --quick, NAME:QUICK,ARGS, less the quick arguments the user
  * gave (theirs win; a key may not be given twice). Arguments that are no KEY=VALUE list go
@@ -219,24 +224,158 @@ static ab_status display(FILE *f, const ab_table_t *rows, const budget_t *budget
   return AB_OK;
 }
 
-/* The smallest budget of one pair, searched into the pair's run, appended to DIR/oom.csv;
- * the segment map of its failing probe is written beside it. */
+/* The smallest budget of one pair, searched into the pair's run, its row of DIR/oom.csv added
+ * to row; the segment map of its failing probe is written into DIR. */
 static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                             ab_oommap_t *map, ab_bisect_result_t *res, ab_diag_t *diag) {
+                             ab_oommap_t *map, ab_bisect_result_t *res, ab_table_t *row, ab_diag_t *diag) {
   ab_bisect_opts_t range = {0};
   ab_bisect_opts_t b = ab_run_search_opts(o, &range, strategy, o->conf);
   b.on_oom = ab_oommap_capture;
   b.on_oom_ctx = map;
   AB_TRY(ab_bisect_search(es, &b, run, res, diag));
   if (res->interrupted) return AB_OK; /* no answer to record */
-  ab_table_t row;
-  ab_table_init(&row, ab_oom_cols, ab_oom_ncols);
   ab_run_desc_t desc = {es->source, strategy, o->conf, res->device, 0, o->seed, 0, NULL};
-  ab_status st = ab_results_add_oom(&row, &desc, es, res);
-  if (st == AB_OK) st = ab_cli_append(o, &row, "oom.csv", diag);
-  ab_table_free(&row);
+  ab_status st = ab_results_add_oom(row, &desc, es, res);
   if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, &desc, NULL, 0, diag);
   return st;
+}
+
+/* ---- a pair's outcome, carried to rank 0 -------------------------------------------------------- */
+
+/* What one pair gave: its summary row, its row of oom.csv, its smallest budget. */
+typedef struct pair_s {
+  ab_table_t row;      /* ab_summary_cols; no row: nothing ran */
+  ab_table_t oom;      /* ab_oom_cols; no row: not searched */
+  budget_t budget;
+  bool failed;         /* its run failed (status error) */
+  bool search_failed;  /* its budget search failed */
+} pair_t;
+
+static void pair_init(pair_t *p) {
+  memset(p, 0, sizeof *p);
+  ab_table_init(&p->row, ab_summary_cols, ab_summary_ncols);
+  ab_table_init(&p->oom, ab_oom_cols, ab_oom_ncols);
+}
+
+static void pair_free(pair_t *p) {
+  ab_table_free(&p->row);
+  ab_table_free(&p->oom);
+}
+
+/* A growing buffer of bytes: a rank's pairs, packed. */
+typedef struct pack_s {
+  unsigned char *b;
+  size_t n, cap;
+  bool failed;
+} pack_t;
+
+static void put(pack_t *k, const void *p, size_t n) {
+  if (k->failed) return;
+  if (k->n + n > k->cap) {
+    size_t cap = k->cap ? k->cap : 4096;
+    while (cap < k->n + n) cap *= 2;
+    unsigned char *b = realloc(k->b, cap);
+    if (b == NULL) {
+      k->failed = true;
+      return;
+    }
+    k->b = b;
+    k->cap = cap;
+  }
+  memcpy(k->b + k->n, p, n);
+  k->n += n;
+}
+
+/* A table's rows: their count, then every cell with its NUL. */
+static void put_table(pack_t *k, const ab_table_t *t) {
+  uint32_t rows = (uint32_t)t->nrows;
+  put(k, &rows, sizeof rows);
+  for (size_t i = 0; i < t->nrows * t->ncols; i++) put(k, t->cells[i] ? t->cells[i] : "", strlen(t->cells[i] ? t->cells[i] : "") + 1);
+}
+
+static void put_pair(pack_t *k, uint64_t j, const pair_t *p) {
+  put(k, &j, sizeof j);
+  put(k, &p->budget, sizeof p->budget);
+  uint8_t flags = (uint8_t)(p->failed | p->search_failed << 1);
+  put(k, &flags, sizeof flags);
+  put_table(k, &p->row);
+  put_table(k, &p->oom);
+}
+
+/* The reading side: false when the bytes run out or make no sense. */
+static bool get(const unsigned char **at, const unsigned char *end, void *p, size_t n) {
+  if ((size_t)(end - *at) < n) return false;
+  memcpy(p, *at, n);
+  *at += n;
+  return true;
+}
+
+static bool get_table(const unsigned char **at, const unsigned char *end, ab_table_t *t) {
+  uint32_t rows = 0;
+  if (!get(at, end, &rows, sizeof rows) || rows > 1) return false;
+  const char *cells[64];
+  if (t->ncols > 64) return false;
+  for (uint32_t r = 0; r < rows; r++) {
+    for (size_t c = 0; c < t->ncols; c++) {
+      const unsigned char *nul = memchr(*at, '\0', (size_t)(end - *at));
+      if (nul == NULL) return false;
+      cells[c] = (const char *)*at;
+      *at = nul + 1;
+    }
+    if (ab_table_add(t, cells) != AB_OK) return false;
+  }
+  return true;
+}
+
+static bool get_pair(const unsigned char **at, const unsigned char *end, size_t npairs, pair_t *pairs) {
+  uint64_t j = 0;
+  uint8_t flags = 0;
+  budget_t budget;
+  if (!get(at, end, &j, sizeof j) || j >= npairs || !get(at, end, &budget, sizeof budget) || !get(at, end, &flags, 1))
+    return false;
+  pair_t *p = &pairs[j];
+  p->budget = budget;
+  p->failed = flags & 1;
+  p->search_failed = flags & 2;
+  return get_table(at, end, &p->row) && get_table(at, end, &p->oom);
+}
+
+/* Every rank's pairs at rank 0 (spread.h): each rank sends those it ran. */
+static ab_status gather_pairs(const ab_spread_t *sp, pair_t *pairs, size_t n, ab_diag_t *diag) {
+  pack_t k = {NULL, 0, 0, false};
+  for (size_t j = 0; j < n; j++)
+    if (ab_spread_mine(sp, j) && pairs[j].row.nrows) put_pair(&k, j, &pairs[j]);
+  void **blobs = calloc(sp->world, sizeof *blobs);
+  size_t *sizes = calloc(sp->world, sizeof *sizes);
+  ab_status st = !k.failed && blobs && sizes ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st == AB_OK)
+    st = ab_link_gather(sp->link, k.b ? k.b : (void *)"", k.n, blobs, sizes, ab_clock_s() + sp->link->waits.results_s,
+                        "matrix's runs", diag);
+  for (unsigned r = 1; st == AB_OK && sp->rank == 0 && r < sp->world; r++) {
+    const unsigned char *at = blobs[r], *end = at + sizes[r];
+    while (at < end && st == AB_OK)
+      if (!get_pair(&at, end, n, pairs)) st = ab_diag_set(diag, AB_ERR_IO, "rank %u sent matrix's runs that made no sense", r);
+  }
+  for (unsigned r = 0; blobs && r < sp->world; r++) free(blobs[r]);
+  free(blobs);
+  free(sizes);
+  free(k.b);
+  return st;
+}
+
+/* What every rank must agree on before the pairs are dealt out. */
+static uint64_t matrix_digest(const ab_events_t *streams, size_t nw, const ab_cli_strategies_t *list, const ab_run_spec_t *o) {
+  uint64_t h = 1469598103934665603ULL;
+  uint64_t words[3] = {nw, list->n, o->seed};
+  for (size_t i = 0; i < 3; i++) h = (h ^ words[i]) * 1099511628211ULL;
+  for (size_t w = 0; w < nw; w++) h = (h ^ ab_events_hash(&streams[w])) * 1099511628211ULL;
+  for (size_t s = 0; s < list->n; s++) {
+    const char *texts[2] = {list->name[s], list->conf[s] ? list->conf[s] : ""};
+    for (int t = 0; t < 2; t++)
+      for (const char *c = texts[t]; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;
+  }
+  return h;
 }
 
 /* matrix's own options: --quick, and -w and -c, which may repeat. */
@@ -318,14 +457,33 @@ int ab_cmd_matrix(int argc, char **argv) {
   }
   if (rc == AB_EXIT_OK && nw == 0) rc = ab_cli_usage_error(&o, "no workload to run");
 
+  /* Under a launcher the pairs are dealt out (spread.h): every rank has built the same. */
+  ab_spread_t sp;
+  memset(&sp, 0, sizeof sp);
+  sp.world = 1;
+  if (rc == AB_EXIT_OK) {
+    ab_status joined = ab_spread_open(&sp, &diag);
+    if (joined == AB_OK) {
+      ab_run_catch_stop(); /* again: MPI's start may have set its own handlers */
+      joined = ab_spread_meet(&sp, matrix_digest(streams, nw, &list, &o), "allocbench matrix", o.quiet, &diag);
+    }
+    if (joined != AB_OK) rc = joined == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
+  }
+  /* Rank 0 alone says what the runs do; the others say only what fails. */
+  bool asked_quiet = o.quiet;
+  o.quiet = o.quiet || sp.rank != 0;
+  bool quiet = o.quiet;
+
   ab_table_t all;
   ab_table_init(&all, ab_summary_cols, ab_summary_ncols);
   ab_oommap_t map;
   ab_oommap_init(&map);
-  size_t failed = 0, done = 0, searches_failed = 0;
+  size_t failed = 0, done = 0, searches_failed = 0, npairs = nw * nstrat;
   double t0 = ab_clock_s();
-  budget_t *budgets = calloc(nw * nstrat + 1, sizeof *budgets); /* per row of all: its smallest budget */
-  if (budgets == NULL) rc = ab_cli_fail(&o, "out of host memory");
+  budget_t *budgets = calloc(npairs + 1, sizeof *budgets); /* per row of all: its smallest budget */
+  pair_t *pairs = calloc(npairs + 1, sizeof *pairs);
+  for (size_t j = 0; pairs && j < npairs; j++) pair_init(&pairs[j]);
+  if (rc == AB_EXIT_OK && (budgets == NULL || pairs == NULL)) rc = ab_cli_fail(&o, "out of host memory");
   for (size_t w = 0; w < nw && rc == AB_EXIT_OK && !ab_run_stop; w++) {
     ab_run_t run;
     if (ab_run_prepare(&run, &streams[w]) != AB_OK) {
@@ -333,38 +491,37 @@ int ab_cmd_matrix(int argc, char **argv) {
       break;
     }
     for (size_t s = 0; s < nstrat && rc == AB_EXIT_OK && !ab_run_stop; s++) {
+      size_t j = w * nstrat + s;
+      if (!ab_spread_mine(&sp, j)) continue;
+      pair_t *p = &pairs[j];
       ab_run_spec_t os = o; /* the strategy's own -c */
       os.conf = list.conf[s];
       const char *strategy = list.name[s];
-      ab_table_t one;
-      ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
       ab_diag_t why = {""};
-      ab_status st = ab_run_one(&os, &streams[w], strategy, &run, &one, &why);
-      if (run.status == AB_RUN_INTERRUPTED) break;
-      if (one.nrows == 0) { /* nothing ran: no device, or a bad -c */
-        rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
-        ab_table_free(&one);
+      ab_status st = ab_run_one(&os, &streams[w], strategy, &run, &p->row, &why);
+      if (run.status == AB_RUN_INTERRUPTED) { /* not recorded */
+        ab_table_free(&p->row);
+        ab_table_init(&p->row, ab_summary_cols, ab_summary_ncols);
         break;
       }
-      ab_diag_t io = {""};
-      if (ab_cli_append(&os, &one, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(&o, io.msg);
-      if (ab_table_add(&all, (const char *const *)one.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
-      budgets[all.nrows - 1] = (budget_t){BUDGET_UNSEARCHED, 0};
+      if (p->row.nrows == 0) { /* nothing ran: no device, or a bad -c */
+        rc = st == AB_ERR_INVALID ? ab_cli_usage_error(&o, why.msg) : ab_cli_fail(&o, why.msg);
+        break;
+      }
       done++;
       char name[256];
       ab_results_workload_name(streams[w].source, name, sizeof name);
-      if (st != AB_OK) {
-        failed++;
+      p->failed = st != AB_OK;
+      if (st != AB_OK)
         fprintf(stderr, "allocbench matrix: %s on %s failed: %s\n", strategy, name, why.msg);
-      } else if (!o.quiet) {
-        fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, nw * nstrat, strategy, name,
+      else if (!quiet)
+        fprintf(stderr, "allocbench matrix: [%zu/%zu] %s on %s: %s, %.2f s\n", done, npairs, strategy, name,
                 ab_run_status_name(run.status), run.loop_s);
-      }
       ab_bisect_result_t res;
-      if (st == AB_OK && search_pair(&os, &streams[w], strategy, &run, &map, &res, &why) != AB_OK) {
-        searches_failed++;
+      if (st == AB_OK && search_pair(&os, &streams[w], strategy, &run, &map, &res, &p->oom, &why) != AB_OK) {
+        p->search_failed = true;
         fprintf(stderr, "allocbench matrix: the budget search of %s on %s failed: %s\n", strategy, name, why.msg);
-      } else if (st == AB_OK && !o.quiet && !res.interrupted) {
+      } else if (st == AB_OK && !quiet && !res.interrupted) {
         char budget[32];
         if (res.passed)
           ab_format_bytes(res.min_budget, budget, sizeof budget);
@@ -372,12 +529,52 @@ int ab_cmd_matrix(int argc, char **argv) {
           snprintf(budget, sizeof budget, "none");
         fprintf(stderr, "allocbench matrix:   smallest budget %s (%u probes, %.2f s)\n", budget, res.probes, res.wall_s);
       }
-      if (st == AB_OK && !res.interrupted && all.nrows > 0) {
-        budgets[all.nrows - 1] = res.passed ? (budget_t){BUDGET_FOUND, res.min_budget} : (budget_t){BUDGET_NONE, 0};
+      if (st == AB_OK && !res.interrupted)
+        p->budget = res.passed ? (budget_t){BUDGET_FOUND, res.min_budget} : (budget_t){BUDGET_NONE, 0};
+      /* Alone, the rows go to the files at once, so that an interrupted matrix keeps them. */
+      if (sp.link == NULL) {
+        ab_diag_t io = {""};
+        if (ab_cli_append(&os, &p->row, "summary.csv", &io) != AB_OK ||
+            (p->oom.nrows && ab_cli_append(&os, &p->oom, "oom.csv", &io) != AB_OK))
+          rc = ab_cli_fail(&o, io.msg);
       }
-      ab_table_free(&one);
     }
     ab_run_release(&run);
+  }
+  /* With several ranks, rank 0 gathers every pair and appends the rows in order. */
+  if (sp.link && rc == AB_EXIT_OK && !ab_run_stop) {
+    ab_status st = gather_pairs(&sp, pairs, npairs, &diag);
+    if (st != AB_OK && !ab_run_stop) rc = ab_cli_fail(&o, diag.msg);
+    for (size_t j = 0; j < npairs && rc == AB_EXIT_OK && sp.rank == 0; j++) {
+      ab_diag_t io = {""};
+      if ((pairs[j].row.nrows && ab_cli_append(&o, &pairs[j].row, "summary.csv", &io) != AB_OK) ||
+          (pairs[j].oom.nrows && ab_cli_append(&o, &pairs[j].oom, "oom.csv", &io) != AB_OK))
+        rc = ab_cli_fail(&o, io.msg);
+    }
+    done = 0;
+    for (size_t j = 0; j < npairs; j++) done += pairs[j].row.nrows > 0;
+  }
+  for (size_t j = 0; j < npairs && rc == AB_EXIT_OK && sp.rank == 0; j++) {
+    if (pairs[j].row.nrows == 0) continue;
+    if (ab_table_add(&all, (const char *const *)pairs[j].row.cells) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
+    budgets[all.nrows - 1] = pairs[j].budget;
+    failed += pairs[j].failed;
+    searches_failed += pairs[j].search_failed;
+  }
+  for (size_t j = 0; pairs && j < npairs; j++) pair_free(&pairs[j]);
+  free(pairs);
+  if (sp.rank != 0) {
+    if (rc == AB_EXIT_OK && !ab_run_stop && !asked_quiet)
+      fprintf(stderr, "allocbench matrix: rank %u of %u: its share of the runs done; rank 0 writes the results\n", sp.rank,
+              sp.world);
+    if (rc == AB_EXIT_OK && ab_run_stop) rc = ab_cli_interrupted(&o, done, npairs);
+    ab_spread_close(&sp, !ab_run_stop);
+    ab_oommap_free(&map);
+    ab_table_free(&all);
+    free(budgets);
+    for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
+    free(streams);
+    return rc;
   }
 
   if (all.nrows > 0) {
@@ -400,6 +597,7 @@ int ab_cmd_matrix(int argc, char **argv) {
     snprintf(diag.msg, sizeof diag.msg, "%zu budget search(es) failed (see above)", searches_failed);
     rc = ab_cli_fail(&o, diag.msg);
   }
+  ab_spread_close(&sp, !ab_run_stop);
   ab_oommap_free(&map);
   ab_table_free(&all);
   free(budgets);

@@ -40,7 +40,7 @@ static int run_ranks(const ab_run_spec_t *o, const ab_ranks_opts_t *ro) {
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
-  unsigned world = ro->launch ? ro->launch->world : ro->n, n = 0;
+  unsigned world = ro->link ? ro->link->world : ro->n, n = 0;
   ab_rank_result_t *results = calloc(world, sizeof *results);
   if (results == NULL) return ab_cli_fail(o, "out of host memory");
   ab_status st = ab_ranks_run(o, ro, &summary, results, &n, &diag);
@@ -52,7 +52,7 @@ static int run_ranks(const ab_run_spec_t *o, const ab_ranks_opts_t *ro) {
     if (st != AB_OK)
       rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
     else if (!o->quiet) /* a launched rank other than 0 */
-      fprintf(stderr, "allocbench run: rank %u of %u done; rank 0 writes the results\n", ro->launch->rank, world);
+      fprintf(stderr, "allocbench run: rank %u of %u done; rank 0 writes the results\n", ro->link->rank, world);
   } else {
     ab_diag_t io = {""};
     if (ab_cli_append(o, &summary, "summary.csv", &io) != AB_OK) rc = ab_cli_fail(o, io.msg);
@@ -75,6 +75,36 @@ static int run_ranks(const ab_run_spec_t *o, const ab_ranks_opts_t *ro) {
   }
   free(results);
   ab_table_free(&summary);
+  return rc;
+}
+
+/* `run --ranks env`: this process is one rank of a launch (launch.h, Note [Which launcher]),
+ * joined through the launcher's engine (link.h) for the run. */
+static int run_launched(const ab_run_spec_t *o, ab_ranks_opts_t *ro) {
+  ab_diag_t diag = {""};
+  ab_launch_t launch;
+  if (ab_launch_from_env(&launch, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  /* Refused before the meeting, which may wait for the others a long time. */
+  if (o->device && strncmp(o->device, "cuda:", 5) == 0) {
+    snprintf(diag.msg, sizeof diag.msg,
+             "--device %s: with --ranks env each rank drives the GPU of its rank on its host; give --device cuda", o->device);
+    return ab_cli_usage_error(o, diag.msg);
+  }
+  if (launch.kind == AB_LAUNCH_NONE)
+    return ab_cli_usage_error(o, "--ranks env: no launcher started this process (mpirun or srun set OMPI_COMM_WORLD_RANK, "
+                                 "PMI_RANK, PMIX_RANK or SLURM_PROCID; torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and "
+                                 "MASTER_PORT); on one host, --ranks N runs N ranks as threads");
+  ab_status st = ab_link_open(&launch, &ro->waits, &ro->link, &diag);
+  if (st != AB_OK) {
+    if (ab_run_stop) {
+      fprintf(stderr, "allocbench run: %s; nothing recorded\n", diag.msg);
+      return 128 + ab_run_stop;
+    }
+    return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  }
+  ab_run_catch_stop(); /* again: MPI's start may have set its own handlers */
+  int rc = run_ranks(o, ro);
+  ro->link->ops->close(ro->link, !ab_run_stop);
   return rc;
 }
 
@@ -121,12 +151,9 @@ int ab_cmd_run(int argc, char **argv) {
     ro.waits.stop = &ab_run_stop;
     ro.waits.give_up = give_up_now;
     ro.say = o.quiet ? NULL : stderr;
-    ab_launch_t launch;
     uint64_t n = 0;
-    if (strcmp(ranks, "env") == 0) {
-      if (ab_launch_from_env(&launch, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-      ro.launch = &launch;
-    } else if (ab_parse_u64("--ranks", ranks, AB_RANKS_MAX, &n, &diag) != AB_OK || n == 0) {
+    if (strcmp(ranks, "env") == 0) return run_launched(&o, &ro);
+    if (ab_parse_u64("--ranks", ranks, AB_RANKS_MAX, &n, &diag) != AB_OK || n == 0) {
       snprintf(diag.msg, sizeof diag.msg, "--ranks '%s': expected 1 to %d ranks, or env", ranks, AB_RANKS_MAX);
       return ab_cli_usage_error(&o, diag.msg);
     }

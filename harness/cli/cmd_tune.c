@@ -11,7 +11,14 @@
  * smallest cap). The configurations are ranked by those worst results, the second stage of
  * the grid combines the best of each family by them, and the winner is the setting whose worst
  * rank is best: the rank that runs out of memory first decides whether the job does.
- * tune.csv keeps every trace's row; the table shows each configuration's worst. */
+ * tune.csv keeps every trace's row; the table shows each configuration's worst. Traces alike
+ * are replayed once (tune.h, Note [Traces alike]), and files of the same bytes read once.
+ *
+ * Under a launcher (mpirun, srun, torchrun: spread.h) every rank reads the job and lists the
+ * same configurations; the runs, each configuration on each distinct trace, are dealt out
+ * between the ranks; each stage's results come together at rank 0 (the first stage's go back
+ * to every rank, whose second stage they decide), and rank 0 ranks them and writes what one
+ * process would write. */
 #include <glob.h>
 #include <inttypes.h>
 #include <math.h>
@@ -21,10 +28,12 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/input.h"
 #include "base/output.h"
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/spread.h"
 #include "run/pipeline.h"
 #include "run/results.h"
 #include "run/table.h"
@@ -47,10 +56,12 @@ static const ab_cli_command_t command = {
     "under (torch.cuda.set_per_process_memory_fraction, bisected; a budget for the other strategies).\n"
     "Prints them ranked, then the winner as the line to paste, with its predicted peak reserved, its\n"
     "smallest cap and what it saves over the recorded configuration. Every configuration tried is\n"
-    "appended to DIR/tune.csv; progress goes to stderr. The runs are spread over the cores.\n"
+    "appended to DIR/tune.csv; progress goes to stderr. The runs are spread over the cores, and\n"
+    "over the ranks of a launch (mpirun, srun, torchrun), rank 0 writing the results.\n"
     "A trace whose program caught OOMs and went on gives bounds, not predictions: it says so.\n"
     "Several traces (-w repeated, or -w 'replay:job.rank*.pickle', the glob expanded here) are one\n"
-    "job, its ranks: each configuration runs on every trace and is ranked by its worst one.\n"};
+    "job, its ranks: each configuration runs on every trace and is ranked by its worst one; traces\n"
+    "that make the same requests are replayed once.\n"};
 
 typedef struct tune_args_s {
   ab_tune_objective_t objective;
@@ -104,6 +115,7 @@ typedef struct trace_s {
   char *spec;           /* the -w it runs, a glob expanded; owned */
   ab_events_t es;       /* its source the name people read */
   bool built;
+  bool borrowed;        /* es's arrays are an earlier trace's, read from a file of the same bytes */
   ab_tune_result_t *r;  /* each configuration's result on this trace, by its place in the grid */
   ab_addr_hint_t *plan; /* the recorded run's addresses, for the recorded configuration; may be NULL */
   size_t plan_len;
@@ -112,17 +124,21 @@ typedef struct trace_s {
 typedef struct job_s {
   trace_t *t;
   size_t n;
-  char name[512]; /* the workload column and the headings: the trace's name, or the -w as given */
+  char name[512];      /* the workload column and the headings: the trace's name, or the -w as given */
+  ab_tune_trace_t *tt; /* each trace as tune.h takes it: its digest, the first alike (Note [Traces alike]) */
+  size_t distinct;     /* traces not alike an earlier one */
+  ab_spread_t sp;      /* the ranks the runs are dealt out between */
 } job_t;
 
 static void job_free(job_t *job) {
   for (size_t k = 0; k < job->n; k++) {
     free(job->t[k].spec);
-    if (job->t[k].built) ab_events_free(&job->t[k].es);
+    if (job->t[k].built && !job->t[k].borrowed) ab_events_free(&job->t[k].es);
     free(job->t[k].r);
     free(job->t[k].plan);
   }
   free(job->t);
+  free(job->tt);
 }
 
 /* Adds a trace to the job; one given twice is refused (its rows would count twice). */
@@ -176,10 +192,33 @@ static ab_status expand(const tune_args_t *a, job_t *job, ab_diag_t *diag) {
  * or by its whole spec where two file names are the same. tune writes no file named after its
  * workload, so the stream can carry that name into tune.csv and every line. */
 static ab_status build_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, ab_diag_t *diag) {
+  uint64_t *digest = calloc(job->n + 1, sizeof *digest), *bytes = calloc(job->n + 1, sizeof *bytes);
+  if (digest == NULL || bytes == NULL) {
+    free(digest);
+    free(bytes);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  ab_status st = AB_OK;
+  for (size_t k = 0; k < job->n && st == AB_OK; k++) {
+    trace_t *t = &job->t[k];
+    /* A trace file whose bytes an earlier one has is not read again: its events are that one's. */
+    const char *path = strncmp(t->spec, "replay:", 7) == 0 ? t->spec + 7 : NULL;
+    ab_diag_t ignored = {""};
+    bool hashed = path && ab_input_digest(path, &digest[k], &bytes[k], &ignored) == AB_OK;
+    for (size_t j = 0; j < k && hashed && !t->built; j++)
+      if (bytes[j] == bytes[k] && digest[j] == digest[k] && job->t[j].built && !job->t[j].borrowed) {
+        t->es = job->t[j].es;
+        snprintf(t->es.source, sizeof t->es.source, "%s", t->spec);
+        t->built = t->borrowed = true;
+      }
+    if (!hashed) bytes[k] = UINT64_MAX; /* never alike */
+    if (!t->built && (st = ab_run_build(o, t->spec, &t->es, diag)) == AB_OK) t->built = true;
+  }
+  free(digest);
+  free(bytes);
+  AB_TRY(st);
   for (size_t k = 0; k < job->n; k++) {
     trace_t *t = &job->t[k];
-    AB_TRY(ab_run_build(o, t->spec, &t->es, diag));
-    t->built = true;
     char name[sizeof t->es.source];
     ab_results_workload_name(t->es.source, name, sizeof name);
     snprintf(t->es.source, sizeof t->es.source, "%s", name);
@@ -201,6 +240,14 @@ static ab_status build_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *
     snprintf(job->name + used, sizeof job->name - used, "%s%s", used ? " " : "", name);
   }
   return AB_OK;
+}
+
+/* "64 traces, 1 distinct" (Note [Traces alike]), or "3 traces" where none is alike another. */
+static const char *traces_text(const job_t *job) {
+  static char text[64];
+  if (job->distinct < job->n) snprintf(text, sizeof text, "%zu traces, %zu distinct", job->n, job->distinct);
+  else snprintf(text, sizeof text, "%zu traces", job->n);
+  return text;
 }
 
 /* A trace's name in the table: without the replay: that every trace has. */
@@ -473,7 +520,12 @@ static const char *saving(uint64_t recorded, uint64_t winner, char *buf, size_t 
 /* " on the worst of its N traces, NAME" where the job has several; "" otherwise. */
 static const char *on_worst(const tune_view_t *v, const ab_tune_result_t *r, char *buf, size_t size) {
   if (v->job->n == 1) return "";
-  snprintf(buf, size, " on the worst of its %zu traces, %s", v->job->n, short_name(v->job->t[r->trace].es.source));
+  const job_t *job = v->job;
+  if (job->distinct < job->n)
+    snprintf(buf, size, " on the worst of its %zu traces (%zu distinct), %s", job->n, job->distinct,
+             short_name(job->t[r->trace].es.source));
+  else
+    snprintf(buf, size, " on the worst of its %zu traces, %s", job->n, short_name(job->t[r->trace].es.source));
   return buf;
 }
 
@@ -757,23 +809,93 @@ static uint64_t largest_request(const job_t *job) {
   return m;
 }
 
-/* Runs list.c[first, list.n) on every trace, into each trace's results from first; stops
- * between traces at a signal. */
+/* Runs list.c[first, list.n) on every distinct trace (Note [Traces alike]), into each trace's
+ * results from first; stops between traces at a signal. With several ranks (spread.h) run j,
+ * configuration i on the d-th distinct trace (j = d n + i), is rank j mod world's; the results
+ * come together at rank 0, and back to every rank when to_all. */
 static ab_status run_stage(job_t *job, const ab_tune_list_t *list, size_t first, const ab_tune_opts_t *opts,
-                           progress_t *prog, ab_diag_t *diag) {
-  size_t n = list->n - first;
-  for (size_t k = 0; k < job->n && !ab_run_stop; k++) {
+                           progress_t *prog, bool to_all, ab_diag_t *diag) {
+  size_t n = list->n - first, runs = job->distinct * n;
+  ab_tune_candidate_t *mine = malloc((n ? n : 1) * sizeof *mine);
+  ab_tune_result_t *got = malloc((n ? n : 1) * sizeof *got), *all = calloc(runs ? runs : 1, sizeof *all);
+  size_t *which = malloc((n ? n : 1) * sizeof *which);
+  ab_status st = mine && got && all && which ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  prog->offset = 0;
+  prog->total = 0;
+  for (size_t j = 0; j < runs; j++) prog->total += ab_spread_mine(&job->sp, j);
+  for (size_t k = 0, d = 0; k < job->n && st == AB_OK && !ab_run_stop; k++) {
     trace_t *t = &job->t[k];
+    if (job->tt[k].same != k) continue;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+      if (ab_spread_mine(&job->sp, d * n + i)) mine[m] = list->c[first + i], which[m++] = i;
     ab_tune_opts_t one = *opts;
     one.plan = t->plan;
     one.plan_len = t->plan_len;
-    prog->trace = job->n > 1 ? t->es.source : NULL;
-    /* Each stage counts to its own total: the second one's size is known only after the first. */
-    prog->offset = k * n;
-    prog->total = n * job->n;
-    AB_TRY(ab_tune_run(&t->es, list->c + first, n, first, &one, t->r + first, diag));
+    prog->trace = job->distinct > 1 ? t->es.source : NULL;
+    if (m) st = ab_tune_run(&t->es, mine, m, 0, &one, got, diag);
+    for (size_t q = 0; q < m && st == AB_OK; q++) {
+      got[q].order = first + which[q];
+      all[d * n + which[q]] = got[q];
+    }
+    prog->offset += m;
+    d++;
   }
+  if (st == AB_OK && !ab_run_stop) st = ab_spread_share(&job->sp, all, runs, sizeof *all, to_all, "tune's runs", diag);
+  /* Every trace takes the results of the first trace alike it. */
+  for (size_t k = 0, d = 0; st == AB_OK && k < job->n; k++) {
+    if (job->tt[k].same != k) continue;
+    memcpy(job->t[k].r + first, all + d * n, n * sizeof *all);
+    d++;
+  }
+  for (size_t k = 0; st == AB_OK && k < job->n; k++)
+    if (job->tt[k].same != k) memcpy(job->t[k].r + first, job->t[job->tt[k].same].r + first, n * sizeof *all);
+  free(mine);
+  free(got);
+  free(all);
+  free(which);
+  return st;
+}
+
+/* Each trace as tune.h takes it, the traces alike found (Note [Traces alike]). */
+static ab_status find_alike(job_t *job, ab_diag_t *diag) {
+  job->tt = calloc(job->n, sizeof *job->tt);
+  if (job->tt == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t k = 0; k < job->n; k++)
+    job->tt[k] = (ab_tune_trace_t){&job->t[k].es, job->t[k].es.source, job->t[k].plan, job->t[k].plan_len, 0, k};
+  ab_tune_alike(job->tt, job->n);
+  job->distinct = 0;
+  for (size_t k = 0; k < job->n; k++) job->distinct += job->tt[k].same == k;
   return AB_OK;
+}
+
+/* What every rank must agree on before the runs are dealt out: the traces as they replay, the
+ * configurations, and what each run is asked. */
+static uint64_t job_digest(const job_t *job, const ab_tune_list_t *list, const ab_tune_opts_t *o) {
+  uint64_t h = 1469598103934665603ULL;
+#define FOLD(p, bytes)                                                                        \
+  do {                                                                                        \
+    const unsigned char *b_ = (const unsigned char *)(p);                                     \
+    for (size_t i_ = 0; i_ < (bytes); i_++) h = (h ^ b_[i_]) * 1099511628211ULL;              \
+  } while (0)
+  FOLD(&job->n, sizeof job->n);
+  for (size_t k = 0; k < job->n; k++) {
+    FOLD(&job->tt[k].digest, sizeof job->tt[k].digest);
+    FOLD(&job->tt[k].same, sizeof job->tt[k].same);
+  }
+  for (size_t i = 0; i < list->n; i++) {
+    FOLD(list->c[i].strategy, strlen(list->c[i].strategy));
+    FOLD(list->c[i].conf, strlen(list->c[i].conf) + 1);
+    FOLD(&list->c[i].family, sizeof list->c[i].family);
+    FOLD(&list->c[i].recorded, sizeof list->c[i].recorded);
+  }
+  if (o->device) FOLD(o->device, strlen(o->device));
+  FOLD(&o->cap, sizeof o->cap);
+  FOLD(&o->map_probes, sizeof o->map_probes);
+  FOLD(&o->no_map, sizeof o->no_map);
+  FOLD(&o->check, sizeof o->check);
+#undef FOLD
+  return h;
 }
 
 /* Each configuration of [from, to) as its worst trace's result (Note [A job of several
@@ -843,7 +965,7 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
       if (job->n == 1)
         printf("%s on %s, %zu configurations ranked by %s%s\n\n", job->name, s->device, n, by, s->cap ? ", under the cap" : "");
       else
-        printf("%s (%zu traces) on %s, %zu configurations ranked by %s on their worst trace%s\n\n", job->name, job->n,
+        printf("%s (%s) on %s, %zu configurations ranked by %s on their worst trace%s\n\n", job->name, traces_text(job),
                s->device, n, by, s->cap ? ", each trace under the cap" : "");
       static const char *const one[] = {"rank",          "strategy",   "conf", "peak reserved", "smallest cap",
                                         "device allocs", "time", ""};
@@ -886,17 +1008,12 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const setup_t *s
  * against the recommended one over the job, on every trace. */
 static int write_figures(const ab_run_spec_t *o, const job_t *job, const ab_tune_opts_t *opts, const tune_view_t *v) {
   if (v->recorded == NULL) return AB_EXIT_OK;
-  ab_tune_trace_t *traces = calloc(job->n, sizeof *traces);
-  if (traces == NULL) return ab_cli_fail(o, "out of host memory");
-  for (size_t k = 0; k < job->n; k++)
-    traces[k] = (ab_tune_trace_t){&job->t[k].es, job->t[k].es.source, job->t[k].plan, job->t[k].plan_len};
   ab_tune_opts_t quiet = *opts;
   quiet.on_done = NULL;
   bool interrupted = false;
   ab_diag_t diag = {""};
-  ab_status st = ab_tune_figures_write(traces, job->n, &quiet, &v->recorded->cand, v->winner ? &v->winner->cand : NULL,
+  ab_status st = ab_tune_figures_write(job->tt, job->n, &quiet, &v->recorded->cand, v->winner ? &v->winner->cand : NULL,
                                        o->out_dir, &interrupted, &diag);
-  free(traces);
   if (st != AB_OK) return ab_cli_fail(o, diag.msg);
   if (interrupted) {
     fprintf(stderr, "allocbench tune: interrupted while the figures' data was written: tune.csv is complete, the figures' files are not\n");
@@ -941,18 +1058,30 @@ static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const job_t 
 }
 
 /* Everything after the parse: the job built and checked, the grid run on it, the report. */
-static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, int argc, char **argv) {
+static int tune_job(const ab_run_spec_t *given, const tune_args_t *a, job_t *job, int argc, char **argv) {
   ab_diag_t diag = {""};
-  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  if (ab_output_check_dir("--out", given->out_dir, &diag) != AB_OK) return ab_cli_usage_error(given, diag.msg);
   ab_status listed = expand(a, job, &diag);
-  if (listed != AB_OK) return listed == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  if (listed != AB_OK) return listed == AB_ERR_INVALID ? ab_cli_usage_error(given, diag.msg) : ab_cli_fail(given, diag.msg);
   ab_run_catch_stop(); /* a signal while the workload is generated stops that too */
+  /* Under a launcher, the ranks deal out the runs (spread.h); rank 0 alone says what it does. */
+  ab_status joined = ab_spread_open(&job->sp, &diag);
+  if (joined != AB_OK) return joined == AB_ERR_INVALID ? ab_cli_usage_error(given, diag.msg) : ab_cli_fail(given, diag.msg);
+  ab_run_catch_stop(); /* again: MPI's start may have set its own handlers */
+  ab_run_spec_t mine = *given;
+  mine.quiet = mine.quiet || job->sp.rank != 0;
+  const ab_run_spec_t *o = &mine;
   ab_status built = build_job(o, a, job, &diag);
   if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   setup_t s;
   int rc = setup(o, a, &job->t[0].es, &s);
   if (rc >= 0) return rc;
+  if (s.jobs == 0 && job->sp.world > 1) { /* the cores of this host, shared by its ranks */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s.jobs = cores > (long)job->sp.local ? (unsigned)(cores / (long)job->sp.local) : 1;
+  }
   ab_status st = prepare_traces(o, s.addresses, job, &diag);
+  if (st == AB_OK) st = find_alike(job, &diag);
 
   ab_tune_list_t list;
   ab_tune_list_init(&list);
@@ -970,7 +1099,12 @@ static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, in
   if (st == AB_OK && (worst = calloc(2 * first, sizeof *worst)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
   for (size_t k = 0; st == AB_OK && k < job->n; k++)
     if ((job->t[k].r = calloc(2 * first, sizeof *job->t[k].r)) == NULL) st = ab_diag_set(&diag, AB_ERR_INTERNAL, "out of host memory");
-  if (st == AB_OK) st = run_stage(job, &list, 0, &opts, &prog, &diag);
+  if (st == AB_OK) st = ab_spread_meet(&job->sp, job_digest(job, &list, &opts), "allocbench tune", o->quiet, &diag);
+  if (st == AB_OK && job->sp.world > 1 && !o->quiet)
+    fprintf(stderr, "allocbench tune: %zu runs dealt out between %u ranks; rank 0 writes the results\n",
+            job->distinct * list.n, job->sp.world);
+  /* The first stage's results decide the second stage: every rank needs them. */
+  if (st == AB_OK) st = run_stage(job, &list, 0, &opts, &prog, true, &diag);
   if (st == AB_OK && !ab_run_stop) {
     take_worst(job, 0, first, a->objective, worst);
     ab_tune_best_of_families(worst, first, a->objective, best);
@@ -979,15 +1113,20 @@ static int tune_job(const ab_run_spec_t *o, const tune_args_t *a, job_t *job, in
     if (st == AB_OK && list.n > first && !o->quiet)
       fprintf(stderr, "allocbench tune: then %zu combination%s of the settings that did best\n", list.n - first,
               list.n - first == 1 ? "" : "s");
-    if (st == AB_OK) st = run_stage(job, &list, first, &opts, &prog, &diag);
+    if (st == AB_OK) st = run_stage(job, &list, first, &opts, &prog, false, &diag);
     if (st == AB_OK) take_worst(job, first, list.n, a->objective, worst);
   }
-  if (st != AB_OK) {
-    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
-  } else if (ab_run_stop) {
-    fprintf(stderr, "allocbench tune: interrupted (%s): the configurations tried were not ranked, and nothing was written\n",
-            ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (ab_run_stop) {
+    fprintf(stderr, "allocbench tune: interrupted (%s)%s%s: the configurations tried were not ranked, and nothing was written\n",
+            ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", st != AB_OK ? " " : "", st != AB_OK ? diag.msg : "");
     rc = 128 + ab_run_stop;
+  } else if (st != AB_OK) {
+    rc = st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);
+  } else if (job->sp.rank != 0) {
+    if (!given->quiet)
+      fprintf(stderr, "allocbench tune: rank %u of %u: its share of the runs done; rank 0 writes the results\n",
+              job->sp.rank, job->sp.world);
+    rc = AB_EXIT_OK;
   } else {
     tune_view_t v;
     rc = report(o, a, &s, job, worst, list.n, t0, &v);
@@ -1018,9 +1157,11 @@ int ab_cmd_tune(int argc, char **argv) {
     if (st != AB_OK) rc = ab_cli_usage_error(&o, diag.msg);
   }
   if (rc < 0 && a.nspecs == 0) rc = ab_cli_usage_error(&o, "-w replay:TRACE (or TRACE alone, or -w WORKLOAD) is required");
-  job_t job = {NULL, 0, ""};
+  job_t job;
+  memset(&job, 0, sizeof job);
   a.cap = o.cap_bytes; /* --cap, as every command reads it; each trace is read knowing it (trace.h) */
   if (rc < 0) rc = tune_job(&o, &a, &job, argc, argv);
+  ab_spread_close(&job.sp, !ab_run_stop);
   job_free(&job);
   free(a.specs);
   return rc;

@@ -24,16 +24,17 @@
  * nobody hangs.
  * The barriers are on the host: device work stays queued behind them. They cost two meetings
  * of the ranks' threads per collective (microseconds), or two round trips to rank 0's
- * process (rendezvous.h).
+ * process (link.h).
  *
  * Every wait at a barrier is bounded (Note [Bounded waits], kernels/kernels.h): a rank that
  * waited waits.collective_s for the others, or was interrupted (*waits.stop), gives up with
  * AB_VERDICT_FAIL, naming the collective and the ranks it waited for, and the others are
  * told to stop and abort.
  *
- * Implementations: ranks as threads of one process (ab_group_threads, here) and ranks as
- * processes joined over TCP (rendezvous.h). Every rank must make the same collectives in the
- * same order; ranks.h checks the streams before they run.
+ * Implementations: ranks as threads of one process (ab_group_threads, group.c) and ranks as
+ * processes of a launch, through rank 0 over their link (ab_group_link, group_link.c; link.h).
+ * Every rank must make the same collectives in the same order; ranks.h checks the streams
+ * before they run.
  *
  * Thread-safety: arrive and leave are called by each rank's own thread; results once every
  * rank has left.
@@ -84,7 +85,7 @@ typedef struct ab_group_ops_s {
   void (*leave)(ab_group_t *g, unsigned rank, const ab_rank_result_t *res);
   /* Every rank's result, in rank order, into all[0..size), waiting (boundedly) for those
    * still running. *have is false where another process collects them (a rank other than 0
-   * of a job over TCP); there AB_ERR_IO says that rank 0 went away before it had this
+   * of a launch); there AB_ERR_IO says that rank 0 could not be reached before it had this
    * rank's result. */
   ab_status (*results)(ab_group_t *g, ab_rank_result_t *all, bool *have, ab_diag_t *diag);
   void (*destroy)(ab_group_t *g);
@@ -97,6 +98,11 @@ struct ab_group_s {
 
 /* A group of `size` ranks, each a thread of this process; w is copied. */
 ab_status ab_group_threads(unsigned size, const ab_waits_t *w, ab_group_t **out, ab_diag_t *diag);
+
+typedef struct ab_link_s ab_link_t;
+/* The group of the processes of l, this one rank l->rank of l->world, with l's waits at its
+ * barriers; l must outlive it. */
+ab_status ab_group_link(ab_link_t *l, ab_group_t **out, ab_diag_t *diag);
 
 /* "rank 1", "ranks 1 and 3", "ranks 1, 3 and 4", ... of the ranks r < n with pick[r] set,
  * into buf (a long list is cut, with the count). */

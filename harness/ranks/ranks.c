@@ -5,7 +5,7 @@
  * 2. Each rank of this process builds its stream; the streams are checked (full buffers,
  *    the same collectives everywhere) and their collectives digested.
  * 3. The communicators: on cuda, NCCL is loaded and one NCCL group makes one per thread;
- *    a launched rank meets the others first (rendezvous.h), then joins its own. Every wait
+ *    a launched rank meets the others first (link.h), then joins its own. Every wait
  *    is bounded (Note [Bounded waits], kernels/kernels.h).
  * 4. Each rank runs through ab_run_one, as a single run does, on its own device, with
  *    its communicator and the group's lockstep added to the replay, then leaves the group
@@ -146,12 +146,14 @@ static ab_status rank_device(const char *spec, const ab_ranks_opts_t *r, unsigne
   }
   uint64_t base = 0;
   if (spec[4] == ':') {
-    if (r->launch)
+    if (r->link)
       return ab_diag_set(diag, AB_ERR_INVALID,
-                         "--device %s: with --ranks env each rank drives cuda:LOCAL_RANK; give --device cuda", spec);
+                         "--device %s: with --ranks env each rank drives the GPU of its rank on its host; give --device "
+                         "cuda",
+                         spec);
     AB_TRY(ab_parse_u64("--device cuda:N", spec + 5, 4095, &base, diag));
   }
-  *ordinal = r->launch ? (int)r->launch->local_rank : (int)(base + i);
+  *ordinal = r->link ? (int)r->link->local_rank : (int)(base + i);
   snprintf(out, size, "cuda:%d", *ordinal);
   return AB_OK;
 }
@@ -310,7 +312,7 @@ static ab_status rows(ab_table_t *summary, const ab_run_spec_t *o, const ab_rank
 }
 
 /* A signal stopped the job: diag says what this process was waiting for when it came. A
- * wait that gave up said so itself (a barrier, the rendezvous, NCCL's making); else the
+ * wait that gave up said so itself (a barrier, the meeting, NCCL's making); else the
  * watchdog that aborted a communicator did; else the rank was between waits. */
 static ab_status interrupted(const rank_t *rk, unsigned local, ab_comm_t **comms, ab_status st, int sig,
                              ab_diag_t *diag) {
@@ -332,7 +334,7 @@ static ab_status interrupted(const rank_t *rk, unsigned local, ab_comm_t **comms
                      rk[0].rank);
 }
 
-/* 128 bytes for a clique on the simulated card, where nothing but the rendezvous reads them. */
+/* 128 bytes for a clique on the simulated card, where nothing but the meeting reads them. */
 static void sim_id(ab_comm_id_t *id) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -349,9 +351,9 @@ static void sim_id(ab_comm_id_t *id) {
 ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_table_t *summary, ab_rank_result_t *results,
                        unsigned *nresults, ab_diag_t *diag) {
   if (nresults) *nresults = 0;
-  unsigned world = r->launch ? r->launch->world : r->n, local = r->launch ? 1 : r->n;
-  unsigned first = r->launch ? r->launch->rank : 0;
-  if (world == 0 || world > (r->launch ? 1u << 16 : AB_RANKS_MAX))
+  unsigned world = r->link ? r->link->world : r->n, local = r->link ? 1 : r->n;
+  unsigned first = r->link ? r->link->rank : 0;
+  if (world == 0 || world > (r->link ? 1u << 16 : AB_RANKS_MAX))
     return ab_diag_set(diag, AB_ERR_INVALID, "--ranks %u: expected 1 to %u ranks", world, AB_RANKS_MAX);
   if (o->faults_rank >= (int)world)
     return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: there are ranks 0 to %u", o->faults_rank, world - 1);
@@ -407,16 +409,20 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
 
   /* Communicators and the group. */
   if (st == AB_OK && cuda) st = ab_comm_load(r->nccl, diag);
-  if (st == AB_OK && r->launch) {
+  if (st == AB_OK && r->link) {
     ab_comm_id_t id;
     memset(&id, 0, sizeof id);
-    if (r->launch->rank == 0) {
+    if (r->link->rank == 0) {
       if (cuda)
         st = ab_comm_unique_id(&id, diag);
       else
         sim_id(&id);
     }
-    if (st == AB_OK) st = ab_rendezvous(r->launch, &r->waits, r->say, digest, &id, &group, diag);
+    if (st == AB_OK)
+      st = ab_link_meet(r->link, digest,
+                        "stream makes other collectives than rank 0's: give every rank the same -w arguments and seed",
+                        &id, r->say, "allocbench run", diag);
+    if (st == AB_OK) st = ab_group_link(r->link, &group, diag);
     if (st == AB_OK && cuda) st = ab_comm_init_rank(ordinals[0], world, first, &id, &r->waits, &comms[0], diag);
   } else if (st == AB_OK) {
     st = ab_group_threads(world, &r->waits, &group, diag);
@@ -436,7 +442,7 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
       rk[i].comm = comms[i];
       rk[i].group = group;
     }
-    if (r->launch) {
+    if (r->link) {
       rank_main(&rk[0]);
     } else {
       for (unsigned i = 0; i < local && st == AB_OK; i++) {
@@ -457,7 +463,13 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
     }
   }
   bool have = false;
-  if (st == AB_OK) st = group->ops->results(group, all, &have, diag);
+  if (st == AB_OK) {
+    /* A launched rank whose own run failed says that, rather than what followed from it. */
+    ab_diag_t got = {""};
+    ab_status heard = group->ops->results(group, all, &have, &got);
+    bool failed = !have && local == 1 && (rk[0].result.status != AB_OK || rk[0].result.run.status == AB_RUN_ERROR);
+    if (heard != AB_OK && !failed) st = ab_diag_set(diag, heard, "%s", got.msg);
+  }
   /* A rank lost before it reported is named by its spec all the same. */
   for (unsigned i = 0; st == AB_OK && have && i < world; i++)
     if (all[i].workload[0] == '\0') st = rank_spec(o->workload, world, i, all[i].workload, sizeof all[i].workload, diag);

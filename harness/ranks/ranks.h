@@ -8,9 +8,10 @@
  *                communicators made together in one NCCL group; or each rank on a simulated card of its
  *                own (--device sim[:PROFILE]), where collectives move nothing (the card has
  *                no memory to move) but the ranks keep the same lockstep as on GPUs.
- *   --ranks env  one rank per process, started by a launcher (rendezvous.h): rank RANK of
- *                WORLD_SIZE on cuda:LOCAL_RANK, its communicator from ncclCommInitRankConfig with
- *                the id rank 0 handed out. Rank 0 writes every rank's rows.
+ *   --ranks env  one rank per process, started by a launcher (launch.h: mpirun, srun, torchrun)
+ *                and joined through its engine (link.h): rank r of the launch's world on the
+ *                GPU of its rank on its host, its communicator from ncclCommInitRankConfig with
+ *                the id rank 0 handed out at the meeting. Rank 0 writes every rank's rows.
  * --ranks 1 runs the same path with one rank (a communicator of one GPU).
  *
  * Only zero makes collectives, so only zero runs with --ranks; other workloads are refused
@@ -23,7 +24,7 @@
  * streams are checked, every collective's full buffer holding world x its bytes per rank
  * (NCCL's contract, which the events alone cannot check), and every rank making the same
  * collectives, kinds and sizes, in the same order (a launched rank sends a digest of them to
- * rank 0).
+ * rank 0 at the meeting).
  *
  * One rank failing (Note [Ranks in lockstep], group.h): its own row says what happened (oom,
  * with where and the kind; or error); the other ranks stop at their next collective, with
@@ -41,18 +42,19 @@
 #define AB_RANKS_H
 
 #include "ranks/group.h"
-#include "ranks/rendezvous.h"
+#include "ranks/launch.h"
+#include "ranks/link.h"
 #include "run/run_one.h"
 #include "run/table.h"
 
 #define AB_RANKS_MAX 1024 /* ranks as threads of one process */
 
 typedef struct ab_ranks_opts_s {
-  unsigned n;                /* --ranks N: ranks as threads; 0 with launch */
-  const ab_launch_t *launch; /* --ranks env: this process's place; NULL with n */
+  unsigned n;                /* --ranks N: ranks as threads; 0 with link */
+  ab_link_t *link;           /* --ranks env: this process's launch, opened by the caller; NULL with n */
   const char *nccl;          /* NCCL's path (--nccl, AB_NCCL_LIBRARY); NULL: search */
   ab_waits_t waits;          /* every wait's bound, and the stop flag (Note [Bounded waits]) */
-  FILE *say;                 /* where the rendezvous says what it waits for; NULL: quiet */
+  FILE *say;                 /* where the meeting says what it waits for; NULL: quiet */
 } ab_ranks_opts_t;
 
 /* Runs o->workload (zero) as the ranks of r, o->strategy on each rank, and adds the rows,

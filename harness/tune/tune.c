@@ -185,3 +185,44 @@ void ab_tune_best_of_families(const ab_tune_result_t *r, size_t n, ab_tune_objec
     if (*b == SIZE_MAX || ab_tune_compare(&r[i], &r[*b], objective) < 0) *b = i;
   }
 }
+
+/* Note [Traces alike]. */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xbf58476d1ce4e5b9ULL;
+}
+
+static bool alike(const ab_tune_trace_t *a, const ab_tune_trace_t *b) {
+  const ab_events_t *x = a->es, *y = b->es;
+  if (a->digest != b->digest || x->n != y->n || x->nkernels != y->nkernels || x->trace_ooms != y->trace_ooms ||
+      a->plan_len != b->plan_len)
+    return false;
+  if (x->ev != y->ev && memcmp(x->ev, y->ev, x->n * sizeof *x->ev) != 0) return false;
+  if (x->kernels != y->kernels && x->nkernels && memcmp(x->kernels, y->kernels, x->nkernels * sizeof *x->kernels) != 0)
+    return false;
+  return a->plan_len == 0 || a->plan == b->plan || memcmp(a->plan, b->plan, a->plan_len * sizeof *a->plan) == 0;
+}
+
+void ab_tune_alike(ab_tune_trace_t *traces, size_t n) {
+  /* The events' own hash first; traces read from one file's bytes share their events, hashed
+   * once. */
+  for (size_t k = 0; k < n; k++) {
+    ab_tune_trace_t *t = &traces[k];
+    size_t shared = k;
+    for (size_t j = 0; j < k && shared == k; j++)
+      if (traces[j].es->ev == t->es->ev && traces[j].es->n == t->es->n) shared = j;
+    t->digest = shared < k ? traces[shared].digest : ab_events_hash(t->es);
+    t->same = k;
+  }
+  for (size_t k = 0; k < n; k++) {
+    ab_tune_trace_t *t = &traces[k];
+    uint64_t h = mix(t->digest, t->es->trace_ooms);
+    for (size_t i = 0; i < t->plan_len; i++) h = mix(mix(h, t->plan[i].addr), t->plan[i].bytes);
+    t->digest = h;
+    for (size_t j = 0; j < k; j++)
+      if (traces[j].same == j && alike(&traces[j], t)) {
+        t->same = j;
+        break;
+      }
+  }
+}

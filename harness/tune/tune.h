@@ -88,6 +88,29 @@ typedef struct ab_tune_opts_s {
   void *on_done_ctx;
 } ab_tune_opts_t;
 
+/* One trace of a job (one per rank of a torchrun job, say), as tune runs it. */
+typedef struct ab_tune_trace_s {
+  const ab_events_t *es;
+  const char *name;           /* as tune.csv names it */
+  const ab_addr_hint_t *plan; /* its recorded addresses (tune.h); NULL: none */
+  size_t plan_len;
+  uint64_t digest;            /* of what its runs replay (ab_tune_alike) */
+  size_t same;                /* the first trace alike it (ab_tune_alike); its own index when none */
+} ab_tune_trace_t;
+
+/* Note [Traces alike]
+ * A data-parallel job's ranks mostly make the same requests: replayed alike, their traces give
+ * the same figures under every configuration. So each configuration runs once per distinct
+ * trace, and a trace alike an earlier one takes that one's results (its own name in the rows).
+ * Alike: the same events and kernels (compared whole where the digests agree), the same OOMs
+ * the program caught (the search's bounds depend on them) and the same recorded addresses (the
+ * recorded configuration's runs take them). The digest: ab_events_hash, mixed with the caught
+ * OOMs and the addresses. Names, call stacks and the recorded settings may differ: they change
+ * what is said about a trace, not what its runs do. */
+
+/* Fills each trace's digest and same. */
+void ab_tune_alike(ab_tune_trace_t *traces, size_t n);
+
 /* Fills each r[i].cand (from cands), order and results. AB_OK once every configuration has
  * its result (errors included); AB_ERR_INTERNAL when not even one worker could start. */
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,

@@ -163,19 +163,24 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
   size_t worst = 0;
   /* The timelines, and the worst trace: the most reserved under the configuration pasted. */
   for (size_t i = 0; i < ntraces && st == AB_OK && !*interrupted; i++) {
-    ab_run_t run;
-    if (ab_run_prepare(&run, traces[i].es) != AB_OK) {
-      st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-      break;
+    size_t alike = traces[i].same; /* Note [Traces alike]: its runs are an earlier trace's */
+    if (alike != i) {
+      for (int c = 0; c < NCONFIGS; c++) ser[i * NCONFIGS + c] = ser[alike * NCONFIGS + c];
+    } else {
+      ab_run_t run;
+      if (ab_run_prepare(&run, traces[i].es) != AB_OK) {
+        st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+        break;
+      }
+      ab_tune_opts_t to = opts_for(o, &traces[i]);
+      for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
+        ab_bisect_opts_t b;
+        ab_tune_probe_opts(&to, cand[c], &b);
+        st = timeline_run(traces[i].es, &b, limit_of(o), &run, &ser[i * NCONFIGS + c], diag);
+        *interrupted = st == AB_OK && ser[i * NCONFIGS + c].status == AB_RUN_INTERRUPTED;
+      }
+      ab_run_release(&run);
     }
-    ab_tune_opts_t to = opts_for(o, &traces[i]);
-    for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
-      ab_bisect_opts_t b;
-      ab_tune_probe_opts(&to, cand[c], &b);
-      st = timeline_run(traces[i].es, &b, limit_of(o), &run, &ser[i * NCONFIGS + c], diag);
-      *interrupted = st == AB_OK && ser[i * NCONFIGS + c].status == AB_RUN_INTERRUPTED;
-    }
-    ab_run_release(&run);
     if (st != AB_OK || *interrupted) break;
     if (same) ser[i * NCONFIGS + RECOMMENDED] = ser[i * NCONFIGS + RECORDED];
     int64_t peak = ser[i * NCONFIGS + (recommended ? RECOMMENDED : RECORDED)].peak_reserved;
@@ -224,7 +229,8 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     }
     if (st == AB_OK) st = write_notes(dir, traces[worst].name, event, reserved, oom, have, diag);
   }
-  for (size_t i = 0; ser && i < ntraces; i++) free(ser[i * NCONFIGS].s), free(same ? NULL : ser[i * NCONFIGS + 1].s);
+  for (size_t i = 0; ser && i < ntraces; i++)
+    if (traces[i].same == i) free(ser[i * NCONFIGS].s), free(same ? NULL : ser[i * NCONFIGS + 1].s);
   free(ser);
   for (int c = 0; c < NCONFIGS; c++) ab_oommap_free(&map[c]);
   ab_table_free(&t);

@@ -38,15 +38,9 @@
 #include "events/events.h"
 #include "tune/tune.h"
 
-typedef struct ab_tune_trace_s {
-  const ab_events_t *es;
-  const char *name;           /* as tune.csv names it */
-  const ab_addr_hint_t *plan; /* its recorded addresses (tune.h); NULL: none */
-  size_t plan_len;
-} ab_tune_trace_t;
-
 /* Writes the files above into dir for the traces under o; recommended may be NULL (no
- * configuration ran the whole job): then the recorded one alone. */
+ * configuration ran the whole job): then the recorded one alone. A trace alike an earlier one
+ * (ab_tune_alike) takes that one's runs. */
 ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
                                 const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
                                 const char *dir, bool *interrupted, ab_diag_t *diag);

@@ -67,6 +67,45 @@ bool ab_input_is_input(const char *path) {
   return found;
 }
 
+ab_status ab_input_digest(const char *path, uint64_t *digest, uint64_t *bytes, ab_diag_t *diag) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: not a regular file", path);
+  }
+  remember(&sb);
+  /* Four lanes of FNV-1a over 8-byte words: some GB/s, against the readers' tens of MB/s. */
+  uint64_t lane[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL, 0x1ULL}, n = 0;
+  enum { CHUNK = 1 << 20 };
+  unsigned char *buf = malloc(CHUNK + 32);
+  if (buf == NULL) {
+    fclose(f);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  size_t got;
+  while ((got = fread(buf, 1, CHUNK, f)) > 0) {
+    memset(buf + got, 0, 32); /* a short last chunk ends in zeros; the size tells it apart */
+    for (size_t i = 0; i < got; i += 32)
+      for (int k = 0; k < 4; k++) {
+        uint64_t w;
+        memcpy(&w, buf + i + 8 * k, sizeof w);
+        lane[k] = (lane[k] ^ w) * 0x100000001b3ULL;
+      }
+    n += got;
+  }
+  bool failed = ferror(f) != 0;
+  free(buf);
+  fclose(f);
+  if (failed) return ab_diag_set(diag, AB_ERR_IO, "%s: read error", path);
+  uint64_t h = n;
+  for (int k = 0; k < 4; k++) h = (h ^ lane[k] ^ (lane[k] >> 29)) * 0xbf58476d1ce4e5b9ULL;
+  *digest = h;
+  *bytes = n;
+  return AB_OK;
+}
+
 static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

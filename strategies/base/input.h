@@ -77,6 +77,12 @@ void ab_instream_close(ab_instream_t *s);
  * for another); call it before any stream is opened, not beside a reading thread. */
 ab_status ab_input_use_inflater(const char *name, ab_diag_t *diag);
 const char *ab_input_inflater(void);
+/* A digest of the bytes of the regular file at path, as they are on disk (not inflated), and
+ * its size: two files with the same digest and size hold the same bytes, so that a reader of
+ * many files (a job's traces, one per rank) reads each content once. The file is remembered as
+ * an input. AB_ERR_IO naming the path when it cannot be read; AB_ERR_INVALID when it is no
+ * regular file. */
+ab_status ab_input_digest(const char *path, uint64_t *digest, uint64_t *bytes, ab_diag_t *diag);
 /* True when path (followed through links) is a file this process has read with
  * ab_input_read: the same device and inode, whatever the name. Outputs refuse it (output.h).
  * Thread-safe. */

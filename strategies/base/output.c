@@ -36,8 +36,9 @@ ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag) {
 
 /* Creates path and its parents; *first_made is the length of the first prefix this call
  * created (0: none). */
-static ab_status make_dirs(char *path, size_t *first_made, ab_diag_t *diag) {
+static ab_status make_dirs(char *path, size_t *first_made, int *err, ab_diag_t *diag) {
   *first_made = 0;
+  *err = 0;
   if (*path == '\0') return ab_diag_set(diag, AB_ERR_INVALID, "an empty path (expected a directory)");
   for (char *p = path + 1;; p++) {
     if (*p == '/' || *p == '\0') {
@@ -47,7 +48,8 @@ static ab_status make_dirs(char *path, size_t *first_made, ab_diag_t *diag) {
       if (mkdir(path, 0755) == 0) {
         if (*first_made == 0) *first_made = (size_t)(p - path);
       } else if (errno != EEXIST) {
-        return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+        *err = errno;
+        return ab_diag_set(diag, AB_ERR_IO, "%s: cannot create directory: %s", path, strerror(*err));
       } else if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         return ab_diag_set(diag, AB_ERR_INVALID, "%s is not a directory", path);
       }
@@ -61,8 +63,9 @@ static ab_status make_dirs(char *path, size_t *first_made, ab_diag_t *diag) {
 ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag) {
   char path[AB_OUTPUT_PATH_BYTES];
   size_t first_made;
+  int err;
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return refuse(diag, NULL, dir, "path too long");
-  return make_dirs(path, &first_made, diag);
+  return make_dirs(path, &first_made, &err, diag);
 }
 
 /* Removes the folders of path from the deepest up to the prefix of length first_made. */
@@ -81,16 +84,25 @@ ab_status ab_output_check_dir(const char *what, const char *dir, ab_diag_t *diag
   size_t first_made = 0;
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return refuse(diag, what, dir, "path too long");
   ab_diag_t why = {""};
-  ab_status st = make_dirs(path, &first_made, &why);
-  if (st == AB_OK) {
-    snprintf(probe, sizeof probe, "%s/.allocbench-probe.%ld", path, (long)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      st = ab_diag_set(&why, AB_ERR_IO, "cannot write there: %s", strerror(errno));
-    } else {
-      close(fd);
-      unlink(probe);
+  ab_status st;
+  /* Several processes of one launch (mpirun's ranks on a host) check the same folder at once:
+   * one may remove what it made (below) while another makes or probes it. A folder gone under a
+   * check is made again. */
+  for (int attempt = 0;; attempt++) {
+    int err = 0;
+    st = make_dirs(path, &first_made, &err, &why);
+    if (st == AB_OK) {
+      snprintf(probe, sizeof probe, "%s/.allocbench-probe.%ld", path, (long)getpid());
+      int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        err = errno;
+        st = ab_diag_set(&why, AB_ERR_IO, "cannot write there: %s", strerror(err));
+      } else {
+        close(fd);
+        unlink(probe);
+      }
     }
+    if (st == AB_OK || err != ENOENT || attempt == 8) break;
   }
   /* The first results file makes the folders again. */
   if (first_made) remove_made(path, first_made);

@@ -1,17 +1,15 @@
 /* ranks_test.c: runs of several ranks (harness/ranks/ranks.h), their lockstep (group.h), the
- * launcher's environment and the TCP rendezvous (rendezvous.h), and NCCL (kernels.h,
- * Note [Collectives]).
+ * launcher's environment (launch.h), the ranks of a launch over a link (link.h, here one in
+ * memory; tests/launch_test.sh runs them under mpirun and torchrun's store), and NCCL
+ * (kernels.h, Note [Collectives]).
  *
  * With --device=sim (the cpu label): the ranks on simulated cards: rows, the combined row,
  * determinism, an OOM on one rank reported without a hang, bad arguments; the thread group
- * and the TCP group on their own; the environment; NCCL's loader where NCCL is installed.
+ * and the linked group on their own; the environment; NCCL's loader where NCCL is installed.
  * With --device=cuda (the gpu label; skipped without a GPU): NCCL's collectives on every GPU
  * against host references, and whole runs with --ranks 1 and --ranks <every GPU>. */
 #include <pthread.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -19,7 +17,8 @@
 #include "kernels/kernels.h"
 #include "ranks/group.h"
 #include "ranks/ranks.h"
-#include "ranks/rendezvous.h"
+#include "ranks/launch.h"
+#include "ranks/link.h"
 #include "run/results.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
@@ -35,7 +34,7 @@ static bool on_cuda(void) { return strncmp(ab_test_device, "cuda", 4) == 0; }
 
 /* Waits long enough never to end a healthy test, short enough to end a hung one first. */
 static ab_waits_t test_waits(void) {
-  ab_waits_t w = {60, 60, NULL, NULL};
+  ab_waits_t w = {.meet_s = 60, .collective_s = 60, .results_s = 60};
   return w;
 }
 
@@ -471,18 +470,36 @@ static void launch_env(void) {
   if (on_cuda()) SKIP("runs with --device=sim");
   ab_launch_t l;
   ab_diag_t diag = {""};
-  const char *good[] = {"RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "1", "MASTER_ADDR", "node0", "MASTER_PORT", "29500",
-                        "AB_RENDEZVOUS_TIMEOUT", "2.5", NULL};
-  vars_t v = {good};
+  /* torchrun's workers: its store, under a prefix of the run and its attempt. */
+  const char *torchrun[] = {"TORCHELASTIC_RUN_ID", "job7", "TORCHELASTIC_RESTART_COUNT", "2", "TORCHELASTIC_USE_AGENT_STORE",
+                            "True", "RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "4",
+                            "MASTER_ADDR", "node0", "MASTER_PORT", "29500", "SLURM_PROCID", "0", NULL};
+  vars_t v = {torchrun};
   REQUIRE_MSG(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK, "%s", diag.msg);
-  CHECK(l.rank == 3 && l.world == 8 && l.local_rank == 1 && l.timeout_s == 2.5);
+  CHECK_EQ(l.kind, AB_LAUNCH_STORE); /* torchrun's, though Slurm's variable is there too */
+  CHECK(l.rank == 3 && l.world == 8 && l.local_rank == 1 && l.local_world == 4);
   CHECK(strcmp(l.addr, "node0") == 0 && strcmp(l.port, "29500") == 0);
-  const char *defaults[] = {"RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "1", NULL};
-  v.kv = defaults;
+  CHECK_MSG(strcmp(l.prefix, "/allocbench/job7/2/") == 0, "%s", l.prefix);
+  /* By hand: the defaults. */
+  const char *by_hand[] = {"RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "1", NULL};
+  v.kv = by_hand;
   REQUIRE(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK);
-  CHECK(l.local_rank == 1 && l.timeout_s == AB_RENDEZVOUS_TIMEOUT_S);
+  CHECK(l.kind == AB_LAUNCH_STORE && l.local_rank == 1 && l.local_world == 1);
+  CHECK_MSG(strcmp(l.prefix, "/allocbench/none/0/") == 0, "%s", l.prefix);
+  /* MPI's launchers, each by its own variable; nothing at all: no launch. */
+  const char *mpi[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < 4; i++) {
+    const char *kv[] = {mpi[i], "0", NULL};
+    v.kv = kv;
+    REQUIRE(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK);
+    CHECK(l.kind == AB_LAUNCH_MPI && strcmp(l.by, mpi[i]) == 0);
+  }
+  const char *none[] = {NULL};
+  v.kv = none;
+  REQUIRE(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK);
+  CHECK_EQ(l.kind, AB_LAUNCH_NONE);
   struct {
-    const char *kv[14];
+    const char *kv[16];
     const char *says;
   } bad[] = {
       {{"WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", NULL}, "RANK is not set"},
@@ -497,175 +514,336 @@ static void launch_env(void) {
       {{"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "65536", NULL}, "MASTER_PORT='65536'"},
       {{"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "0", NULL}, "MASTER_PORT='0'"},
       {{"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", "LOCAL_RANK", "x", NULL}, "LOCAL_RANK='x'"},
-      {{"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "1", "AB_RENDEZVOUS_TIMEOUT", "-3", NULL},
-       "AB_RENDEZVOUS_TIMEOUT='-3'"},
+      {{"TORCHELASTIC_RUN_ID", "j", "TORCHELASTIC_USE_AGENT_STORE", "False", "RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR",
+        "h", "MASTER_PORT", "1", NULL},
+       "torchrun shares no store with its workers here (TORCHELASTIC_USE_AGENT_STORE=False)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     v.kv = bad[i].kv;
     CHECK_MSG(ab_launch_parse(lookup, &v, &l, &diag) == AB_ERR_INVALID, "case %zu", i);
     CHECK_STR_CONTAINS(diag.msg, bad[i].says);
   }
+  ab_waits_t w;
+  const char *waits[] = {"AB_RENDEZVOUS_TIMEOUT", "2.5", "AB_RESULTS_TIMEOUT", "9", NULL};
+  v.kv = waits;
+  REQUIRE(ab_waits_parse(lookup, &v, &w, &diag) == AB_OK);
+  CHECK(w.meet_s == 2.5 && w.results_s == 9 && w.collective_s == AB_COLLECTIVE_TIMEOUT_S);
+  const char *bad_wait[] = {"AB_RENDEZVOUS_TIMEOUT", "-3", NULL};
+  v.kv = bad_wait;
+  CHECK(ab_waits_parse(lookup, &v, &w, &diag) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(diag.msg, "AB_RENDEZVOUS_TIMEOUT='-3'");
 }
 
-/* ---- the TCP rendezvous, processes on this host --------------------------------------------------------- */
+/* ---- ranks of a launch, over a link in memory ------------------------------------------------------------ */
 
-/* A port nobody listens on now. */
-static unsigned free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  unsigned port = 0;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
+/* A link of `world` threads of this process (link.h): one queue of messages per pair, as a
+ * launcher's engine would carry them, so that the meeting, the lockstep through rank 0 and
+ * whole runs of --ranks env are tested without MPI or a store. */
+typedef struct mem_msg_s {
+  uint32_t kind;
+  void *payload;
+  size_t bytes;
+  struct mem_msg_s *next;
+} mem_msg_t;
 
-static ab_launch_t launch_of(unsigned rank, unsigned world, unsigned port) {
-  ab_launch_t l;
-  memset(&l, 0, sizeof l);
-  l.rank = rank;
-  l.world = world;
-  snprintf(l.addr, sizeof l.addr, "127.0.0.1");
-  snprintf(l.port, sizeof l.port, "%u", port);
-  l.timeout_s = 10;
-  return l;
-}
+typedef struct mem_net_s {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned world;
+  mem_msg_t **head; /* [from * world + to] */
+} mem_net_t;
 
-/* One process's part: meets, checks the id, makes `collectives` collectives (leaving with
- * an OOM after leave_after of them, when not 0), and leaves. Returns how many it launched,
- * or -1 when the meeting failed. */
-static int tcp_member(const ab_launch_t *l, uint64_t digest, ab_comm_id_t *id, unsigned collectives,
-                      unsigned leave_after, ab_group_t **out, char *why, size_t size) {
-  ab_diag_t diag = {""};
-  ab_group_t *g = NULL;
-  ab_waits_t w = test_waits();
-  if (ab_rendezvous(l, &w, NULL, digest, id, &g, &diag) != AB_OK) {
-    snprintf(why, size, "%s", diag.msg);
-    return -1;
+typedef struct mem_link_s {
+  ab_link_t l; /* first: the link.h view */
+  mem_net_t *net;
+} mem_link_t;
+
+static bool mem_send(ab_link_t *l, unsigned to, uint32_t kind, const void *payload, size_t bytes) {
+  mem_net_t *net = ((mem_link_t *)(void *)l)->net;
+  mem_msg_t *m = calloc(1, sizeof *m);
+  if (m == NULL || (m->payload = malloc(bytes ? bytes : 1)) == NULL) {
+    free(m);
+    return false;
   }
+  m->kind = kind;
+  m->bytes = bytes;
+  memcpy(m->payload, payload, bytes);
+  pthread_mutex_lock(&net->mu);
+  mem_msg_t **at = &net->head[l->rank * net->world + to];
+  while (*at) at = &(*at)->next;
+  *at = m;
+  pthread_cond_broadcast(&net->cv);
+  pthread_mutex_unlock(&net->mu);
+  return true;
+}
+
+static ab_wait_t mem_recv(ab_link_t *l, unsigned from, uint32_t *kind, void **payload, size_t *bytes, double deadline) {
+  mem_net_t *net = ((mem_link_t *)(void *)l)->net;
+  pthread_mutex_lock(&net->mu);
+  mem_msg_t **at = &net->head[from * net->world + l->rank];
+  ab_wait_t w = AB_WAIT_DONE;
+  while (*at == NULL) {
+    if (l->waits.stop && *l->waits.stop) w = AB_WAIT_STOPPED;
+    else if (ab_clock_s() >= deadline) w = AB_WAIT_TIMEOUT;
+    if (w != AB_WAIT_DONE) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 5 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&net->cv, &net->mu, &ts);
+  }
+  if (w == AB_WAIT_DONE) {
+    mem_msg_t *m = *at;
+    *at = m->next;
+    *kind = m->kind;
+    *payload = m->payload;
+    *bytes = m->bytes;
+    free(m);
+  }
+  pthread_mutex_unlock(&net->mu);
+  return w;
+}
+
+static void mem_close(ab_link_t *l, bool clean) {
+  (void)clean;
+  free(l);
+}
+
+static const ab_link_ops_t mem_ops = {mem_send, mem_recv, mem_close};
+
+static mem_net_t *mem_net(unsigned world) {
+  mem_net_t *net = calloc(1, sizeof *net);
+  net->world = world;
+  net->head = calloc((size_t)world * world, sizeof *net->head);
+  pthread_mutex_init(&net->mu, NULL);
+  pthread_cond_init(&net->cv, NULL);
+  return net;
+}
+
+/* Rank r's end of net; close it with its ops. */
+static ab_link_t *mem_link(mem_net_t *net, unsigned r, const ab_waits_t *w) {
+  mem_link_t *x = calloc(1, sizeof *x);
+  x->l.ops = &mem_ops;
+  x->l.rank = r;
+  x->l.world = net->world;
+  x->l.local_rank = r;
+  x->l.local = net->world;
+  x->l.waits = *w;
+  snprintf(x->l.engine, sizeof x->l.engine, "memory");
+  x->net = net;
+  return &x->l;
+}
+
+static void mem_net_free(mem_net_t *net) {
+  for (unsigned i = 0; i < net->world * net->world; i++)
+    for (mem_msg_t *m = net->head[i], *next; m; m = next) {
+      next = m->next;
+      free(m->payload);
+      free(m);
+    }
+  free(net->head);
+  pthread_mutex_destroy(&net->mu);
+  pthread_cond_destroy(&net->cv);
+  free(net);
+}
+
+/* One process's part of a launch: meets with its digest, makes `collectives` collectives
+ * (leaving with an OOM after leave_after of them, when not 0), leaves; rank 0 collects. */
+typedef struct process_s {
+  ab_link_t *link;
+  uint64_t digest;
+  unsigned collectives, leave_after;
+  ab_comm_id_t id;
+  ab_status met;
+  int launched;
+  char why[512];
+  ab_rank_result_t all[8]; /* rank 0 */
+  bool have;
+} process_t;
+
+static void *process_main(void *arg) {
+  process_t *m = arg;
+  ab_link_t *l = m->link;
+  ab_diag_t diag = {""};
+  m->met = ab_link_meet(l, m->digest, "stream makes other collectives than rank 0's", &m->id, NULL, "test", &diag);
+  m->launched = -1;
+  if (m->met != AB_OK) {
+    snprintf(m->why, sizeof m->why, "%s", diag.msg);
+    return NULL;
+  }
+  ab_group_t *g = NULL;
+  if (ab_group_link(l, &g, &diag) != AB_OK) return NULL;
   ab_rank_result_t res;
   memset(&res, 0, sizeof res);
   res.events = 100 + l->rank;
   unsigned c = 0;
-  for (; c < collectives; c++) {
-    if (leave_after && c == leave_after) {
+  for (; c < m->collectives; c++) {
+    if (m->leave_after && c == m->leave_after) {
       res.run.status = AB_RUN_OOM;
       res.run.oom.event = 77;
       break;
     }
-    if (g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, "collective X", why, size) != AB_VERDICT_GO ||
-        g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, "collective X", why, size) != AB_VERDICT_GO) {
+    if (g->ops->arrive(g, l->rank, AB_LOCKSTEP_ENTER, "collective X", m->why, sizeof m->why) != AB_VERDICT_GO ||
+        g->ops->arrive(g, l->rank, AB_LOCKSTEP_LAUNCHED, "collective X", m->why, sizeof m->why) != AB_VERDICT_GO) {
       res.run.status = AB_RUN_STOPPED;
       break;
     }
   }
   g->ops->leave(g, l->rank, &res);
-  *out = g;
-  return (int)c;
+  m->launched = (int)c;
+  if (g->ops->results(g, m->all, &m->have, &diag) != AB_OK) snprintf(m->why, sizeof m->why, "%s", diag.msg);
+  g->ops->destroy(g);
+  return NULL;
 }
 
-/* Runs world processes (rank 0 here, the others forked); the others exit 0 when they got
- * the id and launched `expect` collectives (their why containing says, when not NULL). */
-static void tcp_job(unsigned world, unsigned leave_rank, unsigned leave_after, unsigned expect, const char *says) {
-  unsigned port = free_port();
-  REQUIRE(port > 0);
-  ab_comm_id_t id;
-  for (size_t i = 0; i < sizeof id.bytes; i++) id.bytes[i] = (unsigned char)(i * 7 + 3);
-  enum { K = 50 };
-  pid_t kids[8];
-  fflush(NULL);
-  for (unsigned r = 1; r < world; r++) {
-    kids[r] = fork();
-    if (kids[r] == 0) {
-      alarm(HANG_GUARD_S);
-      ab_launch_t l = launch_of(r, world, port);
-      ab_comm_id_t got;
-      memset(&got, 0, sizeof got);
-      ab_group_t *g = NULL;
-      char why[512] = "";
-      int n = tcp_member(&l, 42, &got, K, r == leave_rank ? leave_after : 0, &g, why, sizeof why);
-      bool ok = n == (int)(r == leave_rank ? leave_after : expect) && memcmp(got.bytes, id.bytes, sizeof id.bytes) == 0 &&
-                (says == NULL || r == leave_rank || strstr(why, says) != NULL);
-      if (!ok) fprintf(stderr, "  rank %u: launched %d, why '%s'\n", r, n, why);
-      if (g) g->ops->destroy(g);
-      _exit(ok ? 0 : 1);
-    }
+/* A launch of world members, each a thread on a link in memory. */
+static void run_members_linked(process_t *m, unsigned world, const ab_waits_t *w) {
+  mem_net_t *net = mem_net(world);
+  pthread_t th[8];
+  for (unsigned r = 0; r < world; r++) {
+    m[r].link = mem_link(net, r, w);
+    pthread_create(&th[r], NULL, process_main, &m[r]);
   }
-  alarm(HANG_GUARD_S);
-  ab_launch_t l = launch_of(0, world, port);
-  ab_group_t *g = NULL;
-  char why[512] = "";
-  int n = tcp_member(&l, 42, &id, K, leave_rank == 0 ? leave_after : 0, &g, why, sizeof why);
-  CHECK_MSG(n == (int)(leave_rank == 0 ? leave_after : expect), "rank 0 launched %d: %s", n, why);
-  if (says && leave_rank != 0) CHECK_STR_CONTAINS(why, says);
-  if (g) {
-    ab_rank_result_t all[8];
-    bool have = false;
-    ab_diag_t diag = {""};
-    CHECK(g->ops->results(g, all, &have, &diag) == AB_OK && have);
-    for (unsigned r = 0; r < world && have; r++) {
-      CHECK_EQ(all[r].events, 100 + r);
-      CHECK_EQ(all[r].run.status, r == leave_rank && leave_after ? AB_RUN_OOM : leave_after ? AB_RUN_STOPPED : AB_RUN_OK);
-    }
-    g->ops->destroy(g);
+  for (unsigned r = 0; r < world; r++) {
+    pthread_join(th[r], NULL);
+    m[r].link->ops->close(m[r].link, true);
   }
-  for (unsigned r = 1; r < world; r++) {
-    int status = 0;
-    waitpid(kids[r], &status, 0);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %u's process", r);
-  }
-  alarm(0);
+  mem_net_free(net);
 }
 
-static void tcp_rendezvous(void) {
-  if (on_cuda()) SKIP("runs with --device=sim");
-  /* Everyone makes every collective; the id reaches every rank. */
-  tcp_job(3, 99, 0, 50, NULL);
-  /* Rank 2 leaves with an OOM after 7: the others stop before the 8th. */
-  tcp_job(3, 2, 7, 7, "rank 2 ran out of memory at event 77");
-  /* Rank 0 does: the others hear it from rank 0. */
-  tcp_job(3, 0, 4, 4, "rank 0 ran out of memory at event 77");
-}
-
-/* Ranks whose streams differ are refused on both sides. */
-static void tcp_mismatch(void) {
-  if (on_cuda()) SKIP("runs with --device=sim");
-  unsigned port = free_port();
-  REQUIRE(port > 0);
-  fflush(NULL);
-  pid_t kid = fork();
-  if (kid == 0) {
-    alarm(HANG_GUARD_S);
-    ab_launch_t l = launch_of(1, 2, port);
-    ab_comm_id_t id;
-    ab_group_t *g = NULL;
-    ab_diag_t diag = {""};
-    ab_waits_t w = test_waits();
-    ab_status st = ab_rendezvous(&l, &w, NULL, 43, &id, &g, &diag);
-    _exit(st == AB_ERR_INVALID && strstr(diag.msg, "rank 1's stream makes other collectives") ? 0 : 1);
+static void linked_job(unsigned world, unsigned leave_rank, unsigned leave_after, unsigned expect, const char *says) {
+  process_t m[8];
+  memset(m, 0, sizeof m);
+  for (unsigned r = 0; r < world; r++) {
+    m[r].digest = 42;
+    m[r].collectives = 50;
+    m[r].leave_after = r == leave_rank ? leave_after : 0;
   }
-  ab_launch_t l = launch_of(0, 2, port);
-  ab_comm_id_t id;
-  memset(&id, 0, sizeof id);
-  ab_group_t *g = NULL;
-  ab_diag_t diag = {""};
+  for (size_t i = 0; i < sizeof m[0].id.bytes; i++) m[0].id.bytes[i] = (unsigned char)(i * 7 + 3);
   ab_waits_t w = test_waits();
   alarm(HANG_GUARD_S);
-  CHECK(ab_rendezvous(&l, &w, NULL, 42, &id, &g, &diag) == AB_ERR_INVALID);
-  CHECK_STR_CONTAINS(diag.msg, "rank 1's stream makes other collectives than rank 0's");
-  int status = 0;
-  waitpid(kid, &status, 0);
+  run_members_linked(m, world, &w);
   alarm(0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  /* Nobody at the address: a clear error once the timeout has passed. */
-  l = launch_of(1, 2, free_port());
+  for (unsigned r = 0; r < world; r++) {
+    CHECK_MSG(m[r].met == AB_OK, "rank %u: %s", r, m[r].why);
+    CHECK_MSG(memcmp(m[r].id.bytes, m[0].id.bytes, sizeof m[0].id.bytes) == 0, "rank %u's id", r);
+    CHECK_MSG(m[r].launched == (int)(r == leave_rank ? leave_after : expect), "rank %u launched %d: %s", r, m[r].launched,
+              m[r].why);
+    if (says && r != leave_rank) CHECK_STR_CONTAINS(m[r].why, says);
+  }
+  CHECK(m[0].have);
+  for (unsigned r = 0; r < world && m[0].have; r++) {
+    CHECK_EQ(m[0].all[r].events, 100 + r);
+    CHECK_EQ(m[0].all[r].run.status, r == leave_rank && leave_after ? AB_RUN_OOM : leave_after ? AB_RUN_STOPPED : AB_RUN_OK);
+  }
+}
+
+static void linked_lockstep(void) {
+  if (on_cuda()) SKIP("runs with --device=sim");
+  /* Everyone makes every collective; the id reaches every rank. */
+  linked_job(3, 99, 0, 50, NULL);
+  /* Rank 2 leaves with an OOM after 7: the others stop before the 8th. */
+  linked_job(3, 2, 7, 7, "rank 2 ran out of memory at event 77");
+  /* Rank 0 does: the others hear it from rank 0. */
+  linked_job(3, 0, 4, 4, "rank 0 ran out of memory at event 77");
+}
+
+/* Ranks whose digests differ are refused on both sides; a rank that never comes is named at
+ * the bound, and a signal ends the wait at once. */
+static void linked_meeting(void) {
+  if (on_cuda()) SKIP("runs with --device=sim");
+  process_t m[3];
+  memset(m, 0, sizeof m);
+  m[0].digest = m[2].digest = 42;
+  m[1].digest = 43;
+  ab_waits_t w = test_waits();
+  alarm(HANG_GUARD_S);
+  run_members_linked(m, 3, &w);
+  for (unsigned r = 0; r < 3; r++) {
+    CHECK_MSG(m[r].met == AB_ERR_INVALID, "rank %u", r);
+    CHECK_STR_CONTAINS(m[r].why, "rank 1's stream makes other collectives than rank 0's");
+  }
+  /* Rank 0 alone of three: it names both missing ranks. */
+  mem_net_t *net = mem_net(3);
   w.meet_s = 0.3;
-  CHECK(ab_rendezvous(&l, &w, NULL, 42, &id, &g, &diag) == AB_ERR_IO);
-  CHECK_STR_CONTAINS(diag.msg, "could not reach rank 0 at 127.0.0.1:");
+  ab_link_t *l = mem_link(net, 0, &w);
+  ab_diag_t diag = {""};
+  CHECK(ab_link_meet(l, 42, "x", NULL, NULL, "test", &diag) == AB_ERR_IO);
+  CHECK_STR_CONTAINS(diag.msg, "rank 0 waited 0.3 s for ranks 1 and 2 of 3 through memory to meet (AB_RENDEZVOUS_TIMEOUT)");
+  CHECK(l->gave_up);
+  l->ops->close(l, false);
+  mem_net_free(net);
+  /* Rank 1 with a stop set: it says so. */
+  net = mem_net(3);
+  static volatile sig_atomic_t stop = SIGTERM;
+  w.meet_s = 60;
+  w.stop = &stop;
+  l = mem_link(net, 1, &w);
+  double t0 = ab_clock_s();
+  CHECK(ab_link_meet(l, 42, "x", NULL, NULL, "test", &diag) == AB_ERR_IO);
+  CHECK(ab_clock_s() - t0 < 1.0);
+  CHECK_STR_CONTAINS(diag.msg, "interrupted (SIGTERM) while rank 1 waited for rank 0 through memory to meet");
+  l->ops->close(l, false);
+  mem_net_free(net);
+  alarm(0);
+}
+
+/* Whole runs of --ranks env over the link, each rank a thread calling ab_ranks_run as its
+ * process would: the rows rank 0 writes are those of --ranks N, and the others write none. */
+typedef struct launched_s {
+  ab_run_spec_t o;
+  ab_ranks_opts_t r;
+  ab_table_t t;
+  ab_rank_result_t res[4];
+  unsigned n;
+  ab_status st;
+  ab_diag_t diag;
+} launched_t;
+
+static void *launched_main(void *arg) {
+  launched_t *x = arg;
+  ab_table_init(&x->t, ab_summary_cols, ab_summary_ncols);
+  x->st = ab_ranks_run(&x->o, &x->r, &x->t, x->res, &x->n, &x->diag);
+  return NULL;
+}
+
+static void linked_runs(void) {
+  if (on_cuda()) SKIP("runs with --device=sim");
+  enum { N = 2 };
+  ab_run_spec_t o = opts(SMALL, "caching");
+  ab_table_t threads;
+  ab_rank_result_t res[N];
+  ab_diag_t diag = {""};
+  REQUIRE_MSG(run_ranks(&o, N, &threads, res, &diag) == AB_OK, "%s", diag.msg);
+  mem_net_t *net = mem_net(N);
+  launched_t x[N];
+  pthread_t th[N];
+  ab_waits_t w = test_waits();
+  alarm(HANG_GUARD_S);
+  for (unsigned r = 0; r < N; r++) {
+    memset(&x[r], 0, sizeof x[r]);
+    x[r].o = o;
+    x[r].r = ranks_of(0);
+    x[r].r.link = mem_link(net, r, &w);
+    pthread_create(&th[r], NULL, launched_main, &x[r]);
+  }
+  for (unsigned r = 0; r < N; r++) pthread_join(th[r], NULL);
+  alarm(0);
+  for (unsigned r = 0; r < N; r++) CHECK_MSG(x[r].st == AB_OK, "rank %u: %s", r, x[r].diag.msg);
+  CHECK_EQ(x[1].t.nrows, 0);
+  REQUIRE(x[0].t.nrows == threads.nrows);
+  const char *cols[] = {"workload", "status", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+                        "num_device_alloc", "num_device_free", "events", "live_peak_bytes"};
+  for (size_t row = 0; row < threads.nrows; row++)
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+      CHECK_MSG(strcmp(ab_table_get(&x[0].t, row, cols[c]), ab_table_get(&threads, row, cols[c])) == 0, "row %zu %s: %s != %s",
+                row, cols[c], ab_table_get(&x[0].t, row, cols[c]), ab_table_get(&threads, row, cols[c]));
+  for (unsigned r = 0; r < N; r++) {
+    x[r].r.link->ops->close(x[r].r.link, true);
+    ab_table_free(&x[r].t);
+  }
+  ab_table_free(&threads);
+  mem_net_free(net);
 }
 
 /* ---- NCCL ---------------------------------------------------------------------------------------------- */
@@ -874,8 +1052,9 @@ static const ab_test_t tests[] = {
     {"thread_group", thread_group},
     {"thread_group_waits", thread_group_waits},
     {"launch_env", launch_env},
-    {"tcp_rendezvous", tcp_rendezvous},
-    {"tcp_mismatch", tcp_mismatch},
+    {"linked_lockstep", linked_lockstep},
+    {"linked_meeting", linked_meeting},
+    {"linked_runs", linked_runs},
     {"nccl_loader", nccl_loader},
     {"collectives_on_gpus", collectives_on_gpus},
     {"ranks_on_gpus", ranks_on_gpus},
