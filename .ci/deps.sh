@@ -27,7 +27,7 @@ need REQUIRED gcc gcc
 need REQUIRED make make
 need REQUIRED cmake cmake
 need REQUIRED zlib1g-dev
-# ISA-L's igzip, which inflates gzip input faster than zlib (strategies/base/input.c).
+# ISA-L's igzip, which inflates gzip input faster than zlib (kernels/base/input.c).
 need OPTIONAL libisal-dev
 # The count of include circles and upward includes (tests/includes.py; skipped without it),
 # and the store of the torchrun-style launches (tests/store_server.py).

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <time.h>
 
-#include "base/clock.h"
+#include "kernels/base/clock.h"
 #include "kernels/kernels_internal.h"
 
 /* The declarations of nccl_check.h are NCCL's ABI; where the header is at hand, hold them

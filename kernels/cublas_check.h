@@ -16,7 +16,7 @@
 
 #include <cublas_v2.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 
 #define AB_CUBLAS_FUNCS(X)                                                     \
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasGemmEx_64) \

@@ -45,8 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/status.h"
-#include "device/device.h"
+#include "kernels/base/status.h"
+#include "kernels/device/device.h"
 #include "kernels/kernel_desc.h"
 
 #ifdef __cplusplus

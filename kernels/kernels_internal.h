@@ -10,11 +10,11 @@
 
 /* The C headers of allocbench declare C functions. */
 extern "C" {
-#include "base/hashmap.h"
-#include "base/status.h"
-#include "device/device.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/status.h"
+#include "kernels/device/device.h"
 }
-#include "device/cuda_check.h"
+#include "kernels/device/cuda_check.h"
 #include "kernels/cublas_check.h"
 #include "kernels/kernels.h"
 #include "kernels/nccl_check.h"

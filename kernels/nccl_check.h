@@ -18,7 +18,7 @@
 
 #include <cuda_runtime.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 
 typedef struct ab_nccl_comm_s *ab_nccl_comm_t; /* ncclComm_t */
 #define AB_NCCL_ID_BYTES 128

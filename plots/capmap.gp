@@ -1,5 +1,5 @@
 # capmap.gp MAP OUT FMT: the status of a run at every memory cap, from a cap map (written by
-# `allocbench oom --search cap` as DIR/capmap_<workload>_<strategy>.csv, one row per interval of
+# `allocbench oom --search cap` as DIR/capmap_<workload>[_conf-<hash>]_<strategy>.csv, one row per interval of
 # caps that replay alike). A strip along the cap: green where the run completes, red where it
 # runs out of memory. The smallest cap that completes and the safe cap (every cap from it up
 # completes) are marked; red to the right of the first green is what a bisection does not see.

@@ -1,5 +1,5 @@
 # oommap.gp MAP OUT FMT: the memory at an OOM, from a segment map file (harness/run/oommap.h,
-# written as DIR/oommap_<workload>_<strategy>.csv at every OOM): one horizontal bar per
+# written as DIR/oommap_<workload>[_conf-<hash>]_<strategy>.csv at every OOM): one horizontal bar per
 # segment, in address order, its blocks coloured by state (allocated; freed but not yet
 # reusable; free and cached; address space with no memory behind it). The free blocks
 # scattered between allocated ones are the picture of fragmentation.

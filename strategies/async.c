@@ -39,8 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
 
 typedef struct async_s {
   ab_strategy_t base;

@@ -17,8 +17,8 @@
 
 #include <stdlib.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
 
 /* Far enough in that the alias does not start where its host does. */
 #define AB_OVERLAP_OFFSET_BYTES 512

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/tree.h"
-#include "base/units.h"
+#include "kernels/base/tree.h"
+#include "kernels/base/units.h"
 
 #define MAX_CLASSES 512
 /* Every block of a chunk has a free-list entry and a bitmap bit on the host, and a record of

@@ -12,8 +12,8 @@
 
 #include <stdlib.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
 
 typedef struct raw_s {
   ab_strategy_t base;

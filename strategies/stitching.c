@@ -3,7 +3,7 @@
  * its code: intelligent-machine-learning/glake, GMLake/src/CUDACachingAllocator.cpp), on the
  * device layer's VMM calls.
  *
- * Note [GMLake's rules], each with where GMLake's code has it (names in brackets):
+ * Note [GMLake's rules]: each rule with where GMLake's code has it (names in brackets):
  *   1. Requests of at most 1 MiB are PyTorch's small pool, unchanged: 512-byte rounding,
  *      2 MiB cudaMalloc segments, split while 512 bytes remain [kSmallSize, kSmallBuffer;
  *      realloc_block's cudaMalloc branch for the small pool].
@@ -53,8 +53,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/tree.h"
-#include "base/units.h"
+#include "kernels/base/tree.h"
+#include "kernels/base/units.h"
 
 #define SMALL_SIZE_BYTES (1ULL << 20)      /* kSmallSize */
 #define SMALL_SEGMENT_BYTES (2ULL << 20)   /* kSmallBuffer */

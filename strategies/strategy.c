@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 
 void ab_strategy_observe(ab_strategy_t *s, ab_segment_observer_fn fn, void *ctx) {
   s->observe = fn;

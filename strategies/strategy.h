@@ -32,13 +32,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/hashmap.h"
-#include "base/status.h"
-#include "device/device.h"
-#include "strategies/stats.h"
-#include "vocab/blocks.h"
-#include "vocab/pools.h"
-#include "vocab/trace_actions.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/status.h"
+#include "kernels/device/device.h"
+#include "strategies/common/stats.h"
+#include "strategies/protocol/blocks.h"
+#include "strategies/protocol/pools.h"
+#include "strategies/protocol/trace_actions.h"
 
 typedef struct ab_strategy_s ab_strategy_t;
 typedef struct ab_strategy_ops_s ab_strategy_ops_t;
@@ -165,7 +165,7 @@ struct ab_strategy_ops_s {
   /* The run ahead, before any alloc of it (Note [Plans]); lt is the caller's and lives only
    * for the call. NULL: the strategy serves every call online. */
   ab_status (*plan)(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag);
-  /* Note [Private pools]: one pool call; pool >= 1, flags as the op says. NULL: the
+  /* One pool call (Note [Private pools]); pool >= 1, flags as the op says. NULL: the
    * strategy has no private pools and every allocation is served as usual. */
   ab_status (*pool)(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags);
 };

@@ -19,7 +19,10 @@ trace=$work/huge.csv
   echo "free_completed,4096,9223372036854775808,0,5"
   echo "alloc,16384,1024,0,6"
 } >"$trace"
-for s in raw caching split-limited expandable pooled async stitching planned arena oracle; do
+# Every strategy of the registry (pluggable, which needs a library, is not among them).
+strategies=$("$ab" list --strategies) || fail "allocbench list --strategies failed"
+[ -n "$strategies" ] || fail "allocbench list --strategies listed no strategy"
+for s in $strategies; do
   "$ab" replay "$trace" -s "$s" --device sim:h200 --format csv --out "$work/out" >"$work/stdout" 2>"$work/stderr"
   rc=$?
   if grep -qE "runtime error|AddressSanitizer|LeakSanitizer" "$work/stderr"; then

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "device/device_open.h"
-#include "run/engine.h"
-#include "strategies/adaptor_trace.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
+#include "strategies/common/adaptor_trace.h"
 #include "strategies/registry.h"
 #include "workloads/workload.h"
 

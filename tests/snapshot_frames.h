@@ -10,9 +10,9 @@
 #ifndef AB_TEST_SNAPSHOT_FRAMES_H
 #define AB_TEST_SNAPSHOT_FRAMES_H
 
-#include "base/hashmap.h"
-#include "base/rng.h"
-#include "traces/snapshot.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/rng.h"
+#include "workloads/traces/snapshot.h"
 
 typedef struct ab_frames_s {
   ab_rng_t rng;

@@ -7,8 +7,8 @@
 #ifndef AB_TEST_TWO_STREAMS_H
 #define AB_TEST_TWO_STREAMS_H
 
-#include "events/events.h"
-#include "traces/trace_builder.h"
+#include "workloads/events/events.h"
+#include "workloads/traces/trace_builder.h"
 
 /* Checks es and in against what the example must give, as test failures (check.h). */
 void ab_test_check_two_streams(const ab_events_t *es, const ab_trace_info_t *in);

@@ -1,6 +1,6 @@
 #include "tests/world.h"
 
-#include "run/pipeline.h"
+#include "harness/run/pipeline.h"
 #include "tests/check.h"
 
 bool ab_test_world_open(ab_device_t **dev, ab_strategy_t **s, const char *device, const ab_device_config_t *cfg,

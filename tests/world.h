@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 
-#include "device/device.h"
+#include "kernels/device/device.h"
 #include "strategies/strategy.h"
 
 /* Opens device (a spec, as --device takes it) with cfg (may be NULL) and creates strategy

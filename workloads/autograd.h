@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/rng.h"
-#include "events/events.h"
+#include "kernels/base/rng.h"
+#include "workloads/events/events.h"
 
 #define AB_NO_TENSOR UINT32_MAX
 

@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/rng.h"
-#include "base/units.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
 #include "workloads/autograd.h"
 
 /* A convolution, its batch norm and, optionally, a ReLU in place. */

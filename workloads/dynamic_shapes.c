@@ -25,7 +25,7 @@
 
 #include <math.h>
 
-#include "base/rng.h"
+#include "kernels/base/rng.h"
 #include "workloads/transformer.h"
 
 typedef struct args_s {

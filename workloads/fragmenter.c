@@ -31,7 +31,7 @@
  */
 #include "workloads/fragmenter.h"
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "workloads/autograd.h"
 
 #define MAX_PAIRS 1024

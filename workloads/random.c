@@ -19,8 +19,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "base/rng.h"
-#include "base/units.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
 
 static ab_status generate(const char *args, uint64_t seed, ab_events_t *out, ab_diag_t *diag) {
   ab_kvlist_t p;

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/hostmem.h"
-#include "base/units.h"
+#include "kernels/base/hostmem.h"
+#include "kernels/base/units.h"
 
 #include "workloads/cnn_dynamic.h"
 #include "workloads/dynamic_shapes.h"
@@ -39,8 +39,8 @@ const ab_workload_t *ab_workload_find(const char *name) {
   return NULL;
 }
 
-/* ---- the size of a stream before it is built (Note [A workload's size before it is
- * generated]) ------------------------------------------------------------------------------ */
+/* ---- the size of a stream before it is built
+ * (Note [A workload's size before it is generated]) ------------------------------------------------------------------------------ */
 
 /* A probe's stream may hold this much: at 1 and 2 of each scaling key, any workload holds far
  * less. */

@@ -2,7 +2,7 @@
  * the content (trace.h); the seed plays no part. */
 #include "workloads/replay.h"
 
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 static ab_status read_trace(const char *args, const ab_build_opts_t *opts, ab_events_t *out, ab_diag_t *diag) {
   if (args == NULL || *args == '\0')

@@ -142,15 +142,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/rng.h"
-#include "base/units.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
 #include "workloads/autograd.h"
 
 /* The capture stream: vLLM captures on a stream of its own (graph_capture()). */
 #define CAPTURE_STREAM 1
 /* The one private pool every graph shares. */
 #define GRAPH_POOL 1
-/* Note [cuBLAS workspaces]: 32 MiB per stream's handle on sm_90. */
+/* 32 MiB per stream's handle on sm_90 (Note [cuBLAS workspaces], autograd.h). */
 #define CUBLAS_WORKSPACE_BYTES (32 * AB_MiB)
 #define MAX_CAPTURES 1024
 /* Piece inputs a capture frees when it ends: the attention output and the residual. */

@@ -57,7 +57,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "workloads/autograd.h"
 
 typedef struct ab_transformer_cfg_s {

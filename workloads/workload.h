@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/status.h"
-#include "events/events.h"
+#include "kernels/base/status.h"
+#include "workloads/events/events.h"
 
 struct ab_build_opts_s; /* below */
 
@@ -41,8 +41,8 @@ typedef struct ab_workload_s {
    * empty), knowing what the run is made under (opts: cap and card). */
   ab_status (*read)(const char *args, const struct ab_build_opts_s *opts, ab_events_t *out, ab_diag_t *diag);
   /* The keys its stream grows with, as the loops of its generator nest (steps, then layers
-   * or pairs), at most two, ending with a NULL key: Note [A workload's size before it is
-   * generated]. NULL for a workload whose arguments are no key=value list (replay). */
+   * or pairs), at most two, ending with a NULL key:
+   * Note [A workload's size before it is generated]. NULL for a workload whose arguments are no key=value list (replay). */
   const struct ab_scale_key_s *scale;
 } ab_workload_t;
 

@@ -1,4 +1,4 @@
-#include "cli/cli.h"
+#include "harness/cli/cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,13 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/output.h"
-#include "base/units.h"
-#include "ranks/launch.h"
-#include "run/band.h"
-#include "run/oommap.h"
-#include "run/results.h"
-#include "run/supervise.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/ranks/launch.h"
+#include "harness/run/band.h"
+#include "harness/run/oommap.h"
+#include "harness/run/results.h"
+#include "harness/run/supervise.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 

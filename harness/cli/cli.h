@@ -20,13 +20,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "device/device.h"
-#include "events/events.h"
-#include "run/bisect.h"
-#include "run/engine.h"
-#include "run/oommap.h"
-#include "run/run_one.h"
-#include "run/table.h"
+#include "kernels/device/device.h"
+#include "workloads/events/events.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
+#include "harness/run/oommap.h"
+#include "harness/run/run_one.h"
+#include "harness/run/table.h"
 
 /* ---- the options: one table (cli.c) for every command ----
  *

@@ -1,19 +1,19 @@
 /* cmd_blame.c: `allocbench blame TRACE`: whose code holds the memory at the peak (or the
- * OOM), and what changing it would save, each change a replay (run/blame.h, Note [Blame]). */
+ * OOM), and what changing it would save, each change a replay (harness/run/blame.h, Note [Blame]). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "run/blame.h"
-#include "run/results.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/run/blame.h"
+#include "harness/run/results.h"
 #include "strategies/registry.h"
-#include "tune/report.h"
-#include "tune/tune.h"
+#include "harness/tune/report.h"
+#include "harness/tune/tune.h"
 
 static const ab_cli_command_t command = {
     "allocbench blame", AB_CMD_BLAME, "TRACE",

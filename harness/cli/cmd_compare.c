@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "run/bisect.h"
-#include "run/oommap.h"
-#include "run/results.h"
-#include "tune/report.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/run/bisect.h"
+#include "harness/run/oommap.h"
+#include "harness/run/results.h"
+#include "harness/tune/report.h"
 
 static const ab_cli_command_t command = {
     "allocbench compare", AB_CMD_COMPARE, NULL,

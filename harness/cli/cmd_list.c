@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "device/device_open.h"
-#include "device/sim.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "kernels/device/device_open.h"
+#include "kernels/device/sim.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

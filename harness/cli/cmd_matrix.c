@@ -25,18 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "cli/spread.h"
-#include "run/bisect.h"
-#include "run/oommap.h"
-#include "run/results.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/spread.h"
+#include "harness/run/bisect.h"
+#include "harness/run/oommap.h"
+#include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
-#include "tune/report.h"
+#include "harness/tune/report.h"
 #include "workloads/workload.h"
 
 #define MAX_WORKLOADS 64

@@ -40,12 +40,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "run/table.h"
-#include "traces/trace.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/run/table.h"
+#include "workloads/traces/trace.h"
 
 #define HOOK_DIR "allocbench_record" /* beside the binary; CMakeLists.txt copies the hook there */
 #define INSTALLED_HOOK_DIR "../lib/allocbench/record" /* from PREFIX/bin, where make install puts it */

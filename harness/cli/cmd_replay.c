@@ -1,7 +1,7 @@
 /* cmd_replay.c: `allocbench replay`: a recorded trace through one strategy, recorded; or,
  * with --info, what the trace holds. With --export-trace / --export-snapshot the run itself
  * is written out, with the strategy's own segment decisions (a trace adaptor wraps the
- * strategy: strategies/adaptor_trace.h). */
+ * strategy: strategies/common/adaptor_trace.h). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,19 +9,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "device/cuda_device.h"
-#include "run/results.h"
-#include "strategies/adaptor_trace.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "kernels/device/cuda_device.h"
+#include "harness/run/results.h"
+#include "strategies/common/adaptor_trace.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
-#include "traces/snapshot.h"
-#include "traces/trace.h"
-#include "traces/trace_csv.h"
-#include "tune/tune_grid.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace.h"
+#include "workloads/traces/trace_csv.h"
+#include "harness/tune/tune_grid.h"
 
 static const ab_cli_command_t command = {
     "allocbench replay", AB_CMD_REPLAY, "TRACE",
@@ -120,7 +120,7 @@ static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_
   cell(&r, "reserved_end_bytes", true, "%" PRIu64, in->reserved_end);
   cell(&r, "ooms_survived", true, "%" PRIu64, es->trace_ooms);
   cell(&r, "ends_in_oom", true, "%d", in->final_oom ? 1 : 0);
-  /* Note [Pools of a trace]: each pool as recorded, with the allocations replayed in it. */
+  /* Each pool as recorded, with the allocations replayed in it (Note [Pools of a trace]). */
   cell(&r, "private_pools", true, "%u", in->npools - 1);
   char pools[512] = "";
   for (unsigned i = 0; i < in->npools; i++) {
@@ -143,8 +143,8 @@ static int print_info(const ab_run_spec_t *o, const char *path, const ab_events_
   cell(&r, "ignored_records", true, "%" PRIu64, es->ignored);
   cell(&r, "replay_events", true, "%zu", es->n);
   cell(&r, "replay_allocs", true, "%" PRIu32, es->nids);
-  /* Note [Stacks of a trace]: the distinct call stacks and frames, and how many allocations
-   * have one. */
+  /* The distinct call stacks and frames, and how many allocations have one
+   * (Note [Stacks of a trace]). */
   const ab_stacks_t *st = es->stacks;
   uint32_t stacked = 0;
   for (uint32_t id = 0; st && id < es->nids; id++) stacked += ab_stacks_of(st, id) != 0;
@@ -232,7 +232,7 @@ static ab_status check_exports(const ab_run_spec_t *o, const char *trace_path, c
  * by address, so where the driver put each segment decides which block a request gets, and,
  * through that, which segments garbage collection and the release of oversize blocks free.
  * The simulated card places segments as the driver does (Note [Driver placement],
- * strategies/device/sim_place.c), but not the holes that the CUDA context and libraries
+ * kernels/device/sim_place.c), but not the holes that the CUDA context and libraries
  * leave before a program's first segment, which some runs' first segments fill. A trace
  * records where each segment went, so replaying the run as it was recorded (caching, its
  * settings, no other budget) on the simulated card takes each cudaMalloc's address from the

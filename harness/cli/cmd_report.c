@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "tune/report.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/tune/report.h"
 
 static const ab_cli_command_t command = {
     "allocbench report", AB_CMD_REPORT, "DIR",

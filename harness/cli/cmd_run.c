@@ -5,12 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "ranks/ranks.h"
-#include "run/results.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/ranks/ranks.h"
+#include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

@@ -27,21 +27,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/input.h"
-#include "base/output.h"
-#include "base/units.h"
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "cli/spread.h"
-#include "run/pipeline.h"
-#include "run/results.h"
-#include "run/table.h"
-#include "tune/report.h"
-#include "tune/tune.h"
-#include "tune/tune_figures.h"
-#include "tune/tune_grid.h"
-#include "vocab/caching_conf.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/input.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/spread.h"
+#include "harness/run/pipeline.h"
+#include "harness/run/results.h"
+#include "harness/run/table.h"
+#include "harness/tune/report.h"
+#include "harness/tune/tune.h"
+#include "harness/tune/tune_figures.h"
+#include "harness/tune/tune_grid.h"
+#include "strategies/protocol/caching_conf.h"
 #include "workloads/workload.h"
 
 static const ab_cli_command_t command = {
@@ -1041,7 +1041,7 @@ static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const job_t 
   }
   if (!a->report) return AB_EXIT_OK;
   /* Which code, on the page too, where the trace names it: blame under the recorded setting
-   * (Note [Blame], run/blame.h), its rows into blame.csv and its table into blame.txt. */
+   * (Note [Blame], harness/run/blame.h), its rows into blame.csv and its table into blame.txt. */
   const ab_events_t *es = &job->t[v->winner ? v->winner->trace : 0].es;
   if (strncmp(spec, "replay:", 7) == 0 && es->stacks && es->stacks->nstacks > 1) {
     snprintf(path, sizeof path, "%s/blame.txt", o->out_dir);

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "ab_version.h" /* generated at build time (harness/cli/version.cmake) */
-#include "cli/cli.h"
-#include "cli/commands.h"
-#include "run/supervise.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
+#include "harness/run/supervise.h"
 
 static const struct {
   const char *name;

@@ -1,12 +1,12 @@
 /* spread.c: runs spread over the ranks of a launch (spread.h). */
-#include "cli/spread.h"
+#include "harness/cli/spread.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "run/run_one.h"
+#include "kernels/base/clock.h"
+#include "harness/run/run_one.h"
 
 ab_status ab_spread_open(ab_spread_t *sp, ab_diag_t *diag) {
   memset(sp, 0, sizeof *sp);

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ranks/link.h"
+#include "harness/ranks/link.h"
 
 typedef struct ab_spread_s {
   ab_link_t *link;      /* NULL: alone */

@@ -5,7 +5,7 @@
  * top-level "benchmarks" array. Everything else is parsed and skipped, so malformed input
  * anywhere is still refused with its byte offset.
  */
-#include "micro/gbench_csv.h"
+#include "harness/micro/gbench_csv.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/input.h"
+#include "kernels/base/input.h"
 
 /* The last column is never empty: gnuplot 5.4 misreads an empty last field. */
 const ab_col_t ab_gbench_csv_cols[] = {

@@ -27,8 +27,8 @@
 
 #include <stddef.h>
 
-#include "base/status.h"
-#include "run/table.h"
+#include "kernels/base/status.h"
+#include "harness/run/table.h"
 
 extern const ab_col_t ab_gbench_csv_cols[];
 extern const size_t ab_gbench_csv_ncols;

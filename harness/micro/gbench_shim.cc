@@ -4,7 +4,7 @@
 // Benchmark's own issues on a C API suggest; only calls that exist from version 1.7 on are
 // used, with arguments that convert to both the const char * of 1.7 and the std::string of
 // later versions, so the shim builds against the library the system has.
-#include "micro/gbench.h"
+#include "harness/micro/gbench.h"
 
 #include <benchmark/benchmark.h>
 

@@ -30,9 +30,9 @@
 #include <vector>
 
 extern "C" {
-#include "base/clock.h"
-#include "events/events.h"
-#include "run/pipeline.h"
+#include "kernels/base/clock.h"
+#include "workloads/events/events.h"
+#include "harness/run/pipeline.h"
 #include "strategies/caching/caching.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

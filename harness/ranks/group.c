@@ -7,7 +7,7 @@
  * barrier waits for all ranks, so that no communicator is aborted while another rank is
  * still launching, unless a rank gave up waiting (Note [Bounded waits]): then every waiting
  * rank stops and aborts. */
-#include "ranks/group.h"
+#include "harness/ranks/group.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
+#include "kernels/base/clock.h"
 
 typedef struct threads_s {
   ab_group_t g;             /* first: the group.h view */

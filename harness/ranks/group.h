@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "run/engine.h"
+#include "harness/run/engine.h"
 
 /* What a rank hands in when its run ends. */
 typedef struct ab_rank_result_s {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "ranks/group.h"
-#include "ranks/link.h"
+#include "kernels/base/clock.h"
+#include "harness/ranks/group.h"
+#include "harness/ranks/link.h"
 
 #define WHY_BYTES 512
 

@@ -1,12 +1,12 @@
 /* launch.c: the launcher's variables and the waits' bounds (launch.h). */
-#include "ranks/launch.h"
+#include "harness/ranks/launch.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 
 /* A whole number from min to max in variable name; left alone when it is not set and not
  * required. */
@@ -96,7 +96,7 @@ static ab_status parse_store(const char *(*get)(const char *, void *), void *ctx
 ab_status ab_launch_parse(const char *(*get)(const char *name, void *ctx), void *ctx, ab_launch_t *out,
                           ab_diag_t *diag) {
   memset(out, 0, sizeof *out);
-  /* Note [Which launcher]: torchrun's first, since `srun torchrun` sets Slurm's too. */
+  /* torchrun's first, since `srun torchrun` sets Slurm's too (Note [Which launcher]). */
   static const char *const mpi[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
   static const char *const by_hand[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
   if (set(get, ctx, "TORCHELASTIC_RUN_ID")) {

@@ -38,7 +38,7 @@
 
 #include <stdbool.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 #include "kernels/kernels.h"
 
 #define AB_RENDEZVOUS_TIMEOUT_S 300.0

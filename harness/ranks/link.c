@@ -1,13 +1,13 @@
 /* link.c: what the ranks of a launch do over their link, whatever carries it (link.h): meet,
  * gather, broadcast. */
-#include "ranks/link.h"
+#include "harness/ranks/link.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "ranks/group.h"
+#include "kernels/base/clock.h"
+#include "harness/ranks/group.h"
 
 #define MAGIC 0x4c4e4b41u /* "ALNK" */
 #define VERSION 3u        /* 3: over the launcher's engine */

@@ -43,7 +43,7 @@
 #include <stdio.h>
 
 #include "kernels/kernels.h"
-#include "ranks/launch.h"
+#include "harness/ranks/launch.h"
 
 typedef struct ab_link_s ab_link_t;
 

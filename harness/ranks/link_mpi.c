@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "ranks/link.h"
+#include "kernels/base/clock.h"
+#include "harness/ranks/link.h"
 
 #define TAG 43
 

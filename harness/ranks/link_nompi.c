@@ -1,6 +1,6 @@
 /* link_nompi.c: a build without MPI (link.h): a job launched by mpirun or srun is refused with
  * one line saying how to build with it. */
-#include "ranks/link.h"
+#include "harness/ranks/link.h"
 
 bool ab_link_have_mpi(void) { return false; }
 

@@ -1,13 +1,13 @@
-/* link_store.c: the messages of a launch through torchrun's store (link.h, Note [Messages
- * through rank 0]; store.h). */
+/* link_store.c: the messages of a launch through torchrun's store (link.h,
+ * Note [Messages through rank 0]; store.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "ranks/link.h"
-#include "ranks/store.h"
+#include "kernels/base/clock.h"
+#include "harness/ranks/link.h"
+#include "harness/ranks/store.h"
 
 typedef struct store_link_s {
   ab_link_t l;       /* first: the link.h view */

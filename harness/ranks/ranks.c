@@ -11,7 +11,7 @@
  *    its communicator and the group's lockstep added to the replay, then leaves the group
  *    with its result.
  * 5. Where the results come together, one row per rank and the combined row. */
-#include "ranks/ranks.h"
+#include "harness/ranks/ranks.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -21,10 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/units.h"
-#include "device/device_open.h"
-#include "run/pipeline.h"
-#include "run/results.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/pipeline.h"
+#include "harness/run/results.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 

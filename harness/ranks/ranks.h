@@ -41,11 +41,11 @@
 #ifndef AB_RANKS_H
 #define AB_RANKS_H
 
-#include "ranks/group.h"
-#include "ranks/launch.h"
-#include "ranks/link.h"
-#include "run/run_one.h"
-#include "run/table.h"
+#include "harness/ranks/group.h"
+#include "harness/ranks/launch.h"
+#include "harness/ranks/link.h"
+#include "harness/run/run_one.h"
+#include "harness/run/table.h"
 
 #define AB_RANKS_MAX 1024 /* ranks as threads of one process */
 

@@ -1,5 +1,5 @@
 /* store.c: PyTorch's TCPStore, from the client's side (store.h, Note [TCPStore's protocol]). */
-#include "ranks/store.h"
+#include "harness/ranks/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
+#include "kernels/base/clock.h"
 
 #define VALIDATION_MAGIC 0x3C85F7CEu
 #define PROBE_S 0.3 /* how long the probe waits for an answer before it completes a 2.x WAIT: what

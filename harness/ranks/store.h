@@ -61,7 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ranks/launch.h"
+#include "harness/ranks/launch.h"
 
 #define AB_STORE_VALUE_MAX_BYTES ((size_t)4 << 20) /* a value, well within the libuv server's 8 MiB */
 

@@ -1,10 +1,10 @@
 /* band.c: a figure's range over the placements the driver is seen to make (band.h). */
-#include "run/band.h"
+#include "harness/run/band.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "strategies/registry.h"
 
 ab_band_t ab_band_point(const ab_run_t *run) {

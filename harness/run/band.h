@@ -15,9 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "events/events.h"
-#include "run/bisect.h"
-#include "run/engine.h"
+#include "workloads/events/events.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
 
 typedef struct ab_band_s {
   uint64_t reserved_lo, reserved_hi; /* peak reserved bytes */

@@ -1,13 +1,13 @@
-#include "run/bisect.h"
+#include "harness/run/bisect.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "base/units.h"
-#include "run/pipeline.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/units.h"
+#include "harness/run/pipeline.h"
 #include "strategies/registry.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {

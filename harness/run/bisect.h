@@ -53,10 +53,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "device/device.h"
-#include "events/events.h"
-#include "run/engine.h"
-#include "run/pipeline.h"
+#include "kernels/device/device.h"
+#include "workloads/events/events.h"
+#include "harness/run/engine.h"
+#include "harness/run/pipeline.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 

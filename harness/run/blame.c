@@ -1,13 +1,13 @@
 /* blame.c: call sites at a moment of a replay, and the changes of their code replayed
  * (blame.h, Note [Blame]). */
-#include "run/blame.h"
+#include "harness/run/blame.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
 #include "strategies/strategy.h"
 
 const char *ab_blame_change_name(ab_blame_change_t c) {

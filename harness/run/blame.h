@@ -44,8 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events/events.h"
-#include "run/bisect.h"
+#include "workloads/events/events.h"
+#include "harness/run/bisect.h"
 
 typedef enum ab_blame_change_e {
   AB_BLAME_POOL = 0,

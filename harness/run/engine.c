@@ -1,13 +1,13 @@
-#include "run/engine.h"
+#include "harness/run/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "kernels/base/clock.h"
 #include "kernels/kernels.h"
-#include "run/lifetimes.h"
-#include "run/verify.h"
+#include "harness/run/lifetimes.h"
+#include "harness/run/verify.h"
 
 const char *ab_run_status_name(ab_run_status_t st) {
   switch (st) {
@@ -586,7 +586,7 @@ static next_t replay_pool(replay_t *r, const ab_event_t *e) {
 /* Note [What --check costs]: a strategy's checks walk all it holds, every segment and block
  * and its free structures, and compare them with its statistics: O(held) a check. After every
  * event, a trace that keeps 20 000 blocks live (30 000 allocations, 60 000 events; drawn and
- * timed by tests/oracle_bench.sh) took 93 s through raw instead of 0.04 s: 1.5 ms an event.
+ * timed by tests/bench/oracle_bench.sh) took 93 s through raw instead of 0.04 s: 1.5 ms an event.
  * So the checks run after every event while the segments and live allocations held number
  * at most CHECK_WALK, beyond that after every k-th event, k = held / CHECK_WALK, which keeps
  * the walk at about CHECK_WALK an event on average whatever the trace (60 to 130 us an event

@@ -63,8 +63,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events/events.h"
-#include "run/hist.h"
+#include "workloads/events/events.h"
+#include "harness/run/hist.h"
 #include "strategies/strategy.h"
 
 /* stopped: another rank of a multi-rank run failed, so this one stopped at a collective;

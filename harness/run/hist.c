@@ -1,4 +1,4 @@
-#include "run/hist.h"
+#include "harness/run/hist.h"
 
 #include <string.h>
 

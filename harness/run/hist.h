@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 
 #define AB_HIST_SUB_BITS 5
 #define AB_HIST_SUB (1u << AB_HIST_SUB_BITS)

@@ -1,4 +1,4 @@
-#include "run/lifetimes.h"
+#include "harness/run/lifetimes.h"
 
 #include <stdlib.h>
 

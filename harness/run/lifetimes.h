@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "events/events.h"
+#include "workloads/events/events.h"
 #include "strategies/strategy.h"
 
 /* *out (malloc'd, es->nids entries; NULL when there are none) receives the lifetimes of the

@@ -1,12 +1,12 @@
-#include "run/oommap.h"
+#include "harness/run/oommap.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
-#include "run/results.h"
-#include "run/table.h"
+#include "kernels/base/units.h"
+#include "harness/run/results.h"
+#include "harness/run/table.h"
 
 const char *ab_block_state_name(ab_block_state_t state) {
   switch (state) {

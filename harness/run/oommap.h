@@ -42,8 +42,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/hashmap.h"
-#include "run/engine.h"
+#include "kernels/base/hashmap.h"
+#include "harness/run/engine.h"
 #include "strategies/strategy.h"
 
 typedef struct ab_run_desc_s ab_run_desc_t; /* results.h: what makes a run */

@@ -1,10 +1,10 @@
-#include "run/pipeline.h"
+#include "harness/run/pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/device_open.h"
+#include "kernels/device/device_open.h"
 #include "strategies/registry.h"
 
 /* The search starts from half a byte up, the middle of the fractions that truncate to the

@@ -20,8 +20,8 @@
 
 #include <string.h>
 
-#include "device/device.h"
-#include "run/engine.h"
+#include "kernels/device/device.h"
+#include "harness/run/engine.h"
 #include "strategies/strategy.h"
 
 typedef struct ab_pipeline_s {

@@ -1,4 +1,4 @@
-#include "run/results.h"
+#include "harness/run/results.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/input.h"
-#include "base/installed.h"
-#include "base/units.h"
+#include "kernels/base/input.h"
+#include "kernels/base/installed.h"
+#include "kernels/base/units.h"
 #include "workloads/workload.h"
 
 #define SUMMARY_COL(name, numeric) {#name, numeric},

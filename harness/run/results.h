@@ -73,11 +73,11 @@
 
 #include <stdint.h>
 
-#include "run/band.h"
-#include "run/bisect.h"
-#include "run/engine.h"
-#include "run/table.h"
-#include "strategies/stats.h"
+#include "harness/run/band.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
+#include "harness/run/table.h"
+#include "strategies/common/stats.h"
 
 /* The columns in order: COL(name, numeric) for the run's own, and for the statistics of
  * stats.h, from its lists: PEAK(gauge, doc) for the column peak_<gauge> of each gauge, and
@@ -180,7 +180,7 @@ ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag);
 
 /* The folder of the figure scripts (plots/: draw.sh and one NAME.gp per figure), absolute:
  * AB_PLOTS_DIR in the environment, else the one make install put beside this binary
- * (PREFIX/lib/allocbench/plots, base/installed.h), else the source tree's it was built from.
+ * (PREFIX/lib/allocbench/plots, kernels/base/installed.h), else the source tree's it was built from.
  * What a hint names, so that it names a file that is there. */
 const char *ab_results_plots_dir(void);
 

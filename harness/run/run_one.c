@@ -1,5 +1,5 @@
 /* run_one.c: the run as a service (run_one.h). */
-#include "run/run_one.h"
+#include "harness/run/run_one.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,15 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/output.h"
-#include "base/units.h"
-#include "run/band.h"
-#include "run/oommap.h"
-#include "run/pipeline.h"
-#include "run/results.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/run/band.h"
+#include "harness/run/oommap.h"
+#include "harness/run/pipeline.h"
+#include "harness/run/results.h"
 #include "strategies/strategy.h"
-#include "vocab/caching_conf.h"
+#include "strategies/protocol/caching_conf.h"
 #include "workloads/workload.h"
 
 void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd) {

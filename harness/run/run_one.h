@@ -15,12 +15,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "device/device.h"
-#include "events/events.h"
-#include "run/bisect.h"
-#include "run/engine.h"
-#include "run/table.h"
-#include "strategies/adaptor_trace.h"
+#include "kernels/device/device.h"
+#include "workloads/events/events.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
+#include "harness/run/table.h"
+#include "strategies/common/adaptor_trace.h"
 
 /* The exit status of a command (cli.h) and of a run's process of its own (supervise.h). */
 #define AB_EXIT_OK 0

@@ -1,6 +1,6 @@
 /* supervise.c: a library's runs in processes of their own (supervise.h, Note [A library in
  * a process of its own]). */
-#include "run/supervise.h"
+#include "harness/run/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "run/oommap.h"
-#include "run/results.h"
+#include "kernels/base/clock.h"
+#include "harness/run/oommap.h"
+#include "harness/run/results.h"
 #include "strategies/pluggable/pluggable_library.h"
 
 /* The child's descriptors, set up before it starts: 0 (/dev/null), 1 and 2 (the pipe its

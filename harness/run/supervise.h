@@ -53,10 +53,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "run/bisect.h"
-#include "run/pipeline.h"
-#include "run/run_one.h"
-#include "run/table.h"
+#include "harness/run/bisect.h"
+#include "harness/run/pipeline.h"
+#include "harness/run/run_one.h"
+#include "harness/run/table.h"
 
 /* How long a child is given to stop after the signal, before it is killed. */
 #define AB_SUPERVISE_GRACE_MS 1000

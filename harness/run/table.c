@@ -1,4 +1,4 @@
-#include "run/table.h"
+#include "harness/run/table.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/input.h"
-#include "base/output.h"
+#include "kernels/base/input.h"
+#include "kernels/base/output.h"
 
 void ab_table_init(ab_table_t *t, const ab_col_t *cols, size_t ncols) {
   memset(t, 0, sizeof *t);

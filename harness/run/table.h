@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 
 typedef struct ab_col_s {
   const char *name;

@@ -1,4 +1,4 @@
-#include "run/verify.h"
+#include "harness/run/verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,9 +23,9 @@
 
 #include <stdint.h>
 
-#include "base/status.h"
-#include "base/tree.h"
-#include "events/events.h"
+#include "kernels/base/status.h"
+#include "kernels/base/tree.h"
+#include "workloads/events/events.h"
 #include "kernels/kernels.h"
 
 typedef struct ab_verify_block_s {

@@ -1,4 +1,4 @@
-#include "tune/report.h"
+#include "harness/tune/report.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "ab_version.h"
-#include "base/output.h"
-#include "base/units.h"
-#include "run/band.h"
-#include "run/results.h"
+#include "kernels/base/output.h"
+#include "kernels/base/units.h"
+#include "harness/run/band.h"
+#include "harness/run/results.h"
 #include "strategies/registry.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
@@ -353,7 +353,7 @@ static void footer(FILE *f) {
 
 /* ---- tune ------------------------------------------------------------------------------------- */
 
-/* ---- blame: which code (Note [Blame], run/blame.h) ------------------------------------------------ */
+/* ---- blame: which code (Note [Blame], harness/run/blame.h) ------------------------------------------------ */
 
 /* "-1.00 GiB" from a signed count of bytes saved (positive: saved). */
 static const char *saved(const char *text, char *buf, size_t size) {

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 
 /* The page's size budget (results/README.md): a folder whose figures would pass it gets the
  * figures that fit, and says which it left out. */

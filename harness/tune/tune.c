@@ -1,4 +1,4 @@
-#include "tune/tune.h"
+#include "harness/tune/tune.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "run/pipeline.h"
+#include "kernels/base/clock.h"
+#include "harness/run/pipeline.h"
 
 /* The run's figures. */
 static void keep_run(ab_tune_result_t *r, const ab_run_t *run) {
@@ -37,7 +37,7 @@ void ab_tune_probe_opts(const ab_tune_opts_t *o, const ab_tune_candidate_t *c, a
 /* Note [Allocator time]: what a setting costs in time, beside what it saves in memory: the
  * device calls of its run (cudaMalloc, cudaFree, the mappings of expandable segments), each
  * charged the host time the simulated card's cost model gives it (measured on an H200,
- * device/sim_cost.c), plus PyTorch's own host time per allocation and free,
+ * kernels/device/sim_cost.c), plus PyTorch's own host time per allocation and free,
  * AB_TUNE_HOST_NS_PER_OP, the same for every setting. So the model tells settings apart by
  * their device calls (a small max_split_size_mb frees and retries, a cap makes PyTorch free
  * cached segments and ask again, expandable segments map pages); what it leaves out is the

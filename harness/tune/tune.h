@@ -24,12 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/device.h"
-#include "events/events.h"
-#include "run/band.h"
-#include "run/bisect.h"
-#include "run/engine.h"
-#include "tune/tune_grid.h"
+#include "kernels/device/device.h"
+#include "workloads/events/events.h"
+#include "harness/run/band.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
+#include "harness/tune/tune_grid.h"
 
 typedef enum ab_tune_objective_e {
   AB_TUNE_RESERVED, /* the lowest peak reserved bytes of the run */

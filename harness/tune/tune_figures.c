@@ -1,14 +1,14 @@
-#include "tune/tune_figures.h"
+#include "harness/tune/tune_figures.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/output.h"
-#include "run/oommap.h"
-#include "run/table.h"
-#include "vocab/trace_actions.h"
+#include "kernels/base/output.h"
+#include "harness/run/oommap.h"
+#include "harness/run/table.h"
+#include "strategies/protocol/trace_actions.h"
 
 /* The samples of one run, copied out of the run that is reused. */
 typedef struct series_s {

@@ -35,8 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "events/events.h"
-#include "tune/tune.h"
+#include "workloads/events/events.h"
+#include "harness/tune/tune.h"
 
 /* Writes the files above into dir for the traces under o; recommended may be NULL (no
  * configuration ran the whole job): then the recorded one alone. A trace alike an earlier one

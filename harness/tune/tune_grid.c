@@ -1,13 +1,13 @@
-#include "tune/tune_grid.h"
+#include "harness/tune/tune_grid.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "strategies/registry.h"
-#include "vocab/caching_conf.h"
+#include "strategies/protocol/caching_conf.h"
 
 #define SMALL_REQUEST_BYTES (1ULL << 20)      /* kSmallSize: larger requests use the large pool */
 #define MIN_LARGE_ALLOC_BYTES (10ULL << 20)   /* kMinLargeAlloc: smaller ones get a 20 MiB segment */

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 
 typedef enum ab_tune_family_e {
   AB_TUNE_DEFAULT,

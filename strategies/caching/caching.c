@@ -26,7 +26,7 @@
  *   6. The two halves of a free: free_request is PyTorch's free() of a block recorded on other
  *      streams (it stays active, out of the cache); free_complete is free_block [free,
  *      insert_events, process_events].
- *   7. Private pools (Note [Private pools] in strategy.h) [PrivatePool, get_pool]: while a context is open, the
+ *   7. Private pools (Note [Private pools], protocol/pools.h) [PrivatePool, get_pool]: while a context is open, the
  *      allocations it takes go to its pool's own small and large free lists and segments, which
  *      nothing else searches; a pool released by its last user gives its whole free segments
  *      back at the next empty_cache or last retry. With no new segment for a default-pool
@@ -617,8 +617,8 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
 }
 
 /* The smallest cap whose garbage-collection threshold, (uint64_t)(fraction * cap) as PyTorch
- * computes it, is at least x: the decisions "threshold >= x" are "cap >= that" (Note [Cap
- * window], strategy.h). The product grows by at most one per byte of cap (fraction <= 1), so
+ * computes it, is at least x: the decisions "threshold >= x" are "cap >= that"
+ * (Note [Cap window], strategy.h). The product grows by at most one per byte of cap (fraction <= 1), so
  * the quotient is within a few bytes of it. */
 static uint64_t gc_cap_for(double fraction, uint64_t x) {
   double quotient = (double)x / fraction;
@@ -1016,7 +1016,7 @@ static ab_status caching_free_request(ab_strategy_t *s, ab_dptr_t ptr, uint64_t 
   user_free(c, b);
   b->state = B_PENDING;
   b->freed_at = c->free_requests++;
-  /* Note [Captures]: no event can be recorded while a capture is open. */
+  /* No event can be recorded while a capture is open (Note [Captures]). */
   b->deferred = c->ncaptures && !c->conf.capture_reuse ? DEFER_WAITING : DEFER_NONE;
   c->npending++;
   return AB_OK;

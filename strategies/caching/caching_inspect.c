@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "strategies/caching/caching_internal.h"
 
 static int by_address(const void *a, const void *b) {

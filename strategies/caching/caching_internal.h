@@ -14,11 +14,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "base/hashmap.h"
-#include "base/tree.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/tree.h"
+#include "kernels/base/units.h"
 #include "strategies/caching/caching.h"
-#include "vocab/caching_conf.h"
+#include "strategies/protocol/caching_conf.h"
 
 #define MIN_BLOCK 512ULL                   /* kMinBlockSize */
 #define SMALL_SIZE (1ULL << 20)            /* kSmallSize: largest small-pool request */

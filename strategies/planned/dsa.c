@@ -1,6 +1,6 @@
 #include "strategies/planned/dsa.h"
 
-#include "strategies/arena.h"
+#include "strategies/common/free_ranges.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -12,7 +12,7 @@
  * version gathered every placed lifetime that overlaps the new one in time, from an interval
  * tree over the starts and, for those longer than a 64th of the run, from a list beside it
  * scanned whole at every placement; sorted their ranges by offset; and scanned them for the
- * gaps. On a trace of 150 000 allocations with 5 000 live at once (tests/oracle_bench.sh
+ * gaps. On a trace of 150 000 allocations with 5 000 live at once (tests/bench/oracle_bench.sh
  * makes it) that is 4 900 ranges gathered and sorted per placement and n^2 / 2 looks at the
  * list: 93 s, growing as n^1.5 and more. The heuristic and its placements are the same now
  * (tests/strategies/dsa_test.c keeps the first version and compares them); this replaced the
@@ -56,7 +56,7 @@
  * cell; sorting the cells by address instead of the hash, or merging the runs the nodes
  * report in address order (a node's cells share no address), costs as much or more.
  *
- * tests/oracle_bench.sh measured, on the 2-core build machine at a load of 2 to 3.3, the whole
+ * tests/bench/oracle_bench.sh measured, on the 2-core build machine at a load of 2 to 3.3, the whole
  * run of the 150 000 in 4.0 to 4.4 s and a million events of that trace in 19 to 21 s, against
  * 5.2 s and 24.7 s for this file as of 79edf9c measured beside them (93 s for the 150 000
  * with the first version); where lives are short next to the run the cells are few
@@ -959,26 +959,26 @@ static ab_status best_fit_in_time(const ab_lifetime_t *lt, size_t n, uint64_t al
     if (end != UINT64_MAX) rel[nrel++] = (release_t){end, i};
   }
   qsort(rel, nrel, sizeof *rel, release_by_time);
-  ab_arena_t a;
-  ab_arena_init(&a);
+  ab_free_ranges_t a;
+  ab_free_ranges_init(&a);
   ab_status st = AB_OK;
   size_t r = 0;
   for (size_t i = 0; st == AB_OK && i < n; i++) {
     for (; st == AB_OK && r < nrel && rel[r].at <= lt[i].start; r++)
-      st = ab_arena_give(&a, offset[rel[r].i], (lt[rel[r].i].bytes + align - 1) & ~(align - 1));
+      st = ab_free_ranges_give(&a, offset[rel[r].i], (lt[rel[r].i].bytes + align - 1) & ~(align - 1));
     uint64_t size = (lt[i].bytes + align - 1) & ~(align - 1);
     if (st != AB_OK || size == 0) {
       offset[i] = 0;
       continue;
     }
-    st = ab_arena_take_best(&a, size, &offset[i]);
+    st = ab_free_ranges_take_best(&a, size, &offset[i]);
     if (st == AB_ERR_OOM) {
-      st = ab_arena_grow(&a, size - ab_arena_top_free(&a));
-      if (st == AB_OK) st = ab_arena_take_best(&a, size, &offset[i]);
+      st = ab_free_ranges_grow(&a, size - ab_free_ranges_top_free(&a));
+      if (st == AB_OK) st = ab_free_ranges_take_best(&a, size, &offset[i]);
     }
   }
   *peak = a.bytes;
-  ab_arena_clear(&a);
+  ab_free_ranges_clear(&a);
   free(rel);
   return st;
 }

@@ -7,8 +7,8 @@
  * smallest gap of the address range that is free for the whole of its life among those
  * already placed, else above them all. In a run of one stream the gaps are read from the
  * free space, kept as cells in an interval tree over time: a placement costs O(log^2 n) plus
- * the cells of the gaps of its life, not the lifetimes it overlaps (Note [Greedy by size
- * over the free space], dsa.c); with several streams it still gathers those.
+ * the cells of the gaps of its life, not the lifetimes it overlaps
+ * (Note [Greedy by size over the free space], dsa.c); with several streams it still gathers those.
  * Lifetimes never freed are stacked at the bottom first: they all meet one another.
  * Greedy by size is weak where sizes and lifetimes are drawn at random (RMM's random
  * sequence), so best fit in time order is also run, first, and the smaller of the two kept;
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 #include "strategies/strategy.h"
 
 /* Places lt[0..n), sorted by start, each start before its end and its end no later than its

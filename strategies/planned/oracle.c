@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/clock.h"
-#include "base/hashmap.h"
-#include "base/units.h"
-#include "strategies/arena.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
+#include "strategies/common/free_ranges.h"
 #include "strategies/planned/dsa.h"
 
 #define ORACLE_ALIGN_BYTES 512
@@ -46,7 +46,7 @@ typedef struct oracle_s {
   uint64_t lower_bound;   /* the most bytes the plan has live at once (rounded) */
   uint64_t plan_ns;       /* host time of the last plan */
   ab_dptr_t region;       /* 0 until the first planned allocation */
-  ab_arena_t arena;       /* the region's free space: every planned take is checked */
+  ab_free_ranges_t space;       /* the region's free space: every planned take is checked */
   size_t calls;           /* alloc calls since the plan */
   uint64_t misses;        /* calls served online */
   uint64_t in_region;     /* live allocations in the region */
@@ -64,7 +64,7 @@ static ab_status oracle_create(ab_device_t *dev, const char *conf, ab_strategy_t
   if (o == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   o->base.ops = &ab_oracle_ops;
   o->base.dev = dev;
-  ab_arena_init(&o->arena);
+  ab_free_ranges_init(&o->space);
   ab_map_init(&o->live);
   *out = &o->base;
   return AB_OK;
@@ -77,7 +77,7 @@ static void release_region(oracle_t *o) {
   ab_strategy_segment(s, AB_TR_SEGMENT_FREE, o->region, o->region_bytes, 0);
   s->stats.num_device_free++;
   ab_gauge_sub(&s->stats.reserved_bytes, (int64_t)o->region_bytes);
-  ab_arena_clear(&o->arena);
+  ab_free_ranges_clear(&o->space);
   o->region = 0;
 }
 
@@ -122,7 +122,7 @@ static ab_status take_region(oracle_t *o) {
     o->region = 0;
     return st;
   }
-  if (ab_arena_grow(&o->arena, o->region_bytes) != AB_OK) {
+  if (ab_free_ranges_grow(&o->space, o->region_bytes) != AB_OK) {
     ab_device_free(s->dev, o->region, o->region_bytes);
     o->region = 0;
     return AB_ERR_INTERNAL;
@@ -144,11 +144,11 @@ static ab_status oracle_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream,
       if (st != AB_OK) return st;
     }
     uint64_t size = round_up(bytes);
-    ab_status st = ab_arena_take_at(&o->arena, o->offset[k], size);
+    ab_status st = ab_free_ranges_take_at(&o->space, o->offset[k], size);
     if (st == AB_OK) {
       *out = o->region + o->offset[k];
       if (ab_map_put(&o->live, *out, bytes << 1 | 1) != AB_OK) {
-        ab_arena_give(&o->arena, o->offset[k], size);
+        ab_free_ranges_give(&o->space, o->offset[k], size);
         return AB_ERR_INTERNAL;
       }
       o->in_region++;
@@ -181,7 +181,7 @@ static ab_status oracle_free(ab_strategy_t *s, ab_dptr_t p, uint64_t bytes, unsi
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "oracle: free of 0x%llx (%llu bytes), which it did not hand out",
                        (unsigned long long)p, (unsigned long long)bytes);
   if (v & 1) {
-    AB_TRY(ab_arena_give(&o->arena, p - o->region, round_up(bytes)));
+    AB_TRY(ab_free_ranges_give(&o->space, p - o->region, round_up(bytes)));
     o->in_region--;
     ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)round_up(bytes));
   } else {
@@ -205,7 +205,7 @@ static ab_status oracle_empty_cache(ab_strategy_t *s) {
 
 static ab_status oracle_walk(ab_strategy_t *s, ab_segment_fn fn, void *ctx) {
   oracle_t *o = (oracle_t *)s;
-  return ab_arena_walk(&o->arena, o->region, &o->live, ORACLE_ALIGN_BYTES, "plan", false, fn, ctx);
+  return ab_free_ranges_walk(&o->space, o->region, &o->live, ORACLE_ALIGN_BYTES, "plan", false, fn, ctx);
 }
 
 /* The walk adds up to the statistics, and the region's free space to what its blocks leave. */
@@ -223,9 +223,9 @@ static ab_status oracle_check(ab_strategy_t *s, ab_diag_t *diag) {
                        (long long)st->reserved_bytes.current, (unsigned long long)sum.live_blocks,
                        (unsigned long long)o->live.n, (unsigned long long)sum.requested,
                        (unsigned long long)sum.allocated, (unsigned long long)sum.reserved);
-  if (sum.free != o->arena.free_bytes)
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: the walk finds %llu free bytes in the region, the arena %llu",
-                       (unsigned long long)sum.free, (unsigned long long)o->arena.free_bytes);
+  if (sum.free != o->space.free_bytes)
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "oracle: the walk finds %llu free bytes in the region, the free ranges %llu",
+                       (unsigned long long)sum.free, (unsigned long long)o->space.free_bytes);
   return AB_OK;
 }
 
@@ -257,7 +257,7 @@ static void oracle_destroy(ab_strategy_t *s) {
   for (size_t i = 0; i < o->live.cap; i++)
     if (o->live.slots[i].key && !(o->live.slots[i].val & 1)) ab_device_free(s->dev, o->live.slots[i].key, o->live.slots[i].val >> 1);
   if (o->region) ab_device_free(s->dev, o->region, o->region_bytes);
-  ab_arena_clear(&o->arena);
+  ab_free_ranges_clear(&o->space);
   ab_map_free(&o->live);
   free(o->offset);
   free(o->bytes);

@@ -23,7 +23,7 @@
  * peak (and, for arena, what growth asks for); nothing is unmapped before empty_cache finds
  * it empty.
  *
- * Note [STAlloc's rules], each with where STAlloc's code has it and what differs here:
+ * Note [STAlloc's rules]: each rule with where STAlloc's code has it and what differs here:
  *   - Trace, then plan, then serve (Allocator/trace.cpp records the iterations' mallocs and
  *     frees; Synthesizer/plan_generator.py lays them out; Allocator/main.cpp serves): here the
  *     engine hands the profile over before the run (Note [Plans]) and the plan is made in C.
@@ -36,8 +36,8 @@
  *     allocator (StaticAllocator.hpp, the MISMATCH branches: deviceCachingAllocator_malloc),
  *     and so does a planned range that is not free (main.cpp, my_malloc: when
  *     interval_manager->allocate fails): here to `caching`, PyTorch 2.11's allocator, set up
- *     as STAlloc sets up the modified copy of an older one it links (Note [STAlloc's
- *     fallback]).
+ *     as STAlloc sets up the modified copy of an older one it links
+ *     (Note [STAlloc's fallback]).
  *   - Not modelled: requests of at most 512 bytes go to a separate table of 512-byte slots
  *     (VarAllocator.hpp, VAR_BLOCK_SIZE), here to the plan like any other; tensors made
  *     before the first iteration and freed inside one go to the caching allocator
@@ -65,9 +65,9 @@
 
 #include <stdlib.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
-#include "strategies/arena.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
+#include "strategies/common/free_ranges.h"
 #include "strategies/caching/caching.h"
 #include "strategies/planned/dsa.h"
 
@@ -101,7 +101,7 @@ typedef struct planned_s {
   uint64_t va_bytes;
   map_range_t *maps;     /* each map call, to unmap them one by one at the end */
   size_t nmaps, capmaps;
-  ab_arena_t arena;      /* the mapped part's free space */
+  ab_free_ranges_t space;      /* the mapped part's free space */
   /* serving */
   size_t calls;          /* alloc calls since the plan */
   uint32_t cur_step;
@@ -158,7 +158,7 @@ static ab_status planned_create(ab_device_t *dev, const char *conf, ab_strategy_
   p->profile_steps = steps;
   p->profile_share = share;
   p->last_step = UINT32_MAX;
-  ab_arena_init(&p->arena);
+  ab_free_ranges_init(&p->space);
   ab_map_init(&p->live);
   *out = &p->base;
   return AB_OK;
@@ -176,7 +176,7 @@ static void release_region(planned_t *p) {
   ab_device_va_release(s->dev, p->region, p->va_bytes);
   p->nmaps = 0;
   p->region = 0;
-  ab_arena_clear(&p->arena);
+  ab_free_ranges_clear(&p->space);
 }
 
 static void drop_plan(planned_t *p) {
@@ -256,16 +256,16 @@ static ab_status grow(planned_t *p, uint64_t bytes) {
     AB_TRY(ab_device_va_reserve(s->dev, p->va_bytes, &p->region));
   }
   bytes = align_up(bytes, AB_GRANULE_BYTES);
-  if (p->arena.bytes + bytes > p->va_bytes) return AB_ERR_OOM;
+  if (p->space.bytes + bytes > p->va_bytes) return AB_ERR_OOM;
   if (p->nmaps == p->capmaps) {
     size_t cap = p->capmaps ? 2 * p->capmaps : 16;
     map_range_t *m = realloc(p->maps, cap * sizeof *m);
     if (m == NULL) return AB_ERR_INTERNAL;
     p->maps = m, p->capmaps = cap;
   }
-  ab_dptr_t at = p->region + p->arena.bytes;
+  ab_dptr_t at = p->region + p->space.bytes;
   AB_TRY(ab_device_map(s->dev, at, bytes));
-  if (ab_arena_grow(&p->arena, bytes) != AB_OK) {
+  if (ab_free_ranges_grow(&p->space, bytes) != AB_OK) {
     ab_device_unmap(s->dev, at, bytes);
     return AB_ERR_INTERNAL;
   }
@@ -300,9 +300,9 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   if (bytes >> 56) return AB_ERR_OOM;
   uint64_t size = align_up(bytes, PLANNED_ALIGN_BYTES);
   ab_status st = AB_OK;
-  if (p->arena.bytes == 0 && p->plan_bytes) st = grow(p, p->plan_bytes);
+  if (p->space.bytes == 0 && p->plan_bytes) st = grow(p, p->plan_bytes);
   uint64_t off = st == AB_OK ? planned_offset(p, k, bytes) : UINT64_MAX;
-  if (off != UINT64_MAX && off + size <= p->arena.bytes && ab_arena_take_at(&p->arena, off, size) == AB_OK) {
+  if (off != UINT64_MAX && off + size <= p->space.bytes && ab_free_ranges_take_at(&p->space, off, size) == AB_OK) {
     p->hits++;
   } else if (st == AB_OK && p->misses_to) {
     p->misses++;
@@ -310,16 +310,16 @@ static ab_status planned_alloc(ab_strategy_t *s, uint64_t bytes, unsigned stream
   } else if (st == AB_OK) {
     /* Policy 4 under misses:arena: best fit, growing the top when nothing holds it. */
     p->misses++;
-    st = ab_arena_take_best(&p->arena, size, &off);
+    st = ab_free_ranges_take_best(&p->space, size, &off);
     if (st == AB_ERR_OOM) {
-      st = grow(p, size - ab_arena_top_free(&p->arena));
-      if (st == AB_OK) st = ab_arena_take_best(&p->arena, size, &off);
+      st = grow(p, size - ab_free_ranges_top_free(&p->space));
+      if (st == AB_OK) st = ab_free_ranges_take_best(&p->space, size, &off);
     }
   }
   if (st != AB_OK) return st;
   *out = p->region + off;
   if (ab_map_put(&p->live, *out, bytes << 1 | 1) != AB_OK) {
-    ab_arena_give(&p->arena, off, size);
+    ab_free_ranges_give(&p->space, off, size);
     return AB_ERR_INTERNAL;
   }
   ab_gauge_add(&s->stats.requested_bytes, (int64_t)bytes);
@@ -340,7 +340,7 @@ static ab_status planned_free(ab_strategy_t *s, ab_dptr_t ptr, uint64_t bytes, u
     return ab_diag_set(&s->dev->diag, AB_ERR_INVALID, "planned: free of 0x%llx (%llu bytes), which it did not hand out",
                        (unsigned long long)ptr, (unsigned long long)bytes);
   uint64_t size = align_up(bytes, PLANNED_ALIGN_BYTES);
-  AB_TRY(ab_arena_give(&p->arena, ptr - p->region, size));
+  AB_TRY(ab_free_ranges_give(&p->space, ptr - p->region, size));
   ab_map_take(&p->live, ptr, NULL);
   ab_gauge_sub(&s->stats.requested_bytes, (int64_t)bytes);
   ab_gauge_sub(&s->stats.allocated_bytes, (int64_t)size);
@@ -371,13 +371,13 @@ typedef struct walk_ctx_s {
 static ab_status walk_region(walk_ctx_t *w) {
   planned_t *p = w->p;
   w->region_done = true;
-  return ab_arena_walk(&p->arena, p->arena.bytes ? p->region : 0, &p->live, PLANNED_ALIGN_BYTES, "plan", true, w->fn,
-                       w->ctx);
+  return ab_free_ranges_walk(&p->space, p->space.bytes ? p->region : 0, &p->live, PLANNED_ALIGN_BYTES, "plan", true,
+                             w->fn, w->ctx);
 }
 
 static int walk_caching(void *ctx, const ab_segment_info_t *seg) {
   walk_ctx_t *w = ctx;
-  if (!w->region_done && w->p->arena.bytes && seg->base > w->p->region && (w->st = walk_region(w)) != AB_OK) return 1;
+  if (!w->region_done && w->p->space.bytes && seg->base > w->p->region && (w->st = walk_region(w)) != AB_OK) return 1;
   return w->fn(w->ctx, seg);
 }
 
@@ -400,12 +400,12 @@ static ab_status planned_check(ab_strategy_t *s, ab_diag_t *diag) {
   const ab_stats_t *st = &s->stats;
   if (sum.live_blocks != p->live.n + theirs.live_blocks || (uint64_t)st->allocated_bytes.current != sum.allocated ||
       (uint64_t)st->requested_bytes.current != sum.requested || (uint64_t)st->reserved_bytes.current != sum.reserved ||
-      sum.free != p->arena.free_bytes + theirs.free)
+      sum.free != p->space.free_bytes + theirs.free)
     return ab_diag_set(diag, AB_ERR_INTERNAL,
                        "planned: stats say %lld requested, %lld allocated, %lld reserved, %llu free; the walk finds "
                        "%llu live blocks of %llu, %llu requested, %llu allocated, %llu reserved, %llu free",
                        (long long)st->requested_bytes.current, (long long)st->allocated_bytes.current,
-                       (long long)st->reserved_bytes.current, (unsigned long long)p->arena.free_bytes,
+                       (long long)st->reserved_bytes.current, (unsigned long long)p->space.free_bytes,
                        (unsigned long long)sum.live_blocks, (unsigned long long)p->live.n,
                        (unsigned long long)sum.requested, (unsigned long long)sum.allocated,
                        (unsigned long long)sum.reserved, (unsigned long long)sum.free);

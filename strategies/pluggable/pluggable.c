@@ -34,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hashmap.h"
-#include "base/units.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/units.h"
 #include "strategies/pluggable/pluggable_card.h"
 #include "strategies/pluggable/pluggable_library.h"
 

@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "base/hashmap.h"
-#include "base/tree.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/tree.h"
 #include "strategies/pluggable/pluggable_shim.h"
 #include "strategies/strategy.h"
 

@@ -1,6 +1,6 @@
 /* pluggable_library.h: a library made for PyTorch's CUDAPluggableAllocator, loaded for the
- * pluggable strategy (pluggable_library.c), with the CUDA shim loaded before it (Note [The
- * CUDA shim], pluggable_shim.h).
+ * pluggable strategy (pluggable_library.c), with the CUDA shim loaded before it
+ * (Note [The CUDA shim], pluggable_shim.h).
  *
  * The functions are PyTorch's: alloc(size, device, stream) and free(ptr, size, device,
  * stream), and the optional hooks its loader knows: init(device_count), reset() (PyTorch's
@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "base/status.h"
+#include "kernels/base/status.h"
 #include "strategies/pluggable/pluggable_shim.h"
 
 /* The names of the functions to use; NULL for a hook not wanted. */

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/device.h"
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 void ab_fuzz_fail(const char *fmt, ...) {
   va_list ap;

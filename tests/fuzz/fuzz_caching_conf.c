@@ -1,12 +1,12 @@
 /* fuzz_caching_conf.c: PYTORCH_CUDA_ALLOC_CONF as the caching strategy reads it
- * (strategies/vocab/caching_conf.h). Any text is applied, or refused as invalid input naming the
+ * (strategies/protocol/caching_conf.h). Any text is applied, or refused as invalid input naming the
  * input with the configuration left as it was; an applied one respects PyTorch's bounds, and
  * applying the same text again changes nothing. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "vocab/caching_conf.h"
+#include "strategies/protocol/caching_conf.h"
 
 static bool same(const ab_caching_conf_t *a, const ab_caching_conf_t *b) {
   return a->max_split_size == b->max_split_size && a->max_non_split_rounding == b->max_non_split_rounding &&

@@ -1,4 +1,4 @@
-/* fuzz_kv.c: option lists (strategies/base/units.h) and every strategy's -c, from any text.
+/* fuzz_kv.c: option lists (kernels/base/units.h) and every strategy's -c, from any text.
  *
  * The first byte picks the separator (':' or '='), the rest is the text. It parses into items
  * that lie inside the text, or is refused naming the input; every typed getter takes every
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
-#include "device/device.h"
-#include "device/device_open.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "tests/fuzz/fuzz.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "traces/pickle.h"
+#include "workloads/traces/pickle.h"
 
 #define MAX_VISITS 100000 /* memo references make a graph: shared and cyclic values */
 #define MAX_DEPTH 64

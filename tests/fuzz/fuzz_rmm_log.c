@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "traces/rmm_log.h"
+#include "workloads/traces/rmm_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = strlen(ab_rmm_log_header);

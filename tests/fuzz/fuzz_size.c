@@ -1,11 +1,11 @@
-/* fuzz_size.c: the size and whole-number parsers (strategies/base/units.h): any text parses or is
+/* fuzz_size.c: the size and whole-number parsers (kernels/base/units.h): any text parses or is
  * refused with a message that names the input and a position inside the text; a parsed size
  * written as a plain number parses back to itself, and a whole number respects its maximum. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "tests/fuzz/fuzz.h"
 
 /* A refusal says "WHAT 'TEXT': at position P: ...", P inside the text or just after it (when

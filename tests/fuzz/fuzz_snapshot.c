@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "traces/snapshot.h"
-#include "traces/trace.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace.h"
 
 static void compare_readers(const uint8_t *data, size_t size) {
   ab_input_t in = {(char *)(uintptr_t)data, size};

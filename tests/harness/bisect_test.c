@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "base/units.h"
-#include "device/device_open.h"
-#include "run/bisect.h"
-#include "run/oommap.h"
-#include "run/results.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/bisect.h"
+#include "harness/run/oommap.h"
+#include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

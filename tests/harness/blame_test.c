@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/units.h"
-#include "run/blame.h"
+#include "kernels/base/units.h"
+#include "harness/run/blame.h"
 #include "tests/check.h"
 
 enum { STEPS = 24 };

@@ -5,13 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/rng.h"
-#include "base/units.h"
-#include "device/device_open.h"
-#include "run/engine.h"
-#include "run/hist.h"
-#include "run/results.h"
-#include "run/table.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
+#include "harness/run/hist.h"
+#include "harness/run/results.h"
+#include "harness/run/table.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

@@ -1,5 +1,5 @@
 /* gbench_csv_test.c: Google Benchmark's JSON to the micro-benchmarks' CSV. */
-#include "micro/gbench_csv.h"
+#include "harness/micro/gbench_csv.h"
 
 #include <unistd.h>
 

@@ -3,11 +3,11 @@
  * with --device=sim, where only the engine tests run and check that kernels are skipped. */
 #include <math.h>
 
-#include "base/units.h"
-#include "device/device_open.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
 #include "kernels/kernels.h"
 #include "kernels/pattern.h"
-#include "run/engine.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 

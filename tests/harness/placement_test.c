@@ -2,9 +2,9 @@
  * bands]) and the bands measured over them (harness/run/band.h). */
 #include <stdlib.h>
 
-#include "device/device_open.h"
-#include "run/band.h"
-#include "run/bisect.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/band.h"
+#include "harness/run/bisect.h"
 #include "strategies/registry.h"
 #include "workloads/workload.h"
 

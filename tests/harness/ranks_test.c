@@ -12,14 +12,14 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "device/device_open.h"
+#include "kernels/base/clock.h"
+#include "kernels/device/device_open.h"
 #include "kernels/kernels.h"
-#include "ranks/group.h"
-#include "ranks/ranks.h"
-#include "ranks/launch.h"
-#include "ranks/link.h"
-#include "run/results.h"
+#include "harness/ranks/group.h"
+#include "harness/ranks/ranks.h"
+#include "harness/ranks/launch.h"
+#include "harness/ranks/link.h"
+#include "harness/run/results.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 

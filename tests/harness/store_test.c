@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "ranks/link.h"
-#include "ranks/store.h"
+#include "kernels/base/clock.h"
+#include "harness/ranks/link.h"
+#include "harness/ranks/store.h"
 
 #include "tests/check.h"
 

@@ -1,12 +1,12 @@
 /* verify_test.c: --verify catches a strategy that hands out live memory twice, and passes
  * the real strategies. Run with --device=sim (the range set; plus the device-free tests) and
  * with --device=cuda (the pattern; the gpu label, skipped without a usable GPU). */
-#include "base/rng.h"
-#include "base/units.h"
-#include "device/device_open.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
 #include "kernels/pattern.h"
-#include "run/engine.h"
-#include "run/verify.h"
+#include "harness/run/engine.h"
+#include "harness/run/verify.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

@@ -1,5 +1,5 @@
 /* tuning must not reach ranks.h, a header of a layer beside it, which it does not link: this file must not compile. */
-#include "ranks/ranks.h"
+#include "harness/ranks/ranks.h"
 
 int ab_layers_probe(void);
 int ab_layers_probe(void) { return 0; }

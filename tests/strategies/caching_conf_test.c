@@ -1,10 +1,10 @@
 /* caching_conf_test.c: PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it
- * (strategies/vocab/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
+ * (strategies/protocol/caching_conf.c): the strings PyTorch accepts and refuses, with its error text
  * (PyTorch v2.11.0, c10/core/AllocatorConfig.cpp and c10/cuda/CUDAAllocatorConfig.cpp, the
  * parseArgs of each, and their tests in test/test_cuda.py). */
 #include <string.h>
 
-#include "vocab/caching_conf.h"
+#include "strategies/protocol/caching_conf.h"
 
 #include "tests/check.h"
 

@@ -15,12 +15,12 @@
  * The recorded files ship with the repository: one missing or broken fails the tests. */
 #include <math.h>
 
-#include "base/input.h"
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/base/input.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/caching/caching.h"
 #include "strategies/registry.h"
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 #include "tests/check.h"
 

@@ -7,11 +7,11 @@
  * and size, in order) and reach the same peak reserved and allocated bytes: the strategy is one
  * piece of code whatever the device. The recorded replay on the GPU must also make the
  * decisions PyTorch recorded under the preset's configuration. */
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/caching/caching.h"
 #include "strategies/registry.h"
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 #include "workloads/workload.h"
 
 #include "tests/check.h"

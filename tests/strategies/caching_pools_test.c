@@ -6,7 +6,7 @@
  * are checked after every call. */
 #include <string.h>
 
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "strategies/caching/caching.h"
 
 #include "tests/check.h"

@@ -7,9 +7,9 @@
  * statistics equal sums over blocks) are checked after every call. */
 #include "strategies/caching/caching.h"
 
-#include "base/rng.h"
-#include "base/units.h"
-#include "device/device_open.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device_open.h"
 #include "strategies/registry.h"
 
 #include "tests/check.h"

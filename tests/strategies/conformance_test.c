@@ -8,11 +8,11 @@
  * with nothing leaked. */
 #include <stdlib.h>
 
-#include "base/rng.h"
-#include "base/tree.h"
-#include "base/units.h"
-#include "device/device.h"
-#include "device/device_open.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/tree.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 

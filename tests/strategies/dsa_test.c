@@ -6,13 +6,13 @@
  * below, as it was, as the reference: its offsets and peak are compared with the packer's on
  * the workloads, the recorded CNN run and random runs of one stream and of several, with
  * ties of size and start, lifetimes of 0 bytes, lifetimes never freed and SYNCs far after
- * the frees, where either heuristic wins. Nothing here is timed; tests/oracle_bench.sh
+ * the frees, where either heuristic wins. Nothing here is timed; tests/bench/oracle_bench.sh
  * measures. */
 #include <string.h>
 
-#include "base/rng.h"
-#include "run/lifetimes.h"
-#include "strategies/arena.h"
+#include "kernels/base/rng.h"
+#include "harness/run/lifetimes.h"
+#include "strategies/common/free_ranges.h"
 #include "strategies/planned/dsa.h"
 #include "workloads/workload.h"
 
@@ -241,26 +241,26 @@ static ab_status ref_best_fit_in_time(const ab_lifetime_t *lt, size_t n, uint64_
     if (end != UINT64_MAX) rel[nrel++] = (release_t){end, i};
   }
   qsort(rel, nrel, sizeof *rel, release_by_time);
-  ab_arena_t a;
-  ab_arena_init(&a);
+  ab_free_ranges_t a;
+  ab_free_ranges_init(&a);
   ab_status st = AB_OK;
   size_t r = 0;
   for (size_t i = 0; st == AB_OK && i < n; i++) {
     for (; st == AB_OK && r < nrel && rel[r].at <= lt[i].start; r++)
-      st = ab_arena_give(&a, offset[rel[r].i], (lt[rel[r].i].bytes + align - 1) & ~(align - 1));
+      st = ab_free_ranges_give(&a, offset[rel[r].i], (lt[rel[r].i].bytes + align - 1) & ~(align - 1));
     uint64_t size = (lt[i].bytes + align - 1) & ~(align - 1);
     if (st != AB_OK || size == 0) {
       offset[i] = 0;
       continue;
     }
-    st = ab_arena_take_best(&a, size, &offset[i]);
+    st = ab_free_ranges_take_best(&a, size, &offset[i]);
     if (st == AB_ERR_OOM) {
-      st = ab_arena_grow(&a, size - ab_arena_top_free(&a));
-      if (st == AB_OK) st = ab_arena_take_best(&a, size, &offset[i]);
+      st = ab_free_ranges_grow(&a, size - ab_free_ranges_top_free(&a));
+      if (st == AB_OK) st = ab_free_ranges_take_best(&a, size, &offset[i]);
     }
   }
   *peak = a.bytes;
-  ab_arena_clear(&a);
+  ab_free_ranges_clear(&a);
   free(rel);
   return st;
 }

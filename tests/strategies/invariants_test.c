@@ -3,9 +3,9 @@
  * that are not the sums over the blocks, on a strategy that hands out live memory again,
  * and on every rule of the segment walk check. pooled_check_test.c breaks pooled's own
  * structures. */
-#include "device/device.h"
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

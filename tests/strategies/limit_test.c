@@ -8,12 +8,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "base/rng.h"
-#include "device/device_open.h"
-#include "run/bisect.h"
-#include "run/engine.h"
-#include "run/lifetimes.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/rng.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/bisect.h"
+#include "harness/run/engine.h"
+#include "harness/run/lifetimes.h"
 #include "strategies/planned/dsa.h"
 #include "strategies/registry.h"
 #include "workloads/workload.h"

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/units.h"
-#include "device/device.h"
-#include "device/device_open.h"
+#include "kernels/base/units.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 
@@ -257,7 +257,7 @@ static void async_calls_use_the_pool(void) {
  * device by cudaMemGetInfo. Its NULL is an OOM. */
 static void oom_without_a_failed_call(void) {
   world_t w;
-  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("arena", ":arena_alloc:arena_free"), NULL, 0, 0), "%s", w.diag.msg);
+  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("gives_up", ":bump_alloc:bump_free"), NULL, 0, 0), "%s", w.diag.msg);
   ab_dptr_t p[3];
   for (int i = 0; i < 2; i++) CHECK(ab_strategy_alloc(w.s, 3 << 20, 0, &p[i]) == AB_OK);
   CHECK(ab_strategy_alloc(w.s, 3 << 20, 0, &p[2]) == AB_ERR_OOM);
@@ -266,7 +266,7 @@ static void oom_without_a_failed_call(void) {
   for (int i = 0; i < 2; i++) CHECK(ab_strategy_free(w.s, p[i], 3 << 20, 0) == AB_OK);
   world_close(&w);
 
-  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("arena", ":room_alloc:room_free"), NULL, 1ULL << 30, 0), "%s", w.diag.msg);
+  REQUIRE_MSG(world_open(&w, TEST_PLUGIN("gives_up", ":room_alloc:room_free"), NULL, 1ULL << 30, 0), "%s", w.diag.msg);
   CHECK(ab_strategy_alloc(w.s, 2ULL << 30, 0, &p[0]) == AB_ERR_OOM);
   CHECK_EQ(stats_of(&w).num_ooms, 1);
   CHECK_EQ(w.dev->calls.malloc, 0);

@@ -15,11 +15,11 @@
  * and prints the figures of each pair. */
 #include <stdlib.h>
 
-#include "base/clock.h"
-#include "device/device.h"
-#include "device/device_open.h"
-#include "device/sim.h"
-#include "run/engine.h"
+#include "kernels/base/clock.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
+#include "kernels/device/sim.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"

@@ -3,7 +3,7 @@
  * invariant checks after every call: the release frees only pBlocks that are not split; a
  * freed stitched block's chunks serve any request from their pBlocks; an sBlock whose chunks
  * are all free serves a later request whole; empty_cache drops the sBlocks not in use. */
-#include "base/units.h"
+#include "kernels/base/units.h"
 #include "strategies/registry.h"
 
 #include "tests/check.h"

@@ -1,11 +1,11 @@
 /* pickle_test.c: the pickle machine and writer (workloads/traces/pickle.h): scalars and
  * containers, the memo, refusals that name the opcode and the byte, and the writer's output
  * read back. */
-#include "base/input.h"
+#include "kernels/base/input.h"
 #include "tests/check.h"
 #include "tests/pickle_bytes.h"
-#include "traces/pickle.h"
-#include "traces/pickle_ops.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/pickle_ops.h"
 
 /* Parses a pickle given as bytes. */
 static ab_status parse(const char *bytes, size_t len, ab_pickle_t *pk, ab_diag_t *diag) {

@@ -2,7 +2,7 @@
  * through the trace loader: its actions, a failed allocation counted as a traced OOM, a free
  * of memory allocated before the log, and errors that name the line and the column. */
 #include "tests/check.h"
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 static void rmm_log_reads_and_refuses(void) {
   static const char log[] =

@@ -12,12 +12,12 @@
 #include <zlib.h>
 #endif
 
-#include "base/input.h"
+#include "kernels/base/input.h"
 #include "tests/check.h"
 #include "tests/pickle_bytes.h"
 #include "tests/snapshot_frames.h"
-#include "traces/snapshot.h"
-#include "traces/trace.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace.h"
 
 #define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 #define SEEDS AB_SOURCE_DIR "/tests/fuzz/corpus/snapshot/"

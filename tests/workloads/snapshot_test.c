@@ -4,13 +4,13 @@
  * creates what existed before it (Note [Memory that existed before the trace]). */
 #include <time.h>
 
-#include "base/input.h"
-#include "base/rng.h"
+#include "kernels/base/input.h"
+#include "kernels/base/rng.h"
 #include "tests/check.h"
 #include "tests/pickle_bytes.h"
-#include "traces/pickle.h"
-#include "traces/snapshot.h"
-#include "traces/trace.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace.h"
 
 #define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 

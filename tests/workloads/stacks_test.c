@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "events/stacks.h"
+#include "workloads/events/stacks.h"
 #include "tests/check.h"
 
 static void interned_once(void) {

@@ -4,13 +4,13 @@
  * allocated before the trace (Note [Memory that existed before the trace]), records
  * that contradict each other refused at their position, and each alloc record's call stack
  * given to the allocation it becomes (Note [Stacks of the records]). */
-#include "run/engine.h"
-#include "run/pipeline.h"
-#include "run/results.h"
+#include "harness/run/engine.h"
+#include "harness/run/pipeline.h"
+#include "harness/run/results.h"
 #include "tests/check.h"
 #include "tests/two_streams.h"
-#include "traces/snapshot.h"
-#include "traces/trace_builder.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace_builder.h"
 
 typedef struct rec_s {
   ab_trace_action_t action;

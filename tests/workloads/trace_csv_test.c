@@ -1,12 +1,12 @@
 /* trace_csv_test.c: allocbench's CSV trace (workloads/traces/trace_csv.h) read through the
  * trace loader: streams keep their order and the free phases their meaning, blank lines and
  * CRLF endings are taken, and every error names the line. */
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "tests/check.h"
 #include "tests/two_streams.h"
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 static void csv_streams_keep_order_and_phases(void) {
   static const char csv[] =

@@ -6,14 +6,14 @@
 #include <zlib.h>
 #endif
 
-#include "device/device_open.h"
-#include "run/engine.h"
-#include "strategies/adaptor_trace.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
+#include "strategies/common/adaptor_trace.h"
 #include "strategies/registry.h"
 #include "tests/check.h"
-#include "traces/snapshot.h"
-#include "traces/trace.h"
-#include "traces/trace_csv.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace.h"
+#include "workloads/traces/trace_csv.h"
 
 #define RECORDED AB_TEST_DATA_DIR "/pytorch-2.11-h200/"
 

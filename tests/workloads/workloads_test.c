@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "device/device.h"
-#include "device/device_open.h"
-#include "run/engine.h"
+#include "kernels/base/clock.h"
+#include "kernels/device/device.h"
+#include "kernels/device/device_open.h"
+#include "harness/run/engine.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "tests/check.h"

@@ -1,4 +1,4 @@
-#include "events/events.h"
+#include "workloads/events/events.h"
 
 #include <stdarg.h>
 #include <stdio.h>

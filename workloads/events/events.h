@@ -43,12 +43,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/status.h"
-#include "device/device.h"
-#include "events/stacks.h"
+#include "kernels/base/status.h"
+#include "kernels/device/device.h"
+#include "workloads/events/stacks.h"
 #include "kernels/kernel_desc.h"
-#include "vocab/pools.h"
-#include "vocab/trace_actions.h"
+#include "strategies/protocol/pools.h"
+#include "strategies/protocol/trace_actions.h"
 
 typedef enum ab_event_kind_e {
   AB_EV_ALLOC = 1,

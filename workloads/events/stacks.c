@@ -1,5 +1,5 @@
 /* stacks.c: interned call stacks (stacks.h, Note [Stacks of a trace]). */
-#include "events/stacks.h"
+#include "workloads/events/stacks.h"
 
 #include <stdio.h>
 #include <stdlib.h>

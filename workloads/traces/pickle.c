@@ -3,8 +3,8 @@
  * The machine follows Python's own unpickler (Lib/pickle.py, _Unpickler): one value stack,
  * a stack of MARK positions (Python's metastack), and the memo. Values below the newest
  * mark belong to the enclosing frame, so no opcode may pop them. */
-#include "traces/pickle.h"
-#include "traces/pickle_ops.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/pickle_ops.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -35,9 +35,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/hashmap.h"
-#include "base/output.h"
-#include "base/status.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/output.h"
+#include "kernels/base/status.h"
 
 typedef enum ab_pk_type_e {
   AB_PK_NONE = 1,

@@ -1,5 +1,5 @@
 /* rmm_log.c: RMM's logging_resource_adaptor CSV (rmm_log.h). */
-#include "traces/rmm_log.h"
+#include "workloads/traces/rmm_log.h"
 
 #include <string.h>
 

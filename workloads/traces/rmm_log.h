@@ -12,8 +12,8 @@
 #ifndef AB_RMM_LOG_H
 #define AB_RMM_LOG_H
 
-#include "base/input.h"
-#include "traces/trace_builder.h"
+#include "kernels/base/input.h"
+#include "workloads/traces/trace_builder.h"
 
 extern const char ab_rmm_log_header[];
 

@@ -1,14 +1,14 @@
 /* snapshot.c: PyTorch's memory snapshot, both ways (snapshot.h). */
-#include "traces/snapshot.h"
+#include "workloads/traces/snapshot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces/pickle.h"
-#include "traces/snapshot_walk.h"
-#include "vocab/caching_conf.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/snapshot_walk.h"
+#include "strategies/protocol/caching_conf.h"
 
 /* ---- reading -------------------------------------------------------------------------------- */
 
@@ -33,7 +33,7 @@ typedef struct reader_s {
   ab_diag_t *diag;
   uint64_t visits_left; /* Note [Reading in linear time] */
   uint64_t file_bytes;
-  /* Note [An entry's frames]: what was interned, by the address of the value in the tree, so
+  /* What was interned (Note [An entry's frames]), by the address of the value in the tree, so
    * that a string, frame or list the memo names many times is read once (linear time too). */
   ab_map_t text_of, frame_of, stack_of; /* address -> its number + 1 */
   uint32_t *ids;                        /* a list's frames, while it is read */
@@ -133,8 +133,8 @@ static ab_status pool_ids(const reader_t *r, const ab_pk_t *v, const loc_t *at, 
   return AB_OK;
 }
 
-/* A pool id under key in d, as the index of its pool in the builder (Note [Pools of a
- * trace]); *out is AB_TRACE_POOL_INFER when d has no `key`. */
+/* A pool id under key in d, as the index of its pool in the builder
+ * (Note [Pools of a trace]); *out is AB_TRACE_POOL_INFER when d has no `key`. */
 static ab_status pool_field(const reader_t *r, const ab_pk_t *d, const char *key, const loc_t *at, ab_trace_builder_t *b,
                             int *out) {
   const ab_pk_t *v = ab_pk_get(d, key);

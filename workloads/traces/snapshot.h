@@ -9,8 +9,8 @@
  *                       total_size, stream, is_expandable and blocks {address, size,
  *                       requested_size, state}
  *   allocator_settings  the settings at the snapshot (PYTORCH_CUDA_ALLOC_CONF, max_split_size,
- *                       expandable_segments, roundup_power2_divisions, ...: Note [The
- *                       settings a snapshot holds] in snapshot.c)
+ *                       expandable_segments, roundup_power2_divisions, ...:
+ *                       Note [The settings a snapshot holds] in snapshot.c)
  *
  * Reading takes one device's trace (the first with entries unless one is asked for), its
  * segments as the end state (trace.h: Note [Memory that existed before the trace]) and the
@@ -27,10 +27,10 @@
 #ifndef AB_SNAPSHOT_H
 #define AB_SNAPSHOT_H
 
-#include "base/input.h"
-#include "traces/pickle.h"
-#include "traces/trace_builder.h"
-#include "vocab/trace_log.h"
+#include "kernels/base/input.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/trace_builder.h"
+#include "strategies/protocol/trace_log.h"
 
 /* Reads the snapshot pickled in `in` into the builder; device < 0 picks the first device
  * with trace entries. Errors name path and the byte offset. The whole file is parsed into a
@@ -47,8 +47,8 @@ ab_status ab_snapshot_read_stream(const char *path, ab_instream_t *in, int devic
 /* Writes log as a snapshot pickle at path: streams under their recorded values
  * (stream_values[index]; the index itself beyond nstreams), conf as the recorded
  * PYTORCH_CUDA_ALLOC_CONF. With caching (the run was one of PyTorch's allocator, conf its
- * settings), the structured settings PyTorch writes beside the string too (Note [The settings
- * a snapshot holds] in snapshot.c). The log must have been captured. AB_ERR_IO naming the
+ * settings), the structured settings PyTorch writes beside the string too
+ * (Note [The settings a snapshot holds] in snapshot.c). The log must have been captured. AB_ERR_IO naming the
  * path. */
 ab_status ab_snapshot_write(const char *path, const ab_trace_log_t *log, const uint64_t *stream_values,
                             unsigned nstreams, const char *conf, bool caching, ab_diag_t *diag);

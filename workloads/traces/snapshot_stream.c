@@ -33,11 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hashmap.h"
-#include "events/stacks.h"
-#include "traces/pickle_ops.h"
-#include "traces/snapshot.h"
-#include "traces/snapshot_walk.h"
+#include "kernels/base/hashmap.h"
+#include "workloads/events/stacks.h"
+#include "workloads/traces/pickle_ops.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/snapshot_walk.h"
 
 /* ---- roles and the keys read (snapshot.c) ---------------------------------------------------- */
 
@@ -220,7 +220,7 @@ struct cont_s {
   uint64_t seen;     /* a trace: entries read (placed, or in a run) */
   ab_snap_entry_t e; /* an entry: its fields (Note [Entries as they are read]) */
   cont_t *next, *prev; /* every container made, to free them */
-  /* Note [Frames as they are read]: a list of frames, or an entry holding one */
+  /* a list of frames, or an entry holding one (Note [Frames as they are read]) */
   uint8_t fkind;     /* F_*: how the list is known */
   uint32_t fref;     /* F_REF: the memo's word for the list named */
   uint32_t *ids;     /* F_IDS: its frames' local numbers */
@@ -248,8 +248,8 @@ static ab_pk_seq_t no_items; /* an opaque container read as a value: empty, of i
 
 /* The memo's words: 0 never set; the type of an opaque container; a container with a role
  * (refused when fetched); a string too long to keep; a bytes value; or an index into vals;
- * past W_TAGGED, a tag in the top three bits and a number below (Note [Frames as they are
- * read]): a frame, a list of frames interned locally or in the builder's stacks, or a frame or
+ * past W_TAGGED, a tag in the top three bits and a number below
+ * (Note [Frames as they are read]): a frame, a list of frames interned locally or in the builder's stacks, or a frame or
  * list still being read (refused when fetched). */
 enum { M_UNSET = 0, M_LIST, M_DICT, M_TUPLE, M_ROLE, M_LONGSTR, M_BYTES, M_VALS };
 enum { T_FRAME = 4, T_LOCAL, T_STACK, T_PENDING };
@@ -702,8 +702,8 @@ static void frame_field(svm_t *vm, cont_t *f, uint8_t key, const sv_t *v) {
   }
 }
 
-/* A frame appended to its list: its local number, UINT32_MAX when it is not one as Note [An
- * entry's frames] says; its memo word becomes that (an opaque dict when not one). */
+/* A frame appended to its list: its local number, UINT32_MAX when it is not one as
+ * Note [An entry's frames] says; its memo word becomes that (an opaque dict when not one). */
 static ab_status frame_done(svm_t *vm, cont_t *f, uint32_t *id) {
   if (f->fixed) { /* read already, when it was fetched */
     *id = W_TAG(f->fref) == T_FRAME ? W_NUM(f->fref) : UINT32_MAX;
@@ -1475,7 +1475,7 @@ static inline void fast_int(ab_snap_entry_t *e, unsigned f, uint8_t width, uint6
  * bytes are in the window without a check for each. */
 #define PAIR_BYTES 10
 
-/* Note [An entry's body at once]: true when the body was read. */
+/* True when the body was read (Note [An entry's body at once]). */
 static bool fast_entry(svm_t *vm) {
   cont_t *c = vm->stack[vm->n - 1].c;
   if (c == NULL || c->placed || c->count || (vm->nmarks && vm->marks[vm->nmarks - 1] >= vm->n)) return false;
@@ -1566,8 +1566,8 @@ give_up: /* the opcodes run one by one, setting the same fields again */
 
 /* Note [Entries in a row]
  * In a trace's batch, entry follows entry: EMPTY_DICT, MARK, the body, SETITEMS, then the
- * next one's EMPTY_DICT. When an entry's body was read at once (Note [An entry's body at
- * once]) and the next entry begins right after it in the window, what make() would do there
+ * next one's EMPTY_DICT. When an entry's body was read at once
+ * (Note [An entry's body at once]) and the next entry begins right after it in the window, what make() would do there
  * is done without its search for the place: the entry read goes to the builder and joins the
  * run below it (Note [A run of entries]), and its container becomes the next entry, made at
  * that EMPTY_DICT, whose body is read at once in turn. The loop stops at anything else, with
@@ -1747,7 +1747,7 @@ static ab_status drain(svm_t *vm) {
     ab_instream_consume(vm->in, avail);
   }
 }
-/* The checks at the end: the candidate trace is the chosen device's (Note [Streaming...], 3). */
+/* The checks at the end: the candidate trace is the chosen device's (Note [Streaming a snapshot], 3). */
 static ab_status finish(svm_t *vm) {
   AB_TRY(drain(vm));
   uint64_t total = ab_instream_offset(vm->in);

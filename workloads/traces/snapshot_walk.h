@@ -6,8 +6,8 @@
 #ifndef AB_SNAPSHOT_WALK_H
 #define AB_SNAPSHOT_WALK_H
 
-#include "traces/pickle.h"
-#include "traces/trace_builder.h"
+#include "workloads/traces/pickle.h"
+#include "workloads/traces/trace_builder.h"
 
 /* The rest of the snapshot rooted at root (the device chosen, segments, settings), its chosen
  * device's entries already given to the builder (as snapshot.c's read_entry gives them):

@@ -1,12 +1,12 @@
 /* trace.c: a trace's format recognised from its content (trace.h). */
-#include "traces/trace.h"
+#include "workloads/traces/trace.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "traces/rmm_log.h"
-#include "traces/snapshot.h"
-#include "traces/trace_csv.h"
+#include "workloads/traces/rmm_log.h"
+#include "workloads/traces/snapshot.h"
+#include "workloads/traces/trace_csv.h"
 
 static bool starts_line(const unsigned char *data, size_t len, const char *header) {
   size_t n = strlen(header);

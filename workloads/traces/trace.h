@@ -14,9 +14,9 @@
 #ifndef AB_TRACE_H
 #define AB_TRACE_H
 
-#include "base/input.h"
-#include "events/events.h"
-#include "traces/trace_builder.h"
+#include "kernels/base/input.h"
+#include "workloads/events/events.h"
+#include "workloads/traces/trace_builder.h"
 
 typedef struct ab_trace_opts_s {
   int device;            /* snapshots: the device whose trace to read; -1: the first with entries */
@@ -27,8 +27,8 @@ typedef struct ab_trace_opts_s {
   bool decisions_only;
   /* What the run is made under, in bytes (0: not known): the memory cap the program ran under
    * (PyTorch's set_per_process_memory_fraction) and the card's total, which tell PyTorch's
-   * own segment releases from the program's empty_cache (trace_builder.c, Note [Releases
-   * inside a malloc]). */
+   * own segment releases from the program's empty_cache (trace_builder.c,
+   * Note [Releases inside a malloc]). */
   uint64_t cap, card;
 } ab_trace_opts_t;
 

@@ -1,5 +1,5 @@
 /* trace_builder.c: PyTorch-style records to events (trace_builder.h). */
-#include "traces/trace_builder.h"
+#include "workloads/traces/trace_builder.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hashmap.h"
-#include "vocab/caching_conf.h"
+#include "kernels/base/hashmap.h"
+#include "strategies/protocol/caching_conf.h"
 
 /* A record's pool once inferred and it could not be told (Note [Pools of a trace]). */
 #define POOL_UNKNOWN (-2)
@@ -544,8 +544,8 @@ static void route_to(ab_events_t *es, routing_t *rt, int pool) {
  * may come from any allocator (allocbench's exports of raw free a segment at every free). */
 static bool pytorch(const ab_trace_builder_t *b) { return b->pytorch; }
 
-/* Whether an `oom` record stands for the request that failed (Note [A trace that ends in an
- * OOM]): in PyTorch's snapshots and in what allocbench writes in their vocabulary, a
+/* Whether an `oom` record stands for the request that failed
+ * (Note [A trace that ends in an OOM]): in PyTorch's snapshots and in what allocbench writes in their vocabulary, a
  * snapshot or a CSV trace; an RMM log's failures say nothing of how its program went on. */
 static bool oom_is_a_request(const ab_trace_builder_t *b) {
   return pytorch(b) || b->info.format == NULL || strcmp(b->info.format, "rmm-log") != 0;
@@ -756,7 +756,7 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
   b->info.preexisting = npre;
   uint8_t *empty = st == AB_OK ? find_empty_caches(b) : NULL;
   if (st == AB_OK && empty == NULL) st = AB_ERR_INTERNAL;
-  /* Note [A trace that ends in an OOM]: the last oom, when no alloc follows it. */
+  /* The last oom, when no alloc follows it (Note [A trace that ends in an OOM]). */
   for (size_t i = b->nrecs; i-- > 0 && st == AB_OK && oom_is_a_request(b);) {
     if (b->recs[i].action == AB_TR_ALLOC) break;
     if (b->recs[i].action == AB_TR_OOM) {

@@ -95,10 +95,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/hashmap.h"
-#include "base/input.h"
-#include "events/events.h"
-#include "vocab/trace_actions.h"
+#include "kernels/base/hashmap.h"
+#include "kernels/base/input.h"
+#include "workloads/events/events.h"
+#include "strategies/protocol/trace_actions.h"
 
 #define AB_TRACE_MAX_STREAMS AB_MAX_STREAMS /* device.h */
 #define AB_TRACE_MAX_ACTION_NAMES 16
@@ -119,7 +119,7 @@ typedef struct ab_trace_info_s {
   uint64_t other_actions;    /* records under names beyond the table's room */
   unsigned nstreams;
   uint64_t stream_values[AB_TRACE_MAX_STREAMS]; /* the recorded value of each stream index */
-  uint64_t preexisting;      /* blocks created at the start (Note [Memory that existed...]) */
+  uint64_t preexisting;      /* blocks created at the start (Note [Memory that existed before the trace]) */
   uint64_t peak_requested;   /* highest sum of the requested bytes of live blocks */
   bool end_state;            /* a snapshot's `segments` gave the state at the end */
   uint64_t reserved_start, reserved_peak, reserved_end; /* bytes the recorded segment events imply */
@@ -140,8 +140,8 @@ typedef struct ab_trace_info_s {
   uint64_t pool_inferred;    /* allocations whose pool came from the segment they fall in */
   uint64_t pool_unknown;     /* allocations whose pool could not be told (in pools[0]) */
   uint64_t empty_caches;     /* torch.cuda.empty_cache() calls recognised in the records */
-  uint64_t releases_pytorch; /* runs of segment releases that were PyTorch's own (Note [Releases
-                              * inside a malloc], trace_builder.c) */
+  uint64_t releases_pytorch; /* runs of segment releases that were PyTorch's own
+                              * (Note [Releases inside a malloc], trace_builder.c) */
   uint64_t releases_untold;  /* runs that could be either, without the cap (the same Note) */
   bool final_oom;            /* Note [A trace that ends in an OOM]: its request is replayed */
   uint64_t caught_ooms;      /* the same Note: OOMs the program caught, requested again */

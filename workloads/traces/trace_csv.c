@@ -1,11 +1,11 @@
-#include "traces/trace_csv.h"
+#include "workloads/traces/trace_csv.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "base/output.h"
+#include "kernels/base/output.h"
 
 const char ab_trace_csv_header[] = "action,addr,size,stream,time_us";
 const char ab_trace_csv_header_pooled[] = "action,addr,size,stream,time_us,pool";

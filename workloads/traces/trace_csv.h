@@ -7,9 +7,9 @@
 
 #include <stdint.h>
 
-#include "base/input.h"
-#include "traces/trace_builder.h"
-#include "vocab/trace_log.h"
+#include "kernels/base/input.h"
+#include "workloads/traces/trace_builder.h"
+#include "strategies/protocol/trace_log.h"
 
 /* The header line that starts the format. */
 extern const char ab_trace_csv_header[];

@@ -1,9 +1,9 @@
 /* measure_footprint.c: what the driver really holds for cudaMalloc and for cudaMallocAsync's
  * pool, on the random sequence of workloads/random.c and on probes of single sizes. The
  * simulated card's model of both (sim_cost.c, Note [Driver footprint]) is fitted to what
- * this prints; footprint.csv holds its figures and tests/strategies/footprint_test.c the model to them.
+ * this prints; footprint.csv holds its figures and tests/kernels/footprint_test.c the model to them.
  *
- * Build and run (run.sh): nvcc -O2 -Istrategies/base measure_footprint.c -o measure -lcuda
+ * Build and run (run.sh): nvcc -O2 -I../../.. measure_footprint.c -o measure -lcuda
  *   ./measure OUTDIR      writes OUTDIR/footprint.csv, OUTDIR/probe_*.csv, OUTDIR/ops_*.csv
  *
  * Footprint of cudaMalloc: the fall of cudaMemGetInfo's free bytes since the start (nothing
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/rng.h"
+#include "kernels/base/rng.h"
 
 #define CHECK(call)                                                                                  \
   do {                                                                                               \

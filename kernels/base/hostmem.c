@@ -1,0 +1,51 @@
+/* hostmem.c: the host memory this process can still take (hostmem.h). */
+#include "kernels/base/hostmem.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static uint64_t least(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* The number after `key` in a "Key: value kB" file, in bytes; UINT64_MAX if absent. */
+static uint64_t kib_field(const char *path, const char *key) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return UINT64_MAX;
+  char line[256];
+  unsigned long long kib = 0;
+  uint64_t bytes = UINT64_MAX;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, key, klen) == 0 && sscanf(line + klen, " %llu", &kib) == 1) {
+      bytes = (uint64_t)kib * 1024;
+      break;
+    }
+  fclose(f);
+  return bytes;
+}
+
+/* A file holding one number of bytes ("max" and anything unreadable: UINT64_MAX). */
+static uint64_t bytes_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return UINT64_MAX;
+  unsigned long long v = 0;
+  int got = fscanf(f, "%llu", &v);
+  fclose(f);
+  return got == 1 ? (uint64_t)v : UINT64_MAX;
+}
+
+/* Room under a resource limit above `used` bytes. */
+static uint64_t under_limit(int resource, uint64_t used) {
+  struct rlimit rl;
+  if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || used == UINT64_MAX) return UINT64_MAX;
+  return rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
+}
+
+uint64_t ab_host_memory_available(void) {
+  uint64_t room = kib_field("/proc/meminfo", "MemAvailable:");
+  room = least(room, under_limit(RLIMIT_AS, kib_field("/proc/self/status", "VmSize:")));
+  room = least(room, under_limit(RLIMIT_DATA, kib_field("/proc/self/status", "VmData:")));
+  uint64_t max = bytes_file("/sys/fs/cgroup/memory.max"), current = bytes_file("/sys/fs/cgroup/memory.current");
+  if (max != UINT64_MAX && current != UINT64_MAX) room = least(room, max > current ? max - current : 0);
+  return room;
+}
