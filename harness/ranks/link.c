@@ -35,7 +35,9 @@ static int stop_signal(const ab_link_t *l) { return l->waits.stop ? (int)*l->wai
 static ab_status gave_up(ab_link_t *l, ab_wait_t w, const char *whom, const char *doing, double waited,
                          const char *bound, ab_diag_t *diag) {
   l->gave_up = true;
-  if (w == AB_WAIT_STOPPED)
+  /* A stop signal that arrives while the engine is answering ends its request, not the wait,
+   * which then sees the engine lost: the interrupt is still what ended it. */
+  if (w == AB_WAIT_STOPPED || stop_signal(l))
     return ab_diag_set(diag, AB_ERR_IO, "interrupted (%s) while rank %u waited for %s through %s %s",
                        ab_signal_name(stop_signal(l)), l->rank, whom, l->engine, doing);
   if (w == AB_WAIT_TIMEOUT)
