@@ -997,6 +997,20 @@ ab_status ab_cli_append(const ab_run_spec_t *o, const ab_table_t *t, const char 
   return AB_OK;
 }
 
+const char *ab_cli_strategy_shown(const char *name, char *buf, size_t size) {
+  static const char prefix[] = "pluggable:";
+  if (strncmp(name, prefix, sizeof prefix - 1) != 0) {
+    snprintf(buf, size, "%s", name);
+    return buf;
+  }
+  /* The path holds no ':' (the strategy refuses one), so it ends at the first. */
+  const char *path = name + sizeof prefix - 1, *end = path + strcspn(path, ":"), *file = path;
+  for (const char *p = path; p < end; p++)
+    if (*p == '/') file = p + 1;
+  snprintf(buf, size, "%s%s", prefix, file);
+  return buf;
+}
+
 ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t nconfs, ab_cli_strategies_t *out,
                             ab_diag_t *diag) {
   memset(out, 0, sizeof *out);

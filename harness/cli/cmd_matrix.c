@@ -12,7 +12,7 @@
  *    error, the others go on, and the command exits 1 at the end.
  * 4. Each pair that ran also gets its smallest budget searched (bisect.h, as `allocbench oom`
  *    does): a row in DIR/oom.csv, and the segment map of the failing probe in
- *    DIR/oommap_<workload>_<strategy>.csv.
+ *    DIR/oommap_<workload>[_conf-<hash>]_<strategy>.csv.
  * 5. SIGINT or SIGTERM stops the run in progress (unrecorded) and the matrix; the table
  *    shows the runs recorded, and the command says where they are (cli.h).
  * 6. The table, a workload at a time, fits 120 columns (Note [The matrix for people]).
@@ -179,7 +179,9 @@ static ab_status print_workload(FILE *f, const ab_table_t *rows, const budget_t 
       format_ns(step_ms * 1e6, step, sizeof step);
     else
       step[0] = '\0';
-    const char *cells[] = {ab_table_get(rows, r, "strategy"), ab_table_get(rows, r, "status"), res, budget, ratio, frag,
+    char shown[1024];
+    const char *cells[] = {ab_cli_strategy_shown(ab_table_get(rows, r, "strategy"), shown, sizeof shown),
+                           ab_table_get(rows, r, "status"), res, budget, ratio, frag,
                            ab_table_get(rows, r, "num_device_alloc"),
                            format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p50"), NULL), p50, sizeof p50),
                            format_ns(strtod(ab_table_get(rows, r, "alloc_ns_p99"), NULL), p99, sizeof p99), step};
@@ -193,8 +195,10 @@ static ab_status print_workload(FILE *f, const ab_table_t *rows, const budget_t 
     for (size_t r = first; r < end; r++) {
       const char *shown = fig[2 * (r - first) + (size_t)c];
       if (shown[strlen(shown) - 1] != '*' || (c == 1 && budgets[r].state != BUDGET_FOUND)) continue;
-      char item[160];
-      int len = snprintf(item, sizeof item, "%s %" PRIu64 " B", ab_table_get(rows, r, "strategy"), v[2 * (r - first) + (size_t)c]);
+      char item[160], name[1024];
+      int len = snprintf(item, sizeof item, "%s %" PRIu64 " B",
+                         ab_cli_strategy_shown(ab_table_get(rows, r, "strategy"), name, sizeof name),
+                         v[2 * (r - first) + (size_t)c]);
       if (used == 0)
         used = (size_t)fprintf(f, "%s", c == 0 ? "* in bytes, peak reserved: " : "* in bytes, smallest budget: ");
       else if (used + 2 + (size_t)len > TABLE_WIDTH)

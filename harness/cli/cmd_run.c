@@ -18,10 +18,12 @@
 static const ab_cli_command_t command = {
     "allocbench run", AB_CMD_RUN, NULL,
     "Replays the workload's events through the strategy, prints the result and appends it to\n"
-    "DIR/summary.csv (and the memory over time to DIR/timeline_<workload>_<strategy>.csv).\n"
+    "DIR/summary.csv, and the memory over time to DIR/timeline_<run>.csv: <run> is\n"
+    "<workload>[_conf-<hash>]_<strategy>, the workload's short name, a hash of the settings\n"
+    "when -c gives some, and the strategy.\n"
     "An OOM is a result: the row says where and why, the report on stderr explains it, the\n"
-    "segment map at that moment goes to DIR/oommap_<workload>_<strategy>.csv (plots/oommap.gp\n"
-    "draws it), and the command exits 0. With --ranks, the zero workload runs as several ranks.\n"};
+    "segment map at that moment goes to DIR/oommap_<run>.csv (plots/oommap.gp draws it), and\n"
+    "the command exits 0. With --ranks, the zero workload runs as several ranks.\n"};
 
 /* The columns the text table shows for several ranks. */
 static const char *const rank_cols[] = {"workload",    "status",      "peak_allocated_bytes", "peak_reserved_bytes",
