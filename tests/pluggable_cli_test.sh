@@ -105,6 +105,15 @@ grep -q "libeach.so" "$work/compare.txt" || fail "compare does not show the libr
 
 "$ab" matrix -w random:ops=3000 -w zero:steps=2 -s raw,"$p" --device sim -q --out "$work/matrix" >/dev/null 2>"$work/matrix.err" ||
   fail "matrix exited $?: $(head -2 "$work/matrix.err")"
+# A library deep in folders: the table names it by its file and stays within 120 columns.
+deep=$work/a-folder-of-allocators/built-for-this-job/with-a-long-name/and-another-level/plugins
+mkdir -p "$deep" && cp "$lib" "$deep/libeach.so"
+"$ab" matrix -w random:ops=3000 -s raw,"pluggable:$deep/libeach.so" --device sim -q --out "$work/deep" >"$work/deep.txt" \
+  2>"$work/deep.err" || fail "matrix with a deep path exited $?: $(head -2 "$work/deep.err")"
+grep -q "^libeach.so " "$work/deep.txt" || fail "matrix does not name the library by its file: $(cat "$work/deep.txt")"
+awk 'length($0) > 120 { print "FAIL: wider than 120 columns: " $0; bad = 1 } END { exit bad }' "$work/deep.txt" ||
+  fail "matrix's table is too wide with a deep path"
+grep -qF ",pluggable:$deep/libeach.so," "$work/deep/summary.csv" || fail "summary.csv does not keep the whole name"
 for f in summary.csv oom.csv; do
   n=$(awk -F, -v lib="$p" 'NR > 1 && $2 == lib' "$work/matrix/$f" | wc -l)
   [ "$n" -eq 2 ] || fail "matrix: $n rows of the library in $f"

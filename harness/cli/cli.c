@@ -1007,7 +1007,7 @@ const char *ab_cli_strategy_shown(const char *name, char *buf, size_t size) {
   const char *path = name + sizeof prefix - 1, *end = path + strcspn(path, ":"), *file = path;
   for (const char *p = path; p < end; p++)
     if (*p == '/') file = p + 1;
-  snprintf(buf, size, "%s%s", prefix, file);
+  snprintf(buf, size, "%.*s", (int)(end - file), file);
   return buf;
 }
 

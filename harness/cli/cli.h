@@ -145,9 +145,9 @@ typedef struct ab_cli_strategies_s {
 ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t nconfs, ab_cli_strategies_t *out,
                             ab_diag_t *diag);
 
-/* A strategy's name as the text tables show it: pluggable:PATH[:ALLOC_FN:FREE_FN] as
- * pluggable:FILE, PATH's file name (the CSVs keep the whole name), so that a library in a deep
- * folder does not widen every table; any other name as it is. Returns buf. */
+/* A strategy's name as the text tables show it: pluggable:PATH[:ALLOC_FN:FREE_FN] as PATH's
+ * file name (libmine.so; the CSVs keep the whole name), so that a library in a deep folder
+ * does not widen every table; any other name as it is. Returns buf. */
 const char *ab_cli_strategy_shown(const char *name, char *buf, size_t size);
 
 /* Opens the device of o (saying which one `auto` chose) and checks each strategy with its
