@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/output.h"
 #include "base/units.h"
 #include "run/band.h"
 #include "run/oommap.h"
@@ -43,8 +42,6 @@ void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind
     ab_run_device_said = true;
   }
 }
-
-volatile sig_atomic_t ab_run_stop = 0;
 
 ab_status ab_run_card_total(const ab_run_spec_t *o, uint64_t *total, ab_diag_t *diag) {
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
@@ -84,19 +81,6 @@ ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es
   /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
   if (st == AB_OK && es->approximate[0]) fprintf(notes(), "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
   return st;
-}
-
-static void ask_to_stop(int sig) { ab_run_stop = sig; }
-
-void ab_run_catch_stop(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = ask_to_stop;
-  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
 }
 
 /* Progress on a terminal, at most ten updates a second. */

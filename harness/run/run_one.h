@@ -10,7 +10,6 @@
 #ifndef AB_RUN_ONE_H
 #define AB_RUN_ONE_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -91,10 +90,6 @@ void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind
 /* Whether it was said (a supervised run's process says it for the command, supervise.h). */
 extern bool ab_run_device_said;
 
-/* The signal that asked the runs to stop, once one did (after ab_run_catch_stop); else 0. */
-extern volatile sig_atomic_t ab_run_stop;
-/* Makes SIGINT and SIGTERM set ab_run_stop instead of ending the process, once each. */
-void ab_run_catch_stop(void);
 /* Builds the workload spec with the run's seed, stopping at ab_run_stop (workload.h). A trace
  * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
  * and the card of o->device (trace.h). */
