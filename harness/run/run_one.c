@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "run/band.h"
 #include "run/oommap.h"
+#include "run/oomreport.h"
 #include "run/pipeline.h"
 #include "run/results.h"
 #include "strategies/strategy.h"
@@ -296,8 +297,8 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   if (st == AB_OK && run->status == AB_RUN_OOM) {
     char path[4096];
-    st = ab_oommap_write(&map, o->out_dir, &desc, path, sizeof path, diag);
-    if (!o->quiet) ab_oommap_report(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+    st = ab_oomreport_write(&map, o->out_dir, &desc, path, sizeof path, diag);
+    if (!o->quiet) ab_oomreport_print(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
   }
   ab_oommap_free(&map);
   if (rst != AB_OK) {
