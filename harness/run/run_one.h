@@ -21,6 +21,8 @@
 #include "run/table.h"
 #include "strategies/adaptor_trace.h"
 
+typedef struct ab_supervise_child_s ab_supervise_child_t; /* supervise.h */
+
 /* The exit status of a command (cli.h) and of a run's process of its own (supervise.h). */
 #define AB_EXIT_OK 0
 #define AB_EXIT_FAIL 1
@@ -117,8 +119,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
 ab_bisect_opts_t ab_run_search_opts(const ab_run_spec_t *o, const ab_bisect_opts_t *search, const char *strategy,
                                     const char *conf);
 
-/* ab_run_one in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
-extern ab_status (*ab_run_one_apart)(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
-                                     ab_run_t *run, ab_table_t *summary, ab_diag_t *diag);
+/* The child's side of a library's run, made in a process of its own (ab_run_one,
+ * Note [A library in a process of its own], supervise.h): reads the job, runs, writes the
+ * results; whether they were written whole. */
+bool ab_run_one_child(ab_supervise_child_t *c);
 
 #endif
