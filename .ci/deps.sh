@@ -29,7 +29,7 @@ need REQUIRED cmake cmake
 need REQUIRED zlib1g-dev
 # ISA-L's igzip, which inflates gzip input faster than zlib (kernels/base/input.c).
 need OPTIONAL libisal-dev
-# The count of include circles and upward includes (tests/includes.py; skipped without it),
+# The count of circles and upward includes (tests/includes.py; skipped without it),
 # and the store of the torchrun-style launches (tests/store_server.py).
 need OPTIONAL python3 python3
 # MPI, for launches of mpirun and srun (harness/ranks/link.h), and mpirun for their tests.

@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
-"""includes.py [ROOT]: the include graph of allocbench's C sources, counted.
+"""includes.py [ROOT [BUILD]]: the graphs of allocbench's C sources, counted at two levels.
 
-A module is a source file, its header and its private header (x.c, x.h and x_internal.h are
-one module, x); module a reaches b when a file of a includes a header of b. Every include of a
-header of the tree is spelled with the layer it belongs to, "LINK/PATH" (LINK a layer's include
-link, CMakeLists.txt's ab_layer: "kernels/base/units.h", "harness/run/engine.h", "strategies/caching/caching.h";
-the tests' own, "tests/check.h"), its own header included. The script prints
+Module level, from the #include lines: a module is a source file, its header and its private
+header (x.c, x.h and x_internal.h are one module, x); module a reaches b when a file of a
+includes a header of b. Every include of a header of the tree is spelled as the header's path
+from the repository's root ("kernels/base/units.h", "harness/run/engine.h", "tests/check.h"),
+its own header included. The script prints
   circles   the strongly connected groups of more than one module (a reaches b and b reaches
             a, directly or through others), each with its modules;
   upward    the includes from a file of a layer to a header of a layer its library does not
             link (the layers of CMakeLists.txt, each folder one library);
-  spelled   the includes of a header of the tree not spelled as its path;
-and exits 1 when any count is not 0. An include that names no file of the tree (a system or
-generated header) is passed over."""
+  spelled   the includes of a header of the tree not spelled as its path.
+An include that names no file of the tree (a system or generated header) is passed over.
+
+File level, from the objects of the build in BUILD (when given): a file is a source file of
+ROOT that the build compiled; file a reaches b when an object of a uses a symbol (nm -P: U)
+that an object of b defines. A symbol defined by several files (each test's main, the test
+plugins' hooks) names none of them and is passed over. The script prints
+  circles   the strongly connected groups of more than one file.
+Each level says what it counted. The script exits 1 when any count is not 0, or when BUILD
+holds no object (a count of nothing would pass)."""
+import collections
 import os
 import re
+import subprocess
 import sys
 
 # Each layer's folder, and the layers its library links (itself included), as CMakeLists.txt
@@ -92,14 +101,56 @@ def main():
                 reaches[module(path)].add(module(found))
     circles = strongly_connected(reaches)
     for group in circles:
-        print("circle: " + " -> ".join(sorted(group)))
+        print("circle of modules: " + " -> ".join(sorted(group)))
     for line in upward:
         print("upward: " + line)
     for line in spelled:
         print("spelled: " + line + " (not its path)")
-    print(f"{len(reaches)} modules, {len(circles)} circles, {len(upward)} upward includes, "
-          f"{len(spelled)} includes not spelled as their path")
-    return 1 if circles or upward or spelled else 0
+    print(f"module level (#include lines): {len(reaches)} modules, {len(circles)} circles, {len(upward)} upward "
+          f"includes, {len(spelled)} includes not spelled as their path")
+    failed = bool(circles or upward or spelled)
+    if len(sys.argv) > 2:
+        failed |= file_level(root, sys.argv[2])
+    else:
+        print("file level (objects' symbols): not counted, no BUILD given")
+    return 1 if failed else 0
+
+
+def file_level(root, build):
+    """The circles between files, from the symbols of the objects under build; whether any."""
+    source_of = {}  # an object: the source file it was compiled from
+    for folder, _, names in os.walk(build):
+        for name in names:
+            # CMake writes the object of SOURCE of the folder DIR as DIR/CMakeFiles/TARGET.dir/SOURCE.o.
+            path = os.path.join(folder, name)
+            found = re.match(r"(.*?)/?CMakeFiles/[^/]+\.dir/(.+)\.o$", os.path.relpath(path, build))
+            source = found and os.path.normpath(os.path.join(found.group(1), found.group(2)))
+            if source and os.path.isfile(os.path.join(root, source)):  # not CMake's probes, nor generated
+                source_of[path] = source
+    if not source_of:
+        print(f"file level: no objects of the sources in {build}: build first")
+        return True
+    reaches = {source: set() for source in source_of.values()}
+    defined, used = collections.defaultdict(set), collections.defaultdict(set)
+    nm = subprocess.run(["nm", "-P", "-A"] + sorted(source_of), capture_output=True, text=True)
+    for line in nm.stdout.splitlines():
+        path, rest = line.split(": ", 1)  # -A: each symbol after its object's path
+        symbol, kind = rest.split()[:2]
+        if kind == "U":
+            used[source_of[path]].add(symbol)
+        elif kind.isupper():
+            defined[symbol].add(source_of[path])
+    for source, symbols in used.items():
+        for symbol in symbols:
+            if len(defined.get(symbol, ())) == 1 and source not in defined[symbol]:
+                reaches[source] |= defined[symbol]
+    circles = strongly_connected(reaches)
+    for group in circles:
+        print("circle of files: " + " -> ".join(sorted(group)))
+    shared = sum(len(files) > 1 for files in defined.values())
+    print(f"file level (nm -P of the objects in {build}): {len(reaches)} files, {len(circles)} circles "
+          f"({shared} symbols defined by several files passed over)")
+    return bool(circles)
 
 
 def strongly_connected(graph):

@@ -13,6 +13,7 @@
 #include "harness/ranks/launch.h"
 #include "harness/run/band.h"
 #include "harness/run/oommap.h"
+#include "harness/run/oomreport.h"
 #include "harness/run/results.h"
 #include "harness/run/supervise.h"
 #include "strategies/registry.h"
@@ -1170,9 +1171,9 @@ ab_status ab_cli_search_oom(const ab_run_spec_t *o, const ab_run_desc_t *run, co
                             const ab_oommap_t *map, bool report, ab_diag_t *diag) {
   if (!res->failed) return AB_OK;
   char path[4096];
-  ab_status st = ab_oommap_write(map, o->out_dir, run, path, sizeof path, diag);
+  ab_status st = ab_oomreport_write(map, o->out_dir, run, path, sizeof path, diag);
   /* The failing probe ran unbudgeted only when the search found nothing that fits. */
   uint64_t budget = !res->passed && res->hi == 0 ? 0 : res->max_fail;
-  if (report && !o->quiet) ab_oommap_report(stderr, &res->oom, run->strategy, res->device, budget, map, path);
+  if (report && !o->quiet) ab_oomreport_print(stderr, &res->oom, run->strategy, res->device, budget, map, path);
   return st;
 }

@@ -28,6 +28,8 @@
 #include "harness/run/run_one.h"
 #include "harness/run/table.h"
 
+typedef struct ab_run_desc_s ab_run_desc_t; /* results.h: what makes a run */
+
 /* ---- the options: one table (cli.c) for every command ----
  *
  * Each command is a bit; each entry of the table names an option, the commands that take it

@@ -33,6 +33,7 @@
 #include "harness/cli/spread.h"
 #include "harness/run/bisect.h"
 #include "harness/run/oommap.h"
+#include "harness/run/oomreport.h"
 #include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
@@ -240,7 +241,7 @@ static ab_status search_pair(const ab_run_spec_t *o, const ab_events_t *es, cons
   if (res->interrupted) return AB_OK; /* no answer to record */
   ab_run_desc_t desc = {es->source, strategy, o->conf, res->device, 0, o->seed, 0, NULL};
   ab_status st = ab_results_add_oom(row, &desc, es, res);
-  if (st == AB_OK && res->failed) st = ab_oommap_write(map, o->out_dir, &desc, NULL, 0, diag);
+  if (st == AB_OK && res->failed) st = ab_oomreport_write(map, o->out_dir, &desc, NULL, 0, diag);
   return st;
 }
 

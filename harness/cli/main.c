@@ -8,6 +8,7 @@
 #include "ab_version.h" /* generated at build time (harness/cli/version.cmake) */
 #include "harness/cli/cli.h"
 #include "harness/cli/commands.h"
+#include "harness/run/apart.h"
 #include "harness/run/supervise.h"
 
 static const struct {
@@ -50,7 +51,7 @@ static int close_stdout(const char *cmd, int rc) {
 
 int main(int argc, char **argv) {
   ab_cli_ignore_file_size_limit(); /* Note [A file size limit] (cli.h) */
-  if (argc == 2 && strcmp(argv[1], AB_SUPERVISE_ARG) == 0) return ab_supervise_child();
+  if (argc == 2 && strcmp(argv[1], AB_SUPERVISE_ARG) == 0) return ab_apart_child();
   ab_supervise_enable();
   if (argc < 2) {
     usage(stderr);

@@ -25,6 +25,7 @@
 #include "kernels/device/device_open.h"
 #include "harness/run/pipeline.h"
 #include "harness/run/results.h"
+#include "harness/run/supervise.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -360,7 +361,7 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
   /* A library's every run is made in a process of its own (supervise.h), but the ranks share
    * this one: their lockstep, their NCCL communicators (made together, in one group, from this
    * process's CUDA context) and, as threads, one copy of the library's globals. */
-  if (ab_apart(true, o->strategy))
+  if (ab_supervise_library(o->strategy))
     return ab_diag_set(diag, AB_ERR_INVALID,
                        "--ranks: -s %s: a library runs in a process of its own, and the ranks share this one (their "
                        "lockstep and NCCL communicators); run it without --ranks",

@@ -7,7 +7,9 @@
 
 #include "kernels/base/clock.h"
 #include "kernels/base/units.h"
+#include "harness/run/oommap.h"
 #include "harness/run/pipeline.h"
+#include "harness/run/supervise.h"
 #include "strategies/registry.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
@@ -41,11 +43,115 @@ static ab_pipeline_t pipeline_of(const ab_bisect_opts_t *o, uint64_t budget) {
   return p;
 }
 
+/* What a probe in a process of its own carries besides ab_supervise_job_t, each way; the
+ * reply follows the run, and the map of its OOM follows the reply when it has one. */
+typedef struct probe_args_s {
+  uint64_t budget;
+  bool check, cap;
+  bool want_map; /* the parent's on_oom is ab_oommap_capture */
+} probe_args_t;
+typedef struct probe_reply_s {
+  uint64_t held_peak;
+  char device[96];
+  bool has_map;
+} probe_reply_t;
+
+static void put_map(ab_supervise_writer_t *w, const ab_oommap_t *m) {
+  ab_oommap_t h = *m;
+  h.segs = NULL, h.blocks = NULL;
+  memset(&h.owner, 0, sizeof h.owner);
+  ab_supervise_put_array(w, &h, sizeof h);
+  ab_supervise_put_array(w, m->segs, m->nsegs * sizeof *m->segs);
+  ab_supervise_put_array(w, m->blocks, m->nblocks * sizeof *m->blocks);
+}
+
+static bool get_map(ab_supervise_reader_t *r, ab_oommap_t *m) {
+  ab_oommap_t h;
+  const void *head = ab_supervise_get_array(r, sizeof h);
+  if (head == NULL) return false;
+  memcpy(&h, head, sizeof h);
+  const void *segs = ab_supervise_get_array(r, h.nsegs * sizeof *m->segs);
+  const void *blocks = ab_supervise_get_array(r, h.nblocks * sizeof *m->blocks);
+  if (r->bad) return false;
+  if (h.nsegs > m->capsegs) {
+    void *p = realloc(m->segs, h.nsegs * sizeof *m->segs);
+    if (p == NULL) return false;
+    m->segs = p, m->capsegs = h.nsegs;
+  }
+  if (h.nblocks > m->capblocks) {
+    void *p = realloc(m->blocks, h.nblocks * sizeof *m->blocks);
+    if (p == NULL) return false;
+    m->blocks = p, m->capblocks = h.nblocks;
+  }
+  if (h.nsegs) memcpy(m->segs, segs, h.nsegs * sizeof *m->segs);
+  if (h.nblocks) memcpy(m->blocks, blocks, h.nblocks * sizeof *m->blocks);
+  m->captured = h.captured, m->walk_status = h.walk_status;
+  memcpy(m->walk_message, h.walk_message, sizeof m->walk_message);
+  m->nsegs = h.nsegs, m->nblocks = h.nblocks;
+  m->largest_free = h.largest_free, m->free_bytes = h.free_bytes, m->unmatched = h.unmatched;
+  m->own_message = h.own_message;
+  return true;
+}
+
+/* ab_bisect_probe (with its default engine options) in a child (supervise.h). */
+static ab_status probe_apart(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
+                             uint64_t *held_peak, char device[96], ab_diag_t *diag) {
+  /* The segment map crosses back; another hook could not run in this process. */
+  probe_args_t a = {budget, o->check, o->cap, o->on_oom == ab_oommap_capture};
+  ab_supervise_job_t j = {.unit = AB_UNIT_PROBE, .strategy = o->strategy, .conf = o->conf, .device = o->device,
+                          .dev = o->dev, .es = es, .args = &a, .args_bytes = sizeof a};
+  ab_supervise_reply_t r;
+  bool stopped;
+  ab_status st = ab_supervise_run(&j, &r, &stopped, diag);
+  if (st != AB_OK) {
+    ab_supervise_failed_run(run, stopped ? AB_RUN_INTERRUPTED : AB_RUN_ERROR, stopped ? AB_OK : st, diag->msg);
+    if (!stopped) return st;
+    diag->msg[0] = '\0';
+    return AB_OK;
+  }
+  ab_supervise_get_run(&r.in, run);
+  probe_reply_t p;
+  ab_supervise_get(&r.in, &p, sizeof p);
+  if (held_peak) *held_peak = p.held_peak;
+  if (device) snprintf(device, 96, "%s", p.device);
+  if (p.has_map && a.want_map && !get_map(&r.in, o->on_oom_ctx))
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st == AB_OK && r.status != AB_OK) st = ab_diag_set(diag, r.status, "%s", r.msg);
+  ab_supervise_release(&r);
+  return st;
+}
+
+bool ab_bisect_probe_child(ab_supervise_child_t *c) {
+  const probe_args_t *a = c->job.args;
+  if (c->job.args_bytes != sizeof *a || c->job.es == NULL) return false;
+  ab_bisect_opts_t b;
+  memset(&b, 0, sizeof b);
+  b.strategy = c->job.strategy, b.conf = c->job.conf, b.device = c->job.device, b.dev = c->job.dev;
+  b.check = a->check, b.cap = a->cap, b.stop = &ab_run_stop;
+  ab_oommap_t map;
+  ab_oommap_init(&map);
+  if (a->want_map) b.on_oom = ab_oommap_capture, b.on_oom_ctx = &map;
+  ab_run_t run;
+  if (ab_run_prepare(&run, c->job.es) != AB_OK) return false;
+  ab_diag_t diag = {""};
+  probe_reply_t p;
+  memset(&p, 0, sizeof p);
+  ab_status st = ab_bisect_probe(c->job.es, &b, a->budget, NULL, &run, &p.held_peak, p.device, &diag);
+  p.has_map = a->want_map && map.captured;
+  ab_supervise_reply(c, st, diag.msg);
+  ab_supervise_put_run(&c->out, &run);
+  ab_supervise_put(&c->out, &p, sizeof p);
+  if (p.has_map) put_map(&c->out, &map);
+  bool whole = ab_supervise_reply_end(c);
+  ab_oommap_free(&map);
+  ab_run_release(&run);
+  return whole;
+}
+
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
   /* A library's probe goes to a process of its own (supervise.h). */
-  if (ro == NULL && ab_apart(ab_bisect_probe_apart != NULL, o->strategy))
-    return ab_bisect_probe_apart(es, o, budget, run, held_peak, device, diag);
+  if (ro == NULL && ab_supervise_apart(o->strategy)) return probe_apart(es, o, budget, run, held_peak, device, diag);
   ab_run_opts_t plain;
   if (ro == NULL) {
     memset(&plain, 0, sizeof plain);

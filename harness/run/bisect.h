@@ -60,6 +60,8 @@
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 
+typedef struct ab_supervise_child_s ab_supervise_child_t; /* supervise.h */
+
 /* One interval of the cap map: every cap of [lo, hi] replays to the same run. */
 typedef struct ab_cap_class_s {
   uint64_t lo, hi;  /* bytes; hi UINT64_MAX: every cap from lo up */
@@ -145,7 +147,9 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es);
 /* One probe: es through a fresh strategy on a fresh device with the budget (0: none) into
  * run, with the engine options ro (NULL: no timing, no timeline; o->check applies). The
  * device's peak held bytes go to *held_peak and its name to device (may be NULL). AB_OK when
- * the run completed or ended in OOM (see run->status). */
+ * the run completed or ended in OOM (see run->status). Without ro, a library's probe is made
+ * in a process of its own (ab_supervise_apart), where an on_oom of o can only be
+ * ab_oommap_capture, its map filled from the child's. */
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
 
@@ -157,8 +161,9 @@ ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
                            ab_diag_t *diag);
 
-/* ab_bisect_probe in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
-extern ab_status (*ab_bisect_probe_apart)(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget,
-                                          ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
+/* The child's side of a library's probe, made in a process of its own (ab_bisect_probe
+ * without engine options, Note [A library in a process of its own], supervise.h): reads the
+ * job, probes, writes the results; whether they were written whole. */
+bool ab_bisect_probe_child(ab_supervise_child_t *c);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/device/device_open.h"
+#include "harness/run/supervise.h"
 #include "strategies/registry.h"
 
 /* The search starts from half a byte up, the middle of the fractions that truncate to the
@@ -75,9 +76,66 @@ ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag) {
   return st;
 }
 
+/* What a check in a process of its own carries besides ab_supervise_job_t, each way. */
+typedef struct check_args_s {
+  uint64_t memory_cap;
+} check_args_t;
+typedef struct check_reply_s {
+  char device[96];
+  int32_t kind;
+  uint64_t total_bytes, held_peak;
+} check_reply_t;
+
+/* ab_pipeline_check in a child (supervise.h); p->wrap is NULL. */
+static ab_status check_apart(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
+  check_args_t a = {p->memory_cap};
+  ab_supervise_job_t j = {.unit = AB_UNIT_CHECK, .strategy = p->strategy, .conf = p->conf, .device = p->device,
+                          .dev = p->dev, .args = &a, .args_bytes = sizeof a};
+  ab_supervise_reply_t r;
+  bool stopped;
+  AB_TRY(ab_supervise_run(&j, &r, &stopped, diag));
+  check_reply_t c;
+  ab_supervise_get(&r.in, &c, sizeof c);
+  if (r.status != AB_OK) {
+    ab_diag_set(diag, r.status, "%s", r.msg);
+  } else {
+    if (diag) snprintf(diag->msg, sizeof diag->msg, "%s", r.msg); /* the strategy's note */
+    if (closed) {
+      memset(closed, 0, sizeof *closed);
+      snprintf(closed->device, sizeof closed->device, "%s", c.device);
+      closed->kind = (ab_device_kind_t)c.kind;
+      closed->total_bytes = c.total_bytes;
+      closed->held_peak = c.held_peak;
+    }
+  }
+  ab_supervise_release(&r);
+  return r.status;
+}
+
+bool ab_pipeline_check_child(ab_supervise_child_t *c) {
+  const check_args_t *a = c->job.args;
+  if (c->job.args_bytes != sizeof *a) return false;
+  ab_pipeline_t p = {.device = c->job.device, .dev = c->job.dev, .strategy = c->job.strategy, .conf = c->job.conf,
+                     .memory_cap = a->memory_cap};
+  ab_world_t closed;
+  ab_diag_t diag = {""};
+  check_reply_t reply;
+  memset(&reply, 0, sizeof reply);
+  ab_status st = ab_pipeline_check(&p, &closed, &diag);
+  if (st == AB_OK) {
+    snprintf(reply.device, sizeof reply.device, "%s", closed.device);
+    reply.kind = (int32_t)closed.kind;
+    reply.total_bytes = closed.total_bytes;
+    reply.held_peak = closed.held_peak;
+  }
+  ab_supervise_reply(c, st, diag.msg);
+  ab_supervise_put(&c->out, &reply, sizeof reply);
+  return ab_supervise_reply_end(c);
+}
+
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
   /* Loading a library runs its constructors: in a process of its own (supervise.h). */
-  if (p->wrap == NULL && ab_apart(ab_pipeline_check_apart != NULL, p->strategy)) return ab_pipeline_check_apart(p, closed, diag);
+  if (p->wrap == NULL && ab_supervise_apart(p->strategy)) return check_apart(p, closed, diag);
   ab_world_t w;
   AB_TRY(ab_pipeline_open(p, &w, diag));
   ab_pipeline_close(&w, NULL, NULL);

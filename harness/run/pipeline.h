@@ -16,13 +16,14 @@
 #ifndef AB_PIPELINE_H
 #define AB_PIPELINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
-
-#include <string.h>
 
 #include "kernels/device/device.h"
 #include "harness/run/engine.h"
 #include "strategies/strategy.h"
+
+typedef struct ab_supervise_child_s ab_supervise_child_t; /* supervise.h */
 
 typedef struct ab_pipeline_s {
   const char *device;     /* a spec for ab_device_open ("auto", "sim:h200", "cuda:1") */
@@ -70,13 +71,9 @@ ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag);
  * device (when closed is not NULL). */
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
 
-/* Work made in a process of its own (Note [A library in a process of its own], supervise.h):
- * the supervisor installs these when allocbench starts (ab_supervise_enable); they stay NULL
- * in a supervised child and in programs that link the harness, where libraries run in
- * process. ab_apart says whether a strategy's work goes there. */
-extern ab_status (*ab_pipeline_check_apart)(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
-static inline bool ab_apart(bool installed, const char *strategy) {
-  return installed && strategy != NULL && strncmp(strategy, "pluggable:", 10) == 0;
-}
+/* The child's side of a library's check, made in a process of its own (ab_pipeline_check,
+ * Note [A library in a process of its own], supervise.h): reads the job, checks, writes the
+ * results; whether they were written whole. */
+bool ab_pipeline_check_child(ab_supervise_child_t *c);
 
 #endif

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "kernels/base/clock.h"
-#include "kernels/base/output.h"
 #include "kernels/base/units.h"
 #include "harness/run/band.h"
 #include "harness/run/oommap.h"
+#include "harness/run/oomreport.h"
 #include "harness/run/pipeline.h"
 #include "harness/run/results.h"
+#include "harness/run/supervise.h"
 #include "strategies/strategy.h"
 #include "strategies/protocol/caching_conf.h"
 #include "workloads/workload.h"
@@ -43,8 +44,6 @@ void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind
     ab_run_device_said = true;
   }
 }
-
-volatile sig_atomic_t ab_run_stop = 0;
 
 ab_status ab_run_card_total(const ab_run_spec_t *o, uint64_t *total, ab_diag_t *diag) {
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
@@ -84,19 +83,6 @@ ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es
   /* Note [Pools of a trace] (trace_builder.h): the figures cannot be exact, and every row says so. */
   if (st == AB_OK && es->approximate[0]) fprintf(notes(), "%s: %s: approximate: %s\n", o->cmd, spec, es->approximate);
   return st;
-}
-
-static void ask_to_stop(int sig) { ab_run_stop = sig; }
-
-void ab_run_catch_stop(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = ask_to_stop;
-  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
 }
 
 /* Progress on a terminal, at most ten updates a second. */
@@ -210,6 +196,140 @@ static ab_status measure_band(const ab_run_spec_t *o, const ab_events_t *es, con
   return st;
 }
 
+/* What a run in a process of its own carries besides ab_supervise_job_t, each way: the spec,
+ * and the reply that follows the run, with the summary rows it added (ncols strings each)
+ * and, when recorded, the log's arrays after them. */
+typedef struct run_args_s {
+  uint64_t seed;
+  int32_t faults_rank, format;
+  bool timeline, check, kernels, verify, quiet, verbose, recorded_addresses, device_said;
+  bool record; /* replay's exports: the child records, and the log comes back */
+} run_args_t;
+typedef struct run_reply_s {
+  bool device_said;
+  uint64_t nrows, ncols;
+  ab_trace_log_t log; /* its counts and flags; the arrays follow the rows */
+} run_reply_t;
+
+static void put_log(ab_supervise_writer_t *w, const ab_trace_log_t *log) {
+  ab_supervise_put_array(w, log->recs, log->n * sizeof *log->recs);
+  ab_supervise_put_array(w, log->segs, log->nsegs * sizeof *log->segs);
+  ab_supervise_put_array(w, log->blocks, log->nblocks * sizeof *log->blocks);
+}
+
+/* A copy of the log whose counts and flags are in h, its arrays next in r, into log. */
+static bool get_log(ab_supervise_reader_t *r, const ab_trace_log_t *h, ab_trace_log_t *log) {
+  const void *recs = ab_supervise_get_array(r, h->n * sizeof *log->recs);
+  const void *segs = ab_supervise_get_array(r, h->nsegs * sizeof *log->segs);
+  const void *blocks = ab_supervise_get_array(r, h->nblocks * sizeof *log->blocks);
+  if (r->bad) return false;
+  ab_trace_log_free(log);
+  log->recs = malloc(h->n * sizeof *log->recs + 1);
+  log->segs = malloc(h->nsegs * sizeof *log->segs + 1);
+  log->blocks = malloc(h->nblocks * sizeof *log->blocks + 1);
+  if (log->recs == NULL || log->segs == NULL || log->blocks == NULL) {
+    ab_trace_log_free(log);
+    return false;
+  }
+  if (h->n) memcpy(log->recs, recs, h->n * sizeof *log->recs);
+  if (h->nsegs) memcpy(log->segs, segs, h->nsegs * sizeof *log->segs);
+  if (h->nblocks) memcpy(log->blocks, blocks, h->nblocks * sizeof *log->blocks);
+  log->n = log->cap = h->n;
+  log->nsegs = log->capsegs = h->nsegs;
+  log->nblocks = log->capblocks = h->nblocks;
+  log->captured = h->captured, log->failed = h->failed;
+  return true;
+}
+
+/* ab_run_one in a child (supervise.h); o->hooks is NULL, or records only. A child that failed
+ * adds an error row. */
+static ab_status run_one_apart(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
+                               ab_table_t *summary, ab_diag_t *diag) {
+  run_args_t a = {o->seed, o->faults_rank, (int32_t)o->format, o->timeline, o->check, o->kernels, o->verify, o->quiet,
+                  o->verbose, o->recorded_addresses, ab_run_device_said, o->hooks && o->hooks->record};
+  ab_supervise_job_t j = {.unit = AB_UNIT_RUN_ONE, .cmd = o->cmd, .strategy = strategy, .conf = o->conf,
+                          .device = o->device, .workload = o->workload, .out_dir = o->out_dir, .dev = o->dev,
+                          .es = es, .args = &a, .args_bytes = sizeof a};
+  /* The child's progress, drawn here as a run in this process draws it (show_progress). */
+  char label[160], name[256];
+  ab_results_workload_name(es->source, name, sizeof name);
+  snprintf(label, sizeof label, "%s on %s", strategy, name);
+  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) j.progress = label;
+  ab_supervise_reply_t r;
+  bool stopped;
+  ab_status st = ab_supervise_run(&j, &r, &stopped, diag);
+  if (st != AB_OK) {
+    if (stopped) {
+      ab_supervise_failed_run(run, AB_RUN_INTERRUPTED, AB_OK, diag->msg);
+      diag->msg[0] = '\0';
+      return AB_OK;
+    }
+    /* The run failed: its row says so, as for any run that fails. */
+    ab_supervise_failed_run(run, AB_RUN_ERROR, st, diag->msg);
+    ab_run_desc_t desc = {es->source, strategy, o->conf, o->device, o->dev.budget_bytes, o->seed, 0, NULL};
+    if (ab_results_add_summary(summary, &desc, es, run) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    return st;
+  }
+  ab_supervise_get_run(&r.in, run);
+  run_reply_t p;
+  ab_supervise_get(&r.in, &p, sizeof p);
+  if (p.device_said) ab_run_device_said = true;
+  st = r.status;
+  if (st != AB_OK) ab_diag_set(diag, st, "%s", r.msg);
+  const char **row = calloc(p.ncols ? p.ncols : 1, sizeof *row);
+  bool bad = row == NULL;
+  for (uint64_t i = 0; i < p.nrows && !bad && !r.in.bad; i++) {
+    for (uint64_t c = 0; c < p.ncols; c++) row[c] = ab_supervise_get_str(&r.in);
+    if (!r.in.bad && p.ncols == summary->ncols && ab_table_add(summary, row) != AB_OK) bad = true;
+  }
+  free(row);
+  if (!bad && !r.in.bad && a.record && !get_log(&r.in, &p.log, o->hooks->record)) bad = true;
+  if (bad || r.in.bad)
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the results of its process do not read back", strategy);
+  ab_supervise_release(&r);
+  return st;
+}
+
+bool ab_run_one_child(ab_supervise_child_t *c) {
+  const run_args_t *a = c->job.args;
+  if (c->job.args_bytes != sizeof *a || c->job.es == NULL) return false;
+  ab_run_spec_t o;
+  ab_run_spec_defaults(&o, c->job.cmd ? c->job.cmd : "allocbench");
+  o.workload = c->job.workload, o.strategy = c->job.strategy, o.conf = c->job.conf, o.device = c->job.device;
+  o.out_dir = c->job.out_dir ? c->job.out_dir : o.out_dir;
+  o.seed = a->seed, o.dev = c->job.dev, o.faults_rank = a->faults_rank, o.format = (ab_format_t)a->format;
+  o.timeline = a->timeline, o.check = a->check, o.kernels = a->kernels, o.verify = a->verify;
+  o.quiet = a->quiet, o.verbose = a->verbose, o.recorded_addresses = a->recorded_addresses;
+  ab_run_device_said = a->device_said;
+  /* Recorded here, where the library runs; the log goes back with the results. */
+  ab_trace_log_t log;
+  ab_trace_log_init(&log);
+  ab_run_hooks_t hooks = {.record = a->record ? &log : NULL, .progress = ab_supervise_progress};
+  o.hooks = &hooks;
+  ab_run_t run;
+  if (ab_run_prepare(&run, c->job.es) != AB_OK) return false;
+  ab_table_t summary;
+  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
+  ab_diag_t diag = {""};
+  ab_status st = ab_run_one(&o, c->job.es, c->job.strategy, &run, &summary, &diag);
+  run_reply_t p;
+  memset(&p, 0, sizeof p);
+  p.device_said = ab_run_device_said;
+  p.nrows = summary.nrows, p.ncols = summary.ncols;
+  p.log = log;
+  p.log.recs = NULL, p.log.segs = NULL, p.log.blocks = NULL;
+  ab_supervise_reply(c, st, diag.msg);
+  ab_supervise_put_run(&c->out, &run);
+  ab_supervise_put(&c->out, &p, sizeof p);
+  for (size_t i = 0; i < summary.nrows * summary.ncols; i++) ab_supervise_put_str(&c->out, summary.cells[i]);
+  if (a->record) put_log(&c->out, &log);
+  bool whole = ab_supervise_reply_end(c);
+  ab_trace_log_free(&log);
+  ab_table_free(&summary);
+  ab_run_release(&run);
+  return whole;
+}
+
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                          ab_table_t *summary, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
@@ -231,10 +351,10 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (o->cap_bytes) AB_TRY(check_cap(&p, diag));
   /* A library's run goes to a process of its own (supervise.h), which is given no --cap; the
    * ranks (replay_opts) share this process and never take a library (ranks.h). */
-  bool apart = (o->hooks == NULL || o->hooks->replay_opts == NULL) && ab_apart(ab_run_one_apart != NULL, strategy);
+  bool apart = (o->hooks == NULL || o->hooks->replay_opts == NULL) && ab_supervise_apart(strategy);
   if (apart && o->cap_bytes)
     return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
-  if (apart) return ab_run_one_apart(o, es, strategy, run, summary, diag);
+  if (apart) return run_one_apart(o, es, strategy, run, summary, diag);
   if (o->hooks && o->hooks->record) {
     p.wrap = wrap_record;
     p.wrap_ctx = o->hooks->record;
@@ -312,8 +432,8 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   if (st == AB_OK && run->status == AB_RUN_OOM) {
     char path[4096];
-    st = ab_oommap_write(&map, o->out_dir, &desc, path, sizeof path, diag);
-    if (!o->quiet) ab_oommap_report(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
+    st = ab_oomreport_write(&map, o->out_dir, &desc, path, sizeof path, diag);
+    if (!o->quiet) ab_oomreport_print(notes(), &run->oom, strategy, device_name, o->dev.budget_bytes, &map, path);
   }
   ab_oommap_free(&map);
   if (rst != AB_OK) {

@@ -10,7 +10,6 @@
 #ifndef AB_RUN_ONE_H
 #define AB_RUN_ONE_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,8 @@
 #include "harness/run/engine.h"
 #include "harness/run/table.h"
 #include "strategies/common/adaptor_trace.h"
+
+typedef struct ab_supervise_child_s ab_supervise_child_t; /* supervise.h */
 
 /* The exit status of a command (cli.h) and of a run's process of its own (supervise.h). */
 #define AB_EXIT_OK 0
@@ -91,10 +92,6 @@ void ab_run_note_device(const ab_run_spec_t *o, const char *name, ab_device_kind
 /* Whether it was said (a supervised run's process says it for the command, supervise.h). */
 extern bool ab_run_device_said;
 
-/* The signal that asked the runs to stop, once one did (after ab_run_catch_stop); else 0. */
-extern volatile sig_atomic_t ab_run_stop;
-/* Makes SIGINT and SIGTERM set ab_run_stop instead of ending the process, once each. */
-void ab_run_catch_stop(void);
 /* Builds the workload spec with the run's seed, stopping at ab_run_stop (workload.h). A trace
  * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
  * and the card of o->device (trace.h). */
@@ -122,8 +119,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
 ab_bisect_opts_t ab_run_search_opts(const ab_run_spec_t *o, const ab_bisect_opts_t *search, const char *strategy,
                                     const char *conf);
 
-/* ab_run_one in a process of its own, for a library's strategy (pipeline.h, ab_apart). */
-extern ab_status (*ab_run_one_apart)(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy,
-                                     ab_run_t *run, ab_table_t *summary, ab_diag_t *diag);
+/* The child's side of a library's run, made in a process of its own (ab_run_one,
+ * Note [A library in a process of its own], supervise.h): reads the job, runs, writes the
+ * results; whether they were written whole. */
+bool ab_run_one_child(ab_supervise_child_t *c);
 
 #endif

@@ -1,5 +1,5 @@
-/* supervise.c: a library's runs in processes of their own (supervise.h, Note [A library in
- * a process of its own]). */
+/* supervise.c: a unit of work in a process of its own (supervise.h,
+ * Note [A library in a process of its own]): the child, the files between the two, the watch. */
 #include "harness/run/supervise.h"
 
 #include <errno.h>
@@ -20,8 +20,6 @@
 #include <unistd.h>
 
 #include "kernels/base/clock.h"
-#include "harness/run/oommap.h"
-#include "harness/run/results.h"
 #include "strategies/pluggable/pluggable_library.h"
 
 /* The child's descriptors, set up before it starts: 0 (/dev/null), 1 and 2 (the pipe its
@@ -75,34 +73,23 @@ static double call_timeout_s = AB_SUPERVISE_TIMEOUT_S;
 
 void ab_supervise_timeout(double seconds) { call_timeout_s = seconds; }
 
-typedef enum unit_e { UNIT_CHECK, UNIT_RUN_ONE, UNIT_PROBE } unit_t;
+/* Whether this process supervises (ab_supervise_enable): not a child, which runs its library
+ * in process, nor a program that links the harness. */
+static bool enabled = false;
 
-/* The hooks of the layers below (pipeline.h, bisect.h, run_one.h): NULL until enabled, and so
- * in a child, which runs its library in process. */
-ab_status (*ab_pipeline_check_apart)(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
-ab_status (*ab_bisect_probe_apart)(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
-                                   uint64_t *held_peak, char device[96], ab_diag_t *diag);
-ab_status (*ab_run_one_apart)(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                                  ab_table_t *summary, ab_diag_t *diag);
+void ab_supervise_enable(void) { enabled = true; }
 
-void ab_supervise_enable(void) {
-  ab_pipeline_check_apart = ab_supervise_check;
-  ab_bisect_probe_apart = ab_supervise_probe;
-  ab_run_one_apart = ab_supervise_run_one;
-}
+bool ab_supervise_apart(const char *strategy) { return enabled && ab_supervise_library(strategy); }
 
 /* ---- writing and reading the files passed between the two ---------------------------------- */
 
 /* Arrays start at multiples of ALIGN bytes of the file, so that they can be used in place. */
 #define ALIGN 16
 
-/* The checksum of the results: a multiply and a shift per 8 bytes (FNV-1a's constants over
- * words), fast enough for a log of millions of records; taken in pieces as they are written. */
-typedef struct sum_s {
-  uint64_t h;
-  unsigned char part[8]; /* the bytes of a word not yet whole */
-  size_t npart;
-} sum_t;
+/* The checksum of the results (ab_supervise_sum_t): a multiply and a shift per 8 bytes
+ * (FNV-1a's constants over words), fast enough for a log of millions of records; taken in
+ * pieces as they are written. */
+typedef ab_supervise_sum_t sum_t;
 
 #define SUM_START {0xcbf29ce484222325u, {0}, 0}
 
@@ -137,14 +124,9 @@ static uint64_t sum_end(sum_t s) {
   return s.h;
 }
 
-typedef struct writer_s {
-  int fd;
-  bool bad;
-  size_t off; /* bytes written */
-  sum_t *sum; /* their checksum; NULL: none taken (the job, sealed) */
-} writer_t;
+typedef ab_supervise_writer_t writer_t;
 
-static void put(writer_t *w, const void *p, size_t n) {
+void ab_supervise_put(writer_t *w, const void *p, size_t n) {
   const char *c = p;
   w->off += n;
   if (w->sum) sum_add(w->sum, p, n);
@@ -159,32 +141,26 @@ static void put(writer_t *w, const void *p, size_t n) {
   }
 }
 
-static void put_u64(writer_t *w, uint64_t v) { put(w, &v, sizeof v); }
+static void put_u64(writer_t *w, uint64_t v) { ab_supervise_put(w, &v, sizeof v); }
 
 /* Zeros up to the next multiple of ALIGN. */
 static void put_align(writer_t *w) {
   static const char zeros[ALIGN];
-  put(w, zeros, (ALIGN - w->off % ALIGN) % ALIGN);
+  ab_supervise_put(w, zeros, (ALIGN - w->off % ALIGN) % ALIGN);
 }
 
-/* An array, aligned. */
-static void put_array(writer_t *w, const void *p, size_t n) {
+void ab_supervise_put_array(writer_t *w, const void *p, size_t n) {
   put_align(w);
-  put(w, p, n);
+  ab_supervise_put(w, p, n);
 }
 
 /* A string with its NUL; NULL as a length of UINT64_MAX. */
-static void put_str(writer_t *w, const char *s) {
+void ab_supervise_put_str(writer_t *w, const char *s) {
   put_u64(w, s ? strlen(s) + 1 : UINT64_MAX);
-  if (s) put(w, s, strlen(s) + 1);
+  if (s) ab_supervise_put(w, s, strlen(s) + 1);
 }
 
-typedef struct reader_s {
-  const char *p;
-  size_t left;
-  bool bad;
-  size_t off; /* bytes read */
-} reader_t;
+typedef ab_supervise_reader_t reader_t;
 
 /* n bytes of the file, in place; NULL (and bad) past its end. */
 static const void *view(reader_t *r, size_t n) {
@@ -197,13 +173,13 @@ static const void *view(reader_t *r, size_t n) {
   return v;
 }
 
-/* An array written by put_array, in place. */
-static const void *view_array(reader_t *r, size_t n) {
+/* An array written by ab_supervise_put_array, in place. */
+const void *ab_supervise_get_array(reader_t *r, size_t n) {
   view(r, (ALIGN - r->off % ALIGN) % ALIGN);
   return view(r, n);
 }
 
-static void get(reader_t *r, void *dst, size_t n) {
+void ab_supervise_get(reader_t *r, void *dst, size_t n) {
   const void *v = view(r, n);
   if (v) memcpy(dst, v, n);
   else memset(dst, 0, n);
@@ -211,11 +187,11 @@ static void get(reader_t *r, void *dst, size_t n) {
 
 static uint64_t get_u64(reader_t *r) {
   uint64_t v;
-  get(r, &v, sizeof v);
+  ab_supervise_get(r, &v, sizeof v);
   return v;
 }
 
-static const char *get_str(reader_t *r) {
+const char *ab_supervise_get_str(reader_t *r) {
   uint64_t n = get_u64(r);
   if (n == UINT64_MAX || r->bad) return NULL;
   const char *s = view(r, n);
@@ -242,67 +218,67 @@ static int anon_file(const char *name, unsigned flags) { return memfd_create(nam
 typedef struct job_head_s {
   uint32_t magic, unit;
   ab_device_config_t dev; /* plan: follows */
-  uint64_t memory_cap;    /* check */
-  uint64_t budget;        /* probe */
-  uint64_t seed;          /* run */
-  int32_t faults_rank, format;
-  bool timeline, check, kernels, verify, quiet, verbose, recorded_addresses, device_said;
-  bool cap, want_map; /* probe */
-  bool record;        /* run: the run recorded (replay's exports), its log sent back */
-  ab_events_t events;  /* arrays: follow */
+  bool has_events;
+  ab_events_t events;     /* arrays: follow */
+  uint64_t args_bytes;    /* the unit's args: follow, last */
 } job_head_t;
 
-typedef struct job_s {
+static void put_job(writer_t *w, const ab_supervise_job_t *j) {
   job_head_t h;
-  const char *cmd, *strategy, *conf, *device, *workload, *out_dir;
-  const ab_events_t *es; /* NULL for a check */
-  const char *progress;  /* the parent's only: the label of the progress it draws; NULL: none */
-} job_t;
-
-static void put_job(writer_t *w, const job_t *j) {
-  job_head_t h = j->h;
+  memset(&h, 0, sizeof h);
   h.magic = JOB_MAGIC;
+  h.unit = (uint32_t)j->unit;
+  h.dev = j->dev;
   h.dev.plan = NULL;
+  h.has_events = j->es != NULL;
   if (j->es) {
     h.events = *j->es;
     h.events.ev = NULL, h.events.kernels = NULL, h.events.segs = NULL, h.events.stop = NULL;
   }
-  put(w, &h, sizeof h);
-  put_str(w, j->cmd);
-  put_str(w, j->strategy);
-  put_str(w, j->conf);
-  put_str(w, j->device);
-  put_str(w, j->workload);
-  put_str(w, j->out_dir);
-  if (j->h.dev.plan_len) put_array(w, j->h.dev.plan, j->h.dev.plan_len * sizeof *j->h.dev.plan);
+  h.args_bytes = j->args_bytes;
+  ab_supervise_put(w, &h, sizeof h);
+  ab_supervise_put_str(w, j->cmd);
+  ab_supervise_put_str(w, j->strategy);
+  ab_supervise_put_str(w, j->conf);
+  ab_supervise_put_str(w, j->device);
+  ab_supervise_put_str(w, j->workload);
+  ab_supervise_put_str(w, j->out_dir);
+  if (j->dev.plan_len) ab_supervise_put_array(w, j->dev.plan, j->dev.plan_len * sizeof *j->dev.plan);
   if (j->es) {
-    put_array(w, j->es->ev, j->es->n * sizeof *j->es->ev);
-    put_array(w, j->es->kernels, j->es->nkernels * sizeof *j->es->kernels);
-    put_array(w, j->es->segs, j->es->nsegs * sizeof *j->es->segs);
+    ab_supervise_put_array(w, j->es->ev, j->es->n * sizeof *j->es->ev);
+    ab_supervise_put_array(w, j->es->kernels, j->es->nkernels * sizeof *j->es->kernels);
+    ab_supervise_put_array(w, j->es->segs, j->es->nsegs * sizeof *j->es->segs);
   }
+  ab_supervise_put_array(w, j->args, j->args_bytes);
 }
 
 /* The job as the child reads it: its arrays point into the mapped file. */
-static bool get_job(reader_t *r, job_t *j, ab_events_t *es) {
-  memset(j, 0, sizeof *j);
-  get(r, &j->h, sizeof j->h);
-  if (j->h.magic != JOB_MAGIC) return false;
-  j->cmd = get_str(r);
-  j->strategy = get_str(r);
-  j->conf = get_str(r);
-  j->device = get_str(r);
-  j->workload = get_str(r);
-  j->out_dir = get_str(r);
-  j->h.dev.plan = j->h.dev.plan_len ? view_array(r, j->h.dev.plan_len * sizeof *j->h.dev.plan) : NULL;
-  if (j->h.unit != UNIT_CHECK) {
-    *es = j->h.events;
+static bool get_job(reader_t *r, ab_supervise_child_t *c) {
+  ab_supervise_job_t *j = &c->job;
+  job_head_t h;
+  ab_supervise_get(r, &h, sizeof h);
+  if (h.magic != JOB_MAGIC) return false;
+  j->unit = (ab_supervise_unit_t)h.unit;
+  j->cmd = ab_supervise_get_str(r);
+  j->strategy = ab_supervise_get_str(r);
+  j->conf = ab_supervise_get_str(r);
+  j->device = ab_supervise_get_str(r);
+  j->workload = ab_supervise_get_str(r);
+  j->out_dir = ab_supervise_get_str(r);
+  j->dev = h.dev;
+  j->dev.plan = h.dev.plan_len ? ab_supervise_get_array(r, h.dev.plan_len * sizeof *h.dev.plan) : NULL;
+  if (h.has_events) {
+    ab_events_t *es = &c->events;
+    *es = h.events;
     /* Read only: the engine takes the stream as const, and nothing frees these. */
-    es->ev = (ab_event_t *)(uintptr_t)view_array(r, es->n * sizeof *es->ev);
-    es->kernels = (ab_kernel_t *)(uintptr_t)view_array(r, es->nkernels * sizeof *es->kernels);
-    es->segs = (ab_seg_event_t *)(uintptr_t)view_array(r, es->nsegs * sizeof *es->segs);
+    es->ev = (ab_event_t *)(uintptr_t)ab_supervise_get_array(r, es->n * sizeof *es->ev);
+    es->kernels = (ab_kernel_t *)(uintptr_t)ab_supervise_get_array(r, es->nkernels * sizeof *es->kernels);
+    es->segs = (ab_seg_event_t *)(uintptr_t)ab_supervise_get_array(r, es->nsegs * sizeof *es->segs);
     es->cap = es->n, es->capkernels = es->nkernels, es->capsegs = es->nsegs;
     j->es = es;
   }
+  j->args = ab_supervise_get_array(r, h.args_bytes);
+  j->args_bytes = h.args_bytes;
   return !r->bad && j->strategy != NULL;
 }
 
@@ -310,21 +286,12 @@ static bool get_job(reader_t *r, job_t *j, ab_events_t *es) {
 
 typedef struct result_head_s {
   uint32_t magic;
-  int32_t status;
+  int32_t status;        /* the unit's */
   uint64_t scribbled;    /* bytes the child found in its results' file before it wrote them */
   char msg[AB_DIAG_BYTES];
-  bool device_said;
-  ab_run_t run;          /* its arrays: the timeline and step times follow */
-  uint64_t held_peak;    /* probe */
-  char device[96];       /* probe, check */
-  int32_t kind;          /* check */
-  uint64_t total_bytes;  /* check */
-  uint64_t nrows, ncols; /* run: the summary rows it added */
-  bool has_map;          /* probe: the map of its OOM follows */
-  ab_trace_log_t log;    /* run, when recorded: its arrays follow */
 } result_head_t;
-/* After the head: what the child said (its notes, a string), then what the unit writes; last,
- * the frame's end. */
+/* After the head: what the child said (its notes, a string), then what the unit writes
+ * (ab_supervise_put*); last, the frame's end. */
 typedef struct result_end_s {
   uint32_t magic, zero;
   uint64_t bytes; /* before this */
@@ -346,8 +313,21 @@ static void adopt_run(ab_run_t *dst, const ab_run_t *src, const ab_tl_sample_t *
   if (dst->nstep_ms) memcpy(dst->step_ms, step_ms, dst->nstep_ms * sizeof *step_ms);
 }
 
-/* A run that ended as the message says, with no figures. */
-static void failed_run(ab_run_t *run, ab_run_status_t status, ab_status error, const char *msg) {
+void ab_supervise_put_run(writer_t *w, const ab_run_t *run) {
+  ab_supervise_put(w, run, sizeof *run);
+  ab_supervise_put_array(w, run->timeline, run->ntimeline * sizeof *run->timeline);
+  ab_supervise_put_array(w, run->step_ms, run->nstep_ms * sizeof *run->step_ms);
+}
+
+void ab_supervise_get_run(reader_t *r, ab_run_t *run) {
+  ab_run_t src;
+  ab_supervise_get(r, &src, sizeof src);
+  const ab_tl_sample_t *timeline = ab_supervise_get_array(r, src.ntimeline * sizeof *timeline);
+  const double *step_ms = ab_supervise_get_array(r, src.nstep_ms * sizeof *step_ms);
+  adopt_run(run, &src, timeline, step_ms);
+}
+
+void ab_supervise_failed_run(ab_run_t *run, ab_run_status_t status, ab_status error, const char *msg) {
   ab_run_t z;
   memset(&z, 0, sizeof z);
   z.status = status;
@@ -356,73 +336,6 @@ static void failed_run(ab_run_t *run, ab_run_status_t status, ab_status error, c
   ab_hist_reset(&z.alloc_ns);
   ab_hist_reset(&z.free_ns);
   adopt_run(run, &z, NULL, NULL);
-}
-
-static void put_map(writer_t *w, const ab_oommap_t *m) {
-  ab_oommap_t h = *m;
-  h.segs = NULL, h.blocks = NULL;
-  memset(&h.owner, 0, sizeof h.owner);
-  put_array(w, &h, sizeof h);
-  put_array(w, m->segs, m->nsegs * sizeof *m->segs);
-  put_array(w, m->blocks, m->nblocks * sizeof *m->blocks);
-}
-
-static bool get_map(reader_t *r, ab_oommap_t *m) {
-  ab_oommap_t h;
-  const void *head = view_array(r, sizeof h);
-  if (head == NULL) return false;
-  memcpy(&h, head, sizeof h);
-  const void *segs = view_array(r, h.nsegs * sizeof *m->segs);
-  const void *blocks = view_array(r, h.nblocks * sizeof *m->blocks);
-  if (r->bad) return false;
-  if (h.nsegs > m->capsegs) {
-    void *p = realloc(m->segs, h.nsegs * sizeof *m->segs);
-    if (p == NULL) return false;
-    m->segs = p, m->capsegs = h.nsegs;
-  }
-  if (h.nblocks > m->capblocks) {
-    void *p = realloc(m->blocks, h.nblocks * sizeof *m->blocks);
-    if (p == NULL) return false;
-    m->blocks = p, m->capblocks = h.nblocks;
-  }
-  if (h.nsegs) memcpy(m->segs, segs, h.nsegs * sizeof *m->segs);
-  if (h.nblocks) memcpy(m->blocks, blocks, h.nblocks * sizeof *m->blocks);
-  m->captured = h.captured, m->walk_status = h.walk_status;
-  memcpy(m->walk_message, h.walk_message, sizeof m->walk_message);
-  m->nsegs = h.nsegs, m->nblocks = h.nblocks;
-  m->largest_free = h.largest_free, m->free_bytes = h.free_bytes, m->unmatched = h.unmatched;
-  m->own_message = h.own_message;
-  return true;
-}
-
-static void put_log(writer_t *w, const ab_trace_log_t *log) {
-  put_array(w, log->recs, log->n * sizeof *log->recs);
-  put_array(w, log->segs, log->nsegs * sizeof *log->segs);
-  put_array(w, log->blocks, log->nblocks * sizeof *log->blocks);
-}
-
-/* A copy of the log whose counts and flags are in h, its arrays next in r, into log. */
-static bool get_log(reader_t *r, const ab_trace_log_t *h, ab_trace_log_t *log) {
-  const void *recs = view_array(r, h->n * sizeof *log->recs);
-  const void *segs = view_array(r, h->nsegs * sizeof *log->segs);
-  const void *blocks = view_array(r, h->nblocks * sizeof *log->blocks);
-  if (r->bad) return false;
-  ab_trace_log_free(log);
-  log->recs = malloc(h->n * sizeof *log->recs + 1);
-  log->segs = malloc(h->nsegs * sizeof *log->segs + 1);
-  log->blocks = malloc(h->nblocks * sizeof *log->blocks + 1);
-  if (log->recs == NULL || log->segs == NULL || log->blocks == NULL) {
-    ab_trace_log_free(log);
-    return false;
-  }
-  if (h->n) memcpy(log->recs, recs, h->n * sizeof *log->recs);
-  if (h->nsegs) memcpy(log->segs, segs, h->nsegs * sizeof *log->segs);
-  if (h->nblocks) memcpy(log->blocks, blocks, h->nblocks * sizeof *log->blocks);
-  log->n = log->cap = h->n;
-  log->nsegs = log->capsegs = h->nsegs;
-  log->nblocks = log->capblocks = h->nblocks;
-  log->captured = h->captured, log->failed = h->failed;
-  return true;
 }
 
 /* ---- the parent's side ------------------------------------------------------------------------ */
@@ -693,8 +606,8 @@ static bool results_whole(const char *m, size_t size) {
  * what the unit wrote next. */
 static reader_t read_head(const char *m, size_t size, result_head_t *h, const char **notes) {
   reader_t r = {m, size, false, 0};
-  get(&r, h, sizeof *h);
-  *notes = get_str(&r);
+  ab_supervise_get(&r, h, sizeof *h);
+  *notes = ab_supervise_get_str(&r);
   return r;
 }
 
@@ -713,7 +626,7 @@ static void close_files(files_t *f) {
 }
 
 /* Makes a child's files, the job written into f->job and sealed, and maps the watch word. */
-static ab_status make_files(const job_t *j, files_t *f, watch_t **watch, ab_diag_t *diag) {
+static ab_status make_files(const ab_supervise_job_t *j, files_t *f, watch_t **watch, ab_diag_t *diag) {
   int pipe_fds[2] = {-1, -1};
   f->null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   bool ok = f->null >= 0 && pipe2(pipe_fds, O_CLOEXEC) == 0;
@@ -750,11 +663,10 @@ static ab_status say_scribbled(const char *strategy, const result_head_t *h, ab_
                      strategy);
 }
 
-/* Runs the job in a child. AB_OK with *results mapped (the caller unmaps *size bytes) when
- * it ended with them whole, having said on stderr what the child had to say; otherwise the
- * unit's failure, *stopped when it was a stop. */
-static ab_status run_job(const job_t *j, const char **results, size_t *size, bool *stopped, ab_diag_t *diag) {
-  *results = NULL, *size = 0, *stopped = false;
+ab_status ab_supervise_run(const ab_supervise_job_t *j, ab_supervise_reply_t *reply, bool *stopped,
+                           ab_diag_t *diag) {
+  memset(reply, 0, sizeof *reply);
+  *stopped = false;
   files_t f = {-1, -1, -1, -1, -1, -1};
   watch_t *watch = MAP_FAILED;
   ending_t *e = malloc(sizeof *e); /* its output's tail is too large for a thread's stack */
@@ -772,18 +684,23 @@ static ab_status run_job(const job_t *j, const char **results, size_t *size, boo
   close(f.in); /* the child's end */
   f.in = -1;
   wait_child(pid, watch, f.out, j->progress, e);
-  const char *m = map_file(f.result, size);
+  size_t size;
+  const char *m = map_file(f.result, &size);
   bool clean = !e->killed && !e->timed_out && !e->stop_sig && WIFEXITED(e->ws) && WEXITSTATUS(e->ws) == 0;
   result_head_t h;
   const char *notes = NULL;
-  if (clean && results_whole(m, *size)) read_head(m, *size, &h, &notes);
+  reader_t r = {NULL, 0, true, 0};
+  if (clean && results_whole(m, size)) r = read_head(m, size, &h, &notes);
   if (notes && h.scribbled == 0) {
     fputs(notes, stderr);
-    *results = m;
+    reply->status = (ab_status)h.status;
+    memcpy(reply->msg, h.msg, sizeof reply->msg);
+    reply->msg[sizeof reply->msg - 1] = '\0';
+    reply->in = r;
+    reply->map = m, reply->size = size;
     goto out;
   }
-  if (m) munmap((void *)(uintptr_t)m, *size);
-  *size = 0;
+  if (m) munmap((void *)(uintptr_t)m, size);
   *stopped = e->stopped;
   if (notes || (clean && ab_plugin_call_of(e->call) == AB_PLUGIN_EXITING))
     st = say_scribbled(j->strategy, notes ? &h : NULL, diag);
@@ -796,138 +713,9 @@ out:
   return st;
 }
 
-static void release(const char *results, size_t size) {
-  if (results) munmap((void *)(uintptr_t)results, size);
-}
-
-/* The head of a child's results and its run, read back into *h and run; the reader is left
- * at what the unit wrote after the run. */
-static reader_t read_run(const char *m, size_t size, result_head_t *h, ab_run_t *run) {
-  const char *notes;
-  reader_t r = read_head(m, size, h, &notes);
-  const ab_tl_sample_t *timeline = view_array(&r, h->run.ntimeline * sizeof *timeline);
-  const double *step_ms = view_array(&r, h->run.nstep_ms * sizeof *step_ms);
-  adopt_run(run, &h->run, timeline, step_ms);
-  return r;
-}
-
-ab_status ab_supervise_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
-  job_t j;
-  memset(&j, 0, sizeof j);
-  j.h.unit = UNIT_CHECK;
-  j.h.dev = p->dev;
-  j.h.memory_cap = p->memory_cap;
-  j.cmd = "allocbench", j.strategy = p->strategy, j.conf = p->conf, j.device = p->device;
-  const char *m;
-  size_t size;
-  bool stopped;
-  AB_TRY(run_job(&j, &m, &size, &stopped, diag));
-  result_head_t h;
-  const char *notes;
-  read_head(m, size, &h, &notes);
-  ab_status st = (ab_status)h.status;
-  if (st != AB_OK) {
-    ab_diag_set(diag, st, "%s", h.msg);
-  } else {
-    if (diag) snprintf(diag->msg, sizeof diag->msg, "%s", h.msg); /* the strategy's note */
-    if (closed) {
-      memset(closed, 0, sizeof *closed);
-      snprintf(closed->device, sizeof closed->device, "%s", h.device);
-      closed->kind = (ab_device_kind_t)h.kind;
-      closed->total_bytes = h.total_bytes;
-      closed->held_peak = h.held_peak;
-    }
-  }
-  release(m, size);
-  return st;
-}
-
-ab_status ab_supervise_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                               ab_table_t *summary, ab_diag_t *diag) {
-  job_t j;
-  memset(&j, 0, sizeof j);
-  j.h.unit = UNIT_RUN_ONE;
-  j.h.dev = o->dev;
-  j.h.seed = o->seed;
-  j.h.faults_rank = o->faults_rank;
-  j.h.format = (int32_t)o->format;
-  j.h.timeline = o->timeline, j.h.check = o->check, j.h.kernels = o->kernels, j.h.verify = o->verify;
-  j.h.quiet = o->quiet, j.h.verbose = o->verbose, j.h.recorded_addresses = o->recorded_addresses;
-  j.h.device_said = ab_run_device_said;
-  j.h.record = o->hooks && o->hooks->record;
-  j.cmd = o->cmd, j.strategy = strategy, j.conf = o->conf, j.device = o->device, j.workload = o->workload;
-  j.out_dir = o->out_dir;
-  j.es = es;
-  /* The child's progress, drawn here where a run in this process would draw it (run_one.c). */
-  char label[160], name[256];
-  ab_results_workload_name(es->source, name, sizeof name);
-  snprintf(label, sizeof label, "%s on %s", strategy, name);
-  if (!o->quiet && isatty(STDERR_FILENO) && es->n > (1u << 16)) j.progress = label;
-  const char *m;
-  size_t size;
-  bool stopped;
-  ab_status st = run_job(&j, &m, &size, &stopped, diag);
-  if (st != AB_OK) {
-    if (stopped) {
-      failed_run(run, AB_RUN_INTERRUPTED, AB_OK, diag->msg);
-      diag->msg[0] = '\0';
-      return AB_OK;
-    }
-    /* The run failed: its row says so, as for any run that fails. */
-    failed_run(run, AB_RUN_ERROR, st, diag->msg);
-    ab_run_desc_t desc = {es->source, strategy, o->conf, o->device, o->dev.budget_bytes, o->seed, 0, NULL};
-    if (ab_results_add_summary(summary, &desc, es, run) != AB_OK) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-    return st;
-  }
-  result_head_t h;
-  reader_t r = read_run(m, size, &h, run);
-  if (h.device_said) ab_run_device_said = true;
-  st = (ab_status)h.status;
-  if (st != AB_OK) ab_diag_set(diag, st, "%s", h.msg);
-  const char **row = calloc(h.ncols ? h.ncols : 1, sizeof *row);
-  for (uint64_t i = 0; i < h.nrows && row && !r.bad; i++) {
-    for (uint64_t c = 0; c < h.ncols; c++) row[c] = get_str(&r);
-    if (!r.bad && h.ncols == summary->ncols && ab_table_add(summary, row) != AB_OK) r.bad = true;
-  }
-  free(row);
-  if (row != NULL && !r.bad && j.h.record && !get_log(&r, &h.log, o->hooks->record)) r.bad = true;
-  if (row == NULL || r.bad) st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: the results of its process do not read back", strategy);
-  release(m, size);
-  return st;
-}
-
-ab_status ab_supervise_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run,
-                             uint64_t *held_peak, char device[96], ab_diag_t *diag) {
-  job_t j;
-  memset(&j, 0, sizeof j);
-  j.h.unit = UNIT_PROBE;
-  j.h.dev = o->dev;
-  j.h.budget = budget;
-  j.h.check = o->check;
-  j.h.cap = o->cap;
-  /* The segment map crosses back; another hook could not run in this process. */
-  j.h.want_map = o->on_oom == ab_oommap_capture;
-  j.cmd = "allocbench", j.strategy = o->strategy, j.conf = o->conf, j.device = o->device;
-  j.es = es;
-  const char *m;
-  size_t size;
-  bool stopped;
-  ab_status st = run_job(&j, &m, &size, &stopped, diag);
-  if (st != AB_OK) {
-    failed_run(run, stopped ? AB_RUN_INTERRUPTED : AB_RUN_ERROR, stopped ? AB_OK : st, diag->msg);
-    if (!stopped) return st;
-    diag->msg[0] = '\0';
-    return AB_OK;
-  }
-  result_head_t h;
-  reader_t r = read_run(m, size, &h, run);
-  if (held_peak) *held_peak = h.held_peak;
-  if (device) snprintf(device, 96, "%s", h.device);
-  if (h.has_map && j.h.want_map && !get_map(&r, o->on_oom_ctx))
-    st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  if (st == AB_OK && h.status != AB_OK) st = ab_diag_set(diag, (ab_status)h.status, "%s", h.msg);
-  release(m, size);
-  return st;
+void ab_supervise_release(ab_supervise_reply_t *reply) {
+  if (reply->map) munmap((void *)(uintptr_t)reply->map, reply->size);
+  reply->map = NULL, reply->size = 0;
 }
 
 /* ---- the child's side ------------------------------------------------------------------------ */
@@ -935,129 +723,47 @@ ab_status ab_supervise_probe(const ab_events_t *es, const ab_bisect_opts_t *o, u
 /* The memory shared with the parent. */
 static watch_t *child_watch;
 
-/* The run's progress, for the parent to draw (ab_run_hooks_t's progress). */
-static void hand_progress(void *ctx, size_t done, size_t total) {
+void ab_supervise_progress(void *ctx, size_t done, size_t total) {
   (void)ctx;
   child_watch->total = total;
   child_watch->done = done;
 }
 
-/* What allocbench has said in this process (ab_run_notes), for the parent to say. */
+/* What allocbench has said in this process (ab_supervise_child_t's notes), for the parent to
+ * say. */
 static char *notes_text;
 static size_t notes_bytes;
 
 /* Empties the results' file and says how many bytes were in it: the library's, since nothing
- * else in the process has the descriptor and the child writes it only now (Note [What the
- * library can reach]). */
+ * else in the process has the descriptor and the child writes it only now
+ * (Note [What the library can reach]). */
 static uint64_t clear_results(writer_t *w) {
   off_t end = lseek(w->fd, 0, SEEK_END);
   if (end < 0 || ftruncate(w->fd, 0) != 0 || lseek(w->fd, 0, SEEK_SET) != 0) w->bad = true;
   return end > 0 ? (uint64_t)end : 0;
 }
 
-/* The head, the notes, and the run's arrays when there is a run. */
-static void put_result(writer_t *w, result_head_t *h, const ab_run_t *run) {
-  h->magic = RESULT_MAGIC;
-  h->scribbled = clear_results(w);
-  if (run) h->run = *run;
-  put(w, h, sizeof *h);
-  if (ab_run_notes) fflush(ab_run_notes);
-  put_str(w, notes_text ? notes_text : "");
-  if (run) {
-    put_array(w, run->timeline, run->ntimeline * sizeof *run->timeline);
-    put_array(w, run->step_ms, run->nstep_ms * sizeof *run->step_ms);
-  }
+void ab_supervise_reply(ab_supervise_child_t *c, ab_status status, const char *msg) {
+  result_head_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = RESULT_MAGIC;
+  h.status = status;
+  h.scribbled = clear_results(&c->out);
+  snprintf(h.msg, sizeof h.msg, "%s", msg);
+  ab_supervise_put(&c->out, &h, sizeof h);
+  fflush(c->notes);
+  ab_supervise_put_str(&c->out, notes_text ? notes_text : "");
 }
 
 /* The frame's end: the parent reads nothing of a file whose end does not match. */
-static void put_end(writer_t *w) {
-  result_end_t end = {RESULT_END, 0, w->off, sum_end(*w->sum)};
-  put(w, &end, sizeof end);
+bool ab_supervise_reply_end(ab_supervise_child_t *c) {
+  result_end_t end = {RESULT_END, 0, c->out.off, sum_end(*c->out.sum)};
+  ab_supervise_put(&c->out, &end, sizeof end);
+  return !c->out.bad;
 }
 
-static int child_check(const job_t *j, writer_t *w) {
-  ab_pipeline_t p = {.device = j->device, .dev = j->h.dev, .strategy = j->strategy, .conf = j->conf,
-                     .memory_cap = j->h.memory_cap};
-  ab_world_t closed;
-  ab_diag_t diag = {""};
-  result_head_t h;
-  memset(&h, 0, sizeof h);
-  h.status = ab_pipeline_check(&p, &closed, &diag);
-  snprintf(h.msg, sizeof h.msg, "%s", diag.msg);
-  if (h.status == AB_OK) {
-    snprintf(h.device, sizeof h.device, "%s", closed.device);
-    h.kind = (int32_t)closed.kind;
-    h.total_bytes = closed.total_bytes;
-    h.held_peak = closed.held_peak;
-  }
-  put_result(w, &h, NULL);
-  put_end(w);
-  return w->bad ? AB_EXIT_FAIL : AB_EXIT_OK;
-}
-
-static int child_run_one(const job_t *j, writer_t *w) {
-  ab_run_spec_t o;
-  ab_run_spec_defaults(&o, j->cmd ? j->cmd : "allocbench");
-  o.workload = j->workload, o.strategy = j->strategy, o.conf = j->conf, o.device = j->device;
-  o.out_dir = j->out_dir ? j->out_dir : o.out_dir;
-  o.seed = j->h.seed, o.dev = j->h.dev, o.faults_rank = j->h.faults_rank, o.format = (ab_format_t)j->h.format;
-  o.timeline = j->h.timeline, o.check = j->h.check, o.kernels = j->h.kernels, o.verify = j->h.verify;
-  o.quiet = j->h.quiet, o.verbose = j->h.verbose, o.recorded_addresses = j->h.recorded_addresses;
-  ab_run_device_said = j->h.device_said;
-  /* Recorded here, where the library runs; the log goes back with the results. */
-  ab_trace_log_t log;
-  ab_trace_log_init(&log);
-  ab_run_hooks_t hooks = {.record = j->h.record ? &log : NULL, .progress = hand_progress};
-  o.hooks = &hooks;
-  ab_run_t run;
-  if (ab_run_prepare(&run, j->es) != AB_OK) return AB_EXIT_FAIL;
-  ab_table_t summary;
-  ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-  ab_diag_t diag = {""};
-  result_head_t h;
-  memset(&h, 0, sizeof h);
-  h.status = ab_run_one(&o, j->es, j->strategy, &run, &summary, &diag);
-  snprintf(h.msg, sizeof h.msg, "%s", diag.msg);
-  h.device_said = ab_run_device_said;
-  h.nrows = summary.nrows, h.ncols = summary.ncols;
-  h.log = log;
-  h.log.recs = NULL, h.log.segs = NULL, h.log.blocks = NULL;
-  put_result(w, &h, &run);
-  for (size_t i = 0; i < summary.nrows * summary.ncols; i++) put_str(w, summary.cells[i]);
-  if (j->h.record) put_log(w, &log);
-  put_end(w);
-  ab_trace_log_free(&log);
-  ab_table_free(&summary);
-  ab_run_release(&run);
-  return w->bad ? AB_EXIT_FAIL : AB_EXIT_OK;
-}
-
-static int child_probe(const job_t *j, writer_t *w) {
-  ab_bisect_opts_t b;
-  memset(&b, 0, sizeof b);
-  b.strategy = j->strategy, b.conf = j->conf, b.device = j->device, b.dev = j->h.dev;
-  b.check = j->h.check, b.cap = j->h.cap, b.stop = &ab_run_stop;
-  ab_oommap_t map;
-  ab_oommap_init(&map);
-  if (j->h.want_map) b.on_oom = ab_oommap_capture, b.on_oom_ctx = &map;
-  ab_run_t run;
-  if (ab_run_prepare(&run, j->es) != AB_OK) return AB_EXIT_FAIL;
-  ab_diag_t diag = {""};
-  result_head_t h;
-  memset(&h, 0, sizeof h);
-  h.status = ab_bisect_probe(j->es, &b, j->h.budget, NULL, &run, &h.held_peak, h.device, &diag);
-  snprintf(h.msg, sizeof h.msg, "%s", diag.msg);
-  h.has_map = j->h.want_map && map.captured;
-  put_result(w, &h, &run);
-  if (h.has_map) put_map(w, &map);
-  put_end(w);
-  ab_oommap_free(&map);
-  ab_run_release(&run);
-  return w->bad ? AB_EXIT_FAIL : AB_EXIT_OK;
-}
-
-/* Moves the results' descriptor to a number drawn at random (Note [What the library can
- * reach]); the new descriptor, or -1. */
+/* Moves the results' descriptor to a number drawn at random
+ * (Note [What the library can reach]); the new descriptor, or -1. */
 static int hide_results(void) {
   int lo = 64, hi = 1024; /* below 1024: the descriptor table stays small */
   struct rlimit rl;
@@ -1071,41 +777,33 @@ static int hide_results(void) {
   return fd;
 }
 
-int ab_supervise_child(void) {
+bool ab_supervise_child_begin(ab_supervise_child_t *c) {
+  memset(c, 0, sizeof *c);
   /* A signal stops the run as it stops any (engine.h); the parent kills what does not. */
   ab_run_catch_stop();
   /* Note [What the library can reach]: the job and the watch word mapped, their descriptors
    * closed; the results' moved; the notes gathered in memory. */
   void *shared = mmap(NULL, sizeof(watch_t), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);
-  if (shared == MAP_FAILED || close(WATCH_FD) != 0) return AB_EXIT_FAIL;
+  if (shared == MAP_FAILED || close(WATCH_FD) != 0) return false;
   child_watch = shared;
   ab_plugin_call_slot = &child_watch->call;
   ab_plugin_calling(AB_PLUGIN_OUTSIDE);
   size_t size;
   const char *m = map_file(JOB_FD, &size);
   reader_t r = {m, size, m == NULL, 0};
-  job_t j;
-  ab_events_t es;
-  if (close(JOB_FD) != 0 || !get_job(&r, &j, &es)) {
+  if (close(JOB_FD) != 0 || !get_job(&r, c)) {
     fprintf(stderr, "allocbench: %s: the job does not read back\n", AB_SUPERVISE_ARG);
-    return AB_EXIT_FAIL;
+    return false;
   }
   int results = hide_results();
-  ab_run_notes = open_memstream(&notes_text, &notes_bytes);
-  if (results < 0 || ab_run_notes == NULL) {
+  c->notes = open_memstream(&notes_text, &notes_bytes);
+  if (results < 0 || c->notes == NULL) {
     fprintf(stderr, "allocbench: %s: cannot set up its results: %s\n", AB_SUPERVISE_ARG, strerror(errno));
-    return AB_EXIT_FAIL;
+    return false;
   }
-  sum_t sum = SUM_START;
-  writer_t w = {results, false, 0, &sum};
-  int rc = AB_EXIT_FAIL;
-  switch ((unit_t)j.h.unit) {
-    case UNIT_CHECK: rc = child_check(&j, &w); break;
-    case UNIT_RUN_ONE: rc = child_run_one(&j, &w); break;
-    case UNIT_PROBE: rc = child_probe(&j, &w); break;
-  }
-  /* The results are written: what runs now is the process's end, and the destructors of a
-   * library that was never unloaded, under the deadline of a call. */
-  ab_plugin_calling(AB_PLUGIN_EXITING);
-  return rc;
+  c->sum = (sum_t)SUM_START;
+  c->out = (writer_t){results, false, 0, &c->sum};
+  return true;
 }
+
+void ab_supervise_child_end(void) { ab_plugin_calling(AB_PLUGIN_EXITING); }

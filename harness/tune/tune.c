@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "kernels/base/clock.h"
-#include "harness/run/pipeline.h"
+#include "harness/run/supervise.h"
 
 /* The run's figures. */
 static void keep_run(ab_tune_result_t *r, const ab_run_t *run) {
@@ -66,7 +66,7 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   timed.stop = o->stop;
   /* A library's run goes to a process of its own, which takes no engine options (supervise.h):
    * its time is not modelled (alloc_time_s < 0). */
-  bool apart = ab_apart(ab_bisect_probe_apart != NULL, b.strategy);
+  bool apart = ab_supervise_apart(b.strategy);
   ab_status st = ab_bisect_probe(es, &b, o->cap, apart ? NULL : &timed, run, NULL, NULL, &diag);
   if (st == AB_OK) {
     keep_run(r, run);

@@ -7,6 +7,7 @@
 
 #include "kernels/base/output.h"
 #include "harness/run/oommap.h"
+#include "harness/run/oomreport.h"
 #include "harness/run/table.h"
 #include "strategies/protocol/trace_actions.h"
 
@@ -224,7 +225,7 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     st = ab_table_write_file(&t, path, diag);
     for (int c = 0; c < NCONFIGS && st == AB_OK; c++) {
       snprintf(path, sizeof path, "%s/tune_segments_%s.csv", dir, config_name[c]);
-      if (have[c]) st = ab_oommap_write_file(&map[same ? RECORDED : c], path, NULL, diag);
+      if (have[c]) st = ab_oomreport_write_file(&map[same ? RECORDED : c], path, NULL, diag);
       else remove(path); /* an older run's map would be taken for this one's */
     }
     if (st == AB_OK) st = write_notes(dir, traces[worst].name, event, reserved, oom, have, diag);

@@ -10,6 +10,7 @@
 #include "kernels/device/device_open.h"
 #include "harness/run/bisect.h"
 #include "harness/run/oommap.h"
+#include "harness/run/oomreport.h"
 #include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
@@ -186,7 +187,7 @@ static void oom_map_rows(void) {
   REQUIRE(mkdtemp(dir) != NULL);
   char path[256], text[4096];
   ab_run_desc_t desc = {es.source, "pooled", NULL, "sim", 0, 0, 0, NULL};
-  REQUIRE(ab_oommap_write(&map, dir, &desc, path, sizeof path, &diag) == AB_OK);
+  REQUIRE(ab_oomreport_write(&map, dir, &desc, path, sizeof path, &diag) == AB_OK);
   char want_path[256];
   snprintf(want_path, sizeof want_path, "%s/oommap_frag-case_pooled.csv", dir);
   CHECK_STR_CONTAINS(path, want_path);
@@ -206,7 +207,7 @@ static void oom_map_rows(void) {
   /* The report: PyTorch's figures, the largest free block, the segments, the kind. */
   FILE *f = fopen(path, "w+");
   REQUIRE(f);
-  ab_oommap_report(f, &r.oom, "pooled", r.device, r.max_fail, &map, path);
+  ab_oomreport_print(f, &r.oom, "pooled", r.device, r.max_fail, &map, path);
   fflush(f);
   rewind(f);
   size_t n = fread(text, 1, sizeof text - 1, f);
