@@ -292,7 +292,7 @@ if got != [want]:
     sys.exit(1)
 EOF
 
-# Note [Headroom] (cmd_tune.c): under the job's cap (the MemPool program's, 5% of the card in its
+# Note [Headroom] (tune_job.h): under the job's cap (the MemPool program's, 5% of the card in its
 # settings), the line to paste says the fraction in the fewest digits, the recommended setting
 # has at least 2% of the cap as headroom, and the answer names the setting first by peak
 # reserved that it passed over for too little; what makes the figures approximate is in it.

@@ -435,7 +435,7 @@ static size_t report(const char *state, bool quiet, bool recovered, bool rename)
     fprintf(stderr, "allocbench record: no snapshot was written%s\n",
             nnotes ? ":" : procs.n ? "" : ": no Python process of the program started the hook (is it a Python program?)");
   } else if (!quiet && ranked > 1) {
-    /* A torchrun job: its ranks tuned together (cmd_tune.c, Note [A job of several traces]). */
+    /* A torchrun job: its ranks tuned together (harness/tune/tune_job.h, Note [A job of several traces]). */
     fprintf(stderr, "allocbench record: next: allocbench tune -w 'replay:%s'\n", ranks);
   } else if (!quiet) {
     fprintf(stderr, "allocbench record: next: allocbench tune -w replay:%s\n", first);

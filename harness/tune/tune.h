@@ -57,7 +57,7 @@ typedef struct ab_tune_result_s {
                               * < 0: not modelled (a library's run, in a process of its own) */
   size_t rank;               /* 1-based, set by ab_tune_rank */
   size_t trace;              /* of a job of several traces tuned together: which one these figures are
-                              * of (its worst, cmd_tune.c); 0 otherwise */
+                              * of (its worst, tune_job.h); 0 otherwise */
 } ab_tune_result_t;
 
 /* Whether r's run completed under every placement of its band: a setting that runs out of
