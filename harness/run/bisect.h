@@ -6,7 +6,7 @@
  * ab_run_t (prepared once for the stream) is reused by every probe, and the replay loop runs
  * without timing or timeline, so a probe allocates nothing per event.
  *
- * The search (Note [Budget search]):
+ * Note [Budget search]: the search,
  *   1. hi, by default, is the peak of bytes held from the device by an unbudgeted run (a
  *      probe with no budget): that run never held more, so it is the first budget expected to
  *      pass. hi is probed. A strategy may need more under a budget than it held without one
@@ -27,15 +27,15 @@
  *
  * What is probed is a budget, the device's hard limit (a card of that size), or with opts.cap
  * PyTorch's memory cap (set_per_process_memory_fraction), which a caching allocator checks
- * itself and which its expandable segments may pass by less than a page (Note [Budget or
- * cap] in bisect.c). PyTorch's own bisections, as in the fixtures, are of the cap.
+ * itself and which its expandable segments may pass by less than a page
+ * (Note [Budget or cap] in bisect.c). PyTorch's own bisections, as in the fixtures, are of the cap.
  *
  * With opts.cap, for a strategy that keeps its cap window (Note [Cap window], strategy.h), no
  * bisection: the cap map (Note [Cap map] in bisect.c) gives the status at every cap, exactly,
  * one replay per interval of caps that replay alike. Its answers: min_budget, the smallest
  * cap that completes; safe_cap, the smallest from which every cap up completes (a cap to
- * deploy, under every placement variant of the simulated card: Note [A safe cap across the
- * band] in bisect.c); max_fail, the largest cap that fails (safe_cap - 1 but where a variant
+ * deploy, under every placement variant of the simulated card:
+ * Note [A safe cap across the band] in bisect.c); max_fail, the largest cap that fails (safe_cap - 1 but where a variant
  * raised the safe cap), with its OOM.
  *
  * Traces whose program caught OOMs and went on (ab_events_t.trace_ooms > 0) changed course

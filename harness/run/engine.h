@@ -111,8 +111,8 @@ typedef struct ab_run_opts_s {
   bool time_calls; /* histogram the allocs and frees (one in N timed: Note [Timing one call in N], engine.c) */
   bool timeline;   /* sample at every STEP (a trace: every n/200 events) and at the end */
   bool check;      /* run the strategy's invariant checks after every event, or every k-th where it
-                    * holds more than 1 024 segments and blocks, and after the last (Note [What
-                    * --check costs], engine.c; slow) */
+                    * holds more than 1 024 segments and blocks, and after the last
+                    * (Note [What --check costs], engine.c; slow) */
   bool kernels;    /* launch KERNEL events where the device can */
   bool verify;     /* check that no two live allocations share memory (verify.h; slow) */
   bool continue_on_oom; /* count an OOM, pass over its id's events and go on (see above) */

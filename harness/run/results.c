@@ -236,8 +236,8 @@ void ab_results_run_file(const char *dir, const char *kind, const ab_run_desc_t 
   snprintf(path, size, "%s/%s_%s%s_%s.csv", dir, kind, w, c, s);
 }
 
-/* The columns every row of a run's own file ends with: the run, whole (Note [Names of a run's
- * files]). The conf, which may be empty, is not last: gnuplot misreads an empty last field. */
+/* The columns every row of a run's own file ends with: the run, whole
+ * (Note [Names of a run's files]). The conf, which may be empty, is not last: gnuplot misreads an empty last field. */
 #define RUN_COLS {"workload", false}, {"conf", false}, {"strategy", false}
 #define RUN_NCOLS 3
 

@@ -4,8 +4,8 @@
  *   workload, strategy, conf, device, budget_bytes, seed, events   what ran
  *   approximate       "no", or why the figures cannot be exact: a snapshot whose pools could
  *                     not all be told (trace_builder.h, Note [Pools of a trace]), releases
- *                     that only the cap could tell apart (trace_builder.c, Note [Releases
- *                     inside a malloc]), OOMs the program caught that the run served
+ *                     that only the cap could tell apart (trace_builder.c,
+ *                     Note [Releases inside a malloc]), OOMs the program caught that the run served
  *   status (ok | oom | error | stopped: another rank failed first, ranks.h),
  *   oom_kind (none | fragmentation | capacity), oom_event (-1: none)
  *   peak_<gauge>      the peak of each gauge of stats.h (peak_requested_bytes, ...), PyTorch's

@@ -781,8 +781,8 @@ bool ab_supervise_child_begin(ab_supervise_child_t *c) {
   memset(c, 0, sizeof *c);
   /* A signal stops the run as it stops any (engine.h); the parent kills what does not. */
   ab_run_catch_stop();
-  /* Note [What the library can reach]: the job and the watch word mapped, their descriptors
-   * closed; the results' moved; the notes gathered in memory. */
+  /* The job and the watch word mapped, their descriptors closed; the results' moved; the notes
+   * gathered in memory (Note [What the library can reach]). */
   void *shared = mmap(NULL, sizeof(watch_t), PROT_READ | PROT_WRITE, MAP_SHARED, WATCH_FD, 0);
   if (shared == MAP_FAILED || close(WATCH_FD) != 0) return false;
   child_watch = shared;

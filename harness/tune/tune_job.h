@@ -57,7 +57,7 @@
 #include "harness/tune/tune.h"
 #include "harness/tune/tune_grid.h"
 
-/* Note [Headroom]: the least headroom, in percent of the cap, of a comfortable setting. */
+/* The least headroom, in percent of the cap, of a comfortable setting (Note [Headroom]). */
 #define AB_TUNE_HEADROOM_PCT 2
 
 /* The ranks of a launch between which the runs are dealt out
