@@ -6,7 +6,7 @@
  * ab_run_t (prepared once for the stream) is reused by every probe, and the replay loop runs
  * without timing or timeline, so a probe allocates nothing per event.
  *
- * Note [Budget search]: the search,
+ * Note [Budget search]
  *   1. hi, by default, is the peak of bytes held from the device by an unbudgeted run (a
  *      probe with no budget): that run never held more, so it is the first budget expected to
  *      pass. hi is probed. A strategy may need more under a budget than it held without one
