@@ -29,10 +29,10 @@
  *      are kept whole (an alloc of nothing, the record after a run of releases, the free that
  *      found a block existing before). A FREE whose free was requested ends the routing as the
  *      request did (FREE_ROUTED in its bytes, where no free_requested of its own says so).
- *   3. A run of segment releases may be the program's empty_cache (Note [Releases inside a
- *      malloc]), which the reserved bytes of the whole trace, the cap and the settings (read
- *      last) tell: each run is kept, where it began and the record after it, and its
- *      EMPTY_CACHE put in at finish. A free_completed whose request such a run came between is
+ *   3. A run of segment releases may be the program's empty_cache, which the reserved bytes
+ *      of the whole trace, the cap and the settings (read last) tell (Note [Releases inside a malloc]):
+ *      each run is kept, where it began and the record after it, and its EMPTY_CACHE put in
+ *      at finish. A free_completed whose request such a run came between is
  *      paired with it at finish (merge_late), where it is known whether an EMPTY_CACHE came
  *      between.
  *   4. An oom's request is written as caught (ALLOC, FREE) until an alloc follows; when none
@@ -71,8 +71,8 @@ struct ab_trace_dumpseg_s {
   int pool;
 };
 
-/* A record that became no event of its own but whose pool the rules read (Note [Pools of a
- * trace]; Note [Records to events in one pass], 2). */
+/* A record that became no event of its own but whose pool the rules read
+ * (Note [Pools of a trace]; Note [Records to events in one pass], 2). */
 typedef struct ab_trace_item_s {
   uint64_t addr;
   size_t segs;   /* segment records before it, itself included when it is one: the releases
@@ -747,10 +747,14 @@ static void pools_from_dump(ab_trace_builder_t *b) {
   query_t *q = malloc((b->nstray + b->npre + b->nruns + 1) * sizeof *q);
   size_t n = 0;
   if (q == NULL) b->failed = true;
-  for (size_t i = 0; i < b->nstray && q; i++)
-    if (b->stray[i].pool == AB_TRACE_POOL_INFER) q[n++] = (query_t){b->stray[i].segs, b->stray[i].addr, &b->stray[i].pool};
-  for (size_t i = 0; i < b->npre && q; i++) /* before held_and_sorted: those found by a free */
-    if (b->pre[i].r.pool == AB_TRACE_POOL_INFER) q[n++] = (query_t){b->pre[i].segs, b->pre[i].r.addr, &b->pre[i].r.pool};
+  for (size_t i = 0; i < b->nstray && q; i++) {
+    item_t *s = &b->stray[i];
+    if (s->pool == AB_TRACE_POOL_INFER) q[n++] = (query_t){s->segs, s->addr, &s->pool};
+  }
+  for (size_t i = 0; i < b->npre && q; i++) { /* before held_and_sorted: those found by a free */
+    pre_t *p = &b->pre[i];
+    if (p->r.pool == AB_TRACE_POOL_INFER) q[n++] = (query_t){p->segs, p->r.addr, &p->r.pool};
+  }
   for (size_t i = 0; i < b->nruns && q; i++) {
     run_t *run = &b->runs[i];
     if ((run->next == AB_TR_SEGMENT_ALLOC || run->next == AB_TR_SEGMENT_MAP) && run->at.pool == AB_TRACE_POOL_INFER)

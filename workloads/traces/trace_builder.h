@@ -153,8 +153,8 @@ typedef struct ab_trace_info_s {
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
 
 typedef struct ab_trace_builder_s {
-  ab_events_t *es;            /* the events, written as the records come (trace_builder.c, Note [Records to
-                               * events in one pass]) */
+  ab_events_t *es;            /* the events, written as the records come (trace_builder.c,
+                               * Note [Records to events in one pass]) */
   ab_trace_info_t info;
   const char *path;
   bool byte_pos;              /* positions are byte offsets ("PATH: byte N"), else lines ("PATH:N") */
@@ -183,7 +183,7 @@ typedef struct ab_trace_builder_s {
   uint8_t action_len[AB_TRACE_MAX_ACTION_NAMES]; /* strlen of info.actions[i].name */
   unsigned last_action;       /* the index of info.actions counted last */
   uint8_t known_slot[AB_TR_OTHER]; /* a named action's index in info.actions + 1; 0: not yet */
-  /* Each free's block, found as the records come (trace_builder.c, resolve): */
+  /* Each free's block, found as the records come (trace_builder.c, add_free): */
   ab_map_t blocks;            /* every address an alloc or a free touched -> the block live there */
   struct ab_trace_pre_s *pre; /* the blocks found to exist before the trace */
   size_t npre, cappre;
