@@ -2,9 +2,10 @@
 """notes.py [ROOT]: every Note reference of the tree resolves.
 
 A Note is a piece of reasoning written once, where the code that relies on it lives, and
-named so that other places can point at it. Its definition is a comment line that starts with
-its name, alone or followed by a colon ("/* Note [Size bins]", " * Note [Cap map]: ...",
-"# Note [X]"); every other mention of "Note [NAME]" is a reference. The script prints
+named so that other places can point at it. Its definition opens a comment or a paragraph of
+one with its name, alone or followed by a colon ("/* Note [Size bins]", " * Note [Cap map]:
+...", "# Note [X]" after an empty comment line); every other mention of "Note [NAME]" is a
+reference. The script prints
   broken      names split across two lines (a search for the name misses them);
   undefined   references to a name no definition has;
   twice       names defined more than once;
@@ -18,6 +19,7 @@ import sys
 
 TEXT = (".c", ".h", ".cu", ".cc", ".cpp", ".py", ".sh", ".md", ".txt", ".cmake", ".gp", "Makefile")
 DEFINITION = re.compile(r"^\s*(?:/\*+|\*|#|//)\s*Note \[([^\]]+)\](?::|\s*$)")
+NONEMPTY = re.compile(r"^\s*(?:/\*|\*|#|//)\s*\S")  # a comment's line with words on it
 MENTION = re.compile(r"Note \[([^\]]*)(\]?)")
 
 
@@ -33,7 +35,9 @@ def main():
             lines = f.read().split("\n")
         for number, line in enumerate(lines, 1):
             where = f"{path}:{number}"
-            definition = DEFINITION.match(line)
+            before = lines[number - 2] if number > 1 else ""
+            opens = line.lstrip().startswith("/*") or not NONEMPTY.match(before) or before.rstrip().endswith("*/")
+            definition = DEFINITION.match(line) if opens else None
             if definition:
                 defined[definition.group(1)].append(where)
             for mention in MENTION.finditer(line):

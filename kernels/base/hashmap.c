@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "kernels/base/hostmem.h"
+
 void ab_map_init(ab_map_t *m) {
   m->slots = NULL;
   m->cap = m->n = 0;
@@ -14,7 +16,7 @@ void ab_map_free(ab_map_t *m) {
 
 ab_status ab_map_grow(ab_map_t *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
-  ab_map_slot_t *slots = calloc(cap, sizeof *slots);
+  ab_map_slot_t *slots = ab_host_memory_zeroed(cap * sizeof *slots);
   if (slots == NULL) return AB_ERR_INTERNAL;
   ab_map_t bigger = {slots, cap, 0};
   for (size_t i = 0; i < m->cap; i++)

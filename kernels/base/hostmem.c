@@ -1,9 +1,16 @@
 /* hostmem.c: the host memory this process can still take (hostmem.h). */
 #include "kernels/base/hostmem.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static uint64_t least(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
@@ -48,4 +55,34 @@ uint64_t ab_host_memory_available(void) {
   uint64_t max = bytes_file("/sys/fs/cgroup/memory.max"), current = bytes_file("/sys/fs/cgroup/memory.current");
   if (max != UINT64_MAX && current != UINT64_MAX) room = least(room, max > current ? max - current : 0);
   return room;
+}
+
+void ab_host_memory_huge(void *p) {
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+  /* glibc gives a large block a mapping of its own, which starts at the page below p and ends
+   * with p's usable bytes: advising exactly that leaves it one mapping, which mremap needs to
+   * grow it in place (a block from the heap, under glibc's threshold, is advised where it is). */
+  if (p == NULL) return;
+  size_t usable = malloc_usable_size(p);
+  if (usable < (2u << 20)) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = (uintptr_t)p & ~(page - 1);
+  (void)madvise((void *)from, (uintptr_t)p + usable - from, MADV_HUGEPAGE);
+#else
+  (void)p;
+#endif
+}
+
+void *ab_host_memory_zeroed(size_t bytes) {
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+  const size_t huge = 2u << 20;
+  if (bytes >= huge) {
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    (void)madvise(p, (bytes + page - 1) & ~(page - 1), MADV_HUGEPAGE);
+    memset(p, 0, bytes);
+    return p;
+  }
+#endif
+  return calloc(bytes ? bytes : 1, 1);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <pthread.h>
 
 #ifdef AB_HAVE_ZLIB
@@ -175,6 +176,7 @@ struct ab_instream_s {
   uint64_t taken;             /* raw bytes taken so far (fed to the inflater, or returned) */
   bool gzip;
   bool plain;                 /* never gzip: contents given as they are */
+  uint64_t isize;             /* gzip: the contents' size its trailer records (modulo 2^32) */
   uint64_t max_inflated, limit;
   uint64_t out;               /* contents bytes returned by ab_instream_read */
   uint64_t inflated;          /* bytes the inflater made (the cap applies to them) */
@@ -622,6 +624,11 @@ static ab_status start(ab_instream_t *s, ab_diag_t *diag) {
   s->gzip = !s->plain && s->nraw >= 2 && s->raw[0] == 0x1f && s->raw[1] == 0x8b;
   s->limit = s->gzip ? inflate_cap(s->compressed, s->max_inflated) : MAX_BYTES;
   if (!s->gzip) return AB_OK;
+  /* ISIZE, the last four bytes (RFC 1952): read beside the stream, which it does not move. */
+  unsigned char t[4] = {0, 0, 0, 0};
+  if (s->compressed >= 18 && (s->f ? pread(fileno(s->f), t, 4, (off_t)(s->compressed - 4)) == 4
+                                   : (memcpy(t, s->mem + s->compressed - 4, 4), true)))
+    s->isize = (uint64_t)t[0] | (uint64_t)t[1] << 8 | (uint64_t)t[2] << 16 | (uint64_t)t[3] << 24;
 #ifdef AB_HAVE_INFLATER
   AB_TRY(gz_start(s, diag));
   if (s->compressed >= THREAD_MIN_BYTES) thread_start(s); /* Note [Inflating ahead] */
@@ -798,6 +805,11 @@ ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char 
 }
 
 void ab_instream_consume(ab_instream_t *s, size_t n) { s->wstart += n; }
+
+uint64_t ab_instream_size_hint(const ab_instream_t *s) {
+  uint64_t n = s->gzip ? s->isize : s->compressed;
+  return n < s->limit ? n : s->limit;
+}
 
 uint64_t ab_instream_offset(const ab_instream_t *s) { return s->out - (s->wend - s->wstart); }
 

@@ -70,6 +70,10 @@ ab_status ab_instream_window(ab_instream_t *s, size_t want, const unsigned char 
 void ab_instream_consume(ab_instream_t *s, size_t n);
 /* Contents bytes consumed (window) or read so far: the offset of the next byte. */
 uint64_t ab_instream_offset(const ab_instream_t *s);
+/* How many bytes the contents hold, as the file says before they are read, for a reader that
+ * sizes its arrays up front: a plain file's size, a gzip file's own record of its size (the
+ * last member's, modulo 2^32), at most the cap on inflating. A hint, which a file can belie. */
+uint64_t ab_instream_size_hint(const ab_instream_t *s);
 void ab_instream_close(ab_instream_t *s);
 /* The library gzip input is inflated with: "isal" (ISA-L's igzip, the default where the
  * build has it) or "zlib" (the default otherwise). ab_input_use_inflater picks one of those

@@ -20,7 +20,8 @@
  * Each is run --reps times (default 5; the tree reader and python3, which take seconds, 3),
  * taking turns, and its figures are the best run's (its wall time, with that run's processor
  * time; the peak memory is the largest of all): a busy machine only ever adds to a run, so the
- * fastest is the nearest to what the reader costs. The speedup (python3 over allocbench) and
+ * fastest is the nearest to what the reader costs. A second line gives the median wall time of
+ * each over the same turns, and their ratios. The speedup (python3 over allocbench) and
  * allocbench over inflate are ratios of figures measured in the same run, which a busy
  * machine moves less than the figures.
  * --frameless writes snapshots without stack frames, as `allocbench record` writes them
@@ -79,18 +80,23 @@ static bool measure(char *const argv[], double *secs, double *cpu, uint64_t *pea
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+#define MAX_REPS 99
+
 /* A command's figures over its runs: the fastest run's wall and processor time, the largest
- * peak; false when any run failed. */
+ * peak, and every run's wall time (for the median); false when any run failed. */
 typedef struct best_s {
   double secs, cpu;
   uint64_t peak;
   bool ok;
+  double wall[MAX_REPS];
+  int n;
 } best_t;
 
 static void best_add(best_t *b, char *const argv[]) {
   double secs = 0, cpu = 0;
   uint64_t peak = 0;
   bool ok = measure(argv, &secs, &cpu, &peak);
+  if (ok && b->n < MAX_REPS) b->wall[b->n++] = secs;
   if (!ok) b->ok = false;
   else if (b->secs == 0 || secs < b->secs) {
     b->secs = secs;
@@ -198,8 +204,6 @@ static bool snapshot_of(const char *self, const char *dir, uint64_t entries, boo
   fprintf(stderr, "snapshot_bench: could not write %s\n", path);
   return false;
 }
-
-#define MAX_REPS 99
 
 /* The framed and the frameless snapshot of `entries` entries read in alternate turns. */
 static int framed_against_frameless(const char *self, const char *dir, uint64_t entries, int reps) {
@@ -339,7 +343,7 @@ int main(int argc, char **argv) {
     char *py[] = {py_exe, "-c", "import gzip, pickle, sys; pickle.loads(gzip.open(sys.argv[1]).read())", path, NULL};
     char *infl[] = {argv[0], "--inflate", path, NULL};
     bool slow_too = info.records <= python_max;
-    best_t a = {0, 0, 0, true}, t = {0, 0, 0, slow_too}, py_best = {0, 0, 0, python && slow_too}, in = {0, 0, 0, true};
+    best_t a = {.ok = true}, t = {.ok = slow_too}, py_best = {.ok = python && slow_too}, in = {.ok = true};
     for (int r = 0; r < reps; r++) { /* in turns, so that a busy spell weighs on all alike */
       best_add(&a, ours);
       best_add(&in, infl);
@@ -368,6 +372,12 @@ int main(int argc, char **argv) {
     printf("%10llu %7.1f %7.1f | %16s %7.0f %8.3f | %16s %7s | %16s %7s | %13s | %16s %9s\n",
            (unsigned long long)info.records, (double)file_bytes(path) / 1e6, (double)inflated / 1e6, ours_s,
            (double)a_rss / 1e6, a_s / (double)info.records * 1e6, tree_s, tree_rss, py_s, py_rss, speedup, infl_s, over);
+    /* The medians of the same turns, which a busy spell moves less than it moves the fastest. */
+    double a_m = a.n ? median(a.wall, a.n) : 0, p_m = py_best.n ? median(py_best.wall, py_best.n) : 0;
+    double i_m = in.n ? median(in.wall, in.n) : 0, t_m = t.n ? median(t.wall, t.n) : 0;
+    printf("%10s medians of the turns: allocbench %.2f s (%d), tree %.2f s (%d), python3 %.2f s (%d), inflate %.2f s "
+           "(%d); python3 / allocbench %.1fx, allocbench / inflate %.1fx\n",
+           "", a_m, a.n, t_m, t.n, p_m, py_best.n, i_m, in.n, a_m > 0 ? p_m / a_m : 0, i_m > 0 ? a_m / i_m : 0);
     fflush(stdout);
   }
   return 0;

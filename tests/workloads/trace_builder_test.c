@@ -67,10 +67,12 @@ static void builder_refuses_an_alloc_over_a_live_block(void) {
   CHECK_STR_CONTAINS(d.msg, "T:3: alloc at 0x1, which is already allocated");
 }
 
+
 /* ---- releases inside a malloc (trace_builder.c, Note [Releases inside a malloc]) ---------- */
 
 #define MIB (1ULL << 20)
 #define CHECK_STR_EQ(a, b) CHECK_MSG(strcmp((a), (b)) == 0, "'%s' is not '%s'", (a), (b))
+
 
 /* What PyTorch's snapshot reader tells the builder: its records are PyTorch's allocator's,
  * under `settings`, for a program that ran under `cap` (0: not given). */
@@ -227,6 +229,117 @@ static void untold_releases_make_the_run_approximate(void) {
   CHECK_EQ(count_kind(&es, AB_EV_EMPTY_CACHE), 1);
   CHECK_STR_CONTAINS(es.approximate, "1 runs of segment releases inside a malloc may be PyTorch's own");
   CHECK_STR_CONTAINS(es.approximate, "read as the program's; give the cap: --cap");
+  ab_events_free(&es);
+}
+
+/* ---- what only finish tells (trace_builder.c, Note [Records to events in one pass]) ------- */
+
+/* The events of es as "A0 N0 R1 C1 E P" (ALLOC, FREE NOW/REQUEST/COMPLETE with the id, EMPTY_CACHE,
+ * a pool call), for comparing with what the rules give. */
+static void spell(const ab_events_t *es, char *out, size_t size) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < es->n && used + 16 < size; i++) {
+    const ab_event_t *e = &es->ev[i];
+    static const char phase[] = "NRC";
+    if (e->kind == AB_EV_ALLOC) used += (size_t)snprintf(out + used, size - used, "%sA%u", used ? " " : "", e->id);
+    else if (e->kind == AB_EV_FREE) used += (size_t)snprintf(out + used, size - used, "%s%c%u", used ? " " : "", phase[e->aux], e->id);
+    else used += (size_t)snprintf(out + used, size - used, "%s%c", used ? " " : "", e->kind == AB_EV_EMPTY_CACHE ? 'E' : 'P');
+  }
+}
+
+/* A block whose free was requested before the trace, completed by the first record: the
+ * request (at the start, where the block is made) and the completion are one free. */
+static void block_before_completed_first(void) {
+  static const rec_t recs[] = {{AB_TR_FREE_COMPLETED, 0x1000, 64, 0}, {AB_TR_ALLOC, 0x2000, 64, 0}};
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(build(recs, 2, &es, &in, &d) == AB_OK, "%s", d.msg);
+  char got[256];
+  spell(&es, got, sizeof got);
+  CHECK_STR_EQ(got, "A0 N0 A1");
+  CHECK_EQ(in.preexisting, 1);
+  ab_events_free(&es);
+}
+
+/* A free whose request a segment release came between: one free, unless the release was the
+ * program's empty_cache (a PyTorch snapshot's, followed by no malloc), which comes between. */
+static void release_between_request_and_completion(void) {
+  static const rec_t recs[] = {
+      {AB_TR_SEGMENT_ALLOC, 0x10000000, 20 * MIB, 0}, {AB_TR_SEGMENT_ALLOC, 0x20000000, 20 * MIB, 0},
+      {AB_TR_ALLOC, 0x10000000, MIB, 0},              {AB_TR_FREE_REQUESTED, 0x10000000, MIB, 0},
+      {AB_TR_SEGMENT_FREE, 0x20000000, 20 * MIB, 0},  {AB_TR_FREE_COMPLETED, 0x10000000, MIB, 0},
+  };
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  char got[256];
+  REQUIRE_MSG(build(recs, 6, &es, &in, &d) == AB_OK, "%s", d.msg);
+  spell(&es, got, sizeof got);
+  CHECK_STR_EQ(got, "A0 N0");
+  ab_events_free(&es);
+  pt_run_t run = {"", 0, 0};
+  REQUIRE_MSG(build_pytorch(recs, 6, &run, &es, &in, &d) == AB_OK, "%s", d.msg);
+  spell(&es, got, sizeof got);
+  CHECK_STR_EQ(got, "A0 R0 E C0");
+  CHECK_EQ(in.empty_caches, 1);
+  REQUIRE(es.nsegs == 3);
+  CHECK_EQ(es.segs[2].at_event, 3); /* after its EMPTY_CACHE */
+  ab_events_free(&es);
+}
+
+/* The last oom, which no alloc follows, stays a request (no FREE); what came after it moves
+ * back by the FREE it lost. */
+static void final_oom_with_a_tail(void) {
+  static const rec_t recs[] = {
+      {AB_TR_SEGMENT_ALLOC, 0x10000000, 60 * MIB, 7}, {AB_TR_ALLOC, 0x10000000, 60 * MIB, 7},
+      {AB_TR_OOM, 1, 60 * MIB, 7},                    {AB_TR_FREE_REQUESTED, 0x10000000, 60 * MIB, 7},
+      {AB_TR_FREE_COMPLETED, 0x10000000, 60 * MIB, 7}, {AB_TR_SEGMENT_FREE, 0x10000000, 60 * MIB, 7},
+  };
+  ab_events_t es;
+  ab_trace_info_t in;
+  ab_diag_t d = {""};
+  REQUIRE_MSG(build(recs, 6, &es, &in, &d) == AB_OK, "%s", d.msg);
+  char got[256];
+  spell(&es, got, sizeof got);
+  CHECK_STR_EQ(got, "A0 A1 N0");
+  CHECK(es.ev[1].aux == AB_TAG_OTHER);
+  CHECK(in.final_oom);
+  CHECK_EQ(in.caught_ooms, 0);
+  CHECK_EQ(es.trace_ooms, 1);
+  REQUIRE(es.nsegs == 2);
+  CHECK_EQ(es.segs[1].at_event, 3);
+  ab_events_free(&es);
+}
+
+/* Pools the end state names (a 2.11 snapshot's segment_pool_id): the allocations' pool calls
+ * are known only at finish, and go before them. */
+static void pools_named_by_the_end_state(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  ab_trace_builder_t b;
+  ab_trace_builder_init(&b, &es, "T", true);
+  ab_diag_t d = {""};
+  REQUIRE(ab_trace_builder_add_pooled(&b, AB_TR_SEGMENT_ALLOC, 0x10000000, 20 * MIB, 0, AB_TRACE_POOL_INFER, 1, &d) == AB_OK);
+  REQUIRE(ab_trace_builder_add_pooled(&b, AB_TR_ALLOC, 0x10000000, MIB, 0, AB_TRACE_POOL_INFER, 2, &d) == AB_OK);
+  REQUIRE(ab_trace_builder_add_pooled(&b, AB_TR_ALLOC, 0x20000000, MIB, 0, AB_TRACE_POOL_INFER, 3, &d) == AB_OK);
+  int pool = 0;
+  REQUIRE(ab_trace_builder_pool(&b, 1, 7, 4, &pool, &d) == AB_OK && pool == 1);
+  ab_trace_builder_dump_segment(&b, 0x10000000, 20 * MIB, 1);
+  ab_trace_builder_dump_segment(&b, 0x20000000, 20 * MIB, 0);
+  ab_trace_builder_end_state(&b, 40 * MIB, 2);
+  REQUIRE_MSG(ab_trace_builder_finish(&b, &d) == AB_OK, "%s", d.msg);
+  char got[256];
+  spell(&es, got, sizeof got);
+  CHECK_STR_EQ(got, "P P A0 P P A1");
+  CHECK(es.ev[0].aux == AB_POOL_CREATE && es.ev[1].aux == AB_POOL_BEGIN && es.ev[3].aux == AB_POOL_END);
+  CHECK_EQ(es.npools, 1);
+  CHECK_EQ(b.info.pools[1].allocs, 1);
+  CHECK_EQ(b.info.pools[0].allocs, 1);
+  CHECK_EQ(b.info.pool_inferred, 2);
+  REQUIRE(es.nsegs == 1);
+  CHECK_EQ(es.segs[0].at_event, 0);
   ab_events_free(&es);
 }
 
@@ -400,6 +513,10 @@ static void stacks_follow_the_records(void) {
 
 static const ab_test_t tests[] = {
     {"stacks_follow_the_records", stacks_follow_the_records},
+    {"block_before_completed_first", block_before_completed_first},
+    {"release_between_request_and_completion", release_between_request_and_completion},
+    {"final_oom_with_a_tail", final_oom_with_a_tail},
+    {"pools_named_by_the_end_state", pools_named_by_the_end_state},
     {"capped_gc_releases_are_pytorchs", capped_gc_releases_are_pytorchs},
     {"capped_retry_releases_are_pytorchs", capped_retry_releases_are_pytorchs},
     {"program_empty_cache_is_kept", program_empty_cache_is_kept},

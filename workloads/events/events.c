@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/hostmem.h"
+
 void ab_events_init(ab_events_t *es) { memset(es, 0, sizeof *es); }
 
 void ab_events_free(ab_events_t *es) {
@@ -49,10 +51,22 @@ static ab_event_t *push(ab_events_t *es) {
     }
     es->ev = grown;
     es->cap = cap;
+    ab_host_memory_huge(grown);
   }
   ab_event_t *e = &es->ev[es->n++];
   memset(e, 0, sizeof *e);
   return e;
+}
+
+void ab_events_reserve(ab_events_t *es, size_t more) {
+  if (es->failed || more <= es->cap - es->n || more > SIZE_MAX / sizeof *es->ev - es->n) return;
+  size_t cap = es->n + more;
+  if (es->max_bytes && ab_events_bytes(es) + (cap - es->cap) * sizeof *es->ev > es->max_bytes) return;
+  ab_event_t *grown = realloc(es->ev, cap * sizeof *grown);
+  if (grown == NULL) return; /* the events grow as they come instead */
+  es->ev = grown;
+  es->cap = cap;
+  ab_host_memory_huge(grown);
 }
 
 static void note_stream(ab_events_t *es, unsigned stream) {
@@ -216,6 +230,7 @@ ab_status ab_events_finish(ab_events_t *es, ab_diag_t *diag) {
     st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory while validating the event stream");
     goto done;
   }
+  ab_host_memory_huge(bytes);
   for (size_t i = 0; i < es->n && st == AB_OK; i++) {
     ab_event_t *e = &es->ev[i];
     switch ((ab_event_kind_t)e->kind) {

@@ -152,6 +152,11 @@ uint64_t ab_events_bytes(const ab_events_t *es);
 
 void ab_events_init(ab_events_t *es);
 void ab_events_free(ab_events_t *es);
+/* Gives the stream room for `more` events beyond those it holds, at once, so that a builder
+ * that knows its size does not grow the array step by step; a large array is asked onto huge
+ * pages (hostmem.h), as a grown one is. No failure: without the room (the host's, or under
+ * max_bytes) the array grows as events come. */
+void ab_events_reserve(ab_events_t *es, size_t more);
 
 /* Appends ALLOC and returns the new id. */
 uint32_t ab_events_alloc(ab_events_t *es, uint64_t bytes, unsigned stream, ab_tag_t tag);

@@ -228,6 +228,19 @@ void ab_stacks_set(ab_stacks_t *st, uint32_t id, uint32_t stack) {
   st->stack_of[id] = stack;
 }
 
+void ab_stacks_shift_ids(ab_stacks_t *st, uint32_t n) {
+  if (st->failed || n == 0 || st->capids == 0) return;
+  size_t had = st->capids, cap = had;
+  if (had + n > UINT32_MAX || !reserve((void **)&st->stack_of, &cap, had + n, sizeof *st->stack_of)) {
+    st->failed = true;
+    return;
+  }
+  memmove(st->stack_of + n, st->stack_of, had * sizeof *st->stack_of);
+  memset(st->stack_of, 0, n * sizeof *st->stack_of);
+  memset(st->stack_of + had + n, 0, (cap - had - n) * sizeof *st->stack_of);
+  st->capids = (uint32_t)cap;
+}
+
 void ab_stacks_finish(ab_stacks_t *st) {
   intern_free(&st->strings);
   intern_free(&st->frames);

@@ -72,6 +72,10 @@ uint32_t ab_stacks_intern(ab_stacks_t *st, const uint32_t *frames, uint32_t n);
 void ab_stacks_prefetch(const ab_stacks_t *st, const uint32_t *frames, uint32_t n);
 /* Records that allocation id was made by stack. */
 void ab_stacks_set(ab_stacks_t *st, uint32_t id, uint32_t stack);
+/* Numbers every allocation n higher, the first n with no stack: for a builder that learns at
+ * the end of n allocations to be numbered before all others (a trace's blocks that existed
+ * before it). */
+void ab_stacks_shift_ids(ab_stacks_t *st, uint32_t n);
 /* Gives back what building left over and drops the intern tables. */
 void ab_stacks_finish(ab_stacks_t *st);
 /* Whether a and b (either may be NULL: no stacks) hold the same frames under the same

@@ -38,6 +38,7 @@ ab_status ab_rmm_log_read(const char *path, ab_instream_t *in, ab_trace_builder_
   b->info.format = "rmm-log";
   ab_trace_lines_t lines;
   ab_trace_lines_init(&lines, in);
+  ab_trace_builder_reserve(b, ab_instream_size_hint(in) / 32); /* lines of 60 bytes and more, a free two records */
   size_t line = 0;
   for (;;) {
     const char *row;

@@ -28,7 +28,7 @@
  *   5. Stack values are small (32 bytes: a type, a position and one word), and the keys read
  *      are found by a table on their length, so that each opcode costs a few instructions.
  * Memory: the stack, a window of the stream, the memo's words, what is kept of segments and
- * settings, each distinct frame and list of frames, and the builder's records and stacks;
+ * settings, each distinct frame and list of frames, and the builder's events and stacks;
  * never the file. */
 #include <stdlib.h>
 #include <string.h>
@@ -266,10 +266,12 @@ typedef struct late_s {
   bool on;
   uint32_t *ids; /* its frames, numbered in the builder's stacks */
   uint32_t n, cap;
-  size_t rec;    /* the builder's record of the alloc */
+  size_t alloc;  /* the allocation the alloc became (ab_trace_builder_last_alloc; 0: none), or
+                  * LATE_PENDING while it goes to the builder */
   uint64_t memo; /* its list's memo index + 1 (0: none), and the word the list put there */
   uint32_t mword;
 } late_t;
+#define LATE_PENDING SIZE_MAX
 
 typedef struct svm_s {
   const char *path;
@@ -862,7 +864,7 @@ static ab_status global_frames(svm_t *vm, const uint32_t *ids, uint32_t n, ab_st
  * interned one entry late: its frames are numbered and its slot in the table prefetched when
  * the alloc goes to the builder, and it is interned when the next stack is, when its list is
  * fetched from the memo, or at the end, the entries read in between hiding the miss. The
- * stacks keep the order of the entries; the alloc's record gets its stack then
+ * stacks keep the order of the entries; the allocation the alloc became gets its stack then
  * (ab_trace_builder_stack_at), and the list's memo index names it then (until then the word
  * the list put there stays, which flushes it when fetched). */
 static ab_status late_flush(svm_t *vm) {
@@ -870,7 +872,7 @@ static ab_status late_flush(svm_t *vm) {
   if (!l->on) return AB_OK;
   l->on = false;
   uint32_t stack = ab_stacks_intern(vm->b->stacks, l->ids, l->n);
-  ab_trace_builder_stack_at(vm->b, l->rec, stack);
+  ab_trace_builder_stack_at(vm->b, l->alloc, stack);
   if (l->memo && vm->memo[l->memo - 1] == l->mword) vm->memo[l->memo - 1] = stack <= W_MAX ? W_MAKE(T_STACK, stack) : M_LIST;
   return AB_OK;
 }
@@ -888,7 +890,7 @@ static ab_status late_stack(svm_t *vm, cont_t *c) {
   vm->gids = ids;
   vm->capgids = cap;
   l->n = c->nids;
-  l->rec = vm->b->nrecs; /* the record the alloc is about to become */
+  l->alloc = LATE_PENDING; /* the alloc is about to go to the builder (add_entry) */
   l->memo = c->memo;
   l->mword = c->memo ? c->mword : M_UNSET; /* a word of no pending kind when it put none */
   claim_drop(vm, c); /* the memo keeps its word, which now names the late stack */
@@ -1029,6 +1031,7 @@ static ab_status add_entry(svm_t *vm, cont_t *c) {
   if (ab_snapshot_entry_is_alloc(&c->e)) AB_TRY(entry_stack(vm, c, &c->e.stack));
   else AB_TRY(frames_kept(vm, c));
   ab_status st = ab_snapshot_add_entry(&c->e, c->self.pos, c->self.pos, vm->b, depart_field, NULL, vm->diag);
+  if (vm->late.on && vm->late.alloc == LATE_PENDING) vm->late.alloc = ab_trace_builder_last_alloc(vm->b);
   return st == AB_OK ? AB_OK : DEPART;
 }
 
@@ -1787,8 +1790,15 @@ static void svm_free(svm_t *vm) {
   free_chunks(vm->kept);
 }
 
+/* About the fewest bytes of pickle an entry takes as PyTorch and allocbench write them (a dict
+ * of action, addr, size and stream, keys from the memo: allocbench's frameless entries take 47,
+ * PyTorch's more), for the entries a file may hold: the builder sizes its events from it at
+ * once (trace_builder.c, Note [Records to events in one pass]). */
+#define ENTRY_MIN_BYTES 40
+
 static ab_status stream(const char *path, ab_instream_t *in, int device, ab_trace_builder_t *b, ab_diag_t *diag) {
   init_wanted();
+  ab_trace_builder_reserve(b, ab_instream_size_hint(in) / ENTRY_MIN_BYTES);
   svm_t vm;
   memset(&vm, 0, sizeof vm);
   vm.path = path;

@@ -13,7 +13,10 @@
  *   oom              counted in trace_ooms: the program caught an OOM and went on
  *   anything else    a no-op (snapshot, annotate, user_defined, ...)
  * Streams keep their identity and their numeric order (which decides PyTorch's iteration
- * order): the smallest recorded stream value becomes index 0.
+ * order): the smallest recorded stream value becomes index 0. Each record's events are
+ * written into the stream as it is added, and what only the rest of the trace tells is
+ * settled at finish (trace_builder.c, Note [Records to events in one pass]): until finish,
+ * or a discard, the stream is the builder's.
  *
  * Note [Memory that existed before the trace]
  * A trace can start after memory was already allocated: PyTorch's ring buffer wrapped
@@ -150,12 +153,12 @@ typedef struct ab_trace_info_s {
 typedef struct ab_trace_rec_in_s ab_trace_rec_in_t;
 
 typedef struct ab_trace_builder_s {
-  ab_events_t *es;
+  ab_events_t *es;            /* the events, written as the records come (trace_builder.c,
+                               * Note [Records to events in one pass]) */
   ab_trace_info_t info;
   const char *path;
   bool byte_pos;              /* positions are byte offsets ("PATH: byte N"), else lines ("PATH:N") */
-  ab_trace_rec_in_t *recs;    /* the records, applied at finish */
-  size_t nrecs, caprecs;
+  size_t nrecs;               /* records added */
   ab_trace_rec_in_t *held;    /* blocks the end state shows live */
   size_t nheld, capheld;
   uint64_t streams[AB_TRACE_MAX_STREAMS]; /* raw stream values, in order of first use */
@@ -180,7 +183,7 @@ typedef struct ab_trace_builder_s {
   uint8_t action_len[AB_TRACE_MAX_ACTION_NAMES]; /* strlen of info.actions[i].name */
   unsigned last_action;       /* the index of info.actions counted last */
   uint8_t known_slot[AB_TR_OTHER]; /* a named action's index in info.actions + 1; 0: not yet */
-  /* Each free's block, found as the records come (trace_builder.c, resolve): */
+  /* Each free's block, found as the records come (trace_builder.c, add_free): */
   ab_map_t blocks;            /* every address an alloc or a free touched -> the block live there */
   struct ab_trace_pre_s *pre; /* the blocks found to exist before the trace */
   size_t npre, cappre;
@@ -188,10 +191,26 @@ typedef struct ab_trace_builder_s {
   size_t hint_slot;           /* its slot in blocks */
   bool twice;                 /* an alloc at an address already allocated, at twice_pos */
   uint64_t twice_pos, twice_addr;
+  /* What the events written so far leave open (trace_builder.c, Note [Records to events in one pass]): */
+  uint64_t *alloc_addr;       /* each allocation's recorded address, by its number, from the first
+                               * record whose pool is inferred on (NULL before) */
+  int8_t *alloc_pool;         /* each allocation's pool code, once two differ (NULL: all pool_first) */
+  size_t capalloc;            /* the room of alloc_addr and alloc_pool, in allocations */
+  int8_t pool_first;          /* the pool code of every allocation while alloc_pool is NULL */
+  uint64_t nvalid;            /* alloc records that became allocations */
+  struct ab_trace_item_s *stray; /* alloc records that became none (0 bytes, address 0), whose pools
+                                  * the rules still read */
+  size_t nstray, capstray;
+  struct ab_trace_run_s *runs; /* the runs of segment releases, in order */
+  size_t nruns, capruns;
+  bool run_open;              /* the record added last was a release: runs[nruns - 1] goes on */
+  size_t asking;              /* runs from this one on that a map ended wait for the next alloc's size */
+  size_t last_oom;            /* the event of the last oom's request + 1, while no alloc followed it */
+  bool merge_late;            /* a free_completed whose request a run of releases came between */
+  uint32_t last_alloc;        /* the allocation the record added last became + 1; 0: none */
+  uint64_t expect;            /* records the reader expects (ab_trace_builder_reserve); 0: not said */
   /* Note [Stacks of the records] */
   ab_stacks_t *stacks;        /* NULL until a record has frames; es->stacks at finish */
-  uint32_t *rec_stack;        /* each record's stack (0: none); NULL until one has one */
-  size_t caprec_stack;
 } ab_trace_builder_t;
 
 /* For the readers: parses a whole decimal number [p, end) into *out; false when it is not one
@@ -229,13 +248,21 @@ ab_status ab_trace_builder_add_pooled(ab_trace_builder_t *b, ab_trace_action_t a
 /* The index of the pool recorded as (id0, id1), 0 for (0, 0), registered at its first use.
  * Errors: more than AB_TRACE_MAX_POOLS pools, naming pos. */
 ab_status ab_trace_builder_pool(ab_trace_builder_t *b, int64_t id0, int64_t id1, size_t pos, int *out, ab_diag_t *diag);
+/* The reader expects about `records` records (from its input's size): the events are given
+ * their room at once (Note [Records to events in one pass]). A hint: more or fewer are no
+ * error, and a host without the room is none either. */
+void ab_trace_builder_reserve(ab_trace_builder_t *b, uint64_t records);
 /* The stacks the records name (Note [Stacks of the records]), made at the first call; NULL,
  * with the builder failed, when the host has no room. */
 ab_stacks_t *ab_trace_builder_stacks(ab_trace_builder_t *b);
 /* The record added last was made by `stack`, a number of ab_trace_builder_stacks's (0: none). */
 void ab_trace_builder_stack(ab_trace_builder_t *b, uint32_t stack);
-/* The same for record rec (in the order added), for a reader that interns a stack later. */
-void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t rec, uint32_t stack);
+/* The allocation the record added last became, for ab_trace_builder_stack_at: 0 when it became
+ * none (it was no alloc, or one that is not replayed). */
+size_t ab_trace_builder_last_alloc(const ab_trace_builder_t *b);
+/* The same as ab_trace_builder_stack for allocation `alloc` (ab_trace_builder_last_alloc's), for
+ * a reader that interns a stack later; nothing for alloc 0. */
+void ab_trace_builder_stack_at(ab_trace_builder_t *b, size_t alloc, uint32_t stack);
 /* A segment of the end state (snapshots): [addr, addr + bytes) in pool `pool`. */
 void ab_trace_builder_dump_segment(ab_trace_builder_t *b, uint64_t addr, uint64_t bytes, int pool);
 /* The end state (snapshots): a block live at the end, of `requested` bytes; pending when its
@@ -247,7 +274,8 @@ void ab_trace_builder_end_state(ab_trace_builder_t *b, uint64_t reserved, uint64
 /* Builds the events (Note [Memory that existed before the trace]), ranks the streams,
  * validates the stream, fills the info, and releases the builder, whatever the outcome. */
 ab_status ab_trace_builder_finish(ab_trace_builder_t *b, ab_diag_t *diag);
-/* Releases a builder that will not be finished. */
+/* Releases a builder that will not be finished, and empties the events it wrote (its stream
+ * as ab_events_init left it, but for the limits, source and settings set on it). */
 void ab_trace_builder_discard(ab_trace_builder_t *b);
 
 #endif

@@ -15,6 +15,9 @@ ab_status ab_trace_csv_read(const char *path, ab_instream_t *in, ab_trace_builde
   b->info.format = "allocbench-csv";
   ab_trace_lines_t lines;
   ab_trace_lines_init(&lines, in);
+  /* A line of some 32 bytes or more ("alloc,140737454800896,266240,0,2" is 32): the events
+   * sized from the file at once (trace_builder.c, Note [Records to events in one pass]). */
+  ab_trace_builder_reserve(b, ab_instream_size_hint(in) / 32);
   size_t hn = strlen(ab_trace_csv_header_pooled), want = 5;
   size_t line = 0;
   ab_status st = AB_OK;
