@@ -14,6 +14,9 @@ set -u
 ab=$1
 fx=$2/pytorch-2.11-h200
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+# The interpreter itself: a wrapper on PATH (pyenv) can take seconds a start, and this test
+# starts it many times.
+py=$(python3 -c 'import sys; print(sys.executable)')
 [ -r "$fx/pools/moe_gc08split64.pickle.gz" ] || { echo "skipped: no recordings in $fx"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -22,7 +25,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # inside CSV FIELD VALUE: the row's band of FIELD (peak_reserved or device_allocs) holds VALUE
 inside() {
-  python3 - "$@" <<'PY'
+  "$py" - "$@" <<'PY'
 import csv, sys
 row = list(csv.DictReader(open(sys.argv[1])))[0]
 lo, hi, v = int(row[sys.argv[2] + "_low"]), int(row[sys.argv[2] + "_high"]), int(sys.argv[3])
@@ -34,7 +37,7 @@ PY
 
 # stat JSON KEY [CONFIG]: PyTorch's statistic (cnn_dyn.json holds one run per config)
 stat() {
-  python3 -c '
+  "$py" -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
 st = j["runs"][sys.argv[3]]["stats"] if len(sys.argv) > 3 else j["stats"]
@@ -50,7 +53,7 @@ for name in graph_pool compiled compiled_expandable mempool_oom gc07split128 moe
 done
 for v in 363 365; do inside "$tmp/moe_gc08split64.csv" device_allocs $v || fail "moe_gc08split64: the driver's $v outside the band"; done
 for config in default split128 split512 expandable pow2div4 gc06split256; do
-  conf=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["runs"][sys.argv[2]]["PYTORCH_CUDA_ALLOC_CONF"])' \
+  conf=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["runs"][sys.argv[2]]["PYTORCH_CUDA_ALLOC_CONF"])' \
     "$fx/cnn_dyn.json" $config)
   "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -c "$conf" --device sim:h200 --format csv --out "$tmp/out" -q \
     >"$tmp/cnn.$config.csv" 2>"$tmp/err" || { fail "cnn_dyn $config: replay exited $?: $(cat "$tmp/err")"; continue; }
@@ -66,7 +69,7 @@ printf 'action,addr,size,stream,time_us\nalloc,4096,4096,0,0\nalloc,12288,8192,0
 "$ab" replay "$tmp/tiny.csv" -s caching --device sim:h200 --format csv --out "$tmp/out" -q >"$tmp/tiny_run.csv" 2>"$tmp/err" ||
   fail "tiny: replay exited $?: $(cat "$tmp/err")"
 for f in raw tiny_run; do
-  python3 - "$tmp/$f.csv" <<'PY' || fail "$f: the band is not the point"
+  "$py" - "$tmp/$f.csv" <<'PY' || fail "$f: the band is not the point"
 import csv, sys
 r = list(csv.DictReader(open(sys.argv[1])))[0]
 assert r["peak_reserved_low"] == r["peak_reserved_high"] == r["peak_reserved_bytes"], r
@@ -83,7 +86,7 @@ found=0
 for v in 1 2 3 4 5 6; do
   "$ab" replay "$fx/pools/moe_gc08split64.pickle.gz" --device sim:h200 --sim-addresses --placement $v --format csv --out "$tmp/out" -q \
     >"$tmp/v.csv" 2>"$tmp/err" || { fail "--placement $v exited $?: $(cat "$tmp/err")"; continue; }
-  python3 -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]; sys.exit(not (r["num_device_alloc"] == r["device_allocs_low"] == r["device_allocs_high"] == "363"))' "$tmp/v.csv" && found=1
+  "$py" -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]; sys.exit(not (r["num_device_alloc"] == r["device_allocs_low"] == r["device_allocs_high"] == "363"))' "$tmp/v.csv" && found=1
 done
 [ $found = 1 ] || fail "no --placement variant replays the band's 363"
 "$ab" replay "$fx/pools/moe_gc08split64.pickle.gz" --device sim:h200 --placement 9 >/dev/null 2>"$tmp/err" && fail "--placement 9 accepted"
@@ -93,7 +96,7 @@ grep -q -- "--placement '9'" "$tmp/err" || fail "--placement 9: $(cat "$tmp/err"
 #    that are not points, and the recommended row complete under every placement.
 "$ab" tune -w "replay:$fx/cnn_dyn.default.pickle.gz" --device sim:h200 --cap 7.5GiB --cap-map 16 --out "$tmp/tune" -q \
   >"$tmp/tune.txt" 2>"$tmp/err" || fail "tune exited $?: $(cat "$tmp/err")"
-python3 - "$tmp/tune/tune.csv" <<'PY' || fail "tune.csv's bands"
+"$py" - "$tmp/tune/tune.csv" <<'PY' || fail "tune.csv's bands"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 wide = 0

@@ -57,9 +57,12 @@ refuse "Unrecognized key 'bogus' in Accelerator allocator config." run -w random
 grep -q "Did you mean" "$work/err" && fail "a key far from every known one got a guess: $(cat "$work/err")"
 refuse "-w and a trace as the argument: give one of them" tune -w random "$trace"
 # `tune TRACE` is `tune -w replay:TRACE`.
-# (The line to paste and the predictions; the rows also hold each run's time.)
-"$ab" tune "$trace" -q --out "$work/tune" >"$work/a" 2>"$work/err" || fail "tune TRACE exited $?: $(cat "$work/err")"
-"$ab" tune -w "replay:$trace" -q --out "$work/tune" >"$work/b" 2>&1 || fail "tune -w replay:TRACE exited $?"
+# (The line to paste and the predictions; the rows also hold each run's time.) Of the recorded
+# trace's first thousand records: what is compared is the two spellings, which any trace shows,
+# and tune takes a tenth of the time of the whole one.
+gunzip -c "$trace" | awk 'NR <= 1001' | gzip >"$work/head.csv.gz"
+"$ab" tune "$work/head.csv.gz" -q --out "$work/tune" >"$work/a" 2>"$work/err" || fail "tune TRACE exited $?: $(cat "$work/err")"
+"$ab" tune -w "replay:$work/head.csv.gz" -q --out "$work/tune" >"$work/b" 2>&1 || fail "tune -w replay:TRACE exited $?"
 grep -q "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/a" && cmp -s <(tail -3 "$work/a") <(tail -3 "$work/b") ||
   fail "tune TRACE and tune -w replay:TRACE differ: $(tail -3 "$work/a")"
 # A budget in decimal units is said in binary too, once; -q anywhere silences it; a card

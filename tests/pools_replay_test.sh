@@ -10,6 +10,9 @@ set -u
 ab=$1
 fx=$2/pytorch-2.11-h200/pools
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+# The interpreter itself: a wrapper on PATH (pyenv) can take seconds a start, and this test
+# starts it many times.
+py=$(python3 -c 'import sys; print(sys.executable)')
 [ -r "$fx/graph_pool.pickle.gz" ] || { echo "skipped: no recordings in $fx"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,7 +38,7 @@ for run in graph_pool compiled compiled_expandable mempool_oom gc07split128 moe_
     { fail "$run: replay exited $?: $(cat "$tmp/$name.err")"; continue; }
   # expandable segments map memory into reserved ranges: no cudaMalloc addresses to take
   [ "$name" = compiled_expandable ] || [ "$run" != "$name" ] || grep -q "at the address the recorded run got" "$tmp/$name.err" || fail "$name: not replayed at the recorded addresses: $(cat "$tmp/$name.err")"
-  python3 - "$fx/$name.json" "$tmp/$name.csv" <<'PY' || fail "$run: the replay is not what PyTorch did"
+  "$py" - "$fx/$name.json" "$tmp/$name.csv" <<'PY' || fail "$run: the replay is not what PyTorch did"
 import csv, json, sys
 want = json.load(open(sys.argv[1]))
 st = want["stats"]
@@ -69,7 +72,7 @@ done
 
 # 1c. The exports keep the pools (the CSV's pool column, a snapshot's pool ids), the program's
 #     empty_cache calls and the OOM it ended in: replayed, each gives what the recording gave.
-cols() { python3 -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]
+cols() { "$py" -c 'import csv, sys; r = list(csv.DictReader(open(sys.argv[1])))[0]
 print(r["status"], r["num_device_alloc"], r["peak_reserved_bytes"], r["peak_allocated_bytes"])' "$1"; }
 for name in graph_pool mempool_oom; do
   "$ab" replay --info "$fx/$name.pickle.gz" --format csv >"$tmp/$name.info" 2>/dev/null || fail "$name: --info exited $?"
@@ -78,7 +81,7 @@ for name in graph_pool mempool_oom; do
   head -1 "$tmp/$name.x.csv" | grep -q ',pool$' || fail "$name: the CSV export has no pool column"
   for x in "$tmp/$name.x.csv" "$tmp/$name.x.pickle"; do
     # the recorded settings, for the CSV, which has none
-    "$ab" replay "$x" --device sim:h200 -c "$(python3 -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))["settings"])' "$tmp/$name.info")" \
+    "$ab" replay "$x" --device sim:h200 -c "$("$py" -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))["settings"])' "$tmp/$name.info")" \
       --recorded-addresses --format csv --out "$tmp/out" >"$tmp/x.csv" 2>"$tmp/x.err" ||
       { fail "$name: replay of $(basename "$x") exited $?: $(cat "$tmp/x.err")"; continue; }
     [ "$(cols "$tmp/$name.rec.csv")" = "$(cols "$tmp/x.csv")" ] ||
@@ -91,10 +94,10 @@ grep -q '^empty_cache,' "$tmp/graph_pool.x.csv" || fail "graph_pool: the CSV exp
 #     the trace is read under and the one the replay runs under: the same figures as PyTorch's,
 #     the conf of the row naming the fraction. A strategy without that cap, or --cap with
 #     --budget, is refused; --help says which of the two is PyTorch's.
-cap=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(int(0.0521 * j["total_memory"]))' "$fx/moe_gc06.json")
+cap=$("$py" -c 'import json, sys; j = json.load(open(sys.argv[1])); print(int(0.0521 * j["total_memory"]))' "$fx/moe_gc06.json")
 "$ab" replay "$fx/moe_gc06.pickle.gz" --device sim:h200 --cap "${cap}B" --format csv --out "$tmp/out" >"$tmp/cap.csv" 2>"$tmp/cap.err" ||
   fail "--cap $cap: replay exited $?: $(cat "$tmp/cap.err")"
-python3 - "$fx/moe_gc06.json" "$tmp/cap.csv" <<'PY' || fail "--cap: the replay is not what PyTorch did"
+"$py" - "$fx/moe_gc06.json" "$tmp/cap.csv" <<'PY' || fail "--cap: the replay is not what PyTorch did"
 import csv, json, sys
 st = json.load(open(sys.argv[1]))["stats"]
 row = list(csv.DictReader(open(sys.argv[2])))[0]
@@ -128,7 +131,7 @@ unknown=$(awk '$1 == "pool_allocs_unknown" { print $2 }' "$tmp/gone.txt")
 [ "${unknown:-0}" -gt 0 ] || fail "mempool_gone: no allocation of unknown pool"
 grep -q "approximate: the pools of $unknown allocations cannot be told" "$tmp/gone.err" || fail "mempool_gone: no stderr line: $(cat "$tmp/gone.err")"
 "$ab" replay "$fx/mempool_gone.pickle.gz" --device sim:h200 --format csv --out "$tmp/out" >"$tmp/gone.csv" 2>"$tmp/gone_run.err" || fail "replay exited $?"
-python3 - "$tmp/gone.csv" "$unknown" <<'PY' || fail "mempool_gone: the result row does not say it is approximate"
+"$py" - "$tmp/gone.csv" "$unknown" <<'PY' || fail "mempool_gone: the result row does not say it is approximate"
 import csv, sys
 row = list(csv.DictReader(open(sys.argv[1])))[0]
 sys.exit(0 if ("the pools of %s allocations" % sys.argv[2]) in row.get("approximate", "") else 1)
@@ -141,7 +144,7 @@ sed '1s/,pool$//; 2,$s/,[0-9]*$//' "$tmp/pooled.csv" >"$tmp/plain.csv"
 for f in pooled plain; do
   "$ab" replay "$tmp/$f.csv" -s caching --device sim:h200 --format csv --out "$tmp/out" >"$tmp/$f.out" 2>/dev/null || fail "$f.csv: replay exited $?"
 done
-allocs() { python3 -c 'import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[0]["num_device_alloc"])' "$1"; }
+allocs() { "$py" -c 'import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[0]["num_device_alloc"])' "$1"; }
 [ "$(allocs "$tmp/pooled.out")" = 2 ] && [ "$(allocs "$tmp/plain.out")" = 1 ] ||
   fail "device allocations with the pool column $(allocs "$tmp/pooled.out"), without $(allocs "$tmp/plain.out"); want 2 and 1"
 "$ab" replay --info "$tmp/pooled.csv" >"$tmp/pinfo.txt" 2>/dev/null || fail "--info on pooled.csv exited $?"

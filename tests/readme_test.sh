@@ -75,17 +75,6 @@ if [ "$mode" != gpu ]; then
   done
 fi
 
-gpu=false
-allocbench run -w random:ops=10 -s raw --device cuda -q --no-timeline --out "$work/probe" >/dev/null 2>&1 && gpu=true
-torch=false
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 && torch=true
-gpus=0
-$gpu && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "$mode" = gpu ] && ! $gpu; then
-  echo "readme_test gpu: no usable GPU: skipped"
-  exit 77
-fi
-
 ran=0
 passed_over=0
 found=0
