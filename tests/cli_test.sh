@@ -108,7 +108,7 @@ refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expan
 refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
 refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
 
-# Note [One grammar for a cap]: every command that runs a trace reads --cap alike. A bare number
+# As Note [One grammar for a cap] says, every command that runs a trace reads --cap alike. A bare number
 # is refused with the forms that are caps; 20G is said back as GiB; 20e9 is bytes; 0.05x is
 # that fraction of the card, as per_process_memory_fraction:0.05 in -c, to the byte.
 for cmd in run oom compare matrix tune; do
@@ -282,7 +282,7 @@ tail -2 "$work/table" | head -1 | grep -qx "pooled on random:ops=3000: ran to th
 tail -1 "$work/table" | grep -qxF "Written to $out/summary.csv and $out/timeline_random_ops_3000_pooled.csv." ||
   fail "run does not say where it wrote: $(tail -1 "$work/table")"
 grep -qE '^peak reserved +[0-9]+\.[0-9]{2} MiB$' "$work/table" || fail "the table does not show the peak reserved in MiB: $(cat "$work/table")"
-# Note [Tables for people]: words, times with their unit, nothing that does not apply (a
+# As Note [Tables for people] says: words, times with their unit, nothing that does not apply (a
 # random sequence has no kernels, no NCCL, no conf, no budget; its OOM kind is none).
 grep -qE '^alloc p99 +[0-9.]+ (ns|us)$' "$work/table" || fail "the table's times have no unit: $(cat "$work/table")"
 grep -qE '^peak fragmentation +[0-9.]+%$' "$work/table" || fail "the table's percentages: $(cat "$work/table")"

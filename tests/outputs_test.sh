@@ -2,8 +2,8 @@
 # outputs_test.sh ALLOCBENCH: every output option pointed at what allocbench did not create
 # (a device node, a FIFO, a link to a file, the input trace itself) leaves it as it was
 # when the write fails; empty paths are refused; a failed append to summary.csv leaves the
-# file as it was; a full stdout fails the command (output.h, Note [Writing where the user
-# points]). Device nodes need root, as CI runs the tests; elsewhere that part is skipped.
+# file as it was; a full stdout fails the command (output.h,
+# Note [Writing where the user points]). Device nodes need root, as CI runs the tests; elsewhere that part is skipped.
 set -u
 ab=$1
 . "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
-# ranks_wait_test.sh ALLOCBENCH: every wait of a job of several ranks ends (Note [Bounded
-# waits], kernels/kernels.h), on simulated cards, the ranks as processes meeting through a
+# ranks_wait_test.sh ALLOCBENCH: every wait of a job of several ranks ends
+# (Note [Bounded waits], kernels/kernels.h), on simulated cards, the ranks as processes meeting through a
 # store on 127.0.0.1 (tests/store_server.py, held as torchrun's agent holds its store) or as
 # threads:
 #   - a peer that never comes: the meeting gives up at AB_RENDEZVOUS_TIMEOUT, naming it;

@@ -138,8 +138,8 @@ EOF
 
 # 5. Exports: Python loads them, PyTorch's viewer can draw them, and they replay to the same events.
 # What the viewer's segment timeline rebuilds peaks where summary.csv's peak reserved does;
-# for async, whose segments are the pool's reserve in PyTorch's terms (async.c, Note [The
-# pool's reserve as segments]), not one segment per request. (The viewer's checks and its peak
+# for async, whose segments are the pool's reserve in PyTorch's terms (async.c,
+# Note [The pool's reserve as segments]), not one segment per request. (The viewer's checks and its peak
 # in one reading of each export: that of raw takes seconds, a segment per request.)
 for s in raw pooled async; do
   "$ab" replay "$fx/cnn_dyn.default.pickle.gz" -s "$s" --device sim --quiet --out "$tmp/peak_$s" --no-timeline \

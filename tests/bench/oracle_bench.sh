@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # oracle_bench.sh ALLOCBENCH [DIR]: how long `allocbench run -s oracle` takes on hostile
 # traces of 37 500, 75 000 and 150 000 allocations and of a million events, and how the time
-# grows with the size; then what --check costs where 20 000 blocks stay live (Note [What
-# --check costs], harness/run/engine.c). Prints figures; asserts nothing (speed is measured
+# grows with the size; then what --check costs where 20 000 blocks stay live
+# (Note [What --check costs], harness/run/engine.c). Prints figures; asserts nothing (speed is measured
 # here, never tested).
 #
 # The trace, like the one of the report that made oracle plan from the free space (Note

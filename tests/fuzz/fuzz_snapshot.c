@@ -1,7 +1,7 @@
 /* fuzz_snapshot.c: the PyTorch snapshot importer (workloads/traces/snapshot.h) behind the trace
  * loader, on inputs that start like a pickle; its seeds are cut-down snapshots. The streaming
- * reader must agree with the tree reader it stands in for (snapshot_stream.c, Note [Streaming
- * a snapshot]): the same verdict, the same message, the same events, the same call stacks. */
+ * reader must agree with the tree reader it stands in for (snapshot_stream.c,
+ * Note [Streaming a snapshot]): the same verdict, the same message, the same events, the same call stacks. */
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"

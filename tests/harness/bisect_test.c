@@ -528,7 +528,7 @@ static void recorded_within_pytorch_bracket(void) {
   ab_events_free(&es[1]);
 }
 
-/* Note [Cap map]: the map's intervals tile the caps from below the live peak up; each
+/* Checks Note [Cap map]: the map's intervals tile the caps from below the live peak up; each
  * interval's end caps, replayed alone, end as the interval says; and every cap from the safe
  * cap up, at 2 MiB steps to the uncapped peak reserved, completes when replayed alone. On
  * recorded jobs and settings whose status is not monotonic in the cap (failing ranges above

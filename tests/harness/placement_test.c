@@ -1,5 +1,5 @@
-/* placement_test.c: the simulated card's placement variants (sim_place.c, Note [Placement
- * bands]) and the bands measured over them (harness/run/band.h). */
+/* placement_test.c: the simulated card's placement variants (sim_place.c,
+ * Note [Placement bands]) and the bands measured over them (harness/run/band.h). */
 #include <stdlib.h>
 
 #include "kernels/device/device_open.h"

@@ -1,6 +1,6 @@
 /* dsa_test.c: the offline packer (dsa.h) places every lifetime where its first version did.
- * Greedy by size now reads the gaps from the free space kept as cells (Note [Greedy by size
- * over the free space], dsa.c) instead of gathering and sorting every placed lifetime that
+ * Greedy by size now reads the gaps from the free space kept as cells
+ * (Note [Greedy by size over the free space], dsa.c) instead of gathering and sorting every placed lifetime that
  * overlaps the one to place, and ab_dsa_place stops it once best fit in time has beaten it;
  * the heuristics are the same, so the placements must be too. The first version is kept
  * below, as it was, as the reference: its offsets and peak are compared with the packer's on

@@ -1,5 +1,5 @@
-/* stitching_test.c: the rules of GMLake that change what `stitching` holds (Note [GMLake's
- * rules], strategies/stitching.c), each on a fresh simulated H200, with the strategy's
+/* stitching_test.c: the rules of GMLake that change what `stitching` holds
+ * (Note [GMLake's rules], strategies/stitching.c), each on a fresh simulated H200, with the strategy's
  * invariant checks after every call: the release frees only pBlocks that are not split; a
  * freed stitched block's chunks serve any request from their pBlocks; an sBlock whose chunks
  * are all free serves a later request whole; empty_cache drops the sBlocks not in use. */

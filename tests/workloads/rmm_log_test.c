@@ -55,8 +55,8 @@ static void rmm_log_reads_and_refuses(void) {
   }
 }
 
-/* RMM 0.15 and 0.16 wrote a null pointer as "0" and streams in decimal (Note [RMM's log
- * formats], rmm_log.c); later releases (nil) and 0x-prefixed hex. Both read, each stream in
+/* RMM 0.15 and 0.16 wrote a null pointer as "0" and streams in decimal
+ * (Note [RMM's log formats], rmm_log.c); later releases (nil) and 0x-prefixed hex. Both read, each stream in
  * its own base: "10" and "0xa" are one stream. */
 static void rmm_015_format(void) {
   static const char log[] =

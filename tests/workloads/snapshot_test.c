@@ -340,8 +340,8 @@ static void snapshot_late_start_creates_what_existed(void) {
       {AB_EV_ALLOC, 0, 2, 200}, {AB_EV_FREE, AB_FREE_REQUEST, 2, 200}, {AB_EV_ALLOC, 0, 3, 300},
       {AB_EV_FREE, AB_FREE_REQUEST, 3, 300}, {AB_EV_ALLOC, 0, 4, 50}, {AB_EV_FREE, AB_FREE_COMPLETE, 3, 300},
       {AB_EV_FREE, AB_FREE_COMPLETE, 2, 200},
-      /* No alloc after the oom: the program ended on that request, which is replayed (Note [A
-       * trace that ends in an OOM]); no new segment after the segment_free: the program's
+      /* No alloc after the oom: the program ended on that request, which is replayed
+       * (Note [A trace that ends in an OOM]); no new segment after the segment_free: the program's
        * empty_cache (Note [Pools of a trace], rule 3). */
       {AB_EV_ALLOC, 0, 5, 4096}, {AB_EV_EMPTY_CACHE, 0, 0, 0},
   };
