@@ -569,38 +569,32 @@ int ab_cmd_matrix(int argc, char **argv) {
   for (size_t j = 0; pairs && j < npairs; j++) pair_free(&pairs[j]);
   free(pairs);
   if (sp.rank != 0) {
+    /* The rows are rank 0's to write. */
     if (rc == AB_EXIT_OK && !ab_run_stop && !asked_quiet)
       fprintf(stderr, "allocbench matrix: rank %u of %u: its share of the runs done; rank 0 writes the results\n", sp.rank,
               sp.world);
     if (rc == AB_EXIT_OK && ab_run_stop) rc = ab_cli_interrupted(&o, done, npairs);
-    ab_spread_close(&sp, !ab_run_stop);
-    ab_oommap_free(&map);
-    ab_table_free(&all);
-    free(budgets);
-    for (size_t w = 0; w < nw; w++) ab_events_free(&streams[w]);
-    free(streams);
-    return rc;
-  }
-
-  if (all.nrows > 0) {
-    if (o.format == AB_FORMAT_TABLE) {
-      if (display(stdout, &all, budgets) == AB_OK)
-        printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
-               nw, nstrat, ab_clock_s() - t0, o.out_dir);
-      else
-        rc = ab_cli_fail(&o, "out of host memory");
-    } else {
-      ab_cli_print(&o, &all, NULL, 0);
+  } else {
+    if (all.nrows > 0) {
+      if (o.format == AB_FORMAT_TABLE) {
+        if (display(stdout, &all, budgets) == AB_OK)
+          printf("\n%zu runs (%zu workloads x %zu strategies) in %.1f s; rows appended to %s/summary.csv\n", all.nrows,
+                 nw, nstrat, ab_clock_s() - t0, o.out_dir);
+        else
+          rc = ab_cli_fail(&o, "out of host memory");
+      } else {
+        ab_cli_print(&o, &all, NULL, 0);
+      }
     }
-  }
-  if (rc == AB_EXIT_OK && ab_run_stop) rc = ab_cli_interrupted(&o, done, nw * nstrat);
-  if (rc == AB_EXIT_OK && failed) {
-    snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
-    rc = ab_cli_fail(&o, diag.msg);
-  }
-  if (rc == AB_EXIT_OK && searches_failed) {
-    snprintf(diag.msg, sizeof diag.msg, "%zu budget search(es) failed (see above)", searches_failed);
-    rc = ab_cli_fail(&o, diag.msg);
+    if (rc == AB_EXIT_OK && ab_run_stop) rc = ab_cli_interrupted(&o, done, nw * nstrat);
+    if (rc == AB_EXIT_OK && failed) {
+      snprintf(diag.msg, sizeof diag.msg, "%zu of %zu runs failed (status error in summary.csv)", failed, done);
+      rc = ab_cli_fail(&o, diag.msg);
+    }
+    if (rc == AB_EXIT_OK && searches_failed) {
+      snprintf(diag.msg, sizeof diag.msg, "%zu budget search(es) failed (see above)", searches_failed);
+      rc = ab_cli_fail(&o, diag.msg);
+    }
   }
   ab_spread_close(&sp, !ab_run_stop);
   ab_oommap_free(&map);
@@ -610,6 +604,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   free(streams);
   /* The command line, for the page of the folder (report.h). */
   ab_diag_t logged = {""};
-  if (rc == AB_EXIT_OK && ab_report_log_command(o.out_dir, argc, argv, &logged) != AB_OK) rc = ab_cli_fail(&o, logged.msg);
+  if (rc == AB_EXIT_OK && sp.rank == 0 && ab_report_log_command(o.out_dir, argc, argv, &logged) != AB_OK)
+    rc = ab_cli_fail(&o, logged.msg);
   return rc;
 }
