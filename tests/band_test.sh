@@ -9,6 +9,7 @@
 #  3. A band's end is a run of its own: --placement V replays it, with the band's figure.
 #  4. tune.csv carries the band, and no row outside it; a row that ran out of memory under
 #     some placement is never recommended.
+#  5. compare.csv carries each run's band as summary.csv does.
 # Python reads PyTorch's JSON here only. Exits 77 (skipped) without python3 or the data.
 set -u
 ab=$1
@@ -108,5 +109,20 @@ for r in rows:
     if r["recommended"] == "1":
         assert r["status"] == "ok" and "under some placements" not in r["note"], r
 assert wide > 0, "no band is wider than a point under the cap"
+PY
+
+# 5. compare: under the cap and setting where tune found a wide band, compare.csv carries the
+#    band of each run as summary.csv does.
+"$ab" compare -w "replay:$fx/cnn_dyn.default.pickle.gz" -s caching,expandable -c max_split_size_mb:256 --cap 7.5GiB \
+  --cap-map 16 --device sim:h200 --out "$tmp/cmp" -q >/dev/null 2>"$tmp/err" || fail "compare exited $?: $(cat "$tmp/err")"
+"$py" - "$tmp/cmp" <<'PY' || fail "compare.csv's bands differ from summary.csv's"
+import csv, sys
+summary = {r["strategy"]: r for r in csv.DictReader(open(sys.argv[1] + "/summary.csv"))}
+rows = list(csv.DictReader(open(sys.argv[1] + "/compare.csv")))
+assert len(rows) == 2, rows
+for r in rows:
+    for c in ("peak_reserved_low", "peak_reserved_high"):
+        assert r[c] == summary[r["strategy"]][c], (c, r, summary[r["strategy"]])
+assert any(r["peak_reserved_low"] != r["peak_reserved_high"] for r in rows), rows
 PY
 exit $((failures > 0))

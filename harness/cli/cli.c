@@ -669,7 +669,7 @@ int ab_cli_run_single(const ab_run_spec_t *o, const ab_events_t *es, ab_run_t *r
   ab_diag_t diag = {""};
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-  ab_status st = ab_run_one(o, es, o->strategy, run, &summary, &diag);
+  ab_status st = ab_run_one(o, es, o->strategy, run, &summary, NULL, &diag);
   int rc = AB_EXIT_OK;
   if (run->status == AB_RUN_INTERRUPTED) {
     rc = ab_cli_interrupted(o, 0, 1);

@@ -105,7 +105,8 @@ int ab_cmd_compare(int argc, char **argv) {
     one.conf = list.conf[i];
     ab_diag_t diag = {""};
     char msg[AB_DIAG_BYTES + 80];
-    ab_status ran = ab_run_one(&one, &es, list.name[i], &run, &summary, &diag);
+    ab_band_t band;
+    ab_status ran = ab_run_one(&one, &es, list.name[i], &run, &summary, &band, &diag);
     if (ab_run_stop) break;
     if (ran != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
@@ -126,11 +127,6 @@ int ab_cmd_compare(int argc, char **argv) {
       rc = ab_cli_fail(&o, msg);
       continue;
     }
-    /* The run's placement band, which ab_run_one measured into its summary row. */
-    ab_band_t band = ab_band_point(&unbudgeted);
-    const char *lo = ab_table_get(&summary, summary.nrows - 1, "peak_reserved_low");
-    const char *hi = ab_table_get(&summary, summary.nrows - 1, "peak_reserved_high");
-    if (lo && hi && *lo && *hi) band.reserved_lo = strtoull(lo, NULL, 10), band.reserved_hi = strtoull(hi, NULL, 10);
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0, &band};
     if (ab_results_add_oom(&searches, &desc, &es, &res) != AB_OK ||
         ab_results_add_compare(&rows, &desc, &es, &unbudgeted, &res) != AB_OK)

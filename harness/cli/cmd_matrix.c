@@ -503,7 +503,7 @@ int ab_cmd_matrix(int argc, char **argv) {
       os.conf = list.conf[s];
       const char *strategy = list.name[s];
       ab_diag_t why = {""};
-      ab_status st = ab_run_one(&os, &streams[w], strategy, &run, &p->row, &why);
+      ab_status st = ab_run_one(&os, &streams[w], strategy, &run, &p->row, NULL, &why);
       if (run.status == AB_RUN_INTERRUPTED) { /* not recorded */
         ab_table_free(&p->row);
         ab_table_init(&p->row, ab_summary_cols, ab_summary_ncols);

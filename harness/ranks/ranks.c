@@ -216,7 +216,7 @@ static void *rank_main(void *arg) {
   ab_table_t row;
   ab_table_init(&row, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
-  res->status = ab_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, &diag);
+  res->status = ab_run_one(&rk->o, &rk->es, rk->strategy, &rk->run, &row, NULL, &diag);
   if (rk->failed && res->status == AB_OK) { /* it gave up a wait: its run failed */
     res->status = AB_ERR_IO;
     snprintf(diag.msg, sizeof diag.msg, "%s", rk->fail_why);

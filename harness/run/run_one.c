@@ -241,6 +241,21 @@ static bool get_log(ab_supervise_reader_t *r, const ab_trace_log_t *h, ab_trace_
   return true;
 }
 
+/* The band a child measured, from the row it wrote (the last of summary); a point where the
+ * row has none. */
+static void band_of_row(const ab_table_t *summary, const ab_run_t *run, ab_band_t *band) {
+  *band = ab_band_point(run);
+  if (summary->nrows == 0) return;
+  const char *cells[4];
+  static const char *const cols[4] = {"peak_reserved_low", "peak_reserved_high", "device_allocs_low", "device_allocs_high"};
+  for (int i = 0; i < 4; i++) {
+    cells[i] = ab_table_get(summary, summary->nrows - 1, cols[i]);
+    if (cells[i] == NULL || *cells[i] == '\0') return;
+  }
+  band->reserved_lo = strtoull(cells[0], NULL, 10), band->reserved_hi = strtoull(cells[1], NULL, 10);
+  band->allocs_lo = strtoull(cells[2], NULL, 10), band->allocs_hi = strtoull(cells[3], NULL, 10);
+}
+
 /* ab_run_one in a child (supervise.h); o->hooks is NULL, or records only. A child that failed
  * adds an error row. */
 static ab_status run_one_apart(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
@@ -311,7 +326,7 @@ bool ab_run_one_child(ab_supervise_child_t *c) {
   ab_table_t summary;
   ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
   ab_diag_t diag = {""};
-  ab_status st = ab_run_one(&o, c->job.es, c->job.strategy, &run, &summary, &diag);
+  ab_status st = ab_run_one(&o, c->job.es, c->job.strategy, &run, &summary, NULL, &diag);
   run_reply_t p;
   memset(&p, 0, sizeof p);
   p.device_said = ab_run_device_said;
@@ -331,7 +346,7 @@ bool ab_run_one_child(ab_supervise_child_t *c) {
 }
 
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                         ab_table_t *summary, ab_diag_t *diag) {
+                     ab_table_t *summary, ab_band_t *band_out, ab_diag_t *diag) {
   if (o->faults_rank >= 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: only a run of several ranks (run --ranks) has ranks",
                        o->faults_rank);
@@ -354,7 +369,11 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   bool apart = (o->hooks == NULL || o->hooks->replay_opts == NULL) && ab_supervise_apart(strategy);
   if (apart && o->cap_bytes)
     return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
-  if (apart) return run_one_apart(o, es, strategy, run, summary, diag);
+  if (apart) {
+    ab_status st = run_one_apart(o, es, strategy, run, summary, diag);
+    if (band_out) band_of_row(summary, run, band_out);
+    return st;
+  }
   if (o->hooks && o->hooks->record) {
     p.wrap = wrap_record;
     p.wrap_ctx = o->hooks->record;
@@ -416,6 +435,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
     rst = measure_band(o, es, &p, run, &band, diag);
     if (rst != AB_OK) snprintf(run->message, sizeof run->message, "placement variant: %s", diag->msg);
   }
+  if (band_out) *band_out = band;
   free(plan);
   if (run->status == AB_RUN_INTERRUPTED || ab_run_stop) {
     ab_oommap_free(&map);

@@ -16,6 +16,7 @@
 
 #include "kernels/device/device.h"
 #include "workloads/events/events.h"
+#include "harness/run/band.h"
 #include "harness/run/bisect.h"
 #include "harness/run/engine.h"
 #include "harness/run/table.h"
@@ -111,9 +112,9 @@ ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *c
  * DIR/oommap_<workload>_<strategy>.csv and the OOM report (oommap.h) goes to ab_run_notes unless
  * quiet. AB_OK when the run completed or ended in OOM; otherwise the row says error and diag
  * says why. A run stopped by a signal (run->status interrupted) adds no row and returns
- * AB_OK. */
+ * AB_OK. band, when not NULL, gets the run's placement band, as its row gives it. */
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
-                     ab_table_t *summary, ab_diag_t *diag);
+                     ab_table_t *summary, ab_band_t *band, ab_diag_t *diag);
 
 /* The search options of o for one strategy of the list (device, faults, check). */
 ab_bisect_opts_t ab_run_search_opts(const ab_run_spec_t *o, const ab_bisect_opts_t *search, const char *strategy,

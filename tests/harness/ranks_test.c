@@ -134,7 +134,7 @@ static void deterministic_and_as_alone(void) {
     ab_table_init(&one, ab_summary_cols, ab_summary_ncols);
     REQUIRE_MSG(ab_workload_build(ra[r].workload, o.seed, &es, &diag) == AB_OK, "%s", diag.msg);
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
-    CHECK(ab_run_one(&o, &es, "raw", &run, &one, &diag) == AB_OK);
+    CHECK(ab_run_one(&o, &es, "raw", &run, &one, NULL, &diag) == AB_OK);
     CHECK_EQ(run.stats.allocated_bytes.peak, ra[r].run.stats.allocated_bytes.peak);
     CHECK_EQ(run.stats.num_device_alloc, ra[r].run.stats.num_device_alloc);
     CHECK_EQ(es.n, ra[r].events);
