@@ -241,11 +241,11 @@ static bool get_log(ab_supervise_reader_t *r, const ab_trace_log_t *h, ab_trace_
   return true;
 }
 
-/* The band a child measured, from the row it wrote (the last of summary); a point where the
- * row has none. */
-static void band_of_row(const ab_table_t *summary, const ab_run_t *run, ab_band_t *band) {
+/* The band a child measured, from the row it wrote (summary's last, when it has more than
+ * `before` rows); a point where it wrote none. */
+static void band_of_row(const ab_table_t *summary, size_t before, const ab_run_t *run, ab_band_t *band) {
   *band = ab_band_point(run);
-  if (summary->nrows == 0) return;
+  if (summary->nrows <= before) return;
   const char *cells[4];
   static const char *const cols[4] = {"peak_reserved_low", "peak_reserved_high", "device_allocs_low", "device_allocs_high"};
   for (int i = 0; i < 4; i++) {
@@ -347,6 +347,7 @@ bool ab_run_one_child(ab_supervise_child_t *c) {
 
 ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *strategy, ab_run_t *run,
                      ab_table_t *summary, ab_band_t *band_out, ab_diag_t *diag) {
+  if (band_out) memset(band_out, 0, sizeof *band_out);
   if (o->faults_rank >= 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "--faults rank=%d: only a run of several ranks (run --ranks) has ranks",
                        o->faults_rank);
@@ -370,8 +371,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (apart && o->cap_bytes)
     return ab_diag_set(diag, AB_ERR_INVALID, "--cap: %s runs in a process of its own; give its cap in -c instead", strategy);
   if (apart) {
+    size_t before = summary->nrows;
     ab_status st = run_one_apart(o, es, strategy, run, summary, diag);
-    if (band_out) band_of_row(summary, run, band_out);
+    if (band_out) band_of_row(summary, before, run, band_out);
     return st;
   }
   if (o->hooks && o->hooks->record) {
