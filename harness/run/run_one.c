@@ -424,6 +424,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   }
   free(plan);
   if (run->status == AB_RUN_INTERRUPTED || ab_run_stop) {
+    /* Stopped in the placement variants, after the run itself ended: it is not recorded
+     * either, and says so to the caller, which reads a run with no row by its status. */
+    run->status = AB_RUN_INTERRUPTED;
     ab_oommap_free(&map);
     return AB_OK;
   }
