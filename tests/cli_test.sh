@@ -107,6 +107,11 @@ refuse "-c 'max_split_size_mb:abc': at position 19:" run -w random -s split-limi
 refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expandable -c max_split_size_mb:128 -c bogus:1
 refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
 refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
+# PyTorch takes a fraction of 0; a cap of 0 bytes is refused here as --cap 0 is, not run as a
+# cap that its OOMs are not explained against.
+refuse "-c 'per_process_memory_fraction:0': per_process_memory_fraction is a cap of 0 bytes on sim:h200" run -w random -s caching -c per_process_memory_fraction:0
+refuse "per_process_memory_fraction:1e-12': per_process_memory_fraction is a cap of 0 bytes" replay "$(dirname "$0")/data/pytorch-2.11-h200/blame/frag.pickle" \
+  -c per_process_memory_fraction:1e-12
 
 # As Note [One grammar for a cap] says, every command that runs a trace reads --cap alike. A bare number
 # is refused with the forms that are caps; 20G is said back as GiB; 20e9 is bytes; 0.05x is
@@ -117,6 +122,9 @@ for cmd in run oom compare matrix tune; do
   refuse "--cap '0.05': at position 5: a fraction of the card is written 0.05x" $cmd -w random:ops=300 -s caching --device sim --cap 0.05
   refuse "--cap '1.5x': at position 1: a fraction of the card is a number above 0 and at most 1" \
     $cmd -w random:ops=300 -s caching --device sim --cap 1.5x
+  # A fraction too small to make a byte of the card is refused, never taken as no cap at all.
+  refuse "--cap: a fraction of 1e-12 is a cap of 0 bytes on a card of 150109880320 bytes" \
+    $cmd -w random:ops=300 -s caching --device sim --cap 0.000000000001x
   strategy="-s caching"
   [ $cmd = tune ] && strategy= # tune chooses the caching allocator's settings itself
   for cap in 20G 20e9 0.05x; do

@@ -271,8 +271,13 @@ diff -r "$work/page" "$work/page.orig" >/dev/null || fail "a refused report chan
 mkdir "$work/keep"
 for name in oom.csv compare.csv timeline_x.csv; do
   cp "$trace" "$work/keep/$name"
-  for cmd in oom compare run; do
-    "$ab" $cmd -w "replay:$work/keep/$name" -s raw --device sim --quiet --out "$work/keep" >/dev/null 2>"$work/err" &&
+  for cmd in oom compare run replay tune blame; do
+    case $cmd in
+      replay | blame) args="$work/keep/$name" ;;
+      tune) args="-w replay:$work/keep/$name" ;;
+      *) args="-w replay:$work/keep/$name -s raw" ;;
+    esac
+    "$ab" $cmd $args --device sim --quiet --out "$work/keep" >/dev/null 2>"$work/err" &&
       fail "$cmd on a trace named $name in --out exited 0"
     grep -q "is an input of this run and a file it writes" "$work/err" || fail "$cmd, $name: $(cat "$work/err")"
     [ "$(ls "$work/keep")" = "$name" ] || fail "$cmd, $name: wrote $(ls "$work/keep")"

@@ -167,6 +167,19 @@ for s in caching expandable; do
   [ -n "$made" ] && [ "$(value "$tmp/back.txt" device_allocs)" = "$made" ] ||
     fail "$s: the export holds $(value "$tmp/back.txt" device_allocs) device allocations, the replay made '$made'"
 done
+# An export watches the run without changing it: under a cap its OOM is explained against the
+# cap (capacity, not fragmentation), as the same run without the export explains it.
+capped_row() {
+  "$ab" replay "$fx/pools/compiled.pickle.gz" --cap 100MB --device sim --format csv --out "$tmp/res" --no-timeline "$@" \
+    2>/dev/null | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i }
+      NR == 2 { print $c["status"], $c["oom_kind"], $c["oom_event"], $c["peak_reserved_bytes"] }'
+}
+plain=$(capped_row)
+[ "${plain%% *}" = oom ] || fail "replay --cap 100MB: '$plain', expected an OOM"
+for opt in --export-trace --export-snapshot; do
+  got=$(capped_row $opt "$tmp/capped.export")
+  [ "$got" = "$plain" ] || fail "replay --cap 100MB $opt: '$got', without the export '$plain'"
+done
 # The settings as PyTorch writes them (snapshot.c, Note [The settings a snapshot holds]): the
 # default caching export holds what the recorded snapshot holds, key for key and in order; a
 # conf is written out in PyTorch's types; a strategy that is not PyTorch's allocator has only

@@ -315,8 +315,10 @@ int ab_cmd_replay(int argc, char **argv) {
   topts.decisions_only = info_only; /* a trace of decisions alone can be described */
   if (ab_run_trace_limits(&o, &topts.cap, &topts.card, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   if (ab_trace_load(path, &topts, &es, &info, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
-  /* Before the run, not after it: the trace now counts as an input (output.h). */
-  if (check_exports(&o, export_trace, export_snapshot, &diag) != AB_OK) {
+  /* Before the run, not after it: the trace now counts as an input (output.h), also where
+   * --out holds it under a name the run writes (summary.csv), as run -w replay: says. */
+  if (check_exports(&o, export_trace, export_snapshot, &diag) != AB_OK ||
+      (!info_only && ab_results_check_inputs(o.out_dir, &diag) != AB_OK)) {
     ab_events_free(&es);
     return ab_cli_usage_error(&o, diag.msg);
   }

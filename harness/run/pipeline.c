@@ -133,12 +133,25 @@ bool ab_pipeline_check_child(ab_supervise_child_t *c) {
   return ab_supervise_reply_end(c);
 }
 
+/* PyTorch takes per_process_memory_fraction:0 (every allocation then fails), and so does the
+ * strategy; a run refuses a cap of 0 bytes, as --cap 0 is refused: its OOMs would be explained
+ * against the card, since a memory_cap of 0 says there is none. */
+ab_status ab_pipeline_runnable(const ab_pipeline_t *p, const ab_world_t *w, ab_diag_t *diag) {
+  if (!w->s->cap_window || w->s->memory_cap != 0) return AB_OK;
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "-c '%s': per_process_memory_fraction is a cap of 0 bytes on %s (%llu bytes): no allocation could "
+                     "be served (expected a fraction of at least 1/%llu)",
+                     p->conf ? p->conf : "", w->dev->name, (unsigned long long)w->dev->total_bytes,
+                     (unsigned long long)w->dev->total_bytes);
+}
+
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag) {
   /* Loading a library runs its constructors: in a process of its own (supervise.h). */
   if (p->wrap == NULL && ab_supervise_apart(p->strategy)) return check_apart(p, closed, diag);
   ab_world_t w;
   AB_TRY(ab_pipeline_open(p, &w, diag));
+  ab_status st = ab_pipeline_runnable(p, &w, diag);
   ab_pipeline_close(&w, NULL, NULL);
   if (closed) *closed = w;
-  return AB_OK;
+  return st;
 }

@@ -63,6 +63,10 @@ ab_status ab_pipeline_conf(const ab_pipeline_t *p, uint64_t total, char *buf, si
  * note (keys accepted without effect). */
 ab_status ab_pipeline_open(const ab_pipeline_t *p, ab_world_t *w, ab_diag_t *diag);
 
+/* What a run refuses of an open world that the strategy itself takes (PyTorch's
+ * per_process_memory_fraction:0, a cap of 0 bytes). ab_pipeline_check says it too. */
+ab_status ab_pipeline_runnable(const ab_pipeline_t *p, const ab_world_t *w, ab_diag_t *diag);
+
 /* Destroys the strategy and closes the device. A leak is AB_ERR_INVALID, said in diag (may be
  * NULL); when run is not NULL and holds no error yet, it becomes the run's error. */
 ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag);

@@ -58,6 +58,11 @@ ab_status ab_run_resolve_cap(ab_run_spec_t *o, ab_diag_t *diag) {
   uint64_t total;
   AB_TRY(ab_run_card_total(o, &total, diag));
   o->cap_bytes = (uint64_t)(o->cap_fraction * (double)total);
+  /* A cap_bytes of 0 is no cap: a fraction too small to make a byte is refused, not dropped. */
+  if (o->cap_bytes == 0)
+    return ab_diag_set(diag, AB_ERR_INVALID,
+                       "--cap: a fraction of %g is a cap of 0 bytes on a card of %llu bytes (expected a fraction of at least 1/%llu)",
+                       o->cap_fraction, (unsigned long long)total, (unsigned long long)total);
   o->cap_fraction = 0;
   return AB_OK;
 }
@@ -386,6 +391,7 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   p.dev.plan = plan;
   ab_world_t w;
   ab_status st = ab_pipeline_open(&p, &w, diag);
+  if (st == AB_OK && (st = ab_pipeline_runnable(&p, &w, diag)) != AB_OK) ab_pipeline_close(&w, NULL, NULL);
   if (st != AB_OK) {
     free(plan);
     return st;
@@ -440,6 +446,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (band_out) *band_out = band;
   free(plan);
   if (run->status == AB_RUN_INTERRUPTED || ab_run_stop) {
+    /* Stopped in the placement variants, after the run itself ended: it is not recorded
+     * either, and says so to the caller, which reads a run with no row by its status. */
+    run->status = AB_RUN_INTERRUPTED;
     ab_oommap_free(&map);
     return AB_OK;
   }

@@ -24,9 +24,13 @@ const char *ab_strerror(ab_status st) {
   return "unknown status";
 }
 
+/* A message quotes what it was given (a trace's field, a pickle's bytes), and is printed on a
+ * terminal: line breaks become spaces, and every other control byte (ESC starts a terminal's
+ * escape sequence; a form feed or a record separator breaks the line for some readers) a '?'. */
 static void one_line(char *s) {
   for (; *s; s++)
-    if (*s == '\n' || *s == '\r') *s = ' ';
+    if (*s == '\n' || *s == '\r' || *s == '\t') *s = ' ';
+    else if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 ab_status ab_diag_set(ab_diag_t *diag, ab_status st, const char *fmt, ...) {

@@ -43,7 +43,7 @@ typedef struct ab_diag_s {
 
 /* Writes a printf-style message into diag (may be NULL) and returns st, so that an error
  * site reads `return ab_diag_set(d, AB_ERR_INVALID, "...", ...);`. Newlines are replaced by
- * spaces so the message stays one line. */
+ * spaces so the message stays one line, and other control bytes by '?'. */
 ab_status ab_diag_set(ab_diag_t *diag, ab_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

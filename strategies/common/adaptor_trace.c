@@ -112,6 +112,8 @@ static void observe(void *ctx, ab_trace_action_t action, ab_dptr_t addr, uint64_
   record(t, action, stream, t->calling, addr, bytes);
 }
 
+static void mirror_cap(trace_adaptor_t *t);
+
 ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, ab_strategy_t **out) {
   *out = NULL;
   ab_device_t *dev = upstream->dev;
@@ -123,6 +125,7 @@ ab_status ab_adaptor_trace_create(ab_strategy_t *upstream, ab_trace_log_t *log, 
   t->base.dev = dev;
   t->base.stats = upstream->stats;
   t->up = upstream;
+  mirror_cap(t);
   t->log = log;
   ab_map_init(&t->live);
   ab_map_init(&t->held);
@@ -203,7 +206,20 @@ static ab_status trace_check(ab_strategy_t *s, ab_diag_t *diag) {
   return ab_strategy_check(((trace_adaptor_t *)s)->up, diag);
 }
 
-static void trace_refresh_stats(ab_strategy_t *s) { ab_strategy_stats(((trace_adaptor_t *)s)->up, &s->stats); }
+/* The wrapped strategy's cap and its window, which the engine reads off the strategy it runs
+ * (an OOM is explained against the cap; a run's window of caps): the adaptor's are copies,
+ * kept current with its statistics. */
+static void mirror_cap(trace_adaptor_t *t) {
+  t->base.memory_cap = t->up->memory_cap;
+  t->base.cap_window = t->up->cap_window;
+  t->base.cap_lo = t->up->cap_lo;
+  t->base.cap_hi = t->up->cap_hi;
+}
+
+static void trace_refresh_stats(ab_strategy_t *s) {
+  ab_strategy_stats(((trace_adaptor_t *)s)->up, &s->stats);
+  mirror_cap((trace_adaptor_t *)s);
+}
 
 static void trace_memory_stats(ab_strategy_t *s, ab_stat_fn fn, void *ctx) {
   ab_strategy_t *up = ((trace_adaptor_t *)s)->up;

@@ -37,6 +37,9 @@ static void csv_errors_name_the_line(void) {
       {"action,addr,size,stream,time_us\nalloc,1,x2,0,0\n", ":2: column 'size': expected a whole number, got 'x2'"},
       {"action,addr,size,stream,time_us\nalloc,1,2,0,0\nalloc,1,2,0,0\n", ":3: alloc at 0x1, which is already allocated"},
       {"action,addr,size,stream,time_us\n,1,2,0,0\n", ":2: column 'action': empty"},
+      /* The field is quoted with its control bytes made harmless: no escape sequence reaches
+       * the terminal, and the message stays one line. */
+      {"action,addr,size,stream,time_us\nalloc,1,2\x1b[2J\f\x1e\x33,0,0\n", ":2: column 'size': expected a whole number, got '2?[2J??3'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *path = ab_test_write_file("bad.csv", cases[i].text, strlen(cases[i].text));
