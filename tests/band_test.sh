@@ -92,6 +92,8 @@ done
 [ $found = 1 ] || fail "no --placement variant replays the band's 363"
 "$ab" replay "$fx/pools/moe_gc08split64.pickle.gz" --device sim:h200 --placement 9 >/dev/null 2>"$tmp/err" && fail "--placement 9 accepted"
 grep -q -- "--placement '9'" "$tmp/err" || fail "--placement 9: $(cat "$tmp/err")"
+"$ab" replay "$fx/pools/moe_gc08split64.pickle.gz" --device sim:h200 --placement 0 >/dev/null 2>"$tmp/err" && fail "--placement 0 accepted"
+grep -q -- "--placement '0': expected a variant from 1 to 6" "$tmp/err" || fail "--placement 0: $(cat "$tmp/err")"
 
 # 4. tune under a cap where placement decides: every row's figure inside its band, bands
 #    that are not points, and the recommended row complete under every placement.

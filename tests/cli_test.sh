@@ -15,6 +15,7 @@ refuse "unknown strategy" run -w random -s nosuch --device sim
 refuse "unknown workload 'nosuch'" run -w nosuch -s raw --device sim
 refuse "unknown simulated card 'h300'" run -w random -s raw --device sim:h300
 refuse "--device 'tpu'" run -w random -s raw --device tpu
+refuse "--device '': expected a device" run -w random -s raw --device ''
 refuse "--budget '-3GB'" run -w random -s raw --device sim --budget -3GB
 refuse "unknown unit 'XB'" run -w random -s raw --device sim --budget 12XB
 refuse "--budget '0'" run -w random -s raw --device sim --budget 0

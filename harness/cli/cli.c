@@ -391,7 +391,12 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
       o->conf = arg;
       *st = check_conf(arg, diag);
       break;
-    case AB_OPT_DEVICE: o->device = arg; break;
+    case AB_OPT_DEVICE:
+      o->device = arg;
+      if (*arg == '\0')
+        *st = ab_diag_set(diag, AB_ERR_INVALID,
+                          "--device '': expected a device (auto, sim, sim:PROFILE, sim:SIZE, cuda, cuda:N)");
+      break;
     case AB_OPT_OUT: o->out_dir = arg; break; /* checked before any work (output.h) */
     case AB_OPT_NO_TIMELINE: o->timeline = false; break;
     case AB_OPT_CHECK: o->check = true; break;
@@ -412,6 +417,11 @@ bool ab_cli_common_option(int opt, const char *arg, ab_run_spec_t *o, ab_status 
     case AB_OPT_PLACEMENT: {
       uint64_t v;
       *st = ab_parse_u64("--placement", arg, AB_PLACEMENT_VARIANTS, &v, diag);
+      /* 0 is the rules as measured, which a run without --placement has already. */
+      if (*st == AB_OK && v == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID,
+                          "--placement '0': expected a variant from 1 to %d (without --placement, the rules as measured)",
+                          AB_PLACEMENT_VARIANTS);
       o->dev.placement = (unsigned)v;
       break;
     }
