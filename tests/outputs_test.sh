@@ -304,4 +304,22 @@ for cmd in "tune -w random:ops=20000" "replay $trace -s raw --export-snapshot $w
   done
 done
 
+# 13. An output's folder is made as --out's is, and one that cannot be (a path through a file)
+# is refused before the work (item 9 of the Note): no row appended, no figure drawn.
+touch "$work/plain"
+for opt in --export-trace --export-snapshot; do
+  rm -rf "$work/early" "$work/made"
+  replay --out "$work/early" $opt "$work/made/sub/e.out" >/dev/null || fail "$opt into a folder not yet made failed"
+  [ -s "$work/made/sub/e.out" ] || fail "$opt into a folder not yet made: nothing written"
+  rm -rf "$work/early"
+  replay --out "$work/early" $opt "$work/plain/e.out" >/dev/null 2>"$work/err" && fail "$opt through a file exited 0"
+  grep -q -- "^allocbench replay: $opt '$work/plain/e.out': its folder '$work/plain'" "$work/err" || fail "$opt through a file: $(cat "$work/err")"
+  [ ! -e "$work/early" ] || fail "$opt through a file: the run went ahead ($(ls "$work/early"))"
+done
+replay --out "$work/early" >/dev/null || fail "a run for the page failed"
+before=$(ls "$work/early")
+"$ab" report "$work/early" -o "$work/plain/page.html" >/dev/null 2>"$work/err" && fail "report -o through a file exited 0"
+grep -q -- "^allocbench report: -o '$work/plain/page.html': its folder '$work/plain'" "$work/err" || fail "report -o through a file: $(cat "$work/err")"
+[ "$(ls "$work/early")" = "$before" ] || fail "report -o through a file drew into the results first"
+
 finish outputs_test

@@ -214,6 +214,8 @@ static ab_status check_exports(const ab_run_spec_t *o, const char *trace_path, c
                                ab_diag_t *diag) {
   if (trace_path) AB_TRY(ab_output_check("--export-trace", trace_path, diag));
   if (snapshot_path) AB_TRY(ab_output_check("--export-snapshot", snapshot_path, diag));
+  if (trace_path) AB_TRY(ab_output_check_folder("--export-trace", trace_path, diag));
+  if (snapshot_path) AB_TRY(ab_output_check_folder("--export-snapshot", snapshot_path, diag));
   if (trace_path) AB_TRY(ab_cli_check_not_results(o, "--export-trace", trace_path, diag));
   if (snapshot_path) AB_TRY(ab_cli_check_not_results(o, "--export-snapshot", snapshot_path, diag));
   struct stat a, b;

@@ -891,6 +891,7 @@ ab_status ab_report_log_command(const char *dir, int argc, char **argv, ab_diag_
  * written, unless it is a page (.html), which the page never reads. */
 static ab_status check_page_path(const char *dir, const char *path, ab_diag_t *diag) {
   AB_TRY(ab_output_check("-o", path, diag));
+  AB_TRY(ab_output_check_folder("-o", path, diag));
   char real_dir[PATH_MAX], target[PATH_MAX], parent[PATH_MAX];
   if (realpath(dir, real_dir) == NULL) return AB_OK; /* refused later, naming the folder */
   /* The file the page would be renamed onto: the link's target where path is a link. */

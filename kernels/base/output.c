@@ -21,6 +21,19 @@ static ab_status refuse(ab_diag_t *diag, const char *what, const char *path, con
   return ab_diag_set(diag, AB_ERR_INVALID, "%s: %s", path, why);
 }
 
+static bool names_a_descriptor(const char *p);
+
+/* The folder path is written in ("." for a bare name, "/" for "/name"), into dir. */
+static bool folder_of(const char *path, char *dir, size_t size) {
+  if (snprintf(dir, size, "%s", path) >= (int)size) return false;
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL)
+    snprintf(dir, size, ".");
+  else
+    slash[slash == dir] = '\0';
+  return true;
+}
+
 ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag) {
   if (path == NULL || path[0] == '\0') return refuse(diag, what, "", "an empty path (expected a file name)");
   if (strlen(path) >= AB_OUTPUT_PATH_BYTES) return refuse(diag, what, path, "path too long");
@@ -31,6 +44,24 @@ ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag) {
   if (exists && S_ISDIR(sb.st_mode)) return refuse(diag, what, path, "is a directory (expected a file)");
   if (exists && ab_input_is_input(path))
     return refuse(diag, what, path, "is an input of this run; refusing to write over it");
+  return AB_OK;
+}
+
+ab_status ab_output_check_folder(const char *what, const char *path, ab_diag_t *diag) {
+  struct stat sb;
+  bool exists = stat(path, &sb) == 0;
+  if ((exists && !S_ISREG(sb.st_mode)) || strncmp(path, "/dev/", 5) == 0 || strncmp(path, "/proc/", 6) == 0 ||
+      names_a_descriptor(path))
+    return AB_OK; /* written straight (item 4) */
+  char *resolved = exists ? realpath(path, NULL) : NULL;
+  if (exists && resolved == NULL) return AB_OK; /* said when it is opened */
+  char dir[AB_OUTPUT_PATH_BYTES];
+  bool fits = folder_of(resolved ? resolved : path, dir, sizeof dir);
+  free(resolved);
+  if (!fits) return refuse(diag, what, path, "path too long");
+  ab_diag_t why = {""};
+  if (ab_output_check_dir("its folder", dir, &why) != AB_OK)
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s '%s': %s", what, path, why.msg);
   return AB_OK;
 }
 
@@ -258,6 +289,12 @@ static ab_status open_temp(ab_output_t *o, ab_diag_t *diag) {
   if (exists && realpath(o->path, o->target) == NULL)
     return ab_diag_set(diag, AB_ERR_IO, "%s: cannot resolve: %s", o->path, strerror(errno));
   if (!exists) snprintf(o->target, sizeof o->target, "%s", o->path);
+  /* Its folder, made as --out's is (item 9). */
+  char dir[AB_OUTPUT_PATH_BYTES];
+  size_t first_made;
+  int err;
+  if (!exists && folder_of(o->target, dir, sizeof dir) && access(dir, F_OK) != 0)
+    AB_TRY(make_dirs(dir, &first_made, &err, diag));
   ab_output_clean_stale(o->target);
   snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", o->target, (long)getpid());
   int fd = create_temp(o->tmp);

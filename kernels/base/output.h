@@ -26,6 +26,10 @@
  *      the pipe, is done in short polls, and stops when the flag given to ab_output_stop_on
  *      is set (a signal asked the command to stop), so that a FIFO nobody reads cannot keep
  *      the command from stopping. The write then fails, saying so.
+ *   9. A file written as in item 3 has its folder made with its parents, as --out's is,
+ *      and an output named by the user (an export, a page) has that folder checked with
+ *      the path, as in item 7, so that one that cannot be written says so before the work,
+ *      not after it (after the run whose row is already appended, or the figures drawn).
  * Errors come back as AB_ERR_INVALID for a path refused before anything was written,
  * AB_ERR_IO when creating or writing failed, each naming the path.
  *
@@ -53,6 +57,9 @@ typedef struct ab_output_s {
 /* Items 1, 2 and 5 of the Note, for checking a path before any work is done. what names
  * the option in the message ("--export-trace"). */
 ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag);
+/* Item 9 of the Note: whether path's folder can be made and written (item 7's check);
+ * AB_ERR_INVALID when not, the message "WHAT 'PATH': its folder 'DIR': why". */
+ab_status ab_output_check_folder(const char *what, const char *path, ab_diag_t *diag);
 /* Item 7 of the Note: whether files can be written into the folder dir. AB_ERR_INVALID for
  * an empty path or a part of it that is not a folder, AB_ERR_IO when it cannot be created or
  * written; the message is "WHAT 'DIR': why". */
