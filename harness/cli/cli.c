@@ -301,6 +301,7 @@ static ab_status parse_faults(const char *arg, ab_faults_t *f, int *rank, ab_dia
   ab_kvlist_t kv;
   uint64_t r = UINT64_MAX;
   AB_TRY(ab_kv_parse("--faults", arg, '=', &kv, diag));
+  AB_TRY(ab_kv_unique(&kv, diag)); /* an option of ours: a key twice is a slip, not an override */
   AB_TRY(ab_kv_get_u64(&kv, "nth", 1, UINT64_MAX, &f->fail_nth, diag));
   AB_TRY(ab_kv_get_double(&kv, "rate", 0, 1, &f->fail_rate, diag));
   AB_TRY(ab_kv_get_u64(&kv, "seed", 0, UINT64_MAX, &f->fail_seed, diag));
