@@ -15,8 +15,12 @@ static void check_refusal(ab_status st, const ab_diag_t *d, const char *what, co
   char head[AB_DIAG_BYTES];
   int n = snprintf(head, sizeof head, "%s '%s': at position ", what, text);
   if (n < 0 || (size_t)n >= sizeof head - 24) return;
+  /* As ab_diag_set writes the text into a message: on one line, control bytes made harmless. */
   for (char *c = head; *c; c++)
-    if (*c == '\n' || *c == '\r') *c = ' '; /* as ab_diag_set keeps a message on one line */
+    if (*c == '\n' || *c == '\r' || *c == '\t')
+      *c = ' ';
+    else if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      *c = '?';
   size_t pos = 0;
   if (strncmp(d->msg, head, (size_t)n) != 0 || sscanf(d->msg + n, "%zu", &pos) != 1 || pos < 1 ||
       pos > strlen(text) + 1)
