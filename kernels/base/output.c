@@ -171,12 +171,9 @@ static bool temp_of(const char *entry, const char *base, long *pid) {
 
 void ab_output_clean_stale(const char *path) {
   char dir[AB_OUTPUT_PATH_BYTES];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
+  if (!folder_of(path, dir, sizeof dir)) return;
+  const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
-  if (slash == dir) dir[1] = '\0';
-  else if (slash) *slash = '\0';
-  else snprintf(dir, sizeof dir, ".");
   DIR *d = opendir(dir);
   if (d == NULL) return;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
