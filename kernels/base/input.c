@@ -548,6 +548,17 @@ static void *inflate_ahead(void *arg) {
   }
 }
 
+/* Frees the ring and its thread's state, the thread no longer running. */
+static void thread_free(ab_instream_t *s) {
+  inflater_t *t = s->thread;
+  for (int i = 0; i < RING; i++) free(t->data[i]);
+  pthread_mutex_destroy(&t->lock);
+  pthread_cond_destroy(&t->filled);
+  pthread_cond_destroy(&t->emptied);
+  free(t);
+  s->thread = NULL;
+}
+
 static void thread_stop(ab_instream_t *s) {
   inflater_t *t = s->thread;
   if (t == NULL) return;
@@ -556,12 +567,7 @@ static void thread_stop(ab_instream_t *s) {
   pthread_cond_signal(&t->emptied);
   pthread_mutex_unlock(&t->lock);
   pthread_join(t->tid, NULL);
-  for (int i = 0; i < RING; i++) free(t->data[i]);
-  pthread_mutex_destroy(&t->lock);
-  pthread_cond_destroy(&t->filled);
-  pthread_cond_destroy(&t->emptied);
-  free(t);
-  s->thread = NULL;
+  thread_free(s);
 }
 
 /* Starts the thread; without it (no memory, no thread) the reader inflates by itself. */
@@ -574,14 +580,7 @@ static void thread_start(ab_instream_t *s) {
   pthread_cond_init(&t->filled, NULL);
   pthread_cond_init(&t->emptied, NULL);
   s->thread = t;
-  if (!ok || pthread_create(&t->tid, NULL, inflate_ahead, s) != 0) {
-    for (int i = 0; i < RING; i++) free(t->data[i]);
-    pthread_mutex_destroy(&t->lock);
-    pthread_cond_destroy(&t->filled);
-    pthread_cond_destroy(&t->emptied);
-    free(t);
-    s->thread = NULL;
-  }
+  if (!ok || pthread_create(&t->tid, NULL, inflate_ahead, s) != 0) thread_free(s);
 }
 
 /* The reader's side: the next inflated bytes from the ring. */
