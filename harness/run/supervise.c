@@ -101,20 +101,21 @@ static void sum_word(sum_t *s, uint64_t v) {
 static void sum_add(sum_t *s, const void *p, size_t n) {
   const unsigned char *c = p;
   uint64_t v;
-  for (; n && s->npart; n--) {
-    s->part[s->npart++] = *c++;
-    if (s->npart == 8) {
-      memcpy(&v, s->part, 8);
-      sum_word(s, v);
-      s->npart = 0;
-    }
+  if (s->npart) { /* the word begun by the last piece first */
+    size_t take = n < 8u - s->npart ? n : 8u - s->npart;
+    memcpy(s->part + s->npart, c, take);
+    s->npart += take, c += take, n -= take;
+    if (s->npart < 8) return;
+    memcpy(&v, s->part, 8);
+    sum_word(s, v);
+    s->npart = 0;
   }
   for (; n >= 8; n -= 8, c += 8) {
     memcpy(&v, c, 8);
     sum_word(s, v);
   }
-  memcpy(s->part + s->npart, c, n); /* npart is 0 here unless n is */
-  s->npart += n;
+  memcpy(s->part, c, n);
+  s->npart = n;
 }
 
 static uint64_t sum_end(sum_t s) {
