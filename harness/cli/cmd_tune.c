@@ -161,7 +161,7 @@ static ab_status add_display_row(ab_table_t *t, const ab_tune_job_t *job, const 
   else
     snprintf(allocs, sizeof allocs, "%" PRIu64, r->stats.num_device_alloc);
   const ab_events_t *es = &job->t[r->trace].es;
-  ab_tune_job_note(job, r->trace, r, note, sizeof note);
+  ab_tune_job_note(job, r->trace, r, true, note, sizeof note);
   /* The mark "reference" says the first (with what its limit is); "OOM" in the peak's column
    * and the title's "under the cap" the second. */
   if (r->cand.family == AB_TUNE_REFERENCE || (r->status == AB_RUN_OOM && r->search.passed && !r->search.upper_bound))

@@ -311,46 +311,61 @@ static ab_status fail_again(search_t *x, uint64_t max_fail, ab_diag_t *diag) {
  * at each refusal, so each cap fragments its own way), a variant has hundreds of intervals
  * there, as the map had: on the recorded CNN run the six walks took four to six times the
  * map's replays (25 against 7 under expandable_segments:True, 233 against 54 under the
- * defaults, 2 173 against 374 under garbage_collection_threshold:0.6). So they take at most
- * four times the map's replays and eight per variant (or opts.band_probes), one step of each
- * variant in turn, so that walks cut short have checked every variant up to the same cap:
- * the result says up to which (band_checked). */
-static ab_status safe_across_band(search_t *x, uint64_t top, size_t budget, ab_diag_t *diag) {
-  ab_bisect_result_t *out = x->out;
-  ab_bisect_opts_t v = *x->o;
+ * defaults, 2 173 against 374 under garbage_collection_threshold:0.6). So each variant's walk
+ * takes at most two thirds of the map's replays and eight more (or opts.band_probes), and
+ * walks cut short say up to which cap every variant was checked (band_checked). The variants'
+ * walks are independent of each other, so a caller may run them apart (ab_bisect_band_walk,
+ * one per thread) and merge them (ab_bisect_band_merge), as the search does in turn. */
+
+unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result_t *res) {
+  return o->band_probes ? o->band_probes : 2 * res->intervals / 3 + 8;
+}
+
+ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, const ab_bisect_result_t *res,
+                              unsigned variant, ab_run_t *run, ab_band_walk_t *w, ab_diag_t *diag) {
+  memset(w, 0, sizeof *w);
+  w->checked = UINT64_MAX;
+  if (!res->mapped || !res->passed || res->safe_cap == 0 || ab_strategy_address_blind(o->strategy)) return AB_OK;
+  ab_bisect_opts_t v = *o;
   v.on_oom = NULL; /* a variant's OOM is not the search's answer */
   v.on_probe = NULL;
-  uint64_t at[AB_PLACEMENT_VARIANTS]; /* each variant's next cap; UINT64_MAX: its walk is done */
-  for (unsigned k = 0; k < AB_PLACEMENT_VARIANTS; k++) at[k] = out->safe_cap;
-  for (size_t spent = 0;; spent++) {
-    unsigned k = 0; /* the variant furthest behind */
-    for (unsigned j = 1; j < AB_PLACEMENT_VARIANTS; j++)
-      if (at[j] < at[k]) k = j;
-    if (at[k] == UINT64_MAX) return AB_OK; /* every walk done */
-    if (at[k] > top) {
-      out->safe_cap = 0; /* fails up to the card's total: none is safe */
+  v.dev.placement = variant;
+  unsigned budget = ab_bisect_band_budget(o, res);
+  for (uint64_t at = res->safe_cap;;) {
+    if (at > res->top) {
+      w->none = true; /* fails up to the card's total: no cap is safe */
       return AB_OK;
     }
-    if (spent == budget) {
-      out->band_checked = at[k]; /* every variant walked below it */
+    if (w->probes == budget) {
+      w->checked = at; /* walked below it */
       return AB_OK;
     }
-    v.dev.placement = k + 1;
     char device[96];
-    AB_TRY(ab_bisect_probe(x->es, &v, at[k], NULL, x->run, NULL, device, diag));
-    if (x->run->status == AB_RUN_INTERRUPTED) {
-      out->interrupted = true;
+    AB_TRY(ab_bisect_probe(es, &v, at, NULL, run, NULL, device, diag));
+    if (run->status == AB_RUN_INTERRUPTED) {
+      w->interrupted = true;
       return AB_OK;
     }
-    if (strncmp(device, "sim:", 4) != 0 || !x->run->cap_window) return AB_OK; /* the driver placed it */
-    out->band_probes++;
-    out->probes++;
-    if (x->run->status != AB_RUN_OK) {
-      out->safe_cap = x->run->cap_hi + 1;
-      out->band_raised = true;
-    }
-    at[k] = x->run->status == AB_RUN_OK && x->run->cap_hi >= top ? UINT64_MAX : x->run->cap_hi + 1;
+    if (strncmp(device, "sim:", 4) != 0 || !run->cap_window) return AB_OK; /* the driver placed it */
+    w->probes++;
+    if (run->status != AB_RUN_OK) w->safe_cap = run->cap_hi + 1;
+    if (run->status == AB_RUN_OK && run->cap_hi >= res->top) return AB_OK;
+    at = run->cap_hi + 1;
   }
+}
+
+void ab_bisect_band_merge(ab_bisect_result_t *res, const ab_band_walk_t *w, unsigned n) {
+  /* A variant left unwalked (an interrupted search) checked nothing above the safe cap. */
+  res->band_checked = n == AB_PLACEMENT_VARIANTS ? UINT64_MAX : res->safe_cap;
+  for (unsigned k = 0; k < n; k++) {
+    res->band_probes += w[k].probes;
+    res->probes += w[k].probes;
+    res->interrupted |= w[k].interrupted;
+    if (w[k].checked < res->band_checked) res->band_checked = w[k].checked;
+    if (w[k].safe_cap > res->safe_cap) res->safe_cap = w[k].safe_cap, res->band_raised = true;
+  }
+  for (unsigned k = 0; k < n; k++)
+    if (w[k].none) res->safe_cap = 0;
 }
 
 /* The walk of Note [Cap map], from lo up to hi (0: the card's total); end is the uncapped
@@ -408,9 +423,17 @@ static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi,
   }
   for (size_t i = lowest_ok + 1; i < m->n; i++) out->fail_ranges += !k[i].ok && k[i - 1].ok;
   if (out->failed) AB_TRY(fail_again(x, k[highest_fail].hi, diag));
-  size_t band_budget = x->o->band_probes ? x->o->band_probes : 4 * m->n + 8 * AB_PLACEMENT_VARIANTS;
-  if (out->passed && out->safe_cap && !ab_strategy_address_blind(x->o->strategy))
-    AB_TRY(safe_across_band(x, top, band_budget, diag));
+  out->intervals = (unsigned)m->n;
+  out->top = top;
+  if (x->o->defer_band) { /* the caller walks the variants (ab_bisect_band_walk) */
+    if (out->passed && out->safe_cap && !ab_strategy_address_blind(x->o->strategy)) out->band_checked = 0;
+    return AB_OK;
+  }
+  ab_band_walk_t w[AB_PLACEMENT_VARIANTS];
+  unsigned walked = 0;
+  for (; walked < AB_PLACEMENT_VARIANTS && (walked == 0 || !w[walked - 1].interrupted); walked++)
+    AB_TRY(ab_bisect_band_walk(x->es, x->o, out, walked + 1, x->run, &w[walked], diag));
+  ab_bisect_band_merge(out, w, walked);
   return AB_OK;
 }
 

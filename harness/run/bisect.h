@@ -107,9 +107,11 @@ typedef struct ab_bisect_opts_s {
   unsigned map_probes; /* with cap: the most replays the map may take, else the caps are
                           bisected and the result says so (map_cut); 0: no limit */
   bool no_map;         /* with cap: bisect the caps, as if the status were monotonic */
-  unsigned band_probes; /* with cap: the most replays the safe cap's check under the placement
-                           variants may take (Note [A safe cap across the band], bisect.c);
-                           0: four times the map's, and eight per variant */
+  unsigned band_probes; /* with cap: the most replays each placement variant's walk of the safe
+                           cap may take (Note [A safe cap across the band], bisect.c); 0: two
+                           thirds of the map's, and eight (ab_bisect_band_budget) */
+  bool defer_band;      /* with cap: leave those walks to the caller (ab_bisect_band_walk): the
+                           result's band_checked is 0 until it merges them */
 } ab_bisect_opts_t;
 
 typedef struct ab_bisect_result_s {
@@ -129,7 +131,10 @@ typedef struct ab_bisect_result_s {
                                safe_cap is past (Note [A safe cap across the band], bisect.c) */
   unsigned band_probes;     /* the variants' replays that checked safe_cap (counted in probes too) */
   uint64_t band_checked;    /* mapped: safe_cap holds under every variant for every cap below this
-                               (UINT64_MAX: every cap); a check cut short stops below the top */
+                               (UINT64_MAX: every cap); a check cut short stops below the top;
+                               0: the variants were not walked (opts.defer_band) */
+  unsigned intervals;       /* mapped: the map's intervals (replays), which size the variants' walks */
+  uint64_t top;             /* mapped: the highest cap walked to (hi, or the card's total) */
   uint64_t peak_requested;  /* of the stream */
   uint64_t lo, hi;          /* the range searched, defaults applied */
   uint64_t tolerance;
@@ -160,6 +165,30 @@ ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag
 /* The search of Note [Budget search], with run prepared for es. */
 ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_run_t *run, ab_bisect_result_t *out,
                            ab_diag_t *diag);
+
+/* One placement variant's walk of a mapped result's safe cap
+ * (Note [A safe cap across the band], bisect.c): what it found, for ab_bisect_band_merge. */
+typedef struct ab_band_walk_s {
+  uint64_t safe_cap; /* past the highest interval that failed; 0: none failed */
+  uint64_t checked;  /* walked every cap below this (UINT64_MAX: to the top) */
+  bool none;         /* every cap up to the top failed: no cap is safe */
+  bool interrupted;  /* opts.stop ended it */
+  unsigned probes;
+} ab_band_walk_t;
+
+/* The most replays one variant's walk takes under o for res. */
+unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result_t *res);
+
+/* Walks variant (1 .. AB_PLACEMENT_VARIANTS) up from res's safe cap, with run prepared for es,
+ * into *w; a result that is not mapped, has no safe cap, or whose strategy is blind to
+ * addresses needs no walk (w says nothing). Variants' walks are independent: each may run on
+ * its own thread with its own run. */
+ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, const ab_bisect_result_t *res,
+                              unsigned variant, ab_run_t *run, ab_band_walk_t *w, ab_diag_t *diag);
+
+/* Takes the walks of res's variants (n of them; fewer only when one was interrupted) into res:
+ * its safe cap raised past every variant's failures, band_checked, band_raised, the probes. */
+void ab_bisect_band_merge(ab_bisect_result_t *res, const ab_band_walk_t *w, unsigned n);
 
 /* The child's side of a library's probe, made in a process of its own (ab_bisect_probe
  * without engine options, Note [A library in a process of its own], supervise.h): reads the

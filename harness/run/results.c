@@ -359,7 +359,9 @@ static void search_note(const ab_events_t *es, const ab_bisect_result_t *r, char
   if (r->mapped && r->band_raised)
     note_add(buf, size, "a placement the driver may make fails above the smallest cap: every cap from %s (%" PRIu64
              " B) up completes under each", ab_format_bytes(r->safe_cap, b, sizeof b), r->safe_cap);
-  if (r->mapped && r->band_checked != UINT64_MAX)
+  if (r->mapped && r->band_checked == 0)
+    note_add(buf, size, "the safe cap was not checked under the placement variants");
+  else if (r->mapped && r->band_checked != UINT64_MAX)
     note_add(buf, size, "under the placement variants, caps checked up to %s only (more intervals than allowed)",
              ab_format_bytes(r->band_checked, b, sizeof b));
   if (r->map_cut && r->passed && r->failed && r->max_fail + 1 == r->min_budget)

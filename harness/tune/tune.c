@@ -56,6 +56,7 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   double t0 = ab_clock_s();
   ab_bisect_opts_t b;
   ab_tune_probe_opts(o, &r->cand, &b);
+  b.defer_band = true; /* Note [Bands where the answer rests], tune_job.h */
   ab_diag_t diag = {""};
   r->status = AB_RUN_INTERRUPTED; /* until a run says otherwise */
   /* The run, with the cost model on for its time (the search's probes run without it). */
@@ -142,6 +143,83 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
   if (n > 0 && p.workers == 0) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
   return AB_OK;
 }
+
+/* The variants' walks of ab_tune_walk_bands: walk k is result k / variants's, of variant
+ * k % variants + 1. */
+typedef struct walks_s {
+  const ab_events_t *es;
+  const ab_tune_opts_t *o;
+  ab_tune_result_t **r;
+  ab_band_walk_t *w;
+  ab_status *st;
+  ab_diag_t *diag; /* one per walk */
+  size_t n;        /* walks */
+  pthread_mutex_t lock;
+  size_t next;     /* under lock */
+} walks_t;
+
+static void *walker(void *arg) {
+  walks_t *p = arg;
+  ab_run_t run;
+  if (ab_run_prepare(&run, p->es) != AB_OK) return NULL;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    size_t k = p->next < p->n ? p->next++ : p->n;
+    pthread_mutex_unlock(&p->lock);
+    if (k == p->n) break;
+    const ab_tune_result_t *r = p->r[k / AB_PLACEMENT_VARIANTS];
+    ab_bisect_opts_t b;
+    ab_tune_probe_opts(p->o, &r->cand, &b);
+    p->st[k] = ab_bisect_band_walk(p->es, &b, &r->search, (unsigned)(k % AB_PLACEMENT_VARIANTS) + 1, &run, &p->w[k],
+                                   &p->diag[k]);
+  }
+  ab_run_release(&run);
+  return NULL;
+}
+
+ab_status ab_tune_walk_bands(const ab_events_t *es, const ab_tune_opts_t *o, ab_tune_result_t **r, size_t n,
+                             ab_diag_t *diag) {
+  size_t walks = n * AB_PLACEMENT_VARIANTS;
+  walks_t p = {es, o, r, calloc(walks ? walks : 1, sizeof *p.w), calloc(walks ? walks : 1, sizeof *p.st),
+               calloc(walks ? walks : 1, sizeof *p.diag), walks, PTHREAD_MUTEX_INITIALIZER, 0};
+  ab_status st = AB_OK;
+  if (p.w == NULL || p.st == NULL || p.diag == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t k = 0; k < walks && st == AB_OK; k++) p.st[k] = AB_ERR_INTERNAL; /* until walked */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t jobs = o->jobs ? o->jobs : cores > 0 ? (size_t)cores : 1;
+  if (jobs > walks) jobs = walks;
+  pthread_t *threads = st == AB_OK ? calloc(jobs ? jobs : 1, sizeof *threads) : NULL;
+  if (st == AB_OK && threads == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (st == AB_OK) {
+    size_t started = 0;
+    for (size_t i = 1; i < jobs; i++)
+      if (pthread_create(&threads[started], NULL, walker, &p) == 0) started++;
+    walker(&p); /* this thread walks too, so that the walks go on if no thread can be started */
+    for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  }
+  /* A walk that failed (not an OOM, which is a result) makes its configuration's error. */
+  for (size_t i = 0; i < n && st == AB_OK; i++) {
+    const ab_band_walk_t *w = &p.w[i * AB_PLACEMENT_VARIANTS];
+    size_t bad = walks;
+    for (size_t k = i * AB_PLACEMENT_VARIANTS; k < (i + 1) * AB_PLACEMENT_VARIANTS; k++)
+      if (p.st[k] != AB_OK && bad == walks) bad = k;
+    if (bad < walks) {
+      r[i]->status = AB_RUN_ERROR;
+      snprintf(r[i]->message, sizeof r[i]->message, "%s", p.diag[bad].msg[0] ? p.diag[bad].msg : "out of host memory");
+      continue;
+    }
+    ab_bisect_band_merge(&r[i]->search, w, AB_PLACEMENT_VARIANTS);
+    if (r[i]->search.interrupted) r[i]->status = AB_RUN_INTERRUPTED;
+  }
+  free(threads);
+  free(p.w);
+  free(p.st);
+  free(p.diag);
+  pthread_mutex_destroy(&p.lock);
+  return st;
+}
+
+bool ab_tune_band_pending(const ab_tune_result_t *r) { return r->search.mapped && r->search.band_checked == 0; }
 
 static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
 

@@ -116,6 +116,16 @@ void ab_tune_alike(ab_tune_trace_t *traces, size_t n);
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
                       const ab_tune_opts_t *o, ab_tune_result_t *r, ab_diag_t *diag);
 
+/* Walks the placement variants of each r[i]'s safe cap, left by its search
+ * (Note [Bands where the answer rests], tune_job.h), spread over o's threads, and merges them
+ * into its result (ab_bisect_band_merge); a walk that fails with an error makes its result's
+ * status error, with the message. AB_ERR_INTERNAL when the host has no memory for them. */
+ab_status ab_tune_walk_bands(const ab_events_t *es, const ab_tune_opts_t *o, ab_tune_result_t **r, size_t n,
+                             ab_diag_t *diag);
+
+/* Whether r's safe cap awaits its walks under the placement variants (ab_tune_walk_bands). */
+bool ab_tune_band_pending(const ab_tune_result_t *r);
+
 /* The options of a run of configuration c under o (its device, its recorded addresses, a cap
  * for the caching strategy and a budget for the others), as every run of ab_tune_run has them;
  * the caller adds what it watches (on_probe, map). */

@@ -374,6 +374,43 @@ static void rank_and_choose(ab_tune_job_t *job) {
   if (job->winner != first) job->tight = first;
 }
 
+/* Whether configuration i awaits its placement walks on some trace. */
+static bool band_pending(const ab_tune_job_t *job, size_t i) {
+  for (size_t k = 0; k < job->n; k++)
+    if (job->tt[k].same == k && ab_tune_band_pending(&job->t[k].r[i])) return true;
+  return false;
+}
+
+/* Ranks the configurations and chooses, walking the placement variants of the safe caps the
+ * answer names until it names none unwalked (Note [Bands where the answer rests]). */
+static ab_status rank_with_bands(ab_tune_job_t *job, ab_diag_t *diag) {
+  for (;;) {
+    take_worst(job, 0, job->list.n); /* ranked, in the grid's order again */
+    job->winner = job->recorded = job->tight = NULL;
+    rank_and_choose(job);
+    size_t want[2], nwant = 0;
+    const ab_tune_result_t *named[2] = {job->winner, job->tight};
+    for (size_t j = 0; j < 2; j++)
+      if (named[j] && band_pending(job, named[j]->order)) want[nwant++] = named[j]->order;
+    if (nwant == 0 || ab_run_stop) return AB_OK;
+    for (size_t k = 0; k < job->n; k++) {
+      if (job->tt[k].same != k) continue;
+      ab_tune_result_t *walk[2];
+      size_t m = 0;
+      for (size_t j = 0; j < nwant; j++)
+        if (ab_tune_band_pending(&job->t[k].r[want[j]])) walk[m++] = &job->t[k].r[want[j]];
+      ab_tune_opts_t one = job->opts;
+      one.plan = job->t[k].plan;
+      one.plan_len = job->t[k].plan_len;
+      if (m) AB_TRY(ab_tune_walk_bands(&job->t[k].es, &one, walk, m, diag));
+    }
+    /* Every trace takes the results of the first trace alike it. */
+    for (size_t k = 0; k < job->n; k++)
+      for (size_t j = 0; j < nwant && job->tt[k].same != k; j++)
+        job->t[k].r[want[j]] = job->t[job->tt[k].same].r[want[j]];
+  }
+}
+
 /* The grid's two stages on every trace, over the ranks; at rank 0, ranked. */
 static ab_status run_grid(ab_tune_job_t *job, const ab_run_spec_t *o, const ab_tune_request_t *req,
                           const ab_tune_ranks_t *ranks, ab_diag_t *diag) {
@@ -421,7 +458,7 @@ static ab_status run_grid(ab_tune_job_t *job, const ab_run_spec_t *o, const ab_t
     if (st == AB_OK) st = run_stage(job, ranks, first, &opts, &prog, false, diag);
     if (st == AB_OK) take_worst(job, first, job->list.n);
   }
-  if (st == AB_OK && !ab_run_stop && job->rank == 0) rank_and_choose(job);
+  if (st == AB_OK && !ab_run_stop && job->rank == 0) st = rank_with_bands(job, diag);
   return st;
 }
 
@@ -475,7 +512,7 @@ static void clause(char *out, size_t size, const char *text) {
   snprintf(out + used, size - used, "%s%s", used ? "; " : "", text);
 }
 
-void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t *r, char *out, size_t size) {
+void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t *r, bool brief, char *out, size_t size) {
   const ab_events_t *es = &job->t[k].es;
   out[0] = '\0';
   if (r->status == AB_RUN_ERROR) {
@@ -486,9 +523,11 @@ void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t
   if (r->status == AB_RUN_OOM) clause(out, size, job->cap ? "out of memory under the cap" : "out of memory on the card");
   if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
   /* Note [Cap map] (bisect.c); short, as the table's last column. */
+  bool unwalked = ab_tune_band_pending(r); /* Note [Bands where the answer rests] */
   if (r->search.mapped && r->search.fail_ranges) {
-    char safe[48], b[32];
-    snprintf(safe, sizeof safe, "fails above it; safe from %s", ab_format_bytes(r->search.safe_cap, b, sizeof b));
+    char safe[80], b[32];
+    snprintf(safe, sizeof safe, "fails above it; safe from %s%s", ab_format_bytes(r->search.safe_cap, b, sizeof b),
+             unwalked && brief ? " (placements unchecked)" : "");
     clause(out, size, safe);
   }
   if (r->search.mapped && r->search.band_raised && !r->search.fail_ranges) {
@@ -497,7 +536,9 @@ void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t
     clause(out, size, safe);
   }
   if (r->status == AB_RUN_OK && r->band.oom_variants) clause(out, size, "out of memory under some placements");
-  if (r->search.mapped && r->search.band_checked != UINT64_MAX) {
+  if (unwalked) {
+    if (!brief) clause(out, size, "placements not checked");
+  } else if (r->search.mapped && r->search.band_checked != UINT64_MAX) {
     char upto[80], b[32];
     snprintf(upto, sizeof upto, "placements checked up to %s", ab_format_bytes(r->search.band_checked, b, sizeof b));
     clause(out, size, upto);
@@ -569,7 +610,7 @@ static ab_status add_row(ab_table_t *t, const ab_tune_job_t *job, size_t k, cons
   SET(limit, "%s", r->cand.family == AB_TUNE_REFERENCE ? "budget" : "cap");
   SET(probes, "%u", r->search.probes);
   SET(wall_s, "%.6f", r->wall_s);
-  ab_tune_job_note(job, k, r, cells[C_note], sizeof cells[0]);
+  ab_tune_job_note(job, k, r, false, cells[C_note], sizeof cells[0]);
   SET(trace_ooms, "%" PRIu64, tr->es.trace_ooms);
   if (r->status == AB_RUN_OK && r->alloc_time_s >= 0) SET(alloc_time_s, "%.6f", r->alloc_time_s);
   SET(peak_reserved_low, "%" PRIu64, r->band.reserved_lo);

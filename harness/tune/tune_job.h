@@ -32,6 +32,20 @@
  * AB_TUNE_HEADROOM_PCT of the cap as headroom, where any has it, and says whom it passed over
  * and why.
  *
+ * Note [Bands where the answer rests]
+ * A safe cap is checked under the placement variants by walking each variant's cap intervals
+ * up from it (Note [A safe cap across the band], bisect.c). On recorded jobs those walks cost
+ * three to four times the maps themselves (the ResNet-50 job: 55 M of the 76 M events that
+ * tune replayed), and tune needs them only where its answer deploys a safe cap. So every
+ * configuration's cap map is walked under the card's rules, and the variants are walked for
+ * the configurations the answer names: the recommendation, and the one it was preferred to
+ * for its headroom. A walk can only raise a safe cap, which can change the choice (less
+ * headroom; under --objective budget, a worse rank), so the choice is made again after each
+ * walk, until the configurations it names have all been walked. The winner is then right:
+ * every other configuration's true safe cap is at least the one it was ranked by. The rows
+ * not walked give the safe cap under the card's rules, and their note says "placements not
+ * checked"; `allocbench oom --search cap -c CONF` walks them all.
+ *
  * Ownership: the job owns its traces, their events and results, and the ranked results;
  * ab_tune_job_free releases them. The request and the spec are the caller's: the job keeps
  * the spec's device name (in opts), which must outlive it.
@@ -158,8 +172,10 @@ void ab_tune_job_free(ab_tune_job_t *job);
 bool ab_tune_job_headroom(const ab_tune_job_t *job, const ab_tune_result_t *r, int64_t *headroom);
 
 /* What qualifies r, a result on trace k, in words ("" when nothing does): an error, an OOM,
- * a cap map's ranges and how far it went, a bound rather than a prediction. */
-void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t *r, char *out, size_t size);
+ * a cap map's ranges and how far it went, a safe cap whose placements were not walked, a bound
+ * rather than a prediction. brief: for the table, where a width is kept, the walks are said
+ * only beside a safe cap that differs from the smallest. */
+void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t *r, bool brief, char *out, size_t size);
 
 /* tune.csv's rows into rows (initialised here; the caller frees it): one per configuration
  * tried and trace, in rank order (harness/README.md, "Recording a job, and tuning its

@@ -142,9 +142,26 @@ static void safe_cap_across_the_band(void) {
     REQUIRE(ab_bisect_probe(&es, &ov, r.safe_cap, NULL, &run, NULL, NULL, &diag) == AB_OK);
     CHECK_MSG(run.status == AB_RUN_OK, "variant %u fails at the safe cap", v);
   }
-  o.band_probes = 2;
+  /* Walks deferred and made apart, one variant at a time, give the search's own answer. */
+  ab_bisect_result_t apart;
+  o.defer_band = true;
+  REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &apart, &diag) == AB_OK, "%s", diag.msg);
+  CHECK(apart.mapped && apart.band_checked == 0 && apart.band_probes == 0);
+  ab_band_walk_t w[AB_PLACEMENT_VARIANTS];
+  for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
+    REQUIRE_MSG(ab_bisect_band_walk(&es, &o, &apart, v + 1, &run, &w[v], &diag) == AB_OK, "%s", diag.msg);
+  ab_bisect_band_merge(&apart, w, AB_PLACEMENT_VARIANTS);
+  CHECK_EQ(apart.safe_cap, r.safe_cap);
+  CHECK_EQ(apart.band_checked, r.band_checked);
+  CHECK_EQ(apart.band_probes, r.band_probes);
+  CHECK_EQ(apart.probes, r.probes);
+  /* One replay per variant: each is checked at the safe cap, and the walks needing more stop
+   * above it. */
+  o.defer_band = false;
+  o.band_probes = 1;
   REQUIRE(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK);
-  CHECK(r.mapped && r.band_probes == 2 && r.band_checked == r.safe_cap);
+  CHECK(r.mapped && r.band_probes == AB_PLACEMENT_VARIANTS);
+  CHECK(r.band_checked > r.safe_cap && r.band_checked < UINT64_MAX);
   ab_run_release(&run);
   ab_events_free(&es);
 }
