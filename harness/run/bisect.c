@@ -467,9 +467,13 @@ ab_status ab_bisect_search(const ab_events_t *es, const ab_bisect_opts_t *o, ab_
      * the caching family takes it as PyTorch's cap, checked against whole segment sizes,
      * which an expandable segment does not map in full; and a garbage-collection threshold
      * is a fraction of it. */
-    AB_TRY(probe(&x, 0, &passed, diag));
-    if (out->interrupted) goto done;
-    if (!passed) goto done; /* it does not fit on the device at all */
+    if (o->unbudgeted_peak) { /* made by the caller, and completed */
+      x.held_peak = o->unbudgeted_peak;
+    } else {
+      AB_TRY(probe(&x, 0, &passed, diag));
+      if (out->interrupted) goto done;
+      if (!passed) goto done; /* it does not fit on the device at all */
+    }
     hi = x.held_peak > lo ? x.held_peak : lo;
   } else if (o->lo == 0 && lo > hi) {
     lo = hi;

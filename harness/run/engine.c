@@ -119,9 +119,11 @@ static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, c
 /* Frees what is still live, untimed, so that the strategy and the device end clean: one
  * pass over the ALLOC events finds each live id's size and stream. With v, each is verified
  * first, until one fails. */
-static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v) {
+/* Frees what the events before `upto` left live (the replay went no further: no later
+ * allocation was made), so that every ptr and requested entry is zero after a replay. */
+static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v, size_t upto) {
   ab_status first = AB_OK;
-  for (size_t i = 0; i < es->n; i++) {
+  for (size_t i = 0; i < upto && i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
     if (e->kind != AB_EV_ALLOC || run->ptr[e->id] == 0) continue;
     if (v && ab_verify_free(v, e->id, &s->dev->diag) != AB_OK) {
@@ -224,6 +226,7 @@ static ab_status join_producers(ab_kernels_t *kx, ab_run_t *run, const ab_kernel
     unsigned home = run->stream_of[k->buf[b]];
     if (home == stream) continue;
     run->foreign[k->buf[b]] |= 1ULL << stream;
+    run->foreign_set = true;
     if (joined & (1ULL << home)) continue;
     AB_TRY(ab_kernels_join(kx, home, stream));
     joined |= 1ULL << home;
@@ -616,9 +619,11 @@ static next_t check_when_due(replay_t *r) {
 
 /* Resets the results of run, keeping its scratch. */
 static void reset_results(ab_run_t *run) {
-  memset(run->ptr, 0, (run->nids ? run->nids : 1) * sizeof *run->ptr);
-  memset(run->requested, 0, run->nids ? run->nids : 1);
-  memset(run->foreign, 0, (run->nids ? run->nids : 1) * sizeof *run->foreign);
+  /* ptr and requested are zero already: prepare zeroes them, and each replay's drain leaves
+   * them so; clearing them here would cost a pass over every id (15 M of them in a big trace)
+   * per replay. foreign is kept by the kernels only. */
+  if (run->foreign_set) memset(run->foreign, 0, (run->nids ? run->nids : 1) * sizeof *run->foreign);
+  run->foreign_set = false;
   run->ntimeline = 0;
   run->status = AB_RUN_OK;
   run->error = AB_OK;
@@ -690,7 +695,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
     run->events_done = i;
     fail(run, s, st, i, "replay");
     /* No verify here: the failing event may have left the check half-way. */
-    drain(es, s, run, NULL);
+    drain(es, s, run, NULL, i + 1);
     return st;
   }
   switch (next) {
@@ -719,7 +724,7 @@ static ab_status end_replay(replay_t *r, next_t next, size_t i) {
     case CAUGHT: /* made NEXT by the loop */
     case FAILED: break; /* handled above */
   }
-  return drain(es, s, run, r->v);
+  return drain(es, s, run, r->v, i + 1);
 }
 
 ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run) {
@@ -753,6 +758,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   size_t i = 0;
   /* Note [Timeline of a trace] */
   size_t every = opts->timeline ? sample_every(es) : 0, next_sample = 0;
+  bool watch = opts->at_reserved != NULL; /* for the first event that reaches at_reserved_bytes */
 events:
   for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
@@ -774,6 +780,11 @@ events:
       next = NEXT;
     }
     if (next != NEXT) break;
+    if (watch && s->stats.reserved_bytes.current >= opts->at_reserved_bytes) {
+      watch = false;
+      if (opts->at_reserved_event) *opts->at_reserved_event = i;
+      opts->at_reserved(opts->at_reserved_ctx, s, run);
+    }
     if (opts->check && (next = check_when_due(&r)) != NEXT) break;
     /* A stop is looked for every 1024 events (one volatile read), so that a run whose events
      * are slow (--check, kernels on a GPU) still ends within moments of a signal. */

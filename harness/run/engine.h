@@ -128,6 +128,13 @@ typedef struct ab_run_opts_s {
    * at the strategy's final state; may be NULL. */
   void (*at_end)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
   void *at_end_ctx;
+  /* Called once, after the first event at which the strategy's reserved bytes reach
+   * at_reserved_bytes, to look at its state there (the segment map at a run's peak, which an
+   * earlier run found); may be NULL. */
+  void (*at_reserved)(void *ctx, ab_strategy_t *s, const ab_run_t *run);
+  void *at_reserved_ctx;
+  int64_t at_reserved_bytes;
+  size_t *at_reserved_event; /* where the call was made: the event after which; may be NULL */
   /* Per allocation id (es->nids of them), the address its allocation got, kept after its
    * free (blame.h charges a free block to what last held it); may be NULL. */
   ab_dptr_t *addr_of;
@@ -163,6 +170,7 @@ struct ab_run_s {
   uint8_t *requested;        /* per id: 1 between FREE REQUEST and FREE COMPLETE */
   uint16_t *stream_of;       /* per id: the stream it was allocated on */
   uint64_t *foreign;         /* per id: the other streams its kernels ran on (bit s: stream s) */
+  bool foreign_set;          /* an entry of foreign may be nonzero */
   uint32_t nids;
   size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
   size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */

@@ -68,7 +68,10 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   /* A library's run goes to a process of its own, which takes no engine options (supervise.h):
    * its time is not modelled (alloc_time_s < 0). */
   bool apart = ab_supervise_apart(b.strategy);
-  ab_status st = ab_bisect_probe(es, &b, o->cap, apart ? NULL : &timed, run, NULL, NULL, &diag);
+  uint64_t held_peak = 0;
+  ab_status st = ab_bisect_probe(es, &b, o->cap, apart ? NULL : &timed, run, &held_peak, NULL, &diag);
+  /* Without a cap, a run that completed is the search's unbudgeted probe: it is not made again. */
+  if (st == AB_OK && o->cap == 0 && run->status == AB_RUN_OK) b.unbudgeted_peak = held_peak;
   if (st == AB_OK) {
     keep_run(r, run);
     r->alloc_time_s = apart ? -1.0 : alloc_time_s(es, run);
@@ -87,35 +90,69 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   r->wall_s = ab_clock_s() - t0;
 }
 
-typedef struct pool_s {
-  const ab_events_t *es;
-  const ab_tune_opts_t *o;
-  ab_tune_result_t *r;
-  size_t n;
-  pthread_mutex_t lock;
-  size_t next, done; /* under lock */
-  size_t workers;    /* that prepared their run */
-} pool_t;
+/* ---- the threads ------------------------------------------------------------------------ */
 
-static void *worker(void *arg) {
-  pool_t *p = arg;
+typedef struct each_s {
+  const ab_events_t *es;
+  size_t n;
+  ab_tune_task_fn fn;
+  void *ctx;
+  pthread_mutex_t lock;
+  size_t next;    /* under lock */
+  size_t workers; /* under lock: those that prepared their run */
+} each_t;
+
+static void *each_worker(void *arg) {
+  each_t *p = arg;
   ab_run_t run;
   if (ab_run_prepare(&run, p->es) != AB_OK) return NULL;
   pthread_mutex_lock(&p->lock);
   p->workers++;
-  for (;;) {
-    bool stopped = p->o->stop && *p->o->stop;
-    size_t i = p->next < p->n && !stopped ? p->next++ : p->n;
-    if (i == p->n) break;
+  for (size_t i; (i = p->next) < p->n;) {
+    p->next++;
     pthread_mutex_unlock(&p->lock);
-    tune_one(p->es, p->o, &run, &p->r[i]);
+    p->fn(p->ctx, i, &run);
     pthread_mutex_lock(&p->lock);
-    p->done++;
-    if (p->o->on_done) p->o->on_done(p->o->on_done_ctx, &p->r[i], p->done, p->n);
   }
   pthread_mutex_unlock(&p->lock);
   ab_run_release(&run);
   return NULL;
+}
+
+bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_fn fn, void *ctx) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = jobs ? jobs : cores > 0 ? (size_t)cores : 1;
+  if (threads > n) threads = n;
+  each_t p = {es, n, fn, ctx, PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  pthread_t *started = calloc(threads ? threads : 1, sizeof *started);
+  size_t nstarted = 0;
+  for (size_t i = 1; started && i < threads; i++)
+    if (pthread_create(&started[nstarted], NULL, each_worker, &p) == 0) nstarted++;
+  each_worker(&p); /* this thread works too, so that the tasks go on if no thread can be started */
+  for (size_t i = 0; i < nstarted; i++) pthread_join(started[i], NULL);
+  free(started);
+  pthread_mutex_destroy(&p.lock);
+  return n == 0 || p.workers > 0;
+}
+
+/* ab_tune_run's tasks: configuration i is task i; on_done is called under done_lock. */
+typedef struct runs_s {
+  const ab_events_t *es;
+  const ab_tune_opts_t *o;
+  ab_tune_result_t *r;
+  size_t n;
+  pthread_mutex_t done_lock;
+  size_t done; /* under done_lock */
+} runs_t;
+
+static void run_task(void *ctx, size_t i, ab_run_t *run) {
+  runs_t *p = ctx;
+  if (p->o->stop && *p->o->stop) return; /* its result says interrupted */
+  tune_one(p->es, p->o, run, &p->r[i]);
+  pthread_mutex_lock(&p->done_lock);
+  p->done++;
+  if (p->o->on_done) p->o->on_done(p->o->on_done_ctx, &p->r[i], p->done, p->n);
+  pthread_mutex_unlock(&p->done_lock);
 }
 
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
@@ -126,96 +163,57 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
     r[i].order = first_order + i;
     r[i].status = AB_RUN_INTERRUPTED; /* until it runs */
   }
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t jobs = o->jobs ? o->jobs : cores > 0 ? (size_t)cores : 1;
-  if (jobs > n) jobs = n;
-  pool_t p = {es, o, r, n, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
-  pthread_t *threads = calloc(jobs ? jobs : 1, sizeof *threads);
-  if (threads == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  /* This thread is a worker too, so that the runs go on if no thread can be started. */
-  size_t started = 0;
-  for (size_t i = 1; i < jobs; i++)
-    if (pthread_create(&threads[started], NULL, worker, &p) == 0) started++;
-  worker(&p);
-  for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  free(threads);
-  pthread_mutex_destroy(&p.lock);
-  if (n > 0 && p.workers == 0) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
-  return AB_OK;
+  runs_t p = {es, o, r, n, PTHREAD_MUTEX_INITIALIZER, 0};
+  bool ran = ab_tune_each(es, n, o->jobs, run_task, &p);
+  pthread_mutex_destroy(&p.done_lock);
+  return ran ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
 }
 
-/* The variants' walks of ab_tune_walk_bands: walk k is result k / variants's, of variant
- * k % variants + 1. */
+/* ab_tune_walk_bands's tasks: walk k is result k / variants's, of variant k % variants + 1. */
 typedef struct walks_s {
   const ab_events_t *es;
   const ab_tune_opts_t *o;
   ab_tune_result_t **r;
   ab_band_walk_t *w;
-  ab_status *st;
-  ab_diag_t *diag; /* one per walk */
-  size_t n;        /* walks */
-  pthread_mutex_t lock;
-  size_t next;     /* under lock */
+  ab_status *st;   /* per walk; AB_ERR_INTERNAL until walked */
+  ab_diag_t *diag; /* per walk */
 } walks_t;
 
-static void *walker(void *arg) {
-  walks_t *p = arg;
-  ab_run_t run;
-  if (ab_run_prepare(&run, p->es) != AB_OK) return NULL;
-  for (;;) {
-    pthread_mutex_lock(&p->lock);
-    size_t k = p->next < p->n ? p->next++ : p->n;
-    pthread_mutex_unlock(&p->lock);
-    if (k == p->n) break;
-    const ab_tune_result_t *r = p->r[k / AB_PLACEMENT_VARIANTS];
-    ab_bisect_opts_t b;
-    ab_tune_probe_opts(p->o, &r->cand, &b);
-    p->st[k] = ab_bisect_band_walk(p->es, &b, &r->search, (unsigned)(k % AB_PLACEMENT_VARIANTS) + 1, &run, &p->w[k],
-                                   &p->diag[k]);
-  }
-  ab_run_release(&run);
-  return NULL;
+static void walk_task(void *ctx, size_t k, ab_run_t *run) {
+  walks_t *p = ctx;
+  const ab_tune_result_t *r = p->r[k / AB_PLACEMENT_VARIANTS];
+  ab_bisect_opts_t b;
+  ab_tune_probe_opts(p->o, &r->cand, &b);
+  p->st[k] = ab_bisect_band_walk(p->es, &b, &r->search, (unsigned)(k % AB_PLACEMENT_VARIANTS) + 1, run, &p->w[k],
+                                 &p->diag[k]);
 }
 
 ab_status ab_tune_walk_bands(const ab_events_t *es, const ab_tune_opts_t *o, ab_tune_result_t **r, size_t n,
                              ab_diag_t *diag) {
   size_t walks = n * AB_PLACEMENT_VARIANTS;
   walks_t p = {es, o, r, calloc(walks ? walks : 1, sizeof *p.w), calloc(walks ? walks : 1, sizeof *p.st),
-               calloc(walks ? walks : 1, sizeof *p.diag), walks, PTHREAD_MUTEX_INITIALIZER, 0};
+               calloc(walks ? walks : 1, sizeof *p.diag)};
   ab_status st = AB_OK;
   if (p.w == NULL || p.st == NULL || p.diag == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  for (size_t k = 0; k < walks && st == AB_OK; k++) p.st[k] = AB_ERR_INTERNAL; /* until walked */
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t jobs = o->jobs ? o->jobs : cores > 0 ? (size_t)cores : 1;
-  if (jobs > walks) jobs = walks;
-  pthread_t *threads = st == AB_OK ? calloc(jobs ? jobs : 1, sizeof *threads) : NULL;
-  if (st == AB_OK && threads == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  if (st == AB_OK) {
-    size_t started = 0;
-    for (size_t i = 1; i < jobs; i++)
-      if (pthread_create(&threads[started], NULL, walker, &p) == 0) started++;
-    walker(&p); /* this thread walks too, so that the walks go on if no thread can be started */
-    for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  }
+  for (size_t k = 0; k < walks && st == AB_OK; k++) p.st[k] = AB_ERR_INTERNAL;
+  if (st == AB_OK && !ab_tune_each(es, walks, o->jobs, walk_task, &p))
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
   /* A walk that failed (not an OOM, which is a result) makes its configuration's error. */
   for (size_t i = 0; i < n && st == AB_OK; i++) {
-    const ab_band_walk_t *w = &p.w[i * AB_PLACEMENT_VARIANTS];
     size_t bad = walks;
-    for (size_t k = i * AB_PLACEMENT_VARIANTS; k < (i + 1) * AB_PLACEMENT_VARIANTS; k++)
-      if (p.st[k] != AB_OK && bad == walks) bad = k;
+    for (size_t k = i * AB_PLACEMENT_VARIANTS; k < (i + 1) * AB_PLACEMENT_VARIANTS && bad == walks; k++)
+      if (p.st[k] != AB_OK) bad = k;
     if (bad < walks) {
       r[i]->status = AB_RUN_ERROR;
       snprintf(r[i]->message, sizeof r[i]->message, "%s", p.diag[bad].msg[0] ? p.diag[bad].msg : "out of host memory");
       continue;
     }
-    ab_bisect_band_merge(&r[i]->search, w, AB_PLACEMENT_VARIANTS);
+    ab_bisect_band_merge(&r[i]->search, &p.w[i * AB_PLACEMENT_VARIANTS], AB_PLACEMENT_VARIANTS);
     if (r[i]->search.interrupted) r[i]->status = AB_RUN_INTERRUPTED;
   }
-  free(threads);
   free(p.w);
   free(p.st);
   free(p.diag);
-  pthread_mutex_destroy(&p.lock);
   return st;
 }
 

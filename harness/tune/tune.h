@@ -116,6 +116,15 @@ void ab_tune_alike(ab_tune_trace_t *traces, size_t n);
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
                       const ab_tune_opts_t *o, ab_tune_result_t *r, ab_diag_t *diag);
 
+/* A task of ab_tune_each: task i, with the calling thread's run, prepared for the events. */
+typedef void (*ab_tune_task_fn)(void *ctx, size_t i, ab_run_t *run);
+
+/* Calls fn(ctx, i, run) for every i of [0, n), in order of i, spread over up to `jobs`
+ * threads (0: one per core online), this thread among them; each thread prepares one run
+ * for es and passes it to its every task. false when no thread could prepare its run (the
+ * host's memory), and so no task ran. */
+bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_fn fn, void *ctx);
+
 /* Walks the placement variants of each r[i]'s safe cap, left by its search
  * (Note [Bands where the answer rests], tune_job.h), spread over o's threads, and merges them
  * into its result (ab_bisect_band_merge); a walk that fails with an error makes its result's

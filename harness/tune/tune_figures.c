@@ -51,7 +51,8 @@ static ab_status timeline_run(const ab_events_t *es, const ab_bisect_opts_t *b, 
 }
 
 /* The map of configuration b at the first moment its reserved bytes reached the peak of
- * ser (or at its OOM), into m; *event is the index of the event after which it was taken. */
+ * ser (or at its OOM), into m; *event is the index of the event after which it was taken.
+ * The run replays as ser's did, so it reaches that peak at the same event. */
 static ab_status map_at_peak(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, ab_run_t *run,
                              const series_t *ser, ab_oommap_t *m, size_t *event, ab_diag_t *diag) {
   ab_run_opts_t ro;
@@ -65,31 +66,11 @@ static ab_status map_at_peak(const ab_events_t *es, const ab_bisect_opts_t *b, u
     *event = run->oom.event;
     return AB_OK;
   }
-  /* The sample that holds the peak bounds the prefix: its predecessor's events stay below
-   * it (Note [Step peaks]: a sample's peaks are those of the events before it). */
-  size_t lo = 0, hi = es->n;
-  for (size_t j = 0; j < ser->n; j++)
-    if (ser->s[j].peak_reserved >= ser->peak_reserved) {
-      hi = ser->s[j].event;
-      lo = j > 0 ? ser->s[j - 1].event : 0;
-      break;
-    }
-  ab_events_t prefix = *es;
-  while (hi - lo > 1) {
-    prefix.n = lo + (hi - lo) / 2;
-    AB_TRY(ab_bisect_probe(&prefix, b, limit, &ro, run, NULL, NULL, diag));
-    if (run->status == AB_RUN_INTERRUPTED) return AB_OK;
-    if (run->stats.reserved_bytes.peak >= ser->peak_reserved)
-      hi = prefix.n;
-    else
-      lo = prefix.n;
-  }
-  prefix.n = hi;
-  ro.at_end = ab_oommap_capture;
-  ro.at_end_ctx = m;
-  AB_TRY(ab_bisect_probe(&prefix, b, limit, &ro, run, NULL, NULL, diag));
-  *event = hi ? hi - 1 : 0;
-  return AB_OK;
+  ro.at_reserved = ab_oommap_capture;
+  ro.at_reserved_ctx = m;
+  ro.at_reserved_bytes = ser->peak_reserved;
+  ro.at_reserved_event = event;
+  return ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag);
 }
 
 static const ab_col_t timeline_cols[] = {{"trace", false},    {"config", false},         {"event", true},
@@ -147,6 +128,58 @@ static ab_status write_notes(const char *dir, const char *trace, const size_t ev
   return ab_output_commit(&out, diag);
 }
 
+/* The runs of one trace, one task per configuration (ab_tune_each): its timelines, then,
+ * on the worst trace, its maps. */
+typedef struct runs_s {
+  const ab_tune_trace_t *t;
+  const ab_tune_opts_t *o; /* the trace's own (opts_for) */
+  const ab_tune_candidate_t *const *cand;
+  series_t *ser;           /* the trace's NCONFIGS */
+  ab_oommap_t *map;        /* the maps' */
+  size_t event[NCONFIGS];
+  int64_t reserved[NCONFIGS];
+  ab_status st[NCONFIGS];
+  ab_diag_t diag[NCONFIGS];
+  bool interrupted[NCONFIGS];
+} runs_t;
+
+static void timeline_task(void *ctx, size_t c, ab_run_t *run) {
+  runs_t *x = ctx;
+  ab_bisect_opts_t b;
+  ab_tune_probe_opts(x->o, x->cand[c], &b);
+  x->st[c] = timeline_run(x->t->es, &b, limit_of(x->o), run, &x->ser[c], &x->diag[c]);
+  x->interrupted[c] = x->st[c] == AB_OK && x->ser[c].status == AB_RUN_INTERRUPTED;
+}
+
+static void map_task(void *ctx, size_t c, ab_run_t *run) {
+  runs_t *x = ctx;
+  ab_bisect_opts_t b;
+  ab_tune_probe_opts(x->o, x->cand[c], &b);
+  x->st[c] = map_at_peak(x->t->es, &b, limit_of(x->o), run, &x->ser[c], &x->map[c], &x->event[c], &x->diag[c]);
+  x->interrupted[c] = x->st[c] == AB_OK && run->status == AB_RUN_INTERRUPTED;
+  x->reserved[c] = x->ser[c].status == AB_RUN_OOM ? run->oom.reserved : x->ser[c].peak_reserved;
+}
+
+/* The tasks of fn for the first n configurations of trace t, at once; the first error goes to
+ * diag. */
+static ab_status run_tasks(runs_t *x, const ab_tune_trace_t *t, const ab_tune_opts_t *o, int n, ab_tune_task_fn fn,
+                           bool *interrupted, ab_diag_t *diag) {
+  ab_tune_opts_t to = opts_for(o, t);
+  x->t = t;
+  x->o = &to;
+  for (int c = 0; c < NCONFIGS; c++) x->st[c] = AB_OK, x->diag[c].msg[0] = '\0', x->interrupted[c] = false;
+  if (!ab_tune_each(t->es, (size_t)n, o->jobs, fn, x)) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (int c = 0; c < n; c++) {
+    *interrupted |= x->interrupted[c];
+    if (x->st[c] != AB_OK) {
+      *diag = x->diag[c];
+      if (diag->msg[0] == '\0') ab_diag_set(diag, x->st[c], "out of host memory");
+      return x->st[c];
+    }
+  }
+  return AB_OK;
+}
+
 ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
                                 const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
                                 const char *dir, bool *interrupted, ab_diag_t *diag) {
@@ -160,6 +193,7 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
   ab_table_init(&t, timeline_cols, TL_NCOLS);
   ab_oommap_t map[NCONFIGS];
   for (int c = 0; c < NCONFIGS; c++) ab_oommap_init(&map[c]);
+  runs_t x = {.cand = cand, .map = map};
   ab_status st = ser ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   size_t worst = 0;
   /* The timelines, and the worst trace: the most reserved under the configuration pasted. */
@@ -168,19 +202,8 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     if (alike != i) {
       for (int c = 0; c < NCONFIGS; c++) ser[i * NCONFIGS + c] = ser[alike * NCONFIGS + c];
     } else {
-      ab_run_t run;
-      if (ab_run_prepare(&run, traces[i].es) != AB_OK) {
-        st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-        break;
-      }
-      ab_tune_opts_t to = opts_for(o, &traces[i]);
-      for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
-        ab_bisect_opts_t b;
-        ab_tune_probe_opts(&to, cand[c], &b);
-        st = timeline_run(traces[i].es, &b, limit_of(o), &run, &ser[i * NCONFIGS + c], diag);
-        *interrupted = st == AB_OK && ser[i * NCONFIGS + c].status == AB_RUN_INTERRUPTED;
-      }
-      ab_run_release(&run);
+      x.ser = &ser[i * NCONFIGS];
+      st = run_tasks(&x, &traces[i], o, nruns, timeline_task, interrupted, diag);
     }
     if (st != AB_OK || *interrupted) break;
     if (same) ser[i * NCONFIGS + RECOMMENDED] = ser[i * NCONFIGS + RECORDED];
@@ -188,34 +211,23 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     if (peak > ser[worst * NCONFIGS + (recommended ? RECOMMENDED : RECORDED)].peak_reserved) worst = i;
     for (int c = 0; c < NCONFIGS && st == AB_OK; c++) {
       if (c == RECOMMENDED && recommended == NULL) continue;
-      const series_t *x = &ser[i * NCONFIGS + c];
-      for (size_t j = 0; j < x->n && st == AB_OK; j++) st = add_sample(&t, traces[i].name, config_name[c], &x->s[j], true);
+      const series_t *y = &ser[i * NCONFIGS + c];
+      for (size_t j = 0; j < y->n && st == AB_OK; j++) st = add_sample(&t, traces[i].name, config_name[c], &y->s[j], true);
     }
     if (st == AB_OK && traces[i].es->nsegs) st = add_recorded(&t, traces[i].name, traces[i].es, &ser[i * NCONFIGS]);
     if (st != AB_OK && diag->msg[0] == '\0') ab_diag_set(diag, st, "out of host memory");
   }
   /* The maps of the worst trace. */
-  size_t event[NCONFIGS] = {0};
-  int64_t reserved[NCONFIGS] = {0};
   bool oom[NCONFIGS] = {false}, have[NCONFIGS] = {false};
   if (st == AB_OK && !*interrupted && ntraces) {
-    ab_run_t run;
-    bool prepared = ab_run_prepare(&run, traces[worst].es) == AB_OK;
-    if (!prepared) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-    ab_tune_opts_t to = opts_for(o, &traces[worst]);
-    for (int c = 0; c < nruns && st == AB_OK && !*interrupted; c++) {
-      const series_t *x = &ser[worst * NCONFIGS + c];
-      ab_bisect_opts_t b;
-      ab_tune_probe_opts(&to, cand[c], &b);
-      st = map_at_peak(traces[worst].es, &b, limit_of(o), &run, x, &map[c], &event[c], diag);
-      *interrupted = st == AB_OK && run.status == AB_RUN_INTERRUPTED;
+    x.ser = &ser[worst * NCONFIGS];
+    st = run_tasks(&x, &traces[worst], o, nruns, map_task, interrupted, diag);
+    for (int c = 0; c < nruns; c++) {
       have[c] = st == AB_OK && !*interrupted && map[c].captured && map[c].walk_status == AB_OK;
-      oom[c] = x->status == AB_RUN_OOM;
-      reserved[c] = oom[c] ? run.oom.reserved : x->peak_reserved;
+      oom[c] = x.ser[c].status == AB_RUN_OOM;
     }
-    if (prepared) ab_run_release(&run);
     if (same && recommended) {
-      event[RECOMMENDED] = event[RECORDED], reserved[RECOMMENDED] = reserved[RECORDED];
+      x.event[RECOMMENDED] = x.event[RECORDED], x.reserved[RECOMMENDED] = x.reserved[RECORDED];
       oom[RECOMMENDED] = oom[RECORDED], have[RECOMMENDED] = have[RECORDED];
     }
   }
@@ -228,7 +240,7 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
       if (have[c]) st = ab_oomreport_write_file(&map[same ? RECORDED : c], path, NULL, diag);
       else remove(path); /* an older run's map would be taken for this one's */
     }
-    if (st == AB_OK) st = write_notes(dir, traces[worst].name, event, reserved, oom, have, diag);
+    if (st == AB_OK) st = write_notes(dir, traces[worst].name, x.event, x.reserved, oom, have, diag);
   }
   for (size_t i = 0; ser && i < ntraces; i++)
     if (traces[i].same == i) free(ser[i * NCONFIGS].s), free(same ? NULL : ser[i * NCONFIGS + 1].s);

@@ -6,11 +6,11 @@
  * with the timeline sampled (engine.h, Note [Step peaks]), under the job's cap as tune ran it
  * and, for the recorded configuration, at the recorded addresses (tune.h). Then, for the
  * trace that holds the most under the recommended configuration (the worst rank), the
- * segment map at the moment reserved memory first reached its peak: the shortest prefix of
- * the stream that reaches the peak is found by bisection (a prefix's peak only grows with
- * its length), starting from the timeline sample that holds it, and replayed once more with
- * the map captured at its end, before anything is freed. A run that ended in OOM is mapped
- * at its OOM instead.
+ * segment map at the moment reserved memory first reached its peak: the configuration is
+ * replayed once more (a replay goes as the first did) and the map taken after the first event
+ * at which its reserved bytes reach the timeline run's peak (engine.h, at_reserved). A run
+ * that ended in OOM is mapped at its OOM instead. The runs of the two configurations are made
+ * at once, on tune's threads (ab_tune_each).
  *
  * Files, rewritten whole by each call (tune.csv keeps every run; these, the last):
  *   DIR/tune_timeline.csv  trace, config, event, step, allocated, reserved, peak_allocated,

@@ -140,6 +140,91 @@ static void timeline_of_a_trace(void) {
   ab_events_free(&es);
 }
 
+/* at_reserved: one call, after the first event at which reserved reaches the figure. */
+typedef struct reached_s {
+  unsigned calls;
+  int64_t reserved; /* the strategy's then */
+} reached_t;
+
+static void on_reached(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
+  reached_t *r = ctx;
+  (void)run;
+  r->calls++;
+  r->reserved = s->stats.reserved_bytes.current;
+}
+
+static void state_at_reserved(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t id[100];
+  for (int round = 0; round < 2; round++) { /* the peak is reached twice: the call is at the first */
+    for (int i = 0; i < 100; i++) id[i] = ab_events_alloc(&es, 4096, 0, AB_TAG_OTHER);
+    for (int i = 0; i < 100; i++) ab_events_free_id(&es, id[i]);
+  }
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  ab_device_t *dev;
+  ab_strategy_t *s;
+  REQUIRE(setup("raw", NULL, 0, &dev, &s));
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+  int64_t peak = run.stats.reserved_bytes.peak, each = peak / 100;
+  REQUIRE(peak > 0 && peak == 100 * each);
+  const struct {
+    int64_t target;
+    unsigned calls;
+    size_t event;
+  } cases[] = {{peak, 1, 99}, {10 * each, 1, 9}, {10 * each - 1, 1, 9}, {peak + 1, 0, 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    reached_t r = {0, 0};
+    size_t event = 0;
+    ab_run_opts_t o = ab_run_defaults();
+    o.at_reserved = on_reached;
+    o.at_reserved_ctx = &r;
+    o.at_reserved_bytes = cases[k].target;
+    o.at_reserved_event = &event;
+    REQUIRE(ab_engine_replay(&es, s, &o, &run) == AB_OK);
+    CHECK_MSG(r.calls == cases[k].calls, "target %lld: %u calls", (long long)cases[k].target, r.calls);
+    if (cases[k].calls == 0) continue;
+    CHECK_MSG(event == cases[k].event, "target %lld: at event %zu", (long long)cases[k].target, event);
+    CHECK(r.reserved >= cases[k].target && r.reserved - each < cases[k].target);
+  }
+  ab_run_release(&run);
+  ab_test_world_close(dev, s);
+  ab_events_free(&es);
+}
+
+/* Every replay leaves the run's tables of ids zeroed, as the next replay needs them (the
+ * engine does not clear them again): after an OOM that leaves a live allocation and one
+ * whose free was asked but never completed, and after a replay that completes. */
+static void ids_clean_after_replay(void) {
+  ab_events_t es;
+  ab_events_init(&es);
+  uint32_t a = ab_events_alloc(&es, 1 << 20, 0, AB_TAG_OTHER);
+  uint32_t b = ab_events_alloc(&es, 1 << 20, 0, AB_TAG_OTHER);
+  ab_events_free_phase(&es, b, AB_FREE_REQUEST);
+  uint32_t c = ab_events_alloc(&es, 64 << 20, 0, AB_TAG_OTHER);
+  ab_events_free_id(&es, c);
+  ab_events_free_phase(&es, b, AB_FREE_COMPLETE);
+  ab_events_free_id(&es, a);
+  REQUIRE(ab_events_finish(&es, NULL) == AB_OK);
+  ab_run_t run;
+  REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+  for (int pass = 0; pass < 2; pass++) {
+    ab_device_t *dev;
+    ab_strategy_t *s;
+    REQUIRE(setup("raw", NULL, pass == 0 ? 8 << 20 : 0, &dev, &s));
+    REQUIRE(ab_engine_replay(&es, s, NULL, &run) == AB_OK);
+    CHECK(run.status == (pass == 0 ? AB_RUN_OOM : AB_RUN_OK));
+    for (uint32_t id = 0; id < es.nids; id++)
+      CHECK_MSG(run.ptr[id] == 0 && run.requested[id] == 0, "pass %d: id %u left set", pass, id);
+    CHECK_EQ(dev->held_bytes, 0);
+    ab_test_world_close(dev, s);
+  }
+  ab_run_release(&run);
+  ab_events_free(&es);
+}
+
 /* pooled never splits: three size classes need three chunks even though the live bytes are
  * a few KiB, so the third fails within a budget that fits them many times over. */
 static void oom_fragmentation(void) {
@@ -580,6 +665,8 @@ static const ab_test_t tests[] = {
     {"csv_header_names_quoted", csv_header_names_quoted},
     {"replay_counts_and_timeline", replay_counts_and_timeline},
     {"timeline_of_a_trace", timeline_of_a_trace},
+    {"state_at_reserved", state_at_reserved},
+    {"ids_clean_after_replay", ids_clean_after_replay},
     {"oom_capacity", oom_capacity},
     {"oom_fragmentation", oom_fragmentation},
     {"oom_rounding", oom_rounding},
