@@ -87,5 +87,8 @@ refuse "util x card" run -w serve:card=10GiB -s caching --device sim
 refuse "outside < card" run -w serve:outside=80GiB -s caching --device sim
 refuse "util x card" run -w serve:outside=9GiB -s caching --device sim
 refuse "graphs" run -w serve:graphs=eager -s caching --device sim
+# A card larger than the device's (80 GiB on an H100's 79.18): refused with the way out.
+refuse "more than the device's total of 139.80 GiB: give a smaller --budget, or the workload a smaller card (serve: card=SIZE)" \
+  run -w serve:card=200GiB -s caching --device sim:h200
 
 finish serve_test

@@ -359,11 +359,20 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   /* A workload built for a budget (the fragmenter) runs under it unless --budget was given. */
   ab_run_spec_t suggested;
   if (o->dev.budget_bytes == 0 && es->suggested_budget > 0) {
+    char b[32], c[32], name[256];
+    ab_results_workload_name(es->source, name, sizeof name);
+    /* The card a workload models may be larger than the one it runs on (serve's 80 GiB on an
+     * H100, whose total is 79.18 GiB): said with the way out, before the device refuses it. */
+    uint64_t total;
+    AB_TRY(ab_run_card_total(o, &total, diag));
+    if (es->suggested_budget > total)
+      return ab_diag_set(diag, AB_ERR_INVALID,
+                         "%s suggests a budget of %s, more than the device's total of %s: give a smaller --budget, or "
+                         "the workload a smaller card (serve: card=SIZE)",
+                         name, ab_format_bytes(es->suggested_budget, b, sizeof b), ab_format_bytes(total, c, sizeof c));
     suggested = *o;
     suggested.dev.budget_bytes = es->suggested_budget;
     o = &suggested;
-    char b[32], name[256];
-    ab_results_workload_name(es->source, name, sizeof name);
     if (!o->quiet)
       fprintf(notes(), "%s: no --budget: %s runs under its suggested %s\n", o->cmd, name,
               ab_format_bytes(es->suggested_budget, b, sizeof b));
