@@ -407,6 +407,7 @@ typedef struct replay_s {
   uint64_t unchecked;        /* events since the last invariant check (Note [What --check costs]) */
   uint64_t streak;           /* allocations in a row that ended in OOM so far */
   size_t until;              /* the next event to pass over (continue_on_oom), or the end */
+  bool watch;                /* opts.at_reserved is yet to be called */
   loop_clock_t c;
   sampler_t alloc_sampler, free_sampler; /* Note [Timing one call in N] */
   ab_status st;              /* the error when a handler returns FAILED */
@@ -481,6 +482,12 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
     st = ab_verify_alloc(r->v, e->id, p, e->bytes, e->stream, &dev->diag);
     r->c.outside_ns += ab_clock_ns() - t1;
     if (st != AB_OK) return failed(r, st);
+  }
+  /* Only an allocation takes reserved bytes to a new height. */
+  if (r->watch && r->s->stats.reserved_bytes.current >= r->opts->at_reserved_bytes) {
+    r->watch = false;
+    if (r->opts->at_reserved_event) *r->opts->at_reserved_event = i;
+    r->opts->at_reserved(r->opts->at_reserved_ctx, r->s, run);
   }
   return NEXT;
 }
@@ -741,7 +748,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   ab_status planned = ab_lifetimes_plan(es, s);
   if (planned != AB_OK) return fail(run, s, planned, 0, "plan");
 
-  replay_t r = {.es = es, .s = s, .dev = s->dev, .opts = opts, .run = run, .until = es->n};
+  replay_t r = {.es = es, .s = s, .dev = s->dev, .opts = opts, .run = run, .until = es->n, .watch = opts->at_reserved != NULL};
   ab_verify_t verify;
   ab_status st = open_replay(&r, &verify);
   if (st != AB_OK) return st;
@@ -758,7 +765,6 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   size_t i = 0;
   /* Note [Timeline of a trace] */
   size_t every = opts->timeline ? sample_every(es) : 0, next_sample = 0;
-  bool watch = opts->at_reserved != NULL; /* for the first event that reaches at_reserved_bytes */
 events:
   for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
@@ -780,11 +786,6 @@ events:
       next = NEXT;
     }
     if (next != NEXT) break;
-    if (watch && s->stats.reserved_bytes.current >= opts->at_reserved_bytes) {
-      watch = false;
-      if (opts->at_reserved_event) *opts->at_reserved_event = i;
-      opts->at_reserved(opts->at_reserved_ctx, s, run);
-    }
     if (opts->check && (next = check_when_due(&r)) != NEXT) break;
     /* A stop is looked for every 1024 events (one volatile read), so that a run whose events
      * are slow (--check, kernels on a GPU) still ends within moments of a signal. */
