@@ -120,11 +120,12 @@ static void *each_worker(void *arg) {
 }
 
 bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_fn fn, void *ctx) {
+  if (n == 0) return true; /* no run to prepare */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   size_t threads = jobs ? jobs : cores > 0 ? (size_t)cores : 1;
   if (threads > n) threads = n;
   each_t p = {es, n, fn, ctx, PTHREAD_MUTEX_INITIALIZER, 0, 0};
-  pthread_t *started = calloc(threads ? threads : 1, sizeof *started);
+  pthread_t *started = calloc(threads, sizeof *started);
   size_t nstarted = 0;
   for (size_t i = 1; started && i < threads; i++)
     if (pthread_create(&started[nstarted], NULL, each_worker, &p) == 0) nstarted++;
@@ -132,7 +133,7 @@ bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_f
   for (size_t i = 0; i < nstarted; i++) pthread_join(started[i], NULL);
   free(started);
   pthread_mutex_destroy(&p.lock);
-  return n == 0 || p.workers > 0;
+  return p.workers > 0;
 }
 
 /* ab_tune_run's tasks: configuration i is task i; on_done is called under done_lock. */
