@@ -317,6 +317,12 @@ static ab_status fail_again(search_t *x, uint64_t max_fail, ab_diag_t *diag) {
  * walks are independent of each other, so a caller may run them apart (ab_bisect_band_walk,
  * one per thread) and merge them (ab_bisect_band_merge), as the search does in turn. */
 
+/* Whether res's safe cap is one the variants' walks check: a strategy blind to addresses
+ * replays alike under every placement. */
+static bool band_walked(const ab_bisect_opts_t *o, const ab_bisect_result_t *res) {
+  return res->mapped && res->passed && res->safe_cap != 0 && !ab_strategy_address_blind(o->strategy);
+}
+
 unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result_t *res) {
   return o->band_probes ? o->band_probes : 2 * res->intervals / 3 + 8;
 }
@@ -325,7 +331,7 @@ ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, 
                               unsigned variant, ab_run_t *run, ab_band_walk_t *w, ab_diag_t *diag) {
   memset(w, 0, sizeof *w);
   w->checked = UINT64_MAX;
-  if (!res->mapped || !res->passed || res->safe_cap == 0 || ab_strategy_address_blind(o->strategy)) return AB_OK;
+  if (!band_walked(o, res)) return AB_OK;
   ab_bisect_opts_t v = *o;
   v.on_oom = NULL; /* a variant's OOM is not the search's answer */
   v.on_probe = NULL;
@@ -426,13 +432,15 @@ static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi,
   out->intervals = (unsigned)m->n;
   out->top = top;
   if (x->o->defer_band) { /* the caller walks the variants (ab_bisect_band_walk) */
-    if (out->passed && out->safe_cap && !ab_strategy_address_blind(x->o->strategy)) out->band_checked = 0;
+    if (band_walked(x->o, out)) out->band_checked = 0;
     return AB_OK;
   }
   ab_band_walk_t w[AB_PLACEMENT_VARIANTS];
   unsigned walked = 0;
-  for (; walked < AB_PLACEMENT_VARIANTS && (walked == 0 || !w[walked - 1].interrupted); walked++)
+  while (walked < AB_PLACEMENT_VARIANTS) {
     AB_TRY(ab_bisect_band_walk(x->es, x->o, out, walked + 1, x->run, &w[walked], diag));
+    if (w[walked++].interrupted) break;
+  }
   ab_bisect_band_merge(out, w, walked);
   return AB_OK;
 }

@@ -116,11 +116,10 @@ static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, c
   return st;
 }
 
-/* Frees what is still live, untimed, so that the strategy and the device end clean: one
- * pass over the ALLOC events finds each live id's size and stream. With v, each is verified
- * first, until one fails. */
-/* Frees what the events before `upto` left live (the replay went no further: no later
- * allocation was made), so that every ptr and requested entry is zero after a replay. */
+/* Frees what is still live, untimed, so that the strategy and the device end clean and
+ * every ptr and requested entry is zero again: one pass over the ALLOC events before `upto`
+ * (the replay went no further, so no later one was made) finds each live id's size and
+ * stream. With v, each is verified first, until one fails. */
 static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v, size_t upto) {
   ab_status first = AB_OK;
   for (size_t i = 0; i < upto && i < es->n; i++) {
