@@ -342,7 +342,10 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
       st = ab_diag_set(diag, AB_ERR_IO, "%s: keeps being replaced while appending", path);
       goto done;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* Made here, a file that a failed first write leaves empty is taken away again. */
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    bool created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
       st = ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
       goto done;
@@ -394,6 +397,7 @@ ab_status ab_table_append_csv(const ab_table_t *t, const char *path, char *moved
       memcpy(both + hlen, body, blen);
       st = append_or_restore(fd, 0, both, hlen + blen, path, diag);
       free(both);
+      if (st != AB_OK && created) (void)unlink(path); /* under the lock, still this file (checked above) */
     } else {
       st = append_or_restore(fd, sb.st_size, body, blen, path, diag);
     }

@@ -4,10 +4,13 @@
  * speaks the protocol with the handshake, as the classic and the libuv 2.x servers. The
  * server's address comes in AB_TEST_STORE (HOST:PORT) and the protocol it speaks in
  * AB_TEST_STORE_PROTOCOL (1 or 2); without them the tests skip. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "kernels/base/clock.h"
@@ -157,18 +160,27 @@ static void link_messages(void) {
   for (unsigned r = 0; r < 2; r++) l[r]->ops->close(l[r], true);
 }
 
-/* Nobody at the address: one line naming it, once the deadline has passed. */
+/* Nobody at the address: one line naming it, once the deadline has passed. The port is held
+ * bound, never listened on, so that no other program can start listening there meanwhile
+ * (a connection to it is refused, as to a port nobody holds). */
 static void nobody(void) {
-  const char *port_free = getenv("AB_TEST_FREE_PORT");
-  if (port_free == NULL) SKIP("no AB_TEST_FREE_PORT");
+  if (getenv("AB_TEST_NOBODY") == NULL) SKIP("AB_TEST_NOBODY not set (launch_test sets it for one run)");
+  int held = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(held >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  REQUIRE(bind(held, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(held, (struct sockaddr *)&a, &len) == 0);
+  char held_port[16];
+  snprintf(held_port, sizeof held_port, "%u", (unsigned)ntohs(a.sin_port));
   ab_store_t *s = NULL;
   ab_diag_t diag = {""};
   double t0 = ab_clock_s();
-  CHECK(ab_store_open("127.0.0.1", port_free, t0 + 0.5, 5, NULL, &s, &diag) == AB_ERR_IO);
+  CHECK(ab_store_open("127.0.0.1", held_port, t0 + 0.5, 5, NULL, &s, &diag) == AB_ERR_IO);
   CHECK(ab_clock_s() - t0 < 3.0);
   char says[128];
-  snprintf(says, sizeof says, "could not reach the store at 127.0.0.1:%s within", port_free);
+  snprintf(says, sizeof says, "could not reach the store at 127.0.0.1:%s within", held_port);
   CHECK_STR_CONTAINS(diag.msg, says);
+  close(held);
 }
 
 static const ab_test_t tests[] = {
