@@ -107,6 +107,25 @@ for i in range(1, n + 1):
 sys.exit(bad)
 EOF
 
+# Settings alike on this trace (harness/tune/tune.h, Note [Settings alike]): with every request
+# under 48 MiB, the list forms of roundup_power2_divisions round each as the defaults do, so their
+# rows are the defaults' runs (each checked against run and oom above) and say so; a division
+# count that rounds them otherwise is run on its own.
+"$py" - "$work/reserved/tune.csv" <<'EOF' || fail "the settings alike are not told"
+import csv, sys
+rows = {r["conf"]: r for r in csv.DictReader(open(sys.argv[1])) if r["strategy"] == "caching"}
+said = lambda conf: "the runs of the defaults, which rounds every request alike" in rows[conf]["note"]
+bad = []
+for conf in ("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "roundup_power2_divisions:[64:0,>:4]"):
+    if not said(conf) or float(rows[conf]["wall_s"]) != 0: bad.append(conf + " is not told the defaults' runs")
+for conf in ("", "roundup_power2_divisions:4"):
+    if "the runs of" in rows[conf]["note"] or float(rows[conf]["wall_s"]) == 0: bad.append("'%s' is told another's runs" % conf)
+for b in bad: print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF
+grep -qF "roundup_power2_divisions:[64:0,>:4]: rounds every request as (default) does" "$work/err" ||
+  fail "tune does not say which settings take another's runs: $(cat "$work/err")"
+
 # The line to paste: a conf that run -c takes, predicting the run's peak reserved.
 "$ab" tune -w "$w" --out "$work/table" >"$work/table.txt" 2>"$work/err" || fail "tune (table): $(cat "$work/err")"
 line=$(grep "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/table.txt")

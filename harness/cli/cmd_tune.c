@@ -426,8 +426,9 @@ static int report(const ab_run_spec_t *o, const tune_args_t *a, const ab_tune_jo
     size_t threads = job->jobs ? job->jobs : (size_t)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads > n) threads = n;
     if (!o->quiet)
-      fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %zu thread%s; all of them in %s/tune.csv\n", n,
-              job->n > 1 ? " on every trace" : "", ab_clock_s() - job->t0, threads, threads == 1 ? "" : "s", o->out_dir);
+      fprintf(stderr, "allocbench tune: %zu configurations%s in %.1f s on %zu thread%s (%.1f M events replayed); all of them in %s/tune.csv\n",
+              n, job->n > 1 ? " on every trace" : "", ab_clock_s() - job->t0, threads, threads == 1 ? "" : "s",
+              (double)job->replayed / 1e6, o->out_dir);
   }
   ab_table_free(&shown);
   ab_table_free(&rows);

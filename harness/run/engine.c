@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/base/clock.h"
+#include "kernels/base/hostmem.h"
 #include "kernels/base/output.h"
 #include "kernels/kernels.h"
 #include "harness/run/lifetimes.h"
@@ -49,10 +50,13 @@ static size_t sample_every(const ab_events_t *es) { return es->nsteps ? 0 : es->
 ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   memset(run, 0, sizeof *run);
   run->nids = es->nids;
-  run->ptr = calloc(es->nids ? es->nids : 1, sizeof *run->ptr);
-  run->requested = calloc(es->nids ? es->nids : 1, 1);
-  run->stream_of = calloc(es->nids ? es->nids : 1, sizeof *run->stream_of);
-  run->foreign = calloc(es->nids ? es->nids : 1, sizeof *run->foreign);
+  /* Read and written by id at every allocation and free, all over: on huge pages a TLB entry
+   * covers 2 MiB of them. foreign is written only for kernels on other streams: calloc's. */
+  size_t ids = es->nids ? es->nids : 1;
+  run->ptr = ab_host_memory_zeroed(ids * sizeof *run->ptr);
+  run->requested = ab_host_memory_zeroed(ids);
+  run->stream_of = ab_host_memory_zeroed(ids * sizeof *run->stream_of);
+  run->foreign = calloc(ids, sizeof *run->foreign);
   run->captimeline = (es->nsteps ? (size_t)es->nsteps : TRACE_SAMPLES) + 1;
   run->timeline = malloc(run->captimeline * sizeof *run->timeline);
   /* Twice the steps: the second half is scratch for the median. */
@@ -808,6 +812,7 @@ events:
   }
   /* The run went to its end: what it ends with is checked, if the last event was not. */
   if (next == NEXT && opts->check && r.unchecked) next = check_invariants(&r);
+  run->replayed += i;
   return close_replay(&r, end_replay(&r, next, i));
 }
 

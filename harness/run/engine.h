@@ -182,6 +182,8 @@ struct ab_run_s {
   ab_status error;           /* AB_OK unless status is AB_RUN_ERROR */
   char message[1024];        /* the error, or why the run stopped */
   size_t events_done;        /* events replayed (the failing one excluded) */
+  uint64_t replayed;         /* events the replays of this run went through since it was prepared,
+                              * all of them together: what a run's replays cost */
   ab_oom_info_t oom;         /* when status is AB_RUN_OOM, or ooms > 0: the first OOM */
   uint64_t ooms;             /* allocations that ended in OOM: at most 1 without continue_on_oom */
   uint64_t oom_streak;       /* the most allocations in a row that ended in OOM */

@@ -9,6 +9,7 @@
 
 #include "kernels/base/clock.h"
 #include "harness/run/supervise.h"
+#include "strategies/protocol/caching_conf.h"
 
 /* The run's figures. */
 static void keep_run(ab_tune_result_t *r, const ab_run_t *run) {
@@ -98,8 +99,9 @@ typedef struct each_s {
   ab_tune_task_fn fn;
   void *ctx;
   pthread_mutex_t lock;
-  size_t next;    /* under lock */
-  size_t workers; /* under lock: those that prepared their run */
+  size_t next;       /* under lock */
+  size_t workers;    /* under lock: those that prepared their run */
+  uint64_t replayed; /* under lock: by the workers done */
 } each_t;
 
 static void *each_worker(void *arg) {
@@ -114,17 +116,18 @@ static void *each_worker(void *arg) {
     p->fn(p->ctx, i, &run);
     pthread_mutex_lock(&p->lock);
   }
+  p->replayed += run.replayed;
   pthread_mutex_unlock(&p->lock);
   ab_run_release(&run);
   return NULL;
 }
 
-bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_fn fn, void *ctx) {
+bool ab_tune_each(const ab_events_t *es, size_t n, const ab_tune_opts_t *o, ab_tune_task_fn fn, void *ctx) {
   if (n == 0) return true; /* no run to prepare */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = jobs ? jobs : cores > 0 ? (size_t)cores : 1;
+  size_t threads = o->jobs ? o->jobs : cores > 0 ? (size_t)cores : 1;
   if (threads > n) threads = n;
-  each_t p = {es, n, fn, ctx, PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  each_t p = {es, n, fn, ctx, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
   pthread_t *started = calloc(threads, sizeof *started);
   size_t nstarted = 0;
   for (size_t i = 1; started && i < threads; i++)
@@ -133,6 +136,7 @@ bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_f
   for (size_t i = 0; i < nstarted; i++) pthread_join(started[i], NULL);
   free(started);
   pthread_mutex_destroy(&p.lock);
+  if (o->replayed) *o->replayed += p.replayed;
   return p.workers > 0;
 }
 
@@ -161,11 +165,11 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
   for (size_t i = 0; i < n; i++) {
     memset(&r[i], 0, sizeof r[i]);
     r[i].cand = cands[i];
-    r[i].order = first_order + i;
+    r[i].order = r[i].alike = first_order + i;
     r[i].status = AB_RUN_INTERRUPTED; /* until it runs */
   }
   runs_t p = {es, o, r, n, PTHREAD_MUTEX_INITIALIZER, 0};
-  bool ran = ab_tune_each(es, n, o->jobs, run_task, &p);
+  bool ran = ab_tune_each(es, n, o, run_task, &p);
   pthread_mutex_destroy(&p.done_lock);
   return ran ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
 }
@@ -197,7 +201,7 @@ ab_status ab_tune_walk_bands(const ab_events_t *es, const ab_tune_opts_t *o, ab_
   ab_status st = AB_OK;
   if (p.w == NULL || p.st == NULL || p.diag == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   for (size_t k = 0; k < walks && st == AB_OK; k++) p.st[k] = AB_ERR_INTERNAL;
-  if (st == AB_OK && !ab_tune_each(es, walks, o->jobs, walk_task, &p))
+  if (st == AB_OK && !ab_tune_each(es, walks, o, walk_task, &p))
     st = ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
   /* A walk that failed (not an OOM, which is a result) makes its configuration's error. */
   for (size_t i = 0; i < n && st == AB_OK; i++) {
@@ -302,4 +306,32 @@ void ab_tune_alike(ab_tune_trace_t *traces, size_t n) {
         break;
       }
   }
+}
+
+/* Whether a and b, read as caching reads them, round every allocation
+ * of es alike. */
+static bool round_alike(const ab_events_t *es, const ab_caching_conf_t *a, const ab_caching_conf_t *b) {
+  if (!ab_caching_conf_alike_but_rounding(a, b)) return false;
+  if (memcmp(a->divisions, b->divisions, sizeof a->divisions) == 0) return true;
+  for (size_t i = 0; i < es->n; i++)
+    if (es->ev[i].kind == AB_EV_ALLOC && ab_caching_round_size(a, es->ev[i].bytes) != ab_caching_round_size(b, es->ev[i].bytes))
+      return false;
+  return true;
+}
+
+void ab_tune_settings_alike(const ab_events_t *es, const ab_tune_candidate_t *c, size_t n, bool plan, size_t *same) {
+  ab_caching_conf_t *conf = calloc(n ? n : 1, sizeof *conf);
+  bool *read = calloc(n ? n : 1, sizeof *read); /* conf[i] is configuration i's, as caching reads it */
+  for (size_t i = 0; i < n; i++) {
+    same[i] = i;
+    if (conf == NULL || read == NULL || strcmp(c[i].strategy, "caching") != 0) continue; /* each runs, then */
+    ab_diag_t ignored = {""};
+    ab_caching_conf_defaults(&conf[i]);
+    read[i] = ab_caching_conf_apply(&conf[i], "-c", c[i].conf, &ignored) == AB_OK;
+    for (size_t j = 0; j < i && read[i] && same[i] == i; j++)
+      if (same[j] == j && read[j] && (!plan || c[j].recorded == c[i].recorded) && round_alike(es, &conf[j], &conf[i]))
+        same[i] = j;
+  }
+  free(conf);
+  free(read);
 }

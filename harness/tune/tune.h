@@ -46,6 +46,8 @@ typedef enum ab_tune_objective_e {
 typedef struct ab_tune_result_s {
   ab_tune_candidate_t cand;
   size_t order;              /* its place in the grid: ties go to the earlier (simpler) one */
+  size_t alike;              /* the configuration (its order) whose runs these are: its own order, or
+                              * an earlier one's alike it on this trace (Note [Settings alike]) */
   ab_run_status_t status;    /* of the run: ok, oom (under the cap, or on the card), error, interrupted */
   char message[AB_DIAG_BYTES]; /* the error, when status is error */
   ab_oom_kind_t oom_kind;    /* of the run's OOM; none when it completed */
@@ -86,6 +88,8 @@ typedef struct ab_tune_opts_s {
   /* Called as each configuration is done, one call at a time; may be NULL. */
   void (*on_done)(void *ctx, const ab_tune_result_t *r, size_t done, size_t total);
   void *on_done_ctx;
+  uint64_t *replayed;        /* the runs add the events they replayed here (ab_run_t.replayed), but
+                              * a library's, in a process of its own; may be NULL */
 } ab_tune_opts_t;
 
 /* One trace of a job (one per rank of a torchrun job, say), as tune runs it. */
@@ -111,6 +115,22 @@ typedef struct ab_tune_trace_s {
 /* Fills each trace's digest and same. */
 void ab_tune_alike(ab_tune_trace_t *traces, size_t n);
 
+/* Note [Settings alike]
+ * Two caching configurations that round every request of a trace to the same size make the
+ * same decisions on it (ab_caching_conf_alike_but_rounding, caching_conf.h): a
+ * roundup_power2_divisions setting acts only on the sizes it covers, so on a trace with no
+ * request there (the list form [256:1,512:2,1024:4,>:8] rounds nothing below 512 MiB more
+ * than the defaults do) it is the defaults, and its runs would replay the same decisions. So
+ * they are made once: the later configuration takes the earlier one's results, and its row
+ * says whose. The sizes are compared at every allocation of the trace, so the two are alike
+ * exactly, never by a sample; the recorded configuration, whose runs take the recorded
+ * addresses where the trace has them, is alike only another that takes them. */
+
+/* For each configuration i of c[0, n), same[i]: the first configuration alike it on es
+ * (Note [Settings alike]), i itself where none is; plan says whether the recorded
+ * configuration's runs take recorded addresses. */
+void ab_tune_settings_alike(const ab_events_t *es, const ab_tune_candidate_t *c, size_t n, bool plan, size_t *same);
+
 /* Fills each r[i].cand (from cands), order and results. AB_OK once every configuration has
  * its result (errors included); AB_ERR_INTERNAL when not even one worker could start. */
 ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, size_t n, size_t first_order,
@@ -119,11 +139,11 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
 /* A task of ab_tune_each: task i, with the calling thread's run, prepared for the events. */
 typedef void (*ab_tune_task_fn)(void *ctx, size_t i, ab_run_t *run);
 
-/* Calls fn(ctx, i, run) for every i of [0, n), in order of i, spread over up to `jobs`
+/* Calls fn(ctx, i, run) for every i of [0, n), in order of i, spread over up to o->jobs
  * threads (0: one per core online), this thread among them; each thread prepares one run
- * for es and passes it to its every task. false when no thread could prepare its run (the
- * host's memory), and so no task ran. */
-bool ab_tune_each(const ab_events_t *es, size_t n, unsigned jobs, ab_tune_task_fn fn, void *ctx);
+ * for es and passes it to its every task, and adds what it replayed to o->replayed. false
+ * when no thread could prepare its run (the host's memory), and so no task ran. */
+bool ab_tune_each(const ab_events_t *es, size_t n, const ab_tune_opts_t *o, ab_tune_task_fn fn, void *ctx);
 
 /* Walks the placement variants of each r[i]'s safe cap, left by its search
  * (Note [Bands where the answer rests], tune_job.h), spread over o's threads, and merges them

@@ -168,7 +168,7 @@ static ab_status run_tasks(runs_t *x, const ab_tune_trace_t *t, const ab_tune_op
   x->t = t;
   x->o = &to;
   for (int c = 0; c < NCONFIGS; c++) x->st[c] = AB_OK, x->diag[c].msg[0] = '\0', x->interrupted[c] = false;
-  if (!ab_tune_each(t->es, (size_t)n, o->jobs, fn, x)) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (!ab_tune_each(t->es, (size_t)n, &to, fn, x)) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   for (int c = 0; c < n; c++) {
     *interrupted |= x->interrupted[c];
     if (x->st[c] != AB_OK) {

@@ -284,8 +284,38 @@ static void on_done(void *ctx, const ab_tune_result_t *r, size_t done, size_t to
 /* Whether run j is this rank's: run j is rank (j mod world)'s. */
 static bool mine(const ab_tune_job_t *job, size_t j) { return j % job->world == job->rank; }
 
+/* r takes the results of from, a configuration alike it on the same trace
+ * (Note [Settings alike]): its own name and place, and no time of its own. */
+static void take_alike(ab_tune_result_t *r, const ab_tune_result_t *from) {
+  ab_tune_result_t own = *r;
+  *r = *from;
+  r->cand = own.cand;
+  r->order = own.order;
+  r->alike = from->order;
+  r->wall_s = 0;
+}
+
+/* Every configuration of [from, to) alike an earlier one on a distinct trace takes its results. */
+static void take_alike_all(ab_tune_job_t *job, size_t from, size_t to) {
+  for (size_t k = 0; k < job->n; k++)
+    for (size_t i = from; i < to && job->tt[k].same == k; i++)
+      if (job->t[k].r[i].alike != i) take_alike(&job->t[k].r[i], &job->t[k].r[job->t[k].r[i].alike]);
+}
+
+/* Says which configurations of [first, list.n) take an earlier one's runs on trace k. */
+static void say_alike(const ab_tune_job_t *job, const ab_run_spec_t *o, size_t k, size_t first, const size_t *same) {
+  for (size_t i = first; i < job->list.n && !o->quiet && job->rank == 0; i++) {
+    const ab_tune_candidate_t *c = &job->list.c[i], *like = &job->list.c[same[i]];
+    if (same[i] == i) continue;
+    fprintf(stderr, "%s: %s%s%s %s: rounds every request as %s does, so its runs are that one's\n", o->cmd,
+            job->distinct > 1 ? ab_tune_job_short_name(job->t[k].es.source) : "", job->distinct > 1 ? ": " : "",
+            c->strategy, c->conf, like->conf[0] ? like->conf : "(default)");
+  }
+}
+
 /* Runs list.c[first, list.n) on every distinct trace (Note [Traces alike]), into each trace's
- * results from first; stops between traces at a signal. With several ranks run j,
+ * results from first, but those alike an earlier configuration on a trace, which take its
+ * results (Note [Settings alike]); stops between traces at a signal. With several ranks run j,
  * configuration i on the d-th distinct trace (j = d n + i), is rank j mod world's; the results
  * come together at rank 0, and back to every rank when to_all. */
 static ab_status run_stage(ab_tune_job_t *job, const ab_tune_ranks_t *ranks, size_t first, const ab_tune_opts_t *opts,
@@ -295,23 +325,41 @@ static ab_status run_stage(ab_tune_job_t *job, const ab_tune_ranks_t *ranks, siz
   ab_tune_candidate_t *cands = malloc((n ? n : 1) * sizeof *cands);
   ab_tune_result_t *got = malloc((n ? n : 1) * sizeof *got), *all = calloc(runs ? runs : 1, sizeof *all);
   size_t *which = malloc((n ? n : 1) * sizeof *which);
-  ab_status st = cands && got && all && which ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  size_t *same = malloc((job->distinct * list->n + 1) * sizeof *same); /* by distinct trace */
+  ab_status st = cands && got && all && which && same ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   prog->offset = 0;
   prog->total = 0;
-  for (size_t j = 0; j < runs; j++) prog->total += mine(job, j);
+  for (size_t k = 0, d = 0; k < job->n && st == AB_OK; k++) {
+    if (job->tt[k].same != k) continue;
+    size_t *s = same + d * list->n;
+    ab_tune_settings_alike(&job->t[k].es, list->c, list->n, job->t[k].plan_len > 0, s);
+    say_alike(job, prog->o, k, first, s);
+    for (size_t i = 0; i < n; i++) prog->total += mine(job, d * n + i) && s[first + i] == first + i;
+    d++;
+  }
   for (size_t k = 0, d = 0; k < job->n && st == AB_OK && !ab_run_stop; k++) {
     ab_tune_job_trace_t *t = &job->t[k];
     if (job->tt[k].same != k) continue;
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-      if (mine(job, d * n + i)) cands[m] = list->c[first + i], which[m++] = i;
+    const size_t *s = same + d * list->n;
+    for (size_t i = 0; i < n; i++) {
+      if (!mine(job, d * n + i)) continue;
+      if (s[first + i] == first + i) {
+        cands[m] = list->c[first + i], which[m++] = i;
+        continue;
+      }
+      ab_tune_result_t *r = &all[d * n + i]; /* its results are taken once every run is in */
+      r->cand = list->c[first + i];
+      r->order = first + i;
+      r->alike = s[first + i];
+    }
     ab_tune_opts_t one = *opts;
     one.plan = t->plan;
     one.plan_len = t->plan_len;
     prog->trace = job->distinct > 1 ? t->es.source : NULL;
     if (m) st = ab_tune_run(&t->es, cands, m, 0, &one, got, diag);
     for (size_t q = 0; q < m && st == AB_OK; q++) {
-      got[q].order = first + which[q];
+      got[q].order = got[q].alike = first + which[q];
       all[d * n + which[q]] = got[q];
     }
     prog->offset += m;
@@ -325,12 +373,14 @@ static ab_status run_stage(ab_tune_job_t *job, const ab_tune_ranks_t *ranks, siz
     memcpy(job->t[k].r + first, all + d * n, n * sizeof *all);
     d++;
   }
+  if (st == AB_OK) take_alike_all(job, first, list->n);
   for (size_t k = 0; st == AB_OK && k < job->n; k++)
     if (job->tt[k].same != k) memcpy(job->t[k].r + first, job->t[job->tt[k].same].r + first, n * sizeof *all);
   free(cands);
   free(got);
   free(all);
   free(which);
+  free(same);
   return st;
 }
 
@@ -397,17 +447,20 @@ static ab_status rank_with_bands(ab_tune_job_t *job, ab_diag_t *diag) {
       if (job->tt[k].same != k) continue;
       ab_tune_result_t *walk[2];
       size_t m = 0;
-      for (size_t j = 0; j < nwant; j++)
-        if (ab_tune_band_pending(&job->t[k].r[want[j]])) walk[m++] = &job->t[k].r[want[j]];
+      for (size_t j = 0; j < nwant; j++) {
+        ab_tune_result_t *r = &job->t[k].r[job->t[k].r[want[j]].alike]; /* the one whose runs they are */
+        if (ab_tune_band_pending(r) && (m == 0 || walk[0] != r)) walk[m++] = r;
+      }
       ab_tune_opts_t one = job->opts;
       one.plan = job->t[k].plan;
       one.plan_len = job->t[k].plan_len;
       if (m) AB_TRY(ab_tune_walk_bands(&job->t[k].es, &one, walk, m, diag));
     }
-    /* Every trace takes the results of the first trace alike it. */
+    /* Every configuration takes the results of the first alike it, every trace those of the
+     * first trace alike it. */
+    take_alike_all(job, 0, job->list.n);
     for (size_t k = 0; k < job->n; k++)
-      for (size_t j = 0; j < nwant && job->tt[k].same != k; j++)
-        job->t[k].r[want[j]] = job->t[job->tt[k].same].r[want[j]];
+      for (size_t i = 0; i < job->list.n && job->tt[k].same != k; i++) job->t[k].r[i] = job->t[job->tt[k].same].r[i];
   }
 }
 
@@ -423,7 +476,7 @@ static ab_status run_grid(ab_tune_job_t *job, const ab_run_spec_t *o, const ab_t
   progress_t prog = {o, NULL, 0, 0};
   ab_tune_opts_t opts = {.device = o->device, .dev = o->dev, .cap = job->cap, .map_probes = req->map_probes,
                          .no_map = req->no_map, .check = o->check, .jobs = job->jobs, .stop = &ab_run_stop,
-                         .on_done = on_done, .on_done_ctx = &prog};
+                         .on_done = on_done, .on_done_ctx = &prog, .replayed = &job->replayed};
   /* The figures' runs take the same options, without the progress (prog is this call's). */
   job->opts = opts;
   job->opts.on_done = NULL;
@@ -520,6 +573,18 @@ void ab_tune_job_note(const ab_tune_job_t *job, size_t k, const ab_tune_result_t
     return;
   }
   if (r->cand.family == AB_TUNE_REFERENCE) clause(out, size, "reference: not a PyTorch setting; its limit is a budget");
+  if (r->alike != r->order) { /* Note [Settings alike], tune.h; the table names it by its rank */
+    char runs[AB_TUNE_CONF_BYTES + 64];
+    const char *like = job->list.c[r->alike].conf;
+    size_t rank = 0;
+    for (size_t i = 0; i < job->list.n && brief; i++)
+      if (job->ranked[i].order == r->alike) rank = job->ranked[i].rank;
+    if (rank)
+      snprintf(runs, sizeof runs, "the runs of rank %zu", rank);
+    else
+      snprintf(runs, sizeof runs, "the runs of %s, which rounds every request alike", like[0] ? like : "the defaults");
+    clause(out, size, runs);
+  }
   if (r->status == AB_RUN_OOM) clause(out, size, job->cap ? "out of memory under the cap" : "out of memory on the card");
   if (!r->search.passed) clause(out, size, "no cap up to the card's total sufficed");
   /* Note [Cap map] (bisect.c); short, as the table's last column. */

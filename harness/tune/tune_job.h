@@ -155,6 +155,7 @@ typedef struct ab_tune_job_s {
   const ab_tune_result_t *recorded;  /* in ranked: the recorded configuration; may be NULL */
   const ab_tune_result_t *tight;     /* in ranked: first by the objective, passed over for its headroom; may be NULL */
   double t0;                         /* ab_clock_s when the runs began */
+  uint64_t replayed;                 /* events this process's runs replayed (ab_tune_opts_t.replayed) */
 } ab_tune_job_t;
 
 /* Runs the job of req into job (zeroed by the caller): lists and reads its traces, joins the

@@ -54,6 +54,13 @@ void ab_caching_conf_defaults(ab_caching_conf_t *c) {
   c->register_threads = 1;
 }
 
+bool ab_caching_conf_alike_but_rounding(const ab_caching_conf_t *a, const ab_caching_conf_t *b) {
+  return a->max_split_size == b->max_split_size && a->max_non_split_rounding == b->max_non_split_rounding &&
+         a->large_segment_size == b->large_segment_size && a->gc_threshold == b->gc_threshold &&
+         a->memory_fraction == b->memory_fraction && a->expandable == b->expandable &&
+         a->capture_reuse == b->capture_reuse && a->round_large == b->round_large;
+}
+
 static bool is(const parse_t *p, size_t i, const char *s) { return i < p->n && strcmp(p->tok[i].s, s) == 0; }
 
 static bool listed(const char *const *keys, const char *s) {

@@ -88,6 +88,12 @@ static inline uint64_t ab_caching_round_size(const ab_caching_conf_t *c, uint64_
   return (size + min_block - 1) / min_block * min_block;
 }
 
+/* Whether a and b decide alike wherever they round a request alike: every setting that acts
+ * on device memory is equal but the divisions table, which acts only through
+ * ab_caching_round_size (what a request is rounded to decides its pool, its block and its
+ * segment; the unrounded size is kept only as the requested bytes). */
+bool ab_caching_conf_alike_but_rounding(const ab_caching_conf_t *a, const ab_caching_conf_t *b);
+
 static inline uint64_t ab_caching_allocation_size(const ab_caching_conf_t *c, uint64_t rounded) {
   const uint64_t small_size = 1ULL << 20, small_buffer = 2ULL << 20, min_large_alloc = 10ULL << 20;
   if (rounded <= small_size) return small_buffer;
