@@ -63,6 +63,12 @@ ab_status ab_strategy_check(ab_strategy_t *s, ab_diag_t *diag) {
   return s->ops->check ? s->ops->check(s, diag) : AB_OK;
 }
 
+bool ab_strategy_take_cap(ab_strategy_t *s, uint64_t cap) {
+  if (s->ops->take_cap == NULL || cap == 0 || cap < s->cap_lo || cap > s->cap_hi) return false;
+  s->ops->take_cap(s, cap);
+  return true;
+}
+
 ab_status ab_strategy_plan(ab_strategy_t *s, const ab_lifetime_t *lt, size_t n, ab_diag_t *diag) {
   return s->ops->plan ? s->ops->plan(s, lt, n, diag) : AB_OK;
 }

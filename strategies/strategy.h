@@ -57,8 +57,8 @@ struct ab_strategy_s {
   void *observe_ctx;
   uint64_t memory_cap; /* PyTorch's cap (set_per_process_memory_fraction) the strategy keeps; 0: none */
   bool cap_window;  /* the strategy keeps cap_lo and cap_hi (Note [Cap window]) */
-  uint64_t cap_lo;  /* the caps under which every decision so far would have gone as it went */
-  uint64_t cap_hi;
+  uint64_t cap_lo;  /* the caps under which every decision so far would have gone as it went; */
+  uint64_t cap_hi;  /* without cap_window, where take_cap is set: the caps it could take now */
 };
 
 /* Note [Cap window]: a strategy with a memory cap (PyTorch's set_per_process_memory_fraction)
@@ -76,6 +76,16 @@ static inline void ab_strategy_cap_window_open(ab_strategy_t *s, uint64_t memory
   s->cap_lo = 0;
   s->cap_hi = UINT64_MAX;
 }
+/* Note [Taking a cap mid-run]: where the caps of [cap_lo, cap_hi] make every decision so far
+ * as it went (Note [Cap window]; an uncapped run keeps the window too, when its strategy has
+ * take_cap, with every decision holding), a run under any of them is this run's prefix, event
+ * for event, and goes its own way only after it. So a copy of the run (a fork) can take
+ * another cap of the window and go on, as if it had run under that cap from the start: the
+ * strategy is then what one created with that cap would be after the same calls. A decision
+ * the cap would have added (garbage collection runs only under a cap) leaves the window of an
+ * uncapped run empty. take_cap returns false, changing nothing, for a cap outside the window. */
+bool ab_strategy_take_cap(ab_strategy_t *s, uint64_t cap);
+
 /* For implementations: a decision "cap >= at_least" was made, and came out `holds`. */
 static inline void ab_strategy_cap_decided(ab_strategy_t *s, uint64_t at_least, bool holds) {
   if (holds && at_least > s->cap_lo) s->cap_lo = at_least;
@@ -168,6 +178,9 @@ struct ab_strategy_ops_s {
   /* One pool call (Note [Private pools]); pool >= 1, flags as the op says. NULL: the
    * strategy has no private pools and every allocation is served as usual. */
   ab_status (*pool)(ab_strategy_t *s, ab_pool_op_t op, unsigned pool, unsigned stream, unsigned flags);
+  /* Takes `cap`, of [cap_lo, cap_hi], as its memory cap from now on
+   * (Note [Taking a cap mid-run]). NULL: no cap is taken mid-run. */
+  void (*take_cap)(ab_strategy_t *s, uint64_t cap);
 };
 
 /* Calls fn on every segment decision of s from now on; NULL stops it. One observer at a time. */

@@ -199,7 +199,10 @@ typedef struct search_s {
 /* Probes one budget; *passed says whether the whole stream ran. A failure is recorded as
  * the result's max_fail (the search only ever fails higher than before). */
 static ab_status probe(search_t *x, uint64_t budget, bool *passed, ab_diag_t *diag) {
-  AB_TRY(ab_bisect_probe(x->es, x->o, budget, NULL, x->run, &x->held_peak, x->out->device, diag));
+  bool resumed = false; /* from a place of the prefix (Note [A prefix shared], prefix.h) */
+  if (x->o->prefix && x->o->cap && x->o->on_oom == NULL)
+    AB_TRY(ab_prefix_probe(x->o->prefix, budget, x->run, &x->held_peak, x->out->device, &resumed, diag));
+  if (!resumed) AB_TRY(ab_bisect_probe(x->es, x->o, budget, NULL, x->run, &x->held_peak, x->out->device, diag));
   x->out->interrupted = x->run->status == AB_RUN_INTERRUPTED;
   *passed = false;
   if (x->out->interrupted) return AB_OK;
@@ -327,6 +330,36 @@ unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result
   return o->band_probes ? o->band_probes : 2 * res->intervals / 3 + 8;
 }
 
+/* The places of a run of es under o, for the probes after it (Note [A prefix shared],
+ * prefix.h): on the simulated card, in this process. NULL where none are kept. */
+static ab_prefix_t *open_prefix(const ab_events_t *es, const ab_bisect_opts_t *o) {
+  ab_world_t world;
+  ab_diag_t ignored = {""};
+  if (!o->cap || o->on_oom || ab_supervise_apart(o->strategy)) return NULL;
+  if (o->prefix_every == 0 && es->n < AB_PREFIX_MIN_EVENTS) return NULL;
+  if (ab_bisect_check(o, &world, &ignored) != AB_OK || world.kind != AB_DEVICE_SIM) return NULL;
+  return ab_prefix_open(es->n, o->prefix_every, o->stop);
+}
+
+/* One probe of a walk under o at cap: the first is kept at places, the others go on from them
+ * where one allows their cap. */
+static ab_status walk_probe(const ab_events_t *es, const ab_bisect_opts_t *o, ab_prefix_t *prefix, bool first, uint64_t cap,
+                            ab_run_t *run, char device[96], ab_diag_t *diag) {
+  bool resumed = false;
+  uint64_t held;
+  if (!first) AB_TRY(ab_prefix_probe(prefix, cap, run, &held, device, &resumed, diag));
+  if (resumed) return AB_OK;
+  if (prefix == NULL || !first) return ab_bisect_probe(es, o, cap, NULL, run, NULL, device, diag);
+  ab_run_opts_t source;
+  memset(&source, 0, sizeof source);
+  source.check = o->check;
+  source.stop = o->stop;
+  ab_prefix_source(prefix, &source);
+  ab_status st = ab_bisect_probe(es, o, cap, &source, run, &held, device, diag);
+  if (ab_prefix_resumed(prefix)) ab_prefix_answer(prefix, st, run, held, device, diag); /* a copy ends here */
+  return st;
+}
+
 ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, const ab_bisect_result_t *res,
                               unsigned variant, ab_run_t *run, ab_band_walk_t *w, ab_diag_t *diag) {
   memset(w, 0, sizeof *w);
@@ -336,28 +369,33 @@ ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, 
   v.on_oom = NULL; /* a variant's OOM is not the search's answer */
   v.on_probe = NULL;
   v.dev.placement = variant;
+  v.prefix = NULL; /* the search's places are another placement's */
   unsigned budget = ab_bisect_band_budget(o, res);
+  ab_prefix_t *prefix = open_prefix(es, &v);
+  ab_status st = AB_OK;
   for (uint64_t at = res->safe_cap;;) {
     if (at > res->top) {
       w->none = true; /* fails up to the card's total: no cap is safe */
-      return AB_OK;
+      break;
     }
     if (w->probes == budget) {
       w->checked = at; /* walked below it */
-      return AB_OK;
+      break;
     }
     char device[96];
-    AB_TRY(ab_bisect_probe(es, &v, at, NULL, run, NULL, device, diag));
+    if ((st = walk_probe(es, &v, prefix, w->probes == 0, at, run, device, diag)) != AB_OK) break;
     if (run->status == AB_RUN_INTERRUPTED) {
       w->interrupted = true;
-      return AB_OK;
+      break;
     }
-    if (strncmp(device, "sim:", 4) != 0 || !run->cap_window) return AB_OK; /* the driver placed it */
+    if (strncmp(device, "sim:", 4) != 0 || !run->cap_window) break; /* the driver placed it */
     w->probes++;
     if (run->status != AB_RUN_OK) w->safe_cap = run->cap_hi + 1;
-    if (run->status == AB_RUN_OK && run->cap_hi >= res->top) return AB_OK;
+    if (run->status == AB_RUN_OK && run->cap_hi >= res->top) break;
     at = run->cap_hi + 1;
   }
+  ab_prefix_close(prefix);
+  return st;
 }
 
 void ab_bisect_band_merge(ab_bisect_result_t *res, const ab_band_walk_t *w, unsigned n) {

@@ -57,6 +57,7 @@
 #include "workloads/events/events.h"
 #include "harness/run/engine.h"
 #include "harness/run/pipeline.h"
+#include "harness/run/prefix.h"
 
 #define AB_BISECT_DEFAULT_TOLERANCE_BYTES (1ULL << 20)
 
@@ -116,6 +117,12 @@ typedef struct ab_bisect_opts_s {
                                options that the caller made and that completed, which the search
                                then does not make again (Note [Budget search], 1; on_probe is not
                                called for it); 0: it makes it */
+  /* with cap, and no on_oom: the places a run of es under these options was kept at, from which
+   * a probe goes on where one allows its cap (Note [A prefix shared], prefix.h); may be NULL */
+  ab_prefix_t *prefix;
+  size_t prefix_every; /* with cap: the walks of the safe cap keep their first probe every this
+                          many events for the others (prefix.h); 0: AB_PREFIX_PLACES places
+                          spread over a stream of AB_PREFIX_MIN_EVENTS or more, none below */
 } ab_bisect_opts_t;
 
 typedef struct ab_bisect_result_s {

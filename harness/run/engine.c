@@ -768,6 +768,7 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   size_t i = 0;
   /* Note [Timeline of a trace] */
   size_t every = opts->timeline ? sample_every(es) : 0, next_sample = 0;
+  size_t next_checkpoint = opts->checkpoint ? opts->checkpoint_every : SIZE_MAX;
 events:
   for (; i < r.until; i++) {
     const ab_event_t *e = &ev[i];
@@ -794,6 +795,10 @@ events:
      * are slow (--check, kernels on a GPU) still ends within moments of a signal. */
     if ((i & 0x3FF) == 0x3FF) {
       if ((i & 0xFFFF) == 0xFFFF && opts->progress) opts->progress(opts->progress_ctx, i + 1, es->n);
+      if (i + 1 >= next_checkpoint && i + 1 < r.until) {
+        opts->checkpoint(opts->checkpoint_ctx, i + 1, s, run);
+        next_checkpoint = i + 1 + opts->checkpoint_every;
+      }
       if (opts->stop && *opts->stop) {
         next = INTERRUPTED;
         break;

@@ -145,6 +145,11 @@ typedef struct ab_run_opts_s {
    * bytes). NULL: no lockstep (one rank). */
   bool (*lockstep)(void *ctx, ab_lockstep_t phase, char *why, size_t size);
   void *lockstep_ctx;
+  /* Called between events, after event `done` - 1, about every checkpoint_every events (at a
+   * multiple of 1024), to keep the replay as it stands there (prefix.h); may be NULL. */
+  void (*checkpoint)(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run);
+  void *checkpoint_ctx;
+  size_t checkpoint_every;
 } ab_run_opts_t;
 
 typedef struct ab_oom_info_s {

@@ -589,12 +589,10 @@ static ab_status alloc_block(caching_t *c, params_t *p, bool retry) {
     c->st.num_alloc_retries++;
     c->base.stats.num_alloc_retries++;
   }
-  if (c->has_cap) {
-    uint64_t need = p->alloc_size > UINT64_MAX - c->total ? UINT64_MAX : c->total + p->alloc_size;
-    bool fits = c->cap >= need;
-    ab_strategy_cap_decided(&c->base, need, fits);
-    if (!fits) return AB_ERR_OOM;
-  }
+  uint64_t need = p->alloc_size > UINT64_MAX - c->total ? UINT64_MAX : c->total + p->alloc_size;
+  bool fits = !c->has_cap || c->cap >= need;
+  ab_strategy_cap_decided(&c->base, need, fits); /* uncapped too (Note [Taking a cap mid-run]) */
+  if (!fits) return AB_ERR_OOM;
   if (p->expandable) {
     AB_TRY(allocate_expandable(c, p));
     if (OWNER(p->pool)) c->priv[OWNER(p->pool)].malloc_count++;
@@ -1167,6 +1165,9 @@ static ab_status create_with(ab_device_t *dev, const ab_caching_conf_t *conf, ab
     c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
   }
   if (c->has_cap) ab_strategy_cap_window_open(&c->base, c->cap);
+  /* Uncapped, the caps it could take mid-run: none where a cap would collect garbage, which
+   * an uncapped run never did (Note [Taking a cap mid-run]). */
+  if (!c->has_cap) c->base.cap_lo = 0, c->base.cap_hi = cf.gc_threshold > 0.0 ? 0 : UINT64_MAX;
   c->st.max_split_size = cf.max_split_size == UINT64_MAX ? -1 : (int64_t)cf.max_split_size;
   if (reserve_blocks(c, 64) != AB_OK || pool_room(c, 0) != AB_OK) {
     caching_destroy(&c->base);
@@ -1228,6 +1229,16 @@ static void caching_destroy(ab_strategy_t *s) {
   free(c);
 }
 
+/* Note [Taking a cap mid-run] (strategy.h): the cap as a cap made at create would be, the
+ * window as the decisions so far narrowed it (ab_strategy_take_cap checked the cap is in it). */
+static void caching_take_cap(ab_strategy_t *s, uint64_t cap) {
+  caching_t *c = of(s);
+  c->has_cap = true;
+  c->cap = cap;
+  s->memory_cap = cap;
+  s->cap_window = true;
+}
+
 const ab_strategy_ops_t ab_caching_ops = {
     .name = "caching",
     .create = caching_create,
@@ -1243,6 +1254,7 @@ const ab_strategy_ops_t ab_caching_ops = {
     .describe_oom = ab_caching_describe_oom,
     .pool = caching_pool,
     .device_bytes = ab_caching_device_bytes,
+    .take_cap = caching_take_cap,
 };
 
 /* ---- beyond the vtable ------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include "harness/run/bisect.h"
 #include "harness/run/oommap.h"
 #include "harness/run/oomreport.h"
+#include "harness/run/prefix.h"
 #include "harness/run/results.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
@@ -616,8 +617,119 @@ static void cap_map_is_exact(void) {
   CHECK(nonmonotonic >= 2);
 }
 
+/* Note [A prefix shared] (prefix.h): a probe that goes on from a place the source run was kept
+ * at is the probe replayed from the start: the same status, figures and cap window at every
+ * end of every interval of the cap map, and the same search; most of them go on from a place.
+ * Sources uncapped and capped; under garbage collection an uncapped source allows no cap (the
+ * cap would have collected), and every probe replays from the start. */
+static void prefix_probes_are_replays(void) {
+  NEED_DEVICE();
+  if (strcmp(ab_test_device, "sim") != 0) SKIP("a fork keeps a replay on the simulated card only");
+  if (ab_strategy_find("caching") == NULL) SKIP("needs the caching strategy, which this build does not have");
+  static const struct {
+    const char *trace, *conf;
+    uint64_t source_cap; /* 0: uncapped */
+    int resumes;         /* 1: most probes go on from a place; 0: none may; -1: as the trace has it
+                          * (under max_split_size_mb:128 the caps near the live peak refuse a
+                          * segment in the first step, before the first place) */
+  } cases[] = {
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "", 0, 1},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "expandable_segments:True", 0, 1},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "max_split_size_mb:128,max_non_split_rounding_mb:128", 0, -1},
+      {CNN_DIR "/cnn_dyn.default.pickle.gz", "", 8ULL << 30, 1},
+      {CNN_DIR "/pools/gc07split128.pickle.gz", "garbage_collection_threshold:0.7,max_split_size_mb:128", 0, 0},
+  };
+  unsigned walks = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    char spec[512];
+    snprintf(spec, sizeof spec, "replay:%s", cases[i].trace);
+    REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    ab_run_t run, again;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK && ab_run_prepare(&again, &es) == AB_OK);
+    ab_bisect_opts_t o = opts("caching", cases[i].conf);
+    o.cap = true;
+    o.map_probes = 200;
+    ab_capmap_t map = {0};
+    o.map = &map;
+    ab_bisect_result_t plain, shared;
+    REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &plain, &diag) == AB_OK, "%s", diag.msg);
+    /* The source, kept every ninth of the stream; a copy that goes on ends in the test. */
+    ab_prefix_t *p = ab_prefix_open(es.n, es.n / 9, NULL);
+    REQUIRE(p != NULL);
+    ab_run_opts_t source;
+    memset(&source, 0, sizeof source);
+    ab_prefix_source(p, &source);
+    uint64_t held = 0;
+    char device[96] = "";
+    ab_status st = ab_bisect_probe(&es, &o, cases[i].source_cap, &source, &run, &held, device, &diag);
+    if (ab_prefix_resumed(p)) ab_prefix_answer(p, st, &run, held, device, &diag);
+    REQUIRE_MSG(st == AB_OK, "%s", diag.msg);
+    unsigned resumed = 0, compared = 0;
+    for (size_t k = 0; k < map.n; k++) {
+      uint64_t ends[2] = {map.classes[k].lo > 0 ? map.classes[k].lo : 1, map.classes[k].hi < (1ULL << 40) ? map.classes[k].hi : 0};
+      for (int e = 0; e < 2; e++) {
+        if (ends[e] == 0) continue;
+        bool from_place = false;
+        uint64_t held_a = 0, held_b = 0;
+        REQUIRE(ab_prefix_probe(p, ends[e], &run, &held_a, device, &from_place, &diag) == AB_OK);
+        if (!from_place) continue;
+        resumed++;
+        REQUIRE(ab_bisect_probe(&es, &o, ends[e], NULL, &again, &held_b, NULL, &diag) == AB_OK);
+        compared++;
+        CHECK_MSG(run.status == again.status && run.cap_window == again.cap_window && run.cap_lo == again.cap_lo &&
+                      run.cap_hi == again.cap_hi && held_a == held_b &&
+                      run.stats.reserved_bytes.peak == again.stats.reserved_bytes.peak &&
+                      run.stats.num_device_alloc == again.stats.num_device_alloc &&
+                      run.stats.num_alloc_retries == again.stats.num_alloc_retries && run.oom.event == again.oom.event,
+                  "%s under '%s', cap %llu: from a place %s [%llu, %llu], from the start %s [%llu, %llu]",
+                  cases[i].trace, cases[i].conf, (unsigned long long)ends[e], ab_run_status_name(run.status),
+                  (unsigned long long)run.cap_lo, (unsigned long long)run.cap_hi, ab_run_status_name(again.status),
+                  (unsigned long long)again.cap_lo, (unsigned long long)again.cap_hi);
+      }
+    }
+    CHECK_MSG(cases[i].resumes < 0 || (cases[i].resumes ? resumed > map.n / 2 : resumed == 0),
+              "%s under '%s': %u of %zu intervals' ends from a place",
+              cases[i].trace, cases[i].conf, resumed, 2 * map.n);
+    /* The search through the places: the same answers. */
+    if (cases[i].source_cap == 0) {
+      o.prefix = p;
+      o.map = NULL;
+      REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &shared, &diag) == AB_OK, "%s", diag.msg);
+      CHECK(shared.passed == plain.passed && shared.min_budget == plain.min_budget && shared.safe_cap == plain.safe_cap &&
+            shared.max_fail == plain.max_fail && shared.fail_ranges == plain.fail_ranges &&
+            shared.intervals == plain.intervals && shared.probes == plain.probes);
+    }
+    ab_prefix_close(p);
+    /* The walks of the safe cap under the placement variants, each from its first probe's
+     * places: the same safe cap, checked as far. */
+    if (cases[i].source_cap == 0 && plain.mapped && plain.safe_cap) {
+      ab_bisect_opts_t w = opts("caching", cases[i].conf);
+      w.cap = true;
+      w.map_probes = 200;
+      ab_bisect_result_t walked, kept;
+      REQUIRE_MSG(ab_bisect_search(&es, &w, &run, &walked, &diag) == AB_OK, "%s", diag.msg);
+      w.prefix_every = es.n / 9;
+      REQUIRE_MSG(ab_bisect_search(&es, &w, &run, &kept, &diag) == AB_OK, "%s", diag.msg);
+      CHECK_MSG(kept.safe_cap == walked.safe_cap && kept.band_checked == walked.band_checked &&
+                    kept.band_probes == walked.band_probes && kept.band_raised == walked.band_raised,
+                "%s under '%s': walks from places: safe from %llu (%u probes), from the start %llu (%u)", cases[i].trace,
+                cases[i].conf, (unsigned long long)kept.safe_cap, kept.band_probes, (unsigned long long)walked.safe_cap,
+                walked.band_probes);
+      walks += walked.band_probes > AB_PLACEMENT_VARIANTS; /* a walk went past its first probe */
+    }
+    ab_capmap_free(&map);
+    ab_run_release(&run);
+    ab_run_release(&again);
+    ab_events_free(&es);
+  }
+  CHECK(walks > 0);
+}
+
 static const ab_test_t tests[] = {
     {"cap_map_is_exact", cap_map_is_exact},
+    {"prefix_probes_are_replays", prefix_probes_are_replays},
     {"peak_requested", peak_requested},
     {"raw_answer_is_peak_requested", raw_answer_is_peak_requested},
     {"pooled_fragmentation_answer", pooled_fragmentation_answer},

@@ -1,0 +1,257 @@
+/* prefix.c: a replay kept at a few places, for runs under other caps to go on from
+ * (prefix.h, Note [A prefix shared]). */
+#include "harness/run/prefix.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/base/hostmem.h"
+#include "harness/run/supervise.h"
+
+/* A place: the process that keeps the source run there, the pipe its orders go down and the
+ * one its copies' answers come up, after how many events, and the caps it allows. */
+typedef struct place_s {
+  pid_t pid;
+  int order, answer;
+  size_t done;
+  uint64_t lo, hi;
+} place_t;
+
+struct ab_prefix_s {
+  size_t every;
+  const volatile sig_atomic_t *stop;
+  pid_t owner; /* the process that opened it */
+  place_t place[AB_PREFIX_PLACES];
+  size_t n;
+  /* In a copy that went on from a place: */
+  bool resumed;
+  int answer_fd;
+  size_t from; /* the place's events */
+};
+
+ab_prefix_t *ab_prefix_open(size_t events, size_t every, const volatile sig_atomic_t *stop) {
+  if (every == 0) {
+    if (events < AB_PREFIX_MIN_EVENTS) return NULL;
+    every = events / (AB_PREFIX_PLACES + 1);
+  }
+  ab_prefix_t *p = calloc(1, sizeof *p);
+  if (p == NULL) return NULL;
+  p->every = every;
+  p->stop = stop;
+  p->owner = getpid();
+  p->answer_fd = -1;
+  return p;
+}
+
+bool ab_prefix_resumed(const ab_prefix_t *p) { return p && p->resumed; }
+
+static bool write_all(int fd, const void *buf, size_t n) {
+  const char *c = buf;
+  while (n) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    c += k, n -= (size_t)k;
+  }
+  return true;
+}
+
+/* Reads n bytes, waiting at most until *stop is set (looked at every 200 ms; NULL: waits as
+ * long as it takes): 1 done, 0 the other end closed or failed, -1 stopped. */
+static int read_all(int fd, void *buf, size_t n, const volatile sig_atomic_t *stop) {
+  char *c = buf;
+  while (n) {
+    if (stop && *stop) return -1;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int r = poll(&pf, 1, stop ? 200 : -1);
+    if (r < 0 && errno != EINTR) return 0;
+    if (r <= 0) continue;
+    ssize_t k = read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return 0;
+    c += k, n -= (size_t)k;
+  }
+  return 1;
+}
+
+/* An answer that carries nothing: the copy could not go on, or ended without its results. */
+static void answer_none(int fd) {
+  uint64_t none = 0;
+  (void)write_all(fd, &none, sizeof none);
+}
+
+/* Closes every descriptor but the standard ones and a and b (a < b). */
+static void close_others(int a, int b) {
+  if (a > 3) close_range(3, (unsigned)a - 1, 0);
+  if (b > a + 1) close_range((unsigned)a + 1, (unsigned)b - 1, 0);
+  close_range((unsigned)b + 1, ~0U, 0);
+}
+
+/* The place's process: waits for a cap, and for each makes a copy of itself that takes it and
+ * returns, to go on with the replay; answers for a copy that ends without answering. Ends
+ * (never returns) when its order pipe closes, or with the thread that forked it. */
+static void keep(ab_prefix_t *p, int order, int answer, size_t done, ab_strategy_t *s) {
+  (void)setpgid(0, 0); /* its copies with it: one kill ends them all */
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != p->owner) _exit(0); /* the owner ended before the line above */
+  close_others(order < answer ? order : answer, order < answer ? answer : order);
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, SIG_IGN); /* the owner stops it (ab_prefix_probe) */
+  signal(SIGTERM, SIG_DFL);
+  for (;;) {
+    uint64_t cap;
+    if (read_all(order, &cap, sizeof cap, NULL) != 1) _exit(0);
+    pid_t copy = fork();
+    if (copy == 0) {
+      (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(order);
+      if (!ab_strategy_take_cap(s, cap)) {
+        answer_none(answer);
+        _exit(0);
+      }
+      p->resumed = true;
+      p->answer_fd = answer;
+      p->from = done;
+      return;
+    }
+    int ws = 0;
+    while (copy > 0 && waitpid(copy, &ws, 0) < 0 && errno == EINTR) {
+    }
+    if (copy < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) answer_none(answer);
+  }
+}
+
+/* ab_run_opts_t.checkpoint: keeps the source run after `done` events. */
+static void keep_here(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run) {
+  (void)run;
+  ab_prefix_t *p = ctx;
+  if (p->resumed || p->n == AB_PREFIX_PLACES || s->ops->take_cap == NULL || s->cap_lo > s->cap_hi) return;
+  if (ab_host_memory_available() < AB_PREFIX_MIN_HOST_BYTES) return;
+  int order[2], answer[2];
+  if (pipe2(order, O_CLOEXEC) != 0) return;
+  if (pipe2(answer, O_CLOEXEC) != 0) {
+    close(order[0]), close(order[1]);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(order[1]), close(answer[0]);
+    keep(p, order[0], answer[1], done, s);
+    return; /* a copy, under its cap: the replay goes on */
+  }
+  close(order[0]), close(answer[1]);
+  if (pid < 0) {
+    close(order[1]), close(answer[0]);
+    return;
+  }
+  p->place[p->n++] = (place_t){pid, order[1], answer[0], done, s->cap_lo, s->cap_hi};
+}
+
+void ab_prefix_source(ab_prefix_t *p, ab_run_opts_t *o) {
+  if (p == NULL) return;
+  o->checkpoint = keep_here;
+  o->checkpoint_ctx = p;
+  o->checkpoint_every = p->every;
+}
+
+/* What a copy sends: the run's status and message, the run, the device's figures, the events
+ * it replayed itself. */
+_Noreturn void ab_prefix_answer(const ab_prefix_t *p, ab_status st, const ab_run_t *run, uint64_t held_peak,
+                                const char *device, const ab_diag_t *diag) {
+  int mem = memfd_create("allocbench-prefix", MFD_CLOEXEC);
+  if (mem < 0) {
+    answer_none(p->answer_fd);
+    _exit(0);
+  }
+  ab_supervise_writer_t w = {mem, false, 0, NULL};
+  int32_t status = st;
+  uint64_t own = run->events_done > p->from ? run->events_done - p->from : 0;
+  ab_supervise_put(&w, &status, sizeof status);
+  ab_supervise_put_str(&w, diag ? diag->msg : "");
+  ab_supervise_put_run(&w, run);
+  ab_supervise_put(&w, &held_peak, sizeof held_peak);
+  ab_supervise_put_str(&w, device ? device : "");
+  ab_supervise_put(&w, &own, sizeof own);
+  uint64_t size = w.off;
+  char *body = w.bad ? NULL : mmap(NULL, size ? size : 1, PROT_READ, MAP_SHARED, mem, 0);
+  if (body == NULL || body == MAP_FAILED || !write_all(p->answer_fd, &size, sizeof size) ||
+      !write_all(p->answer_fd, body, size))
+    answer_none(p->answer_fd);
+  _exit(0);
+}
+
+/* Ends place k and takes it out of the list. */
+static void end_place(ab_prefix_t *p, size_t k) {
+  place_t *pl = &p->place[k];
+  close(pl->order);
+  close(pl->answer);
+  kill(-pl->pid, SIGKILL);
+  kill(pl->pid, SIGKILL); /* should it not have made its group yet */
+  while (waitpid(pl->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  p->place[k] = p->place[--p->n];
+}
+
+ab_status ab_prefix_probe(ab_prefix_t *p, uint64_t cap, ab_run_t *run, uint64_t *held_peak, char device[96], bool *resumed,
+                          ab_diag_t *diag) {
+  *resumed = false;
+  if (p == NULL || cap == 0) return AB_OK;
+  size_t best = p->n;
+  for (size_t k = 0; k < p->n; k++)
+    if (p->place[k].lo <= cap && cap <= p->place[k].hi && (best == p->n || p->place[k].done > p->place[best].done)) best = k;
+  if (best == p->n) return AB_OK;
+  place_t *pl = &p->place[best];
+  uint64_t size = 0;
+  int got = write_all(pl->order, &cap, sizeof cap) ? read_all(pl->answer, &size, sizeof size, p->stop) : 0;
+  char *body = NULL;
+  if (got == 1 && size > 0) {
+    body = malloc(size);
+    got = body ? read_all(pl->answer, body, size, p->stop) : 0;
+  }
+  if (got == -1) { /* stopped: the copy with its place */
+    end_place(p, best);
+    free(body);
+    ab_supervise_failed_run(run, AB_RUN_INTERRUPTED, AB_OK, "interrupted");
+    *resumed = true;
+    return AB_OK;
+  }
+  if (got == 0) end_place(p, best); /* it failed: not asked again */
+  if (got != 1 || size == 0) {
+    free(body);
+    return AB_OK;
+  }
+  ab_supervise_reader_t r = {body, size, false, 0};
+  int32_t status;
+  ab_supervise_get(&r, &status, sizeof status);
+  const char *msg = ab_supervise_get_str(&r);
+  uint64_t replayed = run->replayed, own = 0;
+  ab_supervise_get_run(&r, run);
+  ab_supervise_get(&r, held_peak, sizeof *held_peak);
+  const char *dev = ab_supervise_get_str(&r);
+  ab_supervise_get(&r, &own, sizeof own);
+  run->replayed = replayed + own;
+  ab_status st = AB_OK;
+  if (r.bad) {
+    st = ab_diag_set(diag, AB_ERR_INTERNAL, "a replay from a kept place answered in part");
+  } else {
+    if (device) snprintf(device, 96, "%s", dev);
+    if (status != AB_OK) st = ab_diag_set(diag, (ab_status)status, "%s", msg);
+    *resumed = true;
+  }
+  free(body);
+  return st;
+}
+
+void ab_prefix_close(ab_prefix_t *p) {
+  if (p == NULL) return;
+  while (p->n) end_place(p, p->n - 1);
+  free(p);
+}

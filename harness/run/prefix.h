@@ -1,0 +1,73 @@
+/* prefix.h: the replays of one configuration under different caps, sharing the events they
+ * replay alike.
+ *
+ * Note [A prefix shared]
+ * A replay under a cap makes every decision as a replay under another cap does until the first
+ * decision the two caps take apart (Note [Taking a cap mid-run], strategy.h): its events up
+ * to there are the other's. On a long trace that is much of them: a cap map's probes near the
+ * peak refuse their first segment late in the run. So the configuration's first run, the
+ * source, is kept at a few places as it goes (its process forked there, the copy waiting),
+ * each with the caps its decisions so far allow; a probe under a cap goes on from the latest
+ * place that allows it, in a copy of that copy, which takes the cap (ab_strategy_take_cap),
+ * replays the rest, sends its run back and ends. Where no place allows the cap, or the copy
+ * fails, the probe replays from the start as before: the results are the same either way,
+ * only the time differs. On a random snapshot of 1.45 M entries most of tune's probes went on
+ * from the fifth of eight places (5/9 of the stream), and tune replayed 108 M events where it
+ * had replayed 235 M; under max_split_size_mb, whose uncapped run holds far more than any cap
+ * probed, no place allows a probe's cap.
+ *
+ * Only where a fork keeps the whole replay: the simulated card (a CUDA context does not cross
+ * a fork), a strategy in this process (not a library's, supervise.h), and a trace long enough
+ * that a fork (a few milliseconds) is worth it (AB_PREFIX_MIN_EVENTS). Each place is a process
+ * that holds the pages the run has written since, at most AB_PREFIX_PLACES of them, none
+ * where the host has less than AB_PREFIX_MIN_HOST_BYTES left. They end with ab_prefix_close,
+ * with the thread that opened them (PR_SET_PDEATHSIG), or when their pipe closes.
+ *
+ * Thread-safety: a prefix belongs to the thread that opened it.
+ */
+#ifndef AB_PREFIX_H
+#define AB_PREFIX_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/base/status.h"
+#include "harness/run/engine.h"
+#include "strategies/strategy.h"
+
+#define AB_PREFIX_PLACES 8
+#define AB_PREFIX_MIN_EVENTS (1u << 18)
+#define AB_PREFIX_MIN_HOST_BYTES (1ull << 30)
+
+typedef struct ab_prefix_s ab_prefix_t;
+
+/* A prefix for the runs of a stream of `events` events, its places `every` events apart (0:
+ * AB_PREFIX_PLACES spread over the stream, none below AB_PREFIX_MIN_EVENTS); stop as the
+ * runs' (may be NULL). NULL when there is no room for it. */
+ab_prefix_t *ab_prefix_open(size_t events, size_t every, const volatile sig_atomic_t *stop);
+
+/* The source run's options keep it at its places: checkpoint, checkpoint_ctx and
+ * checkpoint_every of o set (engine.h). */
+void ab_prefix_source(ab_prefix_t *p, ab_run_opts_t *o);
+
+/* Whether this process is a copy that went on from a place under another cap: its replay of
+ * the source run has ended, and the caller hands its results to ab_prefix_answer. */
+bool ab_prefix_resumed(const ab_prefix_t *p);
+
+/* In such a copy: sends the run's results, and ends the process. */
+_Noreturn void ab_prefix_answer(const ab_prefix_t *p, ab_status st, const ab_run_t *run, uint64_t held_peak,
+                                const char *device, const ab_diag_t *diag);
+
+/* A run under cap from the latest place that allows it, into run, held_peak and device, as
+ * ab_bisect_probe would make it; *resumed false (nothing run) where no place allows it or the
+ * copy could not go on. Its events are added to run->replayed. Stopped through p's stop, the
+ * run is interrupted. */
+ab_status ab_prefix_probe(ab_prefix_t *p, uint64_t cap, ab_run_t *run, uint64_t *held_peak, char device[96], bool *resumed,
+                          ab_diag_t *diag);
+
+/* Ends the places and frees p; p may be NULL. */
+void ab_prefix_close(ab_prefix_t *p);
+
+#endif
