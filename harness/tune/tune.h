@@ -5,7 +5,9 @@
  * cap when there is one, and the search of the smallest budget (bisect.h): in cap mode for
  * the caching configurations (PyTorch's set_per_process_memory_fraction, as the user would
  * bisect it), in budget mode (a card of that size) for the reference strategies, which have
- * no cap. Without a cap the run is the search's own unbudgeted probe, not a second replay.
+ * no cap. Without a cap the run is the search's own unbudgeted probe, not a second replay. On
+ * the simulated card the run is kept at a few places as it goes, and the search's probes go on
+ * from them (Note [A prefix shared], prefix.h).
  *
  * Threads: each worker prepares one ab_run_t and takes the next configuration until none is
  * left; every run opens its own device and strategy through the pipeline (pipeline.h), and the

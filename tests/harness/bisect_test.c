@@ -534,6 +534,14 @@ static void recorded_within_pytorch_bracket(void) {
  * cap up, at 2 MiB steps to the uncapped peak reserved, completes when replayed alone. On
  * recorded jobs and settings whose status is not monotonic in the cap (failing ranges above
  * the smallest cap), and on ones whose status is. */
+/* The events of a recorded trace, as `replay:PATH` reads it. */
+static void read_trace(const char *path, ab_events_t *es) {
+  char spec[512];
+  ab_diag_t diag = {""};
+  snprintf(spec, sizeof spec, "replay:%s", path);
+  REQUIRE_MSG(ab_workload_build(spec, 42, es, &diag) == AB_OK, "%s", diag.msg);
+}
+
 static void cap_map_is_exact(void) {
   NEED_DEVICE();
   if (strcmp(ab_test_device, "sim") != 0) SKIP("a thousand replays of a trace: on the simulated card");
@@ -553,9 +561,7 @@ static void cap_map_is_exact(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ab_events_t es;
     ab_diag_t diag = {""};
-    char spec[512];
-    snprintf(spec, sizeof spec, "replay:%s", cases[i].trace);
-    REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    read_trace(cases[i].trace, &es);
     ab_run_t run;
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
     ab_bisect_opts_t o = opts("caching", cases[i].conf);
@@ -643,9 +649,7 @@ static void prefix_probes_are_replays(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ab_events_t es;
     ab_diag_t diag = {""};
-    char spec[512];
-    snprintf(spec, sizeof spec, "replay:%s", cases[i].trace);
-    REQUIRE_MSG(ab_workload_build(spec, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    read_trace(cases[i].trace, &es);
     ab_run_t run, again;
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK && ab_run_prepare(&again, &es) == AB_OK);
     ab_bisect_opts_t o = opts("caching", cases[i].conf);
