@@ -330,15 +330,26 @@ unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result
   return o->band_probes ? o->band_probes : 2 * res->intervals / 3 + 8;
 }
 
-/* The places of a run of es under o, for the probes after it (Note [A prefix shared],
- * prefix.h): on the simulated card, in this process. NULL where none are kept. */
-static ab_prefix_t *open_prefix(const ab_events_t *es, const ab_bisect_opts_t *o) {
+ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o) {
   ab_world_t world;
   ab_diag_t ignored = {""};
   if (!o->cap || o->on_oom || ab_supervise_apart(o->strategy)) return NULL;
   if (o->prefix_every == 0 && es->n < AB_PREFIX_MIN_EVENTS) return NULL;
   if (ab_bisect_check(o, &world, &ignored) != AB_OK || world.kind != AB_DEVICE_SIM) return NULL;
   return ab_prefix_open(es->n, o->prefix_every, o->stop);
+}
+
+ab_status ab_bisect_probe_kept(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
+                               ab_prefix_t *p, ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag) {
+  ab_run_opts_t kept = *ro;
+  ab_prefix_source(p, &kept);
+  uint64_t held = 0;
+  char name[96] = "";
+  ab_status st = ab_bisect_probe(es, o, budget, &kept, run, &held, name, diag);
+  if (ab_prefix_resumed(p)) ab_prefix_answer(p, st, run, held, name, diag);
+  if (held_peak) *held_peak = held;
+  if (device) snprintf(device, 96, "%s", name);
+  return st;
 }
 
 /* One probe of a walk under o at cap: the first is kept at places, the others go on from them
@@ -350,14 +361,11 @@ static ab_status walk_probe(const ab_events_t *es, const ab_bisect_opts_t *o, ab
   if (!first) AB_TRY(ab_prefix_probe(prefix, cap, run, &held, device, &resumed, diag));
   if (resumed) return AB_OK;
   if (prefix == NULL || !first) return ab_bisect_probe(es, o, cap, NULL, run, NULL, device, diag);
-  ab_run_opts_t source;
-  memset(&source, 0, sizeof source);
-  source.check = o->check;
-  source.stop = o->stop;
-  ab_prefix_source(prefix, &source);
-  ab_status st = ab_bisect_probe(es, o, cap, &source, run, &held, device, diag);
-  if (ab_prefix_resumed(prefix)) ab_prefix_answer(prefix, st, run, held, device, diag); /* a copy ends here */
-  return st;
+  ab_run_opts_t plain;
+  memset(&plain, 0, sizeof plain);
+  plain.check = o->check;
+  plain.stop = o->stop;
+  return ab_bisect_probe_kept(es, o, cap, &plain, prefix, run, NULL, device, diag);
 }
 
 ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, const ab_bisect_result_t *res,
@@ -371,7 +379,7 @@ ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, 
   v.dev.placement = variant;
   v.prefix = NULL; /* the search's places are another placement's */
   unsigned budget = ab_bisect_band_budget(o, res);
-  ab_prefix_t *prefix = open_prefix(es, &v);
+  ab_prefix_t *prefix = ab_bisect_prefix_open(es, &v);
   ab_status st = AB_OK;
   for (uint64_t at = res->safe_cap;;) {
     if (at > res->top) {

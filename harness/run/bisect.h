@@ -169,6 +169,17 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es);
 ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
 
+/* Places for the probes of es under o to go on from (Note [A prefix shared], prefix.h), for
+ * one run to be kept at: on the simulated card, with cap, no on_oom, a strategy in this
+ * process, and a stream long enough (or o->prefix_every set). NULL where none can be kept. */
+ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o);
+
+/* ab_bisect_probe with the engine options ro (not NULL), its run kept at p's places as it goes
+ * (p may be NULL: a plain probe). A copy that went on from one of them under another cap
+ * answers its probe and ends in here (ab_prefix_answer). */
+ab_status ab_bisect_probe_kept(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,
+                               ab_prefix_t *p, ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
+
 /* Checks o's strategy and conf (and, with o->cap, that the strategy takes a cap) on its
  * device, and describes the device in *closed; the search does it before its first probe. */
 ab_status ab_bisect_check(const ab_bisect_opts_t *o, ab_world_t *closed, ab_diag_t *diag);

@@ -71,17 +71,10 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   bool apart = ab_supervise_apart(b.strategy);
   /* Kept at a few places as it goes, for the search's probes under other caps to go on from
    * (Note [A prefix shared], prefix.h): on the simulated card, the caching family's caps. */
-  ab_prefix_t *prefix = NULL;
-  ab_world_t world;
-  if (b.cap && !apart && ab_bisect_check(&b, &world, &diag) == AB_OK && world.kind == AB_DEVICE_SIM)
-    prefix = ab_prefix_open(es->n, 0, o->stop);
-  diag.msg[0] = '\0';
-  ab_prefix_source(prefix, &timed);
+  ab_prefix_t *prefix = ab_bisect_prefix_open(es, &b);
   uint64_t held_peak = 0;
-  char device[96] = "";
-  ab_status st = ab_bisect_probe(es, &b, o->cap, apart ? NULL : &timed, run, &held_peak, device, &diag);
-  /* A copy that went on from a place under a probe's cap ends here, with its answer. */
-  if (ab_prefix_resumed(prefix)) ab_prefix_answer(prefix, st, run, held_peak, device, &diag);
+  ab_status st = apart ? ab_bisect_probe(es, &b, o->cap, NULL, run, &held_peak, NULL, &diag)
+                       : ab_bisect_probe_kept(es, &b, o->cap, &timed, prefix, run, &held_peak, NULL, &diag);
   b.prefix = prefix;
   /* Without a cap, a run that completed is the search's unbudgeted probe: it is not made again. */
   if (st == AB_OK && o->cap == 0 && run->status == AB_RUN_OK) b.unbudgeted_peak = held_peak;

@@ -664,13 +664,10 @@ static void prefix_probes_are_replays(void) {
     REQUIRE(p != NULL);
     ab_run_opts_t source;
     memset(&source, 0, sizeof source);
-    ab_prefix_source(p, &source);
-    uint64_t held = 0;
     char device[96] = "";
-    ab_status st = ab_bisect_probe(&es, &o, cases[i].source_cap, &source, &run, &held, device, &diag);
-    if (ab_prefix_resumed(p)) ab_prefix_answer(p, st, &run, held, device, &diag);
-    REQUIRE_MSG(st == AB_OK, "%s", diag.msg);
-    unsigned resumed = 0, compared = 0;
+    REQUIRE_MSG(ab_bisect_probe_kept(&es, &o, cases[i].source_cap, &source, p, &run, NULL, device, &diag) == AB_OK, "%s",
+                diag.msg);
+    unsigned resumed = 0;
     for (size_t k = 0; k < map.n; k++) {
       uint64_t ends[2] = {map.classes[k].lo > 0 ? map.classes[k].lo : 1, map.classes[k].hi < (1ULL << 40) ? map.classes[k].hi : 0};
       for (int e = 0; e < 2; e++) {
@@ -681,7 +678,6 @@ static void prefix_probes_are_replays(void) {
         if (!from_place) continue;
         resumed++;
         REQUIRE(ab_bisect_probe(&es, &o, ends[e], NULL, &again, &held_b, NULL, &diag) == AB_OK);
-        compared++;
         CHECK_MSG(run.status == again.status && run.cap_window == again.cap_window && run.cap_lo == again.cap_lo &&
                       run.cap_hi == again.cap_hi && held_a == held_b &&
                       run.stats.reserved_bytes.peak == again.stats.reserved_bytes.peak &&
