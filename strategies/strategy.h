@@ -59,6 +59,10 @@ struct ab_strategy_s {
   bool cap_window;  /* the strategy keeps cap_lo and cap_hi (Note [Cap window]) */
   uint64_t cap_lo;  /* the caps under which every decision so far would have gone as it went; */
   uint64_t cap_hi;  /* without cap_window, where take_cap is set: the caps it could take now */
+  bool order_only;  /* every decision so far read device addresses only by comparing them with
+                       each other and as keys of what is live at them, so that a placement that
+                       orders the live ranges alike replays alike (Note [Variants followed],
+                       sim_follow.c); false unless the implementation says so */
 };
 
 /* Note [Cap window]: a strategy with a memory cap (PyTorch's set_per_process_memory_fraction)

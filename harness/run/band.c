@@ -14,8 +14,8 @@ ab_band_t ab_band_point(const ab_run_t *run) {
 
 bool ab_band_is_point(const ab_band_t *b) { return b->reserved_lo == b->reserved_hi && b->allocs_lo == b->allocs_hi; }
 
-static void widen(ab_band_t *b, const ab_run_t *run, unsigned variant) {
-  uint64_t reserved = (uint64_t)run->stats.reserved_bytes.peak, allocs = run->stats.num_device_alloc;
+/* A variant's figures: its replay's, or the run's where the variant replays alike. */
+static void widen(ab_band_t *b, uint64_t reserved, uint64_t allocs, ab_run_status_t status, unsigned variant) {
   if (reserved < b->reserved_lo) b->reserved_lo = reserved;
   if (reserved > b->reserved_hi) {
     b->reserved_hi = reserved;
@@ -24,8 +24,8 @@ static void widen(ab_band_t *b, const ab_run_t *run, unsigned variant) {
   if (allocs < b->allocs_lo) b->allocs_lo = allocs;
   if (allocs > b->allocs_hi) b->allocs_hi = allocs;
   b->variants++;
-  if (run->status == AB_RUN_OOM) b->oom_variants++;
-  if (run->status == AB_RUN_OK) b->ok_variants++;
+  if (status == AB_RUN_OOM) b->oom_variants++;
+  if (status == AB_RUN_OK) b->ok_variants++;
 }
 
 ab_status ab_band_measure(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run, ab_band_t *b,
@@ -33,13 +33,22 @@ ab_status ab_band_measure(const ab_events_t *es, const ab_bisect_opts_t *o, uint
   if (ab_strategy_address_blind(o->strategy)) return AB_OK;
   ab_bisect_opts_t v = *o;
   v.on_oom = NULL; /* a variant's OOM is not the run's: its map is not kept */
+  /* A variant under which the run ordered every range alike replays to the run's own figures
+   * (Note [Variants followed], sim_follow.c): the run stands for it, unreplayed. */
+  unsigned alike = run->variants_alike;
+  uint64_t reserved = (uint64_t)run->stats.reserved_bytes.peak, allocs = run->stats.num_device_alloc;
+  ab_run_status_t status = run->status;
   for (unsigned variant = 1; variant <= AB_PLACEMENT_VARIANTS; variant++) {
+    if (alike & (1u << (variant - 1))) {
+      widen(b, reserved, allocs, status, variant);
+      continue;
+    }
     v.dev.placement = variant;
     char device[96];
     AB_TRY(ab_bisect_probe(es, &v, budget, NULL, run, NULL, device, diag));
     if (strncmp(device, "sim:", 4) != 0) return AB_OK; /* the driver placed it */
     if (run->status == AB_RUN_INTERRUPTED) return AB_OK;
-    widen(b, run, variant);
+    widen(b, (uint64_t)run->stats.reserved_bytes.peak, run->stats.num_device_alloc, run->status, variant);
   }
   return AB_OK;
 }

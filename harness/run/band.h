@@ -22,7 +22,8 @@
 typedef struct ab_band_s {
   uint64_t reserved_lo, reserved_hi; /* peak reserved bytes */
   uint64_t allocs_lo, allocs_hi;     /* successful device allocation calls */
-  unsigned variants;                 /* variants replayed (0: the band is the point) */
+  unsigned variants;                 /* variants measured: replayed, or followed alike (0: the band
+                                        is the point) */
   unsigned oom_variants;             /* of them, those that ran out of memory */
   unsigned ok_variants;              /* of them, those that completed */
   unsigned worst;                    /* the variant of reserved_hi (0: the rules as measured) */
@@ -35,10 +36,11 @@ ab_band_t ab_band_point(const ab_run_t *run);
 bool ab_band_is_point(const ab_band_t *b);
 
 /* Replays es under each placement variant, as ab_bisect_probe replays it with o at budget
- * (o->cap: PyTorch's cap), into run (prepared for es; its figures are the last variant's
- * after), and widens *b, which holds the point run's figures, by theirs. A device other
- * than the simulated card, or a strategy blind to addresses (ab_strategy_address_blind),
- * leaves *b as it is. A variant's error is returned with diag;
+ * (o->cap: PyTorch's cap), into run (prepared for es, holding the point run; its figures are
+ * the last variant's replayed after), and widens *b, which holds the point run's figures, by
+ * theirs. A variant under which the point run ordered every range alike (run->variants_alike)
+ * is not replayed: its figures are the point run's. A device other than the simulated card,
+ * or a strategy blind to addresses (ab_strategy_address_blind), leaves *b as it is. A variant's error is returned with diag;
  * o->stop ends it early, *b holding the variants replayed so far. */
 ab_status ab_band_measure(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, ab_run_t *run, ab_band_t *b,
                           ab_diag_t *diag);

@@ -68,6 +68,7 @@ typedef struct ab_cap_class_s {
   uint64_t lo, hi;  /* bytes; hi UINT64_MAX: every cap from lo up */
   bool ok;          /* the run completed; else it ran out of memory */
   size_t oom_event; /* the event of its OOM */
+  unsigned alike;   /* the placement variants under which it replays alike (ab_run_t.variants_alike) */
 } ab_cap_class_t;
 
 /* The cap map of a search, in ascending caps, each interval starting where the one before
@@ -125,6 +126,9 @@ typedef struct ab_bisect_opts_s {
                           spread over a stream of AB_PREFIX_MIN_EVENTS or more, none below */
 } ab_bisect_opts_t;
 
+/* The most intervals of a map from its safe cap up that a result keeps for the walks. */
+#define AB_BISECT_ABOVE 64
+
 typedef struct ab_bisect_result_s {
   bool passed;              /* a probed budget passed: min_budget is set */
   bool failed;              /* a probed budget failed: max_fail and oom are set */
@@ -145,6 +149,8 @@ typedef struct ab_bisect_result_s {
                                (UINT64_MAX: every cap); a check cut short stops below the top;
                                0: the variants were not walked (opts.defer_band) */
   unsigned intervals;       /* mapped: the map's intervals (replays), which size the variants' walks */
+  ab_cap_class_t above[AB_BISECT_ABOVE]; /* mapped: its intervals from the safe cap up, in order, */
+  unsigned nabove;                       /* as many as fit (Note [Walks the map answers], bisect.c) */
   uint64_t top;             /* mapped: the highest cap walked to (hi, or the card's total) */
   uint64_t peak_requested;  /* of the stream */
   uint64_t lo, hi;          /* the range searched, defaults applied */
@@ -171,8 +177,10 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
 
 /* Places for the probes of es under o to go on from (Note [A prefix shared], prefix.h), for
  * one run to be kept at: on the simulated card, with cap, no on_oom, a strategy in this
- * process, and a stream long enough (or o->prefix_every set). NULL where none can be kept. */
-ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o);
+ * process, and a stream long enough (or o->prefix_every set); spread over the caps from floor
+ * up besides (0: the stream's peak requested bytes, where a cap map starts). NULL where none
+ * can be kept. */
+ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t floor);
 
 /* ab_bisect_probe with the engine options ro (not NULL), its run kept at p's places as it goes
  * (p may be NULL: a plain probe). A copy that went on from one of them under another cap

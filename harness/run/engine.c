@@ -106,6 +106,7 @@ static void final_stats(ab_run_t *run, ab_strategy_t *s) {
   run->cap_window = s->cap_window;
   run->cap_lo = s->cap_lo;
   run->cap_hi = s->cap_hi;
+  run->variants_alike = s->order_only ? s->dev->variants_alike : 0;
 #define RUN_PEAK(name, doc) \
   if (run->seen.name.peak > run->stats.name.peak) run->stats.name.peak = run->seen.name.peak;
   AB_STAT_GAUGES(RUN_PEAK)
@@ -125,6 +126,7 @@ static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, c
  * (the replay went no further, so no later one was made) finds each live id's size and
  * stream. With v, each is verified first, until one fails. */
 static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v, size_t upto) {
+  if (run->last) return AB_OK; /* the process ends with the run */
   ab_status first = AB_OK;
   for (size_t i = 0; i < upto && i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];

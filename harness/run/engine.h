@@ -176,6 +176,9 @@ struct ab_run_s {
   uint16_t *stream_of;       /* per id: the stream it was allocated on */
   uint64_t *foreign;         /* per id: the other streams its kernels ran on (bit s: stream s) */
   bool foreign_set;          /* an entry of foreign may be nonzero */
+  bool last;                 /* the process ends after this run (a copy that went on from a kept
+                              * place, prefix.h): what it leaves live is not freed, so that the
+                              * copy writes no page it need not; the run is not replayed again */
   uint32_t nids;
   size_t *ref_first;         /* continue_on_oom, from the first OOM: per id, where its references */
   size_t *refs;              /* (FREE and KERNEL events, in order) start in refs; nids + 1 entries */
@@ -202,6 +205,10 @@ struct ab_run_s {
   ab_plan_stats_t plan;      /* its plan's, then (Note [Plan statistics], strategy.h) */
   bool cap_window;           /* the strategy kept its cap window (Note [Cap window], strategy.h): */
   uint64_t cap_lo, cap_hi;   /* then every cap of [cap_lo, cap_hi] replays to this same run */
+  unsigned variants_alike;   /* the placement variants under which this run would replay as it
+                              * did (bit v - 1: variant v; Note [Variants followed],
+                              * sim_follow.c): its strategy read addresses only by their order
+                              * and the device followed the variants (follow_variants) */
   ab_stats_t seen;           /* the peaks of the samples taken so far (Note [Step peaks]) */
   ab_hist_t alloc_ns, free_ns;
   double loop_s;             /* host time of the replay loop */

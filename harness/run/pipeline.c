@@ -56,14 +56,19 @@ ab_status ab_pipeline_open(const ab_pipeline_t *p, ab_world_t *w, ab_diag_t *dia
   return st;
 }
 
-ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag) {
-  ab_strategy_destroy(w->s);
-  w->s = NULL;
-  if (w->dev == NULL) return AB_OK;
+void ab_pipeline_leave(ab_world_t *w) {
+  if (w->dev == NULL) return;
   snprintf(w->device, sizeof w->device, "%s", w->dev->name);
   w->kind = w->dev->kind;
   w->total_bytes = w->dev->total_bytes;
   w->held_peak = w->dev->held_peak;
+}
+
+ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag) {
+  ab_strategy_destroy(w->s);
+  w->s = NULL;
+  if (w->dev == NULL) return AB_OK;
+  ab_pipeline_leave(w);
   ab_diag_t leak = {""};
   ab_status st = ab_device_close(w->dev, &leak);
   w->dev = NULL;

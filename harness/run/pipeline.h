@@ -67,6 +67,11 @@ ab_status ab_pipeline_open(const ab_pipeline_t *p, ab_world_t *w, ab_diag_t *dia
  * per_process_memory_fraction:0, a cap of 0 bytes). ab_pipeline_check says it too. */
 ab_status ab_pipeline_runnable(const ab_pipeline_t *p, const ab_world_t *w, ab_diag_t *diag);
 
+/* The figures of w's device that ab_pipeline_close takes (device, kind, total_bytes,
+ * held_peak), the strategy and device left open: for a process that ends after its run
+ * (ab_run_t.last), where closing would only write pages. */
+void ab_pipeline_leave(ab_world_t *w);
+
 /* Destroys the strategy and closes the device. A leak is AB_ERR_INVALID, said in diag (may be
  * NULL); when run is not NULL and holds no error yet, it becomes the run's error. */
 ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag);

@@ -17,34 +17,42 @@
 #include "harness/run/supervise.h"
 
 /* A place: the process that keeps the source run there, the pipe its orders go down and the
- * one its copies' answers come up, after how many events, and the caps it allows. */
+ * one its copies' answers come up, after how many events, the caps it allows, and whether it
+ * was kept for them (Note [Places by the caps]). */
 typedef struct place_s {
   pid_t pid;
   int order, answer;
   size_t done;
   uint64_t lo, hi;
+  bool by_cap;
 } place_t;
 
 struct ab_prefix_s {
-  size_t every;
+  size_t every;      /* events between two places kept as the run goes */
+  size_t next;       /* the events after which the next of them is kept */
+  uint64_t floor;    /* the cap from which places are kept for the caps (Note [Places by the caps]) */
+  uint64_t step;     /* bytes of cap_lo between two of those */
   const volatile sig_atomic_t *stop;
   pid_t owner; /* the process that opened it */
-  place_t place[AB_PREFIX_PLACES];
+  place_t place[AB_PREFIX_PLACES + AB_PREFIX_CAP_PLACES];
   size_t n;
+  size_t by_cap; /* of them, kept for the caps */
   /* In a copy that went on from a place: */
   bool resumed;
   int answer_fd;
   size_t from; /* the place's events */
 };
 
-ab_prefix_t *ab_prefix_open(size_t events, size_t every, const volatile sig_atomic_t *stop) {
+ab_prefix_t *ab_prefix_open(size_t events, size_t every, uint64_t floor, const volatile sig_atomic_t *stop) {
   if (every == 0) {
     if (events < AB_PREFIX_MIN_EVENTS) return NULL;
     every = events / (AB_PREFIX_PLACES + 1);
   }
   ab_prefix_t *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
-  p->every = every;
+  p->every = p->next = every ? every : 1;
+  p->floor = floor;
+  p->step = floor / 256 > 1 ? floor / 256 : 1;
   p->stop = stop;
   p->owner = getpid();
   p->answer_fd = -1;
@@ -129,12 +137,61 @@ static void keep(ab_prefix_t *p, int order, int answer, size_t done, ab_strategy
   }
 }
 
-/* ab_run_opts_t.checkpoint: keeps the source run after `done` events. */
-static void keep_here(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run) {
-  (void)run;
-  ab_prefix_t *p = ctx;
-  if (p->resumed || p->n == AB_PREFIX_PLACES || s->ops->take_cap == NULL || s->cap_lo > s->cap_hi) return;
-  if (ab_host_memory_available() < AB_PREFIX_MIN_HOST_BYTES) return;
+/* Note [Places by the caps]
+ * A probe under a cap goes on from the latest place that allows it, so it replays the events
+ * from there to its first refusal before it replays anything of its own: with places every
+ * n/9 events, up to a ninth of the stream. The caps a search probes most lie from a floor up
+ * (the live peak for the cap map, the safe cap for a walk), and the source run passes each of
+ * them as its window's lower end climbs (cap_lo: the most the run has reserved so far, a
+ * segment ahead).
+ * So besides the places every n/9 events, the source is kept each time cap_lo passes the floor
+ * by another `step` bytes, at most AB_PREFIX_CAP_PLACES of these; when they are all taken,
+ * the step doubles and every other one ends, so that they stay spread over the caps the run
+ * has passed, however high its peak turns out to be. On a random snapshot of 15 M entries
+ * tune replayed 2 105 M events where it had replayed 2 140 M: most of a probe's events come
+ * after its first refusal, which no place can share. */
+
+/* Ends place k and takes it out of the list, the others kept in the order they were kept. */
+static void end_place(ab_prefix_t *p, size_t k) {
+  place_t *pl = &p->place[k];
+  close(pl->order);
+  close(pl->answer);
+  kill(-pl->pid, SIGKILL);
+  kill(pl->pid, SIGKILL); /* should it not have made its group yet */
+  while (waitpid(pl->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  p->by_cap -= pl->by_cap;
+  memmove(pl, pl + 1, (--p->n - k) * sizeof *pl);
+}
+
+/* The lower end of the window from which the next place for the caps is due: a step above the
+ * last one (places are kept in order, and cap_lo only climbs), else the floor. */
+static uint64_t cap_due(const ab_prefix_t *p) {
+  for (size_t k = p->n; k-- > 0;)
+    if (p->place[k].by_cap) return p->place[k].lo + p->step;
+  return p->floor;
+}
+
+/* Doubles the step between the places kept for the caps, ending each that lies less than the
+ * new step above the last one kept before it. */
+static void widen(ab_prefix_t *p) {
+  p->step *= 2;
+  bool any = false;
+  uint64_t last = 0;
+  for (size_t k = 0; k < p->n;) {
+    const place_t *pl = &p->place[k];
+    if (pl->by_cap && any && pl->lo < last + p->step) {
+      end_place(p, k);
+      continue;
+    }
+    if (pl->by_cap) last = pl->lo, any = true;
+    k++;
+  }
+}
+
+/* Forks the place of the source run after `done` events (a copy, under its cap, returns from
+ * it with run->last set, to go on with the replay). */
+static void keep_at(ab_prefix_t *p, size_t done, ab_strategy_t *s, ab_run_t *run, bool by_cap) {
   int order[2], answer[2];
   if (pipe2(order, O_CLOEXEC) != 0) return;
   if (pipe2(answer, O_CLOEXEC) != 0) {
@@ -145,21 +202,38 @@ static void keep_here(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run) {
   if (pid == 0) {
     close(order[1]), close(answer[0]);
     keep(p, order[0], answer[1], done, s);
-    return; /* a copy, under its cap: the replay goes on */
+    run->last = true; /* a copy, under its cap: the replay goes on, and the copy ends with it */
+    return;
   }
   close(order[0]), close(answer[1]);
   if (pid < 0) {
     close(order[1]), close(answer[0]);
     return;
   }
-  p->place[p->n++] = (place_t){pid, order[1], answer[0], done, s->cap_lo, s->cap_hi};
+  p->place[p->n++] = (place_t){pid, order[1], answer[0], done, s->cap_lo, s->cap_hi, by_cap};
+  p->by_cap += by_cap;
+}
+
+/* ab_run_opts_t.checkpoint, every AB_PREFIX_LOOK events: keeps the source run where a place is
+ * due, by its events or by the caps it passed (Note [Places by the caps]). */
+static void keep_here(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run) {
+  ab_prefix_t *p = ctx;
+  if (p->resumed || s->ops->take_cap == NULL || s->cap_hi == 0 || s->cap_lo > s->cap_hi) return;
+  bool by_time = done >= p->next && p->n - p->by_cap < AB_PREFIX_PLACES;
+  if (by_time) p->next = done + p->every;
+  bool by_cap = !by_time && s->cap_lo >= cap_due(p);
+  while (by_cap && p->by_cap == AB_PREFIX_CAP_PLACES) { /* ends when one place for the caps is left */
+    widen(p);
+    by_cap = s->cap_lo >= cap_due(p);
+  }
+  if ((by_time || by_cap) && ab_host_memory_available() >= AB_PREFIX_MIN_HOST_BYTES) keep_at(p, done, s, run, by_cap);
 }
 
 void ab_prefix_source(ab_prefix_t *p, ab_run_opts_t *o) {
   if (p == NULL) return;
   o->checkpoint = keep_here;
   o->checkpoint_ctx = p;
-  o->checkpoint_every = p->every;
+  o->checkpoint_every = AB_PREFIX_LOOK;
 }
 
 /* What a copy sends: the run's status and message, the run, the device's figures, the events
@@ -186,18 +260,6 @@ _Noreturn void ab_prefix_answer(const ab_prefix_t *p, ab_status st, const ab_run
       !write_all(p->answer_fd, body, size))
     answer_none(p->answer_fd);
   _exit(0);
-}
-
-/* Ends place k and takes it out of the list. */
-static void end_place(ab_prefix_t *p, size_t k) {
-  place_t *pl = &p->place[k];
-  close(pl->order);
-  close(pl->answer);
-  kill(-pl->pid, SIGKILL);
-  kill(pl->pid, SIGKILL); /* should it not have made its group yet */
-  while (waitpid(pl->pid, NULL, 0) < 0 && errno == EINTR) {
-  }
-  p->place[k] = p->place[--p->n];
 }
 
 ab_status ab_prefix_probe(ab_prefix_t *p, uint64_t cap, ab_run_t *run, uint64_t *held_peak, char device[96], bool *resumed,

@@ -16,11 +16,15 @@
  * had replayed 235 M; under max_split_size_mb, whose uncapped run holds far more than any cap
  * probed, no place allows a probe's cap.
  *
+ * Besides the places every n/9 events, the source is kept where its window passes the caps
+ * the search probes most (Note [Places by the caps], prefix.c).
+ *
  * Only where a fork keeps the whole replay: the simulated card (a CUDA context does not cross
  * a fork), a strategy in this process (not a library's, supervise.h), and a trace long enough
  * that a fork (a few milliseconds) is worth it (AB_PREFIX_MIN_EVENTS). Each place is a process
- * that holds the pages the run has written since, at most AB_PREFIX_PLACES of them, none
- * where the host has less than AB_PREFIX_MIN_HOST_BYTES left. They end with ab_prefix_close,
+ * that holds the pages the run has written since, at most AB_PREFIX_PLACES of them by the
+ * events and AB_PREFIX_CAP_PLACES by the caps, none where the host has less than
+ * AB_PREFIX_MIN_HOST_BYTES left. They end with ab_prefix_close,
  * with the thread that opened them (PR_SET_PDEATHSIG), or when their pipe closes.
  *
  * Thread-safety: a prefix belongs to the thread that opened it.
@@ -38,15 +42,18 @@
 #include "strategies/strategy.h"
 
 #define AB_PREFIX_PLACES 8
+#define AB_PREFIX_CAP_PLACES 16
+#define AB_PREFIX_LOOK 4096 /* events between two looks of the source run for a place due */
 #define AB_PREFIX_MIN_EVENTS (1u << 18)
 #define AB_PREFIX_MIN_HOST_BYTES (1ull << 30)
 
 typedef struct ab_prefix_s ab_prefix_t;
 
 /* A prefix for the runs of a stream of `events` events, its places `every` events apart (0:
- * AB_PREFIX_PLACES spread over the stream, none below AB_PREFIX_MIN_EVENTS); stop as the
- * runs' (may be NULL). NULL when there is no room for it. */
-ab_prefix_t *ab_prefix_open(size_t events, size_t every, const volatile sig_atomic_t *stop);
+ * AB_PREFIX_PLACES spread over the stream, none below AB_PREFIX_MIN_EVENTS), and others spread
+ * over the caps from `floor` up (Note [Places by the caps], prefix.c); stop as the runs' (may
+ * be NULL). NULL when there is no room for it. */
+ab_prefix_t *ab_prefix_open(size_t events, size_t every, uint64_t floor, const volatile sig_atomic_t *stop);
 
 /* The source run's options keep it at its places: checkpoint, checkpoint_ctx and
  * checkpoint_every of o set (engine.h). */

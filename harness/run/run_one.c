@@ -398,6 +398,9 @@ ab_status ab_run_one(const ab_run_spec_t *o, const ab_events_t *es, const char *
   if (o->recorded_addresses && ab_events_address_plan(es, &plan, &p.dev.plan_len) != AB_OK)
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   p.dev.plan = plan;
+  /* The simulated card follows the placement variants, so that the band replays only those
+   * it ordered otherwise (Note [Variants followed], sim_follow.c). */
+  p.dev.follow_variants = !o->dev.placement && !(o->hooks && o->hooks->replay_opts);
   ab_world_t w;
   ab_status st = ab_pipeline_open(&p, &w, diag);
   if (st == AB_OK && (st = ab_pipeline_runnable(&p, &w, diag)) != AB_OK) ab_pipeline_close(&w, NULL, NULL);

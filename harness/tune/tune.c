@@ -71,7 +71,7 @@ static void tune_one(const ab_events_t *es, const ab_tune_opts_t *o, ab_run_t *r
   bool apart = ab_supervise_apart(b.strategy);
   /* Kept at a few places as it goes, for the search's probes under other caps to go on from
    * (Note [A prefix shared], prefix.h): on the simulated card, the caching family's caps. */
-  ab_prefix_t *prefix = ab_bisect_prefix_open(es, &b);
+  ab_prefix_t *prefix = ab_bisect_prefix_open(es, &b, 0);
   uint64_t held_peak = 0;
   ab_status st = apart ? ab_bisect_probe(es, &b, o->cap, NULL, run, &held_peak, NULL, &diag)
                        : ab_bisect_probe_kept(es, &b, o->cap, &timed, prefix, run, &held_peak, NULL, &diag);

@@ -115,6 +115,9 @@ struct ab_device_s {
   uint64_t footprint_bytes; /* device memory the calls took, now (see above) */
   uint64_t footprint_peak;  /* highest footprint_bytes since open or ab_device_footprint_reset_peak */
   uint64_t modeled_ns;      /* sim: modelled time of all calls so far; cuda: 0 */
+  unsigned variants_alike;  /* sim with follow_variants: bit v - 1 set while placement variant v
+                             * has put every range handed out in the same order as the card did
+                             * (Note [Variants followed], sim_follow.c); else 0 */
   ab_device_calls_t calls;  /* calls that reached the implementation */
   uint64_t timer_host_ns;   /* host clock at the last timer start (timers without a GPU clock) */
   uint64_t timer_modeled_ns; /* modeled_ns then */
@@ -150,6 +153,7 @@ typedef struct ab_device_config_s {
   bool cost_model;             /* sim only: charge modelled call times to modeled_ns */
   const ab_addr_hint_t *plan;  /* sim only; copied at open; NULL: none */
   size_t plan_len;
+  bool follow_variants;        /* sim only, under the rules without a plan: keep variants_alike */
 } ab_device_config_t;
 
 /* Checks that nothing is still held (a leak is AB_ERR_INVALID, with the count in diag),

@@ -119,10 +119,15 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   ab_dptr_t p;
   const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
   uint64_t size = va_size_for(bytes);
-  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, size))
+  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, size)) {
     p = h->addr;
-  else
-    AB_TRY(size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p));
+  } else {
+    ab_status st = size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p);
+    if (st != AB_OK) {
+      ab_sim_follow_lost(s); /* its address space decided */
+      return st;
+    }
+  }
   int64_t pages = 0;
   if (ab_map_put(&s->live, p, bytes) != AB_OK || pages_add(s, p, bytes, &pages) != AB_OK) {
     ab_map_take(&s->live, p, NULL);
@@ -130,6 +135,8 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
     return AB_ERR_INTERNAL;
   }
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
+  ab_sim_follow_alloc(&s->follow, p, size, va_align_for(bytes), size >= AB_GRANULE_BYTES);
+  s->dev.variants_alike = s->follow.alike;
   *out = p;
   return AB_OK;
 }
@@ -149,6 +156,8 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   int64_t pages = 0;
   pages_remove(s, p, bytes, &pages);
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
+  ab_sim_follow_free(&s->follow, p, va_size_for(bytes), va_size_for(bytes) >= AB_GRANULE_BYTES);
+  s->dev.variants_alike = s->follow.alike;
   return va_give_back(s, p, va_size_for(bytes));
 }
 
@@ -164,7 +173,11 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
   /* The range first: one past the address space is refused before its map of granules
    * takes host memory in proportion to it. */
   ab_dptr_t base;
-  AB_TRY(va_alloc(s, bytes, AB_GRANULE_BYTES, &base));
+  ab_status st = va_alloc(s, bytes, AB_GRANULE_BYTES, &base);
+  if (st != AB_OK) {
+    ab_sim_follow_lost(s);
+    return st;
+  }
   resv_t *r = calloc(1, sizeof *r);
   uint64_t words = (bytes / AB_GRANULE_BYTES + 63) / 64;
   if (r == NULL || (r->mapped = calloc(words, sizeof *r->mapped)) == NULL) {
@@ -175,6 +188,8 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
   r->base = base;
   r->bytes = bytes;
   ab_tree_insert(&s->resvs, &r->node);
+  ab_sim_follow_alloc(&s->follow, base, bytes, AB_GRANULE_BYTES, false);
+  s->dev.variants_alike = s->follow.alike;
   *out = r->base;
   return AB_OK;
 }
@@ -198,6 +213,8 @@ static ab_status sim_va_release(ab_device_t *d, ab_dptr_t base, uint64_t bytes) 
     return ab_diag_set(&d->diag, AB_ERR_INVALID, "sim device: release of reservation 0x%llx with %llu bytes still mapped",
                        (unsigned long long)base, (unsigned long long)r->mapped_bytes);
   ab_tree_remove(&s->resvs, &r->node);
+  ab_sim_follow_free(&s->follow, r->base, r->bytes, false);
+  s->dev.variants_alike = s->follow.alike;
   ab_status st = ab_sim_va_free(&s->va, r->base, r->bytes);
   free(r->mapped);
   free(r);
@@ -313,15 +330,15 @@ static ab_status sim_close(ab_device_t *d, ab_diag_t *diag) {
                      ab_format_bytes(d->held_bytes, held, sizeof held));
   }
   /* Free everything whatever was left. */
-  for (ab_tnode_t *n = ab_tree_first(&s->resvs); n;) {
-    ab_tnode_t *next = ab_tree_next(n);
+  for (ab_tnode_t *n; (n = ab_tree_first(&s->resvs)) != NULL;) { /* out of the tree first: a walk reads its parents */
+    ab_tree_remove(&s->resvs, n);
     resv_t *r = AB_CONTAINER_OF(n, resv_t, node);
     free(r->mapped);
     free(r);
-    n = next;
   }
   ab_sim_pool_free(&s->pool);
   ab_sim_place_fini(&s->place);
+  ab_sim_follow_fini(&s->follow);
   ab_sim_va_free_all(&s->va);
   ab_sim_touched_free(&s->malloc_pages);
   ab_map_free(&s->live);
@@ -387,12 +404,16 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
-  if (ab_sim_va_init(&s->va, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK) {
+  bool follow = cfg->follow_variants && cfg->placement == 0 && cfg->plan_len == 0;
+  if (ab_sim_va_init(&s->va, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK ||
+      ab_sim_follow_init(&s->follow, follow, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK) {
+    ab_sim_va_free_all(&s->va);
     ab_sim_touched_free(&s->malloc_pages);
     free(s->plan);
     free(s);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
+  s->dev.variants_alike = s->follow.alike;
   *out = &s->dev;
   return AB_OK;
 }

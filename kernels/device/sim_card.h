@@ -17,6 +17,7 @@
 #include "kernels/base/tree.h"
 #include "kernels/device/device.h"
 #include "kernels/device/sim_cost.h"
+#include "kernels/device/sim_follow.h"
 #include "kernels/device/sim_place.h"
 #include "kernels/device/sim_vaspace.h"
 
@@ -39,6 +40,7 @@ typedef struct sim_s {
   uint64_t usable_bytes; /* total less the context */
   vaspace_t va;     /* the card's addresses */
   place_t place;    /* where its allocations of 2 MiB and more lie */
+  follow_t follow;  /* the placement variants beside it (Note [Variants followed]) */
   ab_map_t live;    /* malloc'd address -> bytes */
   touched_t malloc_pages; /* the 2 MiB pages live malloc'd allocations touch */
   ab_tree_t resvs;  /* reservations by base */
@@ -53,6 +55,12 @@ typedef struct sim_s {
 } sim_t;
 
 static inline sim_t *sim_of(ab_device_t *d) { return (sim_t *)(void *)d; }
+
+/* What the card did the variants cannot follow (sim_follow.h). */
+static inline void ab_sim_follow_lost(sim_t *s) {
+  ab_sim_follow_lose(&s->follow);
+  s->dev.variants_alike = 0;
+}
 
 /* Adds the modelled time of a call. A macro, so that the cost (logarithms) is computed only
  * when the model is on: a budget search replays with it off. */

@@ -749,6 +749,10 @@ static ab_status sync_and_free(caching_t *c, int owner) {
       c->nready--;
     } else {
       uint64_t key = early_key(b->ptr, b->requested), count = 0;
+      /* The key stays until the caller's free: should its segment go back meanwhile, a new
+       * segment at the same address would meet it, where a variant's placement puts the new
+       * one elsewhere. */
+      c->base.order_only = false;
       ab_map_get(&c->early, key, &count);
       if (ab_map_put(&c->early, key, count + 1) != AB_OK) return AB_ERR_INTERNAL;
     }
@@ -1165,6 +1169,11 @@ static ab_status create_with(ab_device_t *dev, const ab_caching_conf_t *conf, ab
     c->cap = (uint64_t)(cf.memory_fraction * (double)dev->total_bytes);
   }
   if (c->has_cap) ab_strategy_cap_window_open(&c->base, c->cap);
+  /* PyTorch's allocator orders its free blocks by (stream, size, address) and finds its blocks
+   * by address; nothing else of an address counts, but for the keys of
+   * Note [Early completion], which can outlive their segment (sync_and_free clears
+   * order_only there). */
+  c->base.order_only = true;
   /* Uncapped, the caps it could take mid-run: none where a cap would collect garbage, which
    * an uncapped run never did (Note [Taking a cap mid-run]). */
   if (!c->has_cap) c->base.cap_lo = 0, c->base.cap_hi = cf.gc_threshold > 0.0 ? 0 : UINT64_MAX;

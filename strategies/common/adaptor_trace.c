@@ -214,6 +214,7 @@ static void mirror_cap(trace_adaptor_t *t) {
   t->base.cap_window = t->up->cap_window;
   t->base.cap_lo = t->up->cap_lo;
   t->base.cap_hi = t->up->cap_hi;
+  t->base.order_only = t->up->order_only;
 }
 
 static void trace_refresh_stats(ab_strategy_t *s) {

@@ -660,7 +660,7 @@ static void prefix_probes_are_replays(void) {
     ab_bisect_result_t plain, shared;
     REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &plain, &diag) == AB_OK, "%s", diag.msg);
     /* The source, kept every ninth of the stream; a copy that goes on ends in the test. */
-    ab_prefix_t *p = ab_prefix_open(es.n, es.n / 9, NULL);
+    ab_prefix_t *p = ab_prefix_open(es.n, es.n / 9, ab_bisect_peak_requested(&es), NULL);
     REQUIRE(p != NULL);
     ab_run_opts_t source;
     memset(&source, 0, sizeof source);

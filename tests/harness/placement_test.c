@@ -1,7 +1,9 @@
 /* placement_test.c: the simulated card's placement variants (sim_place.c,
  * Note [Placement bands]) and the bands measured over them (harness/run/band.h). */
 #include <stdlib.h>
+#include <string.h>
 
+#include "kernels/base/rng.h"
 #include "kernels/device/device_open.h"
 #include "harness/run/band.h"
 #include "harness/run/bisect.h"
@@ -118,8 +120,9 @@ static void caching_band_holds_the_point(void) {
 }
 
 /* The safe cap is checked under every variant, each walked up to an interval that holds every
- * cap above (Note [A safe cap across the band], bisect.c), and a check cut short by its
- * budget says up to which cap it went. */
+ * cap above (Note [A safe cap across the band], bisect.c), the map answering for the runs a
+ * variant replays alike (Note [Walks the map answers]); a check cut short by its budget says
+ * up to which cap it went. */
 static void safe_cap_across_the_band(void) {
   ab_events_t es;
   ab_diag_t diag = {""};
@@ -133,7 +136,6 @@ static void safe_cap_across_the_band(void) {
   REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK, "%s", diag.msg);
   REQUIRE(r.mapped && r.passed);
   CHECK_EQ(r.band_checked, UINT64_MAX);
-  CHECK(r.band_probes >= AB_PLACEMENT_VARIANTS); /* each variant walked to an interval with no end */
   CHECK(!r.band_raised);
   /* Each variant completes at the safe cap. */
   for (unsigned v = 1; v <= AB_PLACEMENT_VARIANTS; v++) {
@@ -143,10 +145,12 @@ static void safe_cap_across_the_band(void) {
     CHECK_MSG(run.status == AB_RUN_OK, "variant %u fails at the safe cap", v);
   }
   /* Walks deferred and made apart, one variant at a time, give the search's own answer. */
-  ab_bisect_result_t apart;
+  ab_bisect_result_t apart, replayed;
   o.defer_band = true;
   REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &apart, &diag) == AB_OK, "%s", diag.msg);
   CHECK(apart.mapped && apart.band_checked == 0 && apart.band_probes == 0);
+  replayed = apart;
+  replayed.nabove = 0; /* the map answers for nothing: every interval walked is replayed */
   ab_band_walk_t w[AB_PLACEMENT_VARIANTS];
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
     REQUIRE_MSG(ab_bisect_band_walk(&es, &o, &apart, v + 1, &run, &w[v], &diag) == AB_OK, "%s", diag.msg);
@@ -155,15 +159,152 @@ static void safe_cap_across_the_band(void) {
   CHECK_EQ(apart.band_checked, r.band_checked);
   CHECK_EQ(apart.band_probes, r.band_probes);
   CHECK_EQ(apart.probes, r.probes);
+  /* Replayed, the walks find the same: each variant walked to an interval with no end. */
+  for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
+    REQUIRE_MSG(ab_bisect_band_walk(&es, &o, &replayed, v + 1, &run, &w[v], &diag) == AB_OK, "%s", diag.msg);
+  ab_bisect_band_merge(&replayed, w, AB_PLACEMENT_VARIANTS);
+  CHECK_EQ(replayed.safe_cap, r.safe_cap);
+  CHECK_EQ(replayed.band_checked, r.band_checked);
+  CHECK(replayed.band_probes >= AB_PLACEMENT_VARIANTS);
+  CHECK_MSG(r.band_probes < replayed.band_probes, "the map answered for no walk: %u replays, %u without it", r.band_probes,
+            replayed.band_probes);
   /* One replay per variant: each is checked at the safe cap, and the walks needing more stop
    * above it. */
-  o.defer_band = false;
   o.band_probes = 1;
-  REQUIRE(ab_bisect_search(&es, &o, &run, &r, &diag) == AB_OK);
-  CHECK(r.mapped && r.band_probes == AB_PLACEMENT_VARIANTS);
-  CHECK(r.band_checked > r.safe_cap && r.band_checked < UINT64_MAX);
+  replayed.band_probes = replayed.probes = 0;
+  replayed.band_checked = 0;
+  for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
+    REQUIRE_MSG(ab_bisect_band_walk(&es, &o, &replayed, v + 1, &run, &w[v], &diag) == AB_OK, "%s", diag.msg);
+  ab_bisect_band_merge(&replayed, w, AB_PLACEMENT_VARIANTS);
+  CHECK_EQ(replayed.band_probes, AB_PLACEMENT_VARIANTS);
+  CHECK(replayed.band_checked > replayed.safe_cap && replayed.band_checked < UINT64_MAX);
   ab_run_release(&run);
   ab_events_free(&es);
+}
+
+/* A range for followed_variants_are_the_alike_ones: where it lies on the card and on each
+ * variant's card, how big, and how it was taken. */
+typedef struct followed_range_s {
+  ab_dptr_t a, b[AB_PLACEMENT_VARIANTS];
+  uint64_t bytes;
+  bool reserved, live;
+} followed_range_t;
+
+static ab_status take(ab_device_t *d, followed_range_t *r, ab_dptr_t *at) {
+  return r->reserved ? ab_device_va_reserve(d, r->bytes, at) : ab_device_malloc(d, r->bytes, at);
+}
+
+static ab_status give(ab_device_t *d, const followed_range_t *r, ab_dptr_t at) {
+  return r->reserved ? ab_device_va_release(d, at, r->bytes) : ab_device_free(d, at, r->bytes);
+}
+
+/* The card's followed variants (Note [Variants followed], sim_follow.c) against each variant's
+ * own card fed the same calls: at every call, a variant is alike exactly while its card has
+ * kept every live range in the card's order. Odd seeds only grow, in the segment sizes of a
+ * caching allocator that never frees (under which the variants keep the order); even seeds
+ * take and give back ranges of every kind. */
+static void followed_variants_are_the_alike_ones(void) {
+  static const uint64_t sizes[] = {512 << 10, 1 << 20, 2 << 20, 20 << 20, 30ULL << 20, 64ULL << 20, 96ULL << 20};
+  enum { RANGES = 48, CALLS = 300 };
+  unsigned kept = 0, lost = 0;
+  for (uint64_t seed = 1; seed <= 24; seed++) {
+    ab_diag_t diag = {""};
+    ab_device_config_t cfg = {.follow_variants = true};
+    ab_device_t *d, *dv[AB_PLACEMENT_VARIANTS];
+    REQUIRE_MSG(ab_device_open("sim:h200", &cfg, &d, &diag) == AB_OK, "%s", diag.msg);
+    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
+      ab_device_config_t cv = {.placement = v + 1};
+      REQUIRE(ab_device_open("sim:h200", &cv, &dv[v], &diag) == AB_OK);
+    }
+    CHECK_EQ(d->variants_alike, (1u << AB_PLACEMENT_VARIANTS) - 1);
+    followed_range_t r[RANGES] = {{0}};
+    unsigned alike = (1u << AB_PLACEMENT_VARIANTS) - 1;
+    ab_rng_t rng = ab_rng_seed(seed);
+    for (int call = 0; call < CALLS; call++) {
+      followed_range_t *x = &r[ab_rng_range(&rng, 0, RANGES - 1)];
+      bool grow = seed % 2;
+      if (grow && x->live) continue;
+      if (x->live) {
+        REQUIRE(give(d, x, x->a) == AB_OK);
+        for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(give(dv[v], x, x->b[v]) == AB_OK);
+        x->live = false;
+      } else {
+        x->reserved = ab_rng_range(&rng, 0, 7) == 0;
+        x->bytes = x->reserved ? (64ULL << 20) : sizes[ab_rng_range(&rng, 0, sizeof sizes / sizeof *sizes - 1)];
+        if (grow) x->reserved = false, x->bytes = ab_rng_range(&rng, 0, 3) ? 2 << 20 : 20 << 20;
+        REQUIRE(take(d, x, &x->a) == AB_OK);
+        for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(take(dv[v], x, &x->b[v]) == AB_OK);
+        x->live = true;
+      }
+      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
+        for (int i = 0; i < RANGES && (alike & (1u << v)); i++)
+          for (int j = 0; j < RANGES && r[i].live; j++)
+            if (r[j].live && (r[i].a < r[j].a) != (r[i].b[v] < r[j].b[v])) alike &= ~(1u << v);
+      CHECK_MSG(d->variants_alike == alike, "seed %llu, call %d: followed %#x, alike %#x", (unsigned long long)seed, call,
+                d->variants_alike, alike);
+    }
+    kept += (unsigned)__builtin_popcount(alike);
+    lost += AB_PLACEMENT_VARIANTS - (unsigned)__builtin_popcount(alike);
+    for (int i = 0; i < RANGES; i++) {
+      if (!r[i].live) continue;
+      CHECK(give(d, &r[i], r[i].a) == AB_OK);
+      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK(give(dv[v], &r[i], r[i].b[v]) == AB_OK);
+    }
+    CHECK_MSG(ab_device_close(d, &diag) == AB_OK, "%s", diag.msg);
+    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK_MSG(ab_device_close(dv[v], &diag) == AB_OK, "%s", diag.msg);
+  }
+  CHECK_MSG(kept > 0 && lost > 0, "%u variants stayed alike, %u did not", kept, lost); /* both ways were seen */
+  /* Under a variant of its own, or an address plan, the card follows none. */
+  ab_device_config_t cfg = {.follow_variants = true, .placement = 1};
+  ab_device_t *d;
+  ab_diag_t diag = {""};
+  REQUIRE(ab_device_open("sim:h200", &cfg, &d, &diag) == AB_OK);
+  CHECK_EQ(d->variants_alike, 0u);
+  CHECK(ab_device_close(d, &diag) == AB_OK);
+}
+
+/* A band whose variants the run followed alike is the band their replays give: the same
+ * figures, the same counts, on recorded runs and a random stream, uncapped and under a cap. */
+static void followed_bands_are_replayed_bands(void) {
+  static const struct {
+    const char *workload, *conf;
+  } cases[] = {
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", ""},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "expandable_segments:True"},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "max_split_size_mb:128"},
+      {"random:ops=20000", ""},
+  };
+  unsigned followed = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    REQUIRE_MSG(ab_workload_build(cases[i].workload, 7, &es, &diag) == AB_OK, "%s", diag.msg);
+    ab_run_t run;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
+    ab_bisect_opts_t o = {.strategy = "caching", .conf = cases[i].conf, .device = "sim:h200", .cap = true};
+    REQUIRE(ab_bisect_probe(&es, &o, 0, NULL, &run, NULL, NULL, &diag) == AB_OK);
+    uint64_t caps[2] = {0, (uint64_t)run.stats.reserved_bytes.peak * 97 / 100};
+    for (int k = 0; k < 2; k++) {
+      ab_band_t band[2];
+      for (int replayed = 0; replayed < 2; replayed++) {
+        REQUIRE(ab_bisect_probe(&es, &o, caps[k], NULL, &run, NULL, NULL, &diag) == AB_OK);
+        if (!replayed) followed += (unsigned)__builtin_popcount(run.variants_alike);
+        if (replayed) run.variants_alike = 0;
+        band[replayed] = ab_band_point(&run);
+        REQUIRE_MSG(ab_band_measure(&es, &o, caps[k], &run, &band[replayed], &diag) == AB_OK, "%s", diag.msg);
+      }
+      CHECK_MSG(memcmp(&band[0], &band[1], sizeof band[0]) == 0,
+                "%s under '%s', cap %llu: followed %llu-%llu bytes, %llu-%llu allocations; replayed %llu-%llu, %llu-%llu",
+                cases[i].workload, cases[i].conf, (unsigned long long)caps[k], (unsigned long long)band[0].reserved_lo,
+                (unsigned long long)band[0].reserved_hi, (unsigned long long)band[0].allocs_lo,
+                (unsigned long long)band[0].allocs_hi, (unsigned long long)band[1].reserved_lo,
+                (unsigned long long)band[1].reserved_hi, (unsigned long long)band[1].allocs_lo,
+                (unsigned long long)band[1].allocs_hi);
+    }
+    ab_run_release(&run);
+    ab_events_free(&es);
+  }
+  CHECK(followed > 0); /* some variant was not replayed */
 }
 
 static void band_text(void) {
@@ -179,6 +320,8 @@ static const ab_test_t tests[] = {
     {"blind_strategies_have_no_band", blind_strategies_have_no_band},
     {"caching_band_holds_the_point", caching_band_holds_the_point},
     {"safe_cap_across_the_band", safe_cap_across_the_band},
+    {"followed_variants_are_the_alike_ones", followed_variants_are_the_alike_ones},
+    {"followed_bands_are_replayed_bands", followed_bands_are_replayed_bands},
     {"band_text", band_text},
 };
 
