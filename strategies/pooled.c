@@ -425,6 +425,9 @@ static ab_status pooled_create(ab_device_t *dev, const char *conf, ab_strategy_t
   p->initial_bytes = initial;
   build_classes(p);
   ab_tree_init(&p->chunks, cmp_chunk);
+  /* Blocks are handed out in the order they were freed, and chunks found and released by
+   * address order: nothing else of an address counts (Note [Variants followed], sim_follow.c). */
+  p->base.order_only = true;
   if (initial) {
     ab_status st = ab_device_malloc(dev, initial, &p->initial_base);
     if (st != AB_OK) {

@@ -38,9 +38,10 @@ uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
 static ab_pipeline_t pipeline_of(const ab_bisect_opts_t *o, uint64_t budget) {
   bool cap = o->cap && budget > 0;
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = o->strategy, .conf = o->conf};
-  /* A cap's run says under which placement variants it replays alike, for the walks of the
-   * safe cap (Note [Walks the map answers]); the card follows them only under its own rules. */
-  p.dev.follow_variants = o->cap;
+  /* A run says under which placement variants it replays alike, for the band and the walks
+   * of the safe cap (Note [Walks the map answers]); the card follows them only under its own
+   * rules, and a strategy blind to addresses needs none. */
+  p.dev.follow_variants = !ab_strategy_address_blind(o->strategy);
   p.dev.budget_bytes = cap ? 0 : budget;
   p.memory_cap = cap ? budget : 0;
   return p;

@@ -299,11 +299,13 @@ typedef struct result_end_s {
   uint64_t sum;   /* their checksum */
 } result_end_t;
 
-/* The run's results into dst, which keeps its own scratch. */
+/* The results of src in dst; dst's scratch stays its own, with what says how it stands (the
+ * foreign entries set, whether its process ends with the run). */
 static void adopt_run(ab_run_t *dst, const ab_run_t *src, const ab_tl_sample_t *timeline, const double *step_ms) {
   ab_run_t keep = *dst;
   *dst = *src;
   dst->ptr = keep.ptr, dst->requested = keep.requested, dst->stream_of = keep.stream_of, dst->foreign = keep.foreign;
+  dst->foreign_set = keep.foreign_set, dst->last = keep.last;
   dst->nids = keep.nids;
   dst->ref_first = keep.ref_first, dst->refs = keep.refs, dst->pass_over = keep.pass_over;
   dst->timeline = keep.timeline, dst->captimeline = keep.captimeline;

@@ -675,6 +675,7 @@ static void prefix_probes_are_replays(void) {
         bool from_place = false;
         uint64_t held_a = 0, held_b = 0;
         REQUIRE(ab_prefix_probe(p, ends[e], &run, &held_a, device, &from_place, &diag) == AB_OK);
+        CHECK(!run.last); /* the copy ended with its run; this process goes on with its own */
         if (!from_place) continue;
         resumed++;
         REQUIRE(ab_bisect_probe(&es, &o, ends[e], NULL, &again, &held_b, NULL, &diag) == AB_OK);

@@ -264,15 +264,18 @@ static void followed_variants_are_the_alike_ones(void) {
 }
 
 /* A band whose variants the run followed alike is the band their replays give: the same
- * figures, the same counts, on recorded runs and a random stream, uncapped and under a cap. */
+ * figures, the same counts, on recorded runs and a random stream, with no limit and under one
+ * (caching's cap, pooled's budget). */
 static void followed_bands_are_replayed_bands(void) {
   static const struct {
-    const char *workload, *conf;
+    const char *workload, *strategy, *conf;
   } cases[] = {
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", ""},
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "expandable_segments:True"},
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "max_split_size_mb:128"},
-      {"random:ops=20000", ""},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", ""},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "expandable_segments:True"},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "max_split_size_mb:128"},
+      {"random:ops=20000", "caching", ""},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "pooled", ""},
+      {"random:ops=20000", "pooled", ""},
   };
   unsigned followed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -281,7 +284,8 @@ static void followed_bands_are_replayed_bands(void) {
     REQUIRE_MSG(ab_workload_build(cases[i].workload, 7, &es, &diag) == AB_OK, "%s", diag.msg);
     ab_run_t run;
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
-    ab_bisect_opts_t o = {.strategy = "caching", .conf = cases[i].conf, .device = "sim:h200", .cap = true};
+    ab_bisect_opts_t o = {.strategy = cases[i].strategy, .conf = cases[i].conf, .device = "sim:h200",
+                          .cap = strcmp(cases[i].strategy, "caching") == 0};
     REQUIRE(ab_bisect_probe(&es, &o, 0, NULL, &run, NULL, NULL, &diag) == AB_OK);
     uint64_t caps[2] = {0, (uint64_t)run.stats.reserved_bytes.peak * 97 / 100};
     for (int k = 0; k < 2; k++) {
@@ -294,8 +298,9 @@ static void followed_bands_are_replayed_bands(void) {
         REQUIRE_MSG(ab_band_measure(&es, &o, caps[k], &run, &band[replayed], &diag) == AB_OK, "%s", diag.msg);
       }
       CHECK_MSG(memcmp(&band[0], &band[1], sizeof band[0]) == 0,
-                "%s under '%s', cap %llu: followed %llu-%llu bytes, %llu-%llu allocations; replayed %llu-%llu, %llu-%llu",
-                cases[i].workload, cases[i].conf, (unsigned long long)caps[k], (unsigned long long)band[0].reserved_lo,
+                "%s, %s '%s', limit %llu: followed %llu-%llu bytes, %llu-%llu allocations; replayed %llu-%llu, %llu-%llu",
+                cases[i].workload, cases[i].strategy, cases[i].conf, (unsigned long long)caps[k],
+                (unsigned long long)band[0].reserved_lo,
                 (unsigned long long)band[0].reserved_hi, (unsigned long long)band[0].allocs_lo,
                 (unsigned long long)band[0].allocs_hi, (unsigned long long)band[1].reserved_lo,
                 (unsigned long long)band[1].reserved_hi, (unsigned long long)band[1].allocs_lo,
