@@ -412,6 +412,18 @@ static const ab_cap_class_t *above_at(const ab_bisect_result_t *res, uint64_t ca
   return NULL;
 }
 
+/* Whether the map answers every variant's walk of res's safe cap: each interval from there to
+ * the top completes, and every variant replays its run alike. */
+static bool band_known(const ab_bisect_result_t *res) {
+  const unsigned all = (1u << AB_PLACEMENT_VARIANTS) - 1;
+  for (uint64_t at = res->safe_cap;;) {
+    const ab_cap_class_t *c = above_at(res, at);
+    if (c == NULL || !c->ok || (c->alike & all) != all) return false;
+    if (c->hi >= res->top) return true;
+    at = c->hi + 1;
+  }
+}
+
 ab_status ab_bisect_band_walk(const ab_events_t *es, const ab_bisect_opts_t *o, const ab_bisect_result_t *res,
                               unsigned variant, ab_run_t *run, ab_band_walk_t *w, ab_diag_t *diag) {
   memset(w, 0, sizeof *w);
@@ -542,8 +554,8 @@ static ab_status map_caps(search_t *x, ab_capmap_t *m, uint64_t lo, uint64_t hi,
   out->top = top;
   for (size_t i = 0; i < m->n && out->nabove < AB_BISECT_ABOVE; i++)
     if (out->passed && k[i].hi >= out->safe_cap) out->above[out->nabove++] = k[i];
-  if (x->o->defer_band) { /* the caller walks the variants (ab_bisect_band_walk) */
-    if (band_walked(x->o, out)) out->band_checked = 0;
+  if (x->o->defer_band) { /* the caller walks the variants (ab_bisect_band_walk), unless the map answers them */
+    if (band_walked(x->o, out)) out->band_checked = band_known(out) ? UINT64_MAX : 0;
     return AB_OK;
   }
   ab_band_walk_t w[AB_PLACEMENT_VARIANTS];

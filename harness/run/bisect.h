@@ -113,7 +113,8 @@ typedef struct ab_bisect_opts_s {
                            cap may take (Note [A safe cap across the band], bisect.c); 0: two
                            thirds of the map's, and eight (ab_bisect_band_budget) */
   bool defer_band;      /* with cap: leave those walks to the caller (ab_bisect_band_walk): the
-                           result's band_checked is 0 until it merges them */
+                           result's band_checked is 0 until it merges them, but where the map
+                           answers every one of them (Note [Walks the map answers], bisect.c) */
   uint64_t unbudgeted_peak; /* the device's peak held bytes in an unbudgeted run of es under these
                                options that the caller made and that completed, which the search
                                then does not make again (Note [Budget search], 1; on_probe is not

@@ -34,17 +34,19 @@
  *
  * Note [Bands where the answer rests]
  * A safe cap is checked under the placement variants by walking each variant's cap intervals
- * up from it (Note [A safe cap across the band], bisect.c). On recorded jobs those walks cost
- * three to four times the maps themselves (the ResNet-50 job: 55 M of the 76 M events that
- * tune replayed), and tune needs them only where its answer deploys a safe cap. So every
- * configuration's cap map is walked under the card's rules, and the variants are walked for
- * the configurations the answer names: the recommendation, and the one it was preferred to
- * for its headroom. A walk can only raise a safe cap, which can change the choice (less
+ * up from it (Note [A safe cap across the band], bisect.c). Where the map's runs are alike
+ * under every variant the map answers the walks, at no cost (Note [Walks the map answers]);
+ * elsewhere the walks replay, and on recorded jobs they cost three to four times the maps
+ * themselves (the ResNet-50 job: 55 M of the 76 M events that tune replayed, every row
+ * walked), while tune needs them only where its answer deploys a safe cap. So every
+ * configuration's cap map is walked under the card's rules, and the variants are walked, where
+ * the map does not answer them, for the configurations the answer names: the recommendation,
+ * and the one it was preferred to for its headroom. A walk can only raise a safe cap, which can change the choice (less
  * headroom; under --objective budget, a worse rank), so the choice is made again after each
  * walk, until the configurations it names have all been walked. The winner is then right:
- * every other configuration's true safe cap is at least the one it was ranked by. The rows
- * not walked give the safe cap under the card's rules, and their note says "placements not
- * checked"; `allocbench oom --search cap -c CONF` walks them all.
+ * every other configuration's true safe cap is at least the one it was ranked by. The other
+ * rows the map does not answer give the safe cap under the card's rules, and their note says
+ * "placements not checked"; `allocbench oom --search cap -c CONF` walks them all.
  *
  * Ownership: the job owns its traces, their events and results, and the ranked results;
  * ab_tune_job_free releases them. The request and the spec are the caller's: the job keeps
