@@ -124,7 +124,7 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   } else {
     ab_status st = size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p);
     if (st != AB_OK) {
-      ab_sim_follow_lost(s); /* its address space decided */
+      ab_sim_follow_fini(&s->follow); /* its address space decided */
       return st;
     }
   }
@@ -136,7 +136,6 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   }
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
   ab_sim_follow_alloc(&s->follow, p, size, va_align_for(bytes), size >= AB_GRANULE_BYTES);
-  s->dev.variants_alike = s->follow.alike;
   *out = p;
   return AB_OK;
 }
@@ -157,7 +156,6 @@ static ab_status sim_free(ab_device_t *d, ab_dptr_t p, uint64_t bytes) {
   pages_remove(s, p, bytes, &pages);
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
   ab_sim_follow_free(&s->follow, p, va_size_for(bytes), va_size_for(bytes) >= AB_GRANULE_BYTES);
-  s->dev.variants_alike = s->follow.alike;
   return va_give_back(s, p, va_size_for(bytes));
 }
 
@@ -175,7 +173,7 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
   ab_dptr_t base;
   ab_status st = va_alloc(s, bytes, AB_GRANULE_BYTES, &base);
   if (st != AB_OK) {
-    ab_sim_follow_lost(s);
+    ab_sim_follow_fini(&s->follow);
     return st;
   }
   resv_t *r = calloc(1, sizeof *r);
@@ -189,7 +187,6 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
   r->bytes = bytes;
   ab_tree_insert(&s->resvs, &r->node);
   ab_sim_follow_alloc(&s->follow, base, bytes, AB_GRANULE_BYTES, false);
-  s->dev.variants_alike = s->follow.alike;
   *out = r->base;
   return AB_OK;
 }
@@ -214,7 +211,6 @@ static ab_status sim_va_release(ab_device_t *d, ab_dptr_t base, uint64_t bytes) 
                        (unsigned long long)base, (unsigned long long)r->mapped_bytes);
   ab_tree_remove(&s->resvs, &r->node);
   ab_sim_follow_free(&s->follow, r->base, r->bytes, false);
-  s->dev.variants_alike = s->follow.alike;
   ab_status st = ab_sim_va_free(&s->va, r->base, r->bytes);
   free(r->mapped);
   free(r);
@@ -406,14 +402,13 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   s->cost_model = cfg->cost_model;
   bool follow = cfg->follow_variants && cfg->placement == 0 && cfg->plan_len == 0;
   if (ab_sim_va_init(&s->va, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK ||
-      ab_sim_follow_init(&s->follow, follow, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK) {
+      ab_sim_follow_init(&s->follow, follow, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE, &s->dev.variants_alike) != AB_OK) {
     ab_sim_va_free_all(&s->va);
     ab_sim_touched_free(&s->malloc_pages);
     free(s->plan);
     free(s);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   }
-  s->dev.variants_alike = s->follow.alike;
   *out = &s->dev;
   return AB_OK;
 }

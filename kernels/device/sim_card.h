@@ -56,11 +56,6 @@ typedef struct sim_s {
 
 static inline sim_t *sim_of(ab_device_t *d) { return (sim_t *)(void *)d; }
 
-/* What the card did the variants cannot follow (sim_follow.h). */
-static inline void ab_sim_follow_lost(sim_t *s) {
-  ab_sim_follow_lose(&s->follow);
-  s->dev.variants_alike = 0;
-}
 
 /* Adds the modelled time of a call. A macro, so that the cost (logarithms) is computed only
  * when the model is on: a budget search replays with it off. */

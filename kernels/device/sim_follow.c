@@ -43,9 +43,10 @@ static int key_followed(const void *key, const ab_tnode_t *n) {
   return (k > at) - (k < at);
 }
 
-ab_status ab_sim_follow_init(follow_t *f, bool on, ab_dptr_t va_base, uint64_t va_bytes) {
+ab_status ab_sim_follow_init(follow_t *f, bool on, ab_dptr_t va_base, uint64_t va_bytes, unsigned *alike) {
   f->on = false;
-  f->alike = 0;
+  f->alike = alike;
+  *alike = 0;
   ab_tree_init(&f->ranges, cmp_followed);
   if (!on) return AB_OK;
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
@@ -57,7 +58,7 @@ ab_status ab_sim_follow_init(follow_t *f, bool on, ab_dptr_t va_base, uint64_t v
     }
   }
   f->on = true;
-  f->alike = (1u << AB_PLACEMENT_VARIANTS) - 1;
+  *f->alike = (1u << AB_PLACEMENT_VARIANTS) - 1;
   return AB_OK;
 }
 
@@ -76,47 +77,45 @@ void ab_sim_follow_fini(follow_t *f) {
     ab_sim_va_free_all(&f->va[v]);
   }
   f->on = false;
-  f->alike = 0;
+  *f->alike = 0;
 }
 
-void ab_sim_follow_lose(follow_t *f) { ab_sim_follow_fini(f); }
-
 void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t align, bool placed) {
-  if (!f->alike) return;
+  if (!*f->alike) return;
   followed_t *r = calloc(1, sizeof *r);
   if (r == NULL) {
-    ab_sim_follow_lose(f);
+    ab_sim_follow_fini(f);
     return;
   }
   r->at = at;
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
-    if (!(f->alike & (1u << v))) continue;
+    if (!(*f->alike & (1u << v))) continue;
     ab_status st = placed ? ab_sim_place_alloc(&f->place[v], &f->va[v], size, &r->b[v])
                           : ab_sim_va_alloc(&f->va[v], size, align, &r->b[v]);
-    if (st != AB_OK) f->alike &= ~(1u << v);
+    if (st != AB_OK) *f->alike &= ~(1u << v);
   }
   ab_tree_insert(&f->ranges, &r->node);
   /* Alike while it lies between the same neighbours: the live ranges stay in one order. */
   const ab_tnode_t *prev = ab_tree_prev(&r->node), *next = ab_tree_next(&r->node);
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
-    if ((prev && FOLLOWED(prev)->b[v] > r->b[v]) || (next && FOLLOWED(next)->b[v] < r->b[v])) f->alike &= ~(1u << v);
-  if (!f->alike) ab_sim_follow_lose(f);
+    if ((prev && FOLLOWED(prev)->b[v] > r->b[v]) || (next && FOLLOWED(next)->b[v] < r->b[v])) *f->alike &= ~(1u << v);
+  if (!*f->alike) ab_sim_follow_fini(f);
 }
 
 void ab_sim_follow_free(follow_t *f, ab_dptr_t at, uint64_t size, bool placed) {
-  if (!f->alike) return;
+  if (!*f->alike) return;
   ab_tnode_t *n = ab_tree_floor(&f->ranges, &at, key_followed);
   if (n == NULL || FOLLOWED(n)->at != at) {
-    ab_sim_follow_lose(f); /* not a range it was told of */
+    ab_sim_follow_fini(f); /* not a range it was told of */
     return;
   }
   followed_t *r = FOLLOWED(n);
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
-    if (!(f->alike & (1u << v))) continue;
+    if (!(*f->alike & (1u << v))) continue;
     ab_status st = placed ? ab_sim_place_free(&f->place[v], &f->va[v], r->b[v], size) : ab_sim_va_free(&f->va[v], r->b[v], size);
-    if (st != AB_OK) f->alike &= ~(1u << v);
+    if (st != AB_OK) *f->alike &= ~(1u << v);
   }
   ab_tree_remove(&f->ranges, n);
   free(r);
-  if (!f->alike) ab_sim_follow_lose(f);
+  if (!*f->alike) ab_sim_follow_fini(f);
 }

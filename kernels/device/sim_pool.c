@@ -134,7 +134,7 @@ static ab_status unplace(pool_t *p, ab_dptr_t at, uint64_t bytes) {
 static ab_status pool_open(sim_t *s) {
   pool_t *p = &s->pool;
   if (p->base) return AB_OK;
-  ab_sim_follow_lost(s); /* a range of its own, which the variants do not place */
+  ab_sim_follow_fini(&s->follow); /* a range of its own, which the variants do not place */
   uint64_t bytes = (s->usable_bytes * POOL_RANGE_CARDS + POOL_CHUNK_BYTES - 1) / POOL_CHUNK_BYTES * POOL_CHUNK_BYTES;
   ab_dptr_t base;
   ab_status st = ab_sim_va_alloc(&s->va, bytes, POOL_CHUNK_BYTES, &base);
