@@ -153,7 +153,7 @@ typedef struct ab_device_config_s {
   bool cost_model;             /* sim only: charge modelled call times to modeled_ns */
   const ab_addr_hint_t *plan;  /* sim only; copied at open; NULL: none */
   size_t plan_len;
-  bool follow_variants;        /* sim only, under the rules without a plan: keep variants_alike */
+  bool follow_variants;        /* sim only, under the card's own rules (placement 0): keep variants_alike */
 } ab_device_config_t;
 
 /* Checks that nothing is still held (a leak is AB_ERR_INVALID, with the count in diag),

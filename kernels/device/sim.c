@@ -118,9 +118,10 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
   if (ab_sim_fault_fires(s) || !ab_sim_card_has_room(s, bytes)) return AB_ERR_OOM;
   ab_dptr_t p;
   const ab_addr_hint_t *h = s->plan_next < s->plan_len ? &s->plan[s->plan_next++] : NULL;
+  ab_dptr_t planned = h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 ? h->addr : 0;
   uint64_t size = va_size_for(bytes);
-  if (h && h->bytes == bytes && h->addr % va_align_for(bytes) == 0 && va_take(s, h->addr, size)) {
-    p = h->addr;
+  if (planned && va_take(s, planned, size)) {
+    p = planned;
   } else {
     ab_status st = size >= AB_GRANULE_BYTES ? place_alloc(s, size, &p) : va_alloc(s, size, va_align_for(bytes), &p);
     if (st != AB_OK) {
@@ -135,7 +136,7 @@ static ab_status sim_malloc(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) {
     return AB_ERR_INTERNAL;
   }
   ab_device_footprint_add(d, pages * (int64_t)AB_GRANULE_BYTES);
-  ab_sim_follow_alloc(&s->follow, p, size, va_align_for(bytes), size >= AB_GRANULE_BYTES);
+  ab_sim_follow_alloc(&s->follow, p, size, va_align_for(bytes), size >= AB_GRANULE_BYTES, planned);
   *out = p;
   return AB_OK;
 }
@@ -186,7 +187,7 @@ static ab_status sim_va_reserve(ab_device_t *d, uint64_t bytes, ab_dptr_t *out) 
   r->base = base;
   r->bytes = bytes;
   ab_tree_insert(&s->resvs, &r->node);
-  ab_sim_follow_alloc(&s->follow, base, bytes, AB_GRANULE_BYTES, false);
+  ab_sim_follow_alloc(&s->follow, base, bytes, AB_GRANULE_BYTES, false, 0);
   *out = r->base;
   return AB_OK;
 }
@@ -400,7 +401,7 @@ ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_co
   }
   s->rng = ab_rng_seed(cfg->faults.fail_seed);
   s->cost_model = cfg->cost_model;
-  bool follow = cfg->follow_variants && cfg->placement == 0 && cfg->plan_len == 0;
+  bool follow = cfg->follow_variants && cfg->placement == 0;
   if (ab_sim_va_init(&s->va, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE) != AB_OK ||
       ab_sim_follow_init(&s->follow, follow, AB_SIM_VA_BASE, AB_SIM_VA_END - AB_SIM_VA_BASE, &s->dev.variants_alike) != AB_OK) {
     ab_sim_va_free_all(&s->va);

@@ -11,8 +11,10 @@
  * card therefore follows each variant as it goes: every range it hands out (a malloc, a
  * reservation) is placed by each variant too, from that variant's own address space and
  * placement, fed the same calls the variant's replay would make while the decisions are the
- * same; a variant is alike while each new range falls, among the live ones, between the same
- * neighbours under it as under the card. The first range it orders otherwise, or cannot place,
+ * same (under an address plan, the plan's address where it is free in the variant's own
+ * space, as the card takes it in its own, and the variant's placement elsewhere); a variant
+ * is alike while each new range falls, among the live ones, between the same neighbours
+ * under it as under the card. The first range it orders otherwise, or cannot place,
  * ends it: from there its replay could decide otherwise, and is made. Whether the strategy is
  * one that reads addresses only so is the strategy's to say (ab_strategy_t.order_only). On a
  * random snapshot of 1.45 M entries, uncapped, every variant ordered all 160 segments of the
@@ -80,7 +82,7 @@ void ab_sim_follow_fini(follow_t *f) {
   *f->alike = 0;
 }
 
-void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t align, bool placed) {
+void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t align, bool placed, ab_dptr_t planned) {
   if (!*f->alike) return;
   followed_t *r = calloc(1, sizeof *r);
   if (r == NULL) {
@@ -90,6 +92,11 @@ void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t alig
   r->at = at;
   for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
     if (!(*f->alike & (1u << v))) continue;
+    if (planned && (placed ? ab_sim_place_take(&f->place[v], &f->va[v], planned, size)
+                           : ab_sim_va_take(&f->va[v], planned, size))) {
+      r->b[v] = planned;
+      continue;
+    }
     ab_status st = placed ? ab_sim_place_alloc(&f->place[v], &f->va[v], size, &r->b[v])
                           : ab_sim_va_alloc(&f->va[v], size, align, &r->b[v]);
     if (st != AB_OK) *f->alike &= ~(1u << v);

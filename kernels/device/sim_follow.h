@@ -21,8 +21,8 @@ typedef struct follow_s {
   ab_tree_t ranges;                           /* the live ranges, by the card's address */
 } follow_t;
 
-/* Starts following every variant (on), or none (a card under a variant of its own, or with
- * an address plan, which the variants cannot follow), keeping which are alike in *alike.
+/* Starts following every variant (on), or none (a card under a variant of its own), keeping
+ * which are alike in *alike.
  * AB_ERR_INTERNAL: out of host memory. */
 ab_status ab_sim_follow_init(follow_t *f, bool on, ab_dptr_t va_base, uint64_t va_bytes, unsigned *alike);
 /* Stops following: at close, or where the card did what the variants cannot follow (the
@@ -30,8 +30,9 @@ ab_status ab_sim_follow_init(follow_t *f, bool on, ab_dptr_t va_base, uint64_t v
 void ab_sim_follow_fini(follow_t *f);
 
 /* The card handed out [at, at + size): placed by its placement (placed: a malloc of 2 MiB and
- * more), else cut from its address space at `align`. */
-void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t align, bool placed);
+ * more), else cut from its address space at `align`; planned, where not 0, the address its
+ * plan named (device.h), which each variant takes where it is free there, as the card does. */
+void ab_sim_follow_alloc(follow_t *f, ab_dptr_t at, uint64_t size, uint64_t align, bool placed, ab_dptr_t planned);
 /* The card took back the range at `at` that ab_sim_follow_alloc was told of. */
 void ab_sim_follow_free(follow_t *f, ab_dptr_t at, uint64_t size, bool placed);
 

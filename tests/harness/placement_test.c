@@ -201,63 +201,81 @@ static ab_status give(ab_device_t *d, const followed_range_t *r, ab_dptr_t at) {
   return r->reserved ? ab_device_va_release(d, at, r->bytes) : ab_device_free(d, at, r->bytes);
 }
 
+/* One seed of followed_variants_are_the_alike_ones: the card (with plan, where nplan > 0, as
+ * each variant's own card) against each variant's card fed the same calls. Variant 3's
+ * malloc addresses, in order, go to record (room for CALLS), the plan of a second pass.
+ * Adds the variants alike at the end to *kept, the others to *lost. */
+enum { FOLLOW_RANGES = 48, FOLLOW_CALLS = 300 };
+static void follow_one(uint64_t seed, const ab_addr_hint_t *plan, size_t nplan, ab_addr_hint_t *record, size_t *nrecord,
+                       unsigned *kept, unsigned *lost) {
+  static const uint64_t sizes[] = {512 << 10, 1 << 20, 2 << 20, 20 << 20, 30ULL << 20, 64ULL << 20, 96ULL << 20};
+  ab_diag_t diag = {""};
+  ab_device_config_t cfg = {.follow_variants = true, .plan = plan, .plan_len = nplan};
+  ab_device_t *d, *dv[AB_PLACEMENT_VARIANTS];
+  REQUIRE_MSG(ab_device_open("sim:h200", &cfg, &d, &diag) == AB_OK, "%s", diag.msg);
+  for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
+    ab_device_config_t cv = {.placement = v + 1, .plan = plan, .plan_len = nplan};
+    REQUIRE(ab_device_open("sim:h200", &cv, &dv[v], &diag) == AB_OK);
+  }
+  CHECK_EQ(d->variants_alike, (1u << AB_PLACEMENT_VARIANTS) - 1);
+  followed_range_t r[FOLLOW_RANGES] = {{0}};
+  unsigned alike = (1u << AB_PLACEMENT_VARIANTS) - 1;
+  ab_rng_t rng = ab_rng_seed(seed);
+  *nrecord = 0;
+  for (int call = 0; call < FOLLOW_CALLS; call++) {
+    followed_range_t *x = &r[ab_rng_range(&rng, 0, FOLLOW_RANGES - 1)];
+    bool grow = seed % 2;
+    if (grow && x->live) continue;
+    if (x->live) {
+      REQUIRE(give(d, x, x->a) == AB_OK);
+      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(give(dv[v], x, x->b[v]) == AB_OK);
+      x->live = false;
+    } else {
+      x->reserved = ab_rng_range(&rng, 0, 7) == 0;
+      x->bytes = x->reserved ? (64ULL << 20) : sizes[ab_rng_range(&rng, 0, sizeof sizes / sizeof *sizes - 1)];
+      if (grow) x->reserved = false, x->bytes = ab_rng_range(&rng, 0, 3) ? 2 << 20 : 20 << 20;
+      REQUIRE(take(d, x, &x->a) == AB_OK);
+      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(take(dv[v], x, &x->b[v]) == AB_OK);
+      if (!x->reserved) record[(*nrecord)++] = (ab_addr_hint_t){x->bytes, x->b[2]};
+      x->live = true;
+    }
+    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
+      for (int i = 0; i < FOLLOW_RANGES && (alike & (1u << v)); i++)
+        for (int j = 0; j < FOLLOW_RANGES && r[i].live; j++)
+          if (r[j].live && (r[i].a < r[j].a) != (r[i].b[v] < r[j].b[v])) alike &= ~(1u << v);
+    CHECK_MSG(d->variants_alike == alike, "seed %llu%s, call %d: followed %#x, alike %#x", (unsigned long long)seed,
+              nplan ? " with a plan" : "", call, d->variants_alike, alike);
+  }
+  *kept += (unsigned)__builtin_popcount(alike);
+  *lost += AB_PLACEMENT_VARIANTS - (unsigned)__builtin_popcount(alike);
+  for (int i = 0; i < FOLLOW_RANGES; i++) {
+    if (!r[i].live) continue;
+    CHECK(give(d, &r[i], r[i].a) == AB_OK);
+    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK(give(dv[v], &r[i], r[i].b[v]) == AB_OK);
+  }
+  CHECK_MSG(ab_device_close(d, &diag) == AB_OK, "%s", diag.msg);
+  for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK_MSG(ab_device_close(dv[v], &diag) == AB_OK, "%s", diag.msg);
+}
+
 /* The card's followed variants (Note [Variants followed], sim_follow.c) against each variant's
  * own card fed the same calls: at every call, a variant is alike exactly while its card has
  * kept every live range in the card's order. Odd seeds only grow, in the segment sizes of a
  * caching allocator that never frees (under which the variants keep the order); even seeds
- * take and give back ranges of every kind. */
+ * take and give back ranges of every kind. Each seed runs twice: on the card's own rules, then
+ * under the plan of variant 3's addresses, as a recorded run's, which every card takes where
+ * the address is free in its own space. */
 static void followed_variants_are_the_alike_ones(void) {
-  static const uint64_t sizes[] = {512 << 10, 1 << 20, 2 << 20, 20 << 20, 30ULL << 20, 64ULL << 20, 96ULL << 20};
-  enum { RANGES = 48, CALLS = 300 };
-  unsigned kept = 0, lost = 0;
+  unsigned kept = 0, lost = 0, kept_planned = 0, lost_planned = 0;
   for (uint64_t seed = 1; seed <= 24; seed++) {
-    ab_diag_t diag = {""};
-    ab_device_config_t cfg = {.follow_variants = true};
-    ab_device_t *d, *dv[AB_PLACEMENT_VARIANTS];
-    REQUIRE_MSG(ab_device_open("sim:h200", &cfg, &d, &diag) == AB_OK, "%s", diag.msg);
-    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) {
-      ab_device_config_t cv = {.placement = v + 1};
-      REQUIRE(ab_device_open("sim:h200", &cv, &dv[v], &diag) == AB_OK);
-    }
-    CHECK_EQ(d->variants_alike, (1u << AB_PLACEMENT_VARIANTS) - 1);
-    followed_range_t r[RANGES] = {{0}};
-    unsigned alike = (1u << AB_PLACEMENT_VARIANTS) - 1;
-    ab_rng_t rng = ab_rng_seed(seed);
-    for (int call = 0; call < CALLS; call++) {
-      followed_range_t *x = &r[ab_rng_range(&rng, 0, RANGES - 1)];
-      bool grow = seed % 2;
-      if (grow && x->live) continue;
-      if (x->live) {
-        REQUIRE(give(d, x, x->a) == AB_OK);
-        for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(give(dv[v], x, x->b[v]) == AB_OK);
-        x->live = false;
-      } else {
-        x->reserved = ab_rng_range(&rng, 0, 7) == 0;
-        x->bytes = x->reserved ? (64ULL << 20) : sizes[ab_rng_range(&rng, 0, sizeof sizes / sizeof *sizes - 1)];
-        if (grow) x->reserved = false, x->bytes = ab_rng_range(&rng, 0, 3) ? 2 << 20 : 20 << 20;
-        REQUIRE(take(d, x, &x->a) == AB_OK);
-        for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) REQUIRE(take(dv[v], x, &x->b[v]) == AB_OK);
-        x->live = true;
-      }
-      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++)
-        for (int i = 0; i < RANGES && (alike & (1u << v)); i++)
-          for (int j = 0; j < RANGES && r[i].live; j++)
-            if (r[j].live && (r[i].a < r[j].a) != (r[i].b[v] < r[j].b[v])) alike &= ~(1u << v);
-      CHECK_MSG(d->variants_alike == alike, "seed %llu, call %d: followed %#x, alike %#x", (unsigned long long)seed, call,
-                d->variants_alike, alike);
-    }
-    kept += (unsigned)__builtin_popcount(alike);
-    lost += AB_PLACEMENT_VARIANTS - (unsigned)__builtin_popcount(alike);
-    for (int i = 0; i < RANGES; i++) {
-      if (!r[i].live) continue;
-      CHECK(give(d, &r[i], r[i].a) == AB_OK);
-      for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK(give(dv[v], &r[i], r[i].b[v]) == AB_OK);
-    }
-    CHECK_MSG(ab_device_close(d, &diag) == AB_OK, "%s", diag.msg);
-    for (unsigned v = 0; v < AB_PLACEMENT_VARIANTS; v++) CHECK_MSG(ab_device_close(dv[v], &diag) == AB_OK, "%s", diag.msg);
+    ab_addr_hint_t plan[FOLLOW_CALLS], unused[FOLLOW_CALLS];
+    size_t nplan = 0, nunused = 0;
+    follow_one(seed, NULL, 0, plan, &nplan, &kept, &lost);
+    if (nplan) follow_one(seed, plan, nplan, unused, &nunused, &kept_planned, &lost_planned);
   }
   CHECK_MSG(kept > 0 && lost > 0, "%u variants stayed alike, %u did not", kept, lost); /* both ways were seen */
-  /* Under a variant of its own, or an address plan, the card follows none. */
+  CHECK_MSG(kept_planned > 0 && lost_planned > 0, "under plans, %u variants stayed alike, %u did not", kept_planned,
+            lost_planned);
+  /* Under a variant of its own, the card follows none. */
   ab_device_config_t cfg = {.follow_variants = true, .placement = 1};
   ab_device_t *d;
   ab_diag_t diag = {""};
@@ -272,15 +290,18 @@ static void followed_variants_are_the_alike_ones(void) {
 static void followed_bands_are_replayed_bands(void) {
   static const struct {
     const char *workload, *strategy, *conf;
+    bool recorded; /* at the recorded addresses (an address plan), as tune runs the recorded setting */
   } cases[] = {
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", ""},
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "expandable_segments:True"},
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "max_split_size_mb:128"},
-      {"random:ops=20000", "caching", ""},
-      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "pooled", ""},
-      {"random:ops=20000", "pooled", ""},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "", false},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "", true},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "expandable_segments:True", false},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "max_split_size_mb:128", false},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "caching", "max_split_size_mb:128", true},
+      {"random:ops=20000", "caching", "", false},
+      {"replay:" AB_TEST_DATA_DIR "/pytorch-2.11-h200/cnn_dyn.default.pickle.gz", "pooled", "", false},
+      {"random:ops=20000", "pooled", "", false},
   };
-  unsigned followed = 0;
+  unsigned followed = 0, followed_planned = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     ab_events_t es;
     ab_diag_t diag = {""};
@@ -289,6 +310,12 @@ static void followed_bands_are_replayed_bands(void) {
     REQUIRE(ab_run_prepare(&run, &es) == AB_OK);
     ab_bisect_opts_t o = {.strategy = cases[i].strategy, .conf = cases[i].conf, .device = "sim:h200",
                           .cap = strcmp(cases[i].strategy, "caching") == 0};
+    ab_addr_hint_t *plan = NULL;
+    if (cases[i].recorded) {
+      REQUIRE(ab_events_address_plan(&es, &plan, &o.dev.plan_len) == AB_OK);
+      REQUIRE(o.dev.plan_len > 0);
+      o.dev.plan = plan;
+    }
     REQUIRE(ab_bisect_probe(&es, &o, 0, NULL, &run, NULL, NULL, &diag) == AB_OK);
     uint64_t caps[2] = {0, (uint64_t)run.stats.reserved_bytes.peak * 97 / 100};
     for (int k = 0; k < 2; k++) {
@@ -296,23 +323,27 @@ static void followed_bands_are_replayed_bands(void) {
       for (int replayed = 0; replayed < 2; replayed++) {
         REQUIRE(ab_bisect_probe(&es, &o, caps[k], NULL, &run, NULL, NULL, &diag) == AB_OK);
         if (!replayed) followed += (unsigned)__builtin_popcount(run.variants_alike);
+        if (!replayed && cases[i].recorded) followed_planned += (unsigned)__builtin_popcount(run.variants_alike);
         if (replayed) run.variants_alike = 0;
         band[replayed] = ab_band_point(&run);
         REQUIRE_MSG(ab_band_measure(&es, &o, caps[k], &run, &band[replayed], &diag) == AB_OK, "%s", diag.msg);
       }
       CHECK_MSG(memcmp(&band[0], &band[1], sizeof band[0]) == 0,
-                "%s, %s '%s', limit %llu: followed %llu-%llu bytes, %llu-%llu allocations; replayed %llu-%llu, %llu-%llu",
-                cases[i].workload, cases[i].strategy, cases[i].conf, (unsigned long long)caps[k],
+                "%s, %s '%s'%s, limit %llu: followed %llu-%llu bytes, %llu-%llu allocations; replayed %llu-%llu, %llu-%llu",
+                cases[i].workload, cases[i].strategy, cases[i].conf, cases[i].recorded ? " at the recorded addresses" : "",
+                (unsigned long long)caps[k],
                 (unsigned long long)band[0].reserved_lo,
                 (unsigned long long)band[0].reserved_hi, (unsigned long long)band[0].allocs_lo,
                 (unsigned long long)band[0].allocs_hi, (unsigned long long)band[1].reserved_lo,
                 (unsigned long long)band[1].reserved_hi, (unsigned long long)band[1].allocs_lo,
                 (unsigned long long)band[1].allocs_hi);
     }
+    free(plan);
     ab_run_release(&run);
     ab_events_free(&es);
   }
-  CHECK(followed > 0); /* some variant was not replayed */
+  CHECK(followed > 0);         /* some variant was not replayed */
+  CHECK(followed_planned > 0); /* ... also at the recorded addresses */
 }
 
 static void band_text(void) {
