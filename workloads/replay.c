@@ -9,7 +9,7 @@ static ab_status read_trace(const char *args, const ab_build_opts_t *opts, ab_ev
     return ab_diag_set(diag, AB_ERR_INVALID, "-w replay: expected replay:PATH, the trace to replay");
   ab_events_free(out);
   ab_trace_opts_t topts = {.device = -1, .cap = opts->cap, .card = opts->card};
-  return ab_trace_load(args, &topts, out, NULL, diag);
+  return ab_trace_load(args, &topts, out, opts->info, diag);
 }
 
 const ab_workload_t ab_workload_replay = {

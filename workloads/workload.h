@@ -66,12 +66,15 @@ typedef struct ab_scale_key_s {
  * generators stop with it, at the end of the step. */
 
 /* How a stream is built; a zero struct is the default. */
+typedef struct ab_trace_info_s ab_trace_info_t; /* workloads/traces/trace_builder.h */
+
 typedef struct ab_build_opts_s {
   const volatile sig_atomic_t *stop; /* may be NULL: building stops once *stop is set */
   uint64_t host_bytes;               /* host memory the stream may take; 0: what is available now */
   /* For a trace's reader (trace.h, ab_trace_opts_t), in bytes; 0: not known. */
   uint64_t cap;  /* the memory cap the program ran under */
   uint64_t card; /* the card's total */
+  ab_trace_info_t *info; /* replay: what the trace's reader found; may be NULL */
 } ab_build_opts_t;
 
 /* What a workload's stream will hold, by the Note's estimate. */

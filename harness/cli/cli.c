@@ -1162,7 +1162,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
   }
   if (ab_cli_strategies(o->strategy, args.confs, args.nconfs, list, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   ab_run_catch_stop(); /* a search stops within 1024 events of a signal, and says so */
-  ab_status built = ab_run_build(o, o->workload, es, &diag);
+  ab_status built = ab_run_build(o, o->workload, es, NULL, &diag);
   if (built != AB_OK) return ab_cli_build_failed(o, built, &diag);
   uint64_t total = 0;
   ab_status st = ab_cli_check_strategies(o, search, list, &total, &diag);

@@ -295,7 +295,7 @@ int ab_cmd_blame(int argc, char **argv) {
   char spec[4200];
   snprintf(spec, sizeof spec, "replay:%s", args[0]);
   ab_events_t es;
-  ab_status built = ab_run_build(&o, spec, &es, &diag);
+  ab_status built = ab_run_build(&o, spec, &es, NULL, &diag);
   if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
   if (o.strategy == NULL) o.strategy = "caching";
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) o.conf = es.settings;

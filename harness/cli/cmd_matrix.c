@@ -452,7 +452,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   for (size_t i = 0; i < ngiven && rc == AB_EXIT_OK; i++) {
     char spec[4200];
     spec_of(a.ngiven ? given[i] : bench_spec(i, bench, sizeof bench), quick, spec, sizeof spec);
-    ab_status st = ab_run_build(&o, spec, &streams[nw], &diag);
+    ab_status st = ab_run_build(&o, spec, &streams[nw], NULL, &diag);
     if (st == AB_OK)
       nw++;
     else if (ab_run_stop)

@@ -163,7 +163,7 @@ int ab_cmd_run(int argc, char **argv) {
     return run_ranks(&o, &ro);
   }
   ab_events_t es;
-  ab_status built = ab_run_build(&o, o.workload, &es, &diag);
+  ab_status built = ab_run_build(&o, o.workload, &es, NULL, &diag);
   if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
   ab_run_t run;
   if (ab_run_prepare(&run, &es) != AB_OK) {

@@ -16,6 +16,7 @@
 #include "kernels/base/units.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/trace_info.h"
 #include "harness/cli/spread.h"
 #include "harness/run/pipeline.h"
 #include "harness/run/table.h"
@@ -447,6 +448,16 @@ static int write_figures(const ab_run_spec_t *o, const ab_tune_job_t *job) {
   return AB_EXIT_OK;
 }
 
+/* What trace t holds into the file at path (trace_info.h). */
+static ab_status write_trace_info(const char *path, const ab_tune_job_trace_t *t, ab_diag_t *diag) {
+  ab_cli_trace_info_t r;
+  ab_cli_trace_info(t->spec + 7, &t->es, &t->info, &r);
+  ab_output_t out;
+  AB_TRY(ab_output_open(&out, path, diag));
+  ab_cli_trace_info_write(&r, out.f);
+  return ab_output_commit(&out, diag);
+}
+
 /* What the page needs beyond the results (report.h): the command line, what the trace holds;
  * then, with --report, the figures and the page. */
 static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const ab_tune_job_t *job, int argc, char **argv) {
@@ -454,11 +465,12 @@ static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const ab_tun
   if (ab_report_log_command(o->out_dir, argc, argv, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
   char path[4096];
   snprintf(path, sizeof path, "%s/tune_trace.txt", o->out_dir);
-  /* Of several traces, the one the recommended configuration holds the most on. */
-  const char *spec = job->t[job->winner ? job->winner->trace : 0].spec;
+  /* Of several traces, the one the recommended configuration holds the most on, as
+   * `allocbench replay TRACE --info` prints it. */
+  const ab_tune_job_trace_t *t = &job->t[job->winner ? job->winner->trace : 0];
+  const char *spec = t->spec;
   if (strncmp(spec, "replay:", 7) == 0) {
-    char *info[] = {"allocbench", "replay", (char *)spec + 7, "--info", NULL};
-    if (ab_report_run_self(info, path, &diag) != AB_OK && !o->quiet)
+    if (write_trace_info(path, t, &diag) != AB_OK && !o->quiet)
       fprintf(stderr, "allocbench tune: warning: what the trace holds is not in the page: %s\n", diag.msg);
   } else {
     remove(path); /* an earlier trace's */

@@ -388,7 +388,7 @@ ab_status ab_ranks_run(const ab_run_spec_t *o, const ab_ranks_opts_t *r, ab_tabl
     rank_t *x = &rk[i];
     x->strategy = o->strategy;
     st = rank_spec(o->workload, world, x->rank, spec, sizeof spec, diag);
-    if (st == AB_OK) st = ab_run_build(o, spec, &x->es, diag);
+    if (st == AB_OK) st = ab_run_build(o, spec, &x->es, NULL, diag);
     uint64_t d = 0;
     if (st == AB_OK) st = ab_ranks_check_stream(&x->es, world, &d, diag);
     if (st == AB_OK && i > 0 && d != digest)

@@ -77,8 +77,8 @@ ab_status ab_run_trace_limits(const ab_run_spec_t *o, uint64_t *cap, uint64_t *c
   return AB_OK;
 }
 
-ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag) {
-  ab_build_opts_t b = {.stop = &ab_run_stop};
+ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_trace_info_t *info, ab_diag_t *diag) {
+  ab_build_opts_t b = {.stop = &ab_run_stop, .info = info};
   if (strncmp(spec, "replay:", 7) == 0) {
     ab_events_init(es); /* released on failure, as a build's */
     AB_TRY(ab_run_trace_limits(o, &b.cap, &b.card, diag));

@@ -16,6 +16,7 @@
 
 #include "kernels/device/device.h"
 #include "workloads/events/events.h"
+#include "workloads/traces/trace_builder.h"
 #include "harness/run/band.h"
 #include "harness/run/bisect.h"
 #include "harness/run/engine.h"
@@ -95,8 +96,8 @@ extern bool ab_run_device_said;
 
 /* Builds the workload spec with the run's seed, stopping at ab_run_stop (workload.h). A trace
  * is read knowing the cap the program ran under (o->cap, else -c's per_process_memory_fraction)
- * and the card of o->device (trace.h). */
-ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_diag_t *diag);
+ * and the card of o->device (trace.h); what its reader found goes to info (may be NULL). */
+ab_status ab_run_build(const ab_run_spec_t *o, const char *spec, ab_events_t *es, ab_trace_info_t *info, ab_diag_t *diag);
 /* The card's total of o->device, as a run opens it. */
 ab_status ab_run_card_total(const ab_run_spec_t *o, uint64_t *total, ab_diag_t *diag);
 /* Makes a cap given as a fraction of the card (o->cap_fraction) bytes, as PyTorch makes

@@ -86,11 +86,12 @@ static ab_status build_traces(const ab_run_spec_t *o, const ab_tune_request_t *r
     for (size_t j = 0; j < k && hashed && !t->built; j++)
       if (bytes[j] == bytes[k] && digest[j] == digest[k] && job->t[j].built && !job->t[j].borrowed) {
         t->es = job->t[j].es;
+        t->info = job->t[j].info;
         snprintf(t->es.source, sizeof t->es.source, "%s", t->spec);
         t->built = t->borrowed = true;
       }
     if (!hashed) bytes[k] = UINT64_MAX; /* never alike */
-    if (!t->built && (st = ab_run_build(o, t->spec, &t->es, diag)) == AB_OK) t->built = true;
+    if (!t->built && (st = ab_run_build(o, t->spec, &t->es, &t->info, diag)) == AB_OK) t->built = true;
   }
   free(digest);
   free(bytes);

@@ -114,6 +114,7 @@ typedef struct ab_tune_request_s {
 typedef struct ab_tune_job_trace_s {
   char *spec;           /* the -w it runs, a glob expanded; owned */
   ab_events_t es;       /* its events; es.source the name people read */
+  ab_trace_info_t info; /* a replay's: what its reader found (zero for a workload) */
   bool built;
   bool borrowed;        /* es's arrays are an earlier trace's, read from a file of the same bytes */
   ab_tune_result_t *r;  /* each configuration's result on this trace, by its place in the grid; owned */
