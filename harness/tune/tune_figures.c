@@ -17,6 +17,7 @@ typedef struct series_s {
   size_t n;
   ab_run_status_t status;
   int64_t peak_reserved;
+  uint64_t oom_reserved; /* at its OOM */
 } series_t;
 
 enum { RECORDED, RECOMMENDED, NCONFIGS };
@@ -32,45 +33,36 @@ static ab_tune_opts_t opts_for(const ab_tune_opts_t *o, const ab_tune_trace_t *t
   return x;
 }
 
-/* One run of c over es with its timeline, into *out. */
-static ab_status timeline_run(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, ab_run_t *run,
-                              series_t *out, ab_diag_t *diag) {
+/* The run of configuration b over es with its timeline, into *out, and its map into m: at the
+ * first moment its reserved bytes reached the peak tune saw (seen), or at its OOM where tune saw
+ * one; *event is the index of the event after which it was taken. The run replays as tune's
+ * did, so it reaches that peak at the same event. */
+static ab_status figure_run(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, const ab_tune_seen_t *seen,
+                            ab_run_t *run, series_t *out, ab_oommap_t *m, size_t *event, ab_diag_t *diag) {
   ab_run_opts_t ro;
   memset(&ro, 0, sizeof ro);
   ro.timeline = true;
   ro.check = b->check;
   ro.stop = b->stop;
+  if (seen->status == AB_RUN_OOM) {
+    ro.on_oom = ab_oommap_capture;
+    ro.on_oom_ctx = m;
+  } else {
+    ro.at_reserved = ab_oommap_capture;
+    ro.at_reserved_ctx = m;
+    ro.at_reserved_bytes = (uint64_t)seen->peak_reserved;
+    ro.at_reserved_event = event;
+  }
   AB_TRY(ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag));
+  if (seen->status == AB_RUN_OOM) *event = run->oom.event;
   out->s = malloc((run->ntimeline ? run->ntimeline : 1) * sizeof *out->s);
   if (out->s == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   memcpy(out->s, run->timeline, run->ntimeline * sizeof *out->s);
   out->n = run->ntimeline;
   out->status = run->status;
   out->peak_reserved = run->stats.reserved_bytes.peak;
+  out->oom_reserved = run->oom.reserved;
   return AB_OK;
-}
-
-/* The map of configuration b at the first moment its reserved bytes reached the peak of
- * ser (or at its OOM), into m; *event is the index of the event after which it was taken.
- * The run replays as ser's did, so it reaches that peak at the same event. */
-static ab_status map_at_peak(const ab_events_t *es, const ab_bisect_opts_t *b, uint64_t limit, ab_run_t *run,
-                             const series_t *ser, ab_oommap_t *m, size_t *event, ab_diag_t *diag) {
-  ab_run_opts_t ro;
-  memset(&ro, 0, sizeof ro);
-  ro.check = b->check;
-  ro.stop = b->stop;
-  if (ser->status == AB_RUN_OOM) {
-    ro.on_oom = ab_oommap_capture;
-    ro.on_oom_ctx = m;
-    AB_TRY(ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag));
-    *event = run->oom.event;
-    return AB_OK;
-  }
-  ro.at_reserved = ab_oommap_capture;
-  ro.at_reserved_ctx = m;
-  ro.at_reserved_bytes = ser->peak_reserved;
-  ro.at_reserved_event = event;
-  return ab_bisect_probe(es, b, limit, &ro, run, NULL, NULL, diag);
 }
 
 static const ab_col_t timeline_cols[] = {{"trace", false},    {"config", false},         {"event", true},
@@ -128,47 +120,36 @@ static ab_status write_notes(const char *dir, const char *trace, const size_t ev
   return ab_output_commit(&out, diag);
 }
 
-/* The runs of one trace, one task per configuration (ab_tune_each): its timelines, then,
- * on the worst trace, its maps. */
+/* The runs of one trace, one task per configuration (ab_tune_each): its timeline and its map. */
 typedef struct runs_s {
   const ab_tune_trace_t *t;
   const ab_tune_opts_t *o; /* the trace's own (opts_for) */
   const ab_tune_candidate_t *const *cand;
-  series_t *ser;           /* the trace's NCONFIGS */
-  ab_oommap_t *map;        /* the maps' */
-  size_t event[NCONFIGS];
-  int64_t reserved[NCONFIGS];
+  const ab_tune_seen_t *seen; /* the trace's NCONFIGS */
+  series_t *ser;              /* ... */
+  ab_oommap_t *map;
+  size_t *event;
   ab_status st[NCONFIGS];
   ab_diag_t diag[NCONFIGS];
   bool interrupted[NCONFIGS];
 } runs_t;
 
-static void timeline_task(void *ctx, size_t c, ab_run_t *run) {
+static void figure_task(void *ctx, size_t c, ab_run_t *run) {
   runs_t *x = ctx;
   ab_bisect_opts_t b;
   ab_tune_probe_opts(x->o, x->cand[c], &b);
-  x->st[c] = timeline_run(x->t->es, &b, limit_of(x->o), run, &x->ser[c], &x->diag[c]);
+  x->st[c] = figure_run(x->t->es, &b, limit_of(x->o), &x->seen[c], run, &x->ser[c], &x->map[c], &x->event[c], &x->diag[c]);
   x->interrupted[c] = x->st[c] == AB_OK && x->ser[c].status == AB_RUN_INTERRUPTED;
 }
 
-static void map_task(void *ctx, size_t c, ab_run_t *run) {
-  runs_t *x = ctx;
-  ab_bisect_opts_t b;
-  ab_tune_probe_opts(x->o, x->cand[c], &b);
-  x->st[c] = map_at_peak(x->t->es, &b, limit_of(x->o), run, &x->ser[c], &x->map[c], &x->event[c], &x->diag[c]);
-  x->interrupted[c] = x->st[c] == AB_OK && run->status == AB_RUN_INTERRUPTED;
-  x->reserved[c] = x->ser[c].status == AB_RUN_OOM ? run->oom.reserved : x->ser[c].peak_reserved;
-}
-
-/* The tasks of fn for the first n configurations of trace t, at once; the first error goes to
- * diag. */
-static ab_status run_tasks(runs_t *x, const ab_tune_trace_t *t, const ab_tune_opts_t *o, int n, ab_tune_task_fn fn,
-                           bool *interrupted, ab_diag_t *diag) {
+/* The runs of the first n configurations of trace t, at once; the first error goes to diag. */
+static ab_status run_tasks(runs_t *x, const ab_tune_trace_t *t, const ab_tune_opts_t *o, int n, bool *interrupted,
+                           ab_diag_t *diag) {
   ab_tune_opts_t to = opts_for(o, t);
   x->t = t;
   x->o = &to;
   for (int c = 0; c < NCONFIGS; c++) x->st[c] = AB_OK, x->diag[c].msg[0] = '\0', x->interrupted[c] = false;
-  if (!ab_tune_each(t->es, (size_t)n, &to, fn, x)) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  if (!ab_tune_each(t->es, (size_t)n, &to, figure_task, x)) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   for (int c = 0; c < n; c++) {
     *interrupted |= x->interrupted[c];
     if (x->st[c] != AB_OK) {
@@ -182,28 +163,33 @@ static ab_status run_tasks(runs_t *x, const ab_tune_trace_t *t, const ab_tune_op
 
 ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
                                 const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
-                                const char *dir, bool *interrupted, ab_diag_t *diag) {
+                                const ab_tune_seen_t *seen, const char *dir, bool *interrupted, ab_diag_t *diag) {
   *interrupted = false;
   const ab_tune_candidate_t *cand[NCONFIGS] = {recorded, recommended};
   bool same = recommended == NULL || recommended == recorded ||
               (strcmp(recommended->strategy, recorded->strategy) == 0 && strcmp(recommended->conf, recorded->conf) == 0);
   int nruns = same ? 1 : NCONFIGS;
-  series_t *ser = calloc(ntraces * NCONFIGS, sizeof *ser);
+  size_t slots = ntraces * NCONFIGS;
+  series_t *ser = calloc(slots ? slots : 1, sizeof *ser);
+  ab_oommap_t *map = calloc(slots ? slots : 1, sizeof *map);
+  size_t *event = calloc(slots ? slots : 1, sizeof *event);
+  for (size_t k = 0; map && k < slots; k++) ab_oommap_init(&map[k]);
   ab_table_t t;
   ab_table_init(&t, timeline_cols, TL_NCOLS);
-  ab_oommap_t map[NCONFIGS];
-  for (int c = 0; c < NCONFIGS; c++) ab_oommap_init(&map[c]);
-  runs_t x = {.cand = cand, .map = map};
-  ab_status st = ser ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  runs_t x = {.cand = cand};
+  ab_status st = ser && map && event ? AB_OK : ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   size_t worst = 0;
-  /* The timelines, and the worst trace: the most reserved under the configuration pasted. */
+  /* The runs, and the worst trace: the most reserved under the configuration pasted. */
   for (size_t i = 0; i < ntraces && st == AB_OK && !*interrupted; i++) {
     size_t alike = traces[i].same; /* Note [Traces alike]: its runs are an earlier trace's */
     if (alike != i) {
       for (int c = 0; c < NCONFIGS; c++) ser[i * NCONFIGS + c] = ser[alike * NCONFIGS + c];
     } else {
+      x.seen = &seen[i * NCONFIGS];
       x.ser = &ser[i * NCONFIGS];
-      st = run_tasks(&x, &traces[i], o, nruns, timeline_task, interrupted, diag);
+      x.map = &map[i * NCONFIGS];
+      x.event = &event[i * NCONFIGS];
+      st = run_tasks(&x, &traces[i], o, nruns, interrupted, diag);
     }
     if (st != AB_OK || *interrupted) break;
     if (same) ser[i * NCONFIGS + RECOMMENDED] = ser[i * NCONFIGS + RECORDED];
@@ -217,19 +203,19 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     if (st == AB_OK && traces[i].es->nsegs) st = add_recorded(&t, traces[i].name, traces[i].es, &ser[i * NCONFIGS]);
     if (st != AB_OK && diag->msg[0] == '\0') ab_diag_set(diag, st, "out of host memory");
   }
-  /* The maps of the worst trace. */
+  /* The maps of the worst trace, made by the runs of the first trace alike it. */
+  size_t w = ntraces ? traces[worst].same * NCONFIGS : 0;
+  size_t ev[NCONFIGS] = {0};
+  int64_t reserved[NCONFIGS] = {0};
   bool oom[NCONFIGS] = {false}, have[NCONFIGS] = {false};
-  if (st == AB_OK && !*interrupted && ntraces) {
-    x.ser = &ser[worst * NCONFIGS];
-    st = run_tasks(&x, &traces[worst], o, nruns, map_task, interrupted, diag);
-    for (int c = 0; c < nruns; c++) {
-      have[c] = st == AB_OK && !*interrupted && map[c].captured && map[c].walk_status == AB_OK;
-      oom[c] = x.ser[c].status == AB_RUN_OOM;
-    }
-    if (same && recommended) {
-      x.event[RECOMMENDED] = x.event[RECORDED], x.reserved[RECOMMENDED] = x.reserved[RECORDED];
-      oom[RECOMMENDED] = oom[RECORDED], have[RECOMMENDED] = have[RECORDED];
-    }
+  for (int c = 0; st == AB_OK && !*interrupted && c < NCONFIGS && ntraces; c++) {
+    int made = same ? RECORDED : c; /* the run that made it */
+    if (c == RECOMMENDED && recommended == NULL) continue;
+    const series_t *y = &ser[w + made];
+    have[c] = map[w + made].captured && map[w + made].walk_status == AB_OK;
+    oom[c] = y->status == AB_RUN_OOM;
+    ev[c] = event[w + made];
+    reserved[c] = oom[c] ? (int64_t)y->oom_reserved : y->peak_reserved;
   }
   if (st == AB_OK && !*interrupted) {
     char path[4096];
@@ -237,15 +223,17 @@ ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, c
     st = ab_table_write_file(&t, path, diag);
     for (int c = 0; c < NCONFIGS && st == AB_OK; c++) {
       snprintf(path, sizeof path, "%s/tune_segments_%s.csv", dir, config_name[c]);
-      if (have[c]) st = ab_oomreport_write_file(&map[same ? RECORDED : c], path, NULL, diag);
+      if (have[c]) st = ab_oomreport_write_file(&map[w + (same ? RECORDED : c)], path, NULL, diag);
       else remove(path); /* an older run's map would be taken for this one's */
     }
-    if (st == AB_OK) st = write_notes(dir, traces[worst].name, x.event, x.reserved, oom, have, diag);
+    if (st == AB_OK) st = write_notes(dir, traces[worst].name, ev, reserved, oom, have, diag);
   }
   for (size_t i = 0; ser && i < ntraces; i++)
     if (traces[i].same == i) free(ser[i * NCONFIGS].s), free(same ? NULL : ser[i * NCONFIGS + 1].s);
   free(ser);
-  for (int c = 0; c < NCONFIGS; c++) ab_oommap_free(&map[c]);
+  for (size_t k = 0; map && k < slots; k++) ab_oommap_free(&map[k]);
+  free(map);
+  free(event);
   ab_table_free(&t);
   return st;
 }

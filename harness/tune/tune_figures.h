@@ -4,13 +4,13 @@
  *
  * For each trace (one, or one per rank of a job) and each of the two configurations, one run
  * with the timeline sampled (engine.h, Note [Step peaks]), under the job's cap as tune ran it
- * and, for the recorded configuration, at the recorded addresses (tune.h). Then, for the
- * trace that holds the most under the recommended configuration (the worst rank), the
- * segment map at the moment reserved memory first reached its peak: the configuration is
- * replayed once more (a replay goes as the first did) and the map taken after the first event
- * at which its reserved bytes reach the timeline run's peak (engine.h, at_reserved). A run
- * that ended in OOM is mapped at its OOM instead. The runs of the two configurations are made
- * at once, on tune's threads (ab_tune_each).
+ * and, for the recorded configuration, at the recorded addresses (tune.h). The same run takes
+ * the segment map at the moment its reserved bytes first reached their peak: tune's own run of
+ * the configuration saw that peak (ab_tune_seen_t), and a replay goes as the first did, so the
+ * map is taken after the first event at which reserved reaches it (engine.h, at_reserved); a
+ * run that ended in OOM is mapped at its OOM instead. The maps written are those of the trace
+ * that holds the most under the recommended configuration (the worst rank). The runs of the
+ * two configurations are made at once, on tune's threads (ab_tune_each).
  *
  * Files, rewritten whole by each call (tune.csv keeps every run; these, the last):
  *   DIR/tune_timeline.csv  trace, config, event, step, allocated, reserved, peak_allocated,
@@ -38,11 +38,19 @@
 #include "workloads/events/events.h"
 #include "harness/tune/tune.h"
 
+/* What tune's run of a configuration on a trace ended with: its status and its peak
+ * reserved bytes. */
+typedef struct ab_tune_seen_s {
+  ab_run_status_t status;
+  int64_t peak_reserved;
+} ab_tune_seen_t;
+
 /* Writes the files above into dir for the traces under o; recommended may be NULL (no
- * configuration ran the whole job): then the recorded one alone. A trace alike an earlier one
- * (ab_tune_alike) takes that one's runs. */
+ * configuration ran the whole job): then the recorded one alone. seen[k * 2] is what tune saw
+ * of the recorded configuration on trace k, seen[k * 2 + 1] of the recommended one. A trace
+ * alike an earlier one (ab_tune_alike) takes that one's runs. */
 ab_status ab_tune_figures_write(const ab_tune_trace_t *traces, size_t ntraces, const ab_tune_opts_t *o,
                                 const ab_tune_candidate_t *recorded, const ab_tune_candidate_t *recommended,
-                                const char *dir, bool *interrupted, ab_diag_t *diag);
+                                const ab_tune_seen_t *seen, const char *dir, bool *interrupted, ab_diag_t *diag);
 
 #endif

@@ -698,6 +698,15 @@ ab_status ab_tune_job_rows(const ab_tune_job_t *job, ab_table_t *rows) {
 ab_status ab_tune_job_figures(const ab_tune_job_t *job, const char *dir, bool *interrupted, ab_diag_t *diag) {
   *interrupted = false;
   if (job->recorded == NULL) return AB_OK;
-  return ab_tune_figures_write(job->tt, job->n, &job->opts, &job->recorded->cand,
-                               job->winner ? &job->winner->cand : NULL, dir, interrupted, diag);
+  ab_tune_seen_t *seen = calloc(2 * job->n, sizeof *seen);
+  if (seen == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t k = 0; k < job->n; k++) {
+    const ab_tune_result_t *r[2] = {&job->t[k].r[job->recorded->order], job->winner ? &job->t[k].r[job->winner->order] : NULL};
+    for (int c = 0; c < 2; c++)
+      if (r[c]) seen[2 * k + c] = (ab_tune_seen_t){r[c]->status, r[c]->stats.reserved_bytes.peak};
+  }
+  ab_status st = ab_tune_figures_write(job->tt, job->n, &job->opts, &job->recorded->cand,
+                                       job->winner ? &job->winner->cand : NULL, seen, dir, interrupted, diag);
+  free(seen);
+  return st;
 }
