@@ -89,7 +89,9 @@ torchrun_like() {
 }
 
 # ---- torchrun's store ------------------------------------------------------------------------
-free_port=$((22000 + $$ % 20000))
+# Below the kernel's range of ephemeral ports (32768 up, as Linux sets it), so that no
+# connection of another test running beside this one holds it as its own end.
+free_port=$((20000 + $$ % 10000))
 while (: <"/dev/tcp/127.0.0.1/$free_port") 2>/dev/null; do free_port=$((free_port + 1)); done
 if command -v python3 >/dev/null 2>&1; then
   ran=1
@@ -142,12 +144,21 @@ print(TCPStore('127.0.0.1', $port, 1, False, timedelta(seconds=10)).get('allocbe
   kill "$server_pid" 2>/dev/null
   # torchrun holds MASTER_PORT with its agent's store and starts the ranks. --redirects and
   # --tee name no Std.NONE, which torch 1.13's parser loses under Python 3.11.
-  tport=$((free_port + 1))
-  while (: <"/dev/tcp/127.0.0.1/$tport") 2>/dev/null; do tport=$((tport + 1)); done
-  "$torch_py" -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$tport" \
-    --redirects 2 --tee 2 --log_dir "$work/torchrun.logs" --no_python \
-    "$ab" run "${zero[@]}" --ranks env --out "$work/torchrun" -q >"$work/torchrun.out" 2>&1 ||
-    fail "torchrun (PyTorch $version) exited $?: $(tail -n 5 "$work/torchrun.out")"
+  # A port found free can be taken before torchrun binds it (a closing connection's, another
+  # test's): torchrun is started again on the next one, up to three times.
+  tport=$free_port
+  for try in 1 2 3; do
+    tport=$((tport + 1))
+    while (: <"/dev/tcp/127.0.0.1/$tport") 2>/dev/null; do tport=$((tport + 1)); done
+    rm -rf "$work/torchrun" "$work/torchrun.logs"
+    "$torch_py" -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$tport" \
+      --redirects 2 --tee 2 --log_dir "$work/torchrun.logs" --no_python \
+      "$ab" run "${zero[@]}" --ranks env --out "$work/torchrun" -q >"$work/torchrun.out" 2>&1 && break
+    rc=$?
+    grep -q "Address already in use" "$work/torchrun.out" && [ "$try" -lt 3 ] && continue
+    fail "torchrun (PyTorch $version) exited $rc: $(tail -n 5 "$work/torchrun.out")"
+    break
+  done
   same_rows 2 "$work/torchrun" "torchrun (PyTorch $version)"
 else
   echo "launch_test: no PyTorch: its TCPStore and torchrun are not tested here (tests/store_server.py stands in)"
