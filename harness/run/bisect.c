@@ -206,7 +206,7 @@ typedef struct search_s {
  * the result's max_fail (the search only ever fails higher than before). */
 static ab_status probe(search_t *x, uint64_t budget, bool *passed, ab_diag_t *diag) {
   bool resumed = false; /* from a place of the prefix (Note [A prefix shared], prefix.h) */
-  if (x->o->prefix && x->o->cap && x->o->on_oom == NULL)
+  if (x->o->prefix && x->o->on_oom == NULL)
     AB_TRY(ab_prefix_probe(x->o->prefix, budget, x->run, &x->held_peak, x->out->device, &resumed, diag));
   if (!resumed) AB_TRY(ab_bisect_probe(x->es, x->o, budget, NULL, x->run, &x->held_peak, x->out->device, diag));
   x->out->interrupted = x->run->status == AB_RUN_INTERRUPTED;
@@ -336,13 +336,26 @@ unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result
   return o->band_probes ? o->band_probes : 2 * res->intervals / 3 + 8;
 }
 
+/* Whether o's strategy keeps PyTorch's memory cap: the caching family, which takes a budget
+ * as its cap when it is created, so that a budget taken mid-run would not reach its
+ * decisions (Note [Budget window], device.h). */
+static bool keeps_cap(const ab_bisect_opts_t *o) {
+  ab_pipeline_t p = pipeline_of(o, 0);
+  ab_world_t world;
+  ab_diag_t ignored = {""};
+  if (ab_pipeline_check(&p, &world, &ignored) != AB_OK) return false;
+  p.memory_cap = world.total_bytes / 2;
+  return ab_pipeline_check(&p, NULL, &ignored) == AB_OK;
+}
+
 ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t floor) {
   ab_world_t world;
   ab_diag_t ignored = {""};
-  if (!o->cap || o->on_oom || ab_supervise_apart(o->strategy)) return NULL;
+  if (o->on_oom || ab_supervise_apart(o->strategy)) return NULL;
   if (o->prefix_every == 0 && es->n < AB_PREFIX_MIN_EVENTS) return NULL;
   if (ab_bisect_check(o, &world, &ignored) != AB_OK || world.kind != AB_DEVICE_SIM) return NULL;
-  return ab_prefix_open(es->n, o->prefix_every, floor ? floor : ab_bisect_peak_requested(es), o->stop);
+  if (!o->cap && keeps_cap(o)) return NULL;
+  return ab_prefix_open(es->n, o->prefix_every, floor ? floor : ab_bisect_peak_requested(es), !o->cap, o->stop);
 }
 
 ab_status ab_bisect_probe_kept(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t budget, const ab_run_opts_t *ro,

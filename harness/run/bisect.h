@@ -177,10 +177,11 @@ ab_status ab_bisect_probe(const ab_events_t *es, const ab_bisect_opts_t *o, uint
                           ab_run_t *run, uint64_t *held_peak, char device[96], ab_diag_t *diag);
 
 /* Places for the probes of es under o to go on from (Note [A prefix shared], prefix.h), for
- * one run to be kept at: on the simulated card, with cap, no on_oom, a strategy in this
- * process, and a stream long enough (or o->prefix_every set); spread over the caps from floor
- * up besides (0: the stream's peak requested bytes, where a cap map starts). NULL where none
- * can be kept. */
+ * one run to be kept at: on the simulated card, no on_oom, a strategy in this process, and a
+ * stream long enough (or o->prefix_every set); a search of the cap, or of the budget of a
+ * strategy that keeps no cap (Note [Budget window], device.h); spread over the caps from
+ * floor up besides (0: the stream's peak requested bytes, where a search starts). NULL where
+ * none can be kept. */
 ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t floor);
 
 /* ab_bisect_probe with the engine options ro (not NULL), its run kept at p's places as it goes

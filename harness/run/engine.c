@@ -419,6 +419,14 @@ typedef struct replay_s {
   char stop_why[512];        /* why another rank stopped the run */
 } replay_t;
 
+/* The memory the run could have: what the device has free, and what it holds already. */
+static ab_status read_limit(replay_t *r) {
+  uint64_t free_bytes = 0, total = 0;
+  AB_TRY(ab_device_mem_info(r->dev, &free_bytes, &total));
+  r->limit = free_bytes + r->dev->held_bytes;
+  return AB_OK;
+}
+
 /* What an event handler tells the loop. */
 typedef enum next_e {
   NEXT,          /* go on to the next event */
@@ -757,10 +765,8 @@ ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run
   ab_verify_t verify;
   ab_status st = open_replay(&r, &verify);
   if (st != AB_OK) return st;
-  uint64_t free_at_start = 0, total = 0;
-  st = ab_device_mem_info(r.dev, &free_at_start, &total);
+  st = read_limit(&r);
   if (st != AB_OK) return close_replay(&r, fail(run, s, st, 0, "mem_info"));
-  r.limit = free_at_start + r.dev->held_bytes;
 
   const ab_event_t *ev = es->ev;
   r.c = (loop_clock_t){ab_clock_ns(), r.dev->modeled_ns, 0, 0, false};
@@ -800,6 +806,11 @@ events:
       if (i + 1 >= next_checkpoint && i + 1 < r.until) {
         opts->checkpoint(opts->checkpoint_ctx, i + 1, s, run);
         next_checkpoint = i + 1 + opts->checkpoint_every;
+        /* A copy made there may have taken another budget (Note [Budget window], device.h). */
+        if ((st = read_limit(&r)) != AB_OK) {
+          next = failed(&r, st);
+          break;
+        }
       }
       if (opts->stop && *opts->stop) {
         next = INTERRUPTED;

@@ -28,6 +28,7 @@ typedef struct place_s {
 } place_t;
 
 struct ab_prefix_s {
+  bool budget;       /* the runs differ by the device's budget, not the strategy's cap */
   size_t every;      /* events between two places kept as the run goes */
   size_t next;       /* the events after which the next of them is kept */
   uint64_t floor;    /* the cap from which places are kept for the caps (Note [Places by the caps]) */
@@ -43,13 +44,14 @@ struct ab_prefix_s {
   size_t from; /* the place's events */
 };
 
-ab_prefix_t *ab_prefix_open(size_t events, size_t every, uint64_t floor, const volatile sig_atomic_t *stop) {
+ab_prefix_t *ab_prefix_open(size_t events, size_t every, uint64_t floor, bool budget, const volatile sig_atomic_t *stop) {
   if (every == 0) {
     if (events < AB_PREFIX_MIN_EVENTS) return NULL;
     every = events / (AB_PREFIX_PLACES + 1);
   }
   ab_prefix_t *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
+  p->budget = budget;
   p->every = p->next = every ? every : 1;
   p->floor = floor;
   p->step = floor / 256 > 1 ? floor / 256 : 1;
@@ -96,6 +98,23 @@ static void answer_none(int fd) {
   (void)write_all(fd, &none, sizeof none);
 }
 
+/* The window of the source run now: the caps its strategy's decisions allow
+ * (Note [Cap window], strategy.h), or the budgets its device's checks allow
+ * (Note [Budget window], device.h); false when it has none a copy could take. */
+static bool window(const ab_prefix_t *p, const ab_strategy_t *s, uint64_t *lo, uint64_t *hi) {
+  if (p->budget) {
+    *lo = s->dev->budget_lo, *hi = s->dev->budget_hi;
+    return *lo <= *hi;
+  }
+  *lo = s->cap_lo, *hi = s->cap_hi;
+  return s->ops->take_cap != NULL && *hi != 0 && *lo <= *hi;
+}
+
+/* Takes cap, as the prefix's runs take it: the strategy's cap or the device's budget. */
+static bool take(const ab_prefix_t *p, ab_strategy_t *s, uint64_t cap) {
+  return p->budget ? ab_device_take_budget(s->dev, cap) : ab_strategy_take_cap(s, cap);
+}
+
 /* Closes every descriptor but the standard ones and a and b (a < b). */
 static void close_others(int a, int b) {
   if (a > 3) close_range(3, (unsigned)a - 1, 0);
@@ -121,7 +140,7 @@ static void keep(ab_prefix_t *p, int order, int answer, size_t done, ab_strategy
     if (copy == 0) {
       (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
       close(order);
-      if (!ab_strategy_take_cap(s, cap)) {
+      if (!take(p, s, cap)) {
         answer_none(answer);
         _exit(0);
       }
@@ -210,7 +229,9 @@ static void keep_at(ab_prefix_t *p, size_t done, ab_strategy_t *s, ab_run_t *run
     close(order[1]), close(answer[0]);
     return;
   }
-  p->place[p->n++] = (place_t){pid, order[1], answer[0], done, s->cap_lo, s->cap_hi, by_cap};
+  uint64_t lo = 0, hi = 0;
+  window(p, s, &lo, &hi);
+  p->place[p->n++] = (place_t){pid, order[1], answer[0], done, lo, hi, by_cap};
   p->by_cap += by_cap;
 }
 
@@ -218,13 +239,14 @@ static void keep_at(ab_prefix_t *p, size_t done, ab_strategy_t *s, ab_run_t *run
  * due, by its events or by the caps it passed (Note [Places by the caps]). */
 static void keep_here(void *ctx, size_t done, ab_strategy_t *s, ab_run_t *run) {
   ab_prefix_t *p = ctx;
-  if (p->resumed || s->ops->take_cap == NULL || s->cap_hi == 0 || s->cap_lo > s->cap_hi) return;
+  uint64_t lo, hi;
+  if (p->resumed || !window(p, s, &lo, &hi)) return;
   bool by_time = done >= p->next && p->n - p->by_cap < AB_PREFIX_PLACES;
   if (by_time) p->next = done + p->every;
-  bool by_cap = !by_time && s->cap_lo >= cap_due(p);
+  bool by_cap = !by_time && lo >= cap_due(p);
   while (by_cap && p->by_cap == AB_PREFIX_CAP_PLACES) { /* ends when one place for the caps is left */
     widen(p);
-    by_cap = s->cap_lo >= cap_due(p);
+    by_cap = lo >= cap_due(p);
   }
   if ((by_time || by_cap) && ab_host_memory_available() >= AB_PREFIX_MIN_HOST_BYTES) keep_at(p, done, s, run, by_cap);
 }

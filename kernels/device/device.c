@@ -11,8 +11,18 @@ ab_status ab_device_close(ab_device_t *d, ab_diag_t *diag) {
   return d->ops->close(d, diag);
 }
 
-bool ab_device_budget_allows(const ab_device_t *d, uint64_t extra) {
-  return d->budget_bytes == 0 || (extra <= d->budget_bytes && d->held_bytes <= d->budget_bytes - extra);
+bool ab_device_budget_allows(ab_device_t *d, uint64_t extra) {
+  uint64_t need = extra > UINT64_MAX - d->held_bytes ? UINT64_MAX : d->held_bytes + extra;
+  bool allows = d->budget_bytes == 0 || need <= d->budget_bytes;
+  if (allows && need > d->budget_lo) d->budget_lo = need;
+  if (!allows && need - 1 < d->budget_hi) d->budget_hi = need - 1;
+  return allows;
+}
+
+bool ab_device_take_budget(ab_device_t *d, uint64_t budget) {
+  if (d->kind != AB_DEVICE_SIM || budget == 0 || budget < d->budget_lo || budget > d->budget_hi) return false;
+  d->budget_bytes = budget;
+  return true;
 }
 
 void ab_device_hold(ab_device_t *d, int64_t delta) {

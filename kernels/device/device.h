@@ -16,6 +16,17 @@
  * would cross it fails with AB_ERR_OOM before reaching the driver. That is how an H200 plays
  * a 40 GB card, and what `--budget` means.
  *
+ * Note [Budget window]
+ * The budget is consulted only at those checks, each of the form "budget >= held + extra", so
+ * the budgets under which a run makes every check as it made it form one interval,
+ * [budget_lo, budget_hi], narrowed at each check (a run with no budget passes every check, and
+ * its window is every budget at least what it held). Strategies read the budget nowhere else
+ * in their decisions (only in an OOM's message, read when it is written, and the caching
+ * strategy, which takes a budget as its cap when it is created). So on the simulated card a
+ * copy of the run (a fork) may take another budget of the window and go on, as if it had run
+ * under that budget from the start (ab_device_take_budget): the budget's counterpart of
+ * Note [Taking a cap mid-run], strategy.h, for the searches of a budget (bisect.h).
+ *
  * Statuses: AB_ERR_OOM when the device (or the budget) has no room, or an injected fault
  * fired; AB_ERR_INVALID for a call that breaks the contract (double free, foreign pointer,
  * wrong size, unaligned map, leak at close); AB_ERR_CUDA for any other driver error. The
@@ -109,6 +120,8 @@ struct ab_device_s {
   char name[96];            /* "sim:h200", "cuda:0 NVIDIA H200" */
   uint64_t total_bytes;     /* the card's total, as cudaMemGetInfo reports it */
   uint64_t budget_bytes;    /* cap on held_bytes; 0 when there is none */
+  uint64_t budget_lo;       /* the budgets under which every check so far went as it went */
+  uint64_t budget_hi;       /* (Note [Budget window]); set by ab_device_open */
   uint64_t granule_bytes;   /* VMM granule; map and unmap work in multiples of it */
   uint64_t held_bytes;      /* malloc'd + mapped + pool reserve, now */
   uint64_t held_peak;       /* highest held_bytes */
@@ -190,8 +203,14 @@ ab_status ab_device_timer_start(ab_device_t *d, unsigned stream);
  * since the start. */
 ab_status ab_device_timer_stop(ab_device_t *d, unsigned stream, double *seconds);
 
-/* For implementations: true if `extra` more held bytes stay within the budget. */
-bool ab_device_budget_allows(const ab_device_t *d, uint64_t extra);
+/* Takes budget (not 0), of [budget_lo, budget_hi], as the budget from now on; false, changing
+ * nothing, for one outside the window or a device other than the simulated card (a GPU's
+ * stream-ordered pool was made with its budget). Note [Budget window]. */
+bool ab_device_take_budget(ab_device_t *d, uint64_t budget);
+
+/* For implementations: true if `extra` more held bytes stay within the budget; the check
+ * narrows the budget window. */
+bool ab_device_budget_allows(ab_device_t *d, uint64_t extra);
 /* For implementations: adjusts held_bytes and its peak. */
 void ab_device_hold(ab_device_t *d, int64_t delta);
 /* For implementations: adjusts footprint_bytes and its peak (never below 0: on cuda a free

@@ -61,5 +61,7 @@ ab_status ab_device_open(const char *spec, const ab_device_config_t *cfg, ab_dev
     return ab_diag_set(diag, AB_ERR_INVALID, "--budget %s is more than the device's total of %s", b, t);
   }
   (*out)->budget_bytes = cfg->budget_bytes;
+  (*out)->budget_lo = 0;
+  (*out)->budget_hi = UINT64_MAX;
   return AB_OK;
 }

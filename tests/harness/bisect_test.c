@@ -660,7 +660,7 @@ static void prefix_probes_are_replays(void) {
     ab_bisect_result_t plain, shared;
     REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &plain, &diag) == AB_OK, "%s", diag.msg);
     /* The source, kept every ninth of the stream; a copy that goes on ends in the test. */
-    ab_prefix_t *p = ab_prefix_open(es.n, es.n / 9, ab_bisect_peak_requested(&es), NULL);
+    ab_prefix_t *p = ab_prefix_open(es.n, es.n / 9, ab_bisect_peak_requested(&es), false, NULL);
     REQUIRE(p != NULL);
     ab_run_opts_t source;
     memset(&source, 0, sizeof source);
@@ -728,9 +728,110 @@ static void prefix_probes_are_replays(void) {
   CHECK(walks > 0);
 }
 
+/* Note [Budget window] (device.h): a budget probe that goes on from a place its source was
+ * kept at is the probe replayed from the start, for the strategies that keep no cap: the same
+ * status, figures, window and OOM at budgets across the search's range and at the ends of its
+ * answer, and the same search through the places; most go on from one. The caching family takes
+ * a budget as its cap, and gets no places for a budget. */
+static void budget_probes_from_places_are_replays(void) {
+  NEED_DEVICE();
+  if (strcmp(ab_test_device, "sim") != 0) SKIP("a fork keeps a replay on the simulated card only");
+  static const struct {
+    const char *workload, *strategy;
+  } cases[] = {
+      {"replay:" CNN_DIR "/cnn_dyn.default.pickle.gz", "raw"},
+      {"replay:" CNN_DIR "/cnn_dyn.default.pickle.gz", "pooled"},
+      {"replay:" CNN_DIR "/cnn_dyn.default.pickle.gz", "async"},
+      {"random:ops=60000", "pooled"},
+      {"random:ops=60000", "async"},
+  };
+  unsigned tried = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (ab_strategy_find(cases[i].strategy) == NULL) continue;
+    tried++;
+    ab_events_t es;
+    ab_diag_t diag = {""};
+    REQUIRE_MSG(ab_workload_build(cases[i].workload, 42, &es, &diag) == AB_OK, "%s", diag.msg);
+    ab_run_t run, again;
+    REQUIRE(ab_run_prepare(&run, &es) == AB_OK && ab_run_prepare(&again, &es) == AB_OK);
+    ab_bisect_opts_t o = opts(cases[i].strategy, "");
+    ab_bisect_result_t plain, shared;
+    REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &plain, &diag) == AB_OK, "%s", diag.msg);
+    REQUIRE(plain.passed && plain.failed);
+    o.prefix_every = es.n / 9;
+    /* Sources without a budget, and for pooled, which frees its cache and retries where the
+     * budget refuses it, under the smallest budget, whose refusals narrow the window. */
+    unsigned resumed = 0;
+    for (int with_budget = 0; with_budget < 1 + (strcmp(cases[i].strategy, "pooled") == 0); with_budget++) {
+      ab_prefix_t *p = ab_bisect_prefix_open(&es, &o, 0);
+      REQUIRE(p != NULL);
+      ab_run_opts_t source;
+      memset(&source, 0, sizeof source);
+      uint64_t source_budget = with_budget ? plain.min_budget : 0;
+      REQUIRE_MSG(ab_bisect_probe_kept(&es, &o, source_budget, &source, p, &run, NULL, NULL, &diag) == AB_OK, "%s",
+                  diag.msg);
+      if (with_budget) CHECK(run.status == AB_RUN_OK);
+      /* Budgets across the search's range, and the two ends of its answer. */
+      enum { SPREAD = 12 };
+      uint64_t budgets[SPREAD + 2];
+      for (int k = 0; k < SPREAD; k++) budgets[k] = plain.lo + (plain.hi - plain.lo) * (uint64_t)k / (SPREAD - 1);
+      budgets[SPREAD] = plain.min_budget, budgets[SPREAD + 1] = plain.max_fail;
+      for (int k = 0; k < SPREAD + 2; k++) {
+        bool from_place = false;
+        uint64_t held_a = 0, held_b = 0;
+        char device[96];
+        REQUIRE(ab_prefix_probe(p, budgets[k], &run, &held_a, device, &from_place, &diag) == AB_OK);
+        if (!from_place) continue;
+        resumed++;
+        REQUIRE(ab_bisect_probe(&es, &o, budgets[k], NULL, &again, &held_b, NULL, &diag) == AB_OK);
+        CHECK_MSG(run.status == again.status && held_a == held_b &&
+                      run.stats.reserved_bytes.peak == again.stats.reserved_bytes.peak &&
+                      run.stats.num_device_alloc == again.stats.num_device_alloc && run.oom.event == again.oom.event &&
+                      run.oom.limit == again.oom.limit && run.oom.kind == again.oom.kind &&
+                      strcmp(run.oom.message, again.oom.message) == 0,
+                  "%s through %s, source's budget %llu, budget %llu: from a place %s (event %zu, limit %llu), from the "
+                  "start %s (event %zu, limit %llu)",
+                  cases[i].workload, cases[i].strategy, (unsigned long long)source_budget, (unsigned long long)budgets[k],
+                  ab_run_status_name(run.status), run.oom.event, (unsigned long long)run.oom.limit,
+                  ab_run_status_name(again.status), again.oom.event, (unsigned long long)again.oom.limit);
+      }
+      if (with_budget) {
+        ab_prefix_close(p);
+        continue;
+      }
+      CHECK_MSG(resumed > SPREAD / 2, "%s through %s: %u of %d budgets from a place", cases[i].workload,
+                cases[i].strategy, resumed, SPREAD + 2);
+      /* The search through the places: the same answers. */
+      o.prefix = p;
+      REQUIRE_MSG(ab_bisect_search(&es, &o, &run, &shared, &diag) == AB_OK, "%s", diag.msg);
+      o.prefix = NULL;
+      CHECK_MSG(shared.passed == plain.passed && shared.min_budget == plain.min_budget &&
+                    shared.max_fail == plain.max_fail && shared.probes == plain.probes &&
+                    shared.oom.event == plain.oom.event,
+                "%s through %s: through the places %llu (fails at %llu), from the start %llu (%llu)", cases[i].workload,
+                cases[i].strategy, (unsigned long long)shared.min_budget, (unsigned long long)shared.max_fail,
+                (unsigned long long)plain.min_budget, (unsigned long long)plain.max_fail);
+      ab_prefix_close(p);
+    }
+    ab_run_release(&run);
+    ab_run_release(&again);
+    ab_events_free(&es);
+  }
+  CHECK(tried > 0);
+  if (ab_strategy_find("caching")) {
+    ab_events_t es;
+    read_trace(CNN_DIR "/cnn_dyn.default.pickle.gz", &es);
+    ab_bisect_opts_t o = opts("caching", "");
+    o.prefix_every = es.n / 9;
+    CHECK(ab_bisect_prefix_open(&es, &o, 0) == NULL);
+    ab_events_free(&es);
+  }
+}
+
 static const ab_test_t tests[] = {
     {"cap_map_is_exact", cap_map_is_exact},
     {"prefix_probes_are_replays", prefix_probes_are_replays},
+    {"budget_probes_from_places_are_replays", budget_probes_from_places_are_replays},
     {"peak_requested", peak_requested},
     {"raw_answer_is_peak_requested", raw_answer_is_peak_requested},
     {"pooled_fragmentation_answer", pooled_fragmentation_answer},
