@@ -152,7 +152,7 @@ bool ab_tune_each(const ab_events_t *es, size_t n, const ab_tune_opts_t *o, ab_t
  * replays (a cap map, a placement band); a strategy blind to addresses takes neither, only a
  * bisection of its budget, a handful: those (raw, async) are taken last, where they fill the
  * end of one thread while the other finishes a long one. On a random snapshot of 15 M entries,
- * raw and async took 3.7 s each, the caching settings 10 to 25 s, pooled 16 s: taken in the
+ * raw and async took 2 to 4 s each, the caching settings 10 to 25 s, pooled 16 s: taken in the
  * grid's order, pooled came last and the other thread waited for it. */
 
 /* ab_tune_run's tasks: task k is configuration take[k]; on_done is called under done_lock. */
