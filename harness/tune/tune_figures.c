@@ -47,7 +47,7 @@ static ab_status figure_run(const ab_events_t *es, const ab_bisect_opts_t *b, ui
   if (seen->status == AB_RUN_OOM) {
     ro.on_oom = ab_oommap_capture;
     ro.on_oom_ctx = m;
-  } else {
+  } else if (seen->status == AB_RUN_OK) { /* else no map: tune saw no peak to take it at */
     ro.at_reserved = ab_oommap_capture;
     ro.at_reserved_ctx = m;
     ro.at_reserved_bytes = (uint64_t)seen->peak_reserved;
