@@ -340,12 +340,11 @@ unsigned ab_bisect_band_budget(const ab_bisect_opts_t *o, const ab_bisect_result
  * as its cap when it is created, so that a budget taken mid-run would not reach its
  * decisions (Note [Budget window], device.h). */
 static bool keeps_cap(const ab_bisect_opts_t *o) {
-  ab_pipeline_t p = pipeline_of(o, 0);
+  ab_bisect_opts_t capped = *o;
+  capped.cap = true;
   ab_world_t world;
   ab_diag_t ignored = {""};
-  if (ab_pipeline_check(&p, &world, &ignored) != AB_OK) return false;
-  p.memory_cap = world.total_bytes / 2;
-  return ab_pipeline_check(&p, NULL, &ignored) == AB_OK;
+  return ab_bisect_check(&capped, &world, &ignored) == AB_OK;
 }
 
 ab_prefix_t *ab_bisect_prefix_open(const ab_events_t *es, const ab_bisect_opts_t *o, uint64_t floor) {
