@@ -54,6 +54,7 @@ static void take_result(linked_t *t, unsigned r, const ab_rank_result_t *res) {
   t->results[r] = *res;
   ab_run_t *run = &t->results[r].run;
   run->ptr = NULL;
+  run->live = NULL;
   run->requested = NULL;
   run->timeline = NULL;
   run->step_ms = NULL;

@@ -226,6 +226,7 @@ static void *rank_main(void *arg) {
   }
   res->run = rk->run;
   res->run.ptr = NULL;
+  res->run.live = NULL;
   res->run.requested = NULL;
   res->run.timeline = NULL;
   res->run.step_ms = NULL;

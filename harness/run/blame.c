@@ -225,7 +225,7 @@ static void capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   capture_t *c = ctx;
   c->captured = true;
   for (uint32_t id = 0; id < c->es->nids && !c->failed; id++) {
-    if (run->ptr[id] && ab_map_put(&c->live, run->ptr[id], (uint64_t)id + 1) != AB_OK) c->failed = true;
+    if (ab_run_live(run, id) && ab_map_put(&c->live, run->ptr[id], (uint64_t)id + 1) != AB_OK) c->failed = true;
     /* Ids are handed out in the order of their allocations: the last put at an address wins. */
     if (c->alloc_at[id] < c->moment && c->addr_of[id] && ab_map_put(&c->last, c->addr_of[id], (uint64_t)id + 1) != AB_OK)
       c->failed = true;

@@ -47,6 +47,12 @@ ab_run_opts_t ab_run_defaults(void) {
 #define TRACE_SAMPLES 200
 static size_t sample_every(const ab_events_t *es) { return es->nsteps ? 0 : es->n / TRACE_SAMPLES + 1; }
 
+/* The per-id bits (Note [Pages a replay writes]): words of 64 ids. */
+static size_t id_words(size_t ids) { return (ids + 63) / 64; }
+static void id_set(uint64_t *bits, uint32_t id) { bits[id / 64] |= 1ULL << (id % 64); }
+static void id_clear(uint64_t *bits, uint32_t id) { bits[id / 64] &= ~(1ULL << (id % 64)); }
+static bool id_has(const uint64_t *bits, uint32_t id) { return bits[id / 64] >> (id % 64) & 1; }
+
 ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   memset(run, 0, sizeof *run);
   run->nids = es->nids;
@@ -54,7 +60,8 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
    * covers 2 MiB of them. foreign is written only for kernels on other streams: calloc's. */
   size_t ids = es->nids ? es->nids : 1;
   run->ptr = ab_host_memory_zeroed(ids * sizeof *run->ptr);
-  run->requested = ab_host_memory_zeroed(ids);
+  run->live = ab_host_memory_zeroed(id_words(ids) * sizeof *run->live);
+  run->requested = ab_host_memory_zeroed(id_words(ids) * sizeof *run->requested);
   run->stream_of = ab_host_memory_zeroed(ids * sizeof *run->stream_of);
   run->foreign = calloc(ids, sizeof *run->foreign);
   run->captimeline = (es->nsteps ? (size_t)es->nsteps : TRACE_SAMPLES) + 1;
@@ -62,7 +69,7 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
   /* Twice the steps: the second half is scratch for the median. */
   run->capstep_ms = es->nsteps;
   run->step_ms = malloc(2 * (run->capstep_ms ? run->capstep_ms : 1) * sizeof *run->step_ms);
-  if (run->ptr == NULL || run->requested == NULL || run->stream_of == NULL || run->foreign == NULL ||
+  if (run->ptr == NULL || run->live == NULL || run->requested == NULL || run->stream_of == NULL || run->foreign == NULL ||
       run->timeline == NULL || run->step_ms == NULL) {
     ab_run_release(run);
     return AB_ERR_INTERNAL;
@@ -72,6 +79,7 @@ ab_status ab_run_prepare(ab_run_t *run, const ab_events_t *es) {
 
 void ab_run_release(ab_run_t *run) {
   free(run->ptr);
+  free(run->live);
   free(run->requested);
   free(run->stream_of);
   free(run->foreign);
@@ -81,6 +89,16 @@ void ab_run_release(ab_run_t *run) {
   free(run->timeline);
   free(run->step_ms);
   memset(run, 0, sizeof *run);
+}
+
+void ab_run_forget_ahead(ab_run_t *run) {
+  size_t ids = run->nids ? run->nids : 1, used = run->ids_used;
+  ab_host_memory_forget(run->ptr, used * sizeof *run->ptr, ids * sizeof *run->ptr);
+  ab_host_memory_forget(run->stream_of, used * sizeof *run->stream_of, ids * sizeof *run->stream_of);
+  /* A word holds the bits of the ids on both sides of the line: only those wholly past it. */
+  size_t words = id_words(ids), from = id_words(used);
+  ab_host_memory_forget(run->live, from * sizeof *run->live, words * sizeof *run->live);
+  ab_host_memory_forget(run->requested, from * sizeof *run->requested, words * sizeof *run->requested);
 }
 
 /* A timeline sample: the values now and the peaks since the last sample, which then start
@@ -122,7 +140,7 @@ static ab_status fail(ab_run_t *run, ab_strategy_t *s, ab_status st, size_t i, c
 }
 
 /* Frees what is still live, untimed, so that the strategy and the device end clean and
- * every ptr and requested entry is zero again: one pass over the ALLOC events before `upto`
+ * every live and requested bit is clear again: one pass over the ALLOC events before `upto`
  * (the replay went no further, so no later one was made) finds each live id's size and
  * stream. With v, each is verified first, until one fails. */
 static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, ab_verify_t *v, size_t upto) {
@@ -130,16 +148,16 @@ static ab_status drain(const ab_events_t *es, ab_strategy_t *s, ab_run_t *run, a
   ab_status first = AB_OK;
   for (size_t i = 0; i < upto && i < es->n; i++) {
     const ab_event_t *e = &es->ev[i];
-    if (e->kind != AB_EV_ALLOC || run->ptr[e->id] == 0) continue;
+    if (e->kind != AB_EV_ALLOC || !id_has(run->live, e->id)) continue;
     if (v && ab_verify_free(v, e->id, &s->dev->diag) != AB_OK) {
       first = fail(run, s, AB_ERR_INVALID, es->n, "verifying what was left live");
       v = NULL;
     }
-    ab_status st = run->requested[e->id] ? ab_strategy_free_complete(s, run->ptr[e->id], e->bytes, e->stream)
-                                         : ab_strategy_free(s, run->ptr[e->id], e->bytes, e->stream);
+    ab_status st = id_has(run->requested, e->id) ? ab_strategy_free_complete(s, run->ptr[e->id], e->bytes, e->stream)
+                                                 : ab_strategy_free(s, run->ptr[e->id], e->bytes, e->stream);
     if (st != AB_OK && first == AB_OK) first = st;
-    run->ptr[e->id] = 0;
-    run->requested[e->id] = 0;
+    id_clear(run->live, e->id);
+    id_clear(run->requested, e->id);
   }
   if (first != AB_OK && run->status != AB_RUN_ERROR) fail(run, s, first, es->n, "freeing what was left live");
   return first;
@@ -486,8 +504,10 @@ static next_t replay_alloc(replay_t *r, size_t i, const ab_event_t *e) {
   if (st != AB_OK) return failed(r, st);
   run->caught_served += e->aux == AB_TAG_CAUGHT;
   run->ptr[e->id] = p;
+  id_set(run->live, e->id);
+  if (e->id >= run->ids_used) run->ids_used = e->id + 1;
   if (r->opts->addr_of) r->opts->addr_of[e->id] = p;
-  run->stream_of[e->id] = e->stream;
+  if (r->launch) run->stream_of[e->id] = e->stream; /* read by the joins only */
   r->live_requested += e->bytes;
   r->live++;
   if (r->v) {
@@ -529,18 +549,18 @@ static next_t replay_free(replay_t *r, const ab_event_t *e) {
   switch ((ab_free_phase_t)e->aux) {
     case AB_FREE_NOW:
       st = ab_strategy_free(r->s, p, e->bytes, e->stream);
-      run->ptr[e->id] = 0;
+      id_clear(run->live, e->id);
       r->live_requested -= e->bytes;
       r->live--;
       break;
     case AB_FREE_REQUEST:
       st = ab_strategy_free_request(r->s, p, e->bytes, e->stream);
-      run->requested[e->id] = 1;
+      id_set(run->requested, e->id);
       break;
     case AB_FREE_COMPLETE: /* the memory was in use until now */
       st = ab_strategy_free_complete(r->s, p, e->bytes, e->stream);
-      run->ptr[e->id] = 0;
-      run->requested[e->id] = 0;
+      id_clear(run->live, e->id);
+      id_clear(run->requested, e->id);
       r->live_requested -= e->bytes;
       r->live--;
       break;
@@ -639,9 +659,10 @@ static next_t check_when_due(replay_t *r) {
 
 /* Resets the results of run, keeping its scratch. */
 static void reset_results(ab_run_t *run) {
-  /* ptr and requested are zero already: prepare zeroes them, and each replay's drain leaves
-   * them so; clearing them here would cost a pass over every id (15 M of them in a big trace)
-   * per replay. foreign is kept by the kernels only. */
+  /* The live and requested bits are clear already: prepare clears them, and each replay's
+   * drain leaves them so; clearing them here would cost a pass over every id (15 M of them in
+   * a big trace) per replay. ptr and stream_of are read only for live ids. foreign is kept by
+   * the kernels only. */
   if (run->foreign_set) memset(run->foreign, 0, (run->nids ? run->nids : 1) * sizeof *run->foreign);
   run->foreign_set = false;
   run->ntimeline = 0;
@@ -663,6 +684,7 @@ static void reset_results(ab_run_t *run) {
   run->caught_ooms = run->caught_served = 0;
   run->last_oom_event = 0;
   run->cap_window = false;
+  run->ids_used = 0;
 }
 
 /* Opens what the replay needs: the kernels (and cuBLAS's workspace) first, so that the

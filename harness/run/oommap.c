@@ -72,12 +72,12 @@ void ab_oommap_capture(void *ctx, ab_strategy_t *s, const ab_run_t *run) {
   m->nsegs = m->nblocks = 0;
   m->largest_free = m->free_bytes = m->unmatched = 0;
   m->own_message = s->ops->describe_oom != NULL;
-  /* The run's pointer table, turned around: which live allocation sits at an address. The
-   * table keeps an address until the free completes, so pending frees are found too. */
+  /* The run's pointer table, turned around: which live allocation sits at an address. An id
+   * is live until its free completes, so pending frees are found too. */
   if (m->owner.cap) memset(m->owner.slots, 0, m->owner.cap * sizeof *m->owner.slots);
   m->owner.n = 0;
   for (uint32_t id = 0; id < run->nids; id++) {
-    if (run->ptr[id] == 0) continue;
+    if (!ab_run_live(run, id)) continue;
     if (ab_map_put(&m->owner, run->ptr[id], (uint64_t)id + 1) != AB_OK) {
       m->walk_status = AB_ERR_INTERNAL;
       snprintf(m->walk_message, sizeof m->walk_message, "out of host memory while mapping addresses to allocations");

@@ -220,6 +220,7 @@ static void keep_at(ab_prefix_t *p, size_t done, ab_strategy_t *s, ab_run_t *run
   pid_t pid = fork();
   if (pid == 0) {
     close(order[1]), close(answer[0]);
+    ab_run_forget_ahead(run); /* Note [Pages a replay writes], engine.h: its copies start fresh there */
     keep(p, order[0], answer[1], done, s);
     run->last = true; /* a copy, under its cap: the replay goes on, and the copy ends with it */
     return;
@@ -229,6 +230,7 @@ static void keep_at(ab_prefix_t *p, size_t done, ab_strategy_t *s, ab_run_t *run
     close(order[1]), close(answer[0]);
     return;
   }
+  ab_run_forget_ahead(run); /* and the replay's next pages are its own */
   uint64_t lo = 0, hi = 0;
   window(p, s, &lo, &hi);
   p->place[p->n++] = (place_t){pid, order[1], answer[0], done, lo, hi, by_cap};

@@ -304,9 +304,9 @@ typedef struct result_end_s {
 static void adopt_run(ab_run_t *dst, const ab_run_t *src, const ab_tl_sample_t *timeline, const double *step_ms) {
   ab_run_t keep = *dst;
   *dst = *src;
-  dst->ptr = keep.ptr, dst->requested = keep.requested, dst->stream_of = keep.stream_of, dst->foreign = keep.foreign;
+  dst->ptr = keep.ptr, dst->live = keep.live, dst->requested = keep.requested, dst->stream_of = keep.stream_of, dst->foreign = keep.foreign;
   dst->foreign_set = keep.foreign_set, dst->last = keep.last;
-  dst->nids = keep.nids;
+  dst->nids = keep.nids, dst->ids_used = keep.ids_used;
   dst->ref_first = keep.ref_first, dst->refs = keep.refs, dst->pass_over = keep.pass_over;
   dst->timeline = keep.timeline, dst->captimeline = keep.captimeline;
   dst->step_ms = keep.step_ms, dst->capstep_ms = keep.capstep_ms;

@@ -86,3 +86,14 @@ void *ab_host_memory_zeroed(size_t bytes) {
 #endif
   return calloc(bytes ? bytes : 1, 1);
 }
+
+void ab_host_memory_forget(void *p, size_t from, size_t bytes) {
+  if (p == NULL || from >= bytes) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)p + from, end = (uintptr_t)p + bytes;
+  uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (first >= last) return;
+#ifdef MADV_DONTNEED
+  if (madvise((void *)first, last - first, MADV_DONTNEED) == 0) return;
+#endif
+  memset((void *)first, 0, last - first);
+}

@@ -30,4 +30,9 @@ void ab_host_memory_huge(void *p);
  * below, or where the system gives none, it is calloc's. */
 void *ab_host_memory_zeroed(size_t bytes);
 
+/* Gives back the pages of p (a block of `bytes`) that lie wholly within p[from, bytes), so
+ * that they read as zero, hold no memory, and take a fresh page at the next write (Linux's
+ * MADV_DONTNEED on private anonymous memory; elsewhere they are zeroed). */
+void ab_host_memory_forget(void *p, size_t from, size_t bytes);
+
 #endif
