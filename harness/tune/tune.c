@@ -148,12 +148,31 @@ bool ab_tune_each(const ab_events_t *es, size_t n, const ab_tune_opts_t *o, ab_t
 }
 
 /* Note [The threads' ends]: the threads take the configurations in turn, each the next one
- * when its last is done, so the stage ends when the last one taken ends. Most take tens of
- * replays (a cap map, a placement band); a strategy blind to addresses takes neither, only a
- * bisection of its budget, a handful: those (raw, async) are taken last, where they fill the
- * end of one thread while the other finishes a long one. On a random snapshot of 15 M entries,
- * raw and async took 2 to 4 s each, the caching settings 10 to 25 s, pooled 16 s: taken in the
- * grid's order, pooled came last and the other thread waited for it. */
+ * when its last is done, so the stage ends when the last one taken ends, and the longest are
+ * taken first (the rule of longest processing time first): a long one taken last leaves the
+ * other thread idle for most of it. What a configuration costs is known by its kind before it
+ * runs: under max_split_size_mb the run with no cap holds cached oversize blocks until the
+ * card is full, so that it passes every cap near the live peak in its first few thousand
+ * events and the search's probes share nothing (Note [A prefix shared], prefix.h): each is a
+ * whole replay. A budget search of another strategy aware of addresses (pooled) comes next,
+ * its probes going on from the run's places, then the rest of the caching family, each a cap
+ * map of tens of short replays; a strategy blind to addresses (raw, async) takes neither a map
+ * nor a band, only a handful of probes, and fills the end of one thread while the other
+ * finishes. On a random snapshot of 15 M entries pooled took 18 s, max_split_size_mb:20 16 s,
+ * the other caching settings 10 to 13 s each and raw and async 2 s each: taken in the grid's
+ * order, pooled and max_split_size_mb:20 came last, and one thread ended alone. */
+
+/* When c is taken (Note [The threads' ends]): 0 first, TURNS - 1 last. */
+enum { WHOLE_PROBES, BUDGET_SEARCH, CAP_MAP, BLIND, TURNS };
+static int turn_of(const ab_tune_candidate_t *c) {
+  if (ab_strategy_address_blind(c->strategy)) return BLIND;
+  if (strcmp(c->strategy, "caching") != 0) return BUDGET_SEARCH;
+  ab_caching_conf_t conf;
+  ab_diag_t ignored = {""};
+  ab_caching_conf_defaults(&conf);
+  bool split = ab_caching_conf_apply(&conf, "-c", c->conf, &ignored) == AB_OK && conf.max_split_size != UINT64_MAX;
+  return split ? WHOLE_PROBES : CAP_MAP;
+}
 
 /* ab_tune_run's tasks: task k is configuration take[k]; on_done is called under done_lock. */
 typedef struct runs_s {
@@ -187,9 +206,9 @@ ab_status ab_tune_run(const ab_events_t *es, const ab_tune_candidate_t *cands, s
   }
   size_t *take = malloc((n ? n : 1) * sizeof *take), m = 0;
   if (take == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory for the runs");
-  for (int blind = 0; blind < 2; blind++)
+  for (int turn = 0; turn < TURNS; turn++)
     for (size_t i = 0; i < n; i++)
-      if (ab_strategy_address_blind(cands[i].strategy) == (bool)blind) take[m++] = i;
+      if (turn_of(&cands[i]) == turn) take[m++] = i;
   runs_t p = {es, o, r, n, take, PTHREAD_MUTEX_INITIALIZER, 0};
   bool ran = ab_tune_each(es, n, o, run_task, &p);
   pthread_mutex_destroy(&p.done_lock);
