@@ -1,8 +1,8 @@
 /* pooled_check_test.c: pooled's invariant check fires on every structure it guards. The
  * strategy's source is compiled into this test, so that the test can reach its internals and
- * break them one at a time: the free lists, the chunks' bitmaps and counts, the chunk tree,
- * the statistics; each break must make the check fail naming it, and the check must pass
- * again once it is undone. */
+ * break them one at a time: the free lists, the chunks' bitmaps and counts, the table of live
+ * blocks, the chunk tree, the statistics; each break must make the check fail naming it, and
+ * the check must pass again once it is undone. */
 #include "strategies/pooled.c"
 
 #include "tests/check.h"
@@ -62,26 +62,30 @@ static void free_lists(void) {
   if (!world_open(&w)) return;
   class_t *cl = class_with_free(w.p, 1024);
   REQUIRE(cl != NULL && cl->nfree >= 2);
-  ab_dptr_t top = cl->free[cl->nfree - 1];
+  free_t top = cl->free[cl->nfree - 1];
 
-  REQUIRE(push_free(cl, top) == AB_OK);
+  REQUIRE(push_free(cl, top.addr, top.chunk) == AB_OK);
   broken(&w, "a free block listed twice", "is listed twice");
   cl->nfree--;
   mended(&w, "a free block listed twice");
 
-  cl->free[cl->nfree - 1] = w.live[1];
+  cl->free[cl->nfree - 1].addr = w.live[1];
   broken(&w, "a live block on the free list", "is handed out");
   cl->free[cl->nfree - 1] = top;
 
-  cl->free[cl->nfree - 1] = top + 512;
+  cl->free[cl->nfree - 1].addr = top.addr + 512;
   broken(&w, "half a block on the free list", "is not at the start of a block");
   cl->free[cl->nfree - 1] = top;
 
-  cl->free[cl->nfree - 1] = w.live[3];
+  cl->free[cl->nfree - 1] = (free_t){w.live[3], chunk_of(w.p, w.live[3])};
   broken(&w, "a block of another class on the list", "lies in a chunk of another class");
   cl->free[cl->nfree - 1] = top;
 
-  cl->free[cl->nfree - 1] = 0x1000;
+  cl->free[cl->nfree - 1].chunk = chunk_of(w.p, w.live[3]);
+  broken(&w, "a free block listed with a chunk not its own", "is listed with another chunk");
+  cl->free[cl->nfree - 1] = top;
+
+  cl->free[cl->nfree - 1].addr = 0x1000;
   broken(&w, "an address outside every chunk", "lies in no chunk");
   cl->free[cl->nfree - 1] = top;
 
@@ -105,6 +109,14 @@ static void chunks(void) {
   c->in_use[0] ^= 2; /* a free block marked live: the count, and the list, disagree */
   broken(&w, "a bitmap bit flipped", "live blocks, has");
   c->in_use[0] ^= 2;
+
+  uint64_t owner = 0;
+  REQUIRE(ab_map_take(&w.p->live, w.live[0], &owner));
+  broken(&w, "a live block missing from the table of live blocks", "in the table of live blocks");
+  REQUIRE(ab_map_put(&w.p->live, w.live[0], (uint64_t)(uintptr_t)chunk_of(w.p, w.live[3])) == AB_OK);
+  broken(&w, "a live block in the table with another chunk", "is no live block of its chunk");
+  REQUIRE(ab_map_put(&w.p->live, w.live[0], owner) == AB_OK);
+  mended(&w, "the table of live blocks");
 
   c->block += 512;
   broken(&w, "a chunk of no class", "is no whole number of blocks of a class");
