@@ -63,8 +63,8 @@ typedef struct pooled_s {
   class_t classes[MAX_CLASSES];
   ab_tree_t chunks;
   /* Each block handed out, its address to its chunk: a free finds the chunk in one probe of a
-   * table that holds the live blocks, where a search of the chunks by address took a third of
-   * pooled's time in the placement bands and budget searches of tune. */
+   * table of the live blocks. A search of the chunks by address held the replay of a random
+   * snapshot of 1.45 M entries to 12.3 M events a second; with the table, 21.4 M. */
   ab_map_t live;
   ab_dptr_t initial_base;      /* the initial pool, or 0 */
   uint64_t initial_used;       /* bytes of it carved into chunks */
