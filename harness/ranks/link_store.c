@@ -160,7 +160,7 @@ ab_status ab_link_open_store(const ab_launch_t *la, const ab_waits_t *w, ab_link
   x->l.local = la->local_world;
   x->l.waits = *w;
   snprintf(x->l.engine, sizeof x->l.engine, "the store at %s:%s", la->addr, la->port);
-  ab_status st = ab_store_open(la->addr, la->port, ab_clock_s() + w->meet_s, w->collective_s, w->stop, &x->s, diag);
+  ab_status st = ab_store_open(la->addr, la->port, w->meet_s, w->collective_s, w->stop, &x->s, diag);
   if (st != AB_OK) {
     store_close(&x->l, false);
     if (w->stop && *w->stop)

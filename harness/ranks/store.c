@@ -121,10 +121,9 @@ static int connect_once(const ab_store_t *s, const struct addrinfo *a, double de
 }
 
 /* A connection to the store, retried until the deadline (it may not listen yet) or, unless
- * hurry, a stop. */
-static int connect_to(const ab_store_t *s, double deadline, bool hurry, ab_diag_t *diag) {
+ * hurry, a stop; wait_s, what the caller gave it, is what a failure says it waited. */
+static int connect_to(const ab_store_t *s, double deadline, double wait_s, bool hurry, ab_diag_t *diag) {
   char last[256] = "no address";
-  double t0 = ab_clock_s();
   while (hurry || !stopped(s)) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -148,7 +147,7 @@ static int connect_to(const ab_store_t *s, double deadline, bool hurry, ab_diag_
     nanosleep(&nap, NULL);
   }
   if (!hurry && stopped(s)) ab_diag_set(diag, AB_ERR_IO, "interrupted while it connected to the store at %s", s->where);
-  else ab_diag_set(diag, AB_ERR_IO, "could not reach the store at %s within %.3g s: %s", s->where, deadline - t0, last);
+  else ab_diag_set(diag, AB_ERR_IO, "could not reach the store at %s within %.3g s: %s", s->where, wait_s, last);
   return -1;
 }
 
@@ -159,7 +158,7 @@ static ab_status reopen(ab_store_t *s, int *fd, int p, double deadline, bool *fr
   close(*fd);
   *fresh = true;
   s->protocol = p;
-  *fd = connect_to(s, deadline, false, diag);
+  *fd = connect_to(s, deadline, deadline - ab_clock_s(), false, diag);
   return *fd < 0 ? AB_ERR_IO : AB_OK;
 }
 
@@ -199,11 +198,11 @@ static ab_status probe(ab_store_t *s, int *fd, double deadline, bool *fresh, ab_
 /* A validated connection, opened again after a wait given up. After a stop it is still
  * opened, within a second, so that what a stopped rank says on its way out (its result, rank
  * 0's last word) reaches the others. */
-static ab_status reconnect(ab_store_t *s, double deadline, ab_diag_t *diag) {
+static ab_status reconnect(ab_store_t *s, double deadline, double wait_s, ab_diag_t *diag) {
   if (s->fd >= 0) return AB_OK;
   bool hurry = stopped(s) && s->protocol != 0;
-  if (hurry && deadline > ab_clock_s() + 1.0) deadline = ab_clock_s() + 1.0;
-  int fd = connect_to(s, deadline, hurry, diag);
+  if (hurry && deadline > ab_clock_s() + 1.0) deadline = ab_clock_s() + 1.0, wait_s = 1.0;
+  int fd = connect_to(s, deadline, wait_s, hurry, diag);
   if (fd < 0) return AB_ERR_IO;
   bool fresh = true; /* a connection that has sent nothing yet */
   /* The libuv server's connection, kept by the probe, is an ordinary one already. */
@@ -283,7 +282,7 @@ static ab_status answer(ab_store_t *s, void *buf, size_t n, ab_diag_t *diag) {
 
 /* ---- the calls ------------------------------------------------------------------------------------ */
 
-ab_status ab_store_open(const char *addr, const char *port, double deadline, double answer_s,
+ab_status ab_store_open(const char *addr, const char *port, double wait_s, double answer_s,
                         const volatile sig_atomic_t *stop, ab_store_t **out, ab_diag_t *diag) {
   ab_store_t *s = calloc(1, sizeof *s);
   if (s == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
@@ -293,7 +292,7 @@ ab_status ab_store_open(const char *addr, const char *port, double deadline, dou
   s->fd = -1;
   s->answer_s = answer_s;
   s->stop = stop;
-  if (reconnect(s, deadline, diag) != AB_OK) {
+  if (reconnect(s, ab_clock_s() + wait_s, wait_s, diag) != AB_OK) {
     ab_store_close(s);
     return AB_ERR_IO;
   }
@@ -306,7 +305,7 @@ int ab_store_protocol(const ab_store_t *s) { return s->protocol; }
 const char *ab_store_where(const ab_store_t *s) { return s->where; }
 
 ab_status ab_store_set(ab_store_t *s, const char *key, const void *value, size_t bytes, ab_diag_t *diag) {
-  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, diag));
+  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, s->answer_s, diag));
   begin(s, SET);
   add_string(s, key, strlen(key));
   add_string(s, value, bytes);
@@ -314,7 +313,7 @@ ab_status ab_store_set(ab_store_t *s, const char *key, const void *value, size_t
 }
 
 ab_status ab_store_get(ab_store_t *s, const char *key, void **value, size_t *bytes, ab_diag_t *diag) {
-  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, diag));
+  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, s->answer_s, diag));
   begin(s, GET);
   add_string(s, key, strlen(key));
   AB_TRY(send_query(s, diag));
@@ -341,7 +340,7 @@ ab_status ab_store_get(ab_store_t *s, const char *key, void **value, size_t *byt
 }
 
 ab_status ab_store_add(ab_store_t *s, const char *key, int64_t delta, int64_t *sum, ab_diag_t *diag) {
-  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, diag));
+  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, s->answer_s, diag));
   begin(s, ADD);
   add_string(s, key, strlen(key));
   add_raw(s, &delta, sizeof delta);
@@ -350,7 +349,7 @@ ab_status ab_store_add(ab_store_t *s, const char *key, int64_t delta, int64_t *s
 }
 
 ab_status ab_store_check(ab_store_t *s, const char *const *keys, size_t n, bool *ready, ab_diag_t *diag) {
-  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, diag));
+  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, s->answer_s, diag));
   begin(s, CHECK);
   add_u64(s, n);
   for (size_t i = 0; i < n; i++) add_string(s, keys[i], strlen(keys[i]));
@@ -362,7 +361,7 @@ ab_status ab_store_check(ab_store_t *s, const char *const *keys, size_t n, bool 
 }
 
 ab_status ab_store_delete(ab_store_t *s, const char *key, ab_diag_t *diag) {
-  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, diag));
+  AB_TRY(reconnect(s, ab_clock_s() + s->answer_s, s->answer_s, diag));
   begin(s, DELETE_KEY);
   add_string(s, key, strlen(key));
   AB_TRY(send_query(s, diag));
@@ -371,7 +370,7 @@ ab_status ab_store_delete(ab_store_t *s, const char *key, ab_diag_t *diag) {
 }
 
 ab_wait_t ab_store_wait(ab_store_t *s, const char *key, double deadline, ab_diag_t *diag) {
-  if (reconnect(s, deadline, diag) != AB_OK) return stopped(s) ? AB_WAIT_STOPPED : AB_WAIT_LOST;
+  if (reconnect(s, deadline, deadline - ab_clock_s(), diag) != AB_OK) return stopped(s) ? AB_WAIT_STOPPED : AB_WAIT_LOST;
   begin(s, WAIT);
   add_u64(s, 1);
   add_string(s, key, strlen(key));

@@ -67,10 +67,10 @@
 
 typedef struct ab_store_s ab_store_t;
 
-/* Connects to the store at addr:port, retrying until deadline (ab_clock_s) since a store may
- * come up after its clients, and learns which protocol it speaks. Replies are awaited at most
+/* Connects to the store at addr:port, retrying for wait_s seconds since a store may come up
+ * after its clients, and learns which protocol it speaks. Replies are awaited at most
  * answer_s seconds. A set *stop ends every wait at once. */
-ab_status ab_store_open(const char *addr, const char *port, double deadline, double answer_s,
+ab_status ab_store_open(const char *addr, const char *port, double wait_s, double answer_s,
                         const volatile sig_atomic_t *stop, ab_store_t **out, ab_diag_t *diag);
 /* 1: the protocol without the handshake (PyTorch 1.13); 2: with VALIDATE. */
 int ab_store_protocol(const ab_store_t *s);
