@@ -4,6 +4,7 @@
 #   refuse SAYS ARGS...      runs allocbench ARGS --out DIR and requires a refusal: an exit
 #                            from 1 to 127, one line on stderr containing SAYS, nothing on
 #                            stdout, no results written
+#   polling_fifo PID         returns once PID waits for a FIFO's reader, or after 30 s
 #   finish NAME              prints the outcome and exits 0 or 1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -25,6 +26,17 @@ refuse() {
   if ! grep -qF -- "$says" "$work/err"; then fail "$*: stderr does not say '$says': $(cat "$work/err")"; fi
   if [ -s "$work/out" ]; then fail "$*: wrote to stdout"; fi
   if [ -e "$work/refused" ]; then fail "$*: wrote results"; rm -rf "$work/refused"; fi
+}
+
+# A FIFO without a reader is opened in polls with a short sleep between them (output.c): PID's
+# wchan, as the kernel names where it sleeps, says it is there. Waiting for that, rather than
+# a fixed pause, holds on a loaded machine, where what comes before the open takes longer.
+polling_fifo() {
+  local tries=0
+  until [ "$(cat "/proc/$1/wchan" 2>/dev/null)" = hrtimer_nanosleep ] || [ $tries -ge 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
 }
 
 finish() {

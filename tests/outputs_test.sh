@@ -163,7 +163,7 @@ for opt in summary --export-trace; do
   [ $opt = summary ] || extra=($opt "$work/no_reader_export")
   "$ab" replay "$trace" -s raw --device sim --quiet --out "$work/no_reader" --no-timeline "${extra[@]}" >/dev/null 2>"$work/err" &
   pid=$!
-  sleep 1.5
+  polling_fifo $pid
   start=$(date +%s%3N)
   kill -TERM $pid
   wait $pid

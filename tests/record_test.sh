@@ -223,7 +223,7 @@ wait "$reader"
 # No reader: SIGTERM stops record waiting on the FIFO within 2 s, and says so.
 "$ab" record -o "$work/fifo" -- "$py" "$job" exit 0 >"$work/out" 2>"$work/err" &
 pid=$!
-sleep 2 # the program has ended: record waits for a reader
+polling_fifo "$pid" # the program has ended: record waits for a reader
 start=$(date +%s%3N)
 kill -TERM "$pid"
 wait "$pid"
