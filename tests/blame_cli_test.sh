@@ -60,7 +60,8 @@ grep -q "Which code holds the memory" "$work/t/report.html" && grep -q "cache_kv
 refuse "--at 'never': expected peak, oom or an event number" blame "$trace" --at never
 refuse "--change 'shrink:1': expected pool:RANK, early:RANK or round:RANK" blame "$trace" --change shrink:1
 refuse "--change 'pool:0'" blame "$trace" --change pool:0
-refuse "--frames '0': expected 1 to 64" blame "$trace" --frames 0
+refuse "--frames '0': expected a whole number from 1 to 64" blame "$trace" --frames 0
+refuse "--frames '-2': expected a whole number from 1 to 64" blame "$trace" --frames -2
 refuse "expected the trace to blame" blame
 refuse "no-such.pickle" blame "$work/no-such.pickle"
 

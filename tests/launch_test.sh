@@ -9,8 +9,9 @@
 #     installed;
 #   - mpirun: 2 and 4 ranks of `run -w zero:stage=3 --ranks env`; tune over several traces and
 #     matrix over two workloads, their runs dealt out between 3 ranks, against one process'
-#     tune.csv, answer and summary.csv; where mpirun is installed and the build has MPI (CI
-#     installs OpenMPI: .ci/deps.sh).
+#     tune.csv, answer and summary.csv; a launcher's variables that MPI does not see (a world
+#     of one) refused; where mpirun is installed and the build has MPI (CI installs OpenMPI:
+#     .ci/deps.sh).
 # Each launched run's rows equal `--ranks N`'s (timing columns aside). Exits 77 when neither
 # python3 nor mpirun is here.
 set -u
@@ -20,7 +21,7 @@ source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT AB_RENDEZVOUS_TIMEOUT AB_COLLECTIVE_TIMEOUT \
   TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_RESTART_COUNT OMPI_COMM_WORLD_RANK PMI_RANK PMIX_RANK \
-  SLURM_PROCID
+  SLURM_PROCID OMPI_COMM_WORLD_SIZE PMI_SIZE SLURM_NTASKS
 pids=()
 trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 export AB_RENDEZVOUS_TIMEOUT=60 AB_COLLECTIVE_TIMEOUT=60
@@ -203,6 +204,20 @@ if command -v mpirun >/dev/null 2>&1 && "$ab" --version | grep -q "MPI ON"; then
     fail "mpirun -n 3 matrix: summary.csv differs: $(diff <(figures "$work/matrix1/summary.csv") <(figures "$work/matrix3/summary.csv") | head -4)"
   cmp -s <(drop_cols "$work/matrix1/oom.csv" wall_s) <(drop_cols "$work/matrix3/oom.csv" wall_s) ||
     fail "mpirun -n 3 matrix: oom.csv differs"
+  # An mpirun whose ranks this MPI does not see (another MPI's): MPI_Init gives a world of one,
+  # which is refused rather than run as a whole job per process
+  # (harness/ranks/link.c, Note [A world MPI agrees with]).
+  for said in OMPI_COMM_WORLD_RANK=0,OMPI_COMM_WORLD_SIZE=2 PMI_RANK=1,PMI_SIZE=4; do
+    env ${said//,/ } "$ab" run "${zero[@]}" --ranks env --out "$work/alone" >"$work/out" 2>"$work/err"
+    rc=$?
+    size=${said#*,}
+    [ $rc = 2 ] && grep -qF -- "--ranks env: $size, but MPI gives this process a world of 1" "$work/err" ||
+      fail "$said without its launcher: exit $rc: $(cat "$work/err")"
+    [ -e "$work/alone" ] && fail "$said without its launcher: wrote results"
+  done
+  # A Slurm batch script has its allocation's task count and runs one process: it runs alone.
+  SLURM_PROCID=0 SLURM_NTASKS=4 "$ab" run "${zero[@]}" --ranks env --out "$work/batch" -q >/dev/null 2>"$work/err" ||
+    fail "in a Slurm batch script (SLURM_NTASKS=4, no srun): exit $?: $(cat "$work/err")"
 else
   echo "launch_test: no mpirun, or a build without MPI: MPI launches are not tested here"
 fi

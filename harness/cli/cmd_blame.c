@@ -48,8 +48,8 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       else ab_diag_set(diag, AB_ERR_INVALID, "--at '%s': expected peak, oom or an event number", arg);
       return true;
     case AB_OPT_FRAMES:
-      *st = ab_parse_u64("--frames", arg, 64, &v, diag);
-      if (*st == AB_OK && v == 0) *st = ab_diag_set(diag, AB_ERR_INVALID, "--frames '%s': expected 1 to 64", arg);
+      if (ab_parse_u64("--frames", arg, 64, &v, NULL) != AB_OK || v == 0)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--frames '%s': expected a whole number from 1 to 64", arg);
       a->b.frames = (unsigned)v;
       return true;
     case AB_OPT_TOP:

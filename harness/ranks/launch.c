@@ -98,6 +98,9 @@ ab_status ab_launch_parse(const char *(*get)(const char *name, void *ctx), void 
   memset(out, 0, sizeof *out);
   /* torchrun's first, since `srun torchrun` sets Slurm's too (Note [Which launcher]). */
   static const char *const mpi[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  /* The ranks the launcher says it started, where only the launcher sets the count: Slurm's
+   * SLURM_NTASKS is set in a batch script too, where one process runs alone. */
+  static const char *const mpi_world[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL, NULL};
   static const char *const by_hand[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
   if (set(get, ctx, "TORCHELASTIC_RUN_ID")) {
     out->kind = AB_LAUNCH_STORE;
@@ -108,6 +111,13 @@ ab_status ab_launch_parse(const char *(*get)(const char *name, void *ctx), void 
     if (set(get, ctx, mpi[i])) {
       out->kind = AB_LAUNCH_MPI;
       snprintf(out->by, sizeof out->by, "%s", mpi[i]);
+      /* A count that does not read is not allocbench's to judge: MPI's own world stands. */
+      uint64_t n = 0;
+      const char *v = mpi_world[i] ? get(mpi_world[i], ctx) : NULL;
+      if (v && ab_parse_u64(mpi_world[i], v, UINT32_MAX, &n, NULL) == AB_OK && n > 0) {
+        out->announced = (unsigned)n;
+        snprintf(out->announced_by, sizeof out->announced_by, "%s", mpi_world[i]);
+      }
       return AB_OK;
     }
   for (size_t i = 0; i < sizeof by_hand / sizeof by_hand[0]; i++)

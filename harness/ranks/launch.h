@@ -62,6 +62,10 @@ typedef enum ab_launch_kind_e {
 typedef struct ab_launch_s {
   ab_launch_kind_t kind;
   char by[32];           /* the variable that told the launcher ("OMPI_COMM_WORLD_RANK", "TORCHELASTIC_RUN_ID") */
+  /* AB_LAUNCH_MPI only: the ranks the launcher says it started, 0 where it says none, and
+   * the variable that says so (link.c, Note [A world MPI agrees with]). */
+  unsigned announced;
+  char announced_by[32];
   /* AB_LAUNCH_STORE only (MPI says these itself once it has started): */
   unsigned rank, world;  /* RANK, WORLD_SIZE */
   unsigned local_rank;   /* LOCAL_RANK, default RANK */

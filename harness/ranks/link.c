@@ -23,8 +23,29 @@ typedef struct welcome_s {
   char message[AB_DIAG_BYTES];
 } welcome_t;
 
+/* Note [A world MPI agrees with]
+ * An MPI library speaks only to its own launcher: an allocbench built with MPICH and started by
+ * OpenMPI's mpirun is given a world of one by MPI_Init, as a process started alone is, and
+ * each of the launched processes would run the whole job as rank 0 of 1 and write its
+ * results over the others'. mpirun says how many it started (OpenMPI's OMPI_COMM_WORLD_SIZE,
+ * the PMI_SIZE of MPICH's and Intel's hydra), so a world that MPI sizes otherwise is refused,
+ * with what each said. Slurm's task count is not taken as such a word: a batch script has it
+ * too, where allocbench runs alone as it should. */
+static ab_status open_mpi(const ab_launch_t *l, const ab_waits_t *w, ab_link_t **out, ab_diag_t *diag) {
+  AB_TRY(ab_link_open_mpi(w, out, diag));
+  if (l->announced == 0 || (*out)->world == l->announced) return AB_OK;
+  unsigned world = (*out)->world;
+  (*out)->ops->close(*out, true);
+  *out = NULL;
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "--ranks env: %s=%u, but MPI gives this process a world of %u: this allocbench's MPI is not "
+                     "the one of the mpirun that started it (build it against that MPI, or start it with the "
+                     "mpirun of its own)",
+                     l->announced_by, l->announced, world);
+}
+
 ab_status ab_link_open(const ab_launch_t *l, const ab_waits_t *w, ab_link_t **out, ab_diag_t *diag) {
-  if (l->kind == AB_LAUNCH_MPI) return ab_link_open_mpi(w, out, diag);
+  if (l->kind == AB_LAUNCH_MPI) return open_mpi(l, w, out, diag);
   if (l->kind == AB_LAUNCH_STORE) return ab_link_open_store(l, w, out, diag);
   return ab_diag_set(diag, AB_ERR_INVALID, "not started by a launcher");
 }

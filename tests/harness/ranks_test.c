@@ -492,7 +492,26 @@ static void launch_env(void) {
     const char *kv[] = {mpi[i], "0", NULL};
     v.kv = kv;
     REQUIRE(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK);
-    CHECK(l.kind == AB_LAUNCH_MPI && strcmp(l.by, mpi[i]) == 0);
+    CHECK(l.kind == AB_LAUNCH_MPI && strcmp(l.by, mpi[i]) == 0 && l.announced == 0);
+  }
+  /* The ranks mpirun says it started, beside its rank (Note [A world MPI agrees with]): a count
+   * that does not read is left to MPI, and so is Slurm's, which a batch script has too. */
+  struct {
+    const char *kv[8];
+    unsigned announced;
+    const char *by;
+  } sizes[] = {
+      {{"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "4", NULL}, 4, "OMPI_COMM_WORLD_SIZE"},
+      {{"PMI_RANK", "0", "PMI_SIZE", "2", NULL}, 2, "PMI_SIZE"},
+      {{"OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "x", NULL}, 0, ""},
+      {{"SLURM_PROCID", "0", "SLURM_NTASKS", "16", NULL}, 0, ""},
+      {{"PMIX_RANK", "0", "PMI_SIZE", "8", NULL}, 0, ""}, /* PMIx's rank, hydra's count: not paired */
+  };
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    v.kv = sizes[i].kv;
+    REQUIRE(ab_launch_parse(lookup, &v, &l, &diag) == AB_OK);
+    CHECK_MSG(l.announced == sizes[i].announced && strcmp(l.announced_by, sizes[i].by) == 0, "case %zu: %u by '%s'", i,
+              l.announced, l.announced_by);
   }
   const char *none[] = {NULL};
   v.kv = none;
