@@ -158,10 +158,9 @@ bool ab_tune_each(const ab_events_t *es, size_t n, const ab_tune_opts_t *o, ab_t
  * its probes going on from the run's places, then the rest of the caching family, each a cap
  * map of tens of short replays; a strategy blind to addresses (raw, async) takes neither a map
  * nor a band, only a handful of probes, and fills the end of one thread while the other
- * finishes. On a random snapshot of 15 M entries max_split_size_mb:20 took 16 s, pooled 12 s
- * (18 s before it found its chunks in a table, pooled.c), the other caching settings 10 to
- * 13 s each and raw and async 2 s each: taken in the grid's order, pooled and
- * max_split_size_mb:20 came last, and one thread ended alone. */
+ * finishes. On a random snapshot of 15 M entries max_split_size_mb:20 took 16 s, pooled 12 s,
+ * the other caching settings 10 to 13 s each and raw and async 2 s each: taken in the grid's
+ * order, pooled and max_split_size_mb:20 came last, and one thread ended alone. */
 
 /* When c is taken (Note [The threads' ends]): 0 first, TURNS - 1 last. */
 enum { WHOLE_PROBES, BUDGET_SEARCH, CAP_MAP, BLIND, TURNS };
