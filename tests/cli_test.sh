@@ -108,6 +108,7 @@ refuse "-c 'bogus:1': at position 1: Unrecognized key 'bogus'" run -w random -s 
 refuse "-c 'max_split_size_mb:abc': at position 19:" run -w random -s split-limited -c max_split_size_mb:abc
 refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expandable -c max_split_size_mb:128 -c bogus:1
 refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
+refuse "-s 'raw,raw': raw is named at positions 1 and 2 with the same options" matrix -w random -s raw,raw --device sim
 refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
 # PyTorch takes a fraction of 0; a cap of 0 bytes is refused here as --cap 0 is, not run as a
 # cap that its OOMs are not explained against.
@@ -160,6 +161,8 @@ for cmd in oom compare; do
   refuse "--budget: the search sets the budget" $cmd -w random -s raw --device sim --budget -3GB
   refuse "--hi 200.00 GiB is more than the device's total" $cmd -w random -s raw --device sim --hi 200GiB
   refuse "-c given 3 times for 2 strategies" $cmd -w random -s raw,pooled -c a:1 -c b:2 -c c:3 --device sim
+  refuse "-s 'caching,raw,caching': caching is named at positions 1 and 3 with the same options" $cmd -w random -s caching,raw,caching --device sim
+  refuse "caching is named at positions 1 and 2 with the same options" $cmd -w random -s caching,caching -c a:1 -c a:1 --device sim
   refuse "chunk" $cmd -w random -s raw,pooled -c chunk:abc --device sim
   refuse "-w WORKLOAD and -s STRATEGY" $cmd -s raw --device sim
   refuse "--cap: raw has no memory cap" $cmd -w random -s raw,pooled --device sim --search cap -c '' -c chunk:4MiB

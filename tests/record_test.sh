@@ -274,6 +274,8 @@ refused 2 "--max-entries '0': expected a whole number of events from 1 to 922337
 refused 2 "--max-entries '-1': expected a whole number of events from 1 to 9223372036854775807" --max-entries -1 -- true
 refused 2 "--max-entries 'x'" --max-entries x -- true
 refused 2 "--stacks 'c++': expected python or all (or --no-stacks)" --stacks c++ -- true
+refused 2 "--stacks and --no-stacks: give one of them" --no-stacks --stacks all -- true
+refused 2 "--stacks and --no-stacks: give one of them" --stacks python --no-stacks -- true
 refused 2 "-o '': an empty path (expected a file name)" -o '' -- true
 refused 2 "-o '$work': is a directory (expected a file)" -o "$work" -- true
 refused 2 "-o '$work/': is a directory (expected a file)" -o "$work/" -- true

@@ -73,6 +73,7 @@ typedef struct record_args_s {
   uint64_t max_entries; /* 0: PyTorch's default, all of them */
   bool recover;         /* --recover: collect what a killed record left, run nothing */
   const char *stacks;   /* PyTorch's stacks= ("python", "all"), or "none" for context=None */
+  bool stacks_given;    /* --stacks or --no-stacks was given */
 } record_args_t;
 
 static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_diag_t *diag) {
@@ -80,11 +81,15 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
   switch (opt) {
     case 'o': a->output = arg; return true;
     case AB_OPT_RECOVER: a->recover = true; return true;
-    case AB_OPT_NO_STACKS: a->stacks = "none"; return true;
+    case AB_OPT_NO_STACKS:
     case AB_OPT_STACKS:
-      if (strcmp(arg, "python") != 0 && strcmp(arg, "all") != 0)
+      /* The two say opposite things: given both, which one was meant is not known. */
+      if ((opt == AB_OPT_NO_STACKS) != (strcmp(a->stacks, "none") == 0) && a->stacks_given)
+        *st = ab_diag_set(diag, AB_ERR_INVALID, "--stacks and --no-stacks: give one of them");
+      else if (opt == AB_OPT_STACKS && strcmp(arg, "python") != 0 && strcmp(arg, "all") != 0)
         *st = ab_diag_set(diag, AB_ERR_INVALID, "--stacks '%s': expected python or all (or --no-stacks)", arg);
-      a->stacks = arg;
+      a->stacks = opt == AB_OPT_NO_STACKS ? "none" : arg;
+      a->stacks_given = true;
       return true;
     case AB_OPT_MAX_ENTRIES:
       /* One message for every value refused, with the range that is taken: 0 is not in it. */
@@ -551,7 +556,7 @@ int ab_cmd_record(int argc, char **argv) {
   /* The options end at "--"; the program and its arguments follow it untouched. */
   int dd = 1;
   while (dd < argc && strcmp(argv[dd], "--") != 0) dd++;
-  record_args_t a = {"snapshot.pickle", 0, false, "python"};
+  record_args_t a = {"snapshot.pickle", 0, false, "python", false};
   /* Without "--", the program's words are taken as arguments here, to be refused below. */
   int rc = ab_cli_parse(dd, argv, &command, &o, own_option, &a, dd == argc ? SIZE_MAX : 0, NULL, NULL);
   if (rc >= 0) return rc;
