@@ -4,12 +4,17 @@
 #
 # SMALL and BIG are two snapshots drawn alike at two sizes, say the frameless ones
 # `snapshot_bench --frameless 1450000 50000000` keeps in $TMPDIR/allocbench-snapshots (about
-# 1 M and 33 M events). Each is replayed TURNS times (default 5) by `allocbench replay` through
-# each STRATEGY (default caching and raw) on the simulated H200, SMALL and BIG taking turns, so
-# that a machine busy for a while slows both alike; the figure is the replay loop's own events
-# per second, as summary.csv reports it (reading the trace is not in it). For each: the fastest
-# and the median turn, and BIG's time per event over SMALL's, of the fastest turns and of the
-# medians.
+# 1 M and 33 M events). Each STRATEGY (default caching and raw) replays them on the simulated
+# H200 with `allocbench replay`, TURNS times each (default 5), SMALL and BIG taking turns; the
+# figure is the replay loop's own events per second, as summary.csv reports it (reading the
+# trace is not in it). For each: the fastest and the median turn, and BIG's time per event over
+# SMALL's, of the fastest turns and of the medians.
+#
+# A turn of SMALL is as many replays of it as make BIG's events, its figure their events over
+# their summed time. Machines shared with others run the same code at different speeds for
+# stretches of seconds: a replay of a tenth of a second falls in one stretch, and the fastest
+# of five such is the fast stretch's speed, while one of seconds is the mean over the stretches
+# it spans. Turns of equal length meet the stretches alike, so that their ratio is the trace's.
 set -eu
 usage="usage: replay_scale_bench.sh ALLOCBENCH SMALL BIG [TURNS] [STRATEGY...]"
 ab=${1:?$usage}
@@ -23,16 +28,27 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-# one STRATEGY NAME FILE: a replay of FILE, its events per second a line of $work/STRATEGY.NAME.
+# one STRATEGY FILE: a replay of FILE; prints its events and the replay loop's seconds.
 one() {
-  "$ab" replay "$3" -s "$1" --device sim:h200 --no-timeline --format csv --out "$work/out" >"$work/row.csv" 2>"$work/err" ||
-    { echo "replay -s $1 $3: $(tail -3 "$work/err")" >&2; exit 1; }
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "events_per_s") c = i } NR == 2 { print $c }' "$work/row.csv" >>"$work/$1.$2"
+  "$ab" replay "$2" -s "$1" --device sim:h200 --no-timeline --format csv --out "$work/out" >"$work/row.csv" 2>"$work/err" ||
+    { echo "replay -s $1 $2: $(tail -3 "$work/err")" >&2; exit 1; }
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "events") e = i; if ($i == "wall_s") w = i } }
+           NR == 2 { print $e, $w }' "$work/row.csv"
 }
+# turn STRATEGY NAME FILE REPS: REPS replays of FILE, their events per second a line of $work/STRATEGY.NAME.
+turn() {
+  local i
+  for i in $(seq "$4"); do one "$1" "$3"; done | awk '{ e += $1; s += $2 } END { printf "%.0f\n", e / s }' >>"$work/$1.$2"
+}
+read -r small_events _ < <(one "${strategies[0]}" "$small")
+read -r big_events _ < <(one "${strategies[0]}" "$big")
+reps=$(((big_events + small_events / 2) / small_events))
+[ "$reps" -ge 1 ] || reps=1
+echo "$(basename "$small"): $small_events events, $reps replays a turn; $(basename "$big"): $big_events events, one a turn"
 for t in $(seq "$turns"); do
   for s in "${strategies[@]}"; do
-    one "$s" small "$small"
-    one "$s" big "$big"
+    turn "$s" small "$small" "$reps"
+    turn "$s" big "$big" 1
   done
 done
 # fastest and median events per second of $work/STRATEGY.NAME
