@@ -109,6 +109,7 @@ refuse "-c 'max_split_size_mb:abc': at position 19:" run -w random -s split-limi
 refuse "expandable: -c 'bogus:1': at position 1:" oom -w random -s caching,expandable -c max_split_size_mb:128 -c bogus:1
 refuse "-c 'bogus:1': at position 1:" matrix -w random -s expandable -c bogus:1
 refuse "-s 'raw,raw': raw is named at positions 1 and 2 with the same options" matrix -w random -s raw,raw --device sim
+refuse "-s 'raw,raw': raw is named at positions 1 and 2 with the same options; name it once" tune -w random -s raw,raw --device sim
 refuse "the list opened at position 26 lacks its closing ']'" run -w random -s caching -c "roundup_power2_divisions:[64:8,256:4"
 # PyTorch takes a fraction of 0; a cap of 0 bytes is refused here as --cap 0 is, not run as a
 # cap that its OOMs are not explained against.

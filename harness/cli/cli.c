@@ -1054,9 +1054,8 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
   for (size_t i = 0; i < out->n; i++)
     for (size_t j = i + 1; j < out->n; j++)
       if (strcmp(out->name[i], out->name[j]) == 0 && strcmp(out->conf[i] ? out->conf[i] : "", out->conf[j] ? out->conf[j] : "") == 0)
-        return ab_diag_set(diag, AB_ERR_INVALID,
-                           "-s '%s': %s is named at positions %zu and %zu with the same options; name it once, or give each its own -c",
-                           list, out->name[i], i + 1, j + 1);
+        return ab_diag_set(diag, AB_ERR_INVALID, "-s '%s': %s is named at positions %zu and %zu with the same options; name it once%s",
+                           list, out->name[i], i + 1, j + 1, confs ? ", or give each its own -c" : "");
   return AB_OK;
 }
 
