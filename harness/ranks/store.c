@@ -123,7 +123,7 @@ static int connect_once(const ab_store_t *s, const struct addrinfo *a, double de
 /* A connection to the store, retried until the deadline (it may not listen yet) or, unless
  * hurry, a stop; wait_s, what the caller gave it, is what a failure says it waited. A name
  * that does not resolve is retried too, as PyTorch's own client does (v2.11.0
- * torch/csrc/distributed/c10d/socket.cpp, SocketConnectOp::run retries a getaddrinfo
+ * torch/csrc/distributed/c10d/socket.cpp, SocketConnectOp::tryConnect retries a getaddrinfo
  * failure until its timeout): a cluster's name for the first node may come into its DNS after
  * the other nodes start. The failure names the resolver's last answer. */
 static int connect_to(const ab_store_t *s, double deadline, double wait_s, bool hurry, ab_diag_t *diag) {
