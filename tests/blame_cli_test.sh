@@ -58,6 +58,10 @@ grep -q "Which code holds the memory" "$work/t/report.html" && grep -q "cache_kv
 
 # Bad input: one line, a usage error, nothing written.
 refuse "--at 'never': expected peak, oom or an event number" blame "$trace" --at never
+refuse "--at 999999: the trace has 38064 events (expected 0 to 38063)" blame "$trace" --at 999999
+"$ab" blame "$trace" --at 999999 --out "$work/refused" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--at past the trace's end exited $rc, expected 2 (a bad argument)"
 refuse "--change 'shrink:1': expected pool:RANK, early:RANK or round:RANK" blame "$trace" --change shrink:1
 refuse "--change 'pool:0'" blame "$trace" --change pool:0
 refuse "--frames '0': expected a whole number from 1 to 64" blame "$trace" --frames 0

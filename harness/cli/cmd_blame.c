@@ -297,6 +297,11 @@ int ab_cmd_blame(int argc, char **argv) {
   ab_events_t es;
   ab_status built = ab_run_build(&o, spec, &es, NULL, &diag);
   if (built != AB_OK) return ab_cli_build_failed(&o, built, &diag);
+  /* An event past the trace's end is a bad argument, said before any replay. */
+  if (ab_blame_check(&es, &a.b, &diag) != AB_OK) {
+    ab_events_free(&es);
+    return ab_cli_usage_error(&o, diag.msg);
+  }
   if (o.strategy == NULL) o.strategy = "caching";
   if (o.conf == NULL && strcmp(o.strategy, "caching") == 0) o.conf = es.settings;
   ab_blame_opts_t bo = a.b;

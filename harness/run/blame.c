@@ -245,14 +245,19 @@ static ab_status replay(const ab_events_t *es, size_t n, const ab_blame_opts_t *
   return AB_OK;
 }
 
+ab_status ab_blame_check(const ab_events_t *es, const ab_blame_opts_t *o, ab_diag_t *diag) {
+  if (o->at == AB_BLAME_AT_EVENT && o->at_event >= es->n)
+    return ab_diag_set(diag, AB_ERR_INVALID, "--at %zu: the trace has %zu events (expected 0 to %zu)", o->at_event, es->n,
+                       es->n ? es->n - 1 : 0);
+  return AB_OK;
+}
+
 /* The moment of o->at, from the run of the whole trace. */
 static ab_status find_moment(const ab_events_t *es, const ab_blame_opts_t *o, ab_run_t *run, ab_blame_t *bl,
                              ab_diag_t *diag) {
+  AB_TRY(ab_blame_check(es, o, diag));
   switch (o->at) {
     case AB_BLAME_AT_EVENT:
-      if (o->at_event >= es->n)
-        return ab_diag_set(diag, AB_ERR_INVALID, "--at %zu: the trace has %zu events (expected 0 to %zu)", o->at_event, es->n,
-                           es->n ? es->n - 1 : 0);
       if (!bl->base.ok && o->at_event >= run->oom.event)
         return ab_diag_set(diag, AB_ERR_INVALID, "--at %zu: the replay ran out of memory at event %zu, before it",
                            o->at_event, run->oom.event);

@@ -108,6 +108,10 @@ typedef struct ab_blame_s {
   unsigned probes;        /* replays made */
 } ab_blame_t;
 
+/* Whether o's moment can be in es, before any replay: an event number past its end cannot.
+ * AB_ERR_INVALID with diag set when not; ab_blame_run checks it too. */
+ab_status ab_blame_check(const ab_events_t *es, const ab_blame_opts_t *o, ab_diag_t *diag);
+
 /* Blames es at the moment o says (Note [Blame]) into out (ab_blame_free releases it). */
 ab_status ab_blame_run(const ab_events_t *es, const ab_blame_opts_t *o, ab_blame_t *out, ab_diag_t *diag);
 /* The trace es changed by c for the site of rank (an index into bl->site), into out (a
