@@ -88,5 +88,10 @@ refuse "holds no results of tune, compare, matrix, oom or blame" report "$work/e
 mkdir -p "$work/broken"
 printf 'workload,strategy\n"unclosed,raw\n' >"$work/broken/summary.csv"
 refuse "summary.csv: line 2: a quoted field is not closed" report "$work/broken"
+# Another program's CSV under a results file's name: the column the page needs, named.
+mkdir -p "$work/foreign"
+printf 'workload,strategy\nrandom,raw\n' >"$work/foreign/summary.csv"
+refuse "summary.csv: line 1: no column 'conf' (expected the header allocbench writes for summary.csv)" report "$work/foreign"
+[ "$(ls "$work/foreign")" = summary.csv ] || fail "a refused report wrote into the folder: $(ls "$work/foreign")"
 
 finish report_test

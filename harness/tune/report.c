@@ -150,6 +150,34 @@ static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
   return AB_OK;
 }
 
+/* The columns the page keys each results file on, present in every version of the file
+ * allocbench has written (a column added later, such as peak_reserved_low, may be absent and
+ * reads as empty). A file without them is someone else's CSV under allocbench's name. */
+typedef struct results_file_s {
+  const char *name;
+  const char *columns[7]; /* NULL-terminated */
+} results_file_t;
+
+static const results_file_t results_files[] = {
+    {"tune.csv", {"workload", "rank", "strategy", "conf", "status", "peak_reserved_bytes", NULL}},
+    {"compare.csv", {"workload", "strategy", "conf", "status", "peak_reserved_bytes", "min_budget_bytes", NULL}},
+    {"summary.csv", {"workload", "strategy", "conf", "status", "peak_reserved_bytes", NULL}},
+    {"oom.csv", {"workload", "strategy", "conf", "min_budget_bytes", NULL}},
+    {"blame.csv", {"trace", "conf", "moment_event", "rank", "site", NULL}},
+};
+
+/* AB_ERR_INVALID naming the first of f's columns that c's header lacks. */
+static ab_status csv_check_columns(const csv_t *c, const char *path, const results_file_t *f, ab_diag_t *diag) {
+  for (const char *const *name = f->columns; *name; name++) {
+    size_t j = 0;
+    while (j < c->ncols && strcmp(c->cell[j], *name) != 0) j++;
+    if (j == c->ncols)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: line 1: no column '%s' (expected the header allocbench writes for %s)",
+                         path, *name, f->name);
+  }
+  return AB_OK;
+}
+
 /* The cell of row r (1: the first after the header) in the column called name; "" when the
  * file has no such column. */
 static const char *get(const csv_t *c, size_t r, const char *name) {
@@ -927,14 +955,15 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
                        dir);
   if (out) AB_TRY(check_page_path(dir, out, diag));
   /* Every results file is read before anything is drawn: bad input leaves the folder as it was. */
-  static const char *const results[] = {"tune.csv", "compare.csv", "summary.csv", "oom.csv", "blame.csv"};
-  for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
+  for (size_t i = 0; i < sizeof results_files / sizeof results_files[0]; i++) {
     char path[4096];
     csv_t c;
-    snprintf(path, sizeof path, "%s/%s", dir, results[i]);
-    if (!exists(dir, results[i])) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, results_files[i].name);
+    if (!exists(dir, results_files[i].name)) continue;
     AB_TRY(csv_read(path, &c, diag));
+    ab_status st = csv_check_columns(&c, path, &results_files[i], diag);
     csv_free(&c);
+    AB_TRY(st);
   }
   bool drawn = false;
   if (draw) {
