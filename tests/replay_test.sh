@@ -331,6 +331,35 @@ expect_error "$tmp/pointer.rmm.csv" ":2: column 'Pointer': expected a pointer"
 printf 'hello\n' > "$tmp/text.txt"
 expect_error "$tmp/text.txt" "not a recognised trace"
 
+# A trace through a FIFO is read whole once its writer closes it, as the file is; one that
+# nobody writes does not hold the command: SIGTERM stops it at once, saying why.
+mkfifo "$tmp/trace.fifo"
+(cat "$fx/cnn_dyn.default.pickle.gz" >"$tmp/trace.fifo") &
+"$ab" replay "$tmp/trace.fifo" --device sim --format csv --out "$tmp/fifo" >"$tmp/fifo.csv" 2>"$tmp/fifo.err" ||
+  fail "replay of a written FIFO: $(cat "$tmp/fifo.err")"
+"$ab" replay "$fx/cnn_dyn.default.pickle.gz" --device sim --format csv --out "$tmp/fifo" >"$tmp/file.csv" 2>/dev/null
+# events to num_ooms: the figures, not the name or the time
+[ "$(tail -1 "$tmp/fifo.csv" | cut -d, -f7-19)" = "$(tail -1 "$tmp/file.csv" | cut -d, -f7-19)" ] ||
+  fail "a FIFO replays otherwise than its file: $(cat "$tmp/fifo.csv") against $(cat "$tmp/file.csv")"
+"$ab" replay "$tmp/trace.fifo" --device sim --out "$tmp/fifo" >/dev/null 2>"$tmp/fifo.err" &
+pid=$!
+# Until it polls for the writer (the kernel names that wait poll_schedule_timeout), or 30 s.
+for i in $(seq 300); do
+  case "$(cat "/proc/$pid/wchan" 2>/dev/null)" in poll_schedule_timeout*) break ;; esac
+  sleep 0.1
+done
+kill -TERM "$pid"
+for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  kill -KILL "$pid"
+  fail "SIGTERM did not stop a replay waiting for a FIFO's writer within 5 s"
+fi
+wait "$pid"
+rc=$?
+[ $rc -eq 143 ] || fail "replay waiting for a FIFO's writer exited $rc after SIGTERM, expected 143"
+grep -qF "$tmp/trace.fifo: stopped while waiting for the FIFO's writer" "$tmp/fifo.err" ||
+  fail "SIGTERM while waiting for a FIFO's writer: $(cat "$tmp/fifo.err")"
+
 if [ $failures -gt 0 ]; then
   echo "$failures failure(s)"
   exit 1

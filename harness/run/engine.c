@@ -6,6 +6,7 @@
 
 #include "kernels/base/clock.h"
 #include "kernels/base/hostmem.h"
+#include "kernels/base/input.h"
 #include "kernels/base/output.h"
 #include "kernels/kernels.h"
 #include "harness/run/lifetimes.h"
@@ -869,4 +870,5 @@ void ab_run_catch_stop(void) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
+  ab_input_stop_on(&ab_run_stop);  /* nor one nobody writes */
 }

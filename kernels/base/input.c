@@ -1,6 +1,8 @@
 #include "kernels/base/input.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,7 +70,14 @@ bool ab_input_is_input(const char *path) {
   return found;
 }
 
+/* Whether path is a FIFO or a pipe (/dev/fd/N): opening one for reading waits for a writer. */
+static bool is_fifo(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
 ab_status ab_input_digest(const char *path, uint64_t *digest, uint64_t *bytes, ab_diag_t *diag) {
+  if (is_fifo(path)) return ab_diag_set(diag, AB_ERR_INVALID, "%s: not a regular file", path);
   FILE *f = fopen(path, "rb");
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
@@ -107,7 +116,66 @@ ab_status ab_input_digest(const char *path, uint64_t *digest, uint64_t *bytes, a
   return AB_OK;
 }
 
+static const volatile sig_atomic_t *stop_flag = NULL;
+
+void ab_input_stop_on(const volatile sig_atomic_t *stop) { stop_flag = stop; }
+
+/* A FIFO or a pipe, read whole (input.h, "Waiting for a writer"): opened without blocking,
+ * and read as poll says bytes are there, in polls of 100 ms that look at the stop flag
+ * between them. POLLHUP says the writers are gone: a FIFO opened before any writer shows none
+ * until one has come and gone. */
+static ab_status read_fifo(const char *path, ab_input_t *in, ab_diag_t *diag) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  ab_status st = AB_OK;
+  while (buf && st == AB_OK) {
+    if (len == cap) {
+      char *grown = cap >= MAX_BYTES ? NULL : realloc(buf, cap * 2 + 1);
+      if (grown == NULL) break;
+      buf = grown;
+      cap *= 2;
+    }
+    ssize_t got = read(fd, buf + len, cap - len);
+    if (got > 0) {
+      len += (size_t)got;
+      continue;
+    }
+    if (got < 0 && errno != EAGAIN && errno != EINTR) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: read error: %s", path, strerror(errno));
+      break;
+    }
+    /* Nothing to read now: no writer yet, a writer that has not written, or the end. */
+    if (stop_flag && *stop_flag) {
+      st = ab_diag_set(diag, AB_ERR_IO, "%s: stopped while waiting for the FIFO's writer", path);
+      break;
+    }
+    struct pollfd pf = {fd, POLLIN, 0};
+    /* An event without bytes (POLLHUP: written and closed) is the end. */
+    if (poll(&pf, 1, 100) > 0 && !(pf.revents & POLLIN)) break;
+  }
+  close(fd);
+  if (buf == NULL || (st == AB_OK && len == cap && cap < MAX_BYTES)) {
+    free(buf);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+  }
+  if (st != AB_OK) {
+    free(buf);
+    return st;
+  }
+  if (len >= MAX_BYTES) {
+    free(buf);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
+  }
+  buf[len] = '\0';
+  in->data = buf;
+  in->len = len;
+  return AB_OK;
+}
+
 static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
+  if (is_fifo(path)) return read_fifo(path, in, diag);
   FILE *f = fopen(path, "rb");
   if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
@@ -670,13 +738,15 @@ ab_status ab_instream_memory(const char *name, const void *data, size_t len, boo
 
 ab_status ab_instream_open(const char *path, uint64_t max_inflated, ab_instream_t **out, ab_diag_t *diag) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  /* A FIFO is not opened here: that waits for its writer, which read_raw does in polls. */
+  bool fifo = is_fifo(path);
+  FILE *f = fifo ? NULL : fopen(path, "rb");
+  if (f == NULL && !fifo) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
-  bool regular = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
+  bool regular = f && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
   ab_instream_t *s = stream_new(path, max_inflated);
   if (s == NULL) {
-    fclose(f);
+    if (f) fclose(f);
     return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
   }
   ab_status st = AB_OK;
@@ -688,7 +758,7 @@ ab_status ab_instream_open(const char *path, uint64_t max_inflated, ab_instream_
     if (s->chunk == NULL) st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
     else if (s->compressed >= MAX_BYTES) st = ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
   } else {
-    fclose(f);
+    if (f) fclose(f);
     ab_input_t raw = {NULL, 0};
     st = read_raw(path, &raw, diag);
     s->owned = (unsigned char *)raw.data;

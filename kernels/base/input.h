@@ -7,6 +7,7 @@
 #ifndef AB_INPUT_H
 #define AB_INPUT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,13 @@ ab_status ab_input_read_capped(const char *path, uint64_t max_inflated, ab_input
  * that come from no file (tests, fuzzing). */
 ab_status ab_input_from_memory(const char *name, const void *data, size_t len, ab_input_t *in, ab_diag_t *diag);
 void ab_input_free(ab_input_t *in);
+
+/* Waiting for a writer: a FIFO (or a pipe, /dev/fd/N) is read whole, without blocking: the
+ * wait for its writer and for its bytes is done in polls of 100 ms that look at the flag
+ * given here between them, so that a FIFO nobody writes cannot keep a command from stopping
+ * (a signal sets the flag: ab_run_catch_stop). The read then fails with AB_ERR_IO, saying
+ * so. Its end is the last writer closing it. */
+void ab_input_stop_on(const volatile sig_atomic_t *stop);
 
 /* ---- streaming ---------------------------------------------------------------------------
  * A stream reads its file in pieces of AB_INSTREAM_CHUNK_BYTES and inflates them as they are
