@@ -120,6 +120,38 @@ static const volatile sig_atomic_t *stop_flag = NULL;
 
 void ab_input_stop_on(const volatile sig_atomic_t *stop) { stop_flag = stop; }
 
+/* A file read whole, into a buffer of cap bytes and one for the NUL, doubled when full. */
+
+/* Doubles *buf; false at the 8 GiB limit, or with *buf freed and NULL when host memory ran
+ * out. */
+static bool grow_whole(char **buf, size_t *cap) {
+  if (*cap >= MAX_BYTES) return false;
+  char *grown = realloc(*buf, *cap * 2 + 1);
+  if (grown == NULL) {
+    free(*buf);
+    *buf = NULL;
+    return false;
+  }
+  *buf = grown;
+  *cap *= 2;
+  return true;
+}
+
+/* The end of a read whole of len bytes into buf (NULL: host memory ran out) that ended with
+ * st: the contents in `in`, or the error, buf freed. */
+static ab_status whole_end(const char *path, char *buf, size_t len, ab_status st, ab_input_t *in, ab_diag_t *diag) {
+  if (buf == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+  if (st == AB_OK && len >= MAX_BYTES) st = ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
+  if (st != AB_OK) {
+    free(buf);
+    return st;
+  }
+  buf[len] = '\0';
+  in->data = buf;
+  in->len = len;
+  return AB_OK;
+}
+
 /* A FIFO or a pipe, read whole (input.h, "Waiting for a writer"): opened without blocking,
  * and read as poll says bytes are there, in polls of 100 ms that look at the stop flag
  * between them. POLLHUP says the writers are gone: a FIFO opened before any writer shows none
@@ -130,13 +162,8 @@ static ab_status read_fifo(const char *path, ab_input_t *in, ab_diag_t *diag) {
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap + 1);
   ab_status st = AB_OK;
-  while (buf && st == AB_OK) {
-    if (len == cap) {
-      char *grown = cap >= MAX_BYTES ? NULL : realloc(buf, cap * 2 + 1);
-      if (grown == NULL) break;
-      buf = grown;
-      cap *= 2;
-    }
+  while (buf) {
+    if (len == cap && !grow_whole(&buf, &cap)) break;
     ssize_t got = read(fd, buf + len, cap - len);
     if (got > 0) {
       len += (size_t)got;
@@ -156,22 +183,7 @@ static ab_status read_fifo(const char *path, ab_input_t *in, ab_diag_t *diag) {
     if (poll(&pf, 1, 100) > 0 && !(pf.revents & POLLIN)) break;
   }
   close(fd);
-  if (buf == NULL || (st == AB_OK && len == cap && cap < MAX_BYTES)) {
-    free(buf);
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
-  }
-  if (st != AB_OK) {
-    free(buf);
-    return st;
-  }
-  if (len >= MAX_BYTES) {
-    free(buf);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
-  }
-  buf[len] = '\0';
-  in->data = buf;
-  in->len = len;
-  return AB_OK;
+  return whole_end(path, buf, len, st, in, diag);
 }
 
 static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
@@ -189,36 +201,14 @@ static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap + 1);
   while (buf) {
+    if (len == cap && !grow_whole(&buf, &cap)) break;
     size_t got = fread(buf + len, 1, cap - len, f);
     len += got;
     if (got == 0) break;
-    if (len == cap) {
-      if (cap >= MAX_BYTES) break;
-      char *grown = realloc(buf, cap * 2 + 1);
-      if (grown == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
   }
   bool bad = ferror(f);
   fclose(f);
-  if (buf == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
-  if (bad) {
-    free(buf);
-    return ab_diag_set(diag, AB_ERR_IO, "%s: read error", path);
-  }
-  if (len >= MAX_BYTES) {
-    free(buf);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: larger than 8 GiB", path);
-  }
-  buf[len] = '\0';
-  in->data = buf;
-  in->len = len;
-  return AB_OK;
+  return whole_end(path, buf, len, bad ? ab_diag_set(diag, AB_ERR_IO, "%s: read error", path) : AB_OK, in, diag);
 }
 
 /* The most a gzip file of `compressed` bytes may inflate to (input.h). */
