@@ -7,11 +7,9 @@
 # in a newline (no half rows).
 set -u
 ab=${1:?usage: interrupt_test.sh ALLOCBENCH}
-work=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # Every CSV under DIR: the header's column count on every line (commas inside quotes do not
 # count), no quote left open, a newline at the end. Adds the files checked to $checked. The
@@ -149,7 +147,7 @@ grep -qF "$said" "$work/err" || fail "run after SIGINT in its placement variants
 "$ab" run --device sim -w dynamic-shapes:steps=6000,layers=48 -s raw --out "$out" >"$work/out" 2>"$work/err" &
 pid=$!
 pids+=("$pid")
-sleep 0.3
+catching "$pid" TERM
 start=$(date +%s%N)
 kill -TERM "$pid"
 wait_exit "$pid"

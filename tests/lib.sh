@@ -5,6 +5,7 @@
 #                            from 1 to 127, one line on stderr containing SAYS, nothing on
 #                            stdout, no results written
 #   polling_fifo PID         returns once PID waits for a FIFO's reader, or after 30 s
+#   catching PID SIGNAL      returns once PID has its handler for SIGNAL (TERM, INT), or after 30 s
 #   finish NAME              prints the outcome and exits 0 or 1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,6 +35,20 @@ refuse() {
 polling_fifo() {
   local tries=0
   until [ "$(cat "/proc/$1/wchan" 2>/dev/null)" = hrtimer_nanosleep ] || [ $tries -ge 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+}
+
+# A signal sent before allocbench sets its handler ends it by the default action, with no line
+# of its own: /proc/PID/status lists the signals a process catches (SigCgt, a mask in hex whose
+# bit N-1 is signal N), so a test waits for that rather than for a fixed pause.
+catching() {
+  local pid=$1 bit tries=0 mask
+  bit=$(($(kill -l "$2") - 1))
+  while [ $tries -lt 300 ]; do
+    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$mask" ] && [ $(((0x$mask >> bit) & 1)) -eq 1 ] && return 0
     sleep 0.1
     tries=$((tries + 1))
   done
