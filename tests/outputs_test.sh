@@ -118,11 +118,11 @@ replay --out "$work/res" --export-trace "$work/link" >/dev/null || fail "--expor
   fail "--export-trace through a link: the link was replaced or the file not written"
 no_temps "link"
 
-# 4. The input named as the output, by its name, through a link and through a hard link:
-# refused before the run, the trace unchanged.
+# 4. The input named as the output, by its name, through a link, through a hard link and
+# through a folder not made yet: refused before the run, the trace unchanged.
 ln -s in.csv "$work/in_link"
 ln "$trace" "$work/in_hard"
-for target in "$trace" "$work/in_link" "$work/in_hard"; do
+for target in "$trace" "$work/in_link" "$work/in_hard" "$work/not_made/../in.csv"; do
   for opt in --export-trace --export-snapshot; do
     replay --out "$work/res" $opt "$target" >"$work/out" 2>"$work/err"
     rc=$?
@@ -132,6 +132,7 @@ for target in "$trace" "$work/in_link" "$work/in_hard"; do
   done
 done
 cmp -s "$trace" "$work/in.orig" || fail "the input trace changed"
+[ -e "$work/not_made" ] && fail "an export refused through a folder not made yet made it"
 # A trace kept in the results folder under summary.csv's name is not appended to.
 mkdir "$work/in_res"
 cp "$trace" "$work/in_res/summary.csv"
@@ -269,7 +270,7 @@ diff -r "$work/page" "$work/page.orig" >/dev/null || fail "a refused report chan
 # 11. A trace kept in --out under a name the command writes there (oom.csv for oom, a
 # timeline's name) is refused before the run, by every command, and left as it was.
 mkdir "$work/keep"
-for name in oom.csv compare.csv timeline_x.csv; do
+for name in oom.csv compare.csv timeline_x.csv tune_timeline.csv; do
   cp "$trace" "$work/keep/$name"
   for cmd in oom compare run replay tune blame; do
     case $cmd in

@@ -477,9 +477,11 @@ bool ab_results_writes_name(const char *name) {
     if (strcmp(name, fixed[i]) == 0) return true;
   static const char *const per_run[] = {"timeline_", "oommap_", "capmap_"};
   size_t n = strlen(name);
-  bool csv = n > 4 && strcmp(name + n - 4, ".csv") == 0;
+  bool csv = n > 4 && strcmp(name + n - 4, ".csv") == 0, txt = n > 4 && strcmp(name + n - 4, ".txt") == 0;
   for (size_t i = 0; i < sizeof per_run / sizeof per_run[0]; i++)
     if (csv && strncmp(name, per_run[i], strlen(per_run[i])) == 0) return true;
+  /* tune's figures: tune_timeline.csv, tune_segments.txt, tune_segments_CONFIG.csv. */
+  if ((csv || txt) && strncmp(name, "tune_", 5) == 0) return true;
   /* plots/draw.sh draws every figure as NAME.png and NAME.svg beside the CSVs. */
   return (n > 4 && strcmp(name + n - 4, ".png") == 0) || (n > 4 && strcmp(name + n - 4, ".svg") == 0);
 }

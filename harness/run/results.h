@@ -170,8 +170,8 @@ void ab_results_run_file(const char *dir, const char *kind, const ab_run_desc_t 
 void ab_results_run_cells(const ab_run_desc_t *d, char (*cells)[AB_RESULTS_RUN_CELL], const char **row);
 
 /* Whether name is a file allocbench writes into a results folder: the results CSVs, the
- * per-run files (timeline_, oommap_, capmap_), tune's texts, commands.txt, the page and the
- * figures. */
+ * per-run files (timeline_, oommap_, capmap_), tune's (tune_*.csv, tune_*.txt), commands.txt,
+ * the page and the figures. */
 bool ab_results_writes_name(const char *name);
 /* Refuses (AB_ERR_INVALID, naming both) an input of this process (input.h) that lies in dir
  * under a name allocbench writes there: checked once the inputs are read and before anything

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,9 +61,51 @@ static void remember(const struct stat *sb) {
   pthread_mutex_unlock(&inputs.lock);
 }
 
+/* The file path will name once the folders it names that do not exist yet are made (as
+ * outputs make them, output.h): the longest prefix that exists, resolved (so free of links),
+ * then the rest as written, whose ".." can then be read by name: "o/../trace" names the trace
+ * before o is made, and after. False when the prefix does not resolve or the name is too long. */
+static bool resolve_ahead(const char *path, char *out, size_t size) {
+  char prefix[PATH_MAX], real[PATH_MAX];
+  size_t len = strlen(path), cut = 0; /* path[0..cut) exists */
+  if (len >= sizeof prefix) return false;
+  for (size_t i = 1; i <= len; i++) {
+    if (i < len && path[i] != '/') continue;
+    struct stat sb;
+    memcpy(prefix, path, i);
+    prefix[i] = '\0';
+    if (stat(prefix, &sb) != 0) break;
+    cut = i;
+  }
+  if (cut == 0) snprintf(prefix, sizeof prefix, "%s", path[0] == '/' ? "/" : ".");
+  else prefix[cut] = '\0';
+  if (realpath(prefix, real) == NULL) return false;
+  /* Each name of real and of the rest, in turn, onto out: "." is skipped, ".." takes one back. */
+  size_t n = 0;
+  out[0] = '\0';
+  for (int part = 0; part < 2; part++)
+    for (const char *p = part ? path + cut : real; *p;) {
+      while (*p == '/') p++;
+      size_t k = strcspn(p, "/");
+      if (k == 2 && p[0] == '.' && p[1] == '.') {
+        while (n > 0 && out[n] != '/') n--;
+        out[n] = '\0';
+      } else if (k > 0 && !(k == 1 && p[0] == '.')) {
+        if (n + 1 + k >= size) return false;
+        out[n++] = '/';
+        memcpy(out + n, p, k);
+        out[n += k] = '\0';
+      }
+      p += k;
+    }
+  if (n == 0) snprintf(out, size, "/");
+  return true;
+}
+
 bool ab_input_is_input(const char *path) {
   struct stat sb;
-  if (stat(path, &sb) != 0) return false;
+  char ahead[PATH_MAX];
+  if (stat(path, &sb) != 0 && (!resolve_ahead(path, ahead, sizeof ahead) || stat(ahead, &sb) != 0)) return false;
   pthread_mutex_lock(&inputs.lock);
   bool found = false;
   for (size_t i = 0; i < inputs.n && !found; i++) found = inputs.files[i].dev == sb.st_dev && inputs.files[i].ino == sb.st_ino;

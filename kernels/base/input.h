@@ -96,8 +96,8 @@ const char *ab_input_inflater(void);
  * regular file. */
 ab_status ab_input_digest(const char *path, uint64_t *digest, uint64_t *bytes, ab_diag_t *diag);
 /* True when path (followed through links) is a file this process has read with
- * ab_input_read: the same device and inode, whatever the name. Outputs refuse it (output.h).
- * Thread-safe. */
+ * ab_input_read: the same device and inode, whatever the name, and also where the path goes
+ * through folders not made yet ("out/../trace"). Outputs refuse it (output.h). Thread-safe. */
 bool ab_input_is_input(const char *path);
 
 #endif

@@ -42,7 +42,7 @@ ab_status ab_output_check(const char *what, const char *path, ab_diag_t *diag) {
   if (!exists && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode))
     return refuse(diag, what, path, "a link to nothing; refusing to replace it");
   if (exists && S_ISDIR(sb.st_mode)) return refuse(diag, what, path, "is a directory (expected a file)");
-  if (exists && ab_input_is_input(path))
+  if (ab_input_is_input(path))
     return refuse(diag, what, path, "is an input of this run; refusing to write over it");
   return AB_OK;
 }
