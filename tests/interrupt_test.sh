@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# interrupt_test.sh ALLOCBENCH: results survive a stop. SIGINT or SIGTERM stops `allocbench
+# interrupt_test.sh ALLOCBENCH: results survive a stop. SIGINT, SIGTERM or SIGHUP stops `allocbench
 # matrix` and `allocbench run` within moments (while generating a workload too), with the
 # exit status of the signal and a line saying how many runs were recorded and where; the
 # rows match it. SIGKILL at any moment of
@@ -83,24 +83,28 @@ checked=0
 big=(-w random:ops=3000000 -w random:ops=3000000,dist=lognormal -w random:ops=3000000,streams=4)
 planned=$((3 * $("$ab" list --strategies | wc -l)))
 
-# SIGINT and SIGTERM stop a matrix once its first row is in.
-for sig in INT TERM; do
-  out=$work/matrix_$sig
+# SIGINT, SIGTERM and SIGHUP (a closed terminal) stop a matrix once its first row is in; two
+# SIGINTs at once (a Ctrl-C forwarded by a launcher as well) are one request, said once.
+for how in INT TERM HUP INT-twice; do
+  sig=${how%-twice}
+  out=$work/matrix_$how
   "$ab" matrix --device sim "${big[@]}" --out "$out" >"$work/out" 2>"$work/err" &
   pid=$!
   pids+=("$pid")
   if ! wait_rows "$out/summary.csv" 1 "$pid"; then
-    fail "matrix ($sig) ended or wrote no row: $(cat "$work/err")"
+    fail "matrix ($how) ended or wrote no row: $(cat "$work/err")"
     continue
   fi
   kill -"$sig" "$pid"
+  [ "$how" = "$sig" ] || kill -"$sig" "$pid"
   wait_exit "$pid"
   rc=$?
   want=$((128 + $(kill -l "$sig")))
-  [ $rc -eq "$want" ] || fail "matrix after SIG$sig exited $rc, expected $want: $(cat "$work/err")"
+  [ $rc -eq "$want" ] || fail "matrix after SIG$how exited $rc, expected $want: $(cat "$work/err")"
   rows=$(($(wc -l <"$out/summary.csv") - 1))
   grep -q "interrupted (SIG$sig): $rows of $planned runs recorded in $out/summary.csv" "$work/err" ||
-    fail "matrix after SIG$sig does not say where its $rows rows are: $(cat "$work/err")"
+    fail "matrix after SIG$how does not say where its $rows rows are: $(cat "$work/err")"
+  [ "$(grep -c "interrupted" "$work/err")" -eq 1 ] || fail "matrix after SIG$how: not one line: $(cat "$work/err")"
   [ "$(find "$out" -name 'timeline_*.csv' | wc -l)" -eq "$rows" ] ||
     fail "SIG$sig: $rows rows but other timelines: $(ls "$out")"
   [ -z "$(find "$out" -name '*.tmp.*')" ] || fail "SIG$sig left temporary files: $(ls "$out")"
@@ -156,6 +160,37 @@ took_ms=$((($(date +%s%N) - start) / 1000000))
 [ $rc -eq 143 ] || fail "run after SIGTERM while generating exited $rc: $(cat "$work/err")"
 [ $took_ms -lt 2000 ] || fail "SIGTERM while generating took $took_ms ms to stop the run"
 grep -qF "interrupted (SIGTERM) while building the workload: nothing was run or written" "$work/err" || fail "SIGTERM while generating: $(cat "$work/err")"
+
+# report stopped while its figure scripts draw: the scripts (all of their process group)
+# stopped with it, one line, no page. A script deaf to SIGTERM is killed at a second signal
+# more than a second later, which ends the command at once.
+mkdir -p "$work/page" "$work/plots"
+"$ab" run --device sim -w random:ops=200 -s raw --out "$work/page" >/dev/null 2>&1 || fail "a run for the page failed"
+for script in slow deaf; do
+  deaf='trap "" TERM'
+  [ $script = slow ] && deaf=
+  printf '%s\ntouch "%s/drawing"\nsleep 30\n' "$deaf" "$work/plots" >"$work/plots/draw.sh"
+  rm -f "$work/plots/drawing"
+  AB_PLOTS_DIR=$work/plots "$ab" report "$work/page" >"$work/out" 2>"$work/err" &
+  pid=$!
+  pids+=("$pid")
+  for i in $(seq 1 300); do
+    [ -e "$work/plots/drawing" ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  [ $script = deaf ] && sleep 1.5 && kill -TERM "$pid"
+  wait_exit "$pid"
+  rc=$?
+  [ $rc -eq 143 ] || fail "report ($script script) after SIGTERM exited $rc: $(cat "$work/err")"
+  said="interrupted (SIGTERM) while drawing the figures: the page was not written"
+  [ $script = deaf ] && said="stopped at once by a second signal"
+  grep -qF "$said" "$work/err" || fail "report ($script script) after SIGTERM: $(cat "$work/err")"
+  sleep 0.2
+  pgrep -f "$work/plots/draw.sh" >/dev/null && fail "report ($script script): the script outlived it"
+  pkill -KILL -f "$work/plots/draw.sh"
+  [ -e "$work/page/report.html" ] && fail "report ($script script) stopped, but wrote its page"
+done
 
 # SIGKILL at moments spread over a matrix of short runs, whose rows and timelines are written
 # all the time: every CSV parses after each kill, and the next matrix appends to them.

@@ -2,8 +2,8 @@
 # record_test.sh ALLOCBENCH: `allocbench record` on a stand-in torch (tests/record/torch, the
 # calls the start-up hook makes and a small allocator; tests/record/job.py drives it). The
 # program's exit status is passed through; the snapshot is written at exit, on an uncaught
-# OutOfMemoryError and on SIGTERM and SIGINT (the status then a death by the signal, unless
-# the program catches KeyboardInterrupt), one file per rank under torchrun's variables; the
+# OutOfMemoryError and on SIGTERM, SIGINT and SIGHUP (the status then a death by the signal,
+# unless the program catches KeyboardInterrupt), one file per rank under torchrun's variables; the
 # summary of each file is printed; the hook does nothing outside record and runs the
 # program's own sitecustomize; bad commands are refused.
 set -u
@@ -53,9 +53,9 @@ record -o "$work/oom/job.pickle" -- "$py" "$job" oom
 summary="17 events, 5 allocations, peak requested 8.07 MiB, peak reserved 16.00 MiB in 5 device allocations, 1 OOM in the trace, settings: default" wrote "$work/oom/job.pickle" "on an uncaught OutOfMemoryError"
 grep -q "^torch.cuda.OutOfMemoryError: CUDA out of memory" "$work/err" || fail "Python's traceback is gone: $(cat "$work/err")"
 
-# SIGTERM and SIGINT to record reach the program, which dumps and dies of the signal.
+# SIGTERM, SIGINT and SIGHUP to record reach the program, which dumps and dies of the signal.
 set -m # job control: a background job keeps SIGINT instead of starting with it ignored
-for sig in TERM INT; do
+for sig in TERM INT HUP; do
   rm -f "$work/ready"
   "$ab" record -o "$work/sig/$sig.pickle" -- "$py" "$job" wait "$work/ready" >"$work/out" 2>"$work/err" &
   pid=$!

@@ -18,6 +18,7 @@
 #include "harness/run/supervise.h"
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
+#include "harness/run/stop.h"
 
 /* ---- the option table ---------------------------------------------------------------------- */
 
@@ -617,7 +618,7 @@ void ab_cli_ignore_file_size_limit(void) {
 void ab_cli_restore_file_size_limit(void) { sigaction(SIGXFSZ, &xfsz_at_start, NULL); }
 
 int ab_cli_stopped(const ab_run_spec_t *o, const char *what) {
-  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", what);
+  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_run_stop_name(), what);
   return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 
@@ -631,7 +632,7 @@ int ab_cli_interrupted(const ab_run_spec_t *o, size_t recorded, size_t planned) 
   fprintf(stderr,
           "%s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv; what was in progress was "
           "stopped and not recorded\n",
-          o->cmd, ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", recorded, planned, o->out_dir);
+          o->cmd, ab_run_stop_name(), recorded, planned, o->out_dir);
   return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 

@@ -6,11 +6,11 @@
  * exits with AB_EXIT_USAGE; a run that failed exits with AB_EXIT_FAIL. An OOM is a result,
  * not a failure: it exits 0.
  *
- * Stopping: the commands that run catch SIGINT and SIGTERM (ab_run_catch_stop). The run in
- * progress (or the budget search, ab_run_search_opts) stops within 1024 events, frees what
- * it holds and is not recorded (a result of part of a stream would mislead); what earlier
- * runs appended stays, whole rows only (table.h); the command says where, and exits 128 +
- * the signal. A second signal kills at once.
+ * Stopping: the commands that run catch SIGINT, SIGTERM, SIGHUP and SIGQUIT
+ * (Note [Stopping a command], stop.h). The run in progress (or the budget search,
+ * ab_run_search_opts) stops within 1024 events, frees what it holds and is not recorded (a
+ * result of part of a stream would mislead); what earlier runs appended stays, whole rows only
+ * (table.h); the command says where, and exits 128 + the signal.
  */
 #ifndef AB_CLI_H
 #define AB_CLI_H

@@ -14,6 +14,7 @@
 #include "strategies/registry.h"
 #include "harness/tune/report.h"
 #include "harness/tune/tune.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench blame", AB_CMD_BLAME, "TRACE",

@@ -12,6 +12,7 @@
 #include "harness/run/oommap.h"
 #include "harness/run/results.h"
 #include "harness/tune/report.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench compare", AB_CMD_COMPARE, NULL,

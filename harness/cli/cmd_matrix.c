@@ -39,6 +39,7 @@
 #include "strategies/strategy.h"
 #include "harness/tune/report.h"
 #include "workloads/workload.h"
+#include "harness/run/stop.h"
 
 #define MAX_WORKLOADS 64
 

@@ -17,10 +17,10 @@
  * keeping its mode and owner. An output that is an input of the job (the program, a file
  * named among its arguments, also after a '=') is refused before the job starts.
  *
- * Signals: SIGINT and SIGTERM sent to this command are forwarded to the program, whose hook
- * dumps and then dies of the signal. A Ctrl-C on the terminal reaches the whole foreground
- * process group, the program included, so that one is not forwarded a second time (a program
- * may take a second Ctrl-C as "stop now"). The program's exit status is this command's, 128 + N
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this command are forwarded to the
+ * program; on the first three its hook dumps and then dies of the signal. A Ctrl-C on the
+ * terminal (or a hangup) reaches the whole foreground process group, the program included, so
+ * that one is not forwarded a second time (a program may take a second Ctrl-C as "stop now"). The program's exit status is this command's, 128 + N
  * for a death by signal N, so that a script or a scheduler sees the job's own outcome; a command
  * that cannot be started exits 127 (not found) or 126, as a shell does. A job that ends
  * without a snapshot written (the program never used CUDA, was killed before its hook could
@@ -46,6 +46,7 @@
 #include "harness/cli/commands.h"
 #include "harness/run/table.h"
 #include "workloads/traces/trace.h"
+#include "harness/run/stop.h"
 
 #define HOOK_DIR "allocbench_record" /* beside the binary; CMakeLists.txt copies the hook there */
 #define INSTALLED_HOOK_DIR "../lib/allocbench/record" /* from PREFIX/bin, where make install puts it */
@@ -58,7 +59,7 @@ static const ab_cli_command_t command = {
     "Runs a PyTorch program unchanged and records its allocator's history: a start-up hook on the\n"
     "program's PYTHONPATH switches on torch.cuda.memory._record_memory_history (with the Python\n"
     "stack of each allocation, for allocbench blame) as the program first uses CUDA, and dumps the snapshot (torch.cuda.memory._dump_snapshot) when it exits, on an\n"
-    "uncaught torch.OutOfMemoryError (while the memory is still held) and on SIGTERM or SIGINT.\n"
+    "uncaught torch.OutOfMemoryError (while the memory is still held) and on SIGTERM, SIGINT or SIGHUP.\n"
     "Under torchrun each rank writes its own file, the rank in its name (FILE.rankN.pickle).\n"
     "Then it says on stderr where it wrote and what each file holds, and exits with the program's\n"
     "exit status (128 + N when a signal N ended it), or 125 when no snapshot was written (it says\n"
@@ -216,7 +217,7 @@ static void forward(int sig, siginfo_t *info, void *uctx) {
   if (child_pid > 0 && info->si_code <= 0) kill((pid_t)child_pid, sig);
 }
 
-static const int forwarded[] = {SIGINT, SIGTERM};
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT}; /* those that stop a command (stop.h) */
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 /* Runs cmd and waits for it; *status is its exit status as this command returns it. On

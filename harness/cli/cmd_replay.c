@@ -23,6 +23,7 @@
 #include "workloads/traces/trace.h"
 #include "workloads/traces/trace_csv.h"
 #include "harness/tune/tune_grid.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench replay", AB_CMD_REPLAY, "TRACE",

@@ -6,6 +6,7 @@
 #include "harness/cli/cli.h"
 #include "harness/cli/commands.h"
 #include "harness/tune/report.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench report", AB_CMD_REPORT, "DIR",
@@ -33,7 +34,9 @@ int ab_cmd_report(int argc, char **argv) {
   if (nargs != 1) return ab_cli_usage_error(&o, "the results folder is required: allocbench report DIR");
   char written[4096];
   ab_diag_t diag = {""};
+  ab_run_catch_stop(); /* drawing takes seconds: a stop ends draw.sh too */
   ab_status st = ab_report_write(args[0], out, true, written, sizeof written, &diag);
+  if (st != AB_OK && ab_run_stop) return ab_cli_stopped(&o, " while drawing the figures: the page was not written");
   if (st == AB_ERR_INVALID) return ab_cli_usage_error(&o, diag.msg);
   if (st != AB_OK) return ab_cli_fail(&o, diag.msg);
   printf("allocbench report: %s\n", written);

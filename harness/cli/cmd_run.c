@@ -14,6 +14,7 @@
 #include "strategies/registry.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench run", AB_CMD_RUN, NULL,

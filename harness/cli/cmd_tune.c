@@ -23,6 +23,7 @@
 #include "harness/tune/report.h"
 #include "harness/tune/tune.h"
 #include "harness/tune/tune_job.h"
+#include "harness/run/stop.h"
 
 static const ab_cli_command_t command = {
     "allocbench tune", AB_CMD_TUNE, "[TRACE]",
@@ -488,7 +489,10 @@ static int write_page(const ab_run_spec_t *o, const tune_args_t *a, const ab_tun
       fprintf(stderr, "allocbench tune: warning: the page has no blame: %s\n", diag.msg);
   }
   char written[4096];
-  if (ab_report_write(o->out_dir, NULL, true, written, sizeof written, &diag) != AB_OK) return ab_cli_fail(o, diag.msg);
+  if (ab_report_write(o->out_dir, NULL, true, written, sizeof written, &diag) != AB_OK)
+    return ab_run_stop ? ab_cli_stopped(o, " while the page was made: tune.csv and the answer are written, the page is not "
+                                           "(allocbench report DIR makes it)")
+                       : ab_cli_fail(o, diag.msg);
   fprintf(stderr, "allocbench tune: the page to share: %s\n", written);
   return AB_EXIT_OK;
 }
@@ -546,7 +550,7 @@ static int tune(const ab_run_spec_t *o, const tune_args_t *a, ab_tune_job_t *job
   if (job->step == AB_TUNE_STEP_BUILD && st != AB_OK) return ab_cli_build_failed(o, st, &diag);
   if (job->step >= AB_TUNE_STEP_RUNS && ab_run_stop) {
     fprintf(stderr, "allocbench tune: interrupted (%s)%s%s: the configurations tried were not ranked, and nothing was written\n",
-            ab_run_stop == SIGTERM ? "SIGTERM" : "SIGINT", st != AB_OK ? " " : "", st != AB_OK ? diag.msg : "");
+            ab_run_stop_name(), st != AB_OK ? " " : "", st != AB_OK ? diag.msg : "");
     return 128 + ab_run_stop;
   }
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);

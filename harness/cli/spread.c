@@ -7,6 +7,7 @@
 
 #include "kernels/base/clock.h"
 #include "harness/run/run_one.h"
+#include "harness/run/stop.h"
 
 ab_status ab_spread_open(ab_spread_t *sp, ab_diag_t *diag) {
   memset(sp, 0, sizeof *sp);

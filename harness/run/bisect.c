@@ -11,6 +11,7 @@
 #include "harness/run/pipeline.h"
 #include "harness/run/supervise.h"
 #include "strategies/registry.h"
+#include "harness/run/stop.h"
 
 uint64_t ab_bisect_peak_requested(const ab_events_t *es) {
   uint64_t live = 0, peak = 0;

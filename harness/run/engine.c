@@ -6,8 +6,6 @@
 
 #include "kernels/base/clock.h"
 #include "kernels/base/hostmem.h"
-#include "kernels/base/input.h"
-#include "kernels/base/output.h"
 #include "kernels/kernels.h"
 #include "harness/run/lifetimes.h"
 #include "harness/run/verify.h"
@@ -855,20 +853,4 @@ events:
   if (next == NEXT && opts->check && r.unchecked) next = check_invariants(&r);
   run->replayed += i;
   return close_replay(&r, end_replay(&r, next, i));
-}
-
-volatile sig_atomic_t ab_run_stop = 0;
-
-static void ask_to_stop(int sig) { ab_run_stop = sig; }
-
-void ab_run_catch_stop(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = ask_to_stop;
-  sa.sa_flags = SA_RESTART | SA_RESETHAND; /* writes go on; a second signal ends the process */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
-  ab_input_stop_on(&ab_run_stop);  /* nor one nobody writes */
 }

@@ -260,11 +260,4 @@ ab_run_opts_t ab_run_defaults(void);
  * (the failure was another rank's). */
 ab_status ab_engine_replay(const ab_events_t *es, ab_strategy_t *s, const ab_run_opts_t *opts, ab_run_t *run);
 
-/* The signal that asked the runs to stop, once one did (after ab_run_catch_stop); else 0:
- * the stop of every run of a command (opts.stop), and of a library's in its child
- * (supervise.h). */
-extern volatile sig_atomic_t ab_run_stop;
-/* Makes SIGINT and SIGTERM set ab_run_stop instead of ending the process, once each. */
-void ab_run_catch_stop(void);
-
 #endif

@@ -18,6 +18,7 @@
 #include "strategies/strategy.h"
 #include "strategies/protocol/caching_conf.h"
 #include "workloads/workload.h"
+#include "harness/run/stop.h"
 
 void ab_run_spec_defaults(ab_run_spec_t *o, const char *cmd) {
   memset(o, 0, sizeof *o);

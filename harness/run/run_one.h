@@ -3,7 +3,7 @@
  * segment map. Every command runs through it (cli.h parses a command line into a spec), and
  * so do the ranks (ranks.h) and a library's run in a process of its own (supervise.h).
  *
- * Stopping: a command that runs catches SIGINT and SIGTERM (ab_run_catch_stop). The run in
+ * Stopping: a command that runs catches SIGINT, SIGTERM, SIGHUP and SIGQUIT (stop.h). The run in
  * progress (or the budget search, ab_run_search_opts) stops within 1024 events, frees what
  * it holds and is not recorded (a result of part of a stream would mislead).
  */

@@ -21,6 +21,7 @@
 
 #include "kernels/base/clock.h"
 #include "strategies/pluggable/pluggable_library.h"
+#include "harness/run/stop.h"
 
 /* The child's descriptors, set up before it starts: 0 (/dev/null), 1 and 2 (the pipe its
  * parent drains) and these three. Note [What the library can reach] says what the child makes

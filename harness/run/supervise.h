@@ -44,8 +44,8 @@
  *      goes on with the rest, as it does for any run that fails.
  *      What the library prints never reaches allocbench's stdout or stderr; what allocbench
  *      says in the child (notes, the OOM report) does, through the parent.
- *   5. Stopping: on SIGINT or SIGTERM (ab_run_stop) the parent sends the child the same
- *      signal, which stops its run as a signal stops any run (engine.h); a child still there
+ *   5. Stopping: on a signal that stops a command (ab_run_stop, stop.h) the parent sends the
+ *      child the same signal, which stops its run as a signal stops any run; a child still there
  *      AB_SUPERVISE_GRACE_MS later (a library in a loop, or that ignores the signal) is
  *      killed, and the parent says so on stderr. The run is then interrupted, and the
  *      command ends as an interrupted command does (128 + the signal). A child whose parent

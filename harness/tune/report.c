@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "harness/run/band.h"
 #include "harness/run/results.h"
 #include "strategies/registry.h"
+#include "harness/run/stop.h"
 
 #define MAX_INPUT_BYTES (256u << 20) /* a results file larger than this is not one of ours */
 
@@ -859,28 +859,11 @@ static ab_status grid_page(FILE *f, const char *dir, const char *kind, bool draw
 
 /* ---- the command's pieces --------------------------------------------------------------------------- */
 
-/* Runs argv with stdout to fd; returns its exit status, or -1 when it could
- * not be started. */
-static int spawn(const char *file, char *const argv[], int fd) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    if (fd >= 0 && dup2(fd, STDOUT_FILENO) < 0) _exit(127);
-    execvp(file, argv);
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 ab_status ab_report_run_self(char *const argv[], const char *path, ab_diag_t *diag) {
   ab_output_t out;
   AB_TRY(ab_output_open(&out, path, diag));
   fflush(out.f);
-  int rc = spawn("/proc/self/exe", argv, fileno(out.f));
+  int rc = ab_run_spawn("/proc/self/exe", argv, fileno(out.f));
   if (rc != 0) {
     fclose(out.f);
     unlink(out.tmp);
@@ -966,6 +949,7 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
     AB_TRY(st);
   }
   bool drawn = false;
+  if (ab_run_stop) return ab_diag_set(diag, AB_ERR_IO, "stopped before the page was written");
   if (draw) {
     char script[4096];
     snprintf(script, sizeof script, "%s/draw.sh", ab_results_plots_dir());
@@ -973,8 +957,9 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
       fprintf(stderr, "allocbench report: drawing the figures with %s\n", script);
       char *argv[] = {"bash", script, (char *)dir, NULL};
       /* Its lines are progress: stdout stays the command's (tune --format csv prints rows). */
-      int rc = spawn("bash", argv, STDERR_FILENO);
+      int rc = ab_run_spawn("bash", argv, STDERR_FILENO);
       drawn = true;
+      if (ab_run_stop) return ab_diag_set(diag, AB_ERR_IO, "stopped while drawing the figures: the page was not written");
       if (rc != 0) fprintf(stderr, "allocbench report: %s exited %d: the page has the figures that were drawn\n", script, rc);
     } else {
       fprintf(stderr, "allocbench report: no %s: the page has the figures already in %s\n", script, dir);

@@ -16,6 +16,7 @@
 #include "harness/run/results.h"
 #include "harness/tune/tune_figures.h"
 #include "strategies/protocol/caching_conf.h"
+#include "harness/run/stop.h"
 
 /* ---- the traces --------------------------------------------------------------------------- */
 

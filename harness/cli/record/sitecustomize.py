@@ -9,9 +9,9 @@ environment, and only there:
      initialises CUDA (torch.cuda._lazy_call), so before its first allocation; a process that
      never uses CUDA (torchrun's launcher, a tool) records nothing and writes nothing.
   2. The snapshot is dumped once, at the first of: the interpreter's exit; an uncaught
-     torch.OutOfMemoryError (from sys.excepthook, while the memory is still held); SIGTERM or
-     SIGINT, after which the signal does what it would have done: SIGTERM's default action,
-     SIGINT's KeyboardInterrupt; so that the process still dies of the signal unless the
+     torch.OutOfMemoryError (from sys.excepthook, while the memory is still held); SIGTERM,
+     SIGINT or SIGHUP, after which the signal does what it would have done: the default
+     action of SIGTERM and SIGHUP, SIGINT's KeyboardInterrupt; so that the process still dies of the signal unless the
      program catches it, and its parent sees that.
   3. The snapshot is dumped into the private folder AB_RECORD_STATE, and `allocbench record`
      writes it where it belongs once the job has ended, by the rules of every output of
@@ -179,7 +179,7 @@ def _start():
         else:
             os.kill(os.getpid(), signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # A signal the job was started ignoring stays ignored, as Python itself leaves it.
         previous[sig] = signal.getsignal(sig)
         if previous[sig] not in (signal.SIG_IGN, None):
