@@ -297,6 +297,16 @@ expect_error() {
 expect_error "$tmp/empty" "empty file"
 mkdir "$tmp/folder"
 expect_error "$tmp/folder" "is a directory \(expected a file\)"
+# A device that never ends is refused before a byte is read, not read up to the 8 GiB limit.
+expect_error /dev/zero "is a device or a socket \(expected a file, a FIFO or a pipe\)"
+# Two snapshots joined into one file: refused at the first byte after the first's STOP, plain
+# and gzipped (a second gzip member inflates on after the first).
+zcat "$fx/cnn_dyn.default.pickle.gz" > "$tmp/one.pickle"
+cat "$tmp/one.pickle" "$tmp/one.pickle" > "$tmp/joined.pickle"
+cat "$fx/cnn_dyn.default.pickle.gz" "$fx/cnn_dyn.default.pickle.gz" > "$tmp/joined.pickle.gz"
+at=$(stat -c %s "$tmp/one.pickle")
+expect_error "$tmp/joined.pickle" "byte $at: $at bytes after the pickle's STOP"
+expect_error "$tmp/joined.pickle.gz" "byte $at: $at bytes after the pickle's STOP"
 printf '\x80\x04\xff' > "$tmp/opcode.pickle"
 expect_error "$tmp/opcode.pickle" "byte 2: not a pickle opcode: 0xff"
 printf '\x80\x02c__builtin__\nset\n.' > "$tmp/global.pickle"

@@ -240,6 +240,12 @@ static ab_status read_raw(const char *path, ab_input_t *in, ab_diag_t *diag) {
     fclose(f);
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: is a directory (expected a file)", path);
   }
+  /* A device (/dev/zero, a terminal) may never end, and holds no trace: it would be read up to
+   * the 8 GiB limit before its first byte was looked at. */
+  if (stated && !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: is a device or a socket (expected a file, a FIFO or a pipe)", path);
+  }
   if (stated && S_ISREG(sb.st_mode)) remember(&sb);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap + 1);

@@ -58,7 +58,7 @@ static void csv_sums_past_64_bits_saturate(void) {
       "action,addr,size,stream,time_us\n"
       "alloc,4096,18446744073709551615,0,1\n"
       "alloc,8192,18446744073709551615,0,2\n"
-      "segment_alloc,4096,18446744073709551615,0,3\n"
+      "segment_alloc,4096,18446744073709543424,0,3\n" /* up to 8 KiB below the top */
       "segment_alloc,1048576,9223372036854775808,0,4\n"
       "segment_free,1048576,9223372036854775808,0,5\n";
   const char *path = ab_test_write_file("huge.csv", csv, sizeof csv - 1);
@@ -70,9 +70,33 @@ static void csv_sums_past_64_bits_saturate(void) {
   CHECK_EQ(in.peak_requested, UINT64_MAX);
   CHECK_EQ(in.reserved_start, 0);
   CHECK_EQ(in.reserved_peak, UINT64_MAX);
-  CHECK_EQ(in.reserved_end, UINT64_MAX);
+  CHECK_EQ(in.reserved_end, 18446744073709543424ULL);
   CHECK_EQ(in.segments_peak, 2);
   ab_events_free(&es);
+  /* A segment past the top of the address space is refused, naming its line. */
+  static const char wraps[] =
+      "action,addr,size,stream,time_us\n"
+      "segment_alloc,4096,18446744073709551615,0,1\n";
+  path = ab_test_write_file("wraps.csv", wraps, sizeof wraps - 1);
+  CHECK(ab_trace_load(path, NULL, &es, &in, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "wraps.csv:2: segment_alloc of 18446744073709551615 bytes at 0x1000 runs past the top");
+  /* So are a segment allocated where one is live and one freed by another size than its own;
+   * a free of a segment the trace never allocated (made before its history) is not. */
+  static const char twice[] =
+      "action,addr,size,stream,time_us\n"
+      "segment_alloc,4096,2097152,0,1\n"
+      "segment_alloc,4096,2097152,0,2\n";
+  path = ab_test_write_file("twice.csv", twice, sizeof twice - 1);
+  CHECK(ab_trace_load(path, NULL, &es, &in, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "twice.csv:3: segment_alloc at 0x1000, where a segment of 2097152 bytes is allocated");
+  static const char resized[] =
+      "action,addr,size,stream,time_us\n"
+      "segment_free,8192,4194304,0,1\n"
+      "segment_alloc,4096,2097152,0,2\n"
+      "segment_free,4096,999,0,3\n";
+  path = ab_test_write_file("resized.csv", resized, sizeof resized - 1);
+  CHECK(ab_trace_load(path, NULL, &es, &in, &d) == AB_ERR_INVALID);
+  CHECK_STR_CONTAINS(d.msg, "resized.csv:4: segment_free of 999 bytes at 0x1000, a segment of 2097152 bytes");
   /* Below 2^64 the figures are exact, and not marked. */
   static const char fits[] =
       "action,addr,size,stream,time_us\n"

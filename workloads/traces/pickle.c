@@ -519,6 +519,10 @@ ab_status ab_pickle_parse(const char *path, const char *data, size_t len, ab_pic
     }
     st = step(&vm, out, &done);
   }
+  if (st == AB_OK && vm.p < vm.len) {
+    vm.at = vm.p;
+    st = fail(&vm, "%zu bytes after the pickle's STOP (expected its end: two files joined into one?)", vm.len - vm.p);
+  }
   if (st == AB_OK) st = index_dicts(&vm);
   free(vm.dicts);
   free(vm.stack);

@@ -1644,6 +1644,9 @@ static ab_status step(svm_t *vm, bool *done) {
     case OP_STOP:
       AB_TRY(need(vm, 1));
       if (vm->root == NULL || vm->stack[vm->n - 1].c != vm->root) return DEPART;
+      /* Bytes after it (two snapshots joined) are the tree reader's to refuse, by position. */
+      if (vm->p == vm->end) AB_TRY(more(vm, 1));
+      if (vm->p < vm->end) return DEPART;
       *done = true;
       return AB_OK;
     case OP_MARK:

@@ -105,6 +105,7 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
   b->info.npools = 1; /* the default pool, (0, 0) */
   ab_map_init(&b->stream_of);
   ab_map_init(&b->blocks);
+  ab_map_init(&b->segments);
   b->max_stream = -1;
 }
 
@@ -112,6 +113,7 @@ void ab_trace_builder_init(ab_trace_builder_t *b, ab_events_t *es, const char *p
 static void release(ab_trace_builder_t *b) {
   ab_map_free(&b->stream_of);
   ab_map_free(&b->blocks);
+  ab_map_free(&b->segments);
   free(b->pre);
   b->pre = NULL;
   b->npre = b->cappre = 0;
@@ -484,6 +486,32 @@ static void end_run(ab_trace_builder_t *b, const ab_trace_rec_in_t *r) {
   run->at = (item_t){r->addr, es->nsegs + 1, es->n, (uint16_t)r->stream, r->pool}; /* a segment's: itself before */
 }
 
+/* A segment_alloc or segment_free against the segments the trace made: a segment allocated
+ * where one is live, or one that wraps past the top of the address space, or a free of a live
+ * segment by another size, cannot come from PyTorch (its records of a segment's allocation and
+ * release both give the segment's whole size: CUDACachingAllocator.cpp, alloc_block and
+ * release_block). A free of a segment the trace never allocated is one made before its first
+ * record (a history cut by max_entries). The first such record is reported at finish. */
+static void check_segment(ab_trace_builder_t *b, const ab_trace_rec_in_t *r) {
+  if (b->bad_segment.set || r->addr == 0) return;
+  size_t slot = ab_map_slot(&b->segments, r->addr);
+  bool live = slot < b->segments.cap;
+  uint64_t had = live ? b->segments.slots[slot].val : 0;
+  bool bad = r->action == AB_TR_SEGMENT_ALLOC ? live || r->addr + r->size < r->addr : live && had != r->size;
+  if (bad) {
+    b->bad_segment.set = true;
+    b->bad_segment.pos = r->pos;
+    b->bad_segment.addr = r->addr;
+    b->bad_segment.size = r->size;
+    b->bad_segment.had = had;
+    b->bad_segment.action = r->action;
+  } else if (r->action == AB_TR_SEGMENT_ALLOC && ab_map_put(&b->segments, r->addr, r->size) != AB_OK) {
+    b->failed = true;
+  } else if (live) {
+    ab_map_remove_slot(&b->segments, slot);
+  }
+}
+
 /* The events of record r, the i-th. */
 static void process(ab_trace_builder_t *b, const ab_trace_rec_in_t *r, size_t i) {
   bool release = is_release(r->action);
@@ -495,13 +523,16 @@ static void process(ab_trace_builder_t *b, const ab_trace_rec_in_t *r, size_t i)
     case AB_TR_FREE_COMPLETED: add_free(b, r, i); break;
     case AB_TR_SEGMENT_FREE:
     case AB_TR_SEGMENT_UNMAP:
+      if (r->action == AB_TR_SEGMENT_FREE) check_segment(b, r);
       if (!b->run_open && grow(b, (void **)&b->runs, &b->capruns, b->nruns + 1, sizeof *b->runs, 16)) {
         b->runs[b->nruns++] = (run_t){.events = es->n, .seg = es->nsegs};
         b->run_open = true;
       }
       /* fall through */
     case AB_TR_SEGMENT_ALLOC:
-    case AB_TR_SEGMENT_MAP: ab_events_segment(es, (ab_trace_action_t)r->action, r->stream, r->addr, r->size); break;
+    case AB_TR_SEGMENT_MAP:
+      if (r->action == AB_TR_SEGMENT_ALLOC) check_segment(b, r);
+      ab_events_segment(es, (ab_trace_action_t)r->action, r->stream, r->addr, r->size); break;
     case AB_TR_OOM: add_oom(b, r); break;
     case AB_TR_EMPTY_CACHE: /* the program's, as the trace says */
       ab_events_empty_cache(es);
@@ -1089,6 +1120,20 @@ static ab_status build(ab_trace_builder_t *b, ab_diag_t *diag) {
     char at[300];
     return ab_diag_set(diag, AB_ERR_INVALID, "%s: alloc at 0x%llx, which is already allocated",
                        where(b, b->twice_pos, at, sizeof at), (unsigned long long)b->twice_addr);
+  }
+  if (b->bad_segment.set) {
+    char at[300];
+    const struct ab_trace_bad_segment_s *g = &b->bad_segment;
+    where(b, g->pos, at, sizeof at);
+    if (g->action == AB_TR_SEGMENT_FREE)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: segment_free of %llu bytes at 0x%llx, a segment of %llu bytes "
+                         "(expected the size it was allocated with)", at, (unsigned long long)g->size,
+                         (unsigned long long)g->addr, (unsigned long long)g->had);
+    if (g->addr + g->size < g->addr)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: segment_alloc of %llu bytes at 0x%llx runs past the top of the "
+                         "address space", at, (unsigned long long)g->size, (unsigned long long)g->addr);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s: segment_alloc at 0x%llx, where a segment of %llu bytes is "
+                       "allocated and not freed", at, (unsigned long long)g->addr, (unsigned long long)g->had);
   }
   if (b->run_open) end_run(b, NULL);
   if (es->failed) return AB_OK; /* ab_events_finish says why */

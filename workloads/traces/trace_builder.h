@@ -191,6 +191,12 @@ typedef struct ab_trace_builder_s {
   size_t hint_slot;           /* its slot in blocks */
   bool twice;                 /* an alloc at an address already allocated, at twice_pos */
   uint64_t twice_pos, twice_addr;
+  ab_map_t segments;          /* each segment the trace allocated and has not freed: address -> size */
+  struct ab_trace_bad_segment_s { /* the first segment record that contradicts them (check_segment) */
+    bool set;
+    uint64_t pos, addr, size, had;
+    uint8_t action;
+  } bad_segment;
   /* What the events written so far leave open (trace_builder.c, Note [Records to events in one pass]): */
   uint64_t *alloc_addr;       /* each allocation's recorded address, by its number, from the first
                                * record whose pool is inferred on (NULL before) */
