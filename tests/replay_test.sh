@@ -317,7 +317,17 @@ d = sys.argv[1]
 open(f"{d}/listdict.pickle", "wb").write(pickle.dumps({"device_traces": [[[1, 2]]], "segments": []}, protocol=4))
 open(f"{d}/notsnap.pickle", "wb").write(pickle.dumps({"a": 1}, protocol=2))
 open(f"{d}/set.pickle", "wb").write(pickle.dumps({"device_traces": [[{1, 2}]]}, protocol=5))
+# Settings PyTorch refuses at start-up: a snapshot cannot hold them as they stand.
+trace = [{"action": "alloc", "addr": 1 << 40, "size": 512, "stream": 0}]
+for name, settings in [("split1", {"max_split_size": 1}),
+                       ("gcnan", {"max_split_size": -1, "garbage_collection_threshold": float("nan")}),
+                       ("fraction", {"PYTORCH_CUDA_ALLOC_CONF": "per_process_memory_fraction:nan"})]:
+    snap = {"device_traces": [trace], "segments": [], "allocator_settings": settings}
+    open(f"{d}/{name}.pickle", "wb").write(pickle.dumps(snap, protocol=4))
 EOF
+expect_error "$tmp/split1.pickle" "allocator_settings\['max_split_size'\]: 1 bytes, under its floor"
+expect_error "$tmp/gcnan.pickle" "allocator_settings\['garbage_collection_threshold'\]: not a fraction from 0 up to 1"
+expect_error "$tmp/fraction.pickle" "allocator_settings\['PYTORCH_CUDA_ALLOC_CONF'\]: .*per_process_memory_fraction is invalid"
 expect_error "$tmp/listdict.pickle" "byte [0-9]+: device_traces\[0\]\[0\]: expected a dict, got a list"
 expect_error "$tmp/notsnap.pickle" "byte [0-9]+: not a PyTorch memory snapshot"
 expect_error "$tmp/set.pickle" "byte [0-9]+: unsupported pickle opcode EMPTY_SET"

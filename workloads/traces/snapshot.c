@@ -417,40 +417,69 @@ static void conf_add(char *out, size_t size, const char *fmt, ...) {
  * large_segment_size_mb, per_process_memory_fraction), from the conf string it last read,
  * which the snapshot keeps beside them; a string the caching strategy does not take adds
  * nothing. */
-static void conf_string_extras(const ab_pk_t *raw, char *out, size_t size) {
-  if (raw == NULL || raw->type != AB_PK_STR) return;
-  char text[1024];
-  snprintf(text, sizeof text, "%.*s", (int)raw->len, raw->v.s);
-  ab_caching_conf_t c;
-  ab_caching_conf_defaults(&c);
-  if (ab_caching_conf_apply(&c, "PYTORCH_CUDA_ALLOC_CONF", text, NULL) != AB_OK) return;
-  if (c.large_segment_size != (20ULL << 20))
-    conf_add(out, size, "large_segment_size_mb:%llu", (unsigned long long)(c.large_segment_size >> 20));
-  if (c.max_non_split_rounding != c.large_segment_size)
-    conf_add(out, size, "max_non_split_rounding_mb:%llu", (unsigned long long)(c.max_non_split_rounding >> 20));
-  if (c.memory_fraction < 1.0) conf_add(out, size, "per_process_memory_fraction:%.17g", c.memory_fraction);
+/* A recorded setting PyTorch would have refused at start-up: the snapshot did not come from
+ * it as it stands, and its figures would be another configuration's. */
+static ab_status refused_setting(const reader_t *r, const ab_pk_t *v, const char *key, const char *why) {
+  return ab_diag_set(r->diag, AB_ERR_INVALID, "%s: byte %llu: allocator_settings['%s']: %s (PyTorch refuses it)",
+                     r->path, (unsigned long long)v->pos, key, why);
+}
+
+/* The recorded PYTORCH_CUDA_ALLOC_CONF string into text, which must read as PyTorch reads it;
+ * *c is what it sets. */
+static ab_status conf_string(const reader_t *r, const ab_pk_t *raw, char *text, size_t size, ab_caching_conf_t *c) {
+  text[0] = '\0';
+  ab_caching_conf_defaults(c);
+  if (raw == NULL || raw->type != AB_PK_STR) return AB_OK;
+  snprintf(text, size, "%.*s", (int)raw->len, raw->v.s);
+  ab_diag_t why = {""};
+  if (ab_caching_conf_apply(c, "the string", text, &why) != AB_OK)
+    return refused_setting(r, raw, "PYTORCH_CUDA_ALLOC_CONF", why.msg);
+  return AB_OK;
+}
+
+/* What the string sets that the structured settings do not hold. */
+static void conf_string_extras(const ab_caching_conf_t *c, char *out, size_t size) {
+  if (c->large_segment_size != (20ULL << 20))
+    conf_add(out, size, "large_segment_size_mb:%llu", (unsigned long long)(c->large_segment_size >> 20));
+  if (c->max_non_split_rounding != c->large_segment_size)
+    conf_add(out, size, "max_non_split_rounding_mb:%llu", (unsigned long long)(c->max_non_split_rounding >> 20));
+  if (c->memory_fraction < 1.0) conf_add(out, size, "per_process_memory_fraction:%.17g", c->memory_fraction);
 }
 
 /* The recorded settings as a PYTORCH_CUDA_ALLOC_CONF string of what differs from the
  * defaults; the recorded string itself when the snapshot has no structured settings. */
-static ab_status read_settings(const reader_t *r, const ab_pk_t *s, ab_trace_builder_t *b, char *out, size_t size) {
+static ab_status settings_string(const reader_t *r, const ab_pk_t *s, ab_trace_builder_t *b, char *out, size_t size) {
   loc_t at = {"allocator_settings", -1, NULL, -1};
   AB_TRY(expect(r, s, AB_PK_DICT, &at));
   out[0] = '\0';
   const ab_pk_t *raw = ab_pk_get(s, "PYTORCH_CUDA_ALLOC_CONF");
+  char text[1024];
+  ab_caching_conf_t c;
+  AB_TRY(conf_string(r, raw, text, sizeof text, &c));
   if (ab_pk_get(s, "max_split_size") == NULL && ab_pk_get(s, "expandable_segments") == NULL) {
-    if (raw && raw->type == AB_PK_STR) snprintf(out, size, "%.*s", (int)raw->len, raw->v.s);
+    snprintf(out, size, "%s", text);
     return AB_OK;
   }
-  conf_string_extras(raw, out, size);
+  conf_string_extras(&c, out, size);
   b->pytorch = true; /* structured settings: PyTorch wrote it, not an export of another allocator */
   uint64_t max_split = 0;
   AB_TRY(int_field(r, s, "max_split_size", &at, false, true, &max_split));
+  /* Unset, it is SIZE_MAX (-1 as a signed 64-bit value); set, at least the large segment's
+   * size (max_split_size_mb's own floor, caching_conf.c). */
+  if ((int64_t)max_split > 0 && max_split < c.large_segment_size) {
+    char why[96];
+    snprintf(why, sizeof why, "%llu bytes, under its floor, a large segment's %llu", (unsigned long long)max_split,
+             (unsigned long long)c.large_segment_size);
+    return refused_setting(r, ab_pk_get(s, "max_split_size"), "max_split_size", why);
+  }
   if ((int64_t)max_split > 0) conf_add(out, size, "max_split_size_mb:%llu", (unsigned long long)(max_split >> 20));
   const ab_pk_t *gc = ab_pk_get(s, "garbage_collection_threshold");
   if (gc && gc->type != AB_PK_FLOAT && gc->type != AB_PK_INT)
     return wrong(r, gc, &at, "garbage_collection_threshold", "a float");
   double threshold = gc == NULL ? 0 : gc->type == AB_PK_FLOAT ? gc->v.f : (double)gc->v.i;
+  /* 0 when unset; set, strictly between 0 and 1 (garbage_collection_threshold's rule, caching_conf.c). */
+  if (!(threshold >= 0 && threshold < 1))
+    return refused_setting(r, gc, "garbage_collection_threshold", "not a fraction from 0 up to 1");
   if (threshold > 0) conf_add(out, size, "garbage_collection_threshold:%g", threshold);
   static const char *const flags[] = {"expandable_segments", "release_lock_on_cudamalloc",
                                       "graph_capture_record_stream_reuse"};
@@ -485,6 +514,20 @@ static ab_status read_settings(const reader_t *r, const ab_pk_t *s, ab_trace_bui
     snprintf(list + used, sizeof list - used, "%s%d:%llu", i ? "," : "", 1 << i, (unsigned long long)v[i]);
   }
   conf_add(out, size, "roundup_power2_divisions:[%s]", list);
+  return AB_OK;
+}
+
+/* settings_string's, which must read as PyTorch reads its settings: a combination it would
+ * have refused (a fraction of the card out of range, keys that contradict) is refused here,
+ * naming the snapshot, rather than at each command that applies it. */
+static ab_status read_settings(const reader_t *r, const ab_pk_t *s, ab_trace_builder_t *b, char *out, size_t size) {
+  AB_TRY(settings_string(r, s, b, out, size));
+  ab_caching_conf_t c;
+  ab_caching_conf_defaults(&c);
+  ab_diag_t why = {""};
+  if (ab_caching_conf_apply(&c, "the settings", out, &why) != AB_OK)
+    return ab_diag_set(r->diag, AB_ERR_INVALID, "%s: byte %llu: allocator_settings, read as '%s': %s (PyTorch refuses it)",
+                       r->path, (unsigned long long)s->pos, out, why.msg);
   return AB_OK;
 }
 
