@@ -180,5 +180,9 @@ refuse "-w 'replay:$work/job/none*.csv': no file matches '$work/job/none*.csv'" 
 refuse "-w 'replay:$work/job/job.rank*.csv': replay:$work/job/job.rank0.csv is in the job already" \
   tune -w "$r0" -w "replay:$work/job/job.rank*.csv"
 refuse "$work/job/nosuch.csv: cannot open" tune -w "$r0" -w "replay:$work/job/nosuch.csv"
+# One file by another path or a link is the same trace.
+ln -s job.rank0.csv "$work/job/link.csv"
+refuse "replay:$work/job/./job.rank0.csv is in the job already (as $r0)" tune -w "$r0" -w "replay:$work/job/./job.rank0.csv"
+refuse "replay:$work/job/link.csv is in the job already (as $r0)" tune -w "$r0" -w "replay:$work/job/link.csv"
 
 finish tune_job_test

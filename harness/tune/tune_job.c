@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/base/clock.h"
@@ -20,16 +21,27 @@
 
 /* ---- the traces --------------------------------------------------------------------------- */
 
-/* Adds a trace to the job; one given twice is refused (its rows would count twice). */
+/* Adds a trace to the job; one given twice is refused (its rows would count twice): the same
+ * -w, or a replay of the same file by another path or a link. */
 static ab_status add_trace(ab_tune_job_t *job, const char *spec, const char *given, ab_diag_t *diag) {
+  struct stat sb;
+  bool file = strncmp(spec, "replay:", 7) == 0 && stat(spec + 7, &sb) == 0 && S_ISREG(sb.st_mode);
+  uint64_t dev = file ? (uint64_t)sb.st_dev : 0, ino = file ? (uint64_t)sb.st_ino : 0;
   for (size_t k = 0; k < job->n; k++)
-    if (strcmp(job->t[k].spec, spec) == 0)
-      return ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': %s is in the job already; give each trace once", given, spec);
-  ab_tune_job_trace_t *more = realloc(job->t, (job->n + 1) * sizeof *more);
-  if (more == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
-  job->t = more;
+    if (strcmp(job->t[k].spec, spec) == 0 || (file && job->t[k].dev == dev && job->t[k].ino == ino))
+      return ab_diag_set(diag, AB_ERR_INVALID, "-w '%s': %s is in the job already (as %s); give each trace once", given,
+                         spec, job->t[k].spec);
+  if (job->n == job->room) { /* doubled: a glob of thousands of ranks' files */
+    size_t room = job->room ? 2 * job->room : 8;
+    ab_tune_job_trace_t *more = realloc(job->t, room * sizeof *more);
+    if (more == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+    job->t = more;
+    job->room = room;
+  }
   memset(&job->t[job->n], 0, sizeof job->t[0]);
   if ((job->t[job->n].spec = strdup(spec)) == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  job->t[job->n].dev = dev;
+  job->t[job->n].ino = ino;
   job->n++;
   return AB_OK;
 }

@@ -113,6 +113,7 @@ typedef struct ab_tune_request_s {
 /* One trace of the job. */
 typedef struct ab_tune_job_trace_s {
   char *spec;           /* the -w it runs, a glob expanded; owned */
+  uint64_t dev, ino;    /* a replay's file, to know it by any path (0, 0: none) */
   ab_events_t es;       /* its events; es.source the name people read */
   ab_trace_info_t info; /* a replay's: what its reader found (zero for a workload) */
   bool built;
@@ -135,7 +136,7 @@ typedef struct ab_tune_job_s {
   ab_tune_step_t step;
   /* The traces. */
   ab_tune_job_trace_t *t; /* owned */
-  size_t n;
+  size_t n, room;         /* traces, and room for them */
   char name[512];         /* the workload column and the headings: the trace's name, or the -w as given */
   ab_tune_trace_t *tt;    /* each trace as tune.h takes it: its digest, the first alike (Note [Traces alike]); owned */
   size_t distinct;        /* traces not alike an earlier one */
