@@ -179,6 +179,25 @@ wrote "$work/kill2/job.pickle" "at exit"
 [ "$(ls "$work/kill2")" = "$(printf 'job.pickle\njob.recovered.pickle')" ] || fail "beside the output: $(ls "$work/kill2")"
 set +m
 
+# A folder left behind whose manifest names a file that is no snapshot of -o, or a dump that
+# is no regular file (a FIFO would hold the command), is not written from, saying so.
+mkdir -p "$work/forged/job.pickle.unfinished-AAAAAA" "$work/forged/elsewhere"
+state=$work/forged/job.pickle.unfinished-AAAAAA
+echo 999999 >"$state/owner"
+printf 'x' >"$state/dump.1.pickle"
+mkfifo "$state/dump.2.pickle"
+printf 'wrote\t999998\tend\t%s\t%s\nwrote\t999997\tend\t%s\t%s\n' "$work/forged/elsewhere/stolen.pickle" \
+  "$state/dump.1.pickle" "$work/forged/job.rank1.pickle" "$state/dump.2.pickle" >"$state/manifest"
+timeout 30 "$ab" record --recover -o "$work/forged/job.pickle" >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 125 ] || fail "--recover of a forged manifest exited $rc: $(cat "$work/err")"
+grep -qF "names $work/forged/elsewhere/stolen.pickle, which is not a snapshot of $work/forged/job.pickle" "$work/err" ||
+  fail "--recover of a forged manifest: $(cat "$work/err")"
+grep -qF "cannot read the dump $state/dump.2.pickle: not a regular file" "$work/err" ||
+  fail "--recover of a FIFO dump: $(cat "$work/err")"
+[ -z "$(ls "$work/forged/elsewhere")" ] && [ ! -e "$work/forged/job.rank1.pickle" ] ||
+  fail "--recover wrote from a forged manifest: $(ls -R "$work/forged")"
+
 # Outside record the hook does nothing: torch is not even imported.
 hook=$(dirname "$ab")/allocbench_record
 [ -f "$hook/sitecustomize.py" ] || fail "the build did not put the hook beside the binary"

@@ -328,9 +328,15 @@ static bool rank_pattern(const char *path, char *out, size_t size) {
 /* Writes the dump to path by the output rules (output.h); false, with why, when it could
  * not. */
 static bool place(const char *dump, const char *path, ab_diag_t *why) {
-  FILE *in = fopen(dump, "rb");
+  /* The hook writes regular files: anything else there (a FIFO would wait for a writer) is
+   * not its dump. */
+  int fd = open(dump, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  struct stat sb;
+  FILE *in = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, "rb") : NULL;
   if (in == NULL) {
-    ab_diag_set(why, AB_ERR_IO, "%s: cannot read the dump %s: %s", path, dump, strerror(errno));
+    ab_diag_set(why, AB_ERR_IO, "%s: cannot read the dump %s: %s", path, dump,
+                fd >= 0 ? "not a regular file" : strerror(errno));
+    if (fd >= 0) close(fd);
     return false;
   }
   ab_output_t o;
@@ -378,10 +384,35 @@ static void recovered_name(const char *path, char *out, size_t size) {
   else snprintf(out, size, "%.*s.recovered%s", (int)(dot - path), path, dot);
 }
 
+/* Whether target is a name the hook gives a snapshot of out (sitecustomize.py, _name): out
+ * itself, or with ".rankN", ".pidN" or both inserted before its extension (Python's
+ * os.path.splitext: the last dot of the file name, unless the name starts with it). A
+ * manifest is a file on disk: what it names anything else is not written to. */
+static bool hook_name(const char *out, const char *target) {
+  const char *base = strrchr(out, '/');
+  base = base ? base + 1 : out;
+  const char *start = base;
+  while (*start == '.') start++;
+  const char *dot = strrchr(start, '.');
+  size_t root = dot ? (size_t)(dot - out) : strlen(out);
+  const char *ext = out + root;
+  if (strncmp(target, out, root) != 0) return false;
+  const char *p = target + root;
+  static const char *const marks[] = {".rank", ".pid"};
+  for (size_t m = 0; m < 2; m++) {
+    size_t k = strlen(marks[m]);
+    if (strncmp(p, marks[m], k) != 0 || p[k] < '0' || p[k] > '9') continue;
+    for (p += k; *p >= '0' && *p <= '9'; p++) {
+    }
+  }
+  return strcmp(p, ext) == 0;
+}
+
 /* Reads the hook's manifest: writes and summarises each snapshot dumped, or says why none
- * was; the number written. recovered: the snapshots are an earlier record's, collected now
- * (Note [An unfinished record]); rename: and written under recovered_name. */
-static size_t report(const char *state, bool quiet, bool recovered, bool rename) {
+ * was; the number written. out: the -o the hook was given; recovered: the snapshots are an
+ * earlier record's, collected now (Note [An unfinished record]); rename: and written under
+ * recovered_name. */
+static size_t report(const char *state, const char *out, bool quiet, bool recovered, bool rename) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/manifest", state);
   FILE *f = fopen(path, "r");
@@ -411,11 +442,17 @@ static size_t report(const char *state, bool quiet, bool recovered, bool rename)
       if (rename) recovered_name(file, target, sizeof target);
       else snprintf(target, sizeof target, "%s", file);
       ab_diag_t why = {""};
-      if (dump && !place(dump, target, &why)) {
+      if (!hook_name(out, file) || dump == NULL || strncmp(dump, state, strlen(state)) != 0 || dump[strlen(state)] != '/') {
+        if (nnotes < 4)
+          snprintf(notes[nnotes++], sizeof notes[0], "%s/manifest names %s, which is not a snapshot of %s; not written",
+                   state, file, out);
+        continue;
+      }
+      if (!place(dump, target, &why)) {
         if (nnotes < 4) snprintf(notes[nnotes++], sizeof notes[0], "%s", why.msg);
         continue;
       }
-      if (!quiet) summarise(recovered ? "recovered" : "wrote", dump ? dump : target, target, rest);
+      if (!quiet) summarise(recovered ? "recovered" : "wrote", dump, target, rest);
       if (written++ == 0) snprintf(first, sizeof first, "%s", target);
       char pattern[sizeof ranks];
       if (rank_pattern(target, pattern, sizeof pattern) && ranked++ == 0) snprintf(ranks, sizeof ranks, "%s", pattern);
@@ -474,8 +511,10 @@ static void remove_state(const char *state) {
  * `record --recover -o FILE` finds the folders whose record and job processes have all ended,
  * writes their snapshots as the killed record would have, says so, and removes them; a later
  * record writes them under recovered_name, since its own job's snapshot takes FILE. A folder
- * whose job still runs is left for later, saying so. An output that is a device or a FIFO
- * keeps its folder in $TMPDIR instead: a stream has no place beside it to wait in. */
+ * whose job still runs is left for later, saying so. A manifest is a file on disk, read as
+ * input: only the names the hook gives snapshots of FILE are written, each from a regular
+ * file in the folder itself (hook_name). An output that is a device or a FIFO keeps its
+ * folder in $TMPDIR instead: a stream has no place beside it to wait in. */
 #define UNFINISHED ".unfinished-"
 
 static bool alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
@@ -545,7 +584,7 @@ static void collect(const char *out, bool recover, bool quiet, size_t *written, 
       continue;
     }
     if (!quiet) fprintf(stderr, "allocbench record: %s: left by a record killed before its job ended; collecting it\n", state);
-    *written += report(state, quiet, true, !recover);
+    *written += report(state, out, quiet, true, !recover);
     remove_state(state);
   }
   closedir(d);
@@ -600,7 +639,7 @@ int ab_cmd_record(int argc, char **argv) {
   } else {
     /* Writing to a FIFO nobody reads stops at a signal (output.h). */
     ab_run_catch_stop();
-    size_t written = report(state, o.quiet, false, false);
+    size_t written = report(state, out, o.quiet, false, false);
     if (written == 0) {
       char how[64];
       if (status > 128) snprintf(how, sizeof how, "ended by signal %d", status - 128);
