@@ -287,6 +287,19 @@ for name in oom.csv compare.csv timeline_x.csv tune_timeline.csv; do
   rm "$work/keep/$name"
 done
 
+# 11b. A directory under a results file's name in --out is refused before anything runs, by
+# every command that writes one: nothing is written beside it.
+mkdir -p "$work/dirs/summary.csv"
+for cmd in run matrix oom tune; do
+  case $cmd in
+    tune) args="-w random:ops=200" ;;
+    *) args="-w random:ops=200 -s raw" ;;
+  esac
+  "$ab" $cmd $args --device sim --quiet --out "$work/dirs" >/dev/null 2>"$work/err" && fail "$cmd with a directory summary.csv exited 0"
+  grep -qF "$work/dirs/summary.csv is a directory, where the results go" "$work/err" || fail "$cmd, directory summary.csv: $(cat "$work/err")"
+  [ "$(ls "$work/dirs")" = summary.csv ] || fail "$cmd with a directory summary.csv wrote $(ls "$work/dirs")"
+done
+
 # 12. Under a file size limit, with SIGXFSZ at its default action (Note [A file size limit],
 # cli.h): no death by the signal; one line naming the file, exit 1, no temporary left, and
 # what was written whole.

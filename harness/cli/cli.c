@@ -1161,7 +1161,7 @@ int ab_cli_search_setup(int argc, char **argv, const ab_cli_command_t *cmd, ab_r
   o->cap = search->cap;
   if (o->workload == NULL || o->strategy == NULL)
     return ab_cli_usage_error(o, "-w WORKLOAD and -s STRATEGY[,STRATEGY...] are required");
-  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  if (ab_results_check_out(o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   char a[32], b[32];
   if (search->lo && search->hi && search->lo > search->hi) {
     snprintf(diag.msg, sizeof diag.msg, "--lo %s is above --hi %s", ab_format_bytes(search->lo, a, sizeof a),

@@ -291,7 +291,7 @@ int ab_cmd_blame(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (nargs == 0) return ab_cli_usage_error(&o, "expected the trace to blame (see allocbench blame --help)");
   ab_diag_t diag = {""};
-  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (ab_results_check_out(o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_run_catch_stop();
   char spec[4200];
   snprintf(spec, sizeof spec, "replay:%s", args[0]);

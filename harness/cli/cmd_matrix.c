@@ -417,7 +417,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   int rc = ab_cli_parse(argc, argv, &command, &o, own_option, &a, 0, NULL, NULL);
   if (rc >= 0) return rc;
-  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (ab_results_check_out(o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   rc = AB_EXIT_OK;
   ab_run_catch_stop();
 

@@ -194,7 +194,7 @@ int ab_cmd_replay(int argc, char **argv) {
   const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
   const char *path = args[0];
   /* --info writes nothing. */
-  if (!info_only && ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (!info_only && ab_results_check_out(o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_run_catch_stop();
 
   ab_events_t es;

@@ -136,7 +136,7 @@ int ab_cmd_run(int argc, char **argv) {
   if (rc >= 0) return rc;
   const char *ranks = a.ranks, *nccl = a.nccl;
   if (o.workload == NULL || o.strategy == NULL) return ab_cli_usage_error(&o, "-w WORKLOAD and -s STRATEGY are required");
-  if (ab_output_check_dir("--out", o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  if (ab_results_check_out(o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_run_catch_stop();
   const ab_strategy_entry_t *entry;
   if (ab_strategy_lookup(o.strategy, &entry, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);

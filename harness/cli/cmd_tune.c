@@ -24,6 +24,7 @@
 #include "harness/tune/tune.h"
 #include "harness/tune/tune_job.h"
 #include "harness/run/stop.h"
+#include "harness/run/results.h"
 
 static const ab_cli_command_t command = {
     "allocbench tune", AB_CMD_TUNE, "[TRACE]",
@@ -535,7 +536,7 @@ static ab_status ranks_share(void *ctx, void *items, size_t n, size_t size, bool
 /* Everything after the parse: the job run (tune_job.h), then, at rank 0, its answer. */
 static int tune(const ab_run_spec_t *o, const tune_args_t *a, ab_tune_job_t *job, ab_spread_t *sp, int argc, char **argv) {
   ab_diag_t diag = {""};
-  if (ab_output_check_dir("--out", o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
+  if (ab_results_check_out(o->out_dir, &diag) != AB_OK) return ab_cli_usage_error(o, diag.msg);
   /* -s: more strategies for reference, each checked on the device by the job. */
   ab_cli_strategies_t extra = {.n = 0};
   const char *names[AB_CLI_MAX_STRATEGIES];

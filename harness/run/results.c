@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -9,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kernels/base/input.h"
 #include "kernels/base/installed.h"
+#include "kernels/base/output.h"
 #include "kernels/base/units.h"
 #include "workloads/workload.h"
 
@@ -484,6 +488,34 @@ bool ab_results_writes_name(const char *name) {
   if ((csv || txt) && strncmp(name, "tune_", 5) == 0) return true;
   /* plots/draw.sh draws every figure as NAME.png and NAME.svg beside the CSVs. */
   return (n > 4 && strcmp(name + n - 4, ".png") == 0) || (n > 4 && strcmp(name + n - 4, ".svg") == 0);
+}
+
+ab_status ab_results_check_out(const char *dir, ab_diag_t *diag) {
+  AB_TRY(ab_output_check_dir("--out", dir, diag));
+  DIR *d = opendir(dir);
+  if (d == NULL) return AB_OK; /* made by its first results file */
+  ab_status st = AB_OK;
+  for (struct dirent *e; st == AB_OK && (e = readdir(d)) != NULL;) {
+    if (!ab_results_writes_name(e->d_name)) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (lstat(path, &sb) != 0) continue;
+    if (S_ISDIR(sb.st_mode)) {
+      st = ab_diag_set(diag, AB_ERR_INVALID, "--out %s: %s is a directory, where the results go; move it or choose "
+                       "another --out", dir, path);
+    } else if (S_ISREG(sb.st_mode)) {
+      /* Appended to, or replaced through a rename in the folder: a file that cannot be
+       * written (immutable, on a read-only mount) is found now, not after the runs. */
+      int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0)
+        st = ab_diag_set(diag, AB_ERR_INVALID, "--out %s: %s cannot be written: %s", dir, path, strerror(errno));
+      else
+        close(fd);
+    }
+  }
+  closedir(d);
+  return st;
 }
 
 ab_status ab_results_check_inputs(const char *dir, ab_diag_t *diag) {

@@ -173,6 +173,11 @@ void ab_results_run_cells(const ab_run_desc_t *d, char (*cells)[AB_RESULTS_RUN_C
  * per-run files (timeline_, oommap_, capmap_), tune's (tune_*.csv, tune_*.txt), commands.txt,
  * the page and the figures. */
 bool ab_results_writes_name(const char *name);
+/* --out before anything runs: a folder allocbench can write in (ab_output_check_dir), whose
+ * results files, where they exist, are files it can write: a directory under one of their
+ * names, or a file that cannot be opened for writing, is refused now rather than after the
+ * runs. */
+ab_status ab_results_check_out(const char *dir, ab_diag_t *diag);
 /* Refuses (AB_ERR_INVALID, naming both) an input of this process (input.h) that lies in dir
  * under a name allocbench writes there: checked once the inputs are read and before anything
  * is written, so that a run never writes over the trace it replays. */
