@@ -287,6 +287,16 @@ for name in oom.csv compare.csv timeline_x.csv tune_timeline.csv; do
   rm "$work/keep/$name"
 done
 
+# 11a. A last line shorter than a row and without its newline is taken for a row a kill cut
+# short and removed, saying so with what it held (a note a person added is not lost unseen).
+"$ab" run -w random:ops=200 -s raw --device sim --quiet --no-timeline --out "$work/noted" >/dev/null || fail "a run to note failed"
+printf 'my notes, keep' >>"$work/noted/summary.csv"
+"$ab" run -w random:ops=200 -s raw --device sim --quiet --no-timeline --out "$work/noted" >/dev/null 2>"$work/err" ||
+  fail "the run after a note failed: $(cat "$work/err")"
+grep -qF "summary.csv: its last line (14 bytes, 2 of" "$work/err" && grep -qF 'removed: "my notes, keep"' "$work/err" ||
+  fail "a removed note was not said: $(cat "$work/err")"
+[ "$(wc -l <"$work/noted/summary.csv")" -eq 3 ] || fail "summary.csv after the note: $(cat "$work/noted/summary.csv")"
+
 # 11b. A directory under a results file's name in --out is refused before anything runs, by
 # every command that writes one: nothing is written beside it.
 mkdir -p "$work/dirs/summary.csv"

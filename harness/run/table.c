@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -250,8 +251,8 @@ static ab_status last_line(int fd, off_t size, off_t *from, char **line, const c
  * only where it crosses a page of the file (Linux looks for a fatal signal between pages),
  * and a full disk anywhere; an editor, though, saves a file without its final newline. So a
  * last line without its newline is taken for a cut row only when it has fewer fields than
- * the header (or a quote left open), and cut back to the newline before it; one with every
- * field is a whole row, and gets its newline. A file with another header is left as it is:
+ * the header (or a quote left open), and cut back to the newline before it, saying so with
+ * what it held; one with every field is a whole row, and gets its newline. A file with another header is left as it is:
  * it is moved aside whole. */
 static ab_status finish_last_line(int fd, off_t size, size_t header_fields, const char *path, ab_diag_t *diag) {
   char last;
@@ -260,13 +261,19 @@ static ab_status finish_last_line(int fd, off_t size, size_t header_fields, cons
   off_t from = 0;
   char *line = NULL;
   AB_TRY(last_line(fd, size, &from, &line, path, diag));
-  long fields = count_fields(line, (size_t)(size - from));
-  free(line);
+  size_t len = (size_t)(size - from);
+  long fields = count_fields(line, len);
   if (fields == (long)header_fields) {
+    free(line);
     if (pwrite(fd, "\n", 1, size) != 1)
       return ab_diag_set(diag, AB_ERR_IO, "%s: cannot end its last row: %s", path, strerror(errno));
     return AB_OK;
   }
+  /* Said with what it held: a line a person added by hand is not lost without a word. */
+  fprintf(stderr, "allocbench: %s: its last line (%zu bytes, %ld of %zu fields, no newline) is a row cut short; "
+          "removed: \"%.*s%s\"\n", path, len, fields, header_fields, (int)(len < 300 ? len : 300), line,
+          len < 300 ? "" : "...");
+  free(line);
   if (ftruncate(fd, from) != 0) return ab_diag_set(diag, AB_ERR_IO, "%s: cannot trim a partial row: %s", path, strerror(errno));
   return AB_OK;
 }
