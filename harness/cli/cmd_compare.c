@@ -135,12 +135,13 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ab_cli_search_oom(&o, &desc, &res, &map, o.verbose, &diag) != AB_OK) rc = ab_cli_fail(&o, diag.msg);
   }
   ab_diag_t io = {""};
+  /* Stopped: what finished is recorded as matrix records it (each run's row and timeline, each
+   * search's rows), and no answer is drawn from part of the strategies. */
   if (ab_run_stop) {
-    ab_table_free(&rows), ab_table_free(&searches), ab_table_free(&summary);
-    ab_table_init(&rows, ab_compare_cols, ab_compare_ncols);
-    ab_table_init(&searches, ab_oom_cols, ab_oom_ncols);
-    ab_table_init(&summary, ab_summary_cols, ab_summary_ncols);
-    rc = ab_cli_stopped(&o, ": the run or search in progress was stopped; nothing was written");
+    char what[600];
+    snprintf(what, sizeof what, ": %zu of %zu strategies compared, in %s/compare.csv (each finished run in "
+             "summary.csv); what was in progress was stopped and not recorded", rows.nrows, list.n, o.out_dir);
+    rc = ab_cli_stopped(&o, what);
   }
   if ((summary.nrows && ab_cli_append(&o, &summary, "summary.csv", &io) != AB_OK) ||
       (searches.nrows && ab_cli_append(&o, &searches, "oom.csv", &io) != AB_OK) ||
@@ -148,7 +149,7 @@ int ab_cmd_compare(int argc, char **argv) {
     rc = ab_cli_fail(&o, io.msg);
   if (rows.nrows) ab_cli_print(&o, &rows, table_cols, sizeof table_cols / sizeof table_cols[0]);
   /* The answer, per objective: which strategy is best, and by how much over the next. */
-  if (rows.nrows > 1 && o.format == AB_FORMAT_TABLE) {
+  if (rows.nrows > 1 && o.format == AB_FORMAT_TABLE && !ab_run_stop) {
     putchar('\n');
     /* Ranked by the worst end of each band, which is the figure where no placement decides. */
     bool banded = false;
