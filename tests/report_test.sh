@@ -94,4 +94,92 @@ printf 'workload,strategy\nrandom,raw\n' >"$work/foreign/summary.csv"
 refuse "summary.csv: line 1: no column 'conf' (expected the header allocbench writes for summary.csv)" report "$work/foreign"
 [ "$(ls "$work/foreign")" = summary.csv ] || fail "a refused report wrote into the folder: $(ls "$work/foreign")"
 
+# set_field FILE LINE COLUMN VALUE: the field of the CSV FILE at LINE (1: the header) in COLUMN
+# becomes VALUE, written as allocbench writes its files.
+set_field() {
+  "$py" - "$@" <<'PY'
+import csv, sys
+path, line, column, value = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rows = list(csv.reader(open(path, newline="")))
+rows[line - 1][rows[0].index(column)] = value
+csv.writer(open(path, "w", newline=""), lineterminator="\n").writerows(rows)
+PY
+}
+
+# A malformed number is refused before anything is drawn, naming the file, the line and the
+# column: read as strtoull reads it, 'abc' would show as 0 B and '-5' as 16 EiB.
+mkdir -p "$work/number"
+for value in abc -5 12abc 1e9 " 12" 18446744073709551616 ""; do
+  cp "$work/csv/tune.csv" "$work/number/tune.csv"
+  set_field "$work/number/tune.csv" 3 peak_reserved_bytes "$value"
+  refuse "number/tune.csv: line 3, column 'peak_reserved_bytes': '$value' is not a whole number of bytes" report "$work/number"
+  [ "$(ls "$work/number")" = tune.csv ] || fail "a refused report wrote into the folder: $(ls "$work/number")"
+done
+cp "$work/matrix/summary.csv" "$work/number/summary.csv"
+rm "$work/number/tune.csv"
+set_field "$work/number/summary.csv" 2 alloc_ns_p50 1.5e3
+refuse "number/summary.csv: line 2, column 'alloc_ns_p50': '1.5e3' is not a number, whole or with decimals" report "$work/number"
+# What allocbench itself writes stays accepted: an empty budget (a search that found none), a
+# time with decimals.
+set_field "$work/number/summary.csv" 2 alloc_ns_p50 1234.5
+cp "$work/oom/oom.csv" "$work/number/oom.csv"
+set_field "$work/number/oom.csv" 2 min_budget_bytes ""
+AB_PLOTS_DIR=$work/empty "$ab" report "$work/number" >/dev/null 2>"$work/err" || fail "report of empty and decimal fields: $(cat "$work/err")"
+
+# Every text of a results file goes into the page escaped.
+inject='<script>alert(1)</script>'
+mkdir -p "$work/inject"
+cp "$work/csv/tune.csv" "$work/inject/tune.csv"
+set_field "$work/inject/tune.csv" 2 status "$inject"
+set_field "$work/inject/tune.csv" 2 strategy "$inject"
+set_field "$work/inject/tune.csv" 2 note "$inject"
+AB_PLOTS_DIR=$work/empty "$ab" report "$work/inject" >/dev/null 2>"$work/err" || fail "report of text to escape: $(cat "$work/err")"
+grep -qF "&lt;script&gt;alert(1)&lt;/script&gt;" "$work/inject/report.html" || fail "tune: the injected status is not on the page"
+grep -qF "<script>" "$work/inject/report.html" && fail "tune: a field of tune.csv went into the page unescaped"
+"$ab" blame "$data/pytorch-2.11-h200/blame/frag.pickle" --out "$work/blame" >/dev/null 2>"$work/err" || fail "blame: $(cat "$work/err")"
+# Each text where the page shows it: the site and its stack on a site's row, the change and the
+# kind of cap on a change's row, the trace and the strategy on every row (the page shows the
+# last blame, the rows at the end with one trace).
+"$py" - "$work/blame/blame.csv" "$inject" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+h = rows[0]
+for row in rows[1:]:
+    change = row[h.index("change")] != ""
+    for column in ("trace", "strategy") + (("change", "cap_kind") if change else ("site", "stack")):
+        row[h.index(column)] = sys.argv[2]
+csv.writer(open(sys.argv[1], "w", newline=""), lineterminator="\n").writerows(rows)
+PY
+AB_PLOTS_DIR=$work/empty "$ab" report "$work/blame" >/dev/null 2>"$work/err" || fail "report of blame: $(cat "$work/err")"
+grep -qF "&lt;script&gt;alert(1)&lt;/script&gt;" "$work/blame/report.html" || fail "blame: the injected fields are not on the page"
+grep -qF "<script>" "$work/blame/report.html" && fail "blame: a field of blame.csv went into the page unescaped"
+
+# A NUL byte is refused, not taken for the end of the file, which would drop every row after it.
+mkdir -p "$work/nul"
+"$py" -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d.replace(b"\n", b"\n\0", 1))' \
+  "$work/csv/tune.csv" "$work/nul/tune.csv"
+refuse "nul/tune.csv: line 2: a NUL byte (expected text)" report "$work/nul"
+
+# More workloads than a table of fixed size would hold: every one of them is on the page.
+mkdir -p "$work/many"
+"$py" - "$work/matrix/summary.csv" "$work/many/summary.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+column = rows[0].index("workload")
+many = [rows[0]] + [rows[1 + i % (len(rows) - 1)][:column] + ["replay:w%02d.pickle" % i] + rows[1 + i % (len(rows) - 1)][column + 1:]
+                    for i in range(70)]
+csv.writer(open(sys.argv[2], "w", newline=""), lineterminator="\n").writerows(many)
+PY
+AB_PLOTS_DIR=$work/empty "$ab" report "$work/many" >/dev/null 2>"$work/err" || fail "report of 70 workloads: $(cat "$work/err")"
+grep -qF "allocbench matrix: 70 workloads" "$work/many/report.html" || fail "the page of 70 workloads does not count them"
+[ "$(grep -o '<tr><td>replay:w[0-9]*' "$work/many/report.html" | sort -u | wc -l)" -eq 70 ] ||
+  fail "the table of 70 workloads has $(grep -o '<tr><td>replay:w[0-9]*' "$work/many/report.html" | sort -u | wc -l) rows"
+
+# draw.sh failing: the page is written (exit 0) and says that a figure is missing.
+mkdir -p "$work/failing"
+printf 'echo "plots: one.gp failed" >&2\nexit 3\n' >"$work/failing/draw.sh"
+AB_PLOTS_DIR=$work/failing "$ab" report "$work/oom" >/dev/null 2>"$work/err" || fail "report with draw.sh failing: $(cat "$work/err")"
+grep -qF "plots/draw.sh exited 3: a figure it failed to draw is missing here" "$work/oom/report.html" ||
+  fail "the page does not say that draw.sh failed"
+
 finish report_test

@@ -75,123 +75,209 @@ static void csv_free(csv_t *c) {
   memset(c, 0, sizeof *c);
 }
 
-
-/* Reads path as CSV (RFC 4180: quoted fields, "" inside them); every row has the header's
- * number of fields. */
-static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
-  memset(c, 0, sizeof *c);
-  if (!slurp(path, &c->text, NULL)) return ab_diag_set(diag, AB_ERR_INVALID, "%s: cannot read it", path);
-  /* On any error below, c is freed (csv_free) before the return. */
-  size_t n = 0, cap = 1024, line = 1, fields = 0;
-  char **cell = malloc(cap * sizeof *cell);
+/* Splits the len bytes of c->text into c->cell (RFC 4180: quoted fields, "" inside them);
+ * every row has the header's number of fields. A NUL byte before the end is refused, not
+ * taken for the end, so that no row after it is lost unsaid. On an error c keeps what it
+ * holds, for the caller's csv_free. */
+static ab_status csv_split(const char *path, csv_t *c, size_t len, ab_diag_t *diag) {
+  const char *stop = c->text + len;
+  size_t n = 0, line = 1, fields = 0;
   char *p = c->text;
-  while (cell && *p) {
-    if (n == cap) {
-      char **grown = realloc(cell, 2 * cap * sizeof *cell);
-      if (grown == NULL) break;
-      cell = grown, cap *= 2;
+  while (p < stop) {
+    if (n == c->cap) {
+      size_t cap = c->cap ? 2 * c->cap : 1024;
+      char **grown = realloc(c->cell, cap * sizeof *grown);
+      if (grown == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
+      c->cell = grown, c->cap = cap;
     }
     char *start = p, *w = p;
     if (*p == '"') {
-      for (p++;; p++) {
-        if (*p == '\0') {
-          free(cell);
-          csv_free(c);
-          return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: a quoted field is not closed", path, line);
-        }
+      for (p++; p < stop && *p != '\0'; p++) {
         if (*p == '"' && p[1] == '"') *w++ = '"', p++;
         else if (*p == '"') break;
         else *w++ = *p;
       }
-      p++;
+      if (p == stop) return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: a quoted field is not closed", path, line);
+      if (*p == '"') p++;
     } else {
       while (*p && *p != ',' && *p != '\n' && *p != '\r') w++, p++;
     }
+    if (*p == '\r') p++;
+    if (*p == '\0' && p < stop) return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: a NUL byte (expected text)", path, line);
     char end = *p;
-    if (end == '\r') p++, end = *p;
-    if (end != ',' && end != '\n' && end != '\0') {
-      free(cell);
-      csv_free(c);
+    if (end != ',' && end != '\n' && end != '\0')
       return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: expected ',' or the line's end after a quoted field", path, line);
-    }
-    if (*p) p++;
+    if (p < stop) p++;
     *w = '\0';
-    cell[n++] = start;
+    c->cell[n++] = start;
     fields++;
     if (end != ',') {
       if (c->ncols == 0) c->ncols = fields;
-      if (fields != c->ncols) {
-        size_t header = c->ncols; /* read before csv_free clears it */
-        free(cell);
-        csv_free(c);
+      if (fields != c->ncols)
         return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: %zu fields, the header (line 1) has %zu", path, line, fields,
-                           header);
-      }
+                           c->ncols);
       fields = 0;
       line++;
     }
   }
-  if (cell == NULL || (*p && n == cap)) {
-    free(cell);
-    csv_free(c);
-    return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", path);
-  }
-  if (fields) {
-    free(cell);
-    csv_free(c);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: the last line is cut short", path, line);
-  }
-  c->cell = cell;
+  if (fields) return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu: the last line is cut short", path, line);
   c->nrows = c->ncols ? n / c->ncols : 0;
-  if (c->nrows < 1) {
-    csv_free(c);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s: no header", path);
+  if (c->nrows < 1) return ab_diag_set(diag, AB_ERR_INVALID, "%s: no header", path);
+  return AB_OK;
+}
+
+static ab_status csv_read(const char *path, csv_t *c, ab_diag_t *diag) {
+  memset(c, 0, sizeof *c);
+  size_t len;
+  if (!slurp(path, &c->text, &len)) return ab_diag_set(diag, AB_ERR_INVALID, "%s: cannot read it", path);
+  ab_status st = csv_split(path, c, len, diag);
+  if (st != AB_OK) csv_free(c);
+  return st;
+}
+
+/* What a field of a results file holds, as allocbench writes it. Each kind but TEXT is
+ * checked before anything is drawn, so that the page never shows a figure it read wrong
+ * ('abc' as 0 B, '-5' as 16 EiB). The empty kinds are where allocbench itself leaves the
+ * field empty: a budget search that found no budget, a blame row that replays no change. */
+typedef enum field_kind_e {
+  TEXT,          /* any text, escaped where the page shows it */
+  COUNT,         /* a whole number: a rank, a count of calls, an event's index, a 0/1 flag */
+  BYTES,         /* a whole number of bytes */
+  BYTES_OR_NONE, /* a whole number of bytes, or empty */
+  SAVED_OR_NONE, /* a whole number of bytes saved, negative where the change costs, or empty */
+  DECIMAL,       /* a number, whole or with decimals: a time */
+} field_kind_t;
+
+/* What the error says a field of each kind should be. */
+static const char *const expected[] = {
+    [TEXT] = "text",
+    [COUNT] = "a whole number",
+    [BYTES] = "a whole number of bytes",
+    [BYTES_OR_NONE] = "a whole number of bytes, or empty",
+    [SAVED_OR_NONE] = "a whole number of bytes, signed, or empty",
+    [DECIMAL] = "a number, whole or with decimals",
+};
+
+typedef struct column_s {
+  const char *name; /* NULL: the end of the list */
+  field_kind_t kind;
+  bool required;    /* present in every version of the file allocbench has written */
+} column_t;
+
+/* Every column the page reads of each results file, with its kind. The required ones are
+ * those the page keys on: a file without them is someone else's CSV under allocbench's name.
+ * A column added later, such as peak_reserved_low, may be absent, and reads as empty. */
+typedef struct results_file_s {
+  const char *name;
+  column_t columns[20]; /* up to the first NULL name: at most 19 */
+} results_file_t;
+
+static const results_file_t results_files[] = {
+    {"tune.csv",
+     {{"workload", TEXT, true}, {"rank", COUNT, true}, {"strategy", TEXT, true}, {"conf", TEXT, true},
+      {"status", TEXT, true}, {"peak_reserved_bytes", BYTES, true}, {"cap_bytes", BYTES, false},
+      {"min_budget_bytes", BYTES_OR_NONE, false}, {"num_device_alloc", COUNT, false}, {"peak_reserved_low", BYTES, false},
+      {"peak_reserved_high", BYTES, false}, {"device_allocs_low", COUNT, false}, {"device_allocs_high", COUNT, false},
+      {"worst", COUNT, false}, {"recommended", COUNT, false}, {"recorded", COUNT, false}}},
+    {"compare.csv",
+     {{"workload", TEXT, true}, {"strategy", TEXT, true}, {"conf", TEXT, true}, {"status", TEXT, true},
+      {"peak_reserved_bytes", BYTES, true}, {"min_budget_bytes", BYTES_OR_NONE, true}, {"peak_requested_bytes", BYTES, false},
+      {"alloc_ns_p50", DECIMAL, false}, {"free_ns_p50", DECIMAL, false}, {"step_ms_p50", DECIMAL, false}}},
+    {"summary.csv",
+     {{"workload", TEXT, true}, {"strategy", TEXT, true}, {"conf", TEXT, true}, {"status", TEXT, true},
+      {"peak_reserved_bytes", BYTES, true}, {"peak_requested_bytes", BYTES, false}, {"alloc_ns_p50", DECIMAL, false},
+      {"free_ns_p50", DECIMAL, false}, {"step_ms_p50", DECIMAL, false}}},
+    {"oom.csv",
+     {{"workload", TEXT, true}, {"strategy", TEXT, true}, {"conf", TEXT, true}, {"min_budget_bytes", BYTES_OR_NONE, true},
+      {"peak_requested_bytes", BYTES, false}}},
+    {"blame.csv",
+     {{"trace", TEXT, true}, {"conf", TEXT, true}, {"moment_event", COUNT, true}, {"rank", COUNT, true}, {"site", TEXT, true},
+      {"live_bytes", BYTES, false}, {"unused_bytes", BYTES, false}, {"allocs", COUNT, false},
+      {"peak_reserved_bytes", BYTES_OR_NONE, false}, {"peak_saved_bytes", SAVED_OR_NONE, false},
+      {"found_cap_bytes", BYTES_OR_NONE, false}, {"cap_saved_bytes", SAVED_OR_NONE, false}}},
+};
+
+/* The index of the column called name in c's header; c->ncols when there is none. */
+static size_t column_of(const csv_t *c, const char *name) {
+  size_t j = 0;
+  while (j < c->ncols && strcmp(c->cell[j], name) != 0) j++;
+  return j;
+}
+
+/* Whether s is digits alone (a sign, a space or an exponent is not) whose value fits in max. */
+static bool whole(const char *s, uint64_t max) {
+  if (*s == '\0' || strspn(s, "0123456789") != strlen(s)) return false;
+  errno = 0;
+  uint64_t v = strtoull(s, NULL, 10);
+  return errno == 0 && v <= max;
+}
+
+static bool field_valid(field_kind_t kind, const char *s) {
+  switch (kind) {
+    case TEXT: return true;
+    case COUNT:
+    case BYTES: return whole(s, UINT64_MAX);
+    case BYTES_OR_NONE: return *s == '\0' || whole(s, UINT64_MAX);
+    case SAVED_OR_NONE: return *s == '\0' || whole(s + (*s == '-'), (uint64_t)INT64_MAX);
+    case DECIMAL: {
+      size_t digits = strspn(s, "0123456789");
+      if (digits == 0) return false;
+      if (s[digits] == '.') s += digits + 1, digits = strspn(s, "0123456789");
+      return digits > 0 && s[digits] == '\0';
+    }
+  }
+  return false;
+}
+
+/* AB_ERR_INVALID naming the first of f's required columns that c's header lacks, else the
+ * first field of a column f names that is not of its kind, with its line and column. */
+static ab_status csv_check(const csv_t *c, const char *path, const results_file_t *f, ab_diag_t *diag) {
+  for (const column_t *col = f->columns; col->name; col++) {
+    size_t j = column_of(c, col->name);
+    if (j == c->ncols && col->required)
+      return ab_diag_set(diag, AB_ERR_INVALID, "%s: line 1: no column '%s' (expected the header allocbench writes for %s)",
+                         path, col->name, f->name);
+    for (size_t r = 1; j < c->ncols && r < c->nrows; r++) {
+      const char *s = c->cell[r * c->ncols + j];
+      if (!field_valid(col->kind, s))
+        return ab_diag_set(diag, AB_ERR_INVALID, "%s: line %zu, column '%s': '%.64s%s' is not %s", path, r + 1, col->name, s,
+                           strlen(s) > 64 ? "..." : "", expected[col->kind]);
+    }
   }
   return AB_OK;
 }
 
-/* The columns the page keys each results file on, present in every version of the file
- * allocbench has written (a column added later, such as peak_reserved_low, may be absent and
- * reads as empty). A file without them is someone else's CSV under allocbench's name. */
-typedef struct results_file_s {
-  const char *name;
-  const char *columns[7]; /* NULL-terminated */
-} results_file_t;
-
-static const results_file_t results_files[] = {
-    {"tune.csv", {"workload", "rank", "strategy", "conf", "status", "peak_reserved_bytes", NULL}},
-    {"compare.csv", {"workload", "strategy", "conf", "status", "peak_reserved_bytes", "min_budget_bytes", NULL}},
-    {"summary.csv", {"workload", "strategy", "conf", "status", "peak_reserved_bytes", NULL}},
-    {"oom.csv", {"workload", "strategy", "conf", "min_budget_bytes", NULL}},
-    {"blame.csv", {"trace", "conf", "moment_event", "rank", "site", NULL}},
-};
-
-/* AB_ERR_INVALID naming the first of f's columns that c's header lacks. */
-static ab_status csv_check_columns(const csv_t *c, const char *path, const results_file_t *f, ab_diag_t *diag) {
-  for (const char *const *name = f->columns; *name; name++) {
-    size_t j = 0;
-    while (j < c->ncols && strcmp(c->cell[j], *name) != 0) j++;
-    if (j == c->ncols)
-      return ab_diag_set(diag, AB_ERR_INVALID, "%s: line 1: no column '%s' (expected the header allocbench writes for %s)",
-                         path, *name, f->name);
-  }
-  return AB_OK;
+/* Reads DIR/NAME, one of results_files, and checks its columns and fields: what the page
+ * reads of it is what csv_check let through. */
+static ab_status results_read(const char *dir, const char *name, csv_t *c, ab_diag_t *diag) {
+  const results_file_t *f = results_files;
+  while (strcmp(f->name, name) != 0) f++;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  AB_TRY(csv_read(path, c, diag));
+  ab_status st = csv_check(c, path, f, diag);
+  if (st != AB_OK) csv_free(c);
+  return st;
 }
 
 /* The cell of row r (1: the first after the header) in the column called name; "" when the
  * file has no such column. */
 static const char *get(const csv_t *c, size_t r, const char *name) {
-  for (size_t j = 0; j < c->ncols; j++)
-    if (strcmp(c->cell[j], name) == 0) return c->cell[r * c->ncols + j];
-  return "";
+  size_t j = column_of(c, name);
+  return j < c->ncols ? c->cell[r * c->ncols + j] : "";
 }
 
+/* A field of a COUNT or BYTES column, which csv_check has let through; 0 when empty. */
 static uint64_t num(const csv_t *c, size_t r, const char *name) { return strtoull(get(c, r, name), NULL, 10); }
+
+/* A field of a DECIMAL column, which csv_check has let through; 0 when empty. */
+static double decimal(const csv_t *c, size_t r, const char *name) { return strtod(get(c, r, name), NULL); }
 
 /* ---- HTML ------------------------------------------------------------------------------------ */
 
-static void esc(FILE *f, const char *s) {
-  for (; *s; s++) switch (*s) {
+/* The n bytes of s as HTML text: every text the page takes from a file goes through here. */
+static void esc_span(FILE *f, const char *s, size_t n) {
+  for (const char *end = s + n; s < end; s++) switch (*s) {
       case '&': fputs("&amp;", f); break;
       case '<': fputs("&lt;", f); break;
       case '>': fputs("&gt;", f); break;
@@ -199,6 +285,8 @@ static void esc(FILE *f, const char *s) {
       default: fputc(*s, f);
     }
 }
+
+static void esc(FILE *f, const char *s) { esc_span(f, s, strlen(s)); }
 
 static const char *bytes(uint64_t b, char *buf, size_t size) { return ab_format_bytes(b, buf, size); }
 
@@ -301,15 +389,28 @@ static size_t figures(const char *dir, bool tune, char names[][128], size_t max)
   return n;
 }
 
-static void write_figures(FILE *f, const char *dir, bool tune, size_t *size, bool drawn_tried) {
+/* What plots/draw.sh did before the page was written. */
+typedef struct drawing_s {
+  bool tried; /* it ran */
+  int rc;     /* its exit status: not 0 when a figure failed, which the page then lacks */
+} drawing_t;
+
+static void write_figures(FILE *f, const char *dir, bool tune, size_t *size, const drawing_t *drawing) {
   char names[32][128];
   size_t n = figures(dir, tune, names, 32);
   fputs("<h2>Figures</h2>\n", f);
+  /* Which figure failed is in draw.sh's lines on stderr; the page says that one is missing, and
+   * that a figure of the same name drawn before may stand in for it. */
+  if (drawing->tried && drawing->rc != 0)
+    fprintf(f, "<p>plots/draw.sh exited %d: a figure it failed to draw is missing here, or is an older one of this "
+               "folder; its lines on stderr name it.</p>\n",
+            drawing->rc);
   if (n == 0) {
     fprintf(f, "<p>No figures: %s</p>\n",
-            drawn_tried ? "gnuplot drew none here (install it: <code>sudo apt-get install -y gnuplot-nox</code>, then "
-                          "<code>allocbench report DIR</code> again)."
-                        : "none was drawn in this folder.");
+            !drawing->tried   ? "none was drawn in this folder."
+            : drawing->rc == 0 ? "gnuplot drew none here (install it: <code>sudo apt-get install -y gnuplot-nox</code>, "
+                                 "then <code>allocbench report DIR</code> again)."
+                               : "it drew none.");
     return;
   }
   for (size_t i = 0; i < n; i++) {
@@ -329,9 +430,13 @@ static void write_figures(FILE *f, const char *dir, bool tune, size_t *size, boo
       caption = capmap;
     }
     if (*size + len > AB_REPORT_BUDGET_BYTES) {
-      fprintf(f, "<p>Left out to keep the page small: %s.svg (%zu KiB), beside this page.</p>\n", names[i], len >> 10);
+      fputs("<p>Left out to keep the page small: ", f);
+      esc(f, names[i]);
+      fprintf(f, ".svg (%zu KiB), beside this page.</p>\n", len >> 10);
     } else {
-      fprintf(f, "<figure id=\"%s\">\n", names[i]);
+      fputs("<figure id=\"", f);
+      esc(f, names[i]);
+      fputs("\">\n", f);
       *size += inline_svg(f, svg, (int)i + 1);
       fputs("\n<figcaption>", f);
       esc(f, caption);
@@ -396,10 +501,9 @@ static const char *saved(const char *text, char *buf, size_t size) {
  * replayed, and the stacks of the first sites. */
 static ab_status blame_section(FILE *f, const char *dir, bool answer_first, ab_diag_t *diag) {
   if (!exists(dir, "blame.csv")) return AB_OK;
-  char path[4096], a[AB_BYTES_TEXT], b[AB_BYTES_TEXT];
-  snprintf(path, sizeof path, "%s/blame.csv", dir);
+  char a[AB_BYTES_TEXT], b[AB_BYTES_TEXT];
   csv_t c;
-  AB_TRY(csv_read(path, &c, diag));
+  AB_TRY(results_read(dir, "blame.csv", &c, diag));
   /* The last blame: the rows at the end with its trace, setting and moment. */
   size_t last = c.nrows - 1, first = last;
   while (first > 1 && strcmp(get(&c, first - 1, "trace"), get(&c, last, "trace")) == 0 &&
@@ -423,8 +527,14 @@ static ab_status blame_section(FILE *f, const char *dir, bool answer_first, ab_d
     if (best) {
       fputs("Change <code>", f);
       esc(f, get(&c, best, "site"));
-      fprintf(f, "</code> (%s): %s less reserved at the peak. Replay it: <code>allocbench blame TRACE --change %s:%s</code>.",
-              get(&c, best, "change"), bytes((uint64_t)most, a, sizeof a), get(&c, best, "change"), get(&c, best, "rank"));
+      fputs("</code> (", f);
+      esc(f, get(&c, best, "change"));
+      fprintf(f, "): %s less reserved at the peak. Replay it: <code>allocbench blame TRACE --change ",
+              bytes((uint64_t)most, a, sizeof a));
+      esc(f, get(&c, best, "change"));
+      fputs(":", f);
+      esc(f, get(&c, best, "rank"));
+      fputs("</code>.", f);
     } else {
       fputs("None of the changes tried saves memory at the peak; <code>", f);
       esc(f, get(&c, first, "site"));
@@ -432,7 +542,9 @@ static ab_status blame_section(FILE *f, const char *dir, bool answer_first, ab_d
     }
     fputs("</p>\n</section>\n", f);
   }
-  fprintf(f, "<h2>Which code holds the memory</h2>\n<p>At event %s of ", get(&c, first, "moment_event"));
+  fputs("<h2>Which code holds the memory</h2>\n<p>At event ", f);
+  esc(f, get(&c, first, "moment_event"));
+  fputs(" of ", f);
   esc(f, get(&c, first, "trace"));
   fputs(" under ", f);
   esc(f, get(&c, first, "strategy"));
@@ -447,33 +559,42 @@ static ab_status blame_section(FILE *f, const char *dir, bool answer_first, ab_d
         f);
   for (size_t r = first; r <= last && num(&c, r, "rank") <= 10; r++) {
     bool change = *get(&c, r, "change") != '\0';
-    fprintf(f, "<tr%s><td class=\"n\">%s</td><td class=\"conf\">", r == best ? " class=\"win\"" : "", change ? "" : get(&c, r, "rank"));
+    fprintf(f, "<tr%s><td class=\"n\">", r == best ? " class=\"win\"" : "");
+    if (!change) esc(f, get(&c, r, "rank"));
+    fputs("</td><td class=\"conf\">", f);
     if (!change) esc(f, get(&c, r, "site"));
-    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td>",
-            change ? "" : bytes(num(&c, r, "live_bytes"), a, sizeof a), change ? "" : bytes(num(&c, r, "unused_bytes"), b, sizeof b),
-            change ? "" : get(&c, r, "allocs"), change ? get(&c, r, "change") : "as it is");
+    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">",
+            change ? "" : bytes(num(&c, r, "live_bytes"), a, sizeof a), change ? "" : bytes(num(&c, r, "unused_bytes"), b, sizeof b));
+    if (!change) esc(f, get(&c, r, "allocs"));
+    fputs("</td><td>", f);
+    esc(f, change ? get(&c, r, "change") : "as it is");
+    fputs("</td>", f);
     char d[AB_BYTES_TEXT + 8], e[AB_BYTES_TEXT + 8];
-    if (strcmp(get(&c, r, "status"), "unchanged") == 0)
+    if (strcmp(get(&c, r, "status"), "unchanged") == 0) {
       fputs("<td colspan=\"2\">changes nothing in the trace</td></tr>\n", f);
-    else if (*get(&c, r, "peak_reserved_bytes"))
-      fprintf(f, "<td class=\"n\">%s (%s)</td><td class=\"n\">%s %s (%s)</td></tr>\n", bytes(num(&c, r, "peak_reserved_bytes"), a, sizeof a),
-              saved(get(&c, r, "peak_saved_bytes"), d, sizeof d), get(&c, r, "cap_kind"),
-              *get(&c, r, "found_cap_bytes") ? bytes(num(&c, r, "found_cap_bytes"), b, sizeof b) : "-",
+    } else if (*get(&c, r, "peak_reserved_bytes")) {
+      fprintf(f, "<td class=\"n\">%s (%s)</td><td class=\"n\">", bytes(num(&c, r, "peak_reserved_bytes"), a, sizeof a),
+              saved(get(&c, r, "peak_saved_bytes"), d, sizeof d));
+      esc(f, get(&c, r, "cap_kind"));
+      fprintf(f, " %s (%s)</td></tr>\n", *get(&c, r, "found_cap_bytes") ? bytes(num(&c, r, "found_cap_bytes"), b, sizeof b) : "-",
               saved(get(&c, r, "cap_saved_bytes"), e, sizeof e));
-    else
+    } else {
       fputs("<td></td><td></td></tr>\n", f);
+    }
   }
   fputs("</table>\n", f);
   for (size_t r = first; by_stack && r <= last && num(&c, r, "rank") <= 3; r++) {
     if (*get(&c, r, "change") || !*get(&c, r, "stack")) continue;
-    fprintf(f, "<p>The stack of site %s, innermost first:</p>\n<pre>", get(&c, r, "rank"));
-    for (const char *p = get(&c, r, "stack"); *p; p++) {
-      if (p[0] == ';' && p[1] == ' ') fputc('\n', f), p++;
-      else if (*p == '<') fputs("&lt;", f);
-      else if (*p == '>') fputs("&gt;", f);
-      else if (*p == '&') fputs("&amp;", f);
-      else fputc(*p, f);
+    fputs("<p>The stack of site ", f);
+    esc(f, get(&c, r, "rank"));
+    fputs(", innermost first:</p>\n<pre>", f);
+    /* A frame a line: the file writes them on one, "; " between. */
+    const char *p = get(&c, r, "stack");
+    for (const char *next; (next = strstr(p, "; ")) != NULL; p = next + 2) {
+      esc_span(f, p, (size_t)(next - p));
+      fputc('\n', f);
     }
+    esc(f, p);
     fputs("</pre>\n", f);
   }
   csv_free(&c);
@@ -489,11 +610,10 @@ static ab_status blame_page(FILE *f, const char *dir, size_t *size, ab_diag_t *d
   return AB_OK;
 }
 
-static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, ab_diag_t *diag) {
+static ab_status tune_page(FILE *f, const char *dir, const drawing_t *drawing, size_t *size, ab_diag_t *diag) {
   char path[4096], a[32];
-  snprintf(path, sizeof path, "%s/tune.csv", dir);
   csv_t c;
-  AB_TRY(csv_read(path, &c, diag));
+  AB_TRY(results_read(dir, "tune.csv", &c, diag));
   /* The last run: from the first of its rows of rank 1 (one per trace), as plots/tune_confs.gp
    * finds it; of its rows, those of each configuration's worst trace, by which it is ranked. */
   size_t first = 1;
@@ -567,7 +687,9 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
     if (strcmp(get(&c, r, "worst"), "0") == 0) continue;
     bool win = strcmp(get(&c, r, "recommended"), "1") == 0, rec = strcmp(get(&c, r, "recorded"), "1") == 0;
     bool ref = strcmp(get(&c, r, "limit"), "budget") == 0, ok = strcmp(get(&c, r, "status"), "ok") == 0;
-    fprintf(f, "<tr%s><td class=\"n\">%s</td><td>", win ? " class=\"win\"" : rec ? " class=\"rec\"" : "", get(&c, r, "rank"));
+    fprintf(f, "<tr%s><td class=\"n\">", win ? " class=\"win\"" : rec ? " class=\"rec\"" : "");
+    esc(f, get(&c, r, "rank"));
+    fputs("</td><td>", f);
     esc(f, get(&c, r, "strategy"));
     fputs("</td><td class=\"conf\">", f); /* a long setting wraps where it must, the figures never */
     esc(f, ref ? "-" : *get(&c, r, "conf") ? get(&c, r, "conf") : "(default)");
@@ -582,9 +704,12 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
                            reserved, sizeof reserved);
     snprintf(allocs, sizeof allocs, "%s", get(&c, r, "num_device_alloc"));
     if (*alo && *ahi && strcmp(alo, ahi) != 0) snprintf(allocs, sizeof allocs, "%s (%s-%s)", get(&c, r, "num_device_alloc"), alo, ahi);
-    fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s%s</td><td class=\"n\">%s</td><td>", reserved,
-            *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
-            ref && *get(&c, r, "min_budget_bytes") ? " budget" : "", allocs);
+    fputs("</td><td class=\"n\">", f);
+    esc(f, reserved);
+    fprintf(f, "</td><td class=\"n\">%s%s</td><td class=\"n\">", *get(&c, r, "min_budget_bytes") ? fig[2 * (r - first) + 1] : "-",
+            ref && *get(&c, r, "min_budget_bytes") ? " budget" : "");
+    esc(f, allocs);
+    fputs("</td><td>", f);
     if (ntraces > 1) {
       esc(f, get(&c, r, "trace"));
       fputs("</td><td>", f);
@@ -600,7 +725,7 @@ static ab_status tune_page(FILE *f, const char *dir, bool drawn, size_t *size, a
   free(sizes);
   free(fig);
   csv_free(&c);
-  write_figures(f, dir, true, size, drawn);
+  write_figures(f, dir, true, size, drawing);
   AB_TRY(blame_section(f, dir, false, diag));
   pre_file(f, dir, "tune_trace.txt", "What the trace holds", "<p>As <code>allocbench replay --info</code> reads it:</p>\n");
   reproduce(f, dir, NULL);
@@ -619,56 +744,85 @@ typedef struct cell_s {
   double step_ms;      /* the run's median step; 0: none (a trace, or no steps timed) */
 } cell_t;
 
-#define MAX_NAMES 64
+/* The workloads or the strategies of a grid, in the order the files first name them; each
+ * name points into the file it was read from. */
+typedef struct names_s {
+  const char **name;
+  size_t n, cap;
+} names_t;
+
+/* The index of name in names, added at the end where it is new; SIZE_MAX when out of memory. */
+static size_t name_index(names_t *names, const char *name) {
+  for (size_t i = 0; i < names->n; i++)
+    if (strcmp(names->name[i], name) == 0) return i;
+  if (names->n == names->cap) {
+    size_t cap = names->cap ? 2 * names->cap : 16;
+    const char **grown = realloc(names->name, cap * sizeof *grown);
+    if (grown == NULL) return SIZE_MAX;
+    names->name = grown, names->cap = cap;
+  }
+  names->name[names->n] = name;
+  return names->n++;
+}
+
+/* A results file of a grid page, and what its rows give. */
+typedef struct grid_file_s {
+  const char *name;
+  bool runs;     /* its rows are runs: status, peak reserved, times */
+  bool searches; /* its rows are budget searches: the smallest budget */
+} grid_file_t;
+
+/* Every strategy on every workload, sized to what the files hold: a table of the page leaves
+ * none out. */
 typedef struct grid_s {
-  char w[MAX_NAMES][256], s[MAX_NAMES][96];
-  size_t nw, ns;
-  cell_t cell[MAX_NAMES][MAX_NAMES];
-  char device[96];
+  csv_t file[2];      /* the files read, which the names point into */
+  names_t w, s;       /* workloads, strategies */
+  cell_t *cell;       /* w.n * s.n, a workload's strategies side by side */
+  const char *device; /* as the last row that names one names it; "" for none */
 } grid_t;
 
-static size_t index_of(char (*names)[256], size_t *n, const char *name) {
-  for (size_t i = 0; i < *n; i++)
-    if (strcmp(names[i], name) == 0) return i;
-  if (*n == MAX_NAMES) return MAX_NAMES;
-  snprintf(names[*n], 256, "%s", name);
-  return (*n)++;
+static cell_t *at(const grid_t *g, size_t w, size_t s) { return &g->cell[w * g->s.n + s]; }
+
+static void grid_free(grid_t *g) {
+  for (size_t k = 0; k < sizeof g->file / sizeof g->file[0]; k++) csv_free(&g->file[k]);
+  free(g->w.name);
+  free(g->s.name);
+  free(g->cell);
 }
 
-static size_t strategy_of(grid_t *g, const char *name) {
-  for (size_t i = 0; i < g->ns; i++)
-    if (strcmp(g->s[i], name) == 0) return i;
-  if (g->ns == MAX_NAMES) return MAX_NAMES;
-  snprintf(g->s[g->ns], sizeof g->s[0], "%s", name);
-  return g->ns++;
-}
-
-/* Adds a file's rows to the grid: the last row of each pair wins. */
-static ab_status add_rows(grid_t *g, const char *dir, const char *name, bool runs, bool searches, ab_diag_t *diag) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  if (!exists(dir, name)) return AB_OK;
-  csv_t c;
-  AB_TRY(csv_read(path, &c, diag));
-  for (size_t r = 1; r < c.nrows; r++) {
-    size_t wi = index_of(g->w, &g->nw, get(&c, r, "workload")), si = strategy_of(g, get(&c, r, "strategy"));
-    if (wi == MAX_NAMES || si == MAX_NAMES) continue;
-    cell_t *x = &g->cell[wi][si];
-    if (*get(&c, r, "device")) snprintf(g->device, sizeof g->device, "%s", get(&c, r, "device"));
-    if (num(&c, r, "peak_requested_bytes")) x->requested = num(&c, r, "peak_requested_bytes");
-    if (runs) {
-      x->run = true;
-      x->ok = strcmp(get(&c, r, "status"), "ok") == 0;
-      x->reserved = num(&c, r, "peak_reserved_bytes");
-      x->call_ns = strtod(get(&c, r, "alloc_ns_p50"), NULL) + strtod(get(&c, r, "free_ns_p50"), NULL);
-      x->step_ms = strtod(get(&c, r, "step_ms_p50"), NULL);
-    }
-    if (searches) {
-      x->searched = true;
-      x->budget = num(&c, r, "min_budget_bytes");
-    }
+/* Row r of c into its cell: the last row of each pair wins. */
+static void grid_add(grid_t *g, const csv_t *c, size_t r, const grid_file_t *file) {
+  cell_t *x = at(g, name_index(&g->w, get(c, r, "workload")), name_index(&g->s, get(c, r, "strategy")));
+  if (*get(c, r, "device")) g->device = get(c, r, "device");
+  if (num(c, r, "peak_requested_bytes")) x->requested = num(c, r, "peak_requested_bytes");
+  if (file->runs) {
+    x->run = true;
+    x->ok = strcmp(get(c, r, "status"), "ok") == 0;
+    x->reserved = num(c, r, "peak_reserved_bytes");
+    x->call_ns = decimal(c, r, "alloc_ns_p50") + decimal(c, r, "free_ns_p50");
+    x->step_ms = decimal(c, r, "step_ms_p50");
   }
-  csv_free(&c);
+  if (file->searches) {
+    x->searched = true;
+    x->budget = num(c, r, "min_budget_bytes");
+  }
+}
+
+/* Reads the files of the grid that dir holds: every name first, then the cells. */
+static ab_status grid_read(grid_t *g, const char *dir, const grid_file_t *files, size_t nfiles, ab_diag_t *diag) {
+  g->device = "";
+  for (size_t k = 0; k < nfiles; k++) {
+    if (!exists(dir, files[k].name)) continue;
+    AB_TRY(results_read(dir, files[k].name, &g->file[k], diag));
+    for (size_t r = 1; r < g->file[k].nrows; r++)
+      if (name_index(&g->w, get(&g->file[k], r, "workload")) == SIZE_MAX ||
+          name_index(&g->s, get(&g->file[k], r, "strategy")) == SIZE_MAX)
+        return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
+  g->cell = calloc(g->w.n * g->s.n + 1, sizeof *g->cell);
+  if (g->cell == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  for (size_t k = 0; k < nfiles; k++)
+    for (size_t r = 1; r < g->file[k].nrows; r++) grid_add(g, &g->file[k], r, &files[k]);
   return AB_OK;
 }
 
@@ -700,33 +854,33 @@ static void say_time(FILE *f, const cell_t *x, bool steps) {
 static void grid_answer(FILE *f, const grid_t *g) {
   char a[32], b[32];
   fputs("<section class=\"answer\">\n<h2 style=\"border:0;margin-top:.3em\">The answer</h2>\n<ul>\n", f);
-  for (size_t w = 0; w < g->nw; w++) {
+  for (size_t w = 0; w < g->w.n; w++) {
     size_t least = SIZE_MAX, fastest = SIZE_MAX, balanced = SIZE_MAX, smallest = SIZE_MAX;
     bool steps = true, any = false;
-    for (size_t s = 0; s < g->ns; s++) {
-      const cell_t *x = &g->cell[w][s];
-      if (!x->run || !x->ok || is_reference(g->s[s])) continue;
+    for (size_t s = 0; s < g->s.n; s++) {
+      const cell_t *x = at(g, w, s);
+      if (!x->run || !x->ok || is_reference(g->s.name[s])) continue;
       any = true;
       steps &= x->step_ms > 0;
-      if (least == SIZE_MAX || x->reserved < g->cell[w][least].reserved) least = s;
+      if (least == SIZE_MAX || x->reserved < at(g, w, least)->reserved) least = s;
     }
-    for (size_t s = 0; s < g->ns; s++) {
-      const cell_t *x = &g->cell[w][s];
-      if (x->searched && x->budget && !is_reference(g->s[s]) &&
-          (smallest == SIZE_MAX || x->budget < g->cell[w][smallest].budget))
+    for (size_t s = 0; s < g->s.n; s++) {
+      const cell_t *x = at(g, w, s);
+      if (x->searched && x->budget && !is_reference(g->s.name[s]) &&
+          (smallest == SIZE_MAX || x->budget < at(g, w, smallest)->budget))
         smallest = s;
-      if (!x->run || !x->ok || is_reference(g->s[s])) continue;
-      if (fastest == SIZE_MAX || time_of(x, steps) < time_of(&g->cell[w][fastest], steps)) fastest = s;
-      bool near = (double)x->reserved * 100.0 <= (double)g->cell[w][least].reserved * (100.0 + AB_REPORT_NEAR_PCT);
-      if (near && (balanced == SIZE_MAX || time_of(x, steps) < time_of(&g->cell[w][balanced], steps))) balanced = s;
+      if (!x->run || !x->ok || is_reference(g->s.name[s])) continue;
+      if (fastest == SIZE_MAX || time_of(x, steps) < time_of(at(g, w, fastest), steps)) fastest = s;
+      bool near = (double)x->reserved * 100.0 <= (double)at(g, w, least)->reserved * (100.0 + AB_REPORT_NEAR_PCT);
+      if (near && (balanced == SIZE_MAX || time_of(x, steps) < time_of(at(g, w, balanced), steps))) balanced = s;
     }
     fputs("<li><b>", f);
-    esc(f, g->w[w]);
+    esc(f, g->w.name[w]);
     fputs("</b>: ", f);
     if (any) {
-      const cell_t *x = &g->cell[w][least];
+      const cell_t *x = at(g, w, least);
       fputs(least == fastest ? "for memory and time, <b>" : "for memory, <b>", f);
-      esc(f, g->s[least]);
+      esc(f, g->s.name[least]);
       fprintf(f, "</b> (%s at the peak", bytes(x->reserved, a, sizeof a));
       if (x->requested) fprintf(f, ", %.2f&times; what the program requested", (double)x->reserved / (double)x->requested);
       if (least == fastest) {
@@ -734,41 +888,41 @@ static void grid_answer(FILE *f, const grid_t *g) {
         say_time(f, x, steps);
       } else {
         fputs("); for time, <b>", f);
-        esc(f, g->s[fastest]);
+        esc(f, g->s.name[fastest]);
         fputs("</b> (", f);
-        say_time(f, &g->cell[w][fastest], steps);
+        say_time(f, at(g, w, fastest), steps);
       }
       fputs(")", f);
       /* The trade-off, where it is a third answer. */
       if (balanced != least && balanced != fastest) {
         fprintf(f, "; within %d%% of the least memory, <b>", AB_REPORT_NEAR_PCT);
-        esc(f, g->s[balanced]);
+        esc(f, g->s.name[balanced]);
         fputs("</b> is the fastest (", f);
-        say_time(f, &g->cell[w][balanced], steps);
+        say_time(f, at(g, w, balanced), steps);
         fputs(")", f);
       } else if (balanced == fastest && fastest != least) {
         fputs("; <b>", f);
-        esc(f, g->s[fastest]);
+        esc(f, g->s.name[fastest]);
         fprintf(f, "</b> is within %d%% of the least memory too", AB_REPORT_NEAR_PCT);
       }
     }
     if (smallest != SIZE_MAX) {
       fputs(any ? "; " : "", f);
       fputs("<b>", f);
-      esc(f, g->s[smallest]);
-      fprintf(f, "</b> runs in the smallest budget (%s)", bytes(g->cell[w][smallest].budget, b, sizeof b));
+      esc(f, g->s.name[smallest]);
+      fprintf(f, "</b> runs in the smallest budget (%s)", bytes(at(g, w, smallest)->budget, b, sizeof b));
     }
     if (!any && smallest == SIZE_MAX) fputs("no strategy one deploys completed it", f);
     /* The references, beside the answer. */
     bool said = false;
-    for (size_t s = 0; s < g->ns; s++) {
-      const cell_t *x = &g->cell[w][s];
-      if (!x->run || !is_reference(g->s[s])) continue;
+    for (size_t s = 0; s < g->s.n; s++) {
+      const cell_t *x = at(g, w, s);
+      if (!x->run || !is_reference(g->s.name[s])) continue;
       fputs(said ? ", " : ". For reference: ", f);
       said = true;
-      esc(f, g->s[s]);
+      esc(f, g->s.name[s]);
       fputs(" (", f);
-      esc(f, ab_strategy_find(g->s[s])->reference);
+      esc(f, ab_strategy_find(g->s.name[s])->reference);
       if (!x->ok)
         fputs(") ran out of memory", f);
       else if (x->requested)
@@ -781,35 +935,41 @@ static void grid_answer(FILE *f, const grid_t *g) {
   fputs("</ul>\n</section>\n", f);
 }
 
-static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
+static ab_status grid_table(FILE *f, const grid_t *g, bool runs, bool searches, ab_diag_t *diag) {
+  /* A row's sizes as one set, so that two strategies' figures that differ never read the
+   * same: fig[0] the requested, fig[1 + 2s] a strategy's peak reserved, fig[2 + 2s] its budget. */
+  uint64_t *sizes = malloc((1 + 2 * g->s.n) * sizeof *sizes);
+  char(*fig)[AB_BYTES_TEXT] = malloc((1 + 2 * g->s.n) * sizeof *fig);
+  if (sizes == NULL || fig == NULL) {
+    free(sizes);
+    free(fig);
+    return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+  }
   fprintf(f, "<h2>Every strategy on every workload</h2>\n<p>Each cell: %s%s%s.</p>\n<table>\n<tr><th>workload</th>",
           runs ? "peak reserved over peak requested" : "", runs && searches ? ", then " : "",
           searches ? "the smallest budget it completes in" : "");
-  for (size_t s = 0; s < g->ns; s++) {
+  for (size_t s = 0; s < g->s.n; s++) {
     fputs("<th>", f);
-    esc(f, g->s[s]);
+    esc(f, g->s.name[s]);
     fputs("</th>", f);
   }
   fputs("</tr>\n", f);
-  for (size_t w = 0; w < g->nw; w++) {
+  for (size_t w = 0; w < g->w.n; w++) {
     fputs("<tr><td>", f);
-    esc(f, g->w[w]);
+    esc(f, g->w.name[w]);
     uint64_t req = 0;
-    for (size_t s = 0; s < g->ns; s++)
-      if (g->cell[w][s].requested) req = g->cell[w][s].requested;
-    /* The row's sizes as one set, so that two strategies' figures that differ never read the
-     * same: fig[0] the requested, fig[1 + 2s] a strategy's peak reserved, fig[2 + 2s] its budget. */
-    uint64_t sizes[1 + 2 * MAX_NAMES] = {req};
-    char fig[1 + 2 * MAX_NAMES][AB_BYTES_TEXT];
-    for (size_t s = 0; s < g->ns; s++) {
-      sizes[1 + 2 * s] = g->cell[w][s].reserved;
-      sizes[2 + 2 * s] = g->cell[w][s].budget;
+    for (size_t s = 0; s < g->s.n; s++)
+      if (at(g, w, s)->requested) req = at(g, w, s)->requested;
+    sizes[0] = req;
+    for (size_t s = 0; s < g->s.n; s++) {
+      sizes[1 + 2 * s] = at(g, w, s)->reserved;
+      sizes[2 + 2 * s] = at(g, w, s)->budget;
     }
-    ab_format_bytes_apart(sizes, 1 + 2 * g->ns, fig);
+    ab_format_bytes_apart(sizes, 1 + 2 * g->s.n, fig);
     if (req) fprintf(f, " (%s requested)", fig[0]);
     fputs("</td>", f);
-    for (size_t s = 0; s < g->ns; s++) {
-      const cell_t *x = &g->cell[w][s];
+    for (size_t s = 0; s < g->s.n; s++) {
+      const cell_t *x = at(g, w, s);
       fputs("<td class=\"n\">", f);
       if (x->run) {
         if (!x->ok) fputs("OOM", f);
@@ -822,38 +982,41 @@ static void grid_table(FILE *f, const grid_t *g, bool runs, bool searches) {
     fputs("</tr>\n", f);
   }
   fputs("</table>\n", f);
+  free(sizes);
+  free(fig);
+  return AB_OK;
 }
 
-static ab_status grid_page(FILE *f, const char *dir, const char *kind, bool drawn, size_t *size, ab_diag_t *diag) {
-  grid_t *g = calloc(1, sizeof *g);
-  if (g == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
+static ab_status grid_page(FILE *f, const char *dir, const char *kind, const drawing_t *drawing, size_t *size,
+                           ab_diag_t *diag) {
+  static const grid_file_t compare_files[] = {{"compare.csv", true, true}};
+  static const grid_file_t matrix_files[] = {{"summary.csv", true, false}, {"oom.csv", false, true}};
   bool compare = strcmp(kind, "compare") == 0;
-  ab_status st = AB_OK;
-  if (compare) {
-    st = add_rows(g, dir, "compare.csv", true, true, diag);
-  } else {
-    st = add_rows(g, dir, "summary.csv", true, false, diag);
-    if (st == AB_OK) st = add_rows(g, dir, "oom.csv", false, true, diag);
-  }
+  grid_t g = {0};
+  ab_status st = compare ? grid_read(&g, dir, compare_files, 1, diag) : grid_read(&g, dir, matrix_files, 2, diag);
   if (st == AB_OK) {
     bool runs = false, searches = false;
-    for (size_t w = 0; w < g->nw; w++)
-      for (size_t s = 0; s < g->ns; s++) runs |= g->cell[w][s].run, searches |= g->cell[w][s].searched;
+    for (size_t w = 0; w < g.w.n; w++)
+      for (size_t s = 0; s < g.s.n; s++) runs |= at(&g, w, s)->run, searches |= at(&g, w, s)->searched;
     char title[512];
-    snprintf(title, sizeof title, "allocbench %s: %zu workload%s, %zu strateg%s", kind, g->nw, g->nw == 1 ? "" : "s", g->ns,
-             g->ns == 1 ? "y" : "ies");
+    snprintf(title, sizeof title, "allocbench %s: %zu workload%s, %zu strateg%s", kind, g.w.n, g.w.n == 1 ? "" : "s", g.s.n,
+             g.s.n == 1 ? "y" : "ies");
     head(f, title);
     fputs("<p class=\"sub\">On ", f);
-    esc(f, g->device[0] ? g->device : "an unnamed device");
+    esc(f, g.device[0] ? g.device : "an unnamed device");
     fputs(".</p>\n", f);
-    grid_answer(f, g);
-    grid_table(f, g, runs, searches);
-    write_figures(f, dir, false, size, drawn);
-    if (st == AB_OK) st = blame_section(f, dir, false, diag);
+    grid_answer(f, &g);
+    st = grid_table(f, &g, runs, searches, diag);
+  }
+  if (st == AB_OK) {
+    write_figures(f, dir, false, size, drawing);
+    st = blame_section(f, dir, false, diag);
+  }
+  if (st == AB_OK) {
     pre_file(f, dir, "tune_trace.txt", "What the trace holds", "");
     reproduce(f, dir, strcmp(kind, "matrix") == 0 ? "make bench   # the matrix and its figures into results/latest, with this page\n" : NULL);
   }
-  free(g);
+  grid_free(&g);
   return st;
 }
 
@@ -937,18 +1100,15 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
                        "summary.csv, oom.csv or blame.csv)",
                        dir);
   if (out) AB_TRY(check_page_path(dir, out, diag));
-  /* Every results file is read before anything is drawn: bad input leaves the folder as it was. */
+  /* Every results file is read and checked before anything is drawn: bad input leaves the
+   * folder as it was. */
   for (size_t i = 0; i < sizeof results_files / sizeof results_files[0]; i++) {
-    char path[4096];
     csv_t c;
-    snprintf(path, sizeof path, "%s/%s", dir, results_files[i].name);
     if (!exists(dir, results_files[i].name)) continue;
-    AB_TRY(csv_read(path, &c, diag));
-    ab_status st = csv_check_columns(&c, path, &results_files[i], diag);
+    AB_TRY(results_read(dir, results_files[i].name, &c, diag));
     csv_free(&c);
-    AB_TRY(st);
   }
-  bool drawn = false;
+  drawing_t drawing = {false, 0};
   if (ab_run_stop) return ab_diag_set(diag, AB_ERR_IO, "stopped before the page was written");
   if (draw) {
     char script[4096];
@@ -958,7 +1118,7 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
       char *argv[] = {"bash", script, (char *)dir, NULL};
       /* Its lines are progress: stdout stays the command's (tune --format csv prints rows). */
       int rc = ab_run_spawn("bash", argv, STDERR_FILENO);
-      drawn = true;
+      drawing = (drawing_t){true, rc};
       if (ab_run_stop) return ab_diag_set(diag, AB_ERR_IO, "stopped while drawing the figures: the page was not written");
       if (rc != 0) fprintf(stderr, "allocbench report: %s exited %d: the page has the figures that were drawn\n", script, rc);
     } else {
@@ -971,9 +1131,9 @@ ab_status ab_report_write(const char *dir, const char *out, bool draw, char *wri
   ab_output_t o;
   AB_TRY(ab_output_open(&o, path, diag));
   size_t size = 0;
-  ab_status st = strcmp(kind, "tune") == 0    ? tune_page(o.f, dir, drawn, &size, diag)
+  ab_status st = strcmp(kind, "tune") == 0    ? tune_page(o.f, dir, &drawing, &size, diag)
                  : strcmp(kind, "blame") == 0 ? blame_page(o.f, dir, &size, diag)
-                                              : grid_page(o.f, dir, kind, drawn, &size, diag);
+                                              : grid_page(o.f, dir, kind, &drawing, &size, diag);
   if (st == AB_OK) footer(o.f);
   if (st != AB_OK) {
     fclose(o.f);

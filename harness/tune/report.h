@@ -20,9 +20,14 @@
  * the folder, one a line, ab_report_log_command) and tune_trace.txt (replay --info of the
  * trace tune read).
  *
+ * Every results file of the folder is read and checked before anything is drawn: a NUL byte,
+ * a header without the columns the page keys on, or a field the page reads that is not what
+ * allocbench writes there (a whole number of bytes, a count, a time; empty only where
+ * allocbench leaves it empty) is refused. Every text the page takes from a file is escaped.
+ *
  * Statuses: AB_ERR_INVALID when dir holds no results of these commands, or a results file
- * cannot be read as CSV (its path and line named); AB_ERR_IO when the page cannot be
- * written. Not thread-safe.
+ * cannot be read as CSV or is refused (its path, line and, for a field, column named);
+ * AB_ERR_IO when the page cannot be written. Not thread-safe.
  */
 #ifndef AB_REPORT_H
 #define AB_REPORT_H
