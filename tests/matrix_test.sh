@@ -80,5 +80,13 @@ refuse_matrix "chunk" -s pooled -c chunk:abc -w random
 refuse_matrix "bad option '--frobnicate'" --frobnicate
 refuse_matrix "unexpected argument 'extra'" -w random extra
 refuse_matrix "no-such-trace.csv: cannot open" -w replay:"$work/no-such-trace.csv"
+# Rows are known by the workload's name: one -w twice, or two traces of one file name, refused.
+refuse_matrix "-w 'random:ops=300': its rows would be named random:ops=300, as an earlier -w's are" \
+  -w random:ops=300 -w random:ops=300
+mkdir -p "$work/jobA" "$work/jobB"
+printf 'action,addr,size,stream,time_us\nalloc,4096,512,0,1\n' >"$work/jobA/trace.csv"
+printf 'action,addr,size,stream,time_us\nalloc,4096,1024,0,1\n' >"$work/jobB/trace.csv"
+refuse_matrix "its rows would be named replay:trace.csv, as an earlier -w's are" \
+  -w "replay:$work/jobA/trace.csv" -w "replay:$work/jobB/trace.csv"
 
 finish matrix_test

@@ -454,6 +454,18 @@ int ab_cmd_matrix(int argc, char **argv) {
     char spec[4200];
     spec_of(a.ngiven ? given[i] : bench_spec(i, bench, sizeof bench), quick, spec, sizeof spec);
     ab_status st = ab_run_build(&o, spec, &streams[nw], NULL, &diag);
+    /* Rows are known by their workload's name: two of one name (one -w twice, or traces of
+     * one file name in two folders) would be rows nobody can tell apart, here and in the page. */
+    char name[4200], other[4200];
+    if (st == AB_OK) ab_results_workload_name(streams[nw].source, name, sizeof name);
+    for (size_t k = 0; st == AB_OK && k < nw; k++) {
+      ab_results_workload_name(streams[k].source, other, sizeof other);
+      if (strcmp(name, other) == 0) {
+        st = ab_diag_set(&diag, AB_ERR_INVALID, "-w '%s': its rows would be named %s, as an earlier -w's are (give each "
+                         "workload once; a trace of another's file name, under a name of its own)", spec, name);
+        ab_events_free(&streams[nw]);
+      }
+    }
     if (st == AB_OK)
       nw++;
     else if (ab_run_stop)
