@@ -31,6 +31,8 @@ refuse "--frobnicate" run -w random -s raw --frobnicate
 refuse "--format 'xml'" run -w random -s raw --device sim --format xml
 refuse "--faults" run -w random -s raw --device sim --faults rate=2
 refuse "'nth' given again (first at position 1)" run -w random -s raw --device sim --faults nth=1,nth=2
+refuse "--faults 'nth=1,rate=0.5': expected nth=N or rate=F (one of them)" run -w random -s raw --device sim --faults nth=1,rate=0.5
+refuse "capacity must be more than 526.81 MiB, and at most 128.00 TiB" run -w random -s raw --device sim:1000TiB
 refuse "fault injection works on the simulated device only" run -w random -s raw --device cuda --faults nth=1
 refuse "/no/such/trace.csv" run -w replay:/no/such/trace.csv -s raw --device sim
 refuse "$work: is a directory (expected a file)" run -w "replay:$work" -s raw --device sim

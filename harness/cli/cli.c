@@ -309,8 +309,8 @@ static ab_status parse_faults(const char *arg, ab_faults_t *f, int *rank, ab_dia
   AB_TRY(ab_kv_get_u64(&kv, "rank", 0, 65535, &r, diag));
   AB_TRY(ab_kv_finish(&kv, "nth, rate, seed, rank", diag));
   *rank = r == UINT64_MAX ? -1 : (int)r;
-  if (f->fail_nth == 0 && f->fail_rate == 0)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--faults '%s': expected nth=N or rate=F", arg);
+  if ((f->fail_nth == 0) == (f->fail_rate == 0))
+    return ab_diag_set(diag, AB_ERR_INVALID, "--faults '%s': expected nth=N or rate=F (one of them)", arg);
   return AB_OK;
 }
 

@@ -46,7 +46,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
       if (strcmp(arg, "peak") == 0) a->b.at = AB_BLAME_AT_PEAK;
       else if (strcmp(arg, "oom") == 0) a->b.at = AB_BLAME_AT_OOM;
       else if ((*st = ab_parse_u64("--at", arg, UINT32_MAX, &v, diag)) == AB_OK) a->b.at = AB_BLAME_AT_EVENT, a->b.at_event = v;
-      else ab_diag_set(diag, AB_ERR_INVALID, "--at '%s': expected peak, oom or an event number", arg);
+      else ab_diag_set(diag, AB_ERR_INVALID, "--at '%s': expected peak, oom or an event number (0 to %u)", arg, UINT32_MAX);
       return true;
     case AB_OPT_FRAMES:
       if (ab_parse_u64("--frames", arg, 64, &v, NULL) != AB_OK || v == 0)

@@ -368,8 +368,13 @@ static const ab_device_ops_t sim_ops = {
 ab_status ab_sim_open(const char *name, uint64_t total_bytes, const ab_device_config_t *cfg,
                       ab_device_t **out, ab_diag_t *diag) {
   if (total_bytes <= AB_SIM_CONTEXT_BYTES || total_bytes > AB_SIM_VA_END - AB_SIM_VA_BASE)
-    return ab_diag_set(diag, AB_ERR_INVALID, "--device sim:%s: capacity must be from %llu bytes to 100 TiB", name,
-                       (unsigned long long)AB_SIM_CONTEXT_BYTES + 1);
+  {
+    char lo[32], hi[32];
+    return ab_diag_set(diag, AB_ERR_INVALID, "--device sim:%s: capacity must be more than %s, and at most %s (%llu bytes)",
+                       name, ab_format_bytes(AB_SIM_CONTEXT_BYTES, lo, sizeof lo),
+                       ab_format_bytes(AB_SIM_VA_END - AB_SIM_VA_BASE, hi, sizeof hi),
+                       (unsigned long long)(AB_SIM_VA_END - AB_SIM_VA_BASE));
+  }
   if (cfg->placement > AB_PLACEMENT_VARIANTS)
     return ab_diag_set(diag, AB_ERR_INVALID, "placement variant %u: the simulated card has 0 to %d", cfg->placement,
                        AB_PLACEMENT_VARIANTS);
