@@ -44,6 +44,8 @@ refuse "-w given twice ('random', then 'zero'): allocbench oom takes one" oom -w
 refuse "-w given twice ('random', then 'zero'): allocbench compare takes one" compare -w random -w zero -s raw --device sim
 refuse "-s given twice ('raw', then 'pooled')" run -w random -s raw -s pooled --device sim
 refuse "--device given twice ('sim', then 'sim:a100-40gb')" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" --device sim --device sim:a100-40gb
+refuse "--info describes the trace and runs nothing: --export-trace is for a replay" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" --info --export-trace "$work/x.csv"
+refuse "--info describes the trace and runs nothing: -s is for a replay" replay "$(dirname "$0")/data/pytorch-2.11-h200/cnn_dyn.default.trace.csv.gz" --info -s raw
 # A missing value is named, also where getopt would take the next option for it.
 refuse "--budget needs a value (SIZE), but the option '--out' follows it" run -w random -s raw --device sim --budget
 "$ab" run -w random -s raw --device sim --out "$work/refused" --budget >"$work/out" 2>"$work/err"

@@ -193,6 +193,20 @@ int ab_cmd_replay(int argc, char **argv) {
   bool info_only = a.info_only;
   const char *export_trace = a.export_trace, *export_snapshot = a.export_snapshot;
   const char *path = args[0];
+  /* --info describes the trace and runs nothing: an option of a run beside it would be dropped
+   * unseen (an export expected and never written). */
+  const char *dropped = !info_only                  ? NULL
+                        : export_trace              ? "--export-trace"
+                        : export_snapshot           ? "--export-snapshot"
+                        : o.strategy                ? "-s"
+                        : o.dev.budget_bytes        ? "--budget"
+                        : o.cap                     ? "--cap"
+                                                    : NULL;
+  if (dropped) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "--info describes the trace and runs nothing: %s is for a replay (drop one of them)", dropped);
+    return ab_cli_usage_error(&o, msg);
+  }
   /* --info writes nothing. */
   if (!info_only && ab_results_check_out(o.out_dir, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
   ab_run_catch_stop();
