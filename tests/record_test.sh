@@ -287,6 +287,9 @@ refused() {
 refused 127 "cannot run 'no-such-program-here': not found on PATH" -o "$work/bad.pickle" -- no-such-program-here
 refused 127 "cannot run '$work/nothing': no such file" -o "$work/bad.pickle" -- "$work/nothing"
 refused 126 "cannot run '$work': Permission denied" -o "$work/bad.pickle" -- "$work"
+# The folders -o names that record made are gone again when it wrote nothing in them.
+refused 127 "cannot run '$work/nothing': no such file" -o "$work/made/deeper/bad.pickle" -- "$work/nothing"
+[ -e "$work/made" ] && fail "a record that ran nothing left the folders it made for -o"
 refused 2 "expected -- COMMAND [ARGS...]" -o "$work/bad.pickle" "$py" "$job" exit 0
 refused 2 "expected the program to run after --" -o "$work/bad.pickle" --
 refused 2 "--max-entries '0': expected a whole number of events from 1 to 9223372036854775807" --max-entries 0 -- true

@@ -105,7 +105,7 @@ static bool own_option(void *ctx, int opt, const char *arg, ab_status *st, ab_di
 
 /* The absolute path of the snapshot, its folder made and writable: a job of hours should not
  * run for nothing. */
-static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t *diag) {
+static ab_status output_path(const char *arg, char *out, size_t size, size_t *made, ab_diag_t *diag) {
   /* An empty path, a folder, a link to nothing, an input: refused as every output is. */
   AB_TRY(ab_output_check("-o", arg, diag));
   size_t len = strlen(arg);
@@ -121,7 +121,7 @@ static ab_status output_path(const char *arg, char *out, size_t size, ab_diag_t 
   snprintf(dir, sizeof dir, "%s", out);
   *strrchr(dir, '/') = '\0';
   if (dir[0] == '\0') snprintf(dir, sizeof dir, "/");
-  AB_TRY(ab_output_mkdirs(dir, diag));
+  AB_TRY(ab_output_mkdirs_made(dir, made, diag));
   if (access(dir, W_OK | X_OK) != 0)
     return ab_diag_set(diag, AB_ERR_INVALID, "-o '%s': cannot write in %s: %s", arg, dir, strerror(errno));
   return AB_OK;
@@ -590,6 +590,16 @@ static void collect(const char *out, bool recover, bool quiet, size_t *written, 
   closedir(d);
 }
 
+/* The folders output_path made for out, those left empty (a job refused, not started, or that
+ * wrote nothing). */
+static void unmake(const char *out, size_t made) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", out);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) *slash = '\0';
+  ab_output_unmake(dir, made);
+}
+
 int ab_cmd_record(int argc, char **argv) {
   ab_run_spec_t o;
   ab_run_spec_defaults(&o, "allocbench record");
@@ -602,35 +612,38 @@ int ab_cmd_record(int argc, char **argv) {
   if (rc >= 0) return rc;
   ab_diag_t diag = {""};
   char out[PATH_MAX];
+  size_t made = 0; /* the folders of -o this command made, removed if it ends with nothing in them */
   if (a.recover) {
     if (dd < argc) return ab_cli_usage_error(&o, "--recover runs nothing: expected no program (nothing after --)");
-    if (output_path(a.output, out, sizeof out, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+    if (output_path(a.output, out, sizeof out, &made, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
     size_t written, found;
     collect(out, true, o.quiet, &written, &found);
     if (found == 0) fprintf(stderr, "allocbench record: nothing to recover: no %s" UNFINISHED "* folder whose record has ended\n", out);
+    unmake(out, made);
     return written ? AB_EXIT_OK : EXIT_NO_SNAPSHOT;
   }
   if (dd >= argc - 1) {
     return ab_cli_usage_error(&o, dd == argc ? "expected -- COMMAND [ARGS...]: the program to run, after --"
                                              : "expected the program to run after --");
   }
-  ab_status st = output_path(a.output, out, sizeof out, &diag);
+  ab_status st = output_path(a.output, out, sizeof out, &made, &diag);
   if (st == AB_OK) st = not_an_input(a.output, out, argv + dd + 1, &diag);
-  if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   char hook[PATH_MAX];
-  if (hook_dir(hook, sizeof hook, &diag) != AB_OK) return ab_cli_fail(&o, diag.msg);
+  if (st == AB_OK) st = hook_dir(hook, sizeof hook, &diag);
+  if (st != AB_OK) {
+    unmake(out, made);
+    return st == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
+  }
 
   /* What an earlier record of this output left goes first, under other names: this job's
    * snapshot takes the output's. */
   size_t recovered, found;
   collect(out, false, o.quiet, &recovered, &found);
   char state[PATH_MAX + 32];
-  if (make_state(out, state, sizeof state, &diag) != AB_OK) {
+  if (make_state(out, state, sizeof state, &diag) != AB_OK ||
+      hook_environment(hook, out, state, a.max_entries, a.stacks, &diag) != AB_OK) {
     remove_state(state);
-    return ab_cli_fail(&o, diag.msg);
-  }
-  if (hook_environment(hook, out, state, a.max_entries, a.stacks, &diag) != AB_OK) {
-    remove_state(state);
+    unmake(out, made);
     return ab_cli_fail(&o, diag.msg);
   }
   int status;
@@ -649,5 +662,6 @@ int ab_cmd_record(int argc, char **argv) {
     }
   }
   remove_state(state);
+  unmake(out, made);
   return status;
 }

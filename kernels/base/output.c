@@ -91,12 +91,25 @@ static ab_status make_dirs(char *path, size_t *first_made, int *err, ab_diag_t *
   return AB_OK;
 }
 
-ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag) {
+ab_status ab_output_mkdirs_made(const char *dir, size_t *made, ab_diag_t *diag) {
   char path[AB_OUTPUT_PATH_BYTES];
-  size_t first_made;
   int err;
+  *made = 0;
   if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return refuse(diag, NULL, dir, "path too long");
-  return make_dirs(path, &first_made, &err, diag);
+  return make_dirs(path, made, &err, diag);
+}
+
+ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag) {
+  size_t made;
+  return ab_output_mkdirs_made(dir, &made, diag);
+}
+
+static void remove_made(char *path, size_t first_made);
+
+void ab_output_unmake(const char *dir, size_t made) {
+  char path[AB_OUTPUT_PATH_BYTES];
+  if (made == 0 || snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return;
+  remove_made(path, made);
 }
 
 /* Removes the folders of path from the deepest up to the prefix of length first_made. */

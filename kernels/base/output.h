@@ -67,6 +67,12 @@ ab_status ab_output_check_dir(const char *what, const char *dir, ab_diag_t *diag
 /* Creates the folder dir and its parents. A part of the path that is a file, or an empty
  * path, is refused naming it. */
 ab_status ab_output_mkdirs(const char *dir, ab_diag_t *diag);
+/* The same, and *made is the length of dir's first prefix it created (0: none), for
+ * ab_output_unmake: a command that ends having written nothing leaves no folder behind. */
+ab_status ab_output_mkdirs_made(const char *dir, size_t *made, ab_diag_t *diag);
+/* Removes the folders of dir that ab_output_mkdirs_made created (made), deepest first, those
+ * still empty. */
+void ab_output_unmake(const char *dir, size_t made);
 /* Opens path for writing (the Note). */
 ab_status ab_output_open(ab_output_t *o, const char *path, ab_diag_t *diag);
 /* Flushes and closes; renames the temporary file into place. On any failure the temporary
