@@ -161,9 +161,10 @@ typedef struct ab_waits_s {
 
 #define AB_WAIT_SLICE_MS 100 /* the longest a host wait sleeps before looking at stop */
 
-/* "SIGTERM", "SIGINT", or "signal N", for the messages of a wait given up. */
+/* The name of a signal that stops a command ("SIGTERM"; harness/run/stop.h), else "a signal",
+ * for the messages of what it stopped. */
 static inline const char *ab_signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "a signal";
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : sig == SIGQUIT ? "SIGQUIT" : "a signal";
 }
 
 typedef struct ab_comm_s ab_comm_t;

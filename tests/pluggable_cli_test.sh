@@ -102,6 +102,14 @@ budgets=$(awk -F, 'NR > 1 { print $5 }' "$work/oom.csv" | sort -u)
 "$ab" compare -w random:ops=3000 -s raw,"$p" --device sim -q --out "$work/compare" >"$work/compare.txt" 2>&1 ||
   fail "compare exited $?: $(tail -2 "$work/compare.txt")"
 grep -q "libeach.so" "$work/compare.txt" || fail "compare does not show the library"
+# A library that crashes is a row of the comparison, its status error, beside the others'.
+crash="pluggable:$test_plugins/libhostile.so:my_malloc:segv_free"
+"$ab" compare -w random:ops=400 -s raw,"$crash",caching --device sim --format csv --out "$work/compare_crash" \
+  >"$work/compare_crash.csv" 2>"$work/compare_crash.err"
+rc=$?
+[ $rc -eq 1 ] || fail "compare with a crashing library exited $rc: $(cat "$work/compare_crash.err")"
+statuses=$(awk -F, 'NR > 1 { print $5 }' "$work/compare_crash/compare.csv" | tr '\n' ' ')
+[ "$statuses" = "ok error ok " ] || fail "compare.csv with a crashing library: $(cat "$work/compare_crash/compare.csv")"
 
 "$ab" matrix -w random:ops=3000 -w zero:steps=2 -s raw,"$p" --device sim -q --out "$work/matrix" >/dev/null 2>"$work/matrix.err" ||
   fail "matrix exited $?: $(head -2 "$work/matrix.err")"

@@ -618,7 +618,7 @@ void ab_cli_ignore_file_size_limit(void) {
 void ab_cli_restore_file_size_limit(void) { sigaction(SIGXFSZ, &xfsz_at_start, NULL); }
 
 int ab_cli_stopped(const ab_run_spec_t *o, const char *what) {
-  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_run_stop_name(), what);
+  fprintf(stderr, "%s: interrupted (%s)%s\n", o->cmd, ab_signal_name(ab_run_stop), what);
   return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 
@@ -632,7 +632,7 @@ int ab_cli_interrupted(const ab_run_spec_t *o, size_t recorded, size_t planned) 
   fprintf(stderr,
           "%s: interrupted (%s): %zu of %zu runs recorded in %s/summary.csv; what was in progress was "
           "stopped and not recorded\n",
-          o->cmd, ab_run_stop_name(), recorded, planned, o->out_dir);
+          o->cmd, ab_signal_name(ab_run_stop), recorded, planned, o->out_dir);
   return 128 + (ab_run_stop ? ab_run_stop : SIGINT);
 }
 

@@ -112,6 +112,14 @@ int ab_cmd_compare(int argc, char **argv) {
     if (ran != AB_OK) {
       snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
       rc = ab_cli_fail(&o, msg);
+      /* A run that failed (a library that crashed) is a row of the comparison too, its status
+       * error and why in its note, as it is in summary.csv: no strategy leaves it unseen. */
+      if (run.status == AB_RUN_ERROR) {
+        ab_bisect_result_t none;
+        memset(&none, 0, sizeof none);
+        ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], "", 0, o.seed, 0, NULL};
+        if (ab_results_add_compare(&rows, &desc, &es, &run, &none) != AB_OK) rc = ab_cli_fail(&o, "out of host memory");
+      }
       continue;
     }
     /* The search replays into the same run: keep the figures of the unbudgeted one (its

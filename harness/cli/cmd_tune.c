@@ -551,7 +551,7 @@ static int tune(const ab_run_spec_t *o, const tune_args_t *a, ab_tune_job_t *job
   if (job->step == AB_TUNE_STEP_BUILD && st != AB_OK) return ab_cli_build_failed(o, st, &diag);
   if (job->step >= AB_TUNE_STEP_RUNS && ab_run_stop) {
     fprintf(stderr, "allocbench tune: interrupted (%s)%s%s: the configurations tried were not ranked, and nothing was written\n",
-            ab_run_stop_name(), st != AB_OK ? " " : "", st != AB_OK ? diag.msg : "");
+            ab_signal_name(ab_run_stop), st != AB_OK ? " " : "", st != AB_OK ? diag.msg : "");
     return 128 + ab_run_stop;
   }
   if (st != AB_OK) return st == AB_ERR_INVALID ? ab_cli_usage_error(o, diag.msg) : ab_cli_fail(o, diag.msg);

@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
       int rc = commands[i].fn(argc - 1, argv + 1);
       /* A signal that stopped an output (a FIFO nobody read) ends the command as a signal does. */
       if (ab_run_stop && rc != 128 + ab_run_stop) {
-        fprintf(stderr, "allocbench %s: interrupted (%s)\n", argv[1], ab_run_stop_name());
+        fprintf(stderr, "allocbench %s: interrupted (%s)\n", argv[1], ab_signal_name(ab_run_stop));
         rc = 128 + ab_run_stop;
       }
       return close_stdout(argv[1], rc);

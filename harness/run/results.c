@@ -464,6 +464,7 @@ ab_status ab_results_add_compare(ab_table_t *t, const ab_run_desc_t *d, const ab
   CELL(peak_reserved_low, "%" PRIu64, band.reserved_lo);
   CELL(peak_reserved_high, "%" PRIu64, band.reserved_hi);
   search_note(es, r, note, sizeof note);
+  if (run->status == AB_RUN_ERROR) snprintf(note, sizeof note, "%s", run->message); /* why it failed: no search ran */
   const char *cells[] = {
 #define AB_COMPARE_PTR(name, numeric) c.name,
       AB_COMPARE_COLUMNS(AB_COMPARE_PTR)

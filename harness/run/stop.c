@@ -67,16 +67,6 @@ void ab_run_catch_stop(void) {
   ab_input_stop_on(&ab_run_stop);  /* nor one nobody writes */
 }
 
-const char *ab_run_stop_name(void) {
-  switch (ab_run_stop) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGQUIT: return "SIGQUIT";
-  default: return "a signal";
-  }
-}
-
 int ab_run_spawn(const char *file, char *const argv[], int fd) {
   fflush(NULL);
   pid_t pid = fork();

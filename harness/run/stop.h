@@ -16,6 +16,8 @@
 
 #include <signal.h>
 
+#include "kernels/kernels.h" /* ab_signal_name, for the line that says which signal stopped it */
+
 /* The signal that asked the runs to stop, once one did (after ab_run_catch_stop); else 0:
  * the stop of every run of a command (opts.stop), and of a library's in its child
  * (supervise.h). */
@@ -25,9 +27,6 @@ extern volatile sig_atomic_t ab_run_stop;
  * (Note [Stopping a command]). SIGHUP and SIGQUIT stay ignored where the process was started
  * ignoring them (nohup; a shell's background job). */
 void ab_run_catch_stop(void);
-
-/* The name of the signal in ab_run_stop ("SIGTERM"); "a signal" when it is 0. */
-const char *ab_run_stop_name(void);
 
 /* Runs file (found as execvp finds it) with argv, its stdout on fd (-1: this process's), in a
  * process group of its own, and waits for it. At a stop its group is sent SIGTERM, and
