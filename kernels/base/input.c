@@ -163,7 +163,7 @@ static const volatile sig_atomic_t *stop_flag = NULL;
 
 void ab_input_stop_on(const volatile sig_atomic_t *stop) { stop_flag = stop; }
 
-/* A file read whole, into a buffer of cap bytes and one for the NUL, doubled when full. */
+/* A file or a stream read whole, into a buffer of cap bytes and one for the NUL, doubled when full. */
 
 /* Doubles *buf; false at the 8 GiB limit, or with *buf freed and NULL when host memory ran
  * out. */
@@ -845,31 +845,14 @@ ab_status ab_instream_read_all(ab_instream_t *s, ab_input_t *in, ab_diag_t *diag
   size_t cap = (size_t)guess, len = 0;
   char *buf = malloc(cap + 1);
   ab_status st = AB_OK;
-  for (;;) {
-    if (buf == NULL) {
-      st = ab_diag_set(diag, AB_ERR_INTERNAL, "%s: out of host memory", s->path);
-      break;
-    }
-    if (len == cap) {
-      char *grown = realloc(buf, cap * 2 + 1);
-      if (grown == NULL) free(buf);
-      buf = grown;
-      cap *= 2;
-      continue;
-    }
+  while (buf) {
+    if (len == cap && !grow_whole(&buf, &cap)) break; /* the stream's own limit comes first */
     size_t got = 0;
     st = ab_instream_read(s, buf + len, cap - len, &got, diag);
     if (st != AB_OK || got == 0) break;
     len += got;
   }
-  if (st != AB_OK) {
-    free(buf);
-    return st;
-  }
-  buf[len] = '\0';
-  in->data = buf;
-  in->len = len;
-  return AB_OK;
+  return whole_end(s->path, buf, len, st, in, diag);
 }
 
 #define WINDOW_BYTES (1u << 20)
