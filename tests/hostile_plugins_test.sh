@@ -4,8 +4,8 @@
 # crash_on_load.c and stuck.c, and a truncated copy of an example plugin, through `run`: one
 # line naming the library, the call and the signal, exit status, stop or deadline, exit 1,
 # the CSV on stdout whole, an error row in summary.csv, nothing left running. One call past
-# --plugin-timeout (in alloc, its constructor, its destructor, its destructor at exit): killed
-# within seconds. What a library prints reaches neither stdout nor stderr, but its last line
+# --plugin-timeout (in alloc, its constructor, its destructor, its destructor at exit), or
+# as long without a call in allocbench's own code once it is loaded: killed within seconds. What a library prints reaches neither stdout nor stderr, but its last line
 # is quoted when its run fails; what it writes into the descriptors it finds harms nothing,
 # or fails its run saying so. A FIFO is refused as a library without waiting. A library in a
 # loop, and one deaf to SIGTERM and SIGINT: stopped within 2 s of the signal, with a line,
@@ -85,6 +85,10 @@ late() {
 }
 late loop "pluggable:$hostile:loop_alloc:my_free did not return from alloc within 1 s (--plugin-timeout): killed" \
   -s "pluggable:$hostile:loop_alloc:my_free"
+# A thread of the library that freezes the process in allocbench's own code between its
+# calls (a signal handler that never returns): killed as a call that does not return is.
+late freeze "pluggable:$hostile:freeze_alloc:freeze_free stalled its process in allocbench's code between or after its calls: no progress within 1 s (--plugin-timeout): killed" \
+  -s "pluggable:$hostile:freeze_alloc:freeze_free"
 AB_STUCK=load late stuck_load "pluggable:$stuck did not return from loading it (its constructors) within 1 s" \
   -s "pluggable:$stuck"
 AB_STUCK=unload late stuck_unload "pluggable:$stuck did not return from unloading it (its destructors) within 1 s" \
@@ -202,6 +206,20 @@ n=$(grep -c ',error,' "$work/matrix_stop/summary.csv")
 [ "$n" -eq 2 ] || fail "matrix with a stopping library: $n error rows, expected 2: $(cat "$work/matrix_stop/summary.csv")"
 [ "$(grep -c 'stopped its process in alloc: SIGSTOP' "$work/stderr")" -eq 2 ] ||
   fail "matrix with a stopping library: the stop is not said once per workload: $(cat "$work/stderr")"
+
+# The same with a library that freezes its process between its calls: killed at the
+# deadline, the matrix goes on.
+timeout 120 "$ab" matrix -w "$wl" --device sim:h200 --quiet --no-timeline --plugin-timeout 1 \
+  -s "raw,pluggable:$hostile:freeze_alloc:freeze_free,caching" --out "$work/matrix_freeze" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "matrix with a freezing library: exit $rc, expected 1: $(cat "$work/stderr")"
+for s in raw caching; do
+  n=$(grep -c ",$s," "$work/matrix_freeze/summary.csv")
+  [ "$n" -eq 1 ] || fail "matrix with a freezing library: $n rows of $s in summary.csv, expected 1"
+done
+grep -q ',error,' "$work/matrix_freeze/summary.csv" || fail "matrix with a freezing library: no error row"
+grep -qF "stalled its process in allocbench's code between or after its calls" "$work/stderr" ||
+  fail "matrix with a freezing library: the stall is not said: $(cat "$work/stderr")"
 
 # tune with a crashing library among its configurations: the others ranked, the library's
 # row an error naming the crash, and the command's last line says so, exiting 1 as matrix does.

@@ -30,7 +30,8 @@
  *      into a word shared with the parent (ab_plugin_calling, pluggable_library.h), with a
  *      count of calls, so that the parent sees one call that lasts. Its loading (the
  *      constructors), its hooks, each alloc and free, its unloading (the destructors) and the
- *      process's end are calls.
+ *      process's end are calls; allocbench's own code between them and after the last is
+ *      watched too (Note [What the deadline times], supervise.c).
  *   4. How it ends: a child that wrote its results whole and exited 0 is a run like any
  *      other. Otherwise the unit fails with one line naming the library, the call it was in
  *      and what happened: "crashed in alloc: SIGSEGV (Segmentation fault)", "ended its
@@ -38,7 +39,9 @@
  *      (signal)); killed" (a child found stopped is killed: in a process group of its own,
  *      nothing but its library stops it), "did not return from alloc within 60 s
  *      (--plugin-timeout): killed" (one call past the deadline, AB_SUPERVISE_TIMEOUT_S unless
- *      ab_supervise_timeout says otherwise), "wrote to a descriptor it does not own"
+ *      ab_supervise_timeout says otherwise), "stalled its process in allocbench's code between
+ *      or after its calls: no progress within 60 s" (as long without a call, once it was
+ *      loaded), "wrote to a descriptor it does not own"
  *      (Note [What the library can reach], supervise.c); the last line the library printed,
  *      if any, is quoted at its end. A command records that run as failed (an error row) and
  *      goes on with the rest, as it does for any run that fails.

@@ -70,7 +70,7 @@ static const ab_shim_card_t *enter(pluggable_t *p, unsigned stream, ab_plugin_ca
  * device's diag (strategy.h). */
 static ab_status leave(pluggable_t *p, const ab_shim_card_t *prev) {
   p->use(prev);
-  ab_plugin_calling(AB_PLUGIN_OUTSIDE);
+  ab_plugin_calling(AB_PLUGIN_BETWEEN);
   if (!p->card.failed) return AB_OK;
   p->base.dev->diag = p->card.error;
   return AB_ERR_INVALID;
@@ -179,7 +179,7 @@ ab_status ab_pluggable_create(const char *argument, ab_device_t *dev, const char
     ab_plugin_calling(AB_PLUGIN_MEMORY_FRACTION);
     if (st == AB_OK && h.fraction > 0) p->lib.memory_fraction(h.fraction, ordinal(p));
     p->use(prev);
-    ab_plugin_calling(AB_PLUGIN_OUTSIDE);
+    ab_plugin_calling(AB_PLUGIN_BETWEEN);
     if (st == AB_OK && p->card.failed) st = ab_diag_set(diag, AB_ERR_INVALID, "%s", p->card.error.msg);
   }
   if (st != AB_OK) {
@@ -400,7 +400,7 @@ static void pluggable_destroy(ab_strategy_t *s) {
     }
     ab_plugin_close(&p->lib); /* its destructors may call CUDA too */
     p->use(prev);
-    ab_plugin_calling(AB_PLUGIN_OUTSIDE);
+    ab_plugin_calling(AB_PLUGIN_BETWEEN); /* the library's threads may outlive it */
   }
   ab_card_destroy(&p->card);
   ab_map_free(&p->live);

@@ -245,6 +245,7 @@ const char *ab_plugin_call_name(ab_plugin_call_t call) {
     case AB_PLUGIN_RESET: return "reset";
     case AB_PLUGIN_UNLOADING: return "unloading it (its destructors)";
     case AB_PLUGIN_EXITING: return "ending its process (destructors at exit)";
+    case AB_PLUGIN_BETWEEN: return "allocbench's code between or after its calls";
     case AB_PLUGIN_OUTSIDE: break;
   }
   return "none of its calls";

@@ -48,7 +48,9 @@ typedef struct ab_plugin_s {
  * (a crash, exit, a hang): allocbench runs each in a process of its own and names, when it
  * dies, the call it died in (supervise.h). */
 typedef enum ab_plugin_call_e {
-  AB_PLUGIN_OUTSIDE, /* none: the run's own code */
+  AB_PLUGIN_OUTSIDE, /* none: the process's start-up, before the library was loaded */
+  AB_PLUGIN_BETWEEN, /* none: the process's own code once the library was loaded, between its
+                        calls and after the last (supervise.c, Note [What the deadline times]) */
   AB_PLUGIN_LOADING, /* dlopen: its constructors */
   AB_PLUGIN_INIT,
   AB_PLUGIN_MEMORY_FRACTION,
