@@ -68,6 +68,43 @@ head -c 6000 "$each" >"$work/libtruncated.so"
 crashes truncated "pluggable:$work/libtruncated.so crashed in loading it (its constructors): SIGBUS" \
   -s "pluggable:$work/libtruncated.so"
 
+# A library that sends allocbench SIGTERM (once each time it is loaded) stops no command: its
+# run fails, saying so, and a matrix goes on with the rest.
+AB_HOSTILE_AT=5 crashes sigterm "pluggable:$hostile:term_alloc:my_free sent SIGTERM (Terminated) to allocbench in alloc: killed" \
+  -s "pluggable:$hostile:term_alloc:my_free"
+AB_HOSTILE_AT=5 "$ab" matrix -w "$wl" --device sim:h200 --quiet --no-timeline -s "raw,pluggable:$hostile:term_alloc:my_free,caching" \
+  --out "$work/matrix_term" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "matrix with a library sending SIGTERM: exit $rc, expected 1: $(cat "$work/stderr")"
+grep -q "interrupted" "$work/stderr" && fail "matrix with a library sending SIGTERM: taken for a stop: $(cat "$work/stderr")"
+for s in raw caching; do
+  n=$(grep -c ",$s," "$work/matrix_term/summary.csv")
+  [ "$n" -eq 1 ] || fail "matrix with a library sending SIGTERM: $n rows of $s in summary.csv, expected 1"
+done
+
+# What a library starts ends with its run, however the run ends: a process it forked that
+# sleeps for 300 s is gone once allocbench exits (a zombie left to init has ended).
+running() {
+  local state
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) && [ "$state" != Z ]
+}
+none_left() {
+  [ -s "$work/pids" ] || fail "$1: the library started no process"
+  for p in $(cat "$work/pids" 2>/dev/null); do
+    running "$p" && fail "$1: process $p that the library started outlived its run" && kill -9 "$p"
+  done
+  rm -f "$work/pids"
+}
+export AB_HOSTILE_PIDS=$work/pids
+"$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline --out "$work/out.fork" -s "pluggable:$hostile:fork_alloc:my_free" \
+  >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 0 ] || fail "fork: exit $rc: $(cat "$work/stderr")"
+none_left fork
+crashes fork_segv "pluggable:$hostile:fork_segv_alloc:my_free crashed in alloc: SIGSEGV" -s "pluggable:$hostile:fork_segv_alloc:my_free"
+none_left fork_segv
+unset AB_HOSTILE_PIDS
+
 # A library that stops its process (raise(SIGSTOP), or SIGTTOU, which a write to the terminal
 # from the background draws) is killed at once, saying how.
 crashes sigstop "pluggable:$hostile:stop_alloc:my_free stopped its process in alloc: SIGSTOP" \

@@ -19,8 +19,9 @@ static const int stopping[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 #define SPAWN_GRACE_S 5.0 /* how long a spawned program has to end once sent SIGTERM */
 
-static struct timespec first_at;          /* when ab_run_stop was set */
-static volatile sig_atomic_t spawned = 0; /* ab_run_spawn's process group, while it runs */
+static struct timespec first_at;             /* when ab_run_stop was set */
+static volatile sig_atomic_t group = 0;      /* ab_run_watch_group's */
+static volatile sig_atomic_t group_sent = 0; /* the stopping signal it sent */
 
 static double since(const struct timespec *t) {
   struct timespec now;
@@ -28,8 +29,26 @@ static double since(const struct timespec *t) {
   return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) * 1e-9;
 }
 
-/* Only async-signal-safe calls: clock_gettime, write, kill, sigaction, raise. */
-static void on_stop(int sig) {
+/* Whether the signal came from the watched group: sent by a process (si_code SI_USER,
+ * SI_QUEUE or SI_TKILL, all below 1; the kernel's, as the terminal's ^C, are above), its
+ * leader or one of its members. A sender already gone is taken for someone else. */
+static bool from_group(const siginfo_t *si) {
+  pid_t g = (pid_t)group;
+  if (g <= 0 || si == NULL || si->si_code > 0) return false;
+  int saved = errno;
+  bool member = si->si_pid == g || getpgid(si->si_pid) == g;
+  errno = saved;
+  return member;
+}
+
+/* Only async-signal-safe calls: clock_gettime, write, kill, getpgid (a plain system call),
+ * sigaction, raise. */
+static void on_stop(int sig, siginfo_t *si, void *context) {
+  (void)context;
+  if (from_group(si)) {
+    group_sent = sig;
+    return;
+  }
   if (ab_run_stop == 0) {
     clock_gettime(CLOCK_MONOTONIC, &first_at);
     ab_run_stop = sig;
@@ -39,7 +58,7 @@ static void on_stop(int sig) {
   static const char line[] = "allocbench: stopped at once by a second signal\n";
   ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
   (void)ignored;
-  if (spawned > 0) kill(-(pid_t)spawned, SIGKILL);
+  if (group > 0) kill(-(pid_t)group, SIGKILL);
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -50,8 +69,8 @@ static void on_stop(int sig) {
 void ab_run_catch_stop(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop;
-  sa.sa_flags = SA_RESTART; /* writes go on */
+  sa.sa_sigaction = on_stop;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO; /* writes go on; the sender is known */
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < NSTOPPING; i++) sigaddset(&sa.sa_mask, stopping[i]);
   for (size_t i = 0; i < NSTOPPING; i++) {
@@ -66,6 +85,13 @@ void ab_run_catch_stop(void) {
   ab_output_stop_on(&ab_run_stop); /* a FIFO nobody reads does not hold the command */
   ab_input_stop_on(&ab_run_stop);  /* nor one nobody writes */
 }
+
+void ab_run_watch_group(pid_t pgid) {
+  group_sent = 0;
+  group = pgid;
+}
+
+int ab_run_group_signal(void) { return group_sent; }
 
 int ab_run_spawn(const char *file, char *const argv[], int fd) {
   fflush(NULL);
@@ -82,7 +108,7 @@ int ab_run_spawn(const char *file, char *const argv[], int fd) {
     _exit(127);
   }
   setpgid(pid, pid); /* also here, so that a stop before the child's own call finds the group */
-  spawned = pid;
+  ab_run_watch_group(pid);
   int status;
   struct timespec told; /* when its group was sent SIGTERM */
   bool was_told = false;
@@ -90,7 +116,7 @@ int ab_run_spawn(const char *file, char *const argv[], int fd) {
     pid_t got = waitpid(pid, &status, WNOHANG);
     if (got == pid) break;
     if (got < 0 && errno != EINTR) {
-      spawned = 0;
+      ab_run_watch_group(0);
       return -1;
     }
     if (ab_run_stop && !was_told) {
@@ -103,6 +129,6 @@ int ab_run_spawn(const char *file, char *const argv[], int fd) {
     struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
   }
-  spawned = 0;
+  ab_run_watch_group(0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

@@ -413,6 +413,7 @@ typedef struct ending_s {
   bool killed;      /* it did not stop in time */
   bool timed_out;   /* killed: one call into the library went past the deadline */
   int stop_sig;     /* killed: the library stopped its process with this signal; 0: not */
+  int sent_sig;     /* killed: its process (group) sent allocbench this stopping signal; 0: not */
   double timeout_s; /* the deadline it had */
   uint64_t call;    /* the watch word when it ended or was killed */
   output_t out;     /* what it wrote on its stdout and stderr */
@@ -502,9 +503,31 @@ static void draw_progress(progress_t *p, const watch_t *w, double now) {
   fflush(stderr);
 }
 
+/* Whether the child stopped (its signal in *stop_sig) or ended, left unreaped: its pid, the
+ * id of its process group, stays its own until reap_child. */
+static bool child_changed(pid_t pid, int *stop_sig) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  *stop_sig = 0;
+  if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT) != 0) return errno != EINTR;
+  if (si.si_pid != pid) return false;
+  if (si.si_code == CLD_STOPPED) *stop_sig = si.si_status;
+  return true;
+}
+
+/* Kills what is left of the child's process group (the processes its library started, which
+ * outlive it otherwise), then reaps the child into *ws. */
+static void reap_child(pid_t pid, int *ws) {
+  kill(-pid, SIGKILL);
+  while (waitpid(pid, ws, 0) < 0 && errno == EINTR) {
+  }
+}
+
 /* Waits for the child to end, draining its output (out, non-blocking): passes a signal to
  * allocbench on (and kills a child still there AB_SUPERVISE_GRACE_MS later), kills a child
- * its library stopped, or whose watch word (one call) stayed the same past the deadline. */
+ * its library stopped, that sent allocbench a stopping signal, or whose watch word stayed the
+ * same past the deadline (Note [What the deadline times]); what is left of its process group
+ * once it ended is killed. */
 static void wait_child(pid_t pid, const watch_t *watch, int out, const char *label, ending_t *e) {
   memset(e, 0, sizeof *e);
   progress_t prog = {label, 0, 0, false};
@@ -513,17 +536,24 @@ static void wait_child(pid_t pid, const watch_t *watch, int out, const char *lab
   double grace_end = 0, now = ab_clock_s(), last = now, since = now;
   uint64_t seen = watch->call;
   bool dead = false; /* killed: only the reaping is left */
+  ab_run_watch_group(pid);
   for (;;) {
-    pid_t r = waitpid(pid, &e->ws, WNOHANG | WUNTRACED);
-    if (r == pid && WIFSTOPPED(e->ws)) {
+    int stop_sig;
+    if (child_changed(pid, &stop_sig) && stop_sig == 0) break;
+    if (stop_sig) {
       if (!dead) {
-        e->stop_sig = WSTOPSIG(e->ws);
+        e->stop_sig = stop_sig;
         e->call = watch->call;
         dead = true;
       }
       kill_child(pid); /* SIGKILL ends a stopped process too */
-    } else if (r == pid || (r < 0 && errno != EINTR)) {
-      break;
+    }
+    int sent = ab_run_group_signal();
+    if (sent && !dead) {
+      e->sent_sig = sent;
+      e->call = watch->call;
+      dead = true;
+      kill_child(pid);
     }
     now = ab_clock_s();
     /* Time this process did not run (stopped by ^Z, or starved) is not the library's. */
@@ -560,8 +590,10 @@ static void wait_child(pid_t pid, const watch_t *watch, int out, const char *lab
     poll(pf, n, e->stopped || dead ? 10 : (int)(TICK_S * 1000));
     drain(out, &e->out);
   }
-  /* What it wrote before it ended is in the pipe; a process it started may hold the pipe
-   * open, so nothing waits for its end. */
+  reap_child(pid, &e->ws);
+  ab_run_watch_group(0);
+  /* What it wrote before it ended is in the pipe; a process it started (in another process
+   * group) may hold the pipe open, so nothing waits for its end. */
   drain(out, &e->out);
   if (pidfd >= 0) close(pidfd);
   if (!dead) e->call = watch->call;
@@ -593,6 +625,11 @@ static ab_status say_ending(const char *cmd, const char *strategy, const ending_
     return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: cannot start a process for the run (/proc/self/exe)%s", strategy,
                        said);
   char sig[96];
+  if (e->sent_sig) {
+    signal_words(e->sent_sig, sig, sizeof sig);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s sent %s to allocbench in %s: killed%s", strategy, sig,
+                       call, said);
+  }
   if (e->stop_sig) {
     signal_words(e->stop_sig, sig, sizeof sig);
     return ab_diag_set(diag, AB_ERR_INVALID, "%s stopped its process in %s: %s; killed%s", strategy, call, sig, said);
@@ -708,7 +745,7 @@ ab_status ab_supervise_run(const ab_supervise_job_t *j, ab_supervise_reply_t *re
   wait_child(pid, watch, f.out, j->progress, e);
   size_t size;
   const char *m = map_file(f.result, &size);
-  bool clean = !e->killed && !e->timed_out && !e->stop_sig && WIFEXITED(e->ws) && WEXITSTATUS(e->ws) == 0;
+  bool clean = !e->killed && !e->timed_out && !e->stop_sig && !e->sent_sig && WIFEXITED(e->ws) && WEXITSTATUS(e->ws) == 0;
   result_head_t h;
   const char *notes = NULL;
   reader_t r = {NULL, 0, true, 0};

@@ -41,7 +41,9 @@
  *      (--plugin-timeout): killed" (one call past the deadline, AB_SUPERVISE_TIMEOUT_S unless
  *      ab_supervise_timeout says otherwise), "stalled its process in allocbench's code between
  *      or after its calls: no progress within 60 s" (as long without a call, once it was
- *      loaded), "wrote to a descriptor it does not own"
+ *      loaded), "sent SIGTERM (Terminated) to allocbench in alloc: killed" (a stopping
+ *      signal from its process or its process group is no stop, Note [Stopping a command],
+ *      stop.h), "wrote to a descriptor it does not own"
  *      (Note [What the library can reach], supervise.c); the last line the library printed,
  *      if any, is quoted at its end. A command records that run as failed (an error row) and
  *      goes on with the rest, as it does for any run that fails.
@@ -53,6 +55,9 @@
  *      killed, and the parent says so on stderr. The run is then interrupted, and the
  *      command ends as an interrupted command does (128 + the signal). A child whose parent
  *      dies is killed with it (PR_SET_PDEATHSIG).
+ *   6. What it leaves: once the child has ended, however it ended, what is left of its process
+ *      group (the processes its library started) is killed before the child is reaped, while
+ *      the group's id is still the child's.
  * Only `allocbench` itself supervises (ab_supervise_enable, from main): test programs that
  * link the harness run libraries in process, and so does the child.
  *
