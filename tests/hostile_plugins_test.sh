@@ -165,6 +165,33 @@ crashes scribble_all_inherited \
   -s "pluggable:$hostile:scribble_all_alloc:my_free"
 exec 9>&-
 
+# A library that moves its process to / and sets its umask to 0777 changes nothing of the
+# run's files: under the relative --out, with the user's umask.
+name=out.wander.$$
+rm -rf "/${name:?}"
+mkdir "$work/cwd"
+(cd "$work/cwd" && umask 022 && "$ab" run -w "$wl" --device sim:h200 --quiet --out "$name" \
+  -s "pluggable:$hostile:wander_alloc:my_free") >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 0 ] || fail "wander: exit $rc: $(cat "$work/stderr")"
+[ -e "/$name" ] && fail "wander: the run wrote into /$name" && rm -rf "/${name:?}"
+ls "$work/cwd/$name"/timeline_*.csv >/dev/null 2>&1 || fail "wander: no timeline under --out: $(ls -R "$work/cwd")"
+[ "$(stat -c %a "$work/cwd/$name" 2>/dev/null)" = 755 ] || fail "wander: --out is mode $(stat -c %a "$work/cwd/$name" 2>&1)"
+for f in "$work/cwd/$name"/*; do
+  [ "$(stat -c %a "$f")" = 644 ] || fail "wander: $f is mode $(stat -c %a "$f"), expected 644 (umask 022)"
+done
+
+# A library named without a slash is the file in the working folder that was checked, never
+# another that dlopen would find through LD_LIBRARY_PATH.
+mkdir "$work/here" "$work/elsewhere"
+cp "$each" "$work/here/libfoo.so"
+cp "$on_load" "$work/elsewhere/libfoo.so"
+(cd "$work/here" && LD_LIBRARY_PATH="$work/elsewhere" "$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline \
+  --format csv --out "$work/out.noslash" -s pluggable:libfoo.so) >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 0 ] || fail "no slash: exit $rc: $(cat "$work/stderr")"
+csv_whole noslash ok
+
 # A FIFO is no library: refused at once, not opened to wait for a writer.
 mkfifo "$work/lib.fifo"
 timeout 20 "$ab" run -w "$wl" --device sim:h200 --quiet --no-timeline --out "$work/out.fifo" -s "pluggable:$work/lib.fifo" \

@@ -178,10 +178,11 @@ static const char *file_kind(mode_t mode) {
   return "not a regular file";
 }
 
-/* Reads the file at path into memory (*img, free it), or says why not. Opened without
- * waiting (O_NONBLOCK): opening a FIFO for reading would wait for a writer, for ever. */
-static ab_status read_file(const char *path, unsigned char **img, size_t *size, ab_diag_t *diag) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+/* Reads file (path as given, for messages) into memory (*img, free it), or says why not.
+ * Opened without waiting (O_NONBLOCK): opening a FIFO for reading would wait for a writer,
+ * for ever. */
+static ab_status read_file(const char *file, const char *path, unsigned char **img, size_t *size, ab_diag_t *diag) {
+  int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -251,37 +252,66 @@ const char *ab_plugin_call_name(ab_plugin_call_t call) {
   return "none of its calls";
 }
 
+/* The working folder and the umask, as the library found them (pluggable_library.h). */
+static void keep_state(ab_plugin_t *p) {
+  p->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  p->umask = umask(0);
+  umask(p->umask);
+}
+
+/* Puts them back. A folder whose descriptor the library closed stays where it left it: the
+ * run fails anyway, its results' descriptor closed too (supervise.c). */
+static void restore_state(ab_plugin_t *p) {
+  umask(p->umask);
+  if (p->cwd < 0) return;
+  int ignored = fchdir(p->cwd);
+  (void)ignored;
+  close(p->cwd);
+  p->cwd = -1;
+}
+
+/* Loads file (path as given, for messages), as checked, keeping the state it may change. */
+static ab_status load(ab_plugin_t *p, const char *file, const char *path, ab_diag_t *diag) {
+  keep_state(p);
+  ab_plugin_call_t was = ab_plugin_call_now();
+  ab_plugin_calling(AB_PLUGIN_LOADING);
+  p->handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  ab_plugin_calling(was);
+  if (p->handle != NULL) return AB_OK;
+  const char *why = dlerror();
+  size_t n = strlen(file);
+  if (why && strncmp(why, file, n) == 0 && strncmp(why + n, ": ", 2) == 0) why += n + 2;
+  restore_state(p);
+  return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: cannot load %s: %s", path, why ? why : "unknown reason");
+}
+
 ab_status ab_plugin_open(ab_plugin_t *p, const char *path, const ab_plugin_names_t *names, bool simulated,
                          ab_diag_t *diag) {
   memset(p, 0, sizeof *p);
+  p->cwd = -1;
   ab_shim_use_fn use;
   AB_TRY(ab_plugin_shim(&use, diag));
+  char *file = realpath(path, NULL);
+  if (file == NULL) return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: %s: %s", path, strerror(errno));
   unsigned char *img = NULL;
   size_t size = 0;
-  AB_TRY(read_file(path, &img, &size, diag));
-  char wrong[AB_DIAG_BYTES];
-  check_imports(img, size, simulated, path, wrong, sizeof wrong);
+  char wrong[AB_DIAG_BYTES] = "";
+  ab_status st = read_file(file, path, &img, &size, diag);
+  if (st == AB_OK) check_imports(img, size, simulated, path, wrong, sizeof wrong);
   free(img);
-  if (wrong[0]) return ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
-
-  ab_plugin_call_t was = ab_plugin_call_now();
-  ab_plugin_calling(AB_PLUGIN_LOADING);
-  p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  ab_plugin_calling(was);
-  if (p->handle == NULL) {
-    const char *why = dlerror();
-    size_t n = strlen(path);
-    if (why && strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0) why += n + 2;
-    return ab_diag_set(diag, AB_ERR_INVALID, "pluggable: cannot load %s: %s", path, why ? why : "unknown reason");
-  }
+  if (st == AB_OK && wrong[0]) st = ab_diag_set(diag, AB_ERR_INVALID, "%s", wrong);
+  if (st == AB_OK) st = load(p, file, path, diag);
+  free(file);
+  if (st != AB_OK) return st;
   if (!claim(p->handle)) {
     dlclose(p->handle);
     p->handle = NULL;
+    restore_state(p);
     return ab_diag_set(diag, AB_ERR_INVALID,
                        "pluggable: %s is in use by another run of this process (its globals are one allocator's state)",
                        path);
   }
-  ab_status st = find(p, path, names->alloc, "name the functions: -s pluggable:PATH:ALLOC_FN:FREE_FN", &p->alloc, diag);
+  st = find(p, path, names->alloc, "name the functions: -s pluggable:PATH:ALLOC_FN:FREE_FN", &p->alloc, diag);
   if (st == AB_OK) st = find(p, path, names->free, "name the functions: -s pluggable:PATH:ALLOC_FN:FREE_FN", &p->free, diag);
   if (st == AB_OK) st = find(p, path, names->init, "-c init:FN", &p->init, diag);
   if (st == AB_OK) st = find(p, path, names->reset, "-c reset:FN", &p->reset, diag);
@@ -298,5 +328,7 @@ void ab_plugin_close(ab_plugin_t *p) {
   ab_plugin_calling(AB_PLUGIN_UNLOADING);
   dlclose(p->handle);
   ab_plugin_calling(was);
+  restore_state(p);
   memset(p, 0, sizeof *p);
+  p->cwd = -1;
 }

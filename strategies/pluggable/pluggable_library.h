@@ -12,6 +12,13 @@
  * loaded afresh for each run when nothing else holds it, so each run starts from a clean
  * state.
  *
+ * The file loaded is the one checked: the path resolved once (realpath) from the working
+ * folder, never searched for as dlopen searches a name without a slash (LD_LIBRARY_PATH).
+ * What a library changes of its process that allocbench relies on, its working folder
+ * (chdir) and its umask, is put back when it is unloaded: the paths resolved and the files
+ * written after it (the timeline, the segment map, the library loaded again) are where the
+ * user said, with the user's permissions.
+ *
  * Every failure is one line in diag naming the library: no such file, not a regular file (a
  * FIFO is refused without waiting for a writer), not a shared object, a CUDA call the
  * simulated card does not provide or that would not reach the shim (read from its imports
@@ -36,6 +43,8 @@ typedef struct ab_plugin_names_s {
 
 typedef struct ab_plugin_s {
   void *handle;
+  int cwd;      /* the working folder when it was loaded (O_PATH), put back when unloaded */
+  mode_t umask; /* the umask when it was loaded, put back when unloaded */
   void *(*alloc)(ssize_t bytes, int device, void *stream);
   void (*free)(void *p, ssize_t bytes, int device, void *stream);
   void (*init)(int device_count);              /* NULL when not named */
