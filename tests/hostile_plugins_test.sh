@@ -70,7 +70,7 @@ crashes truncated "pluggable:$work/libtruncated.so crashed in loading it (its co
 
 # A library that sends allocbench SIGTERM (once each time it is loaded) stops no command: its
 # run fails, saying so, and a matrix goes on with the rest.
-AB_HOSTILE_AT=5 crashes sigterm "pluggable:$hostile:term_alloc:my_free sent SIGTERM (Terminated) to allocbench in alloc: killed" \
+AB_HOSTILE_AT=5 crashes sigterm "pluggable:$hostile:term_alloc:my_free sent SIGTERM (Terminated) to allocbench: killed" \
   -s "pluggable:$hostile:term_alloc:my_free"
 AB_HOSTILE_AT=5 "$ab" matrix -w "$wl" --device sim:h200 --quiet --no-timeline -s "raw,pluggable:$hostile:term_alloc:my_free,caching" \
   --out "$work/matrix_term" >"$work/stdout" 2>"$work/stderr"
@@ -156,6 +156,14 @@ csv_whole scribble ok
 crashes scribble_all \
   "pluggable:$hostile:scribble_all_alloc:my_free wrote to a descriptor it does not own (allocbench's results: " \
   -s "pluggable:$hostile:scribble_all_alloc:my_free"
+# Closing every descriptor, or putting /dev/null in their place, is said as what it is, not
+# as an exit of the library's.
+crashes close_all \
+  "pluggable:$hostile:close_all_alloc:my_free closed or replaced a descriptor it does not own (allocbench's results)" \
+  -s "pluggable:$hostile:close_all_alloc:my_free"
+crashes null_all \
+  "pluggable:$hostile:null_all_alloc:my_free closed or replaced a descriptor it does not own (allocbench's results)" \
+  -s "pluggable:$hostile:null_all_alloc:my_free"
 # The same with a pipe whose reader is gone on descriptor 9, as a make's jobserver or a
 # script can leave one: allocbench's own inheritance never reaches the library (no SIGPIPE).
 exec 9> >(true)
@@ -256,6 +264,14 @@ done
 n=$(grep -c ',error,' "$work/matrix/summary.csv")
 [ "$n" -eq 2 ] || fail "matrix: $n error rows, expected 2 (the library on each workload): $(cat "$work/matrix/summary.csv")"
 [ "$(grep -c 'crashed in alloc: SIGSEGV' "$work/stderr")" -eq 2 ] || fail "matrix: the crash is not said once per workload: $(cat "$work/stderr")"
+
+# compare names the library once in the line of its failure.
+"$ab" compare -w "$wl" --device sim:h200 --quiet --out "$work/compare" -s "pluggable:$hostile" -c init:segv_reset \
+  >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -ne 0 ] || fail "compare with a crashing library: exit 0"
+grep -qxF "allocbench compare: pluggable:$hostile crashed in init: SIGSEGV (Segmentation fault)" "$work/stderr" ||
+  fail "compare with a crashing library: $(cat "$work/stderr")"
 
 # The same with a library that stops its process: it is killed, the matrix goes on.
 AB_HOSTILE_AT=5 timeout 120 "$ab" matrix -w "$wl" -w fragmenter --device sim:h200 --quiet --no-timeline \

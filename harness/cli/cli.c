@@ -573,6 +573,14 @@ int ab_cli_fail(const ab_run_spec_t *o, const char *msg) {
   return AB_EXIT_FAIL;
 }
 
+int ab_cli_fail_of(const ab_run_spec_t *o, const char *name, const char *msg) {
+  size_t n = strlen(name);
+  bool named = strncmp(msg, name, n) == 0 && (msg[n] == ' ' || msg[n] == ':');
+  if (named) return ab_cli_fail(o, msg);
+  fprintf(stderr, "%s: %s: %s\n", o->cmd, name, msg);
+  return AB_EXIT_FAIL;
+}
+
 /* Whether two folder names are one folder: the same file when both exist, else the same
  * name once "./" and trailing slashes are set aside. */
 static bool same_folder(const char *a, const char *b) {

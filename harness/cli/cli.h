@@ -100,6 +100,9 @@ void ab_cli_help(FILE *f, const ab_cli_command_t *cmd);
 int ab_cli_usage_error(const ab_run_spec_t *o, const char *msg);
 /* Prints "CMD: MESSAGE" and returns AB_EXIT_FAIL. */
 int ab_cli_fail(const ab_run_spec_t *o, const char *msg);
+/* The same for what failed of one strategy: "CMD: NAME: MESSAGE", or "CMD: MESSAGE" when the
+ * message opens with NAME already (a library's failure names it, supervise.h). */
+int ab_cli_fail_of(const ab_run_spec_t *o, const char *name, const char *msg);
 
 /* The exit of a command whose workload did not build: interrupted, refused (AB_EXIT_USAGE) or
  * failed (out of host memory), with its line. */

@@ -105,13 +105,11 @@ int ab_cmd_compare(int argc, char **argv) {
     ab_run_spec_t one = o;
     one.conf = list.conf[i];
     ab_diag_t diag = {""};
-    char msg[AB_DIAG_BYTES + 80];
     ab_band_t band;
     ab_status ran = ab_run_one(&one, &es, list.name[i], &run, &summary, &band, &diag);
     if (ab_run_stop) break;
     if (ran != AB_OK) {
-      snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
-      rc = ab_cli_fail(&o, msg);
+      rc = ab_cli_fail_of(&o, list.name[i], diag.msg);
       /* A run that failed (a library that crashed) is a row of the comparison too, its status
        * error and why in its note, as it is in summary.csv: no strategy leaves it unseen. */
       if (run.status == AB_RUN_ERROR) {
@@ -132,8 +130,7 @@ int ab_cmd_compare(int argc, char **argv) {
     ab_status searched = ab_bisect_search(&es, &b, &run, &res, &diag);
     if (ab_run_stop) break; /* a search cut short has no answer */
     if (searched != AB_OK) {
-      snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
-      rc = ab_cli_fail(&o, msg);
+      rc = ab_cli_fail_of(&o, list.name[i], diag.msg);
       continue;
     }
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0, &band};

@@ -187,9 +187,7 @@ int ab_cmd_oom(int argc, char **argv) {
     if (searched == AB_OK && o.cap_bytes && !ab_run_stop) searched = status_at(&es, &b, &run, &res, &caps, o.cap_bytes, &at_cap, &diag);
     if (ab_run_stop) break; /* a search cut short has no answer */
     if (searched != AB_OK) {
-      char msg[AB_DIAG_BYTES + 80];
-      snprintf(msg, sizeof msg, "%s: %s", list.name[i], diag.msg);
-      rc = ab_cli_fail(&o, msg);
+      rc = ab_cli_fail_of(&o, list.name[i], diag.msg);
       continue;
     }
     ab_run_desc_t desc = {es.source, list.name[i], list.conf[i], res.device, 0, o.seed, 0, NULL};

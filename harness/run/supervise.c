@@ -53,10 +53,13 @@
  *     descriptor closed. The CUDA shim's file: sealed (pluggable_library.c).
  *   - the results: the one descriptor the child writes, moved to a number drawn at random
  *     (below 1024, where descriptor tables stay small), the low one closed. Before it writes,
- *     the child looks whether anything is already there; what it writes is framed (a magic
- *     word at each end, its length and a checksum), which the parent checks before it reads
- *     a byte. A library that wrote there fails its run with one line saying so, never a
- *     crash of allocbench and never the wrong reason.
+ *     the child looks whether the descriptor is still its file (a library may close every
+ *     number, or put /dev/null or a file of its own in their place: then the child writes
+ *     nothing there and says so in the watch's memory) and whether anything is already
+ *     there; what it writes is framed (a magic word at each end, its length and a checksum),
+ *     which the parent checks before it reads a byte. A library that wrote there, or closed
+ *     or replaced it, fails its run with one line saying so, never a crash of allocbench and
+ *     never the wrong reason.
  *   - allocbench's own words in the child (notes, the OOM report) are gathered in memory
  *     (ab_run_notes) and said by the parent with the results: no descriptor of the child
  *     leads to allocbench's stderr.
@@ -67,6 +70,7 @@
 typedef struct watch_s {
   volatile uint64_t call;        /* the watch word (ab_plugin_call_slot); NOT_STARTED at first */
   volatile uint64_t done, total; /* a run's progress: events replayed, of total */
+  volatile uint64_t lost;        /* the child found its results' descriptor closed or replaced */
 } watch_t;
 
 /* The deadline of one call into a library (ab_supervise_timeout). */
@@ -625,10 +629,9 @@ static ab_status say_ending(const char *cmd, const char *strategy, const ending_
     return ab_diag_set(diag, AB_ERR_INTERNAL, "%s: cannot start a process for the run (/proc/self/exe)%s", strategy,
                        said);
   char sig[96];
-  if (e->sent_sig) {
+  if (e->sent_sig) { /* no call named: the child went on while the signal reached this process */
     signal_words(e->sent_sig, sig, sizeof sig);
-    return ab_diag_set(diag, AB_ERR_INVALID, "%s sent %s to allocbench in %s: killed%s", strategy, sig,
-                       call, said);
+    return ab_diag_set(diag, AB_ERR_INVALID, "%s sent %s to allocbench: killed%s", strategy, sig, said);
   }
   if (e->stop_sig) {
     signal_words(e->stop_sig, sig, sizeof sig);
@@ -710,6 +713,12 @@ static ab_status make_files(const ab_supervise_job_t *j, files_t *f, watch_t **w
   return AB_OK;
 }
 
+/* The unit's failure when the child found its results' descriptor closed or replaced. */
+static ab_status say_lost(const char *strategy, ab_diag_t *diag) {
+  return ab_diag_set(diag, AB_ERR_INVALID,
+                     "%s closed or replaced a descriptor it does not own (allocbench's results) during its run", strategy);
+}
+
 /* The unit's failure when the child ended with its results whole (h) but found something in
  * their file before it wrote them, or ended well without them whole. */
 static ab_status say_scribbled(const char *strategy, const result_head_t *h, ab_diag_t *diag) {
@@ -761,7 +770,10 @@ ab_status ab_supervise_run(const ab_supervise_job_t *j, ab_supervise_reply_t *re
   }
   if (m) munmap((void *)(uintptr_t)m, size);
   *stopped = e->stopped;
-  if (notes || (clean && ab_plugin_call_of(e->call) == AB_PLUGIN_EXITING))
+  bool ended = !e->killed && !e->timed_out && !e->stop_sig && !e->sent_sig && WIFEXITED(e->ws);
+  if (ended && watch->lost)
+    st = say_lost(j->strategy, diag);
+  else if (notes || (clean && ab_plugin_call_of(e->call) == AB_PLUGIN_EXITING))
     st = say_scribbled(j->strategy, notes ? &h : NULL, diag);
   else
     st = say_ending(j->cmd ? j->cmd : "allocbench", j->strategy, e, diag);
@@ -793,6 +805,22 @@ void ab_supervise_progress(void *ctx, size_t done, size_t total) {
 static char *notes_text;
 static size_t notes_bytes;
 
+/* The results' file as the child set it up (hide_results): what its descriptor must still be. */
+static struct stat results_file;
+
+/* Whether fd is still the results' file; if not, the child says so to its parent and writes
+ * nothing through it (Note [What the library can reach]): what is there now is the library's,
+ * or no file at all. */
+static bool results_kept(writer_t *w) {
+  struct stat now;
+  bool kept = fstat(w->fd, &now) == 0 && now.st_dev == results_file.st_dev && now.st_ino == results_file.st_ino;
+  if (!kept) {
+    child_watch->lost = 1;
+    w->bad = true;
+  }
+  return kept;
+}
+
 /* Empties the results' file and says how many bytes were in it: the library's, since nothing
  * else in the process has the descriptor and the child writes it only now
  * (Note [What the library can reach]). */
@@ -807,7 +835,7 @@ void ab_supervise_reply(ab_supervise_child_t *c, ab_status status, const char *m
   memset(&h, 0, sizeof h);
   h.magic = RESULT_MAGIC;
   h.status = status;
-  h.scribbled = clear_results(&c->out);
+  h.scribbled = results_kept(&c->out) ? clear_results(&c->out) : 0;
   snprintf(h.msg, sizeof h.msg, "%s", msg);
   ab_supervise_put(&c->out, &h, sizeof h);
   fflush(c->notes);
@@ -832,7 +860,7 @@ static int hide_results(void) {
     r = (uint32_t)getpid() * 2654435761u ^ (uint32_t)(ab_clock_s() * 1e9); /* no entropy yet: still unknown to it */
   int fd = fcntl(RESULT_FD, F_DUPFD_CLOEXEC, hi > lo ? lo + (int)(r % (uint32_t)(hi - lo)) : 10);
   if (fd < 0) fd = fcntl(RESULT_FD, F_DUPFD_CLOEXEC, 10); /* the number drawn and those above it taken */
-  if (fd < 0 || close(RESULT_FD) != 0) return -1;
+  if (fd < 0 || close(RESULT_FD) != 0 || fstat(fd, &results_file) != 0) return -1;
   return fd;
 }
 

@@ -41,9 +41,10 @@
  *      (--plugin-timeout): killed" (one call past the deadline, AB_SUPERVISE_TIMEOUT_S unless
  *      ab_supervise_timeout says otherwise), "stalled its process in allocbench's code between
  *      or after its calls: no progress within 60 s" (as long without a call, once it was
- *      loaded), "sent SIGTERM (Terminated) to allocbench in alloc: killed" (a stopping
+ *      loaded), "sent SIGTERM (Terminated) to allocbench: killed" (a stopping
  *      signal from its process or its process group is no stop, Note [Stopping a command],
- *      stop.h), "wrote to a descriptor it does not own"
+ *      stop.h), "wrote to a descriptor it does not own", "closed or replaced a descriptor it
+ *      does not own"
  *      (Note [What the library can reach], supervise.c); the last line the library printed,
  *      if any, is quoted at its end. A command records that run as failed (an error row) and
  *      goes on with the rest, as it does for any run that fails.
