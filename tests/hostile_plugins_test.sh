@@ -273,6 +273,16 @@ rc=$?
 grep -qxF "allocbench compare: pluggable:$hostile crashed in init: SIGSEGV (Segmentation fault)" "$work/stderr" ||
   fail "compare with a crashing library: $(cat "$work/stderr")"
 
+# A library that crashes in its init, before any run: the matrix runs the others, and the
+# library's run is an error row (exit 1, not a refusal of the arguments).
+"$ab" matrix -w "$wl" --device sim:h200 --quiet --no-timeline -s "raw,pluggable:$hostile,caching" -c '' \
+  -c init:segv_reset -c '' --out "$work/matrix_init" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "matrix with a library crashing in init exited $rc: $(cat "$work/stderr")"
+statuses=$(awk -F, 'NR > 1 { print $2 }' "$work/matrix_init/summary.csv" | tr '\n' ' ')
+[ "$statuses" = "raw pluggable:$hostile caching " ] || fail "matrix with a library crashing in init: rows $statuses"
+grep -qF "crashed in init: SIGSEGV" "$work/stderr" || fail "matrix with a library crashing in init: $(cat "$work/stderr")"
+
 # The same with a library that stops its process: it is killed, the matrix goes on.
 AB_HOSTILE_AT=5 timeout 120 "$ab" matrix -w "$wl" -w fragmenter --device sim:h200 --quiet --no-timeline \
   -s "raw,pluggable:$hostile:stop_alloc:my_free,caching" --out "$work/matrix_stop" >"$work/stdout" 2>"$work/stderr"

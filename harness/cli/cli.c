@@ -1071,12 +1071,34 @@ ab_status ab_cli_strategies(const char *list, const char *const *confs, size_t n
 ab_status ab_cli_check_strategies(const ab_run_spec_t *o, const ab_bisect_opts_t *search,
                                   const ab_cli_strategies_t *list, uint64_t *total, ab_diag_t *diag) {
   ab_world_t device;
+  memset(&device, 0, sizeof device);
+  ab_status failed = AB_OK; /* the first library that failed as it was loaded */
+  ab_diag_t why = {""};
+  size_t checked = 0;
   for (size_t i = 0; i < list->n; i++) {
     ab_bisect_opts_t b = ab_run_search_opts(o, search, list->name[i], list->conf[i]);
-    ab_status st = ab_bisect_check(&b, &device, diag);
-    /* With several strategies, which one's conf was refused. */
-    if (st != AB_OK && list->n > 1) ab_diag_prefix(diag, "%s: ", list->name[i]);
-    if (st != AB_OK) return st;
+    ab_world_t one;
+    ab_diag_t said = {""};
+    ab_status st = ab_bisect_check(&b, &one, &said);
+    /* A library that crashed as it was loaded is no bad argument: its runs fail the same way
+     * and are recorded as error rows while the others run (strategies/README.md). */
+    if (st != AB_OK && st != AB_ERR_INVALID && ab_supervise_apart(list->name[i])) {
+      if (failed == AB_OK) failed = st, why = said;
+      continue;
+    }
+    if (st != AB_OK) {
+      /* With several strategies, which one's conf was refused (a library names itself). */
+      *diag = said;
+      if (list->n > 1 && strncmp(diag->msg, list->name[i], strlen(list->name[i])) != 0)
+        ab_diag_prefix(diag, "%s: ", list->name[i]);
+      return st;
+    }
+    device = one;
+    checked++;
+  }
+  if (checked == 0 && failed != AB_OK) { /* nothing else to run */
+    *diag = why;
+    return failed;
   }
   *total = device.total_bytes;
   if (list->n) ab_run_note_device(o, device.device, device.kind);

@@ -437,7 +437,8 @@ int ab_cmd_matrix(int argc, char **argv) {
    * stops the command before the first row. */
   ab_bisect_opts_t unsearched = {0};
   uint64_t total;
-  if (ab_cli_check_strategies(&o, &unsearched, &list, &total, &diag) != AB_OK) return ab_cli_usage_error(&o, diag.msg);
+  ab_status checked = ab_cli_check_strategies(&o, &unsearched, &list, &total, &diag);
+  if (checked != AB_OK) return checked == AB_ERR_INVALID ? ab_cli_usage_error(&o, diag.msg) : ab_cli_fail(&o, diag.msg);
   size_t nstrat = list.n;
   const char **given = a.given;
   size_t ngiven = a.ngiven;

@@ -98,7 +98,11 @@ static ab_status check_apart(const ab_pipeline_t *p, ab_world_t *closed, ab_diag
                           .dev = p->dev, .args = &a, .args_bytes = sizeof a};
   ab_supervise_reply_t r;
   bool stopped;
-  AB_TRY(ab_supervise_run(&j, &r, &stopped, diag));
+  ab_status ended = ab_supervise_run(&j, &r, &stopped, diag);
+  /* The library took its process down as it was loaded (a crash in a constructor or its init,
+   * a deadline passed): not the user's arguments, and its run fails the same way, recorded as
+   * an error row (AB_ERR_IO, where a refusal of the arguments is AB_ERR_INVALID). */
+  if (ended != AB_OK) return ended == AB_ERR_INVALID ? AB_ERR_IO : ended;
   check_reply_t c;
   ab_supervise_get(&r.in, &c, sizeof c);
   if (r.status != AB_OK) {
