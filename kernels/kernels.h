@@ -157,6 +157,9 @@ typedef struct ab_waits_s {
   /* Called by a watchdog when a wait it cannot interrupt (ncclCommDestroy) must end: code is
    * 128 + the signal, or 1 at the deadline. Expected not to return; NULL: wait on. */
   void (*give_up)(int code, const char *why);
+  /* The command's name, for the line a rank says once a second into reaching its launcher's
+   * store ("allocbench run: rank 1 of 2 waits for the store at ..."); NULL: quiet. */
+  const char *say_as;
 } ab_waits_t;
 
 #define AB_WAIT_SLICE_MS 100 /* the longest a host wait sleeps before looking at stop */

@@ -74,5 +74,14 @@ nobody=$((20000 + $$ % 20000))
 while (: <"/dev/tcp/127.0.0.1/$nobody") 2>/dev/null; do nobody=$((nobody + 1)); done
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$nobody AB_RENDEZVOUS_TIMEOUT=0.5 \
   refuse "rank 1: could not reach the store at 127.0.0.1:$nobody within 0.5 s" run -w zero -s raw --device sim --ranks env
+# A longer wait says once, a second in, what it waits for and why it has not got there; -q
+# keeps it silent.
+for quiet in "" -q; do
+  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$nobody AB_RENDEZVOUS_TIMEOUT=2 \
+    "$ab" run -w zero -s raw --device sim --ranks env $quiet --out "$work/waits" >/dev/null 2>"$work/err" &&
+    fail "a rank with nobody at its store exited 0"
+  said=$(grep -c "allocbench run: rank 1 of 2 waits for the store at 127.0.0.1:$nobody (up to 2 s): Connection refused" "$work/err")
+  [ "$said" -eq "$([ -z "$quiet" ] && echo 1 || echo 0)" ] || fail "the wait for the store ($quiet): $(cat "$work/err")"
+done
 
 finish ranks_cli_test

@@ -480,6 +480,7 @@ int ab_cmd_matrix(int argc, char **argv) {
   ab_spread_t sp;
   memset(&sp, 0, sizeof sp);
   sp.world = 1;
+  sp.say_as = o.quiet ? NULL : o.cmd;
   if (rc == AB_EXIT_OK) {
     ab_status joined = ab_spread_open(&sp, &diag);
     if (joined == AB_OK) {

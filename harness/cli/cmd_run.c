@@ -154,6 +154,7 @@ int ab_cmd_run(int argc, char **argv) {
     ro.waits.stop = &ab_run_stop;
     ro.waits.give_up = give_up_now;
     ro.say = o.quiet ? NULL : stderr;
+    ro.waits.say_as = o.quiet ? NULL : o.cmd;
     uint64_t n = 0;
     if (strcmp(ranks, "env") == 0) return run_launched(&o, &ro);
     if (ab_parse_u64("--ranks", ranks, AB_RANKS_MAX, &n, &diag) != AB_OK || n == 0) {

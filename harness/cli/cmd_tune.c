@@ -591,6 +591,7 @@ int ab_cmd_tune(int argc, char **argv) {
   memset(&job, 0, sizeof job);
   ab_spread_t sp;
   memset(&sp, 0, sizeof sp);
+  sp.say_as = o.quiet ? NULL : o.cmd;
   if (rc < 0) rc = tune(&o, &a, &job, &sp, argc, argv);
   ab_spread_close(&sp, !ab_run_stop);
   ab_tune_job_free(&job);

@@ -10,7 +10,9 @@
 #include "harness/run/stop.h"
 
 ab_status ab_spread_open(ab_spread_t *sp, ab_diag_t *diag) {
+  const char *say_as = sp->say_as;
   memset(sp, 0, sizeof *sp);
+  sp->say_as = say_as;
   sp->world = sp->local = 1;
   ab_launch_t l;
   AB_TRY(ab_launch_from_env(&l, diag));
@@ -18,6 +20,7 @@ ab_status ab_spread_open(ab_spread_t *sp, ab_diag_t *diag) {
   ab_waits_t w;
   AB_TRY(ab_waits_from_env(&w, diag));
   w.stop = &ab_run_stop;
+  w.say_as = say_as;
   AB_TRY(ab_link_open(&l, &w, &sp->link, diag));
   if (sp->link->world == 1) { /* a launch of one: alone */
     sp->link->ops->close(sp->link, true);

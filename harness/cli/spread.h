@@ -19,6 +19,7 @@
 #include "harness/ranks/link.h"
 
 typedef struct ab_spread_s {
+  const char *say_as;   /* the command, in what a long wait says (NULL: quiet); set before ab_spread_open */
   ab_link_t *link;      /* NULL: alone */
   unsigned rank, world; /* 0 and 1 when alone */
   unsigned local;       /* the launch's processes on this host (1 when alone) */

@@ -160,7 +160,10 @@ ab_status ab_link_open_store(const ab_launch_t *la, const ab_waits_t *w, ab_link
   x->l.local = la->local_world;
   x->l.waits = *w;
   snprintf(x->l.engine, sizeof x->l.engine, "the store at %s:%s", la->addr, la->port);
-  ab_status st = ab_store_open(la->addr, la->port, w->meet_s, w->collective_s, w->stop, &x->s, diag);
+  char waiting[600];
+  snprintf(waiting, sizeof waiting, "%s: rank %u of %u waits for the store at %s:%s (up to %g s)", w->say_as ? w->say_as : "",
+           la->rank, la->world, la->addr, la->port, w->meet_s);
+  ab_status st = ab_store_open(la->addr, la->port, w->meet_s, w->collective_s, w->stop, w->say_as ? waiting : NULL, &x->s, diag);
   if (st != AB_OK) {
     store_close(&x->l, false);
     if (w->stop && *w->stop)

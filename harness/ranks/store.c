@@ -36,6 +36,7 @@ struct ab_store_s {
   int protocol;                     /* 1 or 2 */
   double answer_s;
   const volatile sig_atomic_t *stop;
+  const char *waiting;              /* said once a second into the first connection; NULL: nothing */
   unsigned char *q;                 /* the query being built */
   size_t qn, qcap;
   bool q_failed;                    /* host memory ran out while it was built */
@@ -128,6 +129,8 @@ static int connect_once(const ab_store_t *s, const struct addrinfo *a, double de
  * the other nodes start. The failure names the resolver's last answer. */
 static int connect_to(const ab_store_t *s, double deadline, double wait_s, bool hurry, ab_diag_t *diag) {
   char last[256] = "no address";
+  double since = ab_clock_s();
+  bool said = false;
   while (hurry || !stopped(s)) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -147,6 +150,10 @@ static int connect_to(const ab_store_t *s, double deadline, double wait_s, bool 
       snprintf(last, sizeof last, "%s", gai_strerror(e));
     }
     if (ab_clock_s() >= deadline) break;
+    if (s->waiting && !said && ab_clock_s() - since >= 1.0) {
+      fprintf(stderr, "%s: %s\n", s->waiting, last);
+      said = true;
+    }
     struct timespec nap = {0, 50 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
@@ -287,7 +294,7 @@ static ab_status answer(ab_store_t *s, void *buf, size_t n, ab_diag_t *diag) {
 /* ---- the calls ------------------------------------------------------------------------------------ */
 
 ab_status ab_store_open(const char *addr, const char *port, double wait_s, double answer_s,
-                        const volatile sig_atomic_t *stop, ab_store_t **out, ab_diag_t *diag) {
+                        const volatile sig_atomic_t *stop, const char *waiting, ab_store_t **out, ab_diag_t *diag) {
   ab_store_t *s = calloc(1, sizeof *s);
   if (s == NULL) return ab_diag_set(diag, AB_ERR_INTERNAL, "out of host memory");
   snprintf(s->addr, sizeof s->addr, "%s", addr);
@@ -296,7 +303,10 @@ ab_status ab_store_open(const char *addr, const char *port, double wait_s, doubl
   s->fd = -1;
   s->answer_s = answer_s;
   s->stop = stop;
-  if (reconnect(s, ab_clock_s() + wait_s, wait_s, diag) != AB_OK) {
+  s->waiting = waiting;
+  ab_status st = reconnect(s, ab_clock_s() + wait_s, wait_s, diag);
+  s->waiting = NULL; /* the first connection only: later ones are replies awaited */
+  if (st != AB_OK) {
     ab_store_close(s);
     return AB_ERR_IO;
   }

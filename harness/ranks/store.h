@@ -69,9 +69,10 @@ typedef struct ab_store_s ab_store_t;
 
 /* Connects to the store at addr:port, retrying for wait_s seconds since a store may come up
  * after its clients, and learns which protocol it speaks. Replies are awaited at most
- * answer_s seconds. A set *stop ends every wait at once. */
+ * answer_s seconds. A set *stop ends every wait at once. waiting, when not NULL, is said on
+ * stderr once the first connection has been tried for a second, with why it failed last. */
 ab_status ab_store_open(const char *addr, const char *port, double wait_s, double answer_s,
-                        const volatile sig_atomic_t *stop, ab_store_t **out, ab_diag_t *diag);
+                        const volatile sig_atomic_t *stop, const char *waiting, ab_store_t **out, ab_diag_t *diag);
 /* 1: the protocol without the handshake (PyTorch 1.13); 2: with VALIDATE. */
 int ab_store_protocol(const ab_store_t *s);
 /* "HOST:PORT", for messages. */

@@ -34,7 +34,7 @@ static bool server(void) {
 static ab_store_t *open_store(const volatile sig_atomic_t *stop) {
   ab_store_t *s = NULL;
   ab_diag_t diag = {""};
-  ab_status st = ab_store_open(host, port, 10, 10, stop, &s, &diag);
+  ab_status st = ab_store_open(host, port, 10, 10, stop, NULL, &s, &diag);
   CHECK_MSG(st == AB_OK, "%s", diag.msg);
   return st == AB_OK ? s : NULL;
 }
@@ -175,7 +175,7 @@ static void nobody(void) {
   ab_store_t *s = NULL;
   ab_diag_t diag = {""};
   double t0 = ab_clock_s();
-  CHECK(ab_store_open("127.0.0.1", held_port, 0.5, 5, NULL, &s, &diag) == AB_ERR_IO);
+  CHECK(ab_store_open("127.0.0.1", held_port, 0.5, 5, NULL, NULL, &s, &diag) == AB_ERR_IO);
   CHECK(ab_clock_s() - t0 < 3.0);
   char says[128];
   snprintf(says, sizeof says, "could not reach the store at 127.0.0.1:%s within 0.5 s", held_port);
