@@ -283,6 +283,15 @@ statuses=$(awk -F, 'NR > 1 { print $2 }' "$work/matrix_init/summary.csv" | tr '\
 [ "$statuses" = "raw pluggable:$hostile caching " ] || fail "matrix with a library crashing in init: rows $statuses"
 grep -qF "crashed in init: SIGSEGV" "$work/stderr" || fail "matrix with a library crashing in init: $(cat "$work/stderr")"
 
+# tune the same, with a library whose constructor crashes: the others are ranked, its row an
+# error, exit 1.
+"$ab" tune -w "$wl" --device sim:h200 --quiet -s "pluggable:$on_load" --out "$work/tune_load" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "tune with a library crashing as it loads exited $rc: $(cat "$work/stderr")"
+grep -q "^export PYTORCH_CUDA_ALLOC_CONF=" "$work/stdout" || fail "tune with a library crashing as it loads: no answer"
+grep -qF ",error,none," "$work/tune_load/tune.csv" && grep -qF "pluggable:$on_load" "$work/tune_load/tune.csv" ||
+  fail "tune with a library crashing as it loads: no error row: $(cat "$work/tune_load/tune.csv")"
+
 # The same with a library that stops its process: it is killed, the matrix goes on.
 AB_HOSTILE_AT=5 timeout 120 "$ab" matrix -w "$wl" -w fragmenter --device sim:h200 --quiet --no-timeline \
   -s "raw,pluggable:$hostile:stop_alloc:my_free,caching" --out "$work/matrix_stop" >"$work/stdout" 2>"$work/stderr"

@@ -77,7 +77,9 @@ void ab_pipeline_leave(ab_world_t *w);
 ab_status ab_pipeline_close(ab_world_t *w, ab_run_t *run, ab_diag_t *diag);
 
 /* Opens and closes at once: the check that p can run, before any work. *closed describes the
- * device (when closed is not NULL). */
+ * device (when closed is not NULL). A refusal of p (an unknown strategy, a bad conf) is
+ * AB_ERR_INVALID; a supervised library that took its process down as it was loaded (a crash
+ * in a constructor or its init, a deadline passed) is AB_ERR_IO: its run fails the same way. */
 ab_status ab_pipeline_check(const ab_pipeline_t *p, ab_world_t *closed, ab_diag_t *diag);
 
 /* The child's side of a library's check, made in a process of its own (ab_pipeline_check,

@@ -18,6 +18,7 @@
 #include "harness/tune/tune_figures.h"
 #include "strategies/protocol/caching_conf.h"
 #include "harness/run/stop.h"
+#include "harness/run/supervise.h"
 
 /* ---- the traces --------------------------------------------------------------------------- */
 
@@ -150,11 +151,14 @@ static ab_status setup(const ab_run_spec_t *o, const ab_tune_request_t *req, con
   ab_pipeline_t p = {.device = o->device, .dev = o->dev, .strategy = "raw"};
   ab_world_t closed;
   AB_TRY(ab_pipeline_check(&p, &closed, diag));
-  /* The strategies of -s, checked before anything runs: each can be made on the device. */
+  /* The strategies of -s, checked before anything runs: each can be made on the device. A
+   * library that crashes as it is loaded is no bad argument (ab_pipeline_check): its row fails
+   * the same way, an error, while the others are ranked. */
   for (size_t i = 0; i < req->nreferences; i++) {
     ab_pipeline_t q = p;
     q.strategy = req->references[i];
-    AB_TRY(ab_pipeline_check(&q, NULL, diag));
+    ab_status st = ab_pipeline_check(&q, NULL, diag);
+    if (st != AB_OK && !(st != AB_ERR_INVALID && ab_supervise_apart(q.strategy))) return st;
   }
   ab_run_note_device(o, closed.device, closed.kind);
   snprintf(job->device, sizeof job->device, "%s", closed.device);
